@@ -1,0 +1,62 @@
+# perftracker -- the two commands a newcomer needs are `make demo` and `make test`.
+# CMake/ctest do the real work; this file only sequences them and installs what is missing.
+#
+#   make          build (release) -> build/bin/perftracker, build/python/
+#   make demo     install deps, build, run the end-to-end demo and print the diagnosis
+#   make test     install deps, build release + ASan/UBSan + TSan trees, run every test
+#   make bench    benchmarks (ratios against baselines measured in the same run)
+#   make fuzz     run each fuzz target for FUZZ_SECONDS
+#   make install  install the CLI and the Python collector (PREFIX=/usr/local)
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
+FUZZ_SECONDS ?= 60
+CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
+
+.PHONY: all build deps deps-build demo test test-asan test-tsan test-integration bench fuzz install clean
+
+all: build
+
+deps-build:
+	@scripts/install-deps.sh --build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps-build
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+	@ln -sf perftracker $(BUILD)/bin/c4d_perftracker
+
+demo: deps build
+	@scripts/demo.sh $(BUILD)
+
+test: deps build test-asan test-tsan test-integration
+
+test-asan:
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && ctest $(CTEST_FLAGS) -L sanitized
+
+test-tsan:
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS)
+	cd $(TSAN_BUILD) && ctest $(CTEST_FLAGS) -L tsan
+
+test-integration: build
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -L integration
+
+bench: build
+	@scripts/bench.sh $(BUILD)
+
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what perftracker needs to build and test on Debian 12, and nothing that is
+# already there. Safe to run again. Used by `make demo`, `make test` and .ci/run.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --build    only what `make` needs
+set -euo pipefail
+
+build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev
+            python3-dev clang libclang-rt-14-dev)
+test_pkgs=(libcmocka-dev python3-torch python3-pandas python3-numpy chromium nodejs npm
+           valgrind procps)
+
+want=("${build_pkgs[@]}")
+[[ "${1:-}" == "--build" ]] || want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Debian's nodejs may be absent while a newer node is on PATH; then skip nodejs/npm.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    tmp=(); for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || tmp+=("$p"); done
+    missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+if ((${#missing[@]})); then
+    echo "install-deps: installing ${missing[*]}" >&2
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

@@ -1,0 +1,11 @@
+/* analyze.c -- placeholder, being written. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+int cmd_analyze(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "perftracker: 'analyze' is not available in this build yet\n");
+    return PT_EXIT_FAILURE;
+}

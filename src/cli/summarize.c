@@ -1,0 +1,11 @@
+/* summarize.c -- placeholder, being written. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+int cmd_summarize(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "perftracker: 'summarize' is not available in this build yet\n");
+    return PT_EXIT_FAILURE;
+}

@@ -1,0 +1,34 @@
+/* classify.h -- what names mean: which kernels are collectives, which CPU calls wait on
+ * communication, how Python frames are named, and what link a collective runs over.
+ *
+ * All knowledge of NCCL/RCCL/gloo naming lives here, so when a library renames its
+ * kernels there is one place to teach. */
+#ifndef PT_SUMMARIZE_CLASSIFY_H
+#define PT_SUMMARIZE_CLASSIFY_H
+
+#include "util/buf.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ncclKernel_*, ncclDevKernel_*, rccl, msccl kernels. */
+bool pt_kernel_is_collective(const char *name, size_t n);
+/* CPU-side collective calls: gloo:/nccl:/c10d:: operators and torch.distributed's
+ * blocking Python entry points (barrier, all_reduce, ...). */
+bool pt_cpu_is_collective(const char *name, size_t n);
+/* Appends the seed's frame name: "pkg/file.py(12): f" -> "pkg/file.py: f", and
+ * "<built-in method m of T object at 0x7f3a...>" -> "<built-in method m of T object at 0x>". */
+void pt_normalize_frame(pt_buf *out, const char *name, size_t n);
+
+/* "ring", "tree", "sendrecv", "nvls", "collnet", "alltoall" or "other". */
+const char *pt_collective_pattern(const char *kernel_name, size_t n);
+/* "nvlink", "xgmi", "pcie" or "network" from the GPU model and whether the group fits in
+ * one node (group_size <= devices on the node). */
+const char *pt_collective_link(const char *device_name, int device_count, int group_size);
+/* Peak unidirectional bandwidth per GPU of that link, GB/s (an estimate by GPU model). */
+double pt_link_peak_gbps(const char *link, const char *device_name);
+/* NCCL's bus-bandwidth correction for a collective over n ranks, and which message size
+ * it applies to (true: the output size, as for all-gather). */
+double pt_busbw_factor(const char *collective, size_t len, int n, bool *uses_output_size);
+
+#endif

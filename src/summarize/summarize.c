@@ -1,0 +1,1007 @@
+/* summarize.c -- reduce one worker's events to its summary.
+ *
+ * Pipeline, once the reader has pushed every event:
+ *   1. Window: from the first ProfilerStep's start to the last one's end (the whole trace
+ *      when no steps were marked). Everything is clipped to it.
+ *   2. Timelines: one union of intervals per activity class, then layered by priority,
+ *      H1 = compute, H2 = H1 ∪ memory, H3 = H2 ∪ communication, H4 = H3 ∪ runtime,
+ *      H5 = H4 ∪ CPU. A class's exposed (bottleneck) time is |H_k| - |H_{k-1}|, and one
+ *      event's exposed time is its length minus its coverage by H_{k-1}, an O(log n)
+ *      query (timeline.c).
+ *   3. Python: per thread, CPU events sorted by (start, longer first, depth) rebuild the
+ *      call tree with a stack; each frame's exclusive segments minus their coverage by
+ *      H4 accumulate on its full call stack, interned as (parent stack, frame).
+ *   4. Per function: count, total, exposed, max, and the median of its executions
+ *      (counting sort by function, then quickselect per function: linear time).
+ *   5. Only the functions that matter are kept (caps below), so the summary stays tens of
+ *      kilobytes whatever the trace size.
+ *
+ * Memory is the compact records: ~30 bytes per kept event, a few percent of the JSON. */
+#include "summarize/summarize.h"
+#include "summarize/classify.h"
+#include "summarize/timeline.h"
+#include "util/buf.h"
+#include "util/stats.h"
+#include "util/strtab.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How many functions of each class a summary keeps, and the share of the window below
+ * which a function is dropped once the first few are kept. */
+#define KEEP_ALWAYS 20
+#define KEEP_MIN_SHARE 1e-4
+static const size_t keep_max[PT_CLASS_COUNT] = {100, 24, 48, 40, 150};
+#define MAX_STACK_RENDER 16384
+#define NO_ID UINT32_MAX
+
+typedef struct span_rec {
+    int64_t start, end;
+    uint32_t key;   /* interned name (or kernel key) */
+    uint32_t aux;   /* kernels: index into colls, or NO_ID */
+} span_rec;
+
+typedef struct cpu_rec {
+    int64_t start, end;
+    int64_t tid;
+    uint32_t name;
+    int32_t depth;
+} cpu_rec;
+
+typedef struct coll_rec {
+    int64_t in_nelems, out_nelems;
+    int32_t group_size, dtype_bytes;
+    uint32_t name; /* interned collective name, NO_ID when absent */
+} coll_rec;
+
+typedef struct step_rec {
+    int64_t start, end, step;
+} step_rec;
+
+typedef struct counter_rec {
+    int64_t ts;
+    uint32_t metric;
+    double value;
+} counter_rec;
+
+typedef struct kernel_key {
+    uint32_t name;
+    int32_t grid[3], block[3];
+} kernel_key;
+
+#define DEFINE_VEC(type, field) \
+    type *field;                \
+    size_t field##_count, field##_cap
+
+struct pt_summarizer {
+    pt_strtab names;
+    pt_strtab kernel_keys; /* binary kernel_key -> id */
+    DEFINE_VEC(span_rec, kernels);
+    DEFINE_VEC(coll_rec, colls);
+    DEFINE_VEC(span_rec, memops);
+    DEFINE_VEC(span_rec, runtime);
+    DEFINE_VEC(cpu_rec, cpu);
+    DEFINE_VEC(step_rec, steps);
+    DEFINE_VEC(counter_rec, counters);
+    DEFINE_VEC(char *, warnings);
+    uint64_t events;
+};
+
+#define PUSH(s, field, value)                                        \
+    do {                                                             \
+        PT_GROW((s)->field, (s)->field##_cap, (s)->field##_count + 1); \
+        (s)->field[(s)->field##_count++] = (value);                  \
+    } while (0)
+
+/* ------------------------------------------------------------ the sink */
+
+static int on_event(void *ctx, const pt_event *ev)
+{
+    pt_summarizer *s = ctx;
+    s->events++;
+    int64_t end = ev->ts_ns + ev->dur_ns;
+    switch (ev->kind) {
+    case PT_EVENT_GPU_KERNEL: {
+        kernel_key k = {pt_strtab_intern(&s->names, ev->name, ev->name_len),
+                        {ev->grid[0], ev->grid[1], ev->grid[2]},
+                        {ev->block[0], ev->block[1], ev->block[2]}};
+        span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->kernel_keys, (const char *)&k, sizeof k), NO_ID};
+        if (ev->coll.name || ev->coll.in_nelems > 0) {
+            coll_rec c = {ev->coll.in_nelems, ev->coll.out_nelems, ev->coll.group_size, ev->coll.dtype_bytes,
+                          ev->coll.name ? pt_strtab_intern(&s->names, ev->coll.name, ev->coll.name_len) : NO_ID};
+            r.aux = (uint32_t)s->colls_count;
+            PUSH(s, colls, c);
+        }
+        PUSH(s, kernels, r);
+        break;
+    }
+    case PT_EVENT_GPU_MEMCPY:
+    case PT_EVENT_GPU_MEMSET: {
+        span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->names, ev->name, ev->name_len), NO_ID};
+        PUSH(s, memops, r);
+        break;
+    }
+    case PT_EVENT_RUNTIME: {
+        span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->names, ev->name, ev->name_len), NO_ID};
+        PUSH(s, runtime, r);
+        break;
+    }
+    case PT_EVENT_CPU: {
+        cpu_rec r = {ev->ts_ns, end, ev->tid, pt_strtab_intern(&s->names, ev->name, ev->name_len), ev->depth};
+        PUSH(s, cpu, r);
+        break;
+    }
+    case PT_EVENT_STEP: {
+        step_rec r = {ev->ts_ns, end, ev->step};
+        PUSH(s, steps, r);
+        break;
+    }
+    case PT_EVENT_COUNTER: {
+        counter_rec r = {ev->ts_ns, pt_strtab_intern(&s->names, ev->name, ev->name_len), ev->value};
+        PUSH(s, counters, r);
+        break;
+    }
+    case PT_EVENT_KIND_COUNT:
+        break;
+    }
+    return 0;
+}
+
+static void on_warning(void *ctx, const char *message)
+{
+    pt_summarizer *s = ctx;
+    char *copy = pt_xstrdup(message);
+    PUSH(s, warnings, copy);
+}
+
+pt_summarizer *pt_summarizer_new(void)
+{
+    pt_summarizer *s = pt_xcalloc(1, sizeof *s);
+    pt_strtab_init(&s->names);
+    pt_strtab_init(&s->kernel_keys);
+    return s;
+}
+
+pt_trace_sink pt_summarizer_sink(pt_summarizer *s)
+{
+    pt_trace_sink sink = {s, on_event, on_warning};
+    return sink;
+}
+
+void pt_summarizer_free(pt_summarizer *s)
+{
+    if (!s)
+        return;
+    pt_strtab_free(&s->names);
+    pt_strtab_free(&s->kernel_keys);
+    for (size_t i = 0; i < s->warnings_count; i++)
+        free(s->warnings[i]);
+    free(s->warnings);
+    free(s->kernels);
+    free(s->colls);
+    free(s->memops);
+    free(s->runtime);
+    free(s->cpu);
+    free(s->steps);
+    free(s->counters);
+    free(s);
+}
+
+/* ------------------------------------------------------------ reduction state */
+
+/* One function being accumulated: (class, id) where id is a kernel key, a name or a
+ * Python stack, depending on the class. */
+typedef struct func_acc {
+    pt_class cls;
+    uint32_t id;
+    uint64_t count;
+    int64_t total_ns, exposed_ns, max_ns;
+    double tput_sum, tput_sq, busbw_sum;
+    uint64_t tput_n;
+    uint32_t group_name; /* communication: interned "link pattern" */
+} func_acc;
+
+typedef struct reducer {
+    pt_summarizer *s;
+    const pt_trace_meta *meta;
+    int64_t w0, w1;
+    pt_timeline layer[PT_CLASS_COUNT + 1]; /* layer[k] = H_k, layer[0] empty */
+    pt_strtab func_index;                  /* binary {cls, id} -> index into funcs */
+    func_acc *funcs;
+    size_t funcs_count, funcs_cap;
+    uint32_t *exec_func;                   /* one entry per execution, for medians */
+    int64_t *exec_dur;
+    size_t exec_count, exec_cap;
+    pt_strtab stacks;                      /* binary {parent stack, frame} -> stack id */
+    uint32_t *stack_parent, *stack_frame;
+    size_t stack_cap;
+    uint32_t *normalized;                  /* raw name id -> normalized frame name id */
+    uint8_t *cpu_comm;                     /* raw name id -> 1 collective, 2 not, 0 unknown */
+    size_t name_slots;                     /* entries in normalized[] and cpu_comm[] */
+    int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
+} reducer;
+
+/* The per-name caches cover every name interned so far; reduction interns a few more. */
+static void cover_name(reducer *r, uint32_t id)
+{
+    if (id < r->name_slots)
+        return;
+    size_t slots = (size_t)id * 2 + 1024;
+    r->normalized = pt_xrealloc(r->normalized, slots * sizeof *r->normalized);
+    memset(r->normalized + r->name_slots, 0xff, (slots - r->name_slots) * sizeof *r->normalized);
+    r->cpu_comm = pt_xrealloc(r->cpu_comm, slots);
+    memset(r->cpu_comm + r->name_slots, 0, slots - r->name_slots);
+    r->name_slots = slots;
+}
+
+static bool clip(const reducer *r, int64_t *a, int64_t *b)
+{
+    if (*a < r->w0)
+        *a = r->w0;
+    if (*b > r->w1)
+        *b = r->w1;
+    return *b > *a;
+}
+
+static bool in_window(const reducer *r, int64_t start, int64_t end)
+{
+    if (end == start)
+        return start >= r->w0 && start < r->w1;
+    return start < r->w1 && end > r->w0;
+}
+
+static func_acc *func_get(reducer *r, pt_class cls, uint32_t id)
+{
+    uint32_t key[2] = {(uint32_t)cls, id};
+    uint32_t index = pt_strtab_intern(&r->func_index, (const char *)key, sizeof key);
+    if (index == r->funcs_count) {
+        PT_GROW(r->funcs, r->funcs_cap, r->funcs_count + 1);
+        func_acc *f = &r->funcs[r->funcs_count++];
+        memset(f, 0, sizeof *f);
+        f->cls = cls;
+        f->id = id;
+        f->group_name = NO_ID;
+    }
+    return &r->funcs[index];
+}
+
+/* Accounts one execution of a span-like activity of class cls. */
+static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t start, int64_t end)
+{
+    if (!in_window(r, start, end))
+        return NULL;
+    func_acc *f = func_get(r, cls, id);
+    int64_t a = start, b = end;
+    int64_t len = clip(r, &a, &b) ? b - a : 0;
+    f->count++;
+    f->total_ns += len;
+    f->exposed_ns += len - pt_timeline_covered(&r->layer[cls], a, b);
+    if (end - start > f->max_ns)
+        f->max_ns = end - start;
+    if (r->exec_count == r->exec_cap) {
+        PT_GROW(r->exec_func, r->exec_cap, r->exec_count + 1);
+        r->exec_dur = pt_xrealloc(r->exec_dur, r->exec_cap * sizeof *r->exec_dur);
+    }
+    r->exec_func[r->exec_count] = (uint32_t)(f - r->funcs);
+    r->exec_dur[r->exec_count++] = end - start;
+    return f;
+}
+
+static bool name_is_cpu_collective(reducer *r, uint32_t name)
+{
+    cover_name(r, name);
+    if (!r->cpu_comm[name]) {
+        const pt_strtab *names = &r->s->names;
+        r->cpu_comm[name] = pt_cpu_is_collective(pt_strtab_get(names, name), pt_strtab_len(names, name)) ? 1 : 2;
+    }
+    return r->cpu_comm[name] == 1;
+}
+
+static bool kernel_is_collective(reducer *r, uint32_t key)
+{
+    const kernel_key *k = (const kernel_key *)pt_strtab_get(&r->s->kernel_keys, key);
+    const pt_strtab *names = &r->s->names;
+    return pt_kernel_is_collective(pt_strtab_get(names, k->name), pt_strtab_len(names, k->name));
+}
+
+/* ------------------------------------------------------------ window and layers */
+
+static int cmp_step(const void *a, const void *b)
+{
+    const step_rec *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Keeps one record per step number (Kineto repeats ProfilerStep on some threads). */
+static void dedupe_steps(pt_summarizer *s)
+{
+    qsort(s->steps, s->steps_count, sizeof *s->steps, cmp_step);
+    size_t kept = 0;
+    for (size_t i = 0; i < s->steps_count; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < kept && !seen; j++)
+            seen = s->steps[j].step == s->steps[i].step;
+        if (!seen && s->steps[i].end > s->steps[i].start)
+            s->steps[kept++] = s->steps[i];
+    }
+    s->steps_count = kept;
+}
+
+static void extend(int64_t *lo, int64_t *hi, int64_t start, int64_t end)
+{
+    if (start < *lo)
+        *lo = start;
+    if (end > *hi)
+        *hi = end;
+}
+
+static bool find_window(pt_summarizer *s, int64_t *w0, int64_t *w1)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    if (s->steps_count) {
+        for (size_t i = 0; i < s->steps_count; i++)
+            extend(&lo, &hi, s->steps[i].start, s->steps[i].end);
+    } else {
+        for (size_t i = 0; i < s->kernels_count; i++)
+            extend(&lo, &hi, s->kernels[i].start, s->kernels[i].end);
+        for (size_t i = 0; i < s->memops_count; i++)
+            extend(&lo, &hi, s->memops[i].start, s->memops[i].end);
+        for (size_t i = 0; i < s->runtime_count; i++)
+            extend(&lo, &hi, s->runtime[i].start, s->runtime[i].end);
+        for (size_t i = 0; i < s->cpu_count; i++)
+            extend(&lo, &hi, s->cpu[i].start, s->cpu[i].end);
+    }
+    *w0 = lo, *w1 = hi;
+    return hi > lo;
+}
+
+typedef struct interval_vec {
+    pt_interval *items;
+    size_t count, cap;
+} interval_vec;
+
+static void add_clipped(const reducer *r, interval_vec *v, int64_t a, int64_t b)
+{
+    if (!clip(r, &a, &b))
+        return;
+    PT_GROW(v->items, v->cap, v->count + 1);
+    v->items[v->count].start = a;
+    v->items[v->count++].end = b;
+}
+
+static void build_layers(reducer *r)
+{
+    pt_summarizer *s = r->s;
+    interval_vec v[PT_CLASS_COUNT] = {{0}};
+    for (size_t i = 0; i < s->kernels_count; i++) {
+        pt_class c = kernel_is_collective(r, s->kernels[i].key) ? PT_CLASS_COMM : PT_CLASS_COMPUTE;
+        add_clipped(r, &v[c], s->kernels[i].start, s->kernels[i].end);
+    }
+    for (size_t i = 0; i < s->memops_count; i++)
+        add_clipped(r, &v[PT_CLASS_MEMORY], s->memops[i].start, s->memops[i].end);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        add_clipped(r, &v[PT_CLASS_RUNTIME], s->runtime[i].start, s->runtime[i].end);
+    for (size_t i = 0; i < s->cpu_count; i++) {
+        pt_class c = name_is_cpu_collective(r, s->cpu[i].name) ? PT_CLASS_COMM : PT_CLASS_PYTHON;
+        add_clipped(r, &v[c], s->cpu[i].start, s->cpu[i].end);
+    }
+    pt_timeline_build(&r->layer[0], NULL, 0);
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        pt_timeline own;
+        pt_timeline_build(&own, v[c].items, v[c].count);
+        r->own_total[c] = pt_timeline_total(&own);
+        pt_timeline_union(&r->layer[c + 1], &r->layer[c], &own);
+        pt_timeline_free(&own);
+        free(v[c].items);
+    }
+}
+
+static void fill_breakdown(const reducer *r, int64_t a, int64_t b, int64_t exposed[PT_CLASS_COUNT], int64_t *idle)
+{
+    int64_t below = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        int64_t upto = pt_timeline_covered(&r->layer[c + 1], a, b);
+        exposed[c] = upto - below;
+        below = upto;
+    }
+    *idle = (b - a) - below;
+}
+
+/* ------------------------------------------------------------ GPU, runtime, CPU comm */
+
+static uint32_t comm_group_name(reducer *r, uint32_t kernel_name, const coll_rec *c)
+{
+    const pt_strtab *names = &r->s->names;
+    const pt_trace_meta *m = r->meta;
+    int group = c && c->group_size > 0 ? c->group_size : m->world_size;
+    const char *link = pt_collective_link(m->device_name, m->device_count, group);
+    const char *pattern = pt_collective_pattern(pt_strtab_get(names, kernel_name), pt_strtab_len(names, kernel_name));
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s %s", link, pattern);
+    return pt_strtab_intern(&r->s->names, buf, strlen(buf));
+}
+
+static void account_throughput(reducer *r, func_acc *f, const span_rec *k)
+{
+    const coll_rec *c = k->aux != NO_ID ? &r->s->colls[k->aux] : NULL;
+    if (f->group_name == NO_ID)
+        f->group_name = comm_group_name(r, f->id, c);
+    if (!c || c->dtype_bytes <= 0 || k->end <= k->start || c->name == NO_ID)
+        return;
+    const pt_strtab *names = &r->s->names;
+    bool use_out;
+    int n = c->group_size > 0 ? c->group_size : 1;
+    double factor = pt_busbw_factor(pt_strtab_get(names, c->name), pt_strtab_len(names, c->name), n, &use_out);
+    double bytes = (double)(use_out ? c->out_nelems : c->in_nelems) * c->dtype_bytes;
+    double busbw_gbps = bytes / (double)(k->end - k->start) * factor; /* bytes/ns == GB/s */
+    const char *link = pt_collective_link(r->meta->device_name, r->meta->device_count, n);
+    double pct = 100.0 * busbw_gbps / pt_link_peak_gbps(link, r->meta->device_name);
+    f->tput_sum += pct;
+    f->tput_sq += pct * pct;
+    f->busbw_sum += busbw_gbps;
+    f->tput_n++;
+}
+
+static void account_gpu_and_runtime(reducer *r)
+{
+    pt_summarizer *s = r->s;
+    for (size_t i = 0; i < s->kernels_count; i++) {
+        const span_rec *k = &s->kernels[i];
+        if (!kernel_is_collective(r, k->key)) {
+            account_span(r, PT_CLASS_COMPUTE, k->key, k->start, k->end);
+            continue;
+        }
+        /* Collectives are keyed by kernel name alone, as the seed reports them. */
+        const kernel_key *key = (const kernel_key *)pt_strtab_get(&s->kernel_keys, k->key);
+        func_acc *f = account_span(r, PT_CLASS_COMM, key->name, k->start, k->end);
+        if (f)
+            account_throughput(r, f, k);
+    }
+    for (size_t i = 0; i < s->memops_count; i++)
+        account_span(r, PT_CLASS_MEMORY, s->memops[i].key, s->memops[i].start, s->memops[i].end);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        account_span(r, PT_CLASS_RUNTIME, s->runtime[i].key, s->runtime[i].start, s->runtime[i].end);
+}
+
+/* ------------------------------------------------------------ Python call stacks */
+
+static uint32_t normalized_frame(reducer *r, uint32_t raw)
+{
+    cover_name(r, raw);
+    if (r->normalized[raw] == NO_ID) {
+        pt_buf b = PT_BUF_INIT;
+        pt_normalize_frame(&b, pt_strtab_get(&r->s->names, raw), pt_strtab_len(&r->s->names, raw));
+        r->normalized[raw] = pt_strtab_intern(&r->s->names, pt_buf_cstr(&b), b.len);
+        pt_buf_free(&b);
+    }
+    return r->normalized[raw];
+}
+
+static uint32_t stack_intern(reducer *r, uint32_t parent, uint32_t frame)
+{
+    uint32_t key[2] = {parent, frame};
+    uint32_t id = pt_strtab_intern(&r->stacks, (const char *)key, sizeof key);
+    if (id >= r->stack_cap) {
+        PT_GROW(r->stack_parent, r->stack_cap, (size_t)id + 1);
+        r->stack_frame = pt_xrealloc(r->stack_frame, r->stack_cap * sizeof *r->stack_frame);
+    }
+    r->stack_parent[id] = parent;
+    r->stack_frame[id] = frame;
+    return id;
+}
+
+typedef struct open_frame {
+    int64_t end;
+    int64_t segment_start; /* start of the exclusive segment now running */
+    uint32_t stack;
+    bool comm;             /* inside a collective: its time is communication, not Python */
+} open_frame;
+
+static void account_exclusive(reducer *r, uint32_t stack, int64_t a, int64_t b)
+{
+    if (!clip(r, &a, &b))
+        return;
+    func_acc *f = func_get(r, PT_CLASS_PYTHON, stack);
+    f->total_ns += b - a;
+    f->exposed_ns += (b - a) - pt_timeline_covered(&r->layer[PT_CLASS_PYTHON], a, b);
+}
+
+static void sort_cpu_events(pt_summarizer *s, uint32_t *order)
+{
+    size_t n = s->cpu_count;
+    uint64_t *keys = pt_xmalloc((n ? n : 1) * sizeof *keys);
+    int64_t min_start = INT64_MAX, max_end = INT64_MIN;
+    bool depth_known = false;
+    for (size_t i = 0; i < n; i++) {
+        min_start = PT_MIN(min_start, s->cpu[i].start);
+        max_end = PT_MAX(max_end, s->cpu[i].end);
+        depth_known |= s->cpu[i].depth >= 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    /* Least significant key first: depth, then longer first, then start, then thread. */
+    if (depth_known) {
+        for (size_t i = 0; i < n; i++)
+            keys[i] = (uint64_t)(s->cpu[i].depth + 1);
+        pt_radix_reorder(keys, n, order);
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (uint64_t)(max_end - s->cpu[i].end);
+    pt_radix_reorder(keys, n, order);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (uint64_t)(s->cpu[i].start - min_start);
+    pt_radix_reorder(keys, n, order);
+    /* Threads: dense ids in order of first appearance keep the pass narrow. */
+    pt_strtab tids;
+    pt_strtab_init(&tids);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = pt_strtab_intern(&tids, (const char *)&s->cpu[i].tid, sizeof s->cpu[i].tid);
+    pt_strtab_free(&tids);
+    pt_radix_reorder(keys, n, order);
+    free(keys);
+}
+
+static void close_frame(reducer *r, open_frame *stack, size_t *depth)
+{
+    open_frame *top = &stack[--*depth];
+    if (!top->comm)
+        account_exclusive(r, top->stack, top->segment_start, top->end);
+    if (*depth)
+        stack[*depth - 1].segment_start = top->end;
+}
+
+static void account_python(reducer *r)
+{
+    pt_summarizer *s = r->s;
+    size_t n = s->cpu_count;
+    if (!n)
+        return;
+    uint32_t *order = pt_xmalloc(n * sizeof *order);
+    sort_cpu_events(s, order);
+    size_t cap = 64, depth = 0;
+    open_frame *stack = pt_xmalloc(cap * sizeof *stack);
+    int64_t tid = 0;
+    for (size_t k = 0; k < n; k++) {
+        const cpu_rec *e = &s->cpu[order[k]];
+        if (k == 0 || e->tid != tid) {
+            while (depth)
+                close_frame(r, stack, &depth);
+            tid = e->tid;
+        }
+        while (depth && stack[depth - 1].end <= e->start)
+            close_frame(r, stack, &depth);
+        int64_t end = e->end;
+        uint32_t parent = NO_ID;
+        bool comm = name_is_cpu_collective(r, e->name);
+        if (depth) {
+            open_frame *top = &stack[depth - 1];
+            if (!top->comm)
+                account_exclusive(r, top->stack, top->segment_start, e->start);
+            end = PT_MIN(end, top->end); /* a child cannot outlive its parent */
+            parent = top->stack;
+            comm |= top->comm;
+        }
+        uint32_t id = stack_intern(r, parent, normalized_frame(r, e->name));
+        if (in_window(r, e->start, end)) {
+            func_acc *f = func_get(r, PT_CLASS_PYTHON, id);
+            f->count++;
+            f->max_ns = PT_MAX(f->max_ns, end - e->start);
+        }
+        PT_GROW(stack, cap, depth + 1);
+        stack[depth++] = (open_frame){end, e->start, id, comm};
+    }
+    while (depth)
+        close_frame(r, stack, &depth);
+    free(stack);
+    free(order);
+}
+
+/* CPU-side collectives (gloo jobs) are communication functions in their own right. */
+static void account_cpu_collectives(reducer *r)
+{
+    pt_summarizer *s = r->s;
+    char group[64];
+    snprintf(group, sizeof group, "cpu %s", r->meta->backend[0] ? r->meta->backend : "collective");
+    uint32_t group_id = pt_strtab_intern(&s->names, group, strlen(group));
+    for (size_t i = 0; i < s->cpu_count; i++) {
+        const cpu_rec *e = &s->cpu[i];
+        if (!name_is_cpu_collective(r, e->name))
+            continue;
+        func_acc *f = account_span(r, PT_CLASS_COMM, normalized_frame(r, e->name), e->start, e->end);
+        if (f)
+            f->group_name = group_id;
+    }
+}
+
+/* ------------------------------------------------------------ medians */
+
+static int64_t select_kth(int64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int64_t pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                int64_t t = v[i];
+                v[i] = v[j], v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+static int64_t median_of(int64_t *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    int64_t hi = select_kth(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    int64_t lo = select_kth(v, n / 2, n / 2 - 1); /* the lower half holds values <= hi */
+    return lo + (hi - lo) / 2;
+}
+
+static int64_t *compute_medians(reducer *r)
+{
+    size_t nf = r->funcs_count;
+    size_t *offset = pt_xcalloc(nf + 1, sizeof *offset);
+    for (size_t i = 0; i < r->exec_count; i++)
+        offset[r->exec_func[i] + 1]++;
+    for (size_t f = 0; f < nf; f++)
+        offset[f + 1] += offset[f];
+    int64_t *grouped = pt_xmalloc((r->exec_count ? r->exec_count : 1) * sizeof *grouped);
+    size_t *fill = pt_xmalloc((nf ? nf : 1) * sizeof *fill);
+    memcpy(fill, offset, nf * sizeof *fill);
+    for (size_t i = 0; i < r->exec_count; i++)
+        grouped[fill[r->exec_func[i]]++] = r->exec_dur[i];
+    int64_t *medians = pt_xcalloc(nf ? nf : 1, sizeof *medians);
+    for (size_t f = 0; f < nf; f++)
+        medians[f] = median_of(grouped + offset[f], offset[f + 1] - offset[f]);
+    free(fill);
+    free(grouped);
+    free(offset);
+    return medians;
+}
+
+/* ------------------------------------------------------------ output */
+
+static void render_stack(const reducer *r, uint32_t stack, pt_buf *out)
+{
+    uint32_t frames[256];
+    size_t depth = 0, total = 0;
+    for (uint32_t at = stack; at != NO_ID; at = r->stack_parent[at]) {
+        if (depth < PT_ARRAY_LEN(frames))
+            frames[depth++] = r->stack_frame[at];
+        total++;
+    }
+    /* Outermost first. A stack deeper than 256 frames keeps its innermost 256. */
+    if (total > depth)
+        pt_buf_puts(out, "...|");
+    for (size_t i = depth; i-- > 0;) {
+        pt_buf_append(out, pt_strtab_get(&r->s->names, frames[i]), pt_strtab_len(&r->s->names, frames[i]));
+        if (i)
+            pt_buf_putc(out, '|');
+        if (out->len > MAX_STACK_RENDER)
+            break;
+    }
+}
+
+/* Compute kernels are keyed by kernel key (name + grid + block, the seed's
+ * "name320_1_1|512_1_1"), Python by call stack, everything else by name. */
+static void render_function_name(const reducer *r, const func_acc *f, pt_buf *out)
+{
+    const pt_strtab *names = &r->s->names;
+    if (f->cls == PT_CLASS_PYTHON) {
+        render_stack(r, f->id, out);
+    } else if (f->cls == PT_CLASS_COMPUTE) {
+        const kernel_key *k = (const kernel_key *)pt_strtab_get(&r->s->kernel_keys, f->id);
+        pt_buf_append(out, pt_strtab_get(names, k->name), pt_strtab_len(names, k->name));
+        if (k->grid[0] > 0)
+            pt_buf_printf(out, "%d_%d_%d|%d_%d_%d", k->grid[0], k->grid[1], k->grid[2], k->block[0],
+                          k->block[1], k->block[2]);
+    } else {
+        pt_buf_append(out, pt_strtab_get(names, f->id), pt_strtab_len(names, f->id));
+    }
+}
+
+typedef struct ranked {
+    const func_acc *f;
+    size_t index;
+    int64_t weight;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->f->cls != y->f->cls)
+        return (int)x->f->cls - (int)y->f->cls;
+    if (x->weight != y->weight)
+        return x->weight > y->weight ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index); /* stable, deterministic */
+}
+
+/* Keeps, per class, the functions that carry time: the first KEEP_ALWAYS by weight
+ * and then any above KEEP_MIN_SHARE of the window, up to keep_max. Runtime APIs are
+ * ranked by total time (the seed's "execution time / monitoring duration"), the rest
+ * by exposed time. */
+static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *medians)
+{
+    size_t n = r->funcs_count;
+    ranked *order = pt_xmalloc((n ? n : 1) * sizeof *order);
+    for (size_t i = 0; i < n; i++) {
+        const func_acc *f = &r->funcs[i];
+        order[i] = (ranked){f, i, f->cls == PT_CLASS_RUNTIME ? f->total_ns : f->exposed_ns};
+    }
+    qsort(order, n, sizeof *order, cmp_ranked);
+    out->functions = pt_xcalloc(n ? n : 1, sizeof *out->functions);
+    int64_t floor_ns = (int64_t)((double)(r->w1 - r->w0) * KEEP_MIN_SHARE);
+    size_t kept_in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        const func_acc *f = order[i].f;
+        if (i == 0 || order[i - 1].f->cls != f->cls)
+            kept_in_class = 0;
+        if (f->count == 0 && f->total_ns == 0)
+            continue;
+        if (kept_in_class >= keep_max[f->cls] || (kept_in_class >= KEEP_ALWAYS && order[i].weight < floor_ns))
+            continue;
+        kept_in_class++;
+        pt_function_summary *fs = &out->functions[out->function_count++];
+        pt_buf name = PT_BUF_INIT;
+        render_function_name(r, f, &name);
+        fs->cls = f->cls;
+        fs->name = pt_buf_take(&name);
+        if (f->group_name != NO_ID)
+            fs->group = pt_xstrdup(pt_strtab_get(&r->s->names, f->group_name));
+        fs->count = f->count;
+        fs->total_ns = f->total_ns;
+        fs->exposed_ns = f->exposed_ns;
+        fs->max_ns = f->max_ns;
+        fs->median_ns = f->cls == PT_CLASS_PYTHON ? 0 : medians[order[i].index];
+        if (f->tput_n) {
+            double mean = f->tput_sum / (double)f->tput_n;
+            double var = f->tput_sq / (double)f->tput_n - mean * mean;
+            fs->throughput_avg_pct = mean;
+            fs->throughput_std_pct = var > 0 ? sqrt(var) : 0;
+            fs->busbw_avg_gbps = f->busbw_sum / (double)f->tput_n;
+        }
+    }
+    free(order);
+}
+
+static int cmp_counter(const void *a, const void *b)
+{
+    const counter_rec *x = a, *y = b;
+    if (x->metric != y->metric)
+        return x->metric < y->metric ? -1 : 1;
+    return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+static void emit_metrics(reducer *r, pt_worker_summary *out)
+{
+    pt_summarizer *s = r->s;
+    if (!s->counters_count)
+        return;
+    qsort(s->counters, s->counters_count, sizeof *s->counters, cmp_counter);
+    double window_ms = (double)(r->w1 - r->w0) / 1e6;
+    for (size_t i = 0; i < s->counters_count;) {
+        size_t j = i;
+        while (j < s->counters_count && s->counters[j].metric == s->counters[i].metric)
+            j++;
+        pt_metric_summary m = {0};
+        double sum = 0, bucket_sum[PT_SERIES_MAX_POINTS] = {0};
+        uint32_t bucket_n[PT_SERIES_MAX_POINTS] = {0};
+        for (size_t k = i; k < j; k++) {
+            const counter_rec *c = &s->counters[k];
+            if (c->ts < r->w0 || c->ts > r->w1 || !isfinite(c->value))
+                continue;
+            m.min = m.samples ? fmin(m.min, c->value) : c->value;
+            m.max = m.samples ? fmax(m.max, c->value) : c->value;
+            m.samples++;
+            sum += c->value;
+            double t = (double)(c->ts - r->w0) / 1e6;
+            size_t b = window_ms > 0 ? (size_t)(t / window_ms * PT_SERIES_MAX_POINTS) : 0;
+            b = PT_MIN(b, (size_t)PT_SERIES_MAX_POINTS - 1);
+            bucket_sum[b] += c->value;
+            bucket_n[b]++;
+        }
+        if (m.samples) {
+            m.name = pt_xstrdup(pt_strtab_get(&s->names, s->counters[i].metric));
+            m.mean = sum / (double)m.samples;
+            for (size_t b = 0; b < PT_SERIES_MAX_POINTS; b++) {
+                if (!bucket_n[b])
+                    continue;
+                m.series_ms[m.points] = (float)((b + 0.5) * window_ms / PT_SERIES_MAX_POINTS);
+                m.series_value[m.points++] = (float)(bucket_sum[b] / bucket_n[b]);
+            }
+            out->metrics = pt_xrealloc(out->metrics, (out->metric_count + 1) * sizeof *out->metrics);
+            out->metrics[out->metric_count++] = m;
+        }
+        i = j;
+    }
+}
+
+static void emit_steps(reducer *r, pt_worker_summary *out)
+{
+    pt_summarizer *s = r->s;
+    out->step_count = s->steps_count;
+    out->steps = pt_xcalloc(s->steps_count ? s->steps_count : 1, sizeof *out->steps);
+    for (size_t i = 0; i < s->steps_count; i++) {
+        pt_step_summary *st = &out->steps[i];
+        st->step = s->steps[i].step;
+        st->start_ns = s->steps[i].start - r->w0;
+        st->dur_ns = s->steps[i].end - s->steps[i].start;
+        fill_breakdown(r, s->steps[i].start, s->steps[i].end, st->exposed_ns, &st->idle_ns);
+    }
+}
+
+/* ------------------------------------------------------------ file names */
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (n == 0 || n > 9)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+static int32_t rank_after_word(const char *name, const char *word)
+{
+    size_t wl = strlen(word);
+    for (const char *p = name; *p; p++) {
+        size_t k = 0;
+        while (k < wl && p[k] && tolower((unsigned char)p[k]) == word[k])
+            k++;
+        if (k < wl)
+            continue;
+        const char *d = p + wl;
+        if (*d == '-' || *d == '_')
+            d++;
+        if (*d < '0' || *d > '9')
+            continue;
+        long v = 0;
+        while (*d >= '0' && *d <= '9' && v < 100000000)
+            v = v * 10 + (*d++ - '0');
+        return (int32_t)v;
+    }
+    return -1;
+}
+
+void pt_parse_worker_file_name(const char *file_name, pt_file_name_facts *facts)
+{
+    facts->host[0] = '\0';
+    facts->local_rank = -1;
+    facts->pid = -1;
+    facts->rank = rank_after_word(file_name, "rank");
+    if (facts->rank < 0)
+        facts->rank = rank_after_word(file_name, "worker");
+    /* "<host>_<local_rank>_<pid>" before the extensions. */
+    char stem[PT_NAME_MAX];
+    snprintf(stem, sizeof stem, "%s", file_name);
+    char *dot = strchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    char *last = strrchr(stem, '_');
+    if (!last || !all_digits(last + 1, strlen(last + 1)))
+        return;
+    *last = '\0';
+    char *mid = strrchr(stem, '_');
+    if (!mid || !all_digits(mid + 1, strlen(mid + 1)) || mid == stem)
+        return;
+    *mid = '\0';
+    facts->pid = atol(last + 1);
+    facts->local_rank = atoi(mid + 1);
+    snprintf(facts->host, sizeof facts->host, "%s", stem);
+}
+
+static void fill_identity(pt_worker_summary *out, const pt_trace_meta *meta, const char *file_name)
+{
+    pt_file_name_facts facts;
+    pt_parse_worker_file_name(file_name, &facts);
+    out->name = pt_xstrdup(file_name);
+    out->host = pt_xstrdup(meta->host[0] ? meta->host : facts.host);
+    out->local_rank = meta->local_rank >= 0 ? meta->local_rank : facts.local_rank;
+    out->pid = meta->pid >= 0 ? meta->pid : facts.pid;
+    out->world_size = meta->world_size;
+    if (meta->rank >= 0) {
+        out->rank = meta->rank;
+        out->rank_source = PT_RANK_FROM_TRACE;
+    } else if (facts.rank >= 0) {
+        out->rank = facts.rank;
+        out->rank_source = PT_RANK_FROM_FILE_NAME;
+        pt_summary_add_warning(out, "rank %d taken from the file name (the trace has no distributedInfo.rank)",
+                               facts.rank);
+    }
+    out->device_name = pt_xstrdup(meta->device_name);
+    out->device_count = meta->device_count;
+    out->backend = pt_xstrdup(meta->backend);
+    out->producer = pt_xstrdup(meta->producer);
+    out->dropped_events = meta->dropped_events;
+    out->hw_sample_period_us = meta->hw_sample_period_us;
+    out->hang_step = meta->hang_step;
+}
+
+/* ------------------------------------------------------------ finish */
+
+pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *meta, const char *file_name,
+                                        pt_error *err)
+{
+    dedupe_steps(s);
+    reducer r = {0};
+    r.s = s;
+    r.meta = meta;
+    if (!find_window(s, &r.w0, &r.w1)) {
+        pt_error_set(err, "the trace holds no timed events to analyse");
+        return NULL;
+    }
+    pt_strtab_init(&r.func_index);
+    pt_strtab_init(&r.stacks);
+    cover_name(&r, (uint32_t)s->names.count);
+
+    pt_worker_summary *out = pt_summary_new();
+    fill_identity(out, meta, file_name);
+    for (size_t i = 0; i < s->warnings_count; i++)
+        pt_summary_add_warning(out, "%s", s->warnings[i]);
+    if (s->kernels_count + s->memops_count == 0)
+        pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");
+
+    build_layers(&r);
+    account_gpu_and_runtime(&r);
+    account_cpu_collectives(&r);
+    account_python(&r);
+    int64_t *medians = compute_medians(&r);
+
+    out->window_start_ns = meta->clock_origin_ns + r.w0;
+    out->window_ns = r.w1 - r.w0;
+    out->events = s->events;
+    fill_breakdown(&r, r.w0, r.w1, out->exposed_ns, &out->idle_ns);
+    memcpy(out->union_ns, r.own_total, sizeof out->union_ns);
+    emit_functions(&r, out, medians);
+    emit_steps(&r, out);
+    emit_metrics(&r, out);
+
+    free(medians);
+    for (int c = 0; c <= PT_CLASS_COUNT; c++)
+        pt_timeline_free(&r.layer[c]);
+    pt_strtab_free(&r.func_index);
+    pt_strtab_free(&r.stacks);
+    free(r.funcs);
+    free(r.exec_func);
+    free(r.exec_dur);
+    free(r.stack_parent);
+    free(r.stack_frame);
+    free(r.normalized);
+    free(r.cpu_comm);
+    return out;
+}
+
+pt_worker_summary *pt_summarize_file(const char *path, const pt_read_options *opts, pt_error *err)
+{
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    pt_worker_summary *out = NULL;
+    if (pt_trace_read(path, &sink, &meta, opts, err) == 0)
+        out = pt_summarizer_finish(s, &meta, pt_basename(path), err);
+    pt_summarizer_free(s);
+    return out;
+}

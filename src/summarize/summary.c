@@ -1,0 +1,81 @@
+/* summary.c -- lifetime and small queries of pt_worker_summary. */
+#include "summarize/summary.h"
+#include "util/common.h"
+#include "util/stats.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *pt_class_name(pt_class c)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"compute", "memory", "communication", "runtime", "python"};
+    return (unsigned)c < PT_CLASS_COUNT ? names[c] : "?";
+}
+
+pt_worker_summary *pt_summary_new(void)
+{
+    pt_worker_summary *s = pt_xcalloc(1, sizeof *s);
+    s->rank = s->local_rank = s->world_size = -1;
+    s->pid = -1;
+    s->hang_step = -1;
+    s->dropped_events = -1;
+    s->hw_sample_period_us = -1;
+    return s;
+}
+
+void pt_summary_free(pt_worker_summary *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->function_count; i++) {
+        free(s->functions[i].name);
+        free(s->functions[i].group);
+    }
+    for (size_t i = 0; i < s->metric_count; i++)
+        free(s->metrics[i].name);
+    for (size_t i = 0; i < s->warning_count; i++)
+        free(s->warnings[i]);
+    free(s->functions);
+    free(s->metrics);
+    free(s->warnings);
+    free(s->steps);
+    free(s->name);
+    free(s->host);
+    free(s->device_name);
+    free(s->backend);
+    free(s->producer);
+    free(s->hang_stack);
+    free(s);
+}
+
+void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->warnings = pt_xrealloc(s->warnings, (s->warning_count + 1) * sizeof *s->warnings);
+    s->warnings[s->warning_count++] = pt_xstrdup(msg);
+}
+
+int64_t pt_summary_step_ns(const pt_worker_summary *s)
+{
+    if (s->step_count == 0)
+        return s->window_ns;
+    int64_t *d = pt_xmalloc(s->step_count * sizeof *d);
+    for (size_t i = 0; i < s->step_count; i++)
+        d[i] = s->steps[i].dur_ns;
+    int64_t m = pt_median_i64(d, s->step_count);
+    free(d);
+    return m;
+}
+
+const pt_function_summary *pt_summary_find(const pt_worker_summary *s, pt_class cls, const char *name)
+{
+    for (size_t i = 0; i < s->function_count; i++)
+        if (s->functions[i].cls == cls && strcmp(s->functions[i].name, name) == 0)
+            return &s->functions[i];
+    return NULL;
+}

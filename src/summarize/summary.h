@@ -1,0 +1,103 @@
+/* summary.h -- the per-worker summary: what one worker did in the profiled window,
+ * reduced to per-function behaviour. It is the unit that travels from each worker to the
+ * central analysis (summary_io.c gives its compact file format), so the diagnosis reads
+ * nothing else: analyze on summaries gives exactly the report analyze on traces gives. */
+#ifndef PT_SUMMARIZE_SUMMARY_H
+#define PT_SUMMARIZE_SUMMARY_H
+
+#include "trace/event.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Activity classes in priority order: time under a class hides every class after it. */
+typedef enum pt_class {
+    PT_CLASS_COMPUTE,  /* GPU compute kernels */
+    PT_CLASS_MEMORY,   /* GPU memcpy / memset */
+    PT_CLASS_COMM,     /* NCCL/RCCL kernels and blocking CPU collectives (gloo) */
+    PT_CLASS_RUNTIME,  /* CUDA/HIP runtime and driver calls */
+    PT_CLASS_PYTHON,   /* Python functions and operators on CPU threads */
+    PT_CLASS_COUNT
+} pt_class;
+
+const char *pt_class_name(pt_class c); /* "compute", "memory", ... */
+
+typedef struct pt_function_summary {
+    pt_class cls;
+    char *name;            /* kernel key, memcpy kind, API name, or Python stack */
+    char *group;           /* communication only: "nvlink ring", "cpu gloo", ...; else NULL */
+    uint64_t count;        /* executions (Python: calls of that exact stack) */
+    int64_t total_ns;      /* summed duration inside the window (Python: exclusive) */
+    int64_t exposed_ns;    /* bottleneck time: not hidden by higher-priority classes */
+    int64_t median_ns;     /* median duration of one execution */
+    int64_t max_ns;
+    double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
+    double throughput_std_pct;
+    double busbw_avg_gbps;
+} pt_function_summary;
+
+typedef struct pt_step_summary {
+    int64_t step;          /* N of ProfilerStep#N, or the ordinal */
+    int64_t start_ns;      /* from the window start */
+    int64_t dur_ns;
+    int64_t exposed_ns[PT_CLASS_COUNT];
+    int64_t idle_ns;
+} pt_step_summary;
+
+#define PT_SERIES_MAX_POINTS 200
+
+typedef struct pt_metric_summary {
+    char *name;            /* "gpu0.sm_active", "host.cpu_util", ... */
+    uint64_t samples;
+    double mean, min, max;
+    size_t points;         /* downsampled series: (ms from window start, mean value) */
+    float series_ms[PT_SERIES_MAX_POINTS];
+    float series_value[PT_SERIES_MAX_POINTS];
+} pt_metric_summary;
+
+typedef struct pt_worker_summary {
+    int32_t rank;
+    pt_rank_source rank_source;
+    int32_t local_rank;
+    int32_t world_size;
+    int64_t pid;
+    char *name;            /* the trace file's base name, as the seed names workers */
+    char *host;
+    char *device_name;
+    char *backend;
+    char *producer;
+    int32_t device_count;
+    int64_t window_start_ns;  /* Unix epoch ns */
+    int64_t window_ns;
+    int64_t union_ns[PT_CLASS_COUNT];   /* busy time per class, overlap included */
+    int64_t exposed_ns[PT_CLASS_COUNT]; /* layered by priority; sums with idle to window */
+    int64_t idle_ns;
+    uint64_t events;
+    int64_t dropped_events;   /* collector ring overflow, -1 unknown */
+    int32_t hw_sample_period_us;
+    int64_t hang_step;        /* >= 0: the worker stopped stepping in this step */
+    char *hang_stack;         /* Python stack it was in, when known */
+    pt_step_summary *steps;
+    size_t step_count;
+    pt_function_summary *functions;
+    size_t function_count;
+    pt_metric_summary *metrics;
+    size_t metric_count;
+    char **warnings;
+    size_t warning_count;
+} pt_worker_summary;
+
+pt_worker_summary *pt_summary_new(void);
+void pt_summary_free(pt_worker_summary *s);
+void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Median step duration, or the window when no steps were marked. */
+int64_t pt_summary_step_ns(const pt_worker_summary *s);
+/* Functions of one class, for iteration. */
+const pt_function_summary *pt_summary_find(const pt_worker_summary *s, pt_class cls, const char *name);
+
+#endif

@@ -1,0 +1,487 @@
+/* summary_io.c -- encode/decode the summary file (see docs/summary-format.md). */
+#define _POSIX_C_SOURCE 200809L
+#include "summarize/summary_io.h"
+#include "util/input.h"
+#include "util/strtab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define MAX_PAYLOAD (256u << 20)
+#define MAX_ITEMS (1u << 20)
+#define MAX_STRING (16u << 20)
+#define HEADER_BYTES 24 /* magic 8, version 4, flags 4, payload size 8 */
+
+/* ------------------------------------------------------------ encoding */
+
+static void put_uvarint(pt_buf *b, uint64_t v)
+{
+    unsigned char tmp[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        tmp[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (unsigned char)v;
+    pt_buf_append(b, tmp, n);
+}
+
+static void put_varint(pt_buf *b, int64_t v)
+{
+    put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); /* zigzag */
+}
+
+static void put_double(pt_buf *b, double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, 8);
+    unsigned char tmp[8];
+    for (int i = 0; i < 8; i++)
+        tmp[i] = (unsigned char)(bits >> (8 * i));
+    pt_buf_append(b, tmp, 8);
+}
+
+static void put_float(pt_buf *b, float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    unsigned char tmp[4];
+    for (int i = 0; i < 4; i++)
+        tmp[i] = (unsigned char)(bits >> (8 * i));
+    pt_buf_append(b, tmp, 4);
+}
+
+static void put_string(pt_buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    put_uvarint(b, n);
+    pt_buf_append(b, s, n);
+}
+
+static void put_u32le(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64le(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void encode_payload(const pt_worker_summary *s, pt_buf *b)
+{
+    put_varint(b, s->rank);
+    put_uvarint(b, (uint64_t)s->rank_source);
+    put_varint(b, s->local_rank);
+    put_varint(b, s->world_size);
+    put_varint(b, s->pid);
+    put_string(b, s->name);
+    put_string(b, s->host);
+    put_string(b, s->device_name);
+    put_string(b, s->backend);
+    put_string(b, s->producer);
+    put_varint(b, s->device_count);
+    put_varint(b, s->window_start_ns);
+    put_varint(b, s->window_ns);
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        put_varint(b, s->union_ns[c]);
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        put_varint(b, s->exposed_ns[c]);
+    put_varint(b, s->idle_ns);
+    put_uvarint(b, s->events);
+    put_varint(b, s->dropped_events);
+    put_varint(b, s->hw_sample_period_us);
+    put_varint(b, s->hang_step);
+    put_uvarint(b, s->hang_stack != NULL);
+    if (s->hang_stack)
+        put_string(b, s->hang_stack);
+
+    put_uvarint(b, s->step_count);
+    for (size_t i = 0; i < s->step_count; i++) {
+        const pt_step_summary *st = &s->steps[i];
+        put_varint(b, st->step);
+        put_varint(b, st->start_ns);
+        put_varint(b, st->dur_ns);
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            put_varint(b, st->exposed_ns[c]);
+        put_varint(b, st->idle_ns);
+    }
+
+    /* String table: function names and communication groups, each stored once. */
+    pt_strtab strings;
+    pt_strtab_init(&strings);
+    uint32_t *name_ids = pt_xmalloc((s->function_count + 1) * sizeof *name_ids);
+    uint32_t *group_ids = pt_xmalloc((s->function_count + 1) * sizeof *group_ids);
+    for (size_t i = 0; i < s->function_count; i++) {
+        const pt_function_summary *f = &s->functions[i];
+        name_ids[i] = pt_strtab_intern(&strings, f->name, strlen(f->name));
+        group_ids[i] = f->group ? pt_strtab_intern(&strings, f->group, strlen(f->group)) + 1 : 0;
+    }
+    put_uvarint(b, strings.count);
+    for (size_t i = 0; i < strings.count; i++) {
+        put_uvarint(b, pt_strtab_len(&strings, (uint32_t)i));
+        pt_buf_append(b, pt_strtab_get(&strings, (uint32_t)i), pt_strtab_len(&strings, (uint32_t)i));
+    }
+    put_uvarint(b, s->function_count);
+    for (size_t i = 0; i < s->function_count; i++) {
+        const pt_function_summary *f = &s->functions[i];
+        put_uvarint(b, (uint64_t)f->cls);
+        put_uvarint(b, name_ids[i]);
+        put_uvarint(b, group_ids[i]);
+        put_uvarint(b, f->count);
+        put_varint(b, f->total_ns);
+        put_varint(b, f->exposed_ns);
+        put_varint(b, f->median_ns);
+        put_varint(b, f->max_ns);
+        put_double(b, f->throughput_avg_pct);
+        put_double(b, f->throughput_std_pct);
+        put_double(b, f->busbw_avg_gbps);
+    }
+    free(name_ids);
+    free(group_ids);
+    pt_strtab_free(&strings);
+
+    put_uvarint(b, s->metric_count);
+    for (size_t i = 0; i < s->metric_count; i++) {
+        const pt_metric_summary *m = &s->metrics[i];
+        put_string(b, m->name);
+        put_uvarint(b, m->samples);
+        put_double(b, m->mean);
+        put_double(b, m->min);
+        put_double(b, m->max);
+        put_uvarint(b, m->points);
+        for (size_t k = 0; k < m->points; k++) {
+            put_float(b, m->series_ms[k]);
+            put_float(b, m->series_value[k]);
+        }
+    }
+    put_uvarint(b, s->warning_count);
+    for (size_t i = 0; i < s->warning_count; i++)
+        put_string(b, s->warnings[i]);
+}
+
+void pt_summary_encode(const pt_worker_summary *s, pt_buf *out)
+{
+    pt_buf payload = PT_BUF_INIT;
+    encode_payload(s, &payload);
+    size_t bound = ZSTD_compressBound(payload.len);
+    pt_buf_reserve(out, HEADER_BYTES + bound);
+    unsigned char *h = (unsigned char *)out->data + out->len;
+    memcpy(h, PT_SUMMARY_MAGIC, 8);
+    put_u32le(h + 8, PT_SUMMARY_VERSION);
+    put_u32le(h + 12, 0);
+    put_u64le(h + 16, payload.len);
+    size_t z = ZSTD_compress(h + HEADER_BYTES, bound, payload.data ? payload.data : "", payload.len, 9);
+    if (ZSTD_isError(z)) { /* cannot happen with a correct bound; keep the file valid anyway */
+        fprintf(stderr, "perftracker: zstd failed: %s\n", ZSTD_getErrorName(z));
+        abort();
+    }
+    out->len += HEADER_BYTES + z;
+    out->data[out->len] = '\0';
+    pt_buf_free(&payload);
+}
+
+/* ------------------------------------------------------------ decoding */
+
+typedef struct cursor {
+    const unsigned char *p, *end;
+    bool bad;
+    const char *what;
+} cursor;
+
+static void broken(cursor *c, const char *what)
+{
+    if (!c->bad)
+        c->what = what;
+    c->bad = true;
+    c->p = c->end;
+}
+
+static uint64_t get_uvarint(cursor *c)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (c->p >= c->end) {
+            broken(c, "ends inside a number");
+            return 0;
+        }
+        unsigned char byte = *c->p++;
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80))
+            return v;
+    }
+    broken(c, "number too long");
+    return 0;
+}
+
+static int64_t get_varint(cursor *c)
+{
+    uint64_t u = get_uvarint(c);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static int32_t get_i32(cursor *c)
+{
+    int64_t v = get_varint(c);
+    if (v < INT32_MIN || v > INT32_MAX)
+        broken(c, "value out of range");
+    return (int32_t)v;
+}
+
+static uint64_t get_count(cursor *c, uint64_t max)
+{
+    uint64_t n = get_uvarint(c);
+    if (n > max || n > (uint64_t)(c->end - c->p)) { /* every item takes at least a byte */
+        broken(c, "count out of range");
+        return 0;
+    }
+    return n;
+}
+
+static double get_double(cursor *c)
+{
+    if (c->end - c->p < 8) {
+        broken(c, "ends inside a number");
+        return 0;
+    }
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++)
+        bits |= (uint64_t)c->p[i] << (8 * i);
+    c->p += 8;
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+}
+
+static float get_float(cursor *c)
+{
+    if (c->end - c->p < 4) {
+        broken(c, "ends inside a number");
+        return 0;
+    }
+    uint32_t bits = 0;
+    for (int i = 0; i < 4; i++)
+        bits |= (uint32_t)c->p[i] << (8 * i);
+    c->p += 4;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static char *get_string(cursor *c)
+{
+    uint64_t n = get_uvarint(c);
+    if (n > MAX_STRING || n > (uint64_t)(c->end - c->p)) {
+        broken(c, "string length out of range");
+        return pt_xstrdup("");
+    }
+    char *s = pt_xstrndup((const char *)c->p, (size_t)n);
+    c->p += n;
+    return s;
+}
+
+static void decode_steps(cursor *c, pt_worker_summary *s)
+{
+    s->step_count = (size_t)get_count(c, MAX_ITEMS);
+    s->steps = pt_xcalloc(s->step_count ? s->step_count : 1, sizeof *s->steps);
+    for (size_t i = 0; i < s->step_count; i++) {
+        pt_step_summary *st = &s->steps[i];
+        st->step = get_varint(c);
+        st->start_ns = get_varint(c);
+        st->dur_ns = get_varint(c);
+        for (int k = 0; k < PT_CLASS_COUNT; k++)
+            st->exposed_ns[k] = get_varint(c);
+        st->idle_ns = get_varint(c);
+    }
+}
+
+static void decode_functions(cursor *c, pt_worker_summary *s)
+{
+    size_t nstrings = (size_t)get_count(c, MAX_ITEMS);
+    char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
+    for (size_t i = 0; i < nstrings; i++)
+        strings[i] = get_string(c);
+    s->function_count = 0;
+    size_t n = (size_t)get_count(c, MAX_ITEMS);
+    s->functions = pt_xcalloc(n ? n : 1, sizeof *s->functions);
+    for (size_t i = 0; i < n && !c->bad; i++) {
+        pt_function_summary *f = &s->functions[s->function_count];
+        uint64_t cls = get_uvarint(c), name = get_uvarint(c), group = get_uvarint(c);
+        if (cls >= PT_CLASS_COUNT || name >= nstrings || group > nstrings) {
+            broken(c, "function refers to a missing string or class");
+            break;
+        }
+        f->cls = (pt_class)cls;
+        f->name = pt_xstrdup(strings[name]);
+        f->group = group ? pt_xstrdup(strings[group - 1]) : NULL;
+        s->function_count++;
+        f->count = get_uvarint(c);
+        f->total_ns = get_varint(c);
+        f->exposed_ns = get_varint(c);
+        f->median_ns = get_varint(c);
+        f->max_ns = get_varint(c);
+        f->throughput_avg_pct = get_double(c);
+        f->throughput_std_pct = get_double(c);
+        f->busbw_avg_gbps = get_double(c);
+    }
+    for (size_t i = 0; i < nstrings; i++)
+        free(strings[i]);
+    free(strings);
+}
+
+static void decode_metrics(cursor *c, pt_worker_summary *s)
+{
+    size_t n = (size_t)get_count(c, MAX_ITEMS);
+    s->metrics = pt_xcalloc(n ? n : 1, sizeof *s->metrics);
+    for (size_t i = 0; i < n && !c->bad; i++) {
+        pt_metric_summary *m = &s->metrics[s->metric_count++];
+        m->name = get_string(c);
+        m->samples = get_uvarint(c);
+        m->mean = get_double(c);
+        m->min = get_double(c);
+        m->max = get_double(c);
+        m->points = (size_t)get_uvarint(c);
+        if (m->points > PT_SERIES_MAX_POINTS) {
+            m->points = 0;
+            broken(c, "metric series too long");
+        }
+        for (size_t k = 0; k < m->points; k++) {
+            m->series_ms[k] = get_float(c);
+            m->series_value[k] = get_float(c);
+        }
+    }
+}
+
+static void decode_payload(cursor *c, pt_worker_summary *s)
+{
+    s->rank = get_i32(c);
+    uint64_t source = get_uvarint(c);
+    s->rank_source = source <= PT_RANK_FROM_FILE_ORDER ? (pt_rank_source)source : PT_RANK_UNKNOWN;
+    s->local_rank = get_i32(c);
+    s->world_size = get_i32(c);
+    s->pid = get_varint(c);
+    s->name = get_string(c);
+    s->host = get_string(c);
+    s->device_name = get_string(c);
+    s->backend = get_string(c);
+    s->producer = get_string(c);
+    s->device_count = get_i32(c);
+    s->window_start_ns = get_varint(c);
+    s->window_ns = get_varint(c);
+    for (int k = 0; k < PT_CLASS_COUNT; k++)
+        s->union_ns[k] = get_varint(c);
+    for (int k = 0; k < PT_CLASS_COUNT; k++)
+        s->exposed_ns[k] = get_varint(c);
+    s->idle_ns = get_varint(c);
+    s->events = get_uvarint(c);
+    s->dropped_events = get_varint(c);
+    s->hw_sample_period_us = get_i32(c);
+    s->hang_step = get_varint(c);
+    if (get_uvarint(c))
+        s->hang_stack = get_string(c);
+    decode_steps(c, s);
+    decode_functions(c, s);
+    decode_metrics(c, s);
+    size_t nw = (size_t)get_count(c, MAX_ITEMS);
+    for (size_t i = 0; i < nw && !c->bad; i++) {
+        char *w = get_string(c);
+        pt_summary_add_warning(s, "%s", w);
+        free(w);
+    }
+    if (!c->bad && c->p != c->end)
+        broken(c, "unexpected bytes after the summary");
+    if (!c->bad && (s->window_ns <= 0 || s->rank < -1))
+        broken(c, "impossible values (window or rank)");
+}
+
+static uint64_t get_u64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+bool pt_summary_sniff(const void *head, size_t n)
+{
+    return n >= 8 && memcmp(head, PT_SUMMARY_MAGIC, 8) == 0;
+}
+
+pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err)
+{
+    const unsigned char *h = data;
+    if (len < HEADER_BYTES || !pt_summary_sniff(h, len)) {
+        pt_error_set(err, "not a perftracker summary (bad magic)");
+        return NULL;
+    }
+    uint32_t version = (uint32_t)get_u64le(h + 8) & 0xffffffffu;
+    if (version != PT_SUMMARY_VERSION) {
+        pt_error_set(err, "summary format version %u is not supported (this build reads %d)", version,
+                     PT_SUMMARY_VERSION);
+        return NULL;
+    }
+    uint64_t payload_len = get_u64le(h + 16);
+    if (payload_len > MAX_PAYLOAD) {
+        pt_error_set(err, "summary payload too large (%llu bytes)", (unsigned long long)payload_len);
+        return NULL;
+    }
+    unsigned char *payload = pt_xmalloc(payload_len ? payload_len : 1);
+    size_t got = ZSTD_decompress(payload, payload_len, h + HEADER_BYTES, len - HEADER_BYTES);
+    if (ZSTD_isError(got) || got != payload_len) {
+        pt_error_set(err, "summary is corrupt or truncated (%s)",
+                     ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
+        free(payload);
+        return NULL;
+    }
+    cursor c = {payload, payload + payload_len, false, NULL};
+    pt_worker_summary *s = pt_summary_new();
+    decode_payload(&c, s);
+    free(payload);
+    if (c.bad) {
+        pt_error_set(err, "summary is corrupt: %s", c.what);
+        pt_summary_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int pt_summary_write_file(const pt_worker_summary *s, const char *path, pt_error *err)
+{
+    pt_buf b = PT_BUF_INIT;
+    pt_summary_encode(s, &b);
+    /* Write to a temporary name and rename: a reader never sees half a summary. */
+    pt_buf tmp = PT_BUF_INIT;
+    pt_buf_printf(&tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp.data, "wb");
+    int rc = -1;
+    if (!f) {
+        pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    } else {
+        bool ok = fwrite(b.data, 1, b.len, f) == b.len;
+        ok = fclose(f) == 0 && ok;
+        if (!ok || rename(tmp.data, path) != 0) {
+            pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+            remove(tmp.data);
+        } else {
+            rc = 0;
+        }
+    }
+    pt_buf_free(&tmp);
+    pt_buf_free(&b);
+    return rc;
+}
+
+pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err)
+{
+    size_t len;
+    char *data = pt_read_file(path, MAX_PAYLOAD, &len, err);
+    if (!data)
+        return NULL;
+    pt_worker_summary *s = pt_summary_decode(data, len, err);
+    free(data);
+    return s;
+}

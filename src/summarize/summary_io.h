@@ -1,0 +1,26 @@
+/* summary_io.h -- the per-worker summary file (format documented in docs/summary-format.md).
+ *
+ * This is what travels from every worker to the central analysis, so it is small
+ * (varints, a string table, zstd: tens of KB) and exact (integers stay integers,
+ * doubles travel as their bits), which is why analysing summaries gives byte-for-byte
+ * the report that analysing the traces gives. The reader trusts nothing: every length
+ * and count is checked against what is left and against fixed limits. */
+#ifndef PT_SUMMARIZE_SUMMARY_IO_H
+#define PT_SUMMARIZE_SUMMARY_IO_H
+
+#include "summarize/summary.h"
+#include "util/buf.h"
+
+#define PT_SUMMARY_MAGIC "PTSUMRY\n"
+#define PT_SUMMARY_VERSION 1
+
+/* Appends the encoded (compressed) summary to out. */
+void pt_summary_encode(const pt_worker_summary *s, pt_buf *out);
+pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err);
+
+int pt_summary_write_file(const pt_worker_summary *s, const char *path, pt_error *err);
+pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err);
+/* True when the first bytes are a summary's magic. */
+bool pt_summary_sniff(const void *head, size_t n);
+
+#endif

@@ -1,0 +1,96 @@
+/* event.h -- the one event model every trace reader produces.
+ *
+ * A reader (Kineto JSON, perftracker's native raw trace, a synthetic generator) turns its
+ * input into a stream of pt_event values pushed into a pt_trace_sink, one at a time. The
+ * summarizer is the usual sink. Nothing here owns memory: strings point into the reader's
+ * buffer and are valid only during the callback, so a reader can stream a file of any size
+ * through a fixed buffer and the sink decides what to keep.
+ *
+ * Times are integer nanoseconds on the trace's own clock; meta.clock_origin_ns converts
+ * them to Unix-epoch nanoseconds. Integers avoid the rounding drift of summing doubles
+ * and make "analyze on summaries == analyze on traces" exact. */
+#ifndef PT_TRACE_EVENT_H
+#define PT_TRACE_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum pt_event_kind {
+    PT_EVENT_GPU_KERNEL,  /* any GPU kernel; the summarizer tells compute from NCCL/RCCL */
+    PT_EVENT_GPU_MEMCPY,  /* name is the kind, e.g. "Memcpy DtoH (Device -> Pinned)" */
+    PT_EVENT_GPU_MEMSET,
+    PT_EVENT_RUNTIME,     /* CUDA/HIP runtime or driver API call on a CPU thread */
+    PT_EVENT_CPU,         /* Python function, operator or annotation: a CPU call-tree node */
+    PT_EVENT_STEP,        /* one training step (ProfilerStep#N or a collector step mark) */
+    PT_EVENT_COUNTER,     /* one hardware sample: name = metric, value */
+    PT_EVENT_KIND_COUNT
+} pt_event_kind;
+
+/* What an NCCL kernel's args say about its collective, when the profiler recorded it. */
+typedef struct pt_collective {
+    const char *name;       /* "allreduce", "_allgather_base", ... (NULL when unknown) */
+    size_t name_len;
+    int64_t in_nelems;
+    int64_t out_nelems;
+    int32_t group_size;
+    int32_t dtype_bytes;    /* 0 when unknown */
+} pt_collective;
+
+typedef struct pt_event {
+    pt_event_kind kind;
+    const char *name;       /* not NUL-terminated; valid during the callback only */
+    size_t name_len;
+    int64_t ts_ns;          /* start, trace clock */
+    int64_t dur_ns;         /* >= 0 */
+    int64_t tid;            /* CPU thread id, or GPU stream */
+    int32_t device;         /* GPU ordinal, -1 for CPU events */
+    int32_t depth;          /* CPU call depth when the producer knows it, else -1 */
+    int32_t grid[3];        /* kernels; zeros when unknown */
+    int32_t block[3];
+    int64_t bytes;          /* memcpy/memset size, 0 when unknown */
+    int64_t step;           /* PT_EVENT_STEP: N of ProfilerStep#N, else -1 */
+    double value;           /* PT_EVENT_COUNTER sample */
+    pt_collective coll;
+} pt_event;
+
+/* Where the worker's global rank came from; reported so users can trust it or not. */
+typedef enum pt_rank_source {
+    PT_RANK_UNKNOWN = 0,
+    PT_RANK_FROM_TRACE,      /* distributedInfo.rank, or the collector's own record */
+    PT_RANK_FROM_FILE_NAME,
+    PT_RANK_FROM_FILE_ORDER
+} pt_rank_source;
+
+#define PT_NAME_MAX 256
+
+typedef struct pt_trace_meta {
+    int32_t rank;            /* -1 when the trace does not say */
+    int32_t local_rank;      /* -1 when unknown */
+    int32_t world_size;      /* -1 when unknown */
+    int64_t pid;             /* -1 when unknown */
+    char host[PT_NAME_MAX];
+    char backend[32];        /* "nccl", "gloo", ... */
+    char device_name[PT_NAME_MAX]; /* first GPU's model, "" on CPU-only traces */
+    int32_t device_count;
+    int64_t clock_origin_ns; /* add to ts_ns for Unix-epoch ns (baseTimeNanoseconds) */
+    char producer[32];       /* "kineto", "perftracker", "synth" */
+    /* Collector-only facts about the profiled window, -1 when absent. */
+    int64_t hang_step;       /* step the worker stopped in, when it hung */
+    int32_t dropped_events;
+    int32_t hw_sample_period_us;
+} pt_trace_meta;
+
+void pt_trace_meta_init(pt_trace_meta *meta);
+
+/* A sink receives every event; returning non-zero stops the reader (it reports an error).
+ * on_warning is optional and receives one human sentence (no file name: the caller adds
+ * it). */
+typedef struct pt_trace_sink {
+    void *ctx;
+    int (*on_event)(void *ctx, const pt_event *ev);
+    void (*on_warning)(void *ctx, const char *message);
+} pt_trace_sink;
+
+void pt_event_init(pt_event *ev, pt_event_kind kind);
+
+#endif

@@ -1,0 +1,986 @@
+/* kineto.c -- streaming reader for PyTorch-profiler (Kineto) Chrome-trace JSON.
+ *
+ * Design. A Kineto trace is one JSON object whose "traceEvents" array holds millions of
+ * small, flat event objects; everything else (distributedInfo, deviceProperties,
+ * baseTimeNanoseconds, ...) is small and may come before or after the array. So the
+ * reader is two parsers:
+ *   - a specialised event scanner that reads one event object at a time straight out of
+ *     a fixed buffer, picks the dozen keys the analysis needs and skips the rest without
+ *     building anything;
+ *   - the generic tree parser (util/json.c) for the small top-level members.
+ *
+ * The buffer is refilled from pt_input (plain, gzip or zstd). Each event is parsed as a
+ * unit: when the buffer ends inside one, the scanner reports NEED_MORE, the unconsumed
+ * tail moves to the front, more bytes are read and the event is parsed again. Memory is
+ * therefore one buffer (grown only for a single huge event, up to max_event_bytes;
+ * beyond that the event is discarded in a streaming skip) no matter the file size.
+ *
+ * Cost. Every byte is looked at about once: strings are crossed with memchr, numbers
+ * converted in place (times exactly, as integer nanoseconds), and skipped values walked
+ * with a depth counter, never recursion, so deep nesting cannot overflow the stack.
+ * A NUL written after the valid bytes stops every scanning loop without bounds checks.
+ *
+ * Variants handled: top-level object or bare event list; CUDA and ROCm; the old category
+ * names (Operator, Runtime, Kernel, Memcpy, Memset, async_cpu_to_gpu flows); ts as Unix
+ * epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur as integers or
+ * fractions; tid/pid as numbers or strings. */
+#include "trace/reader.h"
+#include "util/json.h"
+#include "util/strtab.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INITIAL_BUFFER (1u << 20)
+#define DEFAULT_MAX_EVENT_BYTES (64u << 20)
+#define MAX_TOP_LEVEL_BYTES (64u << 20)
+
+enum scan_status { SCAN_OK = 0, SCAN_NEED_MORE = 1, SCAN_BAD = -1 };
+
+typedef struct kineto_reader {
+    pt_input *in;
+    pt_trace_sink *sink;
+    pt_trace_meta *meta;
+    const pt_read_options *opts;
+    pt_error *err;
+    char *buf;           /* buf[len] is always '\0' (the scan sentinel) */
+    size_t cap, len, pos;
+    bool eof;
+    uint64_t discarded;  /* bytes dropped from the front of buf so far */
+    size_t max_event;
+    pt_buf scratch;      /* unescaped names */
+    pt_buf coll_scratch; /* unescaped collective names */
+    const char *bad_what;
+    int64_t events_seen, events_malformed, events_oversized;
+    bool saw_trace_events;
+} kineto_reader;
+
+/* ------------------------------------------------------------ scanning helpers */
+
+static inline const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* p at '"'. On success body and n delimit the raw contents, and escaped says whether
+ * they contain backslash escapes. */
+static int scan_string(const char **pp, const char *end, const char **body, size_t *n, bool *escaped)
+{
+    const char *start = *pp + 1;
+    const char *q = memchr(start, '"', (size_t)(end - start));
+    if (!q)
+        return SCAN_NEED_MORE;
+    const char *bs = memchr(start, '\\', (size_t)(q - start));
+    *escaped = bs != NULL;
+    if (bs) { /* walk escapes so an escaped quote does not end the string */
+        const char *p = bs;
+        for (;;) {
+            if (p >= end)
+                return SCAN_NEED_MORE;
+            if (*p == '\\') {
+                p += 2;
+                continue;
+            }
+            if (*p == '"')
+                break;
+            p++;
+        }
+        if (p >= end)
+            return SCAN_NEED_MORE;
+        q = p;
+    }
+    *body = start;
+    *n = (size_t)(q - start);
+    *pp = q + 1;
+    return SCAN_OK;
+}
+
+static inline bool is_delimiter(char c)
+{
+    return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* Numbers that are not plain decimals (exponents) go through strtod on a copy. */
+static int scan_number_slow(const char **pp, const char *end, double *out)
+{
+    const char *p = *pp;
+    while (p < end && !is_delimiter(*p))
+        p++;
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    char tmp[64];
+    size_t n = (size_t)(p - *pp);
+    if (n == 0 || n >= sizeof tmp)
+        return SCAN_BAD;
+    memcpy(tmp, *pp, n);
+    tmp[n] = '\0';
+    char *stop;
+    double v = strtod(tmp, &stop);
+    if (stop != tmp + n)
+        return SCAN_BAD;
+    *out = v;
+    *pp = p;
+    return SCAN_OK;
+}
+
+/* A decimal number scaled by 10^scale_digits and rounded to an integer: microseconds to
+ * nanoseconds exactly (scale 3), or a plain integer (scale 0). */
+static int scan_scaled(const char **pp, const char *end, int scale_digits, int64_t *out)
+{
+    const char *p = *pp;
+    bool negative = false;
+    if (*p == '-')
+        negative = true, p++;
+    uint64_t whole = 0;
+    const char *digits = p;
+    while (*p >= '0' && *p <= '9') {
+        if (p - digits >= 18)
+            goto slow; /* would overflow: let strtod saturate it */
+        whole = whole * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (p == digits)
+        return p >= end ? SCAN_NEED_MORE : SCAN_BAD;
+    int64_t frac = 0;
+    int frac_digits = 0;
+    bool round_up = false;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            if (frac_digits < scale_digits)
+                frac = frac * 10 + (*p - '0'), frac_digits++;
+            else if (frac_digits++ == scale_digits)
+                round_up = *p >= '5';
+            p++;
+        }
+    }
+    if (*p == 'e' || *p == 'E')
+        goto slow;
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (!is_delimiter(*p))
+        return SCAN_BAD;
+    for (int i = frac_digits; i < scale_digits; i++)
+        frac *= 10;
+    static const int64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+    int64_t v = (int64_t)whole * pow10[scale_digits] + frac + (round_up ? 1 : 0);
+    *out = negative ? -v : v;
+    *pp = p;
+    return SCAN_OK;
+slow:;
+    double d;
+    int rc = scan_number_slow(pp, end, &d);
+    if (rc != SCAN_OK)
+        return rc;
+    d *= (double)(scale_digits == 3 ? 1000 : 1);
+    if (!isfinite(d) || d > 9.2e18 || d < -9.2e18)
+        return SCAN_BAD;
+    *out = (int64_t)llround(d);
+    return SCAN_OK;
+}
+
+/* Skips one JSON value of any kind without recursion. */
+static int skip_value(const char **pp, const char *end)
+{
+    const char *p = *pp;
+    const char *body;
+    size_t n;
+    bool esc;
+    if (*p == '"') {
+        int rc = scan_string(&p, end, &body, &n, &esc);
+        if (rc == SCAN_OK)
+            *pp = p;
+        return rc;
+    }
+    if (*p != '{' && *p != '[') { /* number or literal */
+        while (p < end && !is_delimiter(*p)) {
+            if (*p == '{' || *p == '[' || *p == '"' || *p == ':')
+                return SCAN_BAD;
+            p++;
+        }
+        if (p >= end)
+            return SCAN_NEED_MORE;
+        if (p == *pp)
+            return SCAN_BAD;
+        *pp = p;
+        return SCAN_OK;
+    }
+    size_t depth = 0;
+    for (;;) {
+        if (p >= end)
+            return SCAN_NEED_MORE;
+        char c = *p;
+        if (c == '"') {
+            int rc = scan_string(&p, end, &body, &n, &esc);
+            if (rc != SCAN_OK)
+                return rc;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                *pp = p + 1;
+                return SCAN_OK;
+            }
+        } else if (c == '\0') {
+            return SCAN_BAD;
+        }
+        p++;
+    }
+}
+
+/* Expects `c` after optional whitespace. */
+static int expect_char(const char **pp, const char *end, char c)
+{
+    const char *p = skip_ws(*pp);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (*p != c)
+        return SCAN_BAD;
+    *pp = p + 1;
+    return SCAN_OK;
+}
+
+/* Reads `"key" :` and leaves p at the value. */
+static int scan_key(const char **pp, const char *end, const char **key, size_t *key_len)
+{
+    const char *p = skip_ws(*pp);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (*p != '"')
+        return SCAN_BAD;
+    bool esc;
+    int rc = scan_string(&p, end, key, key_len, &esc);
+    if (rc != SCAN_OK)
+        return rc;
+    if ((rc = expect_char(&p, end, ':')) != SCAN_OK)
+        return rc;
+    p = skip_ws(p);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    *pp = p;
+    return SCAN_OK;
+}
+
+/* After a member: `,` (more follow, returns 1 via *more) or the closing bracket. */
+static int scan_separator(const char **pp, const char *end, char close, bool *more)
+{
+    const char *p = skip_ws(*pp);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (*p == ',')
+        *more = true;
+    else if (*p == close)
+        *more = false;
+    else
+        return SCAN_BAD;
+    *pp = p + 1;
+    return SCAN_OK;
+}
+
+#define KEY_IS(lit) (key_len == sizeof(lit) - 1 && memcmp(key, lit, sizeof(lit) - 1) == 0)
+#define TRY(expr)                 \
+    do {                          \
+        int rc_ = (expr);         \
+        if (rc_ != SCAN_OK)       \
+            return rc_;           \
+    } while (0)
+
+/* ------------------------------------------------------------ one event */
+
+typedef struct raw_event {
+    char ph;
+    int category;            /* pt_event_kind, -1 ignored, -2 unknown */
+    bool user_annotation;
+    bool has_ts, has_dur;
+    const char *name;
+    size_t name_len;
+    bool name_escaped;
+    int64_t ts_ns, dur_ns;
+    int64_t tid, pid;
+    int64_t stream;
+    bool has_stream;
+    pt_event ev;             /* args land here directly */
+    const char *coll_name;
+    size_t coll_name_len;
+    bool coll_escaped;
+    /* Counter ("ph":"C") args: the first numeric value. */
+    double counter_value;
+    bool has_counter_value;
+} raw_event;
+
+static bool equals_ignoring_case(const char *lower, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lower[i] != (char)tolower((unsigned char)s[i]) || lower[i] == '\0')
+            return false;
+    return lower[n] == '\0';
+}
+
+static int category_kind(const char *s, size_t n, bool *user_annotation)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } table[] = {
+        {"kernel", PT_EVENT_GPU_KERNEL},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY},
+        {"memcpy", PT_EVENT_GPU_MEMCPY},   {"gpu_memset", PT_EVENT_GPU_MEMSET},
+        {"memset", PT_EVENT_GPU_MEMSET},   {"cuda_runtime", PT_EVENT_RUNTIME},
+        {"runtime", PT_EVENT_RUNTIME},     {"cuda_driver", PT_EVENT_RUNTIME},
+        {"cpu_op", PT_EVENT_CPU},          {"operator", PT_EVENT_CPU},
+        {"python_function", PT_EVENT_CPU}, {"user_annotation", PT_EVENT_CPU},
+    };
+    *user_annotation = false;
+    for (size_t i = 0; i < PT_ARRAY_LEN(table); i++) {
+        if (equals_ignoring_case(table[i].name, s, n)) {
+            *user_annotation = i == PT_ARRAY_LEN(table) - 1;
+            return table[i].kind;
+        }
+    }
+    return -1;
+}
+
+/* Bytes per element of the dtype names PyTorch writes into NCCL kernel args. */
+static int32_t dtype_bytes(const char *s, size_t n)
+{
+    static const struct {
+        const char *name;
+        int32_t bytes;
+    } table[] = {
+        {"double", 8},   {"long", 8},   {"int64", 8},    {"float", 4}, {"int", 4},
+        {"int32", 4},    {"half", 2},   {"bfloat16", 2}, {"short", 2}, {"float16", 2},
+        {"byte", 1},     {"char", 1},   {"bool", 1},     {"int8", 1},  {"uint8", 1},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(table); i++)
+        if (equals_ignoring_case(table[i].name, s, n))
+            return table[i].bytes;
+    if (n >= 6 && equals_ignoring_case("float8", s, 6))
+        return 1;
+    return 0;
+}
+
+static int scan_int(const char **pp, const char *end, int64_t *out)
+{
+    if (**pp == '"') { /* some producers quote numbers; treat as absent */
+        const char *body;
+        size_t n;
+        bool esc;
+        *out = 0;
+        return scan_string(pp, end, &body, &n, &esc);
+    }
+    if (**pp == 'n' || **pp == 't' || **pp == 'f' || **pp == '{' || **pp == '[') {
+        *out = 0;
+        return skip_value(pp, end);
+    }
+    return scan_scaled(pp, end, 0, out);
+}
+
+/* "grid": [x, y, z] */
+static int scan_dim3(const char **pp, const char *end, int32_t out[3])
+{
+    const char *p = *pp;
+    if (*p != '[')
+        return skip_value(pp, end);
+    p++;
+    for (int i = 0;; i++) {
+        p = skip_ws(p);
+        if (p >= end)
+            return SCAN_NEED_MORE;
+        if (*p == ']' && i == 0)
+            break;
+        int64_t v;
+        TRY(scan_int(&p, end, &v));
+        if (i < 3)
+            out[i] = (int32_t)(v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : v);
+        bool more;
+        TRY(scan_separator(&p, end, ']', &more));
+        if (!more) {
+            *pp = p;
+            return SCAN_OK;
+        }
+    }
+    *pp = p + 1;
+    return SCAN_OK;
+}
+
+static int scan_args(const char **pp, const char *end, raw_event *re)
+{
+    const char *p = *pp;
+    if (*p != '{')
+        return skip_value(pp, end);
+    p++;
+    p = skip_ws(p);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (*p == '}') {
+        *pp = p + 1;
+        return SCAN_OK;
+    }
+    for (;;) {
+        const char *key;
+        size_t key_len;
+        TRY(scan_key(&p, end, &key, &key_len));
+        int64_t v;
+        if (KEY_IS("grid")) {
+            TRY(scan_dim3(&p, end, re->ev.grid));
+        } else if (KEY_IS("block")) {
+            TRY(scan_dim3(&p, end, re->ev.block));
+        } else if (KEY_IS("bytes")) {
+            TRY(scan_int(&p, end, &re->ev.bytes));
+        } else if (KEY_IS("device")) {
+            TRY(scan_int(&p, end, &v));
+            re->ev.device = (int32_t)v;
+        } else if (KEY_IS("stream") && *p != '"') {
+            TRY(scan_int(&p, end, &re->stream));
+            re->has_stream = true;
+        } else if (KEY_IS("Collective name") && *p == '"') {
+            TRY(scan_string(&p, end, &re->coll_name, &re->coll_name_len, &re->coll_escaped));
+        } else if (KEY_IS("In msg nelems") || KEY_IS("In msg size")) {
+            TRY(scan_int(&p, end, &re->ev.coll.in_nelems));
+        } else if (KEY_IS("Out msg nelems") || KEY_IS("Out msg size")) {
+            TRY(scan_int(&p, end, &re->ev.coll.out_nelems));
+        } else if (KEY_IS("Group size")) {
+            TRY(scan_int(&p, end, &v));
+            re->ev.coll.group_size = (int32_t)(v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : v);
+        } else if (KEY_IS("dtype") && *p == '"') {
+            const char *body;
+            size_t n;
+            bool esc;
+            TRY(scan_string(&p, end, &body, &n, &esc));
+            re->ev.coll.dtype_bytes = dtype_bytes(body, n);
+        } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
+            int64_t micro;
+            TRY(scan_scaled(&p, end, 6, &micro));
+            re->counter_value = (double)micro / 1e6;
+            re->has_counter_value = true;
+        } else {
+            TRY(skip_value(&p, end));
+        }
+        bool more;
+        TRY(scan_separator(&p, end, '}', &more));
+        if (!more)
+            break;
+    }
+    *pp = p;
+    return SCAN_OK;
+}
+
+/* Reads any JSON scalar-or-string id (pid/tid) as an integer; strings are hashed. */
+static int scan_id(const char **pp, const char *end, int64_t *out)
+{
+    if (**pp == '"') {
+        const char *body;
+        size_t n;
+        bool esc;
+        TRY(scan_string(pp, end, &body, &n, &esc));
+        /* "stream 7" style ids keep their number; other names are hashed. */
+        int64_t v = 0;
+        bool digits = false;
+        for (size_t i = 0; i < n; i++) {
+            if (body[i] >= '0' && body[i] <= '9')
+                v = v * 10 + (body[i] - '0'), digits = true;
+            else if (digits)
+                break;
+        }
+        *out = digits ? v : (int64_t)(pt_hash_bytes(body, n) & 0x3fffffffffffffffLL);
+        return SCAN_OK;
+    }
+    return scan_int(pp, end, out);
+}
+
+static int scan_event(const char **pp, const char *end, raw_event *re)
+{
+    const char *p = *pp + 1; /* past '{' */
+    memset(re, 0, offsetof(raw_event, ev));
+    re->category = -2;
+    pt_event_init(&re->ev, PT_EVENT_CPU);
+    re->has_counter_value = false;
+    re->coll_name = NULL;
+    p = skip_ws(p);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    if (*p == '}') {
+        *pp = p + 1;
+        return SCAN_OK;
+    }
+    for (;;) {
+        const char *key;
+        size_t key_len;
+        TRY(scan_key(&p, end, &key, &key_len));
+        const char *body;
+        size_t n;
+        bool esc;
+        switch (key_len) {
+        case 2:
+            if (KEY_IS("ph") && *p == '"') {
+                TRY(scan_string(&p, end, &body, &n, &esc));
+                re->ph = n ? body[0] : 0;
+            } else if (KEY_IS("ts")) {
+                TRY(scan_scaled(&p, end, 3, &re->ts_ns));
+                re->has_ts = true;
+            } else {
+                TRY(skip_value(&p, end));
+            }
+            break;
+        case 3:
+            if (KEY_IS("cat") && *p == '"') {
+                TRY(scan_string(&p, end, &body, &n, &esc));
+                re->category = category_kind(body, n, &re->user_annotation);
+            } else if (KEY_IS("dur")) {
+                TRY(scan_scaled(&p, end, 3, &re->dur_ns));
+                re->has_dur = true;
+            } else if (KEY_IS("tid")) {
+                TRY(scan_id(&p, end, &re->tid));
+            } else if (KEY_IS("pid")) {
+                TRY(scan_id(&p, end, &re->pid));
+            } else {
+                TRY(skip_value(&p, end));
+            }
+            break;
+        case 4:
+            if (KEY_IS("name") && *p == '"') {
+                TRY(scan_string(&p, end, &re->name, &re->name_len, &re->name_escaped));
+            } else if (KEY_IS("args")) {
+                TRY(scan_args(&p, end, re));
+            } else {
+                TRY(skip_value(&p, end));
+            }
+            break;
+        default:
+            TRY(skip_value(&p, end));
+        }
+        bool more;
+        TRY(scan_separator(&p, end, '}', &more));
+        if (!more)
+            break;
+    }
+    *pp = p;
+    return SCAN_OK;
+}
+
+/* ------------------------------------------------------------ delivering events */
+
+static const char *unescaped(pt_buf *scratch, const char *body, size_t n, size_t *out_len)
+{
+    pt_buf_reset(scratch);
+    if (!pt_json_unescape(body, n, scratch)) { /* keep the raw bytes rather than drop it */
+        pt_buf_reset(scratch);
+        pt_buf_append(scratch, body, n);
+    }
+    *out_len = scratch->len;
+    return pt_buf_cstr(scratch);
+}
+
+static int64_t parse_step_number(const char *name, size_t n)
+{
+    static const char prefix[] = "ProfilerStep#";
+    size_t plen = sizeof prefix - 1;
+    if (n <= plen || memcmp(name, prefix, plen) != 0)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = plen; i < n; i++) {
+        if (name[i] < '0' || name[i] > '9' || v > INT64_MAX / 20)
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+static int deliver(kineto_reader *kr, raw_event *re)
+{
+    kr->events_seen++;
+    pt_event *ev = &re->ev;
+    if (re->ph == 'C') {
+        if (!re->has_ts || !re->has_counter_value || !re->name)
+            return 0;
+        ev->kind = PT_EVENT_COUNTER;
+        ev->value = re->counter_value;
+    } else {
+        if (re->ph != 'X' || re->category < 0)
+            return 0;
+        if (!re->has_ts || !re->has_dur || re->dur_ns < 0 || !re->name) {
+            kr->events_malformed++;
+            return 0;
+        }
+        ev->kind = (pt_event_kind)re->category;
+    }
+    ev->ts_ns = re->ts_ns;
+    ev->dur_ns = re->dur_ns;
+    ev->tid = re->tid;
+    if (ev->kind == PT_EVENT_GPU_KERNEL || ev->kind == PT_EVENT_GPU_MEMCPY || ev->kind == PT_EVENT_GPU_MEMSET) {
+        if (re->has_stream)
+            ev->tid = re->stream;
+        if (ev->device < 0)
+            ev->device = (int32_t)re->pid;
+    } else {
+        ev->device = -1;
+        if (kr->meta->pid < 0 && ev->kind == PT_EVENT_CPU)
+            kr->meta->pid = re->pid;
+    }
+    if (re->name_escaped)
+        ev->name = unescaped(&kr->scratch, re->name, re->name_len, &ev->name_len);
+    else
+        ev->name = re->name, ev->name_len = re->name_len;
+    if (re->coll_name) {
+        if (re->coll_escaped)
+            ev->coll.name = unescaped(&kr->coll_scratch, re->coll_name, re->coll_name_len, &ev->coll.name_len);
+        else
+            ev->coll.name = re->coll_name, ev->coll.name_len = re->coll_name_len;
+    }
+    if (re->user_annotation) {
+        int64_t step = parse_step_number(ev->name, ev->name_len);
+        if (step >= 0) {
+            ev->kind = PT_EVENT_STEP;
+            ev->step = step;
+        }
+    }
+    return kr->sink->on_event(kr->sink->ctx, ev);
+}
+
+/* ------------------------------------------------------------ top-level members */
+
+static void copy_string(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v)
+{
+    pt_trace_meta *meta = kr->meta;
+    if (strcmp(key, "distributedInfo") == 0 && v->type == PT_JSON_OBJECT) {
+        const pt_json *rank = pt_json_get(v, "rank");
+        if (rank && rank->type == PT_JSON_NUMBER && rank->number >= 0 && rank->number < 1e9)
+            meta->rank = (int32_t)rank->number;
+        double ws = pt_json_get_number(v, "world_size", -1);
+        if (ws > 0 && ws < 1e9)
+            meta->world_size = (int32_t)ws;
+        copy_string(meta->backend, sizeof meta->backend, pt_json_get_string(v, "backend", ""));
+    } else if (strcmp(key, "deviceProperties") == 0 && v->type == PT_JSON_ARRAY) {
+        meta->device_count = (int32_t)v->count;
+        if (v->count)
+            copy_string(meta->device_name, sizeof meta->device_name, pt_json_get_string(v->items[0], "name", ""));
+    } else if (strcmp(key, "baseTimeNanoseconds") == 0 && v->type == PT_JSON_NUMBER) {
+        meta->clock_origin_ns = v->is_integer ? v->integer : (int64_t)v->number;
+    } else if (strcmp(key, "metadata") == 0 && v->type == PT_JSON_OBJECT) {
+        /* Some harnesses record the host and pid (e.g. TraceLens' metadata.system). */
+        const pt_json *system = pt_json_get(v, "system");
+        const pt_json *uname = pt_json_get(system, "uname");
+        const char *node = pt_json_get_string(uname, "node", NULL);
+        if (node && !meta->host[0])
+            copy_string(meta->host, sizeof meta->host, node);
+    }
+}
+
+static bool top_level_key_wanted(const char *key, size_t n)
+{
+    static const char *wanted[] = {"distributedInfo", "deviceProperties", "baseTimeNanoseconds", "metadata"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(wanted); i++)
+        if (strlen(wanted[i]) == n && memcmp(wanted[i], key, n) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------ the driver */
+
+enum reader_state {
+    ST_START,
+    ST_TOP_MEMBER,   /* at a top-level key or '}' */
+    ST_TOP_SEP,      /* after a top-level value */
+    ST_EVENTS_FIRST, /* just after "traceEvents": [ */
+    ST_EVENT,        /* at an array element */
+    ST_EVENTS_SEP,   /* after an array element */
+    ST_END
+};
+
+enum refill_status { REFILL_OK, REFILL_EOF, REFILL_FULL, REFILL_ERROR };
+
+static void warn(kineto_reader *kr, const char *fmt, ...) PT_PRINTF(2, 3);
+static void warn(kineto_reader *kr, const char *fmt, ...)
+{
+    if (!kr->sink->on_warning)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kr->sink->on_warning(kr->sink->ctx, msg);
+}
+
+/* Moves the unconsumed bytes to the front and reads more after them. */
+static enum refill_status refill(kineto_reader *kr, size_t limit)
+{
+    if (kr->eof)
+        return REFILL_EOF;
+    if (kr->pos > 0) {
+        memmove(kr->buf, kr->buf + kr->pos, kr->len - kr->pos);
+        kr->discarded += kr->pos;
+        kr->len -= kr->pos;
+        kr->pos = 0;
+    }
+    if (kr->len == kr->cap) {
+        if (kr->cap >= limit)
+            return REFILL_FULL;
+        kr->cap = PT_MIN(kr->cap * 2, limit);
+        kr->buf = pt_xrealloc(kr->buf, kr->cap + 1);
+    }
+    ptrdiff_t got = pt_input_read(kr->in, kr->buf + kr->len, kr->cap - kr->len, kr->err);
+    if (got < 0)
+        return REFILL_ERROR;
+    kr->len += (size_t)got;
+    kr->buf[kr->len] = '\0';
+    if (got == 0)
+        kr->eof = true;
+    if (kr->opts && kr->opts->progress)
+        kr->opts->progress(kr->opts->progress_ctx, pt_input_file_offset(kr->in), pt_input_file_size(kr->in));
+    return got == 0 ? REFILL_EOF : REFILL_OK;
+}
+
+/* Discards the JSON value starting at buf[pos] without holding it: a streaming walk
+ * with a depth counter and string state, refilling as it goes. */
+static int discard_value(kineto_reader *kr)
+{
+    size_t depth = 0;
+    bool in_string = false, escaped = false, started = false;
+    for (;;) {
+        while (kr->pos < kr->len) {
+            char c = kr->buf[kr->pos++];
+            if (in_string) {
+                if (escaped)
+                    escaped = false;
+                else if (c == '\\')
+                    escaped = true;
+                else if (c == '"') {
+                    in_string = false;
+                    if (depth == 0)
+                        return SCAN_OK;
+                }
+                continue;
+            }
+            if (c == '"') {
+                in_string = true;
+                started = true;
+            } else if (c == '{' || c == '[') {
+                depth++;
+                started = true;
+            } else if (c == '}' || c == ']') {
+                if (depth == 0) {
+                    kr->pos--; /* belongs to the enclosing container */
+                    return started ? SCAN_OK : SCAN_BAD;
+                }
+                if (--depth == 0)
+                    return SCAN_OK;
+            } else if (depth == 0 && started && is_delimiter(c)) {
+                kr->pos--;
+                return SCAN_OK;
+            } else if (!is_delimiter(c)) {
+                started = true;
+            }
+        }
+        kr->pos = kr->len;
+        enum refill_status rs = refill(kr, kr->cap);
+        if (rs == REFILL_ERROR)
+            return SCAN_BAD;
+        if (rs == REFILL_EOF && kr->pos >= kr->len)
+            return SCAN_NEED_MORE;
+    }
+}
+
+/* One step of the top-level state machine over buf[pos..len). */
+static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bool *oversized_unit)
+{
+    const char *start = kr->buf + kr->pos;
+    const char *end = kr->buf + kr->len;
+    const char *p = skip_ws(start);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    *oversized_unit = false;
+    switch (*state) {
+    case ST_START:
+        if (*p == '[') {
+            *bare_list = true;
+            kr->saw_trace_events = true;
+            *state = ST_EVENTS_FIRST;
+        } else if (*p == '{') {
+            *state = ST_TOP_MEMBER;
+        } else {
+            kr->bad_what = "the file is not JSON (it must start with '{' or '[')";
+            return SCAN_BAD;
+        }
+        p++;
+        break;
+    case ST_TOP_MEMBER: {
+        if (*p == '}') {
+            p++;
+            *state = ST_END;
+            break;
+        }
+        const char *key;
+        size_t key_len;
+        TRY(scan_key(&p, end, &key, &key_len));
+        if (key_len == 11 && memcmp(key, "traceEvents", 11) == 0) {
+            if (*p != '[') {
+                kr->bad_what = "\"traceEvents\" is not a list";
+                return SCAN_BAD;
+            }
+            kr->saw_trace_events = true;
+            p++;
+            *state = ST_EVENTS_FIRST;
+            break;
+        }
+        char key_copy[32];
+        bool wanted = top_level_key_wanted(key, key_len);
+        if (wanted)
+            snprintf(key_copy, sizeof key_copy, "%.*s", (int)key_len, key);
+        const char *value = p;
+        *oversized_unit = true; /* if the value does not fit, skip it in streaming mode */
+        TRY(skip_value(&p, end));
+        *oversized_unit = false;
+        if (wanted) {
+            pt_error perr = {{0}};
+            pt_json *v = pt_json_parse(value, (size_t)(p - value), 64, &perr);
+            if (v)
+                apply_top_level(kr, key_copy, v);
+            pt_json_free(v);
+        }
+        *state = ST_TOP_SEP;
+        break;
+    }
+    case ST_TOP_SEP: {
+        bool more;
+        kr->bad_what = "expected ',' or '}' after a top-level member";
+        TRY(scan_separator(&p, end, '}', &more));
+        kr->bad_what = NULL;
+        *state = more ? ST_TOP_MEMBER : ST_END;
+        break;
+    }
+    case ST_EVENTS_FIRST:
+        if (*p == ']') {
+            p++;
+            *state = *bare_list ? ST_END : ST_TOP_SEP;
+            break;
+        }
+        *state = ST_EVENT;
+        /* fall through */
+    case ST_EVENT: {
+        *oversized_unit = true;
+        if (*p == '{') {
+            raw_event re;
+            TRY(scan_event(&p, end, &re));
+            if (deliver(kr, &re) != 0) {
+                kr->bad_what = "stopped by the consumer";
+                return SCAN_BAD;
+            }
+        } else {
+            TRY(skip_value(&p, end));
+            kr->events_malformed++;
+        }
+        *oversized_unit = false;
+        *state = ST_EVENTS_SEP;
+        break;
+    }
+    case ST_EVENTS_SEP: {
+        bool more;
+        kr->bad_what = "expected ',' or ']' between events";
+        TRY(scan_separator(&p, end, ']', &more));
+        kr->bad_what = NULL;
+        *state = more ? ST_EVENT : (*bare_list ? ST_END : ST_TOP_SEP);
+        break;
+    }
+    case ST_END:
+        kr->bad_what = "unexpected data after the end of the trace";
+        return SCAN_BAD;
+    }
+    kr->pos = (size_t)(p - kr->buf);
+    return SCAN_OK;
+}
+
+static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
+                       const pt_read_options *opts, pt_error *err)
+{
+    kineto_reader kr = {0};
+    kr.in = in, kr.sink = sink, kr.meta = meta, kr.opts = opts, kr.err = err;
+    kr.max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
+    kr.cap = PT_MIN((size_t)INITIAL_BUFFER, kr.max_event);
+    kr.buf = pt_xmalloc(kr.cap + 1);
+    kr.buf[0] = '\0';
+    snprintf(meta->producer, sizeof meta->producer, "kineto");
+
+    enum reader_state state = ST_START;
+    bool bare_list = false, oversized_unit = false;
+    int result = -1;
+    for (;;) {
+        int rc = kr.pos < kr.len ? step(&kr, &state, &bare_list, &oversized_unit) : SCAN_NEED_MORE;
+        if (rc == SCAN_OK)
+            continue;
+        if (rc == SCAN_BAD) {
+            if (!err->message[0])
+                pt_error_set(err, "malformed JSON near byte %llu: %s",
+                             (unsigned long long)(kr.discarded + kr.pos),
+                             kr.bad_what ? kr.bad_what : "unexpected token");
+            goto done;
+        }
+        /* SCAN_NEED_MORE */
+        enum refill_status rs = refill(&kr, PT_MAX(kr.max_event, (size_t)MAX_TOP_LEVEL_BYTES));
+        if (rs == REFILL_ERROR)
+            goto done;
+        if (rs == REFILL_FULL || (rs == REFILL_OK && kr.len - kr.pos > kr.max_event && oversized_unit)) {
+            /* One value larger than we are willing to hold: skip it, keep the rest. */
+            kr.pos += (size_t)(skip_ws(kr.buf + kr.pos) - (kr.buf + kr.pos));
+            if (discard_value(&kr) != SCAN_OK) {
+                pt_error_set(err, "the file ends inside an oversized value (truncated?)");
+                goto done;
+            }
+            kr.events_oversized++;
+            state = state == ST_EVENT || state == ST_EVENTS_FIRST ? ST_EVENTS_SEP : ST_TOP_SEP;
+            continue;
+        }
+        if (rs == REFILL_EOF) {
+            if (skip_ws(kr.buf + kr.pos) < kr.buf + kr.len)
+                continue; /* bytes left: let step() judge them */
+            if (state == ST_END) {
+                result = 0;
+            } else if (state == ST_START) {
+                pt_error_set(err, "the file is empty");
+            } else if (state == ST_TOP_MEMBER && !kr.saw_trace_events) {
+                pt_error_set(err, "the file ends before the JSON object is closed (truncated?)");
+            } else {
+                pt_error_set(err, "the file is truncated: it ends inside %s after %lld events",
+                             state == ST_TOP_MEMBER || state == ST_TOP_SEP ? "the top-level object" : "the event list",
+                             (long long)kr.events_seen);
+            }
+            goto done;
+        }
+    }
+done:
+    if (result == 0 && !kr.saw_trace_events) {
+        pt_error_set(err, "no \"traceEvents\" list: this is JSON but not a Chrome/Kineto trace");
+        result = -1;
+    }
+    if (kr.events_malformed)
+        warn(&kr, "%lld events lacked ts, dur or name (or had a negative duration) and were ignored",
+             (long long)kr.events_malformed);
+    if (kr.events_oversized)
+        warn(&kr, "%lld values larger than %zu MiB were skipped", (long long)kr.events_oversized,
+             kr.max_event >> 20);
+    pt_buf_free(&kr.scratch);
+    pt_buf_free(&kr.coll_scratch);
+    free(kr.buf);
+    return result;
+}
+
+static bool kineto_sniff(const unsigned char *head, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')
+            continue;
+        return head[i] == '{' || head[i] == '[';
+    }
+    return false;
+}
+
+const pt_trace_reader pt_kineto_reader = {"kineto", kineto_sniff, kineto_read};

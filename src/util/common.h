@@ -1,0 +1,53 @@
+/* common.h -- small helpers every perftracker module uses.
+ *
+ * The analysis side treats running out of memory as fatal (pt_xmalloc prints one line and
+ * exits): a half-built report is worse than none, and the CLI is a short-lived process.
+ * Code that runs inside a training job (collect/) never uses these; it degrades instead. */
+#ifndef PT_UTIL_COMMON_H
+#define PT_UTIL_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdarg.h>
+
+#define PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define PT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define PT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PT_PRINTF(fmt, args)
+#define PT_LIKELY(x) (x)
+#define PT_UNLIKELY(x) (x)
+#endif
+
+void *pt_xmalloc(size_t n);
+void *pt_xcalloc(size_t n, size_t size);
+void *pt_xrealloc(void *p, size_t n);
+char *pt_xstrdup(const char *s);
+char *pt_xstrndup(const char *s, size_t n);
+
+/* Grow *items (of elem_size each) so that it holds at least need elements. */
+void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size);
+#define PT_GROW(arr, cap, need) pt_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* An error a library call hands back instead of printing: one sentence. */
+typedef struct pt_error {
+    char message[512];
+} pt_error;
+
+void pt_error_set(pt_error *err, const char *fmt, ...) PT_PRINTF(2, 3);
+
+/* Monotonic clock in nanoseconds. */
+int64_t pt_now_ns(void);
+/* Wall clock in Unix-epoch nanoseconds. */
+int64_t pt_wall_ns(void);
+
+/* The last path component of path (no allocation). */
+const char *pt_basename(const char *path);
+
+#endif

@@ -1,0 +1,222 @@
+/* input.c -- plain, gzip (zlib inflate, multi-member) and zstd streaming input. */
+#define _POSIX_C_SOURCE 200809L
+#include "input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#define RAW_CHUNK (256 * 1024)
+
+struct pt_input {
+    int fd;
+    const char *name;            /* for messages */
+    pt_compression compression;
+    uint64_t file_size, file_offset;
+    unsigned char *raw;          /* compressed bytes read but not yet consumed */
+    size_t raw_len, raw_pos;
+    bool raw_eof;
+    bool stream_done;            /* a complete compressed frame/member just ended */
+    z_stream gz;
+    ZSTD_DCtx *zstd;
+};
+
+static ptrdiff_t read_fd(pt_input *in, void *dst, size_t n, pt_error *err)
+{
+    for (;;) {
+        ssize_t got = read(in->fd, dst, n);
+        if (got >= 0) {
+            in->file_offset += (uint64_t)got;
+            return got;
+        }
+        if (errno != EINTR) {
+            pt_error_set(err, "read failed: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
+/* Makes compressed bytes available in raw[raw_pos..raw_len). Returns false on error. */
+static bool fill_raw(pt_input *in, pt_error *err)
+{
+    if (in->raw_pos < in->raw_len || in->raw_eof)
+        return true;
+    ptrdiff_t got = read_fd(in, in->raw, RAW_CHUNK, err);
+    if (got < 0)
+        return false;
+    in->raw_pos = 0;
+    in->raw_len = (size_t)got;
+    in->raw_eof = got == 0;
+    return true;
+}
+
+pt_input *pt_input_open(const char *path, pt_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        pt_error_set(err, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_error_set(err, "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    pt_input *in = pt_xcalloc(1, sizeof *in);
+    in->fd = fd;
+    in->file_size = (uint64_t)st.st_size;
+    in->raw = pt_xmalloc(RAW_CHUNK);
+    if (!fill_raw(in, err)) {
+        pt_input_close(in);
+        return NULL;
+    }
+    const unsigned char *m = in->raw;
+    if (in->raw_len >= 2 && m[0] == 0x1f && m[1] == 0x8b) {
+        in->compression = PT_COMPRESSION_GZIP;
+        if (inflateInit2(&in->gz, 15 + 32) != Z_OK) {
+            pt_error_set(err, "zlib initialisation failed");
+            pt_input_close(in);
+            return NULL;
+        }
+    } else if (in->raw_len >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
+        in->compression = PT_COMPRESSION_ZSTD;
+        in->zstd = ZSTD_createDCtx();
+    }
+    return in;
+}
+
+static ptrdiff_t read_gzip(pt_input *in, unsigned char *dst, size_t n, pt_error *err)
+{
+    in->gz.next_out = dst;
+    in->gz.avail_out = (uInt)(n > UINT32_MAX ? UINT32_MAX : n);
+    while (in->gz.avail_out > 0) {
+        if (!fill_raw(in, err))
+            return -1;
+        if (in->raw_pos == in->raw_len) { /* end of file */
+            if (!in->stream_done) {
+                pt_error_set(err, "gzip stream is truncated (the file ends mid-stream)");
+                return -1;
+            }
+            break;
+        }
+        if (in->stream_done) { /* another gzip member follows */
+            inflateReset(&in->gz);
+            in->stream_done = false;
+        }
+        in->gz.next_in = in->raw + in->raw_pos;
+        in->gz.avail_in = (uInt)(in->raw_len - in->raw_pos);
+        int rc = inflate(&in->gz, Z_NO_FLUSH);
+        in->raw_pos = in->raw_len - in->gz.avail_in;
+        if (rc == Z_STREAM_END) {
+            in->stream_done = true;
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            pt_error_set(err, "gzip data is corrupt (%s)", in->gz.msg ? in->gz.msg : "inflate error");
+            return -1;
+        }
+        if (rc == Z_STREAM_END && in->gz.avail_out < n)
+            break; /* hand out what this member produced */
+    }
+    return (ptrdiff_t)(n - in->gz.avail_out);
+}
+
+static ptrdiff_t read_zstd(pt_input *in, unsigned char *dst, size_t n, pt_error *err)
+{
+    ZSTD_outBuffer out = {dst, n, 0};
+    while (out.pos < out.size) {
+        if (!fill_raw(in, err))
+            return -1;
+        if (in->raw_pos == in->raw_len) {
+            if (!in->stream_done) {
+                pt_error_set(err, "zstd stream is truncated (the file ends mid-frame)");
+                return -1;
+            }
+            break;
+        }
+        ZSTD_inBuffer zin = {in->raw, in->raw_len, in->raw_pos};
+        size_t rc = ZSTD_decompressStream(in->zstd, &out, &zin);
+        in->raw_pos = zin.pos;
+        if (ZSTD_isError(rc)) {
+            pt_error_set(err, "zstd data is corrupt (%s)", ZSTD_getErrorName(rc));
+            return -1;
+        }
+        in->stream_done = rc == 0;
+        if (in->stream_done && out.pos > 0)
+            break;
+    }
+    return (ptrdiff_t)out.pos;
+}
+
+ptrdiff_t pt_input_read(pt_input *in, void *dst, size_t n, pt_error *err)
+{
+    switch (in->compression) {
+    case PT_COMPRESSION_GZIP:
+        return read_gzip(in, dst, n, err);
+    case PT_COMPRESSION_ZSTD:
+        return read_zstd(in, dst, n, err);
+    case PT_COMPRESSION_NONE:
+        break;
+    }
+    if (in->raw_pos < in->raw_len) { /* the sniffed head */
+        size_t take = PT_MIN(n, in->raw_len - in->raw_pos);
+        memcpy(dst, in->raw + in->raw_pos, take);
+        in->raw_pos += take;
+        return (ptrdiff_t)take;
+    }
+    return read_fd(in, dst, n, err);
+}
+
+pt_compression pt_input_compression(const pt_input *in) { return in->compression; }
+uint64_t pt_input_file_offset(const pt_input *in) { return in->file_offset; }
+uint64_t pt_input_file_size(const pt_input *in) { return in->file_size; }
+
+void pt_input_close(pt_input *in)
+{
+    if (!in)
+        return;
+    if (in->compression == PT_COMPRESSION_GZIP)
+        inflateEnd(&in->gz);
+    ZSTD_freeDCtx(in->zstd);
+    close(in->fd);
+    free(in->raw);
+    free(in);
+}
+
+char *pt_read_file(const char *path, size_t max_bytes, size_t *len_out, pt_error *err)
+{
+    pt_input *in = pt_input_open(path, err);
+    if (!in)
+        return NULL;
+    size_t cap = 64 * 1024, len = 0;
+    char *data = pt_xmalloc(cap + 1);
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max_bytes) {
+                pt_error_set(err, "file is larger than %zu bytes", max_bytes);
+                goto fail;
+            }
+            cap = PT_MIN(cap * 2, max_bytes);
+            data = pt_xrealloc(data, cap + 1);
+        }
+        ptrdiff_t got = pt_input_read(in, data + len, cap - len, err);
+        if (got < 0)
+            goto fail;
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    pt_input_close(in);
+    data[len] = '\0';
+    *len_out = len;
+    return data;
+fail:
+    free(data);
+    pt_input_close(in);
+    return NULL;
+}

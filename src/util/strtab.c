@@ -1,0 +1,116 @@
+/* strtab.c -- string interning (see strtab.h). */
+#include "strtab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t pt_hash_bytes(const void *data, size_t n)
+{
+    /* FNV-1a over 8-byte words, then a final mix: fast for short names and good enough
+     * for a table kept half empty. */
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+        p += 8, n -= 8;
+    }
+    while (n--)
+        h = (h ^ *p++) * 0x100000001b3ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+void pt_strtab_init(pt_strtab *t)
+{
+    memset(t, 0, sizeof *t);
+    t->slot_count = 1024;
+    t->slots = pt_xcalloc(t->slot_count, sizeof *t->slots);
+}
+
+void pt_strtab_free(pt_strtab *t)
+{
+    for (size_t i = 0; i < t->chunk_count; i++)
+        free(t->chunks[i]);
+    free(t->chunks);
+    free(t->slots);
+    free(t->strings);
+    free(t->lengths);
+    free(t->hashes);
+    memset(t, 0, sizeof *t);
+}
+
+static char *arena_copy(pt_strtab *t, const char *s, size_t n)
+{
+    if (t->chunk_used + n + 1 > t->chunk_size) {
+        size_t size = n + 1 > 64 * 1024 ? n + 1 : 64 * 1024;
+        PT_GROW(t->chunks, t->chunk_cap, t->chunk_count + 1);
+        t->chunk = t->chunks[t->chunk_count++] = pt_xmalloc(size);
+        t->chunk_size = size;
+        t->chunk_used = 0;
+    }
+    char *d = t->chunk + t->chunk_used;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    t->chunk_used += n + 1;
+    return d;
+}
+
+static void rehash(pt_strtab *t)
+{
+    size_t count = t->slot_count * 2;
+    uint32_t *slots = pt_xcalloc(count, sizeof *slots);
+    for (size_t id = 0; id < t->count; id++) {
+        size_t i = t->hashes[id] & (count - 1);
+        while (slots[i])
+            i = (i + 1) & (count - 1);
+        slots[i] = (uint32_t)id + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->slot_count = count;
+}
+
+static size_t probe(const pt_strtab *t, const char *s, size_t n, uint64_t h)
+{
+    size_t i = h & (t->slot_count - 1);
+    while (t->slots[i]) {
+        uint32_t id = t->slots[i] - 1;
+        if (t->hashes[id] == h && t->lengths[id] == n && memcmp(t->strings[id], s, n) == 0)
+            return i;
+        i = (i + 1) & (t->slot_count - 1);
+    }
+    return i;
+}
+
+uint32_t pt_strtab_find(const pt_strtab *t, const char *s, size_t n)
+{
+    size_t i = probe(t, s, n, pt_hash_bytes(s, n));
+    return t->slots[i] ? t->slots[i] - 1 : UINT32_MAX;
+}
+
+uint32_t pt_strtab_intern(pt_strtab *t, const char *s, size_t n)
+{
+    uint64_t h = pt_hash_bytes(s, n);
+    size_t i = probe(t, s, n, h);
+    if (t->slots[i])
+        return t->slots[i] - 1;
+    size_t cap = t->cap;
+    PT_GROW(t->strings, t->cap, t->count + 1);
+    if (t->cap != cap) {
+        t->lengths = pt_xrealloc(t->lengths, t->cap * sizeof *t->lengths);
+        t->hashes = pt_xrealloc(t->hashes, t->cap * sizeof *t->hashes);
+    }
+    uint32_t id = (uint32_t)t->count++;
+    t->strings[id] = arena_copy(t, s, n);
+    t->lengths[id] = (uint32_t)n;
+    t->hashes[id] = h;
+    t->slots[i] = id + 1;
+    if (t->count * 2 > t->slot_count)
+        rehash(t);
+    return id;
+}

@@ -1,0 +1,30 @@
+/* diagnose.h -- the cross-worker (reduce) step: worker summaries in, report out.
+ *
+ * pt_diagnose() is the one entry point every front end uses (`perftracker analyze`, the
+ * triggered workflow, tests): it compares the workers with each other and with expected
+ * behaviour, and returns the whole report as a JSON tree in the schema of
+ * docs/report-schema.md. It reads only summaries, so the same summaries always give the
+ * same report. */
+#ifndef PT_DIAGNOSE_DIAGNOSE_H
+#define PT_DIAGNOSE_DIAGNOSE_H
+
+#include "summarize/summary.h"
+#include "util/json.h"
+
+typedef struct pt_job_input {
+    pt_worker_summary *const *workers; /* one per readable worker, any order */
+    size_t worker_count;
+    int32_t world_size;                /* -1: take it from the summaries */
+    const char *const *warnings;       /* input problems to carry into the report */
+    size_t warning_count;
+    /* Workers that produced nothing (unreadable file, died, never reported). */
+    const int32_t *failed_ranks;       /* rank or -1 when unknown */
+    const char *const *failed_names;   /* their trace file names, for the workers list */
+    size_t failed_count;
+    const char *generated_at;          /* ISO-8601; NULL = now (tests pass a fixed value) */
+} pt_job_input;
+
+/* Builds the report. Never fails: with no usable worker the verdict explains why. */
+pt_json *pt_diagnose(const pt_job_input *job);
+
+#endif

@@ -1,0 +1,21 @@
+/* report.h -- writing the report: OUT/report.json, OUT/PerfDisplay/, and the seed-style
+ * log lines the CLI prints. The library builds the text; callers decide where it goes. */
+#ifndef PT_REPORT_REPORT_H
+#define PT_REPORT_REPORT_H
+
+#include "util/json.h"
+
+/* Creates out_dir if needed and writes out_dir/report.json (pretty, 2-space) atomically,
+ * then out_dir/PerfDisplay/ (the portable web report). 0 or -1 with err. */
+int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err);
+
+/* The report's sections as the seed prints them:
+ *   GPU Compute:
+ *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: { ... }
+ * followed by the verdict and findings in plain sentences. */
+void pt_report_render_log(const pt_json *report, pt_buf *out);
+
+/* mkdir -p. 0 or -1 with err. */
+int pt_make_dirs(const char *path, pt_error *err);
+
+#endif

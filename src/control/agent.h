@@ -1,0 +1,58 @@
+/* agent.h -- the contract between the collector (inside every training process) and the
+ * control plane (src/control). The collector fills pt_agent_hooks and calls
+ * pt_agent_start() once; the agent runs on its own background thread, talks to the
+ * job's coordinator (hosted by rank 0's agent), arms profiling windows through the hooks
+ * and sends the finished window's summary back. Nothing here runs on the training thread:
+ * the hooks are called from the agent thread, pt_agent_window_done from the collector's
+ * writer thread. The design is in docs/control-plane.md.
+ *
+ * Steps are counted by the collector's step() calls: after the Nth call, steps_done == N
+ * and "step N" is the interval up to the next call. A window of `steps` steps starting at
+ * start_step begins at the step() call that makes steps_done == start_step (or the first
+ * one after that, if the agent armed it late) and ends `steps` step() calls later.
+ * Times are pt_now_ns() (CLOCK_MONOTONIC) nanoseconds. */
+#ifndef PT_CONTROL_AGENT_H
+#define PT_CONTROL_AGENT_H
+
+#include "util/common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pt_agent_hooks {
+    void *ctx;
+    /* Arm a profiling window: profile `steps` steps starting at the first step >= start_step.
+     * raw_trace_path: where the worker writes its raw trace ("" = a private temp file, deleted
+     * after summarizing). Called from the agent thread; must not block. 0 or -1. */
+    int (*arm_window)(void *ctx, int64_t start_step, int32_t steps, const char *raw_trace_path);
+    /* Snapshot for heartbeats, hang detection and the automatic trigger. Lock-free reads.
+     * last_step_end_ns: pt_now_ns() of the latest step() call (0 before the first);
+     * mean_step_ns: the collector's running mean step duration (0 while unknown). */
+    void (*status)(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns);
+    /* Best effort: the training thread's Python stack, frames joined with '|', into buf.
+     * May be NULL. Called from the agent thread only when the worker looks hung. */
+    void (*python_stack)(void *ctx, char *buf, size_t cap);
+} pt_agent_hooks;
+
+/* Starts the agent's background thread if the environment describes a distributed job
+ * (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, LOCAL_RANK, node rank) or PERFTRACKER_* settings;
+ * returns 0 (started), 1 (not a job / disabled: nothing started), -1 (failed; err says why).
+ * The hooks struct is copied. PERFTRACKER_AGENT=0 disables the agent. */
+int pt_agent_start(const pt_agent_hooks *hooks, pt_error *err);
+
+/* Opt in to the automatic trigger (the paper's: mean of the last 50 steps >5% above the
+ * recent best, or no step for 5x the mean step time). Call before pt_agent_start;
+ * PerfTracker(auto_trigger=True) maps to enabled=1. PERFTRACKER_AUTO_TRIGGER=1 in the
+ * environment enables it too, PERFTRACKER_AUTO_TRIGGER=0 disables it whatever this says. */
+void pt_agent_set_auto_trigger(int enabled);
+
+/* The collector calls this from its own writer thread (never the training thread) when a
+ * window is finished: the encoded summary (pt_summary_encode bytes) and the raw trace path
+ * ("" when deleted). status 0 = ok, else a failure the master should report. The bytes are
+ * copied; the call never blocks on the network. */
+void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status);
+
+/* Stops the thread and closes the connection (idempotent; also safe if never started). */
+void pt_agent_stop(void);
+
+#endif

@@ -1,0 +1,27 @@
+/* perfdisplay.h -- writing PerfDisplay/, the portable web report.
+ *
+ * A PerfDisplay folder is self-contained: index.html, assets/ (the page's script and
+ * style, and the chart library when the build bundled it), the report as report.json and
+ * as data.js (so the page also opens from file://), and app.py, which serves the folder
+ * with Python's standard library only (`cd PerfDisplay && python3 app.py`, then
+ * http://127.0.0.1:5000/). The page's files are compiled into the binary, so any
+ * perftracker binary can write a PerfDisplay anywhere, with no install path. */
+#ifndef PT_REPORT_PERFDISPLAY_H
+#define PT_REPORT_PERFDISPLAY_H
+
+#include "util/common.h"
+
+#include <stdbool.h>
+
+/* Writes the folder display_dir itself (e.g. "OUT/PerfDisplay"), creating it and its
+ * parents when missing and replacing the files of an earlier PerfDisplay there; each file
+ * appears complete or not at all. report_json is the whole report.json document; it must
+ * parse as JSON (it is re-serialised, HTML-safe, into data.js). 0 or -1 with err. */
+int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_t report_len,
+                         pt_error *err);
+
+/* Whether this binary bundles the chart library (false when npm was unavailable at build
+ * time: the page then shows tables and its own canvas heatmap, and says so). */
+bool pt_perfdisplay_has_charts(void);
+
+#endif

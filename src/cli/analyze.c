@@ -1,11 +1,331 @@
-/* analyze.c -- placeholder, being written. */
+/* analyze.c -- `perftracker analyze [-o OUT] [-j THREADS] TRACE_OR_DIR...`.
+ *
+ * The map step runs here in parallel: THREADS workers take files off a shared counter
+ * and summarize each one (a trace is streamed; a summary file is just read). Each file
+ * is independent, so one unreadable file costs only itself: it is named on stderr and in
+ * the report's warnings, and the report is built from everyone else. Then the reduce
+ * step (pt_diagnose) and the writers. Exit status: 0 all inputs read, 3 report written
+ * but some inputs unreadable or ranks missing, 1 nothing to analyse, 2 usage. */
+#define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
+#include "cli/progress.h"
+#include "diagnose/diagnose.h"
+#include "report/report.h"
+#include "summarize/summarize.h"
 
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_OUT "perftracker-report"
+#define PROGRESS_MIN_FILES 4
+
+typedef struct input_list {
+    char **paths;
+    size_t count, cap;
+} input_list;
+
+typedef struct job_state {
+    input_list *inputs;
+    pt_worker_summary **summaries; /* [i] or NULL when it failed */
+    char **errors;                 /* [i] message when it failed */
+    atomic_size_t next;
+    atomic_size_t done;
+    atomic_size_t failed;
+    /* Single-file progress (bytes of the one big trace). */
+    atomic_ullong bytes_done, bytes_total;
+} job_state;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet] TRACE_OR_DIR...\n"
+            "  Analyze the traces (Kineto JSON, .json.gz, perftracker raw traces) or summaries\n"
+            "  (.ptsum) of one job: one file per worker, or directories of them.\n"
+            "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
+            "  -j THREADS   files read in parallel (default: number of CPUs)\n"
+            "  --quiet      do not print the report sections\n"
+            "Exit status: 0 every input read; 3 report written, some inputs unreadable or ranks\n"
+            "missing; 1 nothing could be analysed; 2 bad command line.\n",
+            DEFAULT_OUT);
+}
+
+static void add_input(input_list *list, const char *path)
+{
+    PT_GROW(list->paths, list->cap, list->count + 1);
+    list->paths[list->count++] = pt_xstrdup(path);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Which directory entries are worker files: traces and summaries by extension; the
+ * report and the synthetic generator's answer key are not. */
+static bool looks_like_worker_file(const char *name)
+{
+    if (name[0] == '.' || strcmp(name, "report.json") == 0 || strcmp(name, "expected.json") == 0)
+        return false;
+    static const char *const suffixes[] = {".json", ".json.gz", ".gz", ".ptsum", ".ptrace", ".zst"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(suffixes); i++)
+        if (ends_with(name, suffixes[i]))
+            return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int expand(input_list *list, const char *arg)
+{
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        fprintf(stderr, "perftracker: %s: no such file or directory\n", arg);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        add_input(list, arg);
+        return 0;
+    }
+    DIR *dir = opendir(arg);
+    if (!dir) {
+        fprintf(stderr, "perftracker: %s: cannot open directory\n", arg);
+        return -1;
+    }
+    size_t first = list->count;
+    struct dirent *de;
+    pt_buf path = PT_BUF_INIT;
+    while ((de = readdir(dir)) != NULL) {
+        if (!looks_like_worker_file(de->d_name))
+            continue;
+        pt_buf_reset(&path);
+        pt_buf_printf(&path, "%s/%s", arg, de->d_name);
+        if (stat(path.data, &st) == 0 && S_ISREG(st.st_mode))
+            add_input(list, path.data);
+    }
+    closedir(dir);
+    pt_buf_free(&path);
+    qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
+    if (list->count == first)
+        fprintf(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
+    return 0;
+}
+
+static void on_bytes(void *ctx, uint64_t done, uint64_t total)
+{
+    job_state *js = ctx;
+    atomic_store(&js->bytes_done, done);
+    atomic_store(&js->bytes_total, total);
+}
+
+static void *summarize_worker(void *arg)
+{
+    job_state *js = arg;
+    pt_read_options opts = {on_bytes, js, 0};
+    for (;;) {
+        size_t i = atomic_fetch_add(&js->next, 1);
+        if (i >= js->inputs->count)
+            break;
+        pt_error err = {{0}};
+        js->summaries[i] = pt_load_worker(js->inputs->paths[i], js->inputs->count == 1 ? &opts : NULL, &err);
+        if (!js->summaries[i]) {
+            js->errors[i] = pt_xstrdup(err.message[0] ? err.message : "unreadable");
+            atomic_fetch_add(&js->failed, 1);
+        }
+        atomic_fetch_add(&js->done, 1);
+    }
+    return NULL;
+}
+
+static void show_progress(job_state *js, pt_progress *bar, bool single_file)
+{
+    char extra[64] = "";
+    size_t failed = atomic_load(&js->failed);
+    if (failed)
+        snprintf(extra, sizeof extra, "%zu unreadable", failed);
+    if (single_file)
+        pt_progress_update(bar, atomic_load(&js->bytes_done) >> 20, extra);
+    else
+        pt_progress_update(bar, atomic_load(&js->done), extra);
+}
+
+static void summarize_all(job_state *js, int threads)
+{
+    size_t n = js->inputs->count;
+    if ((size_t)threads > n)
+        threads = (int)n;
+    pthread_t *tids = pt_xmalloc((size_t)threads * sizeof *tids);
+    for (int t = 0; t < threads; t++)
+        pthread_create(&tids[t], NULL, summarize_worker, js);
+    bool single_file = n == 1;
+    pt_progress bar;
+    bool show = n >= PROGRESS_MIN_FILES || single_file;
+    if (show)
+        pt_progress_start(&bar, single_file ? "MB" : "files", single_file ? 0 : n);
+    while (atomic_load(&js->done) < n) {
+        if (show) {
+            if (single_file)
+                bar.total = atomic_load(&js->bytes_total) >> 20;
+            if (!single_file || bar.total >= 64) /* small single files finish before a bar helps */
+                show_progress(js, &bar, single_file);
+        }
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    for (int t = 0; t < threads; t++)
+        pthread_join(tids[t], NULL);
+    if (show && (!single_file || bar.total >= 64))
+        pt_progress_finish(&bar, single_file ? bar.total : n, NULL);
+    free(tids);
+}
+
+/* Ranks nobody stated: the i-th input (in sorted order) gets rank i when it is free. */
+static void assign_missing_ranks(job_state *js)
+{
+    size_t n = js->inputs->count;
+    bool *used = pt_xcalloc(n + 1, sizeof *used);
+    for (size_t i = 0; i < n; i++) {
+        pt_worker_summary *s = js->summaries[i];
+        if (s && s->rank >= 0 && (size_t)s->rank < n)
+            used[s->rank] = true;
+    }
+    size_t next_free = 0;
+    for (size_t i = 0; i < n; i++) {
+        pt_worker_summary *s = js->summaries[i];
+        if (!s || s->rank >= 0)
+            continue;
+        size_t r = i < n && !used[i] ? i : next_free;
+        while (r < n && used[r])
+            r++;
+        if (r >= n)
+            r = n; /* cannot happen: n files, n ranks */
+        used[r] = true;
+        next_free = r;
+        s->rank = (int32_t)r;
+        s->rank_source = PT_RANK_FROM_FILE_ORDER;
+        pt_summary_add_warning(s, "rank %zu assigned from the file order (no rank in the trace or its name)", r);
+    }
+    free(used);
+}
+
+static int parse_args(int argc, char **argv, const char **out_dir, int *threads, bool *quiet, input_list *inputs)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+            *out_dir = argv[++i];
+        } else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) {
+            *threads = atoi(argv[++i]);
+            if (*threads < 1 || *threads > 256) {
+                fprintf(stderr, "perftracker: -j wants 1..256 threads\n");
+                return -1;
+            }
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            *quiet = true;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            exit(PT_EXIT_OK);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "perftracker: analyze: unknown option %s\n", argv[i]);
+            return -1;
+        } else if (expand(inputs, argv[i]) != 0) {
+            return -1;
+        }
+    }
+    if (inputs->count == 0) {
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
 
 int cmd_analyze(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "perftracker: 'analyze' is not available in this build yet\n");
-    return PT_EXIT_FAILURE;
+    const char *out_dir = DEFAULT_OUT;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus > 0 ? (int)cpus : 1;
+    bool quiet = false;
+    input_list inputs = {0};
+    if (parse_args(argc, argv, &out_dir, &threads, &quiet, &inputs) != 0)
+        return PT_EXIT_USAGE;
+
+    size_t n = inputs.count;
+    job_state js = {0};
+    js.inputs = &inputs;
+    js.summaries = pt_xcalloc(n, sizeof *js.summaries);
+    js.errors = pt_xcalloc(n, sizeof *js.errors);
+    summarize_all(&js, threads);
+    assign_missing_ranks(&js);
+
+    /* Split into readable workers and failures; failures keep their name and the rank
+     * their file name suggests, so the report can list them. */
+    pt_worker_summary **ok = pt_xmalloc(n * sizeof *ok);
+    int32_t *failed_ranks = pt_xmalloc(n * sizeof *failed_ranks);
+    const char **failed_names = pt_xmalloc(n * sizeof *failed_names);
+    char **warnings = pt_xmalloc(n * sizeof *warnings);
+    size_t nok = 0, nfailed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (js.summaries[i]) {
+            ok[nok++] = js.summaries[i];
+            continue;
+        }
+        pt_file_name_facts facts;
+        pt_parse_worker_file_name(pt_basename(inputs.paths[i]), &facts);
+        failed_ranks[nfailed] = facts.rank;
+        failed_names[nfailed] = pt_basename(inputs.paths[i]);
+        pt_buf w = PT_BUF_INIT;
+        pt_buf_printf(&w, "%s: %s (skipped)", inputs.paths[i], js.errors[i]);
+        warnings[nfailed++] = pt_buf_take(&w);
+        fprintf(stderr, "perftracker: %s: %s (skipped; the other workers are still analysed)\n", inputs.paths[i],
+                js.errors[i]);
+    }
+    for (size_t w = 0; w < nok; w++)
+        for (size_t k = 0; k < ok[w]->warning_count; k++)
+            fprintf(stderr, "perftracker: warning: %s: %s\n", ok[w]->name, ok[w]->warnings[k]);
+
+    pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nfailed, failed_ranks, failed_names, nfailed,
+                        NULL};
+    pt_json *report = pt_diagnose(&job);
+    pt_error err = {{0}};
+    int rc = nok == 0 ? PT_EXIT_FAILURE : PT_EXIT_OK;
+    if (pt_report_write(out_dir, report, &err) != 0) {
+        fprintf(stderr, "perftracker: %s\n", err.message);
+        rc = PT_EXIT_FAILURE;
+    } else {
+        if (!quiet) {
+            pt_buf log = PT_BUF_INIT;
+            pt_report_render_log(report, &log);
+            fputs(pt_buf_cstr(&log), stdout);
+            pt_buf_free(&log);
+        }
+        const pt_json *missing = pt_json_get(pt_json_get(report, "job"), "missing_ranks");
+        if (rc == PT_EXIT_OK && (nfailed || (missing && missing->count)))
+            rc = PT_EXIT_PARTIAL;
+        fprintf(stderr, "perftracker: report written to %s/report.json; open %s/PerfDisplay (python3 app.py)\n",
+                out_dir, out_dir);
+    }
+    pt_json_free(report);
+    for (size_t i = 0; i < n; i++) {
+        pt_summary_free(js.summaries[i]);
+        free(js.errors[i]);
+        free(inputs.paths[i]);
+    }
+    for (size_t i = 0; i < nfailed; i++)
+        free(warnings[i]);
+    free(warnings);
+    free(failed_ranks);
+    free(failed_names);
+    free(ok);
+    free(js.summaries);
+    free(js.errors);
+    free(inputs.paths);
+    return rc;
 }

@@ -1,11 +1,60 @@
-/* summarize.c -- placeholder, being written. */
+/* summarize.c -- `perftracker summarize TRACE -o SUMMARY [--json]`: the per-worker (map)
+ * step. The summary is what a worker sends to the central analysis. */
 #include "cli/cli.h"
+#include "summarize/summarize.h"
+#include "summarize/summary_io.h"
+#include "summarize/summary_json.h"
 
 #include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: perftracker summarize TRACE -o SUMMARY [--json]\n"
+                 "  Reduce one worker's trace (Kineto JSON, .gz, or a perftracker raw trace) to its\n"
+                 "  summary file (docs/summary-format.md), which `perftracker analyze` also reads.\n"
+                 "  --json   print the summary as JSON on stdout (with or without -o)\n");
+}
 
 int cmd_summarize(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "perftracker: 'summarize' is not available in this build yet\n");
-    return PT_EXIT_FAILURE;
+    const char *input = NULL, *output = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+            output = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return usage(stdout), PT_EXIT_OK;
+        else if (argv[i][0] == '-' || input)
+            return usage(stderr), PT_EXIT_USAGE;
+        else
+            input = argv[i];
+    }
+    if (!input || (!output && !json))
+        return usage(stderr), PT_EXIT_USAGE;
+    pt_error err = {{0}};
+    pt_worker_summary *s = pt_load_worker(input, NULL, &err);
+    if (!s) {
+        fprintf(stderr, "perftracker: %s: %s\n", input, err.message);
+        return PT_EXIT_FAILURE;
+    }
+    for (size_t i = 0; i < s->warning_count; i++)
+        fprintf(stderr, "perftracker: warning: %s: %s\n", input, s->warnings[i]);
+    int rc = PT_EXIT_OK;
+    if (output && pt_summary_write_file(s, output, &err) != 0) {
+        fprintf(stderr, "perftracker: %s\n", err.message);
+        rc = PT_EXIT_FAILURE;
+    }
+    if (json) {
+        pt_json *j = pt_summary_to_json(s);
+        pt_buf b = PT_BUF_INIT;
+        pt_json_write(&b, j, 2);
+        puts(pt_buf_cstr(&b));
+        pt_buf_free(&b);
+        pt_json_free(j);
+    }
+    pt_summary_free(s);
+    return rc;
 }

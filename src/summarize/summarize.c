@@ -19,6 +19,7 @@
  * Memory is the compact records: ~30 bytes per kept event, a few percent of the JSON. */
 #include "summarize/summarize.h"
 #include "summarize/classify.h"
+#include "summarize/summary_io.h"
 #include "summarize/timeline.h"
 #include "util/buf.h"
 #include "util/stats.h"
@@ -221,6 +222,7 @@ typedef struct reducer {
     uint8_t *cpu_comm;                     /* raw name id -> 1 collective, 2 not, 0 unknown */
     size_t name_slots;                     /* entries in normalized[] and cpu_comm[] */
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
+    bool has_gpu_collectives;
 } reducer;
 
 /* The per-name caches cover every name interned so far; reduction interns a few more. */
@@ -289,8 +291,13 @@ static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t sta
     return f;
 }
 
+/* CPU-side collective calls count as communication only when no GPU collective kernel
+ * exists: in NCCL jobs they merely enqueue the kernel (the kernel is the communication),
+ * in gloo/CPU jobs they are the communication. */
 static bool name_is_cpu_collective(reducer *r, uint32_t name)
 {
+    if (r->has_gpu_collectives)
+        return false;
     cover_name(r, name);
     if (!r->cpu_comm[name]) {
         const pt_strtab *names = &r->s->names;
@@ -939,6 +946,67 @@ static void fill_identity(pt_worker_summary *out, const pt_trace_meta *meta, con
     out->hang_step = meta->hang_step;
 }
 
+/* ------------------------------------------------------------ stalls */
+
+typedef struct stall_probe {
+    int64_t from, to;     /* [last step end, trace end) */
+    int64_t best;
+    pt_class cls;
+    uint32_t name;        /* interned name, or a kernel key when is_kernel */
+    bool is_kernel;
+} stall_probe;
+
+static void probe(stall_probe *p, int64_t start, int64_t end, pt_class cls, uint32_t name, bool is_kernel)
+{
+    int64_t overlap = PT_MIN(end, p->to) - PT_MAX(start, p->from);
+    /* Prefer a collective on ties: being blocked in one is what a hang looks like. */
+    if (overlap > p->best || (overlap == p->best && overlap > 0 && cls == PT_CLASS_COMM)) {
+        p->best = overlap;
+        p->cls = cls;
+        p->name = name;
+        p->is_kernel = is_kernel;
+    }
+}
+
+/* What the worker was doing after its last complete step, when the trace goes on. */
+static void find_stall(reducer *r, pt_worker_summary *out)
+{
+    pt_summarizer *s = r->s;
+    if (!s->steps_count)
+        return;
+    stall_probe p = {r->w1, r->w1, 0, PT_CLASS_PYTHON, NO_ID, false};
+    for (size_t i = 0; i < s->kernels_count; i++)
+        p.to = PT_MAX(p.to, s->kernels[i].end);
+    for (size_t i = 0; i < s->memops_count; i++)
+        p.to = PT_MAX(p.to, s->memops[i].end);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        p.to = PT_MAX(p.to, s->runtime[i].end);
+    for (size_t i = 0; i < s->cpu_count; i++)
+        p.to = PT_MAX(p.to, s->cpu[i].end);
+    if (p.to <= p.from)
+        return;
+    for (size_t i = 0; i < s->kernels_count; i++) {
+        const span_rec *k = &s->kernels[i];
+        bool comm = kernel_is_collective(r, k->key);
+        probe(&p, k->start, k->end, comm ? PT_CLASS_COMM : PT_CLASS_COMPUTE, k->key, true);
+    }
+    for (size_t i = 0; i < s->memops_count; i++)
+        probe(&p, s->memops[i].start, s->memops[i].end, PT_CLASS_MEMORY, s->memops[i].key, false);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        probe(&p, s->runtime[i].start, s->runtime[i].end, PT_CLASS_RUNTIME, s->runtime[i].key, false);
+    for (size_t i = 0; i < s->cpu_count; i++) {
+        const cpu_rec *e = &s->cpu[i];
+        pt_class c = name_is_cpu_collective(r, e->name) ? PT_CLASS_COMM : PT_CLASS_PYTHON;
+        probe(&p, e->start, e->end, c, normalized_frame(r, e->name), false);
+    }
+    out->stall_ns = p.to - p.from;
+    if (p.name == NO_ID)
+        return;
+    out->stall_class = p.cls;
+    uint32_t name = p.is_kernel ? ((const kernel_key *)pt_strtab_get(&s->kernel_keys, p.name))->name : p.name;
+    out->stall_function = pt_xstrdup(pt_strtab_get(&s->names, name));
+}
+
 /* ------------------------------------------------------------ finish */
 
 pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *meta, const char *file_name,
@@ -963,6 +1031,8 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     if (s->kernels_count + s->memops_count == 0)
         pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");
 
+    for (size_t i = 0; i < s->kernels_count && !r.has_gpu_collectives; i++)
+        r.has_gpu_collectives = kernel_is_collective(&r, s->kernels[i].key);
     build_layers(&r);
     account_gpu_and_runtime(&r);
     account_cpu_collectives(&r);
@@ -977,6 +1047,7 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     emit_functions(&r, out, medians);
     emit_steps(&r, out);
     emit_metrics(&r, out);
+    find_stall(&r, out);
 
     free(medians);
     for (int c = 0; c <= PT_CLASS_COUNT; c++)
@@ -1004,4 +1075,18 @@ pt_worker_summary *pt_summarize_file(const char *path, const pt_read_options *op
         out = pt_summarizer_finish(s, &meta, pt_basename(path), err);
     pt_summarizer_free(s);
     return out;
+}
+
+pt_worker_summary *pt_load_worker(const char *path, const pt_read_options *opts, pt_error *err)
+{
+    unsigned char head[16];
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(head, 1, sizeof head, f);
+        fclose(f);
+    }
+    if (pt_summary_sniff(head, n))
+        return pt_summary_read_file(path, err);
+    return pt_summarize_file(path, opts, err);
 }

@@ -35,4 +35,7 @@ typedef struct pt_file_name_facts {
 
 void pt_parse_worker_file_name(const char *file_name, pt_file_name_facts *facts);
 
+/* A worker's summary from either a summary file (read as is) or a trace (summarized). */
+pt_worker_summary *pt_load_worker(const char *path, const pt_read_options *opts, pt_error *err);
+
 #endif

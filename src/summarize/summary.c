@@ -21,6 +21,7 @@ pt_worker_summary *pt_summary_new(void)
     s->hang_step = -1;
     s->dropped_events = -1;
     s->hw_sample_period_us = -1;
+    s->stall_class = PT_CLASS_PYTHON;
     return s;
 }
 
@@ -46,6 +47,7 @@ void pt_summary_free(pt_worker_summary *s)
     free(s->backend);
     free(s->producer);
     free(s->hang_stack);
+    free(s->stall_function);
     free(s);
 }
 

@@ -78,6 +78,11 @@ typedef struct pt_worker_summary {
     int32_t hw_sample_period_us;
     int64_t hang_step;        /* >= 0: the worker stopped stepping in this step */
     char *hang_stack;         /* Python stack it was in, when known */
+    /* Activity after the last complete step: a trace that goes on long after its last
+     * step was stuck in something (the longest activity there, and its class). */
+    int64_t stall_ns;
+    pt_class stall_class;
+    char *stall_function;
     pt_step_summary *steps;
     size_t step_count;
     pt_function_summary *functions;

@@ -99,6 +99,11 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     put_uvarint(b, s->hang_stack != NULL);
     if (s->hang_stack)
         put_string(b, s->hang_stack);
+    put_varint(b, s->stall_ns);
+    put_uvarint(b, (uint64_t)s->stall_class);
+    put_uvarint(b, s->stall_function != NULL);
+    if (s->stall_function)
+        put_string(b, s->stall_function);
 
     put_uvarint(b, s->step_count);
     for (size_t i = 0; i < s->step_count; i++) {
@@ -383,6 +388,11 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     s->hang_step = get_varint(c);
     if (get_uvarint(c))
         s->hang_stack = get_string(c);
+    s->stall_ns = get_varint(c);
+    uint64_t stall_class = get_uvarint(c);
+    s->stall_class = stall_class < PT_CLASS_COUNT ? (pt_class)stall_class : PT_CLASS_PYTHON;
+    if (get_uvarint(c))
+        s->stall_function = get_string(c);
     decode_steps(c, s);
     decode_functions(c, s);
     decode_metrics(c, s);

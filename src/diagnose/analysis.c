@@ -1,0 +1,263 @@
+/* analysis.c -- builds the function rows and offers the robust comparisons. */
+#include "diagnose/analysis.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double steps_of(const pt_worker_summary *s)
+{
+    return s->step_count ? (double)s->step_count : 1.0;
+}
+
+static void row_key(pt_buf *key, pt_class cls, const char *name)
+{
+    pt_buf_reset(key);
+    pt_buf_putc(key, (char)('0' + cls));
+    pt_buf_puts(key, name);
+}
+
+void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
+{
+    memset(a, 0, sizeof *a);
+    a->workers = pt_xmalloc((n ? n : 1) * sizeof *a->workers);
+    memcpy(a->workers, workers, n * sizeof *workers);
+    a->n = n;
+    a->steps = pt_xmalloc((n ? n : 1) * sizeof *a->steps);
+    a->step_ms = pt_xmalloc((n ? n : 1) * sizeof *a->step_ms);
+    a->window_ms = pt_xmalloc((n ? n : 1) * sizeof *a->window_ms);
+    a->has_gpu = pt_xcalloc(n ? n : 1, sizeof *a->has_gpu);
+    a->scratch = pt_xmalloc((n ? 2 * n : 2) * sizeof *a->scratch);
+    a->scratch2 = pt_xmalloc((n ? n : 1) * sizeof *a->scratch2);
+    pt_strtab_init(&a->row_index);
+
+    size_t rows_cap = 0;
+    pt_buf key = PT_BUF_INIT;
+    for (size_t w = 0; w < n; w++) {
+        const pt_worker_summary *s = workers[w];
+        a->steps[w] = steps_of(s);
+        a->step_ms[w] = (double)pt_summary_step_ns(s) / 1e6;
+        a->window_ms[w] = (double)s->window_ns / 1e6;
+        a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] + s->union_ns[PT_CLASS_MEMORY] > 0;
+        a->gpu_workers += a->has_gpu[w];
+        for (size_t i = 0; i < s->function_count; i++) {
+            const pt_function_summary *f = &s->functions[i];
+            row_key(&key, f->cls, f->name);
+            uint32_t id = pt_strtab_intern(&a->row_index, key.data, key.len);
+            if (id == a->row_count) {
+                PT_GROW(a->rows, rows_cap, a->row_count + 1);
+                pt_fn_row *row = &a->rows[a->row_count++];
+                row->cls = f->cls;
+                row->name = f->name;
+                row->group = f->group;
+                row->by_worker = pt_xcalloc(n, sizeof *row->by_worker);
+                row->max_ratio = 0;
+            }
+            pt_fn_row *row = &a->rows[id];
+            row->by_worker[w] = f;
+            if (!row->group && f->group)
+                row->group = f->group;
+            double ratio = s->window_ns > 0 ? (double)f->exposed_ns / (double)s->window_ns : 0;
+            row->max_ratio = fmax(row->max_ratio, ratio);
+        }
+    }
+    pt_buf_free(&key);
+    a->median_step_ms = pt_median_of(a->step_ms, n, a->scratch);
+}
+
+void pt_analysis_free(pt_analysis *a)
+{
+    for (size_t i = 0; i < a->row_count; i++)
+        free(a->rows[i].by_worker);
+    free(a->rows);
+    pt_strtab_free(&a->row_index);
+    free(a->workers);
+    free(a->steps);
+    free(a->step_ms);
+    free(a->window_ms);
+    free(a->has_gpu);
+    free(a->scratch);
+    free(a->scratch2);
+    memset(a, 0, sizeof *a);
+}
+
+const pt_fn_row *pt_analysis_row(const pt_analysis *a, pt_class cls, const char *name)
+{
+    pt_buf key = PT_BUF_INIT;
+    row_key(&key, cls, name);
+    uint32_t id = pt_strtab_find(&a->row_index, key.data, key.len);
+    pt_buf_free(&key);
+    return id == UINT32_MAX ? NULL : &a->rows[id];
+}
+
+void pt_row_exposed_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        out[w] = f ? (double)f->exposed_ns / 1e6 / a->steps[w] : 0;
+    }
+}
+
+void pt_row_exposed_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        double window = (double)a->workers[w]->window_ns;
+        out[w] = f && window > 0 ? (double)f->exposed_ns / window : 0;
+    }
+}
+
+void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        double window = (double)a->workers[w]->window_ns;
+        out[w] = f && window > 0 ? (double)f->total_ns / window : 0;
+    }
+}
+
+void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        out[w] = f ? (double)f->median_ns / 1e6 : 0;
+    }
+}
+
+void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out)
+{
+    for (size_t w = 0; w < a->n; w++)
+        out[w] = (double)a->workers[w]->exposed_ns[cls] / 1e6 / a->steps[w];
+}
+
+/* Hoare-style quickselect on a copy: k-th smallest. */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            double t = v[i];
+            v[i] = v[j], v[j] = t;
+            i++, j--;
+        }
+        if (k <= j)
+            hi = j;
+        else
+            lo = j + 1;
+    }
+    return v[k];
+}
+
+double pt_median_of(const double *values, size_t n, double *scratch)
+{
+    if (n == 0)
+        return 0;
+    memcpy(scratch, values, n * sizeof *values);
+    double hi = select_kth(scratch, n, n / 2);
+    if (n % 2)
+        return hi;
+    /* After selection, every value left of n/2 is <= hi: the other middle is their max. */
+    double lo = scratch[0];
+    for (size_t i = 1; i < n / 2; i++)
+        lo = fmax(lo, scratch[i]);
+    return (lo + hi) / 2;
+}
+
+pt_spread pt_spread_of(const double *values, size_t n, double *scratch)
+{
+    pt_spread s = {0, 0};
+    if (n == 0)
+        return s;
+    s.median = pt_median_of(values, n, scratch);
+    double *deviation = scratch + n;
+    for (size_t i = 0; i < n; i++)
+        deviation[i] = fabs(values[i] - s.median);
+    s.sigma = 1.4826 * pt_median_of(deviation, n, scratch);
+    return s;
+}
+
+size_t pt_high_outliers(const double *values, size_t n, pt_spread s, double k, double floor, bool *flags)
+{
+    double threshold = fmax(k * s.sigma, floor);
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        flags[i] = values[i] - s.median > threshold;
+        count += flags[i];
+    }
+    return count;
+}
+
+void pt_short_function_name(pt_class cls, const char *name, pt_buf *out)
+{
+    if (cls == PT_CLASS_PYTHON) {
+        /* The innermost two frames say what it is; the full stack is in "function". */
+        const char *last = strrchr(name, '|');
+        const char *start = name;
+        if (last) {
+            const char *prev = last;
+            while (prev > name && prev[-1] != '|')
+                prev--;
+            start = prev > name ? prev : name;
+        }
+        if (start != name)
+            pt_buf_puts(out, "... > ");
+        for (const char *p = start; *p; p++)
+            *p == '|' ? pt_buf_puts(out, " > ") : pt_buf_putc(out, *p);
+        return;
+    }
+    /* Kernels: drop "void ", template arguments and the parameter list. */
+    const char *p = strncmp(name, "void ", 5) == 0 ? name + 5 : name;
+    int depth = 0;
+    size_t kept = 0;
+    for (; *p && kept < 80; p++) {
+        if (*p == '<') {
+            if (depth++ == 0)
+                pt_buf_puts(out, "<...>"), kept += 5;
+            continue;
+        }
+        if (*p == '>' && depth > 0) {
+            depth--;
+            continue;
+        }
+        if (depth == 0 && *p == '(')
+            break;
+        if (depth == 0)
+            pt_buf_putc(out, *p), kept++;
+    }
+}
+
+typedef struct worker_value {
+    size_t worker;
+    double value;
+} worker_value;
+
+static int by_value_desc(const void *a, const void *b)
+{
+    const worker_value *x = a, *y = b;
+    if (x->value != y->value)
+        return x->value > y->value ? -1 : 1;
+    return (x->worker > y->worker) - (x->worker < y->worker);
+}
+
+pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold)
+{
+    worker_value *list = pt_xmalloc((a->n ? a->n : 1) * sizeof *list);
+    size_t m = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (values[w] > threshold)
+            list[m++] = (worker_value){w, values[w]};
+    qsort(list, m, sizeof *list, by_value_desc);
+    pt_json *out = pt_json_object();
+    for (size_t i = 0; i < m; i++)
+        pt_json_add(out, pt_worker_name(a, list[i].worker), pt_json_number(list[i].value));
+    free(list);
+    return out;
+}

@@ -1,0 +1,100 @@
+/* analysis.h -- shared state of one cross-worker analysis, used by every report section
+ * and by the findings.
+ *
+ * Workers are sorted by rank. Every function any worker reported becomes one row
+ * (class + name) holding a pointer per worker that has it; a worker without the row
+ * counts as 0, which is accurate to within the summarizer's keep threshold (a function
+ * is dropped from a summary only when it is negligible there).
+ *
+ * Comparisons are robust: medians and the MAD (scaled to a normal sigma), with absolute
+ * floors, so one slow worker among thousands stands out and jitter does not. Every
+ * median is a quickselect, so the whole analysis stays linear in the number of workers. */
+#ifndef PT_DIAGNOSE_ANALYSIS_H
+#define PT_DIAGNOSE_ANALYSIS_H
+
+#include "diagnose/diagnose.h"
+#include "util/strtab.h"
+
+#include <stdbool.h>
+
+typedef struct pt_fn_row {
+    pt_class cls;
+    const char *name;                      /* owned by a summary */
+    const char *group;                     /* communication group, or NULL */
+    const pt_function_summary **by_worker; /* [worker] or NULL where absent */
+    double max_ratio;                      /* largest exposed/window over workers */
+} pt_fn_row;
+
+typedef struct pt_analysis {
+    pt_worker_summary **workers;  /* sorted by rank */
+    size_t n;
+    double *steps;                /* profiled steps per worker (>= 1) */
+    double *step_ms;              /* median step duration per worker */
+    double *window_ms;
+    bool *has_gpu;                /* worker recorded GPU activity */
+    size_t gpu_workers;
+    double median_step_ms;
+    pt_fn_row *rows;
+    size_t row_count;
+    pt_strtab row_index;          /* class byte + name -> row */
+    double *scratch;              /* 2n doubles, for pt_spread_of */
+    double *scratch2;             /* n doubles */
+} pt_analysis;
+
+void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n);
+void pt_analysis_free(pt_analysis *a);
+
+/* Row of (cls, name), or NULL. */
+const pt_fn_row *pt_analysis_row(const pt_analysis *a, pt_class cls, const char *name);
+
+/* Per-worker values of a row: exposed ms per step, exposed/window ("bottleneck ratio"),
+ * total/window, median ms per execution (0 where absent or not executed). */
+void pt_row_exposed_ms(const pt_analysis *a, const pt_fn_row *row, double *out);
+void pt_row_exposed_ratio(const pt_analysis *a, const pt_fn_row *row, double *out);
+void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out);
+void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out);
+/* Per-worker exposed ms per step of a whole class. */
+void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out);
+
+/* Median of n values without reordering them (copies into scratch of n). */
+double pt_median_of(const double *values, size_t n, double *scratch);
+
+/* Robust spread: median and MAD scaled to sigma (1.4826 * MAD). */
+typedef struct pt_spread {
+    double median;
+    double sigma;
+} pt_spread;
+
+pt_spread pt_spread_of(const double *values, size_t n, double *scratch /* 2n */);
+
+/* Marks values more than max(k * sigma, floor) above the median. Returns how many. */
+size_t pt_high_outliers(const double *values, size_t n, pt_spread s, double k, double floor, bool *flags);
+
+/* {worker name: value} for every value above threshold, largest first (the seed's
+ * order for "abnormal_workers"). */
+pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold);
+
+/* Worker display name (trace file name) and rank. */
+static inline const char *pt_worker_name(const pt_analysis *a, size_t w) { return a->workers[w]->name; }
+static inline int32_t pt_worker_rank(const pt_analysis *a, size_t w) { return a->workers[w]->rank; }
+
+/* The section builders (one file each). */
+pt_json *pt_section_gpu_compute(const pt_analysis *a);
+pt_json *pt_section_gpu_memory(const pt_analysis *a);
+pt_json *pt_section_communication(const pt_analysis *a);
+pt_json *pt_section_cuda_runtime(const pt_analysis *a);
+pt_json *pt_section_python(const pt_analysis *a);
+pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight);
+
+/* Findings (findings.c): the verdict and the sorted findings; marks the workers each
+ * finding names in status_out (0 normal, 1 slow, 2 hang). */
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out);
+
+/* The workers x functions matrix for the page (heatmap.c). */
+pt_json *pt_section_heatmap(const pt_analysis *a, const int *status);
+
+/* Short human names for sentences: a kernel without its signature and template
+ * arguments, the innermost frames of a Python stack. */
+void pt_short_function_name(pt_class cls, const char *name, pt_buf *out);
+
+#endif

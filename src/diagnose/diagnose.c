@@ -1,0 +1,239 @@
+/* diagnose.c -- assembles the report: job facts, the workers list, the diagnosis, the
+ * five seed sections, hardware, the heatmap and the warnings, in the order of
+ * docs/report-schema.md. The sections and findings live in their own files; this one
+ * only sorts workers, accounts for missing ones and puts the pieces together. */
+#define _POSIX_C_SOURCE 200809L
+#include "diagnose/analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int by_rank(const void *x, const void *y)
+{
+    const pt_worker_summary *a = *(pt_worker_summary *const *)x, *b = *(pt_worker_summary *const *)y;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+static void iso_now(char *buf, size_t cap)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int32_t world_size_of(const pt_job_input *job, const pt_analysis *a)
+{
+    int32_t ws = job->world_size;
+    for (size_t w = 0; ws < 0 && w < a->n; w++)
+        ws = a->workers[w]->world_size > ws ? a->workers[w]->world_size : ws;
+    int32_t max_rank = -1;
+    for (size_t w = 0; w < a->n; w++)
+        max_rank = a->workers[w]->rank > max_rank ? a->workers[w]->rank : max_rank;
+    for (size_t i = 0; i < job->failed_count; i++)
+        max_rank = job->failed_ranks[i] > max_rank ? job->failed_ranks[i] : max_rank;
+    if (ws < 0 || ws <= max_rank)
+        ws = max_rank + 1;
+    return ws;
+}
+
+static bool rank_known(const pt_job_input *job, const pt_analysis *a, int32_t rank)
+{
+    /* Workers are sorted by rank: binary search; failed ones are few. */
+    size_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a->workers[mid]->rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < a->n && a->workers[lo]->rank == rank)
+        return true;
+    for (size_t i = 0; i < job->failed_count; i++)
+        if (job->failed_ranks[i] == rank)
+            return true;
+    return false;
+}
+
+/* Adds the exposed time of each class (and idle), divided by divide_by, to object b. */
+static pt_json *add_breakdown(pt_json *b, const int64_t exposed[PT_CLASS_COUNT], int64_t idle, double divide_by)
+{
+    static const char *const keys[PT_CLASS_COUNT] = {"compute_ms", "memory_ms", "communication_ms", "runtime_ms",
+                                                     "python_ms"};
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        pt_json_add(b, keys[c], pt_json_number_rounded((double)exposed[c] / 1e6 / divide_by, 6));
+    pt_json_add(b, "idle_ms", pt_json_number_rounded((double)idle / 1e6 / divide_by, 6));
+    return b;
+}
+
+static const char *status_name(int status)
+{
+    return status == 2 ? "hang" : status == 1 ? "slow" : "normal";
+}
+
+static const char *rank_source_name(pt_rank_source source)
+{
+    switch (source) {
+    case PT_RANK_FROM_TRACE: return "distributedInfo";
+    case PT_RANK_FROM_FILE_NAME: return "file name";
+    case PT_RANK_FROM_FILE_ORDER: return "file order";
+    default: return "unknown";
+    }
+}
+
+static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
+{
+    const pt_worker_summary *s = a->workers[w];
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "rank", pt_json_int(s->rank));
+    pt_json_add(j, "name", pt_json_string(s->name ? s->name : ""));
+    pt_json_add(j, "host", pt_json_string(s->host ? s->host : ""));
+    pt_json_add(j, "local_rank", pt_json_int(s->local_rank));
+    pt_json_add(j, "pid", pt_json_int(s->pid));
+    pt_json_add(j, "rank_source", pt_json_string(rank_source_name(s->rank_source)));
+    pt_json_add(j, "step_time_ms", pt_json_number_rounded(a->step_ms[w], 6));
+    double util = s->window_ns > 0 ? (double)s->union_ns[PT_CLASS_COMPUTE] / (double)s->window_ns : 0;
+    pt_json_add(j, "gpu_utilization", pt_json_number_rounded(util, 6));
+    pt_json_add(j, "status", pt_json_string(status_name(status)));
+    /* The window's breakdown scaled to one median step, so the parts sum to step_time_ms. */
+    double scale = a->step_ms[w] > 0 ? a->window_ms[w] / a->step_ms[w] : a->steps[w];
+    pt_json_add(j, "breakdown", add_breakdown(pt_json_object(), s->exposed_ns, s->idle_ns, scale));
+    pt_json *steps = pt_json_add(j, "steps", pt_json_array());
+    for (size_t i = 0; i < s->step_count; i++) {
+        const pt_step_summary *st = &s->steps[i];
+        pt_json *step = pt_json_push(steps, pt_json_object());
+        pt_json_add(step, "step", pt_json_int(st->step));
+        pt_json_add(step, "ms", pt_json_number_rounded((double)st->dur_ns / 1e6, 6));
+        add_breakdown(step, st->exposed_ns, st->idle_ns, 1.0);
+    }
+    return j;
+}
+
+static pt_json *absent_worker_json(int32_t rank, const char *name, const char *status)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "rank", pt_json_int(rank));
+    pt_json_add(j, "name", pt_json_string(name ? name : ""));
+    pt_json_add(j, "host", pt_json_string(""));
+    pt_json_add(j, "step_time_ms", pt_json_null());
+    pt_json_add(j, "gpu_utilization", pt_json_null());
+    pt_json_add(j, "status", pt_json_string(status));
+    return j;
+}
+
+static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis *a, int32_t world_size,
+                    pt_json *missing)
+{
+    pt_json *j = pt_json_add(report, "job", pt_json_object());
+    pt_json_add(j, "world_size", pt_json_int(world_size));
+    pt_json_add(j, "workers_analyzed", pt_json_int((int64_t)a->n));
+    pt_json_add(j, "workers_failed", pt_json_int((int64_t)job->failed_count));
+    pt_json_add(j, "missing_ranks", missing);
+    pt_json_add(j, "steps", pt_json_number(pt_median_of(a->steps, a->n, a->scratch)));
+    pt_json_add(j, "median_step_time_ms", pt_json_number_rounded(a->median_step_ms, 6));
+}
+
+static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const pt_json *missing)
+{
+    pt_json *warnings = pt_json_add(report, "warnings", pt_json_array());
+    for (size_t i = 0; i < job->warning_count; i++)
+        pt_json_push(warnings, pt_json_string(job->warnings[i]));
+    pt_buf b = PT_BUF_INIT;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        for (size_t i = 0; i < s->warning_count; i++) {
+            pt_buf_reset(&b);
+            pt_buf_printf(&b, "%s: %s", s->name, s->warnings[i]);
+            pt_json_push(warnings, pt_json_string(b.data));
+        }
+        if (w > 0 && a->workers[w - 1]->rank == s->rank) {
+            pt_buf_reset(&b);
+            pt_buf_printf(&b, "%s and %s both claim rank %d; both are analysed", a->workers[w - 1]->name, s->name,
+                          s->rank);
+            pt_json_push(warnings, pt_json_string(b.data));
+        }
+    }
+    if (missing->count) {
+        pt_buf_reset(&b);
+        pt_buf_printf(&b, "%zu rank%s of the job %s no trace:", missing->count, missing->count == 1 ? "" : "s",
+                      missing->count == 1 ? "has" : "have");
+        for (size_t i = 0; i < missing->count && i < 32; i++)
+            pt_buf_printf(&b, " %lld", (long long)missing->items[i]->integer);
+        if (missing->count > 32)
+            pt_buf_puts(&b, " ...");
+        pt_json_push(warnings, pt_json_string(b.data));
+    }
+    pt_buf_free(&b);
+}
+
+pt_json *pt_diagnose(const pt_job_input *job)
+{
+    pt_worker_summary **sorted = pt_xmalloc((job->worker_count ? job->worker_count : 1) * sizeof *sorted);
+    memcpy(sorted, job->workers, job->worker_count * sizeof *sorted);
+    qsort(sorted, job->worker_count, sizeof *sorted, by_rank);
+    pt_analysis a;
+    pt_analysis_init(&a, sorted, job->worker_count);
+    free(sorted);
+
+    int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
+    pt_json *diagnosis = pt_build_diagnosis(&a, status);
+    if (a.n == 0) {
+        pt_json *findings = pt_json_get(diagnosis, "findings");
+        pt_json *f = pt_json_push(findings, pt_json_object());
+        pt_json_add(f, "category", pt_json_string("other"));
+        pt_json_add(f, "function", pt_json_string(""));
+        pt_json_add(f, "workers", pt_json_array());
+        pt_json_add(f, "all_workers", pt_json_bool(true));
+        pt_json_add(f, "impact", pt_json_number(0));
+        pt_json_add(f, "summary", pt_json_string("No worker could be analysed: every input failed to read (see "
+                                                 "warnings)."));
+        pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));
+    }
+
+    pt_json *report = pt_json_object();
+    char now[32];
+    if (!job->generated_at)
+        iso_now(now, sizeof now);
+    pt_json_add(report, "report_version", pt_json_int(1));
+    pt_json_add(report, "perftracker_version", pt_json_string(PT_VERSION));
+    pt_json_add(report, "generated_at", pt_json_string(job->generated_at ? job->generated_at : now));
+
+    int32_t world_size = world_size_of(job, &a);
+    pt_json *missing = pt_json_array();
+    for (int32_t r = 0; r < world_size && r < (1 << 24); r++)
+        if (!rank_known(job, &a, r))
+            pt_json_push(missing, pt_json_int(r));
+    add_job(report, job, &a, world_size, missing);
+
+    pt_json *workers = pt_json_add(report, "workers", pt_json_array());
+    for (size_t w = 0; w < a.n; w++)
+        pt_json_push(workers, worker_json(&a, w, status[w]));
+    for (size_t i = 0; i < job->failed_count; i++)
+        pt_json_push(workers, absent_worker_json(job->failed_ranks[i], job->failed_names ? job->failed_names[i] : "",
+                                                 "error"));
+    for (size_t i = 0; i < missing->count; i++)
+        pt_json_push(workers, absent_worker_json((int32_t)missing->items[i]->integer, "", "missing"));
+
+    pt_json_add(report, "diagnosis", diagnosis);
+    pt_json_add(report, "GPU Compute", pt_section_gpu_compute(&a));
+    pt_json_add(report, "GPU memory operations", pt_section_gpu_memory(&a));
+    pt_json_add(report, "Communication", pt_section_communication(&a));
+    pt_json_add(report, "CUDA Runtime", pt_section_cuda_runtime(&a));
+    pt_json_add(report, "Python functions", pt_section_python(&a));
+    bool *highlight = pt_xcalloc(a.n ? a.n : 1, sizeof *highlight);
+    for (size_t w = 0; w < a.n; w++)
+        highlight[w] = status[w] != 0;
+    pt_json *hardware = pt_section_hardware(&a, highlight);
+    if (hardware)
+        pt_json_add(report, "Hardware", hardware);
+    free(highlight);
+    pt_json_add(report, "Heatmap", pt_section_heatmap(&a, status));
+    add_warnings(report, job, &a, missing);
+    free(status);
+    pt_analysis_free(&a);
+    return report;
+}

@@ -1,0 +1,639 @@
+/* findings.c -- the diagnosis: which workers are slow, which function is the root cause,
+ * and how much step time it costs; plus problems every worker shares, and hangs.
+ *
+ * Method (PerfTracker's, made robust):
+ *  1. Peers. In a synchronous job every worker's step takes the same time, because the
+ *     fast ones wait for the slowest inside collectives. So a worker is judged by what it
+ *     does *instead of waiting*: for each activity class (GPU compute, memory operations,
+ *     runtime calls, Python) and for each function, its exposed (bottleneck) time per
+ *     step is compared with the other workers' — median and MAD, flagged above
+ *     max(5 sigma, 2% of the step). A flagged class names its worst function: the one
+ *     whose excess over its peers is largest (summed over the flagged workers, so two
+ *     workers slow for the same reason share one finding).
+ *  2. Stragglers. The worker that arrives last at a collective has the shortest
+ *     communication time; a worker whose exposed communication is far *below* its
+ *     peers' is a straggler. A straggler no function explains is still named (category
+ *     "other": untraced CPU work, I/O, OS noise).
+ *  3. Common problems. What every worker does badly is invisible to peer comparison, so
+ *     it is judged against expected behaviour instead: memory operations above 3% of the
+ *     step on (almost) all workers, a runtime API above 5% (launch-bound), a Python stack
+ *     above 10% with the GPU idle, exposed communication above 30%.
+ *  4. Hangs. Workers whose traces go on long after their last step blocked in a
+ *     collective are waiting; the workers that are not are the culprits. Workers the
+ *     collector or control plane marked as stopped are hangs too.
+ * Impact is the excess time per step over the median worker (or over the expected cost)
+ * divided by the median step time: roughly what fixing it would save. */
+#include "diagnose/analysis.h"
+#include "summarize/classify.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIGMAS 5.0
+#define STEP_FRACTION_FLOOR 0.02
+#define ABSOLUTE_FLOOR_MS 0.05
+#define SHARE_WITH_BEST 0.5   /* a worker joins the class's common culprit at >= half its own best */
+#define HANG_STEPS 5.0        /* stuck for 5x the step time (the paper's rule) */
+#define COMMON_MEMORY 0.03
+#define COMMON_RUNTIME 0.05
+#define COMMON_PYTHON 0.10
+#define COMMON_COMM 0.30
+#define EXPECTED_MEMORY 0.01
+#define EXPECTED_RUNTIME 0.01
+#define EXPECTED_PYTHON 0.05
+#define EXPECTED_COMM 0.10
+#define MOST_WORKERS 0.9
+
+typedef struct finding {
+    const char *category;
+    char *function;
+    size_t *workers;          /* worker indices */
+    size_t worker_count, worker_cap;
+    bool all_workers;
+    double impact;
+    char *summary;
+    const char *section;      /* evidence */
+    const char *metric;
+    double median;
+    double *values;           /* per named worker */
+} finding;
+
+typedef struct finding_list {
+    finding *items;
+    size_t count, cap;
+} finding_list;
+
+static finding *add_finding(finding_list *list, const char *category, const char *function, const char *section)
+{
+    PT_GROW(list->items, list->cap, list->count + 1);
+    finding *f = &list->items[list->count++];
+    memset(f, 0, sizeof *f);
+    f->category = category;
+    f->function = pt_xstrdup(function);
+    f->section = section;
+    f->metric = "bottleneck ms per step";
+    return f;
+}
+
+static void name_worker(finding *f, size_t w, double value)
+{
+    if (f->worker_count == f->worker_cap) {
+        PT_GROW(f->workers, f->worker_cap, f->worker_count + 1);
+        f->values = pt_xrealloc(f->values, f->worker_cap * sizeof *f->values);
+    }
+    f->workers[f->worker_count] = w;
+    f->values[f->worker_count++] = value;
+}
+
+static finding *find_finding(finding_list *list, const char *category, const char *function)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (strcmp(list->items[i].category, category) == 0 && strcmp(list->items[i].function, function) == 0)
+            return &list->items[i];
+    return NULL;
+}
+
+static bool names_worker(const finding_list *list, size_t w)
+{
+    for (size_t i = 0; i < list->count; i++)
+        for (size_t k = 0; k < list->items[i].worker_count; k++)
+            if (list->items[i].workers[k] == w && !list->items[i].all_workers)
+                return true;
+    return false;
+}
+
+static const char *category_of(pt_class cls)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"gpu_compute", "gpu_memory", "communication",
+                                                      "cuda_runtime", "python"};
+    return names[cls];
+}
+
+static const char *section_of(pt_class cls)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"GPU Compute", "GPU memory operations", "Communication",
+                                                      "CUDA Runtime", "Python functions"};
+    return names[cls];
+}
+
+static double floor_ms(const pt_analysis *a)
+{
+    return fmax(STEP_FRACTION_FLOOR * a->median_step_ms, ABSOLUTE_FLOOR_MS);
+}
+
+static double impact_of(const pt_analysis *a, double excess_ms)
+{
+    return a->median_step_ms > 0 ? fmin(1.0, fmax(0.0, excess_ms / a->median_step_ms)) : 0;
+}
+
+/* ------------------------------------------------------------ sentences */
+
+static void ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)
+{
+    if (f->worker_count == 1) {
+        pt_buf_printf(out, "Rank %d", pt_worker_rank(a, f->workers[0]));
+        return;
+    }
+    pt_buf_puts(out, "Ranks ");
+    for (size_t i = 0; i < f->worker_count && i < 8; i++)
+        pt_buf_printf(out, "%s%d", i == 0 ? "" : i + 1 == f->worker_count ? " and " : ", ",
+                      pt_worker_rank(a, f->workers[i]));
+    if (f->worker_count > 8)
+        pt_buf_printf(out, " and %zu more", f->worker_count - 8);
+}
+
+static const char *advice_for(pt_class cls)
+{
+    switch (cls) {
+    case PT_CLASS_COMPUTE:
+        return "its GPU is slower than its peers on the same kernels: check that GPU's clocks, temperature, "
+               "power limit and ECC errors, or move the job off it";
+    case PT_CLASS_MEMORY:
+        return "avoid synchronous copies in the step (.item(), .cpu(), .to() without non_blocking), use pinned "
+               "memory, or check that host's PCIe link";
+    case PT_CLASS_RUNTIME:
+        return "the CPU cannot launch work fast enough, so the GPU waits: look for CPU contention on that host "
+               "(other processes, too few cores per rank, CPU frequency, NUMA placement)";
+    case PT_CLASS_PYTHON:
+        return "the other workers wait in collectives meanwhile: speed up or overlap this code there (data "
+               "loading, garbage collection, logging, I/O)";
+    case PT_CLASS_COMM:
+    default:
+        return "check that worker's network or NVLink/PCIe links";
+    }
+}
+
+static void describe_peer_finding(const pt_analysis *a, finding *f, pt_class cls, double excess_ms)
+{
+    pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
+    pt_short_function_name(cls, f->function, &name);
+    ranks_phrase(a, f, &s);
+    pt_buf_printf(&s, " %s %.3g ms more per step than the other workers in %s `%s` (%.0f%% of the step); %s.",
+                  f->worker_count == 1 ? "spends" : "spend", excess_ms,
+                  cls == PT_CLASS_COMPUTE   ? "GPU kernels, most in"
+                  : cls == PT_CLASS_MEMORY  ? "GPU memory operations, most in"
+                  : cls == PT_CLASS_RUNTIME ? "CUDA runtime calls, most in"
+                  : cls == PT_CLASS_COMM    ? "communication, most in"
+                                            : "Python, in",
+                  name.data ? name.data : f->function, 100 * f->impact, advice_for(cls));
+    f->summary = pt_buf_take(&s);
+    pt_buf_free(&name);
+}
+
+/* ------------------------------------------------------------ 1. peers */
+
+typedef struct class_scan {
+    double *class_excess;    /* per worker, 0 when not flagged */
+    bool *class_flag;
+    const pt_fn_row **best_row;
+    double *best_excess;
+} class_scan;
+
+/* Excess of one row over its median, per worker. Returns the spread. */
+static pt_spread row_excess(const pt_analysis *a, const pt_fn_row *row, double *values, double *excess)
+{
+    pt_row_exposed_ms(a, row, values);
+    pt_spread s = pt_spread_of(values, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        excess[w] = values[w] - s.median;
+    return s;
+}
+
+static void add_row_workers(const pt_analysis *a, finding_list *list, pt_class cls, const pt_fn_row *row,
+                            const bool *who, const double *excess_of_worker)
+{
+    finding *f = find_finding(list, category_of(cls), row->name);
+    double *values = pt_xmalloc(a->n * sizeof *values), *excess = pt_xmalloc(a->n * sizeof *excess);
+    pt_spread s = row_excess(a, row, values, excess);
+    if (!f) {
+        f = add_finding(list, category_of(cls), row->name, section_of(cls));
+        f->median = s.median;
+    }
+    for (size_t w = 0; w < a->n; w++) {
+        if (!who[w])
+            continue;
+        bool already = false;
+        for (size_t k = 0; k < f->worker_count; k++)
+            already |= f->workers[k] == w;
+        if (!already)
+            name_worker(f, w, values[w]);
+        f->impact = fmax(f->impact, impact_of(a, excess_of_worker[w]));
+    }
+    free(values);
+    free(excess);
+}
+
+/* Flags whole classes and single functions of one class; turns them into findings. */
+static void peer_class(const pt_analysis *a, pt_class cls, finding_list *list)
+{
+    size_t n = a->n;
+    double *class_ms = pt_xmalloc(n * sizeof *class_ms);
+    bool *class_flag = pt_xcalloc(n, sizeof *class_flag);
+    pt_class_exposed_ms(a, cls, class_ms);
+    pt_spread cs = pt_spread_of(class_ms, n, a->scratch);
+    size_t flagged = pt_high_outliers(class_ms, n, cs, SIGMAS, floor_ms(a), class_flag);
+
+    /* Scan the class's functions: each worker's most-excess row, the row with the most
+     * excess summed over flagged workers, and rows that are outliers on their own. */
+    double *values = pt_xmalloc(n * sizeof *values), *excess = pt_xmalloc(n * sizeof *excess);
+    double *best_excess = pt_xmalloc(n * sizeof *best_excess);
+    const pt_fn_row **best_row = pt_xcalloc(n, sizeof *best_row);
+    bool *row_flag = pt_xcalloc(n, sizeof *row_flag);
+    for (size_t w = 0; w < n; w++)
+        best_excess[w] = -INFINITY;
+    const pt_fn_row *common = NULL;
+    double common_sum = -INFINITY;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls != cls)
+            continue;
+        pt_spread s = row_excess(a, row, values, excess);
+        double sum = 0;
+        for (size_t w = 0; w < n; w++) {
+            if (excess[w] > best_excess[w])
+                best_excess[w] = excess[w], best_row[w] = row;
+            if (class_flag[w])
+                sum += excess[w];
+        }
+        if (flagged && sum > common_sum)
+            common_sum = sum, common = row;
+        /* A single function far above its peers, on workers whose class total is not. */
+        if (pt_high_outliers(values, n, s, SIGMAS, floor_ms(a), row_flag)) {
+            for (size_t w = 0; w < n; w++)
+                row_flag[w] &= !class_flag[w];
+            add_row_workers(a, list, cls, row, row_flag, excess);
+        }
+    }
+    for (size_t w = 0; w < n; w++) {
+        if (!class_flag[w] || !best_row[w])
+            continue;
+        const pt_fn_row *row = best_row[w];
+        if (common && common->by_worker[w]) {
+            pt_row_exposed_ms(a, common, values);
+            pt_spread s = pt_spread_of(values, n, a->scratch);
+            if (values[w] - s.median >= SHARE_WITH_BEST * best_excess[w])
+                row = common;
+        }
+        bool *who = pt_xcalloc(n, sizeof *who);
+        double *class_excess = pt_xcalloc(n, sizeof *class_excess);
+        who[w] = true;
+        class_excess[w] = class_ms[w] - cs.median;
+        add_row_workers(a, list, cls, row, who, class_excess);
+        free(who);
+        free(class_excess);
+    }
+    free(class_ms);
+    free(class_flag);
+    free(values);
+    free(excess);
+    free(best_excess);
+    free(best_row);
+    free(row_flag);
+}
+
+/* ------------------------------------------------------------ 2. stragglers */
+
+/* Workers that wait far less than their peers in communication. */
+static size_t find_stragglers(const pt_analysis *a, bool *straggler, double *deficit)
+{
+    double *comm = pt_xmalloc(a->n * sizeof *comm);
+    pt_class_exposed_ms(a, PT_CLASS_COMM, comm);
+    pt_spread s = pt_spread_of(comm, a->n, a->scratch);
+    size_t count = 0;
+    double threshold = fmax(SIGMAS * s.sigma, floor_ms(a));
+    for (size_t w = 0; w < a->n; w++) {
+        deficit[w] = s.median - comm[w];
+        straggler[w] = s.median > floor_ms(a) && deficit[w] > threshold;
+        count += straggler[w];
+    }
+    free(comm);
+    return count;
+}
+
+static void unexplained_stragglers(const pt_analysis *a, finding_list *list, const bool *straggler,
+                                   const double *deficit)
+{
+    finding *f = NULL;
+    double worst = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        if (!straggler[w] || names_worker(list, w))
+            continue;
+        if (!f)
+            f = add_finding(list, "other", "untraced time (idle GPU and CPU)", "Communication");
+        name_worker(f, w, deficit[w]);
+        worst = fmax(worst, deficit[w]);
+    }
+    if (!f)
+        return;
+    f->metric = "communication wait below median, ms per step";
+    f->impact = impact_of(a, worst);
+    pt_buf s = PT_BUF_INIT;
+    ranks_phrase(a, f, &s);
+    pt_buf_printf(&s, " %s the straggler: the other workers wait %.3g ms per step for %s in collectives, but no "
+                      "traced function explains it; look for untraced CPU work, I/O or OS noise on that host.",
+                  f->worker_count == 1 ? "is" : "are", worst, f->worker_count == 1 ? "it" : "them");
+    f->summary = pt_buf_take(&s);
+}
+
+/* A minority of workers waiting much longer than the rest in one collective. */
+static void slow_communication(const pt_analysis *a, finding_list *list)
+{
+    bool *flag = pt_xcalloc(a->n, sizeof *flag);
+    double *values = pt_xmalloc(a->n * sizeof *values), *excess = pt_xmalloc(a->n * sizeof *excess);
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls != PT_CLASS_COMM)
+            continue;
+        pt_spread s = row_excess(a, row, values, excess);
+        size_t k = pt_high_outliers(values, a->n, s, SIGMAS, floor_ms(a), flag);
+        if (k == 0 || 2 * k >= a->n)
+            continue;
+        add_row_workers(a, list, PT_CLASS_COMM, row, flag, excess);
+    }
+    free(flag);
+    free(values);
+    free(excess);
+}
+
+/* ------------------------------------------------------------ 3. common problems */
+
+static void common_class(const pt_analysis *a, finding_list *list, pt_class cls, double threshold, double expected)
+{
+    double *ratio = pt_xmalloc(a->n * sizeof *ratio);
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls != cls || row->max_ratio < threshold)
+            continue;
+        pt_row_exposed_ratio(a, row, ratio);
+        size_t above = 0;
+        for (size_t w = 0; w < a->n; w++)
+            above += ratio[w] > expected;
+        double median = pt_median_of(ratio, a->n, a->scratch);
+        if (median < threshold || (double)above < MOST_WORKERS * (double)a->n)
+            continue;
+        finding *f = add_finding(list, category_of(cls), row->name, section_of(cls));
+        f->all_workers = true;
+        f->impact = median - expected;
+        f->metric = "bottleneck ratio (median over workers)";
+        f->median = median;
+        for (size_t w = 0; w < a->n; w++)
+            name_worker(f, w, ratio[w]);
+        pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
+        pt_short_function_name(cls, row->name, &name);
+        pt_buf_printf(&s, "Every worker spends %.0f%% of each step in %s `%s` not hidden by %s; ", 100 * median,
+                      cls == PT_CLASS_MEMORY ? "the memory operation" : cls == PT_CLASS_RUNTIME ? "the runtime call"
+                                                                                             : "Python",
+                      name.data ? name.data : row->name, cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
+        pt_buf_puts(&s, cls == PT_CLASS_MEMORY ? "remove redundant copies (.contiguous(), .clone(), dtype casts, "
+                                                 "host round trips) or overlap them with compute."
+                        : cls == PT_CLASS_RUNTIME ? "the job is launch-bound: use CUDA graphs, fuse kernels "
+                                                    "(torch.compile) or give each kernel more work."
+                                                  : "the GPU idles meanwhile: move this work off the critical path "
+                                                    "(background data loading, fewer host syncs) or speed it up.");
+        f->summary = pt_buf_take(&s);
+        pt_buf_free(&name);
+    }
+    free(ratio);
+}
+
+static void common_communication(const pt_analysis *a, finding_list *list)
+{
+    double *ms = pt_xmalloc(a->n * sizeof *ms);
+    double *ratio = pt_xmalloc(a->n * sizeof *ratio);
+    for (size_t w = 0; w < a->n; w++)
+        ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
+    double median = pt_median_of(ratio, a->n, a->scratch);
+    if (median >= COMMON_COMM) {
+        /* Name the collective with the most exposed time on the median worker. */
+        const pt_fn_row *top = NULL;
+        double top_ms = -1, throughput = 0;
+        for (size_t i = 0; i < a->row_count; i++) {
+            if (a->rows[i].cls != PT_CLASS_COMM)
+                continue;
+            pt_row_exposed_ms(a, &a->rows[i], ms);
+            double m = pt_median_of(ms, a->n, a->scratch);
+            if (m > top_ms)
+                top_ms = m, top = &a->rows[i];
+        }
+        if (top) {
+            for (size_t w = 0; w < a->n; w++)
+                ms[w] = top->by_worker[w] ? top->by_worker[w]->throughput_avg_pct : 0;
+            throughput = pt_median_of(ms, a->n, a->scratch);
+            finding *f = add_finding(list, "communication", top->name, "Communication");
+            f->all_workers = true;
+            f->impact = median - EXPECTED_COMM;
+            f->metric = "exposed communication ratio (median over workers)";
+            f->median = median;
+            for (size_t w = 0; w < a->n; w++)
+                name_worker(f, w, ratio[w]);
+            pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
+            pt_short_function_name(PT_CLASS_COMM, top->name, &name);
+            pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %.0f%% of each step on "
+                              "every worker, most in `%s`", 100 * median, name.data ? name.data : top->name);
+            if (throughput > 0)
+                pt_buf_printf(&s, " at %.0f%% of the link's peak bandwidth", throughput);
+            pt_buf_puts(&s, "; overlap gradient communication with backward (DDP buckets), shard differently, "
+                            "or check the links.");
+            f->summary = pt_buf_take(&s);
+            pt_buf_free(&name);
+        }
+    }
+    free(ms);
+    free(ratio);
+}
+
+/* ------------------------------------------------------------ 4. hangs */
+
+static bool stack_in_collective(const char *stack)
+{
+    if (!stack)
+        return false;
+    const char *frame = stack;
+    for (const char *p = stack;; p++) {
+        if (*p == '|' || *p == '\0') {
+            if (pt_cpu_is_collective(frame, (size_t)(p - frame)) || pt_kernel_is_collective(frame, (size_t)(p - frame)))
+                return true;
+            if (!*p)
+                return false;
+            frame = p + 1;
+        }
+    }
+}
+
+static void hang_findings(const pt_analysis *a, finding_list *list, int *status)
+{
+    double stuck_ms = HANG_STEPS * a->median_step_ms;
+    bool *blocked = pt_xcalloc(a->n ? a->n : 1, sizeof *blocked);
+    bool *stopped = pt_xcalloc(a->n ? a->n : 1, sizeof *stopped);
+    size_t nblocked = 0, nstopped = 0;
+    const char *collective = NULL;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        bool stalled = (double)s->stall_ns / 1e6 > stuck_ms && a->median_step_ms > 0;
+        if (s->hang_step >= 0) {
+            blocked[w] = stack_in_collective(s->hang_stack);
+            stopped[w] = !blocked[w];
+        } else if (stalled && s->stall_class == PT_CLASS_COMM) {
+            blocked[w] = true;
+            collective = s->stall_function;
+        } else if (stalled) {
+            stopped[w] = true;
+        }
+        nblocked += blocked[w];
+        nstopped += stopped[w];
+    }
+    /* Workers blocked in a collective wait for someone: those that are not blocked. */
+    if (nblocked && !nstopped)
+        for (size_t w = 0; w < a->n; w++)
+            if (!blocked[w])
+                stopped[w] = true, nstopped++;
+    if (nstopped) {
+        finding *f = add_finding(list, "hang", "", "workers");
+        f->metric = "step the worker stopped in";
+        for (size_t w = 0; w < a->n; w++)
+            if (stopped[w]) {
+                name_worker(f, w, (double)a->workers[w]->hang_step);
+                status[w] = 2;
+            }
+        const pt_worker_summary *first = a->workers[f->workers[0]];
+        free(f->function);
+        f->function = pt_xstrdup(first->hang_stack ? first->hang_stack
+                                 : first->stall_function && first->stall_class != PT_CLASS_COMM ? first->stall_function
+                                                                                                 : "stopped stepping");
+        f->impact = 1.0;
+        pt_buf s = PT_BUF_INIT;
+        ranks_phrase(a, f, &s);
+        pt_buf_printf(&s, " stopped making progress");
+        if (first->hang_step >= 0)
+            pt_buf_printf(&s, " in step %lld", (long long)first->hang_step);
+        if (strcmp(f->function, "stopped stepping") != 0)
+            pt_buf_printf(&s, " (last in `%s`)", f->function);
+        if (nblocked)
+            pt_buf_printf(&s, "; %zu other worker%s %s blocked in %s waiting for %s", nblocked, nblocked == 1 ? "" : "s",
+                          nblocked == 1 ? "is" : "are", collective ? collective : "a collective",
+                          f->worker_count == 1 ? "it" : "them");
+        pt_buf_puts(&s, ". Inspect that process (py-spy dump, gdb) before restarting the job.");
+        f->summary = pt_buf_take(&s);
+    } else if (nblocked) {
+        finding *f = add_finding(list, "hang", collective ? collective : "collective", "workers");
+        f->all_workers = true;
+        f->impact = 1.0;
+        f->metric = "blocked after the last step, ms";
+        for (size_t w = 0; w < a->n; w++)
+            if (blocked[w])
+                name_worker(f, w, (double)a->workers[w]->stall_ns / 1e6), status[w] = 2;
+        pt_buf s = PT_BUF_INIT;
+        pt_buf_printf(&s, "Every traced worker is blocked in %s: the worker they wait for is not among the traces "
+                          "(see the missing ranks) or the network hangs.",
+                      collective ? collective : "a collective");
+        f->summary = pt_buf_take(&s);
+    }
+    free(blocked);
+    free(stopped);
+}
+
+/* ------------------------------------------------------------ output */
+
+static int by_impact(const void *x, const void *y)
+{
+    const finding *a = x, *b = y;
+    if (a->impact != b->impact)
+        return a->impact > b->impact ? -1 : 1;
+    int c = strcmp(a->category, b->category);
+    return c ? c : strcmp(a->function, b->function);
+}
+
+static int by_index(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return (a > b) - (a < b);
+}
+
+static pt_json *finding_json(const pt_analysis *a, finding *f)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "category", pt_json_string(f->category));
+    pt_json_add(j, "function", pt_json_string(f->function));
+    pt_json *ranks = pt_json_add(j, "workers", pt_json_array());
+    for (size_t i = 0; i < f->worker_count; i++)
+        pt_json_push(ranks, pt_json_int(pt_worker_rank(a, f->workers[i])));
+    pt_json_add(j, "all_workers", pt_json_bool(f->all_workers));
+    pt_json_add(j, "impact", pt_json_number_rounded(f->impact, 6));
+    pt_json_add(j, "summary", pt_json_string(f->summary ? f->summary : ""));
+    pt_json *ev = pt_json_add(j, "evidence", pt_json_object());
+    pt_json_add(ev, "section", pt_json_string(f->section));
+    if (strcmp(f->category, "hang") != 0 && strcmp(f->category, "other") != 0)
+        pt_json_add(ev, "key", pt_json_string(f->function));
+    pt_json_add(ev, "metric", pt_json_string(f->metric));
+    pt_json_add(ev, "median", pt_json_number_rounded(f->median, 6));
+    pt_json *values = pt_json_add(ev, "values", pt_json_object());
+    for (size_t i = 0; i < f->worker_count && i < 64; i++) {
+        char rank[16];
+        snprintf(rank, sizeof rank, "%d", pt_worker_rank(a, f->workers[i]));
+        pt_json_add(values, rank, pt_json_number_rounded(f->values[i], 6));
+    }
+    return j;
+}
+
+static void finish_peer_sentences(const pt_analysis *a, finding_list *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        finding *f = &list->items[i];
+        if (f->summary)
+            continue;
+        pt_class cls = PT_CLASS_PYTHON;
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            if (strcmp(f->category, category_of((pt_class)c)) == 0)
+                cls = (pt_class)c;
+        qsort(f->workers, f->worker_count, sizeof *f->workers, by_index);
+        describe_peer_finding(a, f, cls, f->impact * a->median_step_ms);
+    }
+}
+
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
+{
+    finding_list list = {0};
+    memset(status, 0, a->n * sizeof *status);
+    hang_findings(a, &list, status);
+    size_t hangs = list.count;
+    if (a->n >= 3) {
+        static const pt_class judged[] = {PT_CLASS_COMPUTE, PT_CLASS_MEMORY, PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
+        for (size_t i = 0; i < PT_ARRAY_LEN(judged); i++)
+            peer_class(a, judged[i], &list);
+        slow_communication(a, &list);
+        finish_peer_sentences(a, &list);
+        bool *straggler = pt_xcalloc(a->n, sizeof *straggler);
+        double *deficit = pt_xcalloc(a->n, sizeof *deficit);
+        if (find_stragglers(a, straggler, deficit) && !hangs)
+            unexplained_stragglers(a, &list, straggler, deficit);
+        free(straggler);
+        free(deficit);
+    }
+    if (a->n > 0 && !hangs) {
+        common_class(a, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
+        common_class(a, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
+        if (a->gpu_workers == a->n)
+            common_class(a, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
+        common_communication(a, &list);
+    }
+    qsort(list.items, list.count, sizeof *list.items, by_impact);
+
+    pt_json *diagnosis = pt_json_object();
+    const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";
+    pt_json_add(diagnosis, "verdict", pt_json_string(verdict));
+    pt_json *findings = pt_json_add(diagnosis, "findings", pt_json_array());
+    for (size_t i = 0; i < list.count; i++) {
+        finding *f = &list.items[i];
+        pt_json_push(findings, finding_json(a, f));
+        for (size_t k = 0; k < f->worker_count && !f->all_workers; k++)
+            if (status[f->workers[k]] == 0)
+                status[f->workers[k]] = 1;
+        free(f->function);
+        free(f->workers);
+        free(f->values);
+        free(f->summary);
+    }
+    free(list.items);
+    return diagnosis;
+}

@@ -1,0 +1,156 @@
+/* gpu_compute.c -- the "GPU Compute" section: utilisation across workers, the kernels
+ * that cost the most, and the workers whose kernels run slower than the same kernels
+ * elsewhere (judged per execution, so a worker that simply runs more work is not
+ * called slow). */
+#include "diagnose/analysis.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAJOR_KERNELS 10
+#define KERNELS_CHECKED 20
+#define SLOWDOWN_MIN 1.15   /* a kernel must be 15% slower per execution ... */
+#define SIGMAS 5.0          /* ... and an outlier among its peers */
+#define UTILIZATION_FLOOR 0.05
+
+typedef struct kernel_rank {
+    const pt_fn_row *row;
+    double median_ratio;
+} kernel_rank;
+
+static int by_ratio_desc(const void *a, const void *b)
+{
+    const kernel_rank *x = a, *y = b;
+    if (x->median_ratio != y->median_ratio)
+        return x->median_ratio > y->median_ratio ? -1 : 1;
+    return strcmp(x->row->name, y->row->name);
+}
+
+/* Compute kernels ranked by their median bottleneck ratio over GPU workers. */
+static kernel_rank *rank_kernels(const pt_analysis *a, size_t *count)
+{
+    kernel_rank *ranked = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ranked);
+    double *ratios = pt_xmalloc((a->n ? a->n : 1) * sizeof *ratios);
+    double *gpu_only = pt_xmalloc((a->n ? a->n : 1) * sizeof *gpu_only);
+    size_t k = 0;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls != PT_CLASS_COMPUTE)
+            continue;
+        pt_row_exposed_ratio(a, row, ratios);
+        size_t m = 0;
+        for (size_t w = 0; w < a->n; w++)
+            if (a->has_gpu[w])
+                gpu_only[m++] = ratios[w];
+        ranked[k].row = row;
+        ranked[k++].median_ratio = pt_median_of(gpu_only, m, a->scratch);
+    }
+    qsort(ranked, k, sizeof *ranked, by_ratio_desc);
+    free(ratios);
+    free(gpu_only);
+    *count = k;
+    return ranked;
+}
+
+static void add_utilization(const pt_analysis *a, pt_json *section)
+{
+    double *u = pt_xmalloc((a->n ? a->n : 1) * sizeof *u);
+    size_t m = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (a->has_gpu[w])
+            u[m++] = a->workers[w]->window_ns > 0
+                         ? (double)a->workers[w]->union_ns[PT_CLASS_COMPUTE] / (double)a->workers[w]->window_ns
+                         : 0;
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < m; i++) {
+        lo = i ? fmin(lo, u[i]) : u[i];
+        hi = i ? fmax(hi, u[i]) : u[i];
+    }
+    pt_spread s = pt_spread_of(u, m, a->scratch);
+    pt_json *range = pt_json_add(section, "min/median/max GPU utilization (in [0,1])", pt_json_array());
+    pt_json_push(range, pt_json_number(lo));
+    pt_json_push(range, pt_json_number(s.median));
+    pt_json_push(range, pt_json_number(hi));
+    pt_json *abnormal = pt_json_add(section, "workers with abnormal GPU utilization", pt_json_object());
+    double threshold = fmax(SIGMAS * s.sigma, UTILIZATION_FLOOR);
+    for (size_t w = 0, i = 0; w < a->n && m >= 3; w++) {
+        if (!a->has_gpu[w])
+            continue;
+        if (fabs(u[i] - s.median) > threshold)
+            pt_json_add(abnormal, pt_worker_name(a, w), pt_json_number(u[i]));
+        i++;
+    }
+    free(u);
+}
+
+static void add_major_kernels(const pt_analysis *a, const kernel_rank *ranked, size_t count, pt_json *section)
+{
+    pt_json *major = pt_json_add(section, "major_kernel_executions", pt_json_object());
+    double *med = pt_xmalloc((a->n ? a->n : 1) * sizeof *med);
+    for (size_t k = 0; k < count && k < MAJOR_KERNELS && ranked[k].median_ratio > 0; k++) {
+        pt_row_median_ms(a, ranked[k].row, med);
+        size_t m = 0;
+        for (size_t w = 0; w < a->n; w++)
+            if (ranked[k].row->by_worker[w])
+                med[m++] = med[w];
+        pt_json *entry = pt_json_add(major, ranked[k].row->name, pt_json_object());
+        pt_json_add(entry, "median cost per execution (ms)", pt_json_number(pt_median_of(med, m, a->scratch)));
+        pt_json_add(entry, "bottleneck ratio (in [0,1])", pt_json_number(ranked[k].median_ratio));
+    }
+    free(med);
+}
+
+/* Per worker, kernels whose per-execution cost is an outlier above its peers'. */
+static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, size_t count, pt_json *section)
+{
+    pt_json *issues = pt_json_add(section, "workers with potential GPU issues", pt_json_array());
+    pt_json *detail = pt_json_add(section, "detailed report", pt_json_object());
+    if (a->gpu_workers < 3)
+        return;
+    double *med = pt_xmalloc(a->n * sizeof *med);
+    double *present = pt_xmalloc(a->n * sizeof *present);
+    pt_json **per_worker = pt_xcalloc(a->n, sizeof *per_worker);
+    for (size_t k = 0; k < count && k < KERNELS_CHECKED && ranked[k].median_ratio > 0; k++) {
+        const pt_fn_row *row = ranked[k].row;
+        pt_row_median_ms(a, row, med);
+        size_t m = 0;
+        for (size_t w = 0; w < a->n; w++)
+            if (row->by_worker[w])
+                present[m++] = med[w];
+        if (m < 3)
+            continue;
+        pt_spread s = pt_spread_of(present, m, a->scratch);
+        for (size_t w = 0; w < a->n; w++) {
+            if (!row->by_worker[w] || med[w] < s.median * SLOWDOWN_MIN || med[w] - s.median <= SIGMAS * s.sigma)
+                continue;
+            if (!per_worker[w])
+                per_worker[w] = pt_json_object();
+            pt_json *e = pt_json_add(per_worker[w], row->name, pt_json_object());
+            pt_json_add(e, "median cost per execution (ms)", pt_json_number(med[w]));
+            pt_json_add(e, "median of other workers (ms)", pt_json_number(s.median));
+            pt_json_add(e, "slowdown", pt_json_number_rounded(s.median > 0 ? med[w] / s.median : 0, 4));
+        }
+    }
+    for (size_t w = 0; w < a->n; w++) {
+        if (!per_worker[w])
+            continue;
+        pt_json_push(issues, pt_json_string(pt_worker_name(a, w)));
+        pt_json_add(detail, pt_worker_name(a, w), per_worker[w]);
+    }
+    free(per_worker);
+    free(med);
+    free(present);
+}
+
+pt_json *pt_section_gpu_compute(const pt_analysis *a)
+{
+    pt_json *section = pt_json_object();
+    add_utilization(a, section);
+    size_t count;
+    kernel_rank *ranked = rank_kernels(a, &count);
+    add_major_kernels(a, ranked, count, section);
+    add_slow_kernels(a, ranked, count, section);
+    free(ranked);
+    return section;
+}

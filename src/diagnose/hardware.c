@@ -1,0 +1,105 @@
+/* hardware.c -- the "Hardware" section, present when the collector sampled hardware
+ * counters: per metric the spread of worker averages, per worker its average/min/max,
+ * and the sampled series of at most SERIES_WORKERS workers (the highlighted ones
+ * first), which is all a page needs to plot without shipping every worker's series. */
+#include "diagnose/analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SERIES_WORKERS 64
+
+static const char *unit_of(const char *metric)
+{
+    static const struct {
+        const char *suffix, *unit;
+    } units[] = {{"_pct", "%"}, {"_mhz", "MHz"}, {"_w", "W"}, {"_gbps", "GB/s"}, {"_mbps", "MB/s"},
+                 {"_c", "C"},   {"_mib", "MiB"}, {"_bytes", "B"}};
+    size_t n = strlen(metric);
+    for (size_t i = 0; i < PT_ARRAY_LEN(units); i++) {
+        size_t m = strlen(units[i].suffix);
+        if (n > m && strcmp(metric + n - m, units[i].suffix) == 0)
+            return units[i].unit;
+    }
+    return "";
+}
+
+static pt_json *series_json(const pt_metric_summary *m)
+{
+    pt_json *points = pt_json_array();
+    for (size_t k = 0; k < m->points; k++) {
+        pt_json *p = pt_json_push(points, pt_json_array());
+        pt_json_push(p, pt_json_number_rounded(m->series_ms[k], 6));
+        pt_json_push(p, pt_json_number_rounded(m->series_value[k], 6));
+    }
+    return points;
+}
+
+static void add_series(const pt_analysis *a, const bool *highlight, pt_json *series)
+{
+    size_t shown = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t w = 0; w < a->n && shown < SERIES_WORKERS; w++) {
+            const pt_worker_summary *s = a->workers[w];
+            bool wanted = pass == 0 ? highlight && highlight[w] : !(highlight && highlight[w]);
+            if (!wanted || s->metric_count == 0)
+                continue;
+            pt_json *per = pt_json_add(series, s->name, pt_json_object());
+            for (size_t i = 0; i < s->metric_count; i++)
+                pt_json_add(per, s->metrics[i].name, series_json(&s->metrics[i]));
+            shown++;
+        }
+    }
+}
+
+pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
+{
+    pt_strtab names;
+    pt_strtab_init(&names);
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t i = 0; i < a->workers[w]->metric_count; i++)
+            pt_strtab_intern(&names, a->workers[w]->metrics[i].name, strlen(a->workers[w]->metrics[i].name));
+    if (names.count == 0) {
+        pt_strtab_free(&names);
+        return NULL;
+    }
+    pt_json *section = pt_json_object();
+    pt_json *metrics = pt_json_add(section, "metrics", pt_json_object());
+    double *means = pt_xmalloc(a->n * sizeof *means);
+    for (uint32_t id = 0; id < names.count; id++) {
+        const char *name = pt_strtab_get(&names, id);
+        size_t m = 0;
+        double lo = 0, hi = 0;
+        for (size_t w = 0; w < a->n; w++)
+            for (size_t i = 0; i < a->workers[w]->metric_count; i++)
+                if (strcmp(a->workers[w]->metrics[i].name, name) == 0) {
+                    double v = a->workers[w]->metrics[i].mean;
+                    lo = m ? (v < lo ? v : lo) : v;
+                    hi = m ? (v > hi ? v : hi) : v;
+                    means[m++] = v;
+                }
+        pt_json *entry = pt_json_add(metrics, name, pt_json_object());
+        pt_json_add(entry, "unit", pt_json_string(unit_of(name)));
+        pt_json *range = pt_json_add(entry, "min/median/max", pt_json_array());
+        pt_json_push(range, pt_json_number(lo));
+        pt_json_push(range, pt_json_number(pt_median_of(means, m, a->scratch)));
+        pt_json_push(range, pt_json_number(hi));
+    }
+    free(means);
+    pt_json *workers = pt_json_add(section, "workers", pt_json_object());
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        if (!s->metric_count)
+            continue;
+        pt_json *per = pt_json_add(workers, s->name, pt_json_object());
+        for (size_t i = 0; i < s->metric_count; i++) {
+            pt_json *v = pt_json_add(per, s->metrics[i].name, pt_json_object());
+            pt_json_add(v, "avg", pt_json_number(s->metrics[i].mean));
+            pt_json_add(v, "min", pt_json_number(s->metrics[i].min));
+            pt_json_add(v, "max", pt_json_number(s->metrics[i].max));
+        }
+    }
+    add_series(a, highlight, pt_json_add(section, "series", pt_json_object()));
+    pt_strtab_free(&names);
+    return section;
+}

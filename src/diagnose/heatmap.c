@@ -1,0 +1,99 @@
+/* heatmap.c -- the workers x functions matrix the page draws: for the functions that
+ * matter (those the findings name, then the costliest by median bottleneck ratio), each
+ * worker's deviation from the median worker as a fraction of the step, and its
+ * bottleneck ratio. One slow worker among thousands is one bright row. Numbers carry
+ * four significant digits: it is display data, and 8192 workers must stay a few MB. */
+#include "diagnose/analysis.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEATMAP_FUNCTIONS 40
+
+typedef struct column {
+    const pt_fn_row *row;
+    double score;
+} column;
+
+static int by_score_desc(const void *a, const void *b)
+{
+    const column *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    if (x->row->cls != y->row->cls)
+        return (int)x->row->cls - (int)y->row->cls;
+    return strcmp(x->row->name, y->row->name);
+}
+
+static const char *category_name(pt_class cls)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"gpu_compute", "gpu_memory", "communication", "cuda_runtime",
+                                                      "python"};
+    return names[cls];
+}
+
+pt_json *pt_section_heatmap(const pt_analysis *a, const int *status)
+{
+    size_t n = a->n;
+    column *cols = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *cols);
+    double *ratio = pt_xmalloc((n ? n : 1) * sizeof *ratio);
+    double *ms = pt_xmalloc((n ? n : 1) * sizeof *ms);
+    size_t k = 0;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->max_ratio < 0.001)
+            continue;
+        pt_row_exposed_ratio(a, row, ratio);
+        pt_row_exposed_ms(a, row, ms);
+        /* Costly everywhere, or very different on a flagged worker. */
+        double score = pt_median_of(ratio, n, a->scratch);
+        pt_spread s = pt_spread_of(ms, n, a->scratch);
+        for (size_t w = 0; w < n; w++)
+            if (status[w] && a->median_step_ms > 0)
+                score = fmax(score, 2 * fabs(ms[w] - s.median) / a->median_step_ms);
+        cols[k++] = (column){row, score};
+    }
+    qsort(cols, k, sizeof *cols, by_score_desc);
+    if (k > HEATMAP_FUNCTIONS)
+        k = HEATMAP_FUNCTIONS;
+
+    pt_json *section = pt_json_object();
+    pt_json *functions = pt_json_add(section, "functions", pt_json_array());
+    for (size_t c = 0; c < k; c++) {
+        pt_json *f = pt_json_push(functions, pt_json_object());
+        pt_json_add(f, "category", pt_json_string(category_name(cols[c].row->cls)));
+        pt_json_add(f, "name", pt_json_string(cols[c].row->name));
+    }
+    pt_json *ranks = pt_json_add(section, "ranks", pt_json_array());
+    for (size_t w = 0; w < n; w++)
+        pt_json_push(ranks, pt_json_int(pt_worker_rank(a, w)));
+    double **dev = pt_xmalloc((k ? k : 1) * sizeof *dev), **share = pt_xmalloc((k ? k : 1) * sizeof *share);
+    for (size_t c = 0; c < k; c++) {
+        dev[c] = pt_xmalloc((n ? n : 1) * sizeof **dev);
+        share[c] = pt_xmalloc((n ? n : 1) * sizeof **share);
+        pt_row_exposed_ms(a, cols[c].row, dev[c]);
+        pt_row_exposed_ratio(a, cols[c].row, share[c]);
+        double median = pt_median_of(dev[c], n, a->scratch);
+        for (size_t w = 0; w < n; w++)
+            dev[c][w] = a->median_step_ms > 0 ? (dev[c][w] - median) / a->median_step_ms : 0;
+    }
+    pt_json *values = pt_json_add(section, "values", pt_json_array());
+    pt_json *shares = pt_json_add(section, "shares", pt_json_array());
+    for (size_t w = 0; w < n; w++) {
+        pt_json *vrow = pt_json_push(values, pt_json_array());
+        pt_json *srow = pt_json_push(shares, pt_json_array());
+        for (size_t c = 0; c < k; c++) {
+            pt_json_push(vrow, pt_json_number_rounded(dev[c][w], 4));
+            pt_json_push(srow, pt_json_number_rounded(share[c][w], 4));
+        }
+    }
+    for (size_t c = 0; c < k; c++)
+        free(dev[c]), free(share[c]);
+    free(dev);
+    free(share);
+    free(cols);
+    free(ratio);
+    free(ms);
+    return section;
+}

@@ -1,0 +1,82 @@
+/* summary_json.c -- a worker summary as JSON, for people and for tests (`perftracker
+ * summarize --json`). The binary format (summary_io.c) is what travels; this is what
+ * one reads. */
+#include "summarize/summary_json.h"
+
+static pt_json *ns_ms(int64_t ns)
+{
+    return pt_json_number((double)ns / 1e6);
+}
+
+static pt_json *function_json(const pt_function_summary *f)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "class", pt_json_string(pt_class_name(f->cls)));
+    pt_json_add(j, "name", pt_json_string(f->name));
+    if (f->group)
+        pt_json_add(j, "group", pt_json_string(f->group));
+    pt_json_add(j, "count", pt_json_int((int64_t)f->count));
+    pt_json_add(j, "total_ms", ns_ms(f->total_ns));
+    pt_json_add(j, "exposed_ms", ns_ms(f->exposed_ns));
+    pt_json_add(j, "median_ms", ns_ms(f->median_ns));
+    pt_json_add(j, "max_ms", ns_ms(f->max_ns));
+    if (f->cls == PT_CLASS_COMM) {
+        pt_json_add(j, "throughput_avg_pct", pt_json_number(f->throughput_avg_pct));
+        pt_json_add(j, "throughput_std_pct", pt_json_number(f->throughput_std_pct));
+        pt_json_add(j, "busbw_avg_gbps", pt_json_number(f->busbw_avg_gbps));
+    }
+    return j;
+}
+
+static pt_json *classes_json(const int64_t ns[PT_CLASS_COUNT])
+{
+    pt_json *j = pt_json_object();
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        pt_json_add(j, pt_class_name((pt_class)c), ns_ms(ns[c]));
+    return j;
+}
+
+pt_json *pt_summary_to_json(const pt_worker_summary *s)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "name", pt_json_string(s->name ? s->name : ""));
+    pt_json_add(j, "rank", pt_json_int(s->rank));
+    pt_json_add(j, "host", pt_json_string(s->host ? s->host : ""));
+    pt_json_add(j, "local_rank", pt_json_int(s->local_rank));
+    pt_json_add(j, "world_size", pt_json_int(s->world_size));
+    pt_json_add(j, "pid", pt_json_int(s->pid));
+    pt_json_add(j, "device", pt_json_string(s->device_name ? s->device_name : ""));
+    pt_json_add(j, "producer", pt_json_string(s->producer ? s->producer : ""));
+    pt_json_add(j, "events", pt_json_int((int64_t)s->events));
+    pt_json_add(j, "window_start_ns", pt_json_int(s->window_start_ns));
+    pt_json_add(j, "window_ms", ns_ms(s->window_ns));
+    pt_json_add(j, "busy_ms", classes_json(s->union_ns));
+    pt_json_add(j, "exposed_ms", classes_json(s->exposed_ns));
+    pt_json_add(j, "idle_ms", ns_ms(s->idle_ns));
+    pt_json_add(j, "stall_ms", ns_ms(s->stall_ns));
+    if (s->stall_function)
+        pt_json_add(j, "stall_function", pt_json_string(s->stall_function));
+    pt_json *steps = pt_json_add(j, "steps", pt_json_array());
+    for (size_t i = 0; i < s->step_count; i++) {
+        pt_json *st = pt_json_push(steps, pt_json_object());
+        pt_json_add(st, "step", pt_json_int(s->steps[i].step));
+        pt_json_add(st, "start_ms", ns_ms(s->steps[i].start_ns));
+        pt_json_add(st, "ms", ns_ms(s->steps[i].dur_ns));
+        pt_json_add(st, "exposed_ms", classes_json(s->steps[i].exposed_ns));
+    }
+    pt_json *functions = pt_json_add(j, "functions", pt_json_array());
+    for (size_t i = 0; i < s->function_count; i++)
+        pt_json_push(functions, function_json(&s->functions[i]));
+    pt_json *metrics = pt_json_add(j, "metrics", pt_json_object());
+    for (size_t i = 0; i < s->metric_count; i++) {
+        pt_json *m = pt_json_add(metrics, s->metrics[i].name, pt_json_object());
+        pt_json_add(m, "samples", pt_json_int((int64_t)s->metrics[i].samples));
+        pt_json_add(m, "mean", pt_json_number(s->metrics[i].mean));
+        pt_json_add(m, "min", pt_json_number(s->metrics[i].min));
+        pt_json_add(m, "max", pt_json_number(s->metrics[i].max));
+    }
+    pt_json *warnings = pt_json_add(j, "warnings", pt_json_array());
+    for (size_t i = 0; i < s->warning_count; i++)
+        pt_json_push(warnings, pt_json_string(s->warnings[i]));
+    return j;
+}

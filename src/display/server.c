@@ -1,0 +1,217 @@
+/* server.c -- a read-only static file server for one PerfDisplay folder, on libmicrohttpd.
+ *
+ * Design: libmicrohttpd runs its own threads (a small pool polling with epoll or poll);
+ * each request is answered on its first callback, with the file handed to the library
+ * as a descriptor, so it streams a 2 GB raw trace with sendfile() and never copies it into
+ * memory. Paths go through site.c; the library's own %-decoding is switched off (a no-op
+ * unescape callback) so that site.c sees the bytes that were sent and can refuse encoded
+ * tricks like %2f or %00 instead of receiving them already decoded. Cost per request: one
+ * realpath(), one stat(), one open().
+ *
+ * Every answer carries headers that keep the page and its data inert elsewhere: nosniff,
+ * a Content-Security-Policy allowing only this folder's own scripts, and no framing. */
+#define _POSIX_C_SOURCE 200809L
+#include "display/server.h"
+#include "display/site.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PT_HAVE_MICROHTTPD
+
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct pt_display_server {
+    struct MHD_Daemon *daemon;
+    pt_display_site site;
+    bool loopback_only; /* bound to loopback: refuse requests for other Host names */
+    char bind[64];
+    uint16_t port;
+};
+
+/* Scripts and styles from the folder only; ECharts sets inline styles on its tooltip. */
+static const char content_security_policy[] =
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'";
+
+bool pt_display_available(void) { return true; }
+
+static void add_common_headers(struct MHD_Response *response)
+{
+    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(response, "Content-Security-Policy", content_security_policy);
+    MHD_add_response_header(response, "X-Frame-Options", "DENY");
+    MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(response, "Cache-Control", "no-cache");
+}
+
+static enum MHD_Result answer_error(struct MHD_Connection *connection, unsigned int status)
+{
+    const char *text = status == 400 ? "400 Bad Request\n"
+                     : status == 403 ? "403 Forbidden\n"
+                     : status == 404 ? "404 Not Found\n"
+                     : status == 405 ? "405 Method Not Allowed: only GET and HEAD\n"
+                                     : "500 Internal Server Error\n";
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!response)
+        return MHD_NO;
+    add_common_headers(response);
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    if (status == 405)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result ok = MHD_queue_response(connection, status, response);
+    MHD_destroy_response(response);
+    return ok;
+}
+
+static enum MHD_Result answer_file(struct MHD_Connection *connection, const char *file)
+{
+    int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return answer_error(connection, 404);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return answer_error(connection, 404);
+    }
+    struct MHD_Response *response = MHD_create_response_from_fd((size_t)st.st_size, fd);
+    if (!response) {
+        close(fd);
+        return answer_error(connection, 500);
+    }
+    add_common_headers(response);
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, pt_display_content_type(file));
+    enum MHD_Result ok = MHD_queue_response(connection, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+    return ok;
+}
+
+static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connection,
+                                      const char *url, const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **request_state)
+{
+    (void)version, (void)upload_data, (void)upload_data_size, (void)request_state;
+    const pt_display_server *server = cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return answer_error(connection, 405);
+    if (server->loopback_only &&
+        !pt_display_host_is_loopback(MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                                 MHD_HTTP_HEADER_HOST)))
+        return answer_error(connection, 403);
+    char file[PATH_MAX];
+    pt_display_status status = pt_display_resolve(&server->site, url, file);
+    if (status != PT_DISPLAY_OK)
+        return answer_error(connection, (unsigned int)status);
+    return answer_file(connection, file); /* HEAD: the library sends the headers only */
+}
+
+/* Keeps the path exactly as sent; site.c decodes it once, and strictly. */
+static size_t keep_escapes(void *cls, struct MHD_Connection *connection, char *s)
+{
+    (void)cls, (void)connection;
+    return strlen(s);
+}
+
+/* Fills addr from a numeric address or "localhost". Returns its length, 0 if invalid. */
+static socklen_t parse_bind_address(const char *bind, uint16_t port, struct sockaddr_storage *addr,
+                                    bool *loopback)
+{
+    memset(addr, 0, sizeof *addr);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
+    if (strcmp(bind, "localhost") == 0)
+        bind = "127.0.0.1";
+    if (inet_pton(AF_INET, bind, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+        return sizeof *v4;
+    }
+    if (inet_pton(AF_INET6, bind, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+        return sizeof *v6;
+    }
+    return 0;
+}
+
+pt_display_server *pt_display_start(const pt_display_options *options, pt_error *err)
+{
+    pt_display_server *server = pt_xcalloc(1, sizeof *server);
+    const char *bind = options->bind ? options->bind : "127.0.0.1";
+    struct sockaddr_storage addr;
+    if (pt_display_site_open(&server->site, options->dir, err) != 0)
+        goto fail;
+    if (!parse_bind_address(bind, options->port, &addr, &server->loopback_only)) {
+        pt_error_set(err, "--bind %s: not a numeric IPv4/IPv6 address", bind);
+        goto fail;
+    }
+    snprintf(server->bind, sizeof server->bind, "%s", bind);
+    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    server->daemon = MHD_start_daemon(
+        flags, options->port, NULL, NULL, handle_request, server,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, 4u,
+        MHD_OPTION_CONNECTION_LIMIT, 128u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_END);
+    if (!server->daemon) {
+        pt_error_set(err, "cannot listen on %s port %u (in use, or not an address of this machine)",
+                     bind, (unsigned)options->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    server->port = info && info->port ? info->port : options->port;
+    return server;
+fail:
+    free(server);
+    return NULL;
+}
+
+uint16_t pt_display_port(const pt_display_server *server) { return server->port; }
+
+const char *pt_display_bind_address(const pt_display_server *server) { return server->bind; }
+
+void pt_display_stop(pt_display_server *server)
+{
+    if (!server)
+        return;
+    MHD_stop_daemon(server->daemon);
+    free(server);
+}
+
+#else /* built without libmicrohttpd: the writer still works; serving says why it cannot */
+
+struct pt_display_server {
+    int unused;
+};
+
+bool pt_display_available(void) { return false; }
+
+pt_display_server *pt_display_start(const pt_display_options *options, pt_error *err)
+{
+    (void)options;
+    pt_error_set(err, "this perftracker was built without libmicrohttpd; serve the folder with "
+                      "`python3 app.py` inside it instead");
+    return NULL;
+}
+
+uint16_t pt_display_port(const pt_display_server *server) { (void)server; return 0; }
+
+const char *pt_display_bind_address(const pt_display_server *server) { (void)server; return ""; }
+
+void pt_display_stop(pt_display_server *server) { (void)server; }
+
+#endif

@@ -1,0 +1,50 @@
+/* site.h -- what a PerfDisplay server may publish, and the one function that maps a request
+ * path onto it.
+ *
+ * Both servers (app.py and `perftracker display`) apply the same rules, documented in
+ * docs/perfdisplay.md: a request path is percent-decoded exactly once; NUL, control bytes,
+ * backslashes, encoded separators (%2f, %5c), empty, "." and ".." segments and dotfiles are
+ * refused; the result must resolve (realpath, so symlinks are followed) to a regular file
+ * inside the published folder. The one exception is raw_trace/: when the folder has no
+ * raw_trace/ of its own but its parent does (the layout `<out>/PerfDisplay` beside
+ * `<out>/raw_trace`, which the seed's workflow writes), /raw_trace/... maps there, with
+ * the same containment check against that folder. */
+#ifndef PT_DISPLAY_SITE_H
+#define PT_DISPLAY_SITE_H
+
+#include "util/common.h"
+
+#include <limits.h>
+#include <stdbool.h>
+
+typedef struct pt_display_site {
+    char root[PATH_MAX];      /* realpath of the PerfDisplay folder */
+    char raw_trace[PATH_MAX]; /* realpath of the sibling raw_trace/, or "" */
+} pt_display_site;
+
+typedef enum pt_display_status {
+    PT_DISPLAY_OK = 200,
+    PT_DISPLAY_BAD_REQUEST = 400, /* malformed: bad escape, NUL, control byte, "//" */
+    PT_DISPLAY_FORBIDDEN = 403,   /* an attempt to leave the folder, or a dotfile */
+    PT_DISPLAY_NOT_FOUND = 404    /* inside the folder, but no such regular file */
+} pt_display_status;
+
+/* Resolves dir (which must be a directory holding index.html) and its sibling raw_trace/.
+ * 0 or -1 with err. */
+int pt_display_site_open(pt_display_site *site, const char *dir, pt_error *err);
+
+/* Maps a request path as sent on the wire (undecoded, without the query string) to the
+ * real path of the file to serve, written to file (PATH_MAX bytes). "/" and any path
+ * ending in "/" mean that folder's index.html. */
+pt_display_status pt_display_resolve(const pt_display_site *site, const char *request_path,
+                                     char file[PATH_MAX]);
+
+/* The Content-Type for a file name, by its extension (text types carry charset=utf-8). */
+const char *pt_display_content_type(const char *file_name);
+
+/* Whether a Host header names this machine's loopback interface (127.0.0.1, localhost,
+ * [::1], with any port). Servers bound to loopback refuse other hosts, so that a web page
+ * elsewhere cannot read the report through DNS rebinding. A missing header is refused. */
+bool pt_display_host_is_loopback(const char *host);
+
+#endif

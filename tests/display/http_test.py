@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""http_test.py -- the PerfDisplay servers' HTTP contract, over raw sockets (so no client
+library normalises the paths we send).
+
+    http_test.py --server app.py|perftracker --perftracker BIN --work DIR [--python PY]
+
+Checks, for the server named: files and content types, HEAD, security headers, 405 for
+every method but GET/HEAD, refusal of every traversal form (/../, %2e%2e, %2f, %5c, NUL,
+absolute-form and "//" paths, dotfiles, symlinks to a file and to a folder outside),
+Host checking, the ../raw_trace mapping, loopback-only binding, and a clean stop on SIGTERM.
+"""
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.parse
+
+import fixture
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def send(base, raw, read_body=True):
+    """Sends raw bytes as one request; returns (status, headers, body)."""
+    u = urllib.parse.urlsplit(base)
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall(raw)
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return status, headers, body
+
+
+def get(base, path, method="GET", host=None, body=b"", extra=b""):
+    u = urllib.parse.urlsplit(base)
+    host = host if host is not None else "127.0.0.1:%d" % u.port
+    raw = (b"%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (method.encode(), path, host.encode()))
+    if body:
+        raw += b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n" % len(body)
+    return send(base, raw + extra + b"\r\n" + body)
+
+
+def local_non_loopback_address():
+    """An address of this machine other than loopback (None when there is none)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent; it only picks a route
+            addr = s.getsockname()[0]
+            return None if addr.startswith("127.") else addr
+    except OSError:
+        return None
+
+
+def plant_escapes(display_dir):
+    """Files a traversal would reach: a secret beside the folder, and symlinks out of it."""
+    secret = os.path.join(os.path.dirname(display_dir), "secret.txt")
+    with open(secret, "w") as f:
+        f.write("TOP-SECRET\n")
+    os.symlink(secret, os.path.join(display_dir, "leak.txt"))
+    os.symlink(os.path.dirname(display_dir), os.path.join(display_dir, "up"))
+    with open(os.path.join(display_dir, ".hidden"), "w") as f:
+        f.write("TOP-SECRET\n")
+
+
+def run(base, display_dir, facts):
+    status, h, body = get(base, b"/")
+    check(status == 200 and h.get("content-type", "").startswith("text/html") and b"<title>" in body,
+          "GET / serves index.html as text/html")
+    check(h.get("x-content-type-options") == "nosniff" and "script-src 'self'" in h.get("content-security-policy", ""),
+          "security headers (nosniff, CSP) are sent")
+    status, h, body = get(base, b"/data.js")
+    check(status == 200 and h.get("content-type", "").startswith("text/javascript") and body.startswith(b"/*")
+          and b"window.PT_REPORT" in body, "GET /data.js is JavaScript holding the report")
+    check(b"<img" not in body, "data.js escapes '<' in report strings (no raw markup in the script)")
+    status, h, body = get(base, b"/report.json")
+    check(status == 200 and h.get("content-type") == "application/json", "report.json is application/json")
+    status, h, body = get(base, b"/assets/style.css")
+    check(status == 200 and h.get("content-type", "").startswith("text/css"), "CSS content type")
+    size = os.path.getsize(os.path.join(display_dir, "assets", "app.js"))
+    status, h, body = get(base, b"/assets/app.js", method="HEAD")
+    check(status == 200 and h.get("content-length") == str(size) and body == b"",
+          "HEAD: headers with the file's length, no body")
+    status, _, _ = get(base, b"/assets/app.js?v=1#frag")
+    check(status == 200, "a query string is ignored")
+    status, _, _ = get(base, b"/no-such-file.js")
+    check(status == 404, "missing file: 404")
+    status, _, _ = get(base, b"/assets/")
+    check(status == 404, "a folder without index.html: 404 (no listings)")
+
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"):
+        status, h, _ = get(base, b"/", method=method, body=b"a=1" if method in ("POST", "PUT") else b"")
+        check(status == 405 and h.get("allow") == "GET, HEAD", "%s /: 405 with Allow: GET, HEAD" % method)
+
+    traversals = [b"/../secret.txt", b"/../../../../etc/passwd", b"/assets/../../secret.txt",
+                  b"/%2e%2e/secret.txt", b"/%2E%2E/%2e%2e/etc/passwd", b"/.%2e/secret.txt",
+                  b"/assets/..%2f..%2fsecret.txt", b"/%2e%2e%2fsecret.txt", b"/..%5csecret.txt",
+                  b"/assets%2fapp.js", b"/index.html%00.js", b"//etc/passwd", b"/%2fetc/passwd",
+                  b"/leak.txt", b"/up/secret.txt", b"/.hidden",
+                  b"/raw_trace/../secret.txt", b"/raw_trace/%2e%2e/secret.txt", b"/%252e%252e/secret.txt",
+                  b"http://127.0.0.1/../secret.txt", b"/%", b"/%zz"]
+    for path in traversals:
+        status, _, body = get(base, path)
+        check(status in (400, 403, 404) and b"TOP-SECRET" not in body and b"root:" not in body,
+              "refused: %s -> %d" % (path.decode(), status))
+    status, _, _ = get(base, b"/leak.txt")
+    check(status == 403, "symlink to a file outside: 403")
+    status, _, _ = get(base, b"/up/secret.txt")
+    check(status == 403, "path through a symlink to a folder outside: 403")
+    status, _, _ = get(base, b"/%2e%2e/secret.txt")
+    check(status == 403, "%2e%2e: 403")
+
+    status, _, _ = get(base, b"/", host="evil.example:5000")
+    check(status == 403, "a foreign Host header (DNS rebinding) is refused")
+    status, _, _ = get(base, b"/", host="localhost:%d" % urllib.parse.urlsplit(base).port)
+    check(status == 200, "Host: localhost is accepted")
+
+    for path in facts["raw_traces"]:
+        status, _, body = get(base, b"/" + path.encode())
+        check(status == 200 and body == fixture.RAW_TRACE_CONTENT, "raw trace served from ../raw_trace: " + path)
+
+    u = urllib.parse.urlsplit(base)
+    check(u.hostname == "127.0.0.1", "binds 127.0.0.1 by default (URL printed: %s)" % base)
+    other = local_non_loopback_address()
+    if other:
+        try:
+            socket.create_connection((other, u.port), timeout=2).close()
+            reachable = True
+        except OSError:
+            reachable = False
+        check(not reachable, "not reachable on %s (another address of this machine)" % other)
+    else:
+        print("skip not reachable from other addresses: this machine has only loopback")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--server", choices=("app.py", "perftracker"), required=True)
+    p.add_argument("--perftracker", required=True)
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--work", required=True)
+    a = p.parse_args()
+    if a.server == "app.py" and not os.access(a.python, os.X_OK):
+        print("SKIP: %s not found (app.py is tested with it)" % a.python)
+        return fixture.SKIP
+    display_dir, facts = fixture.prepare(a.work, a.perftracker)
+    plant_escapes(display_dir)
+    proc, base = fixture.start_server(a.server, display_dir, a.perftracker, a.python)
+    try:
+        run(base, display_dir, facts)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=10)
+        except Exception:
+            proc.kill()
+            rc = None
+    check(rc == 0, "stops cleanly on SIGTERM (exit status %s)" % rc)
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

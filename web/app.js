@@ -1,0 +1,765 @@
+/* app.js -- PerfDisplay: the report (window.PT_REPORT, from data.js) as a page.
+ *
+ * Design: a static single page with hash routes (#/<view>?key=..&finding=..), so links
+ * work from file:// and from both servers, and the back button works. Each route renders
+ * its view from the report when it is opened (nothing is built for views never opened);
+ * tables and the heatmap draw only what is in view (table.js, plots.js), so a report of
+ * 4096 workers costs about what one of 8 does. The diagnosis comes first: the verdict, then
+ * the findings in plain sentences, root cause first, each one click from its evidence (the
+ * section and key the finding names, highlighted there). Every section view shows the
+ * seed's own field names and a short "how to read this". Report strings reach the page as
+ * text only (dom.js). Charts use ECharts when the build bundled it; without it, the page
+ * says so and everything but the chart library's plots still works.
+ */
+'use strict';
+(function () {
+  var PD = window.PD, el = PD.el, fmt = PD.fmt;
+  var R = window.PT_REPORT;
+  var main = document.getElementById('main');
+  var charts = [], mounted = [];
+
+  if (!R || typeof R !== 'object') {
+    main.replaceChildren(el('p', { className: 'error' },
+      'No report data: data.js is missing or damaged. PerfDisplay folders are written by ',
+      el('code', null, 'perftracker analyze -o OUT'), '.'));
+    return;
+  }
+
+  /* The report, indexed ------------------------------------------------------------ */
+  var job = R.job || {}, diagnosis = R.diagnosis || {}, findings = diagnosis.findings || [];
+  var workers = Array.isArray(R.workers) ? R.workers : [];
+  var byRank = new Map(), byName = new Map();
+  workers.forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
+  var culprits = new Set();
+  findings.forEach(function (f) { if (!f.all_workers) (f.workers || []).forEach(function (r) { culprits.add(r); }); });
+  var culpritNames = new Set(Array.from(culprits).map(function (r) { return byRank.has(r) ? byRank.get(r).name : null; }));
+  var hasCharts = typeof window.echarts !== 'undefined';
+  var stepMs = job.median_step_time_ms;
+
+  function workerName(rank) { var w = byRank.get(rank); return w && w.name ? w.name : 'rank ' + rank; }
+  function rankOf(name) { var w = byName.get(name); return w ? w.rank : null; }
+  function section(name) { var s = R[name]; return s && typeof s === 'object' ? s : null; }
+  function entries(obj) { return obj && typeof obj === 'object' ? Object.keys(obj).map(function (k) { return [k, obj[k]]; }) : []; }
+
+  /* Views ----------------------------------------------------------------------------- */
+  var VIEWS = [
+    { id: 'overview', title: 'Overview', render: renderOverview },
+    { id: 'workers', title: 'Workers', render: renderWorkers, count: function () { return workers.length; } },
+    { id: 'heatmap', title: 'Heatmap', section: 'Heatmap', render: renderHeatmap },
+    { id: 'gpu-compute', title: 'GPU Compute', section: 'GPU Compute', render: renderGpuCompute,
+      bad: function (s) { return (s['workers with potential GPU issues'] || []).length + entries(s['workers with abnormal GPU utilization']).length; } },
+    { id: 'gpu-memory', title: 'GPU memory operations', section: 'GPU memory operations', render: renderGpuMemory,
+      bad: function (s) { return entries(s).filter(function (e) { return entries(e[1].abnormal_workers).length; }).length; } },
+    { id: 'communication', title: 'Communication', section: 'Communication', render: renderCommunication,
+      bad: function () { return communicationRows().filter(function (r) { return r.abnormal.length; }).length; } },
+    { id: 'cuda-runtime', title: 'CUDA Runtime', section: 'CUDA Runtime', render: renderCudaRuntime,
+      bad: function (s) { return entries(s).filter(function (e) { return entries(e[1].abnormal_workers).length; }).length; } },
+    { id: 'python', title: 'Python functions', section: 'Python functions', render: renderPython,
+      count: function () { return entries(section('Python functions')).length; } },
+    { id: 'hardware', title: 'Hardware', section: 'Hardware', render: renderHardware, optional: true },
+    { id: 'warnings', title: 'Warnings', render: renderWarnings,
+      count: function () { return (R.warnings || []).length; }, optional: function () { return !(R.warnings || []).length; } },
+    { id: 'traces', title: 'Raw traces', render: renderTraces,
+      optional: function () { return !workers.some(function (w) { return w.raw_trace; }); } }
+  ];
+  var SECTION_VIEW = { 'workers': 'workers', 'job': 'overview', 'diagnosis': 'overview' };
+  VIEWS.forEach(function (v) { if (v.section) SECTION_VIEW[v.section] = v.id; });
+
+  function viewAvailable(v) {
+    if (typeof v.optional === 'function') return !v.optional();
+    return !v.optional || !!section(v.section);
+  }
+
+  function buildNav() {
+    var nav = document.getElementById('nav');
+    VIEWS.filter(viewAvailable).forEach(function (v) {
+      var count = null, s = v.section ? section(v.section) : null;
+      if (v.bad && s) { var n = v.bad(s); count = el('span', { className: 'count' + (n ? ' bad' : ''), title: n ? n + ' with abnormal workers' : 'nothing abnormal' }, n ? String(n) : '✓'); }
+      else if (v.count) count = el('span', { className: 'count' }, String(v.count()));
+      else if (v.section && !s) count = el('span', { className: 'count' }, '–');
+      nav.appendChild(el('a', { href: '#/' + v.id, dataset: { view: v.id } }, el('span', null, v.title), count));
+    });
+  }
+
+  function route() {
+    var hash = location.hash.replace(/^#\/?/, ''), q = hash.indexOf('?');
+    var id = q >= 0 ? hash.slice(0, q) : hash, params = new URLSearchParams(q >= 0 ? hash.slice(q + 1) : '');
+    var view = VIEWS.filter(viewAvailable).find(function (v) { return v.id === id; }) || VIEWS[0];
+    charts.forEach(function (c) { c.dispose(); });
+    mounted.forEach(function (m) { if (m.destroy) m.destroy(); });
+    charts = []; mounted = [];
+    PD.tooltip.hide();
+    var node = el('section', { className: 'view', id: 'view-' + view.id, dataset: { view: view.id } });
+    var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1;
+    if (findingIndex >= 0 && findings[findingIndex] && view.id !== 'overview') node.appendChild(evidencePanel(findings[findingIndex], findingIndex));
+    if (view.section && !section(view.section)) {
+      node.appendChild(el('h1', null, view.title));
+      node.appendChild(el('p', { className: 'muted' }, 'This report has no "' + view.section + '" section.'));
+    } else {
+      view.render(node, params);
+    }
+    main.replaceChildren(node);
+    document.querySelectorAll('#nav a').forEach(function (a) { a.classList.toggle('active', a.dataset.view === view.id); });
+    mounted.forEach(function (m) { if (m.mount) m.mount(); });
+    if (!params.has('key') && !params.has('rank') && !params.has('finding')) window.scrollTo(0, 0);
+    main.focus({ preventScroll: true });
+  }
+
+  /* Registers something drawn once it is in the document (canvas sizes, charts). */
+  function later(part) { mounted.push(part); return part.node; }
+
+  /* Shared pieces --------------------------------------------------------------------- */
+  function howTo(intro, fields) {
+    return el('details', { className: 'howto', attrs: { open: '' } },
+      el('summary', null, 'How to read this'),
+      el('p', null, intro),
+      fields && fields.length ? el('dl', null, fields.map(function (f) { return [el('dt', null, f[0]), el('dd', null, f[1])]; })) : null);
+  }
+
+  function workerCell(name) {
+    var rank = rankOf(name);
+    return el('a', { href: '#/workers?rank=' + (rank === null ? '' : rank), title: name,
+                     className: culpritNames.has(name) ? 'status-slow' : '' }, name);
+  }
+  function rankText(name) { var r = rankOf(name); return r === null ? '' : r; }
+
+  function kernelCell(key) { return el('span', { title: key, className: 'mono' }, PD.shortKernelKey(key)); }
+
+  function ratioBar(ratio, max) {
+    var w = max > 0 && typeof ratio === 'number' ? Math.max(1, Math.round(60 * ratio / max)) : 0;
+    return el('span', null, el('span', { className: 'bar', style: { width: w + 'px' } }), fmt.pct(ratio));
+  }
+
+  function statCards(items) {
+    return el('div', { className: 'stats' }, items.map(function (it) {
+      return el('div', { className: 'stat', title: it[2] || it[0] }, el('div', { className: 'v' }, it[1]), el('div', { className: 'k' }, it[0]));
+    }));
+  }
+
+  function table(options) {
+    var t = new PD.Table(options);
+    if (options.highlight) t.highlight(options.highlight);
+    return t.node;
+  }
+
+  function matchKey(params) {
+    var key = params.get('key');
+    return key === null ? null : key;
+  }
+
+  /* A chart from the bundled library, drawn once its box is in the document. */
+  function chartPart(height, makeOption) {
+    var node = el('div', { className: 'chart', style: { height: height + 'px' } });
+    return {
+      node: node,
+      mount: function () {
+        if (!hasCharts) {
+          node.style.height = 'auto';
+          node.replaceChildren(el('p', { className: 'muted' }, 'Chart not available: the chart library was not bundled with this PerfDisplay. The table shows the same numbers.'));
+          return;
+        }
+        var chart = window.echarts.init(node, null, { renderer: 'canvas' });
+        chart.setOption(makeOption());
+        charts.push(chart);
+      }
+    };
+  }
+  function chartBox(height, makeOption) { return later(chartPart(height, makeOption)); }
+  window.addEventListener('resize', function () { charts.forEach(function (c) { c.resize(); }); });
+
+  function breakdownLegend() {
+    return el('div', { className: 'legend' }, PD.BREAKDOWN.map(function (b) {
+      return el('span', null, el('i', { style: { background: b.color } }), b.label);
+    }));
+  }
+
+  function breakdownBar(b, total) {
+    total = total || PD.BREAKDOWN.reduce(function (s, c) { return s + (b[c.key] || 0); }, 0);
+    return el('div', { className: 'stack', title: PD.BREAKDOWN.map(function (c) { return c.label + ': ' + fmt.ms(b[c.key]); }).join('\n') },
+      PD.BREAKDOWN.map(function (c) {
+        var v = b[c.key] || 0;
+        return v > 0 && total > 0 ? el('span', { style: { width: (100 * v / total) + '%', background: c.color } }) : null;
+      }));
+  }
+
+  /* Evidence: what a finding rests on, at the top of the section it points to. */
+  function evidencePanel(f, index) {
+    var ev = f.evidence || {}, values = entries(ev.values);
+    var median = typeof ev.median === 'number' ? ev.median : null;
+    return el('div', { className: 'panel evidence', id: 'evidence' },
+      el('div', { className: 'label muted' }, 'Evidence for finding ' + (index + 1) + (index === 0 ? ' (root cause)' : '')),
+      el('p', { className: 'summary' }, f.summary || ''),
+      ev.key ? el('p', null, 'Key in "' + (ev.section || '') + '": ', el('span', { className: 'mono', title: ev.key }, PD.shortFunction(f.category, ev.key, 90))) : null,
+      ev.metric ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
+      values.length ? table({
+        rows: values.map(function (e) { return { rank: Number(e[0]), value: e[1] }; }),
+        visibleRows: 6,
+        sort: { column: 2, descending: true },
+        columns: [
+          { label: 'rank', value: function (r) { return r.rank; }, numeric: true, width: '70px' },
+          { label: 'worker', value: function (r) { return workerName(r.rank); }, render: function (r) { return workerCell(workerName(r.rank)); } },
+          { label: ev.metric || 'value', value: function (r) { return r.value; }, text: function (r) { return fmt.num(r.value); }, numeric: true },
+          { label: '× median', value: function (r) { return median ? r.value / median : null; }, text: function (r) { return median ? fmt.times(r.value / median) : '–'; }, numeric: true }
+        ]
+      }) : null);
+  }
+
+  function findingHref(f, index) {
+    var ev = f.evidence || {}, view = SECTION_VIEW[ev.section] || categoryView(f.category);
+    var href = '#/' + view + '?finding=' + index;
+    if (ev.key || f.function) href += '&key=' + encodeURIComponent(ev.key || f.function);
+    return href;
+  }
+  function categoryView(category) {
+    return { gpu_compute: 'gpu-compute', gpu_memory: 'gpu-memory', communication: 'communication',
+             cuda_runtime: 'cuda-runtime', python: 'python', hardware: 'hardware', hang: 'workers' }[category] || 'overview';
+  }
+  var CATEGORY_LABEL = { gpu_compute: 'GPU compute', gpu_memory: 'GPU memory', communication: 'communication',
+                         cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', other: 'other' };
+
+  function heatmapColumn(fnName) {
+    var h = section('Heatmap');
+    if (!h || !fnName) return -1;
+    return (h.functions || []).findIndex(function (f) { return f.name === fnName; });
+  }
+
+  function findingCard(f, index) {
+    var root = index === 0 && diagnosis.verdict !== 'healthy';
+    var ranks = f.workers || [];
+    var impactMs = typeof f.impact === 'number' && typeof stepMs === 'number' ? f.impact * stepMs : null;
+    var workerLinks = f.all_workers ? [el('b', null, 'all workers')]
+      : ranks.slice(0, 12).map(function (r, i) {
+          return [i ? ', ' : '', el('a', { href: '#/workers?rank=' + r, title: workerName(r) }, 'rank ' + r)];
+        }).concat(ranks.length > 12 ? [' and ' + (ranks.length - 12) + ' more'] : []);
+    return el('div', { className: 'panel finding' + (root ? ' root' : ''), dataset: { index: index } },
+      el('div', { className: 'label' }, root ? 'Root cause' : 'Finding ' + (index + 1),
+        ' ', el('span', { className: 'chip' }, CATEGORY_LABEL[f.category] || f.category || '')),
+      el('p', { className: 'summary' }, f.summary || ''),
+      el('div', { className: 'facts' },
+        el('span', null, 'Impact: ', el('b', null, typeof f.impact === 'number' ? '≈' + fmt.pct(f.impact) + ' of step time' : '–'),
+          impactMs !== null ? ' (≈' + fmt.ms(impactMs) + ' per step)' : ''),
+        el('span', null, 'Workers: ', workerLinks),
+        f.function ? el('span', null, 'Function: ', el('span', { className: 'mono', title: f.function }, PD.shortFunction(f.category, f.function, 70))) : null),
+      el('div', { className: 'actions' },
+        el('a', { className: 'button evidence-link', href: findingHref(f, index) }, 'Evidence →'),
+        heatmapColumn(f.function) >= 0 || (!f.all_workers && ranks.length) ? el('a', { className: 'button', href: '#/heatmap?finding=' + index }, 'In the heatmap') : null));
+  }
+
+  /* Overview ---------------------------------------------------------------------------- */
+  function verdictSentence() {
+    var v = diagnosis.verdict || 'unknown', n = findings.length;
+    if (v === 'healthy') return 'Healthy: no slow worker, bottleneck function or hang was found among the ' + (job.workers_analyzed || workers.length) + ' workers analyzed.';
+    if (v === 'hang') return 'Hang: the job stopped making progress. ' + (n ? 'The findings below say where.' : '');
+    if (v === 'degraded') return 'Degraded: ' + n + (n === 1 ? ' finding' : ' findings') + ', the root cause first.';
+    return 'Verdict: ' + v;
+  }
+
+  function renderOverview(node) {
+    node.appendChild(el('h1', null, 'Diagnosis'));
+    node.appendChild(el('p', { className: 'verdict ' + (diagnosis.verdict || ''), id: 'verdict' }, verdictSentence()));
+    if (findings.length) node.appendChild(el('div', { id: 'findings' }, findings.map(findingCard)));
+    else if (diagnosis.verdict !== 'healthy') node.appendChild(el('p', { className: 'muted' }, 'The report names no finding.'));
+
+    node.appendChild(el('h2', null, 'Job'));
+    var missing = job.missing_ranks || [];
+    node.appendChild(statCards([
+      ['world size', String(job.world_size !== undefined ? job.world_size : '–')],
+      ['workers analyzed', String(job.workers_analyzed !== undefined ? job.workers_analyzed : workers.length)],
+      ['missing ranks', missing.length ? missing.slice(0, 8).join(', ') + (missing.length > 8 ? ' …' : '') : 'none', missing.join(', ')],
+      ['steps profiled', String(job.steps !== undefined ? job.steps : '–')],
+      ['median step time', fmt.ms(stepMs)]
+    ]));
+
+    var h = section('Heatmap');
+    if (h && (h.ranks || []).length) {
+      node.appendChild(el('h2', null, 'Workers at a glance'));
+      node.appendChild(el('p', { className: 'muted' }, 'For each rank, the largest deviation from the median worker in any one function, as a share of step time. A slow or faulty worker stands out as a tall bar (red: named in a finding). Click a bar to open the worker.'));
+      var values = h.ranks.map(function (_, i) {
+        var row = (h.values || [])[i] || [], m = 0;
+        row.forEach(function (v) { if (typeof v === 'number' && Math.abs(v) > m) m = Math.abs(v); });
+        return m;
+      });
+      node.appendChild(later(PD.barPlot({ ranks: h.ranks, values: values, highlight: culprits, format: fmt.pct,
+        label: 'largest deviation per rank', onClick: function (r) { location.hash = '#/workers?rank=' + r; } })));
+    }
+    if (workers.length) {
+      node.appendChild(el('h2', null, 'The median worker\'s step'));
+      var med = {};
+      PD.BREAKDOWN.forEach(function (c) { med[c.key] = PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
+      node.appendChild(el('div', { className: 'panel' }, breakdownBar(med), breakdownLegend(),
+        el('p', { className: 'muted' }, PD.BREAKDOWN.map(function (c) { return c.label + ' ' + fmt.ms(med[c.key]); }).join(' · '))));
+    }
+    node.appendChild(el('p', { className: 'muted' }, 'perftracker ' + (R.perftracker_version || '') + ' · report generated ' + (R.generated_at || '') +
+      ' · the data behind this page: ', el('a', { href: 'report.json' }, 'report.json')));
+  }
+
+  /* Workers --------------------------------------------------------------------------- */
+  function renderWorkers(node, params) {
+    node.appendChild(el('h1', null, 'Workers'));
+    node.appendChild(howTo('One row per worker (rank). Step time is the median duration of the profiled steps. Each step\'s time is split into exposed time by priority: GPU compute first, then memory operations, communication, CUDA runtime, Python, and idle for the rest, so the parts add up to the step time. In a synchronous job every worker\'s step takes about as long, so look at the split: the straggler computes longer and communicates less, because the others wait for it inside their collectives.', [
+      ['status', 'normal, slow (named in a finding), hang, missing (expected but never reported) or error (its trace could not be read).'],
+      ['GPU utilization', 'share of the profiled window with a compute kernel running.'],
+      ['rank source', 'where the rank came from: distributedInfo in the trace, the file name, the file order, or the collector.']
+    ]));
+    node.appendChild(breakdownLegend());
+    if (workers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    var detail = el('div', { id: 'worker-detail' });
+    var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
+    var maxStep = Math.max.apply(null, workers.map(function (w) { return w.step_time_ms || 0; }).concat([0]));
+    var cols = [
+      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '64px' },
+      { label: 'worker', value: function (w) { return w.name; }, width: '210px' },
+      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '80px' },
+      { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '96px' },
+      { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '96px' },
+      { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: '160px', help: 'exposed time per step; sorts by compute' }
+    ].concat(PD.BREAKDOWN.map(function (c) {
+      return { label: c.label, value: function (w) { return (w.breakdown || {})[c.key]; }, text: function (w) { return fmt.ms((w.breakdown || {})[c.key]); }, numeric: true, width: '90px', help: c.label + ' ms per step' };
+    })).concat([
+      { label: 'host', value: function (w) { return w.host; }, width: '110px' },
+      { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '70px' },
+      { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '70px' },
+      { label: 'rank source', value: function (w) { return w.rank_source; }, width: '110px' }
+    ]);
+    var t = new PD.Table({
+      rows: workers, columns: cols, filter: 'Filter workers (rank, name, host, status)', visibleRows: 16,
+      rowClass: function (w) { return culprits.has(w.rank) ? 'culprit' : ''; },
+      onRowClick: function (w) { showWorker(w); }
+    });
+    node.appendChild(t.node);
+    node.appendChild(detail);
+
+    function showWorker(w) {
+      t.highlight(function (x) { return x === w; });
+      detail.replaceChildren(workerDetail(w));
+      if (w.steps && w.steps.length && hasCharts) {
+        var chart = chartPart(260, function () { return stepsChartOption(w); });
+        detail.appendChild(chart.node);
+        chart.mount();
+      }
+      detail.scrollIntoView({ block: 'nearest' });
+    }
+    if (wantRank !== null && byRank.has(wantRank)) mounted.push({ mount: function () { showWorker(byRank.get(wantRank)); } });
+  }
+
+  function workerDetail(w) {
+    var steps = w.steps || [];
+    return el('div', { className: 'panel', dataset: { rank: w.rank } },
+      el('h2', null, 'Rank ' + w.rank + ' · ' + (w.name || '')),
+      el('p', { className: 'muted' }, 'host ' + (w.host || '–') + ' · local rank ' + (w.local_rank !== undefined ? w.local_rank : '–') +
+        ' · pid ' + (w.pid !== undefined ? w.pid : '–') + ' · rank from ' + (w.rank_source || '–') + ' · status ' + (w.status || '–')),
+      culprits.has(w.rank) ? el('p', { className: 'status-slow' }, 'Named in: ' + findings.filter(function (f) { return (f.workers || []).indexOf(w.rank) >= 0 && !f.all_workers; })
+        .map(function (f) { return f.summary; }).join(' ')) : null,
+      el('h3', null, 'Per step'),
+      steps.length ? table({
+        rows: steps, visibleRows: 10,
+        columns: [{ label: 'step', value: function (s) { return s.step; }, numeric: true },
+                  { label: 'step time', value: function (s) { return s.ms; }, text: function (s) { return fmt.ms(s.ms); }, numeric: true },
+                  { label: 'breakdown', value: function (s) { return s.compute_ms; }, render: function (s) { return breakdownBar(s, s.ms); }, width: '180px' }]
+          .concat(PD.BREAKDOWN.map(function (c) {
+            return { label: c.label, value: function (s) { return s[c.key]; }, text: function (s) { return fmt.ms(s[c.key]); }, numeric: true };
+          }))
+      }) : el('p', { className: 'muted' }, 'No per-step data for this worker.'),
+      w.raw_trace ? el('p', null, 'Raw trace: ', rawTraceLink(w.raw_trace)) : null);
+  }
+
+  function escapedTooltip(params) {
+    var list = Array.isArray(params) ? params : [params];
+    if (!list.length) return '';
+    return PD.escapeHtml(list[0].axisValueLabel || list[0].name) + '<br>' + list.map(function (p) {
+      return p.marker + PD.escapeHtml(p.seriesName) + ': ' + PD.escapeHtml(fmt.ms(p.value));
+    }).join('<br>');
+  }
+
+  function breakdownChartOption() {
+    var ranks = workers.map(function (w) { return 'rank ' + w.rank; });
+    var window_ = Math.min(100, 100 * 96 / Math.max(1, workers.length));
+    return {
+      animation: workers.length <= 256,
+      tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, formatter: escapedTooltip },
+      grid: { left: 60, right: 20, top: 20, bottom: workers.length > 96 ? 70 : 40 },
+      xAxis: { type: 'category', data: ranks },
+      yAxis: { type: 'value', name: 'ms per step' },
+      dataZoom: workers.length > 96 ? [{ type: 'slider', start: 0, end: window_ }, { type: 'inside' }] : [],
+      series: PD.BREAKDOWN.map(function (c) {
+        return { name: c.label, type: 'bar', stack: 'step', itemStyle: { color: c.color }, large: workers.length > 512,
+                 data: workers.map(function (w) { return (w.breakdown || {})[c.key] || 0; }) };
+      })
+    };
+  }
+
+  function stepsChartOption(w) {
+    return {
+      tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, formatter: escapedTooltip },
+      grid: { left: 60, right: 20, top: 20, bottom: 30 },
+      xAxis: { type: 'category', data: w.steps.map(function (s) { return 'step ' + s.step; }) },
+      yAxis: { type: 'value', name: 'ms' },
+      series: PD.BREAKDOWN.map(function (c) {
+        return { name: c.label, type: 'bar', stack: 'step', itemStyle: { color: c.color }, data: w.steps.map(function (s) { return s[c.key] || 0; }) };
+      })
+    };
+  }
+
+  /* Heatmap --------------------------------------------------------------------------- */
+  function renderHeatmap(node, params) {
+    var h = section('Heatmap');
+    node.appendChild(el('h1', null, 'Heatmap: workers × functions'));
+    node.appendChild(howTo('Each row is a worker (rank), each column a function: a kernel, a memory operation, a collective, a CUDA runtime call or a Python call stack. "Deviation from median" colours a cell by how much longer (red) or shorter (blue) that worker spent in the function than the median worker did, as a share of the step time; a faulty worker is a row that stands out. "Time share" colours by the function\'s bottleneck ratio on that worker instead. Remember the straggler rule: the worker that arrives last at a collective spends the least time in it (blue), because the others wait for it (red) — judge a worker by what it does instead of waiting.', [
+      ['▶ red row label', 'a worker named in a finding.'],
+      ['strip on the right', 'every worker at once (several per pixel when there are many; the strongest shows). Click it to jump.']
+    ]));
+    if (!(h.ranks || []).length || !(h.functions || []).length) {
+      node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));
+      return;
+    }
+    var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1, f = findings[findingIndex];
+    var column = heatmapColumn(params.get('key') || (f && f.function));
+    var heatmap = new PD.Heatmap({
+      heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column,
+      onRowClick: function (r) { location.hash = '#/workers?rank=' + r; },
+      onColumnClick: function (j) {
+        var fn = h.functions[j];
+        location.hash = '#/' + categoryView(fn.category) + '?key=' + encodeURIComponent(fn.name);
+      }
+    });
+    node.appendChild(heatmap.node);
+    var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Math.min.apply(null, Array.from(culprits)) : null);
+    mounted.push({ node: heatmap.node, mount: function () { heatmap.mount(); if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus); },
+                   destroy: function () { heatmap.destroy(); } });
+  }
+
+  /* GPU Compute ------------------------------------------------------------------------ */
+  function renderGpuCompute(node, params) {
+    var s = section('GPU Compute'), key = matchKey(params);
+    node.appendChild(el('h1', null, 'GPU Compute'));
+    node.appendChild(howTo('How busy each GPU was with compute kernels, which kernels cost the most, and which workers ran the same kernels slower than the others.', [
+      ['min/median/max GPU utilization (in [0,1])', 'across workers, the share of the profiled window with a compute kernel running: 0.28 means the GPU computed 28% of the time.'],
+      ['workers with abnormal GPU utilization', 'workers whose utilization is far from the others, with their utilization. Empty means every worker is normal.'],
+      ['major_kernel_executions', 'the kernels that cost the most. The key is the kernel name followed by its grid and block (name320_1_1|512_1_1); each has the median cost of one execution and its bottleneck ratio, the share of end-to-end time it takes.'],
+      ['workers with potential GPU issues', 'workers whose kernels run slower than the same kernels elsewhere. Empty means all are normal.'],
+      ['detailed report', 'present when the list above is not empty: which worker ran which kernel slower, and by how much.']
+    ]));
+    var util = s['min/median/max GPU utilization (in [0,1])'] || [];
+    node.appendChild(statCards([['min GPU utilization', fmt.pct(util[0])], ['median GPU utilization', fmt.pct(util[1])], ['max GPU utilization', fmt.pct(util[2])]]));
+
+    var abnormal = entries(s['workers with abnormal GPU utilization']);
+    node.appendChild(el('h2', null, 'workers with abnormal GPU utilization'));
+    node.appendChild(abnormal.length ? table({
+      rows: abnormal, visibleRows: 8, sort: { column: 2, descending: false },
+      columns: [{ label: 'worker', value: function (e) { return e[0]; }, render: function (e) { return workerCell(e[0]); } },
+                { label: 'rank', value: function (e) { return rankText(e[0]); }, numeric: true, width: '70px' },
+                { label: 'GPU utilization', value: function (e) { return e[1]; }, text: function (e) { return fmt.pct(e[1]); }, numeric: true }]
+    }) : el('p', { className: 'muted' }, 'None: every worker\'s GPU utilization is close to the others.'));
+
+    var kernels = entries(s.major_kernel_executions);
+    var maxRatio = Math.max.apply(null, kernels.map(function (e) { return e[1]['bottleneck ratio (in [0,1])'] || 0; }).concat([0]));
+    node.appendChild(el('h2', null, 'major_kernel_executions'));
+    node.appendChild(table({
+      rows: kernels, sort: { column: 3, descending: true }, filter: 'Filter kernels',
+      highlight: key !== null ? function (e) { return e[0] === key; } : null,
+      columns: [{ label: 'kernel', value: function (e) { return PD.splitKernelKey(e[0]).name; }, render: function (e) { return kernelCell(e[0]); }, title: function (e) { return e[0]; } },
+                { label: 'grid|block', value: function (e) { return PD.splitKernelKey(e[0]).launch; }, width: '150px' },
+                { label: 'median cost per execution (ms)', value: function (e) { return e[1]['median cost per execution (ms)']; }, text: function (e) { return fmt.num(e[1]['median cost per execution (ms)']); }, numeric: true, width: '200px' },
+                { label: 'bottleneck ratio (in [0,1])', value: function (e) { return e[1]['bottleneck ratio (in [0,1])']; }, render: function (e) { return ratioBar(e[1]['bottleneck ratio (in [0,1])'], maxRatio); }, numeric: true, width: '190px' }]
+    }));
+
+    var issues = s['workers with potential GPU issues'] || [];
+    node.appendChild(el('h2', null, 'workers with potential GPU issues'));
+    node.appendChild(issues.length ? el('ul', { className: 'plain', id: 'gpu-issue-workers' }, issues.map(function (n) { return el('li', null, workerCell(n), ' (rank ' + rankText(n) + ')'); }))
+                                   : el('p', { className: 'muted' }, 'None: every worker runs its kernels as fast as the others.'));
+    var detailed = [];
+    entries(s['detailed report']).forEach(function (w) {
+      entries(w[1]).forEach(function (k) { detailed.push({ worker: w[0], kernel: k[0], v: k[1] }); });
+    });
+    if (detailed.length) {
+      node.appendChild(el('h2', null, 'detailed report'));
+      node.appendChild(table({
+        rows: detailed, sort: { column: 5, descending: true }, filter: 'Filter by worker or kernel',
+        highlight: key !== null ? function (r) { return r.kernel === key; } : null,
+        columns: [{ label: 'worker', value: function (r) { return r.worker; }, render: function (r) { return workerCell(r.worker); }, width: '200px' },
+                  { label: 'rank', value: function (r) { return rankText(r.worker); }, numeric: true, width: '60px' },
+                  { label: 'kernel', value: function (r) { return r.kernel; }, render: function (r) { return kernelCell(r.kernel); }, title: function (r) { return r.kernel; } },
+                  { label: 'median cost per execution (ms)', value: function (r) { return r.v['median cost per execution (ms)']; }, text: function (r) { return fmt.num(r.v['median cost per execution (ms)']); }, numeric: true, width: '140px' },
+                  { label: 'median of other workers (ms)', value: function (r) { return r.v['median of other workers (ms)']; }, text: function (r) { return fmt.num(r.v['median of other workers (ms)']); }, numeric: true, width: '140px' },
+                  { label: 'slowdown', value: function (r) { return r.v.slowdown; }, text: function (r) { return fmt.times(r.v.slowdown); }, numeric: true, width: '90px' }]
+      }));
+    }
+  }
+
+  /* GPU memory operations --------------------------------------------------------------- */
+  function abnormalMapRows(s) {
+    var rows = [];
+    entries(s).forEach(function (e) { entries(e[1].abnormal_workers).forEach(function (w) { rows.push({ key: e[0], worker: w[0], ratio: w[1] }); }); });
+    return rows;
+  }
+
+  function abnormalWorkersTable(rows, keyLabel, key, valueLabel) {
+    return rows.length ? table({
+      rows: rows, sort: { column: 3, descending: true }, filter: 'Filter by worker',
+      highlight: key !== null ? function (r) { return r.key === key; } : null,
+      rowClass: function (r) { return culpritNames.has(r.worker) ? 'culprit' : ''; },
+      columns: [{ label: keyLabel, value: function (r) { return r.key; }, render: function (r) { return el('span', { className: 'mono', title: r.key }, r.key); } },
+                { label: 'worker', value: function (r) { return r.worker; }, render: function (r) { return workerCell(r.worker); } },
+                { label: 'rank', value: function (r) { return rankText(r.worker); }, numeric: true, width: '70px' },
+                { label: valueLabel, value: function (r) { return r.ratio; }, text: function (r) { return fmt.pct(r.ratio); }, numeric: true, width: '170px' }]
+    }) : el('p', { className: 'muted' }, 'None: no worker is above 1%.');
+  }
+
+  function renderGpuMemory(node, params) {
+    var s = section('GPU memory operations'), key = matchKey(params);
+    node.appendChild(el('h1', null, 'GPU memory operations'));
+    node.appendChild(howTo('One entry per kind of memory operation (Memcpy HtoD, DtoH, DtoD, Memset, …).', [
+      ['avg bottleneck ratio (in [0,1])', 'on average over workers, the share of end-to-end time spent in this operation and not hidden under GPU compute: 0.0105 means 1.05%.'],
+      ['abnormal_workers', 'the workers whose bottleneck ratio for this operation is above 0.01 (1%), the threshold for memory operations, with their ratio.']
+    ]));
+    var kinds = entries(s);
+    node.appendChild(table({
+      rows: kinds, sort: { column: 1, descending: true },
+      highlight: key !== null ? function (e) { return e[0] === key; } : null,
+      columns: [{ label: 'operation', value: function (e) { return e[0]; } },
+                { label: 'avg bottleneck ratio (in [0,1])', value: function (e) { return e[1]['avg bottleneck ratio (in [0,1])']; }, text: function (e) { return fmt.pct(e[1]['avg bottleneck ratio (in [0,1])']); }, numeric: true, width: '220px' },
+                { label: 'abnormal_workers', value: function (e) { return entries(e[1].abnormal_workers).length; }, numeric: true, width: '150px' }]
+    }));
+    node.appendChild(el('h2', null, 'abnormal_workers'));
+    node.appendChild(abnormalWorkersTable(abnormalMapRows(s), 'operation', key, 'bottleneck ratio'));
+  }
+
+  /* Communication ----------------------------------------------------------------------- */
+  function communicationRows() {
+    var rows = [];
+    entries(section('Communication')).forEach(function (g) {
+      entries(g[1]).forEach(function (k) {
+        var normal = k[1].example_of_normal_worker || {};
+        rows.push({ group: g[0], kernel: k[0], normal: normal, features: normal.features || {}, abnormal: Array.isArray(k[1].abnormal_workers) ? k[1].abnormal_workers : [] });
+      });
+    });
+    return rows;
+  }
+
+  function renderCommunication(node, params) {
+    var key = matchKey(params), rows = communicationRows();
+    var matches = function (r) { return key !== null && (r.group === key || r.kernel === key || r.group + '|' + r.kernel === key); };
+    node.appendChild(el('h1', null, 'Communication'));
+    node.appendChild(howTo('Collectives grouped by link and pattern ("nvlink ring", "pcie sendrecv", …), then by NCCL kernel. In a collective the worker that arrives last shows the shortest kernel, because the others wait for it inside theirs: long communication on most workers usually means one slow worker elsewhere, not a slow network.', [
+      ['example_of_normal_worker', 'a typical worker for this kernel and its features; "different from other workers" counts the workers whose features differ from it.'],
+      ['bottleneck ratio (in [0,1])', 'share of end-to-end time in this collective that does not overlap computation.'],
+      ['avg throughput (%)', 'bus bandwidth as a percentage of the link\'s peak; throughput std (%) is its spread across calls. Kernels without message sizes report 0.'],
+      ['abnormal_workers', 'workers whose features are unlike the others, with their features.']
+    ]));
+    var f = function (o, k) { return (o || {})[k]; };
+    node.appendChild(table({
+      rows: rows, sort: { column: 4, descending: true },
+      highlight: key !== null ? matches : null,
+      columns: [{ label: 'link pattern', value: function (r) { return r.group; }, width: '150px' },
+                { label: 'NCCL kernel', value: function (r) { return r.kernel; }, render: function (r) { return el('span', { className: 'mono', title: r.kernel }, PD.shortKernel(r.kernel, 48)); } },
+                { label: 'example_of_normal_worker', value: function (r) { return r.normal.worker; }, render: function (r) { return r.normal.worker ? workerCell(r.normal.worker) : ''; }, width: '190px' },
+                { label: 'different from other workers', value: function (r) { return r.normal['different from other workers']; }, numeric: true, width: '110px' },
+                { label: 'bottleneck ratio (in [0,1])', value: function (r) { return f(r.features, 'bottleneck ratio (in [0,1])'); }, text: function (r) { return fmt.pct(f(r.features, 'bottleneck ratio (in [0,1])')); }, numeric: true, width: '130px' },
+                { label: 'avg throughput (%)', value: function (r) { return f(r.features, 'avg throughput (%)'); }, text: function (r) { return fmt.percent(f(r.features, 'avg throughput (%)')); }, numeric: true, width: '110px' },
+                { label: 'throughput std (%)', value: function (r) { return f(r.features, 'throughput std (%)'); }, text: function (r) { return fmt.percent(f(r.features, 'throughput std (%)')); }, numeric: true, width: '110px' },
+                { label: 'abnormal_workers', value: function (r) { return r.abnormal.length; }, numeric: true, width: '110px' }]
+    }));
+    var abnormal = [];
+    rows.forEach(function (r) { r.abnormal.forEach(function (a) { abnormal.push({ row: r, worker: a.worker, features: a.features || {} }); }); });
+    node.appendChild(el('h2', null, 'abnormal_workers'));
+    node.appendChild(abnormal.length ? table({
+      rows: abnormal, sort: { column: 4, descending: false }, filter: 'Filter by worker',
+      highlight: key !== null ? function (a) { return matches(a.row); } : null,
+      rowClass: function (a) { return culpritNames.has(a.worker) ? 'culprit' : ''; },
+      columns: [{ label: 'link pattern', value: function (a) { return a.row.group; }, width: '140px' },
+                { label: 'NCCL kernel', value: function (a) { return a.row.kernel; }, render: function (a) { return el('span', { className: 'mono', title: a.row.kernel }, PD.shortKernel(a.row.kernel, 40)); } },
+                { label: 'worker', value: function (a) { return a.worker; }, render: function (a) { return workerCell(a.worker); }, width: '190px' },
+                { label: 'rank', value: function (a) { return rankText(a.worker); }, numeric: true, width: '60px' },
+                { label: 'bottleneck ratio (in [0,1])', value: function (a) { return a.features['bottleneck ratio (in [0,1])']; }, text: function (a) { return fmt.pct(a.features['bottleneck ratio (in [0,1])']); }, numeric: true, width: '130px' },
+                { label: 'normal worker\'s ratio', value: function (a) { return f(a.row.features, 'bottleneck ratio (in [0,1])'); }, text: function (a) { return fmt.pct(f(a.row.features, 'bottleneck ratio (in [0,1])')); }, numeric: true, width: '120px' },
+                { label: 'avg throughput (%)', value: function (a) { return a.features['avg throughput (%)']; }, text: function (a) { return fmt.percent(a.features['avg throughput (%)']); }, numeric: true, width: '110px' },
+                { label: 'throughput std (%)', value: function (a) { return a.features['throughput std (%)']; }, text: function (a) { return fmt.percent(a.features['throughput std (%)']); }, numeric: true, width: '110px' }]
+    }) : el('p', { className: 'muted' }, 'None: every worker communicates like the others.'));
+  }
+
+  /* CUDA Runtime ------------------------------------------------------------------------- */
+  function renderCudaRuntime(node, params) {
+    var s = section('CUDA Runtime'), key = matchKey(params);
+    node.appendChild(el('h1', null, 'CUDA Runtime'));
+    node.appendChild(howTo('One entry per CUDA runtime API the workers call (cudaLaunchKernel, cudaMemcpyAsync, …): the CPU-side cost of driving the GPU.', [
+      ['avg bottleneck ratio (in [0,1])', 'on average, the share of end-to-end time in this call that does not overlap computation: time the GPU waited for the CPU to launch work.'],
+      ['avg execution time / monitoring duration (in [0,1])', 'the share of the profiled window spent in this call, overlap included.'],
+      ['abnormal_workers', 'workers whose bottleneck ratio is above 0.01 (1%), the threshold for runtime calls, with their ratio.']
+    ]));
+    node.appendChild(table({
+      rows: entries(s), sort: { column: 1, descending: true },
+      highlight: key !== null ? function (e) { return e[0] === key; } : null,
+      columns: [{ label: 'API', value: function (e) { return e[0]; } },
+                { label: 'avg bottleneck ratio (in [0,1])', value: function (e) { return e[1]['avg bottleneck ratio (in [0,1])']; }, text: function (e) { return fmt.pct(e[1]['avg bottleneck ratio (in [0,1])']); }, numeric: true, width: '210px' },
+                { label: 'avg execution time / monitoring duration (in [0,1])', value: function (e) { return e[1]['avg execution time / monitoring duration (in [0,1])']; }, text: function (e) { return fmt.pct(e[1]['avg execution time / monitoring duration (in [0,1])']); }, numeric: true, width: '300px' },
+                { label: 'abnormal_workers', value: function (e) { return entries(e[1].abnormal_workers).length; }, numeric: true, width: '130px' }]
+    }));
+    node.appendChild(el('h2', null, 'abnormal_workers'));
+    node.appendChild(abnormalWorkersTable(abnormalMapRows(s), 'API', key, 'bottleneck ratio'));
+  }
+
+  /* Python functions --------------------------------------------------------------------- */
+  function renderPython(node, params) {
+    var s = section('Python functions'), key = matchKey(params);
+    node.appendChild(el('h1', null, 'Python functions'));
+    node.appendChild(howTo('Python functions that take more than 1% of end-to-end time on some worker, not counting time that overlaps GPU compute, communication or other operations. Each is keyed by its full call stack, frames joined with "|", outermost first; the table shows the innermost frame, hover for the whole stack, click for the workers.', [
+      ['value', 'for every worker over 1%, the share of end-to-end time this stack takes on it.']
+    ]));
+    var rows = entries(s).map(function (e) {
+      var shares = entries(e[1]).map(function (w) { return w[1]; });
+      var top = entries(e[1]).sort(function (a, b) { return b[1] - a[1]; })[0];
+      return { stack: e[0], workers: e[1], count: shares.length, max: Math.max.apply(null, shares.concat([0])), median: PD.median(shares), top: top ? top[0] : '' };
+    });
+    var detail = el('div', { id: 'python-detail' });
+    var showStack = function (r) {
+      t.highlight(function (x) { return x === r; });
+      detail.replaceChildren(el('div', { className: 'panel' },
+        el('h2', null, 'Call stack'),
+        el('ol', { className: 'stackframes' }, PD.stackFrames(r.stack).map(function (frame) { return el('li', null, frame); })),
+        el('h3', null, 'Workers over 1%'),
+        table({ rows: entries(r.workers), sort: { column: 2, descending: true }, visibleRows: 10,
+                rowClass: function (e) { return culpritNames.has(e[0]) ? 'culprit' : ''; },
+                columns: [{ label: 'worker', value: function (e) { return e[0]; }, render: function (e) { return workerCell(e[0]); } },
+                          { label: 'rank', value: function (e) { return rankText(e[0]); }, numeric: true, width: '70px' },
+                          { label: 'share of end-to-end time', value: function (e) { return e[1]; }, text: function (e) { return fmt.pct(e[1]); }, numeric: true }] })));
+    };
+    var t = new PD.Table({
+      rows: rows, sort: { column: 3, descending: true }, filter: 'Filter by any frame', visibleRows: 14,
+      onRowClick: showStack,
+      columns: [{ label: 'call stack (innermost frame)', value: function (r) { return r.stack; }, render: function (r) { return el('span', { className: 'mono', title: PD.stackFrames(r.stack).join('\n') }, PD.shortStack(r.stack)); } },
+                { label: 'frames', value: function (r) { return PD.stackFrames(r.stack).length; }, numeric: true, width: '70px' },
+                { label: 'workers over 1%', value: function (r) { return r.count; }, numeric: true, width: '120px' },
+                { label: 'max share', value: function (r) { return r.max; }, text: function (r) { return fmt.pct(r.max); }, numeric: true, width: '100px' },
+                { label: 'median share', value: function (r) { return r.median; }, text: function (r) { return fmt.pct(r.median); }, numeric: true, width: '110px' },
+                { label: 'top worker', value: function (r) { return r.top; }, width: '190px' }]
+    });
+    node.appendChild(t.node);
+    node.appendChild(detail);
+    var wanted = key !== null ? rows.find(function (r) { return r.stack === key; }) : null;
+    if (wanted) mounted.push({ mount: function () { showStack(wanted); } });
+  }
+
+  /* Hardware ------------------------------------------------------------------------------- */
+  function renderHardware(node, params) {
+    var s = section('Hardware'), key = matchKey(params);
+    var metrics = entries(s.metrics), perWorker = entries(s.workers), series = s.series || {};
+    node.appendChild(el('h1', null, 'Hardware'));
+    node.appendChild(howTo('GPU, NVLink, PCIe and DRAM metrics the collector sampled during the profiled window (the seed samples every 100 µs).', [
+      ['min/median/max', 'across workers, of each worker\'s average.'],
+      ['per worker', 'each worker\'s average, minimum and maximum; a worker far from the others is worth a look next to the findings.'],
+      ['samples', 'the metric over time for a few workers (the report keeps series for at most 64 workers): the culprits first.']
+    ]));
+    node.appendChild(table({
+      rows: metrics, highlight: key !== null ? function (e) { return e[0] === key; } : null,
+      columns: [{ label: 'metric', value: function (e) { return e[0]; } },
+                { label: 'unit', value: function (e) { return e[1].unit; }, width: '80px' },
+                { label: 'min', value: function (e) { return (e[1]['min/median/max'] || [])[0]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[0]); }, numeric: true },
+                { label: 'median', value: function (e) { return (e[1]['min/median/max'] || [])[1]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[1]); }, numeric: true },
+                { label: 'max', value: function (e) { return (e[1]['min/median/max'] || [])[2]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[2]); }, numeric: true }]
+    }));
+    if (perWorker.length) {
+      node.appendChild(el('h2', null, 'Per worker (average)'));
+      node.appendChild(table({
+        rows: perWorker, filter: 'Filter workers', sort: { column: 1, descending: false },
+        rowClass: function (e) { return culpritNames.has(e[0]) ? 'culprit' : ''; },
+        columns: [{ label: 'worker', value: function (e) { return e[0]; }, render: function (e) { return workerCell(e[0]); }, width: '220px' },
+                  { label: 'rank', value: function (e) { return rankText(e[0]); }, numeric: true, width: '70px' }]
+          .concat(metrics.map(function (m) {
+            return { label: m[0] + (m[1].unit ? ' (' + m[1].unit + ')' : ''), numeric: true,
+                     value: function (e) { return ((e[1] || {})[m[0]] || {}).avg; }, text: function (e) { return fmt.num(((e[1] || {})[m[0]] || {}).avg); } };
+          }))
+      }));
+    }
+    var seriesWorkers = Object.keys(series);
+    if (!seriesWorkers.length || !metrics.length) return;
+    node.appendChild(el('h2', null, 'Samples over time'));
+    var chosen = seriesWorkers.filter(function (n) { return culpritNames.has(n); })
+      .concat(seriesWorkers.filter(function (n) { return !culpritNames.has(n); })).slice(0, 8);
+    var select = el('select', { attrs: { 'aria-label': 'metric' } }, metrics.map(function (m) { return el('option', { value: m[0] }, m[0]); }));
+    if (key !== null && metrics.some(function (m) { return m[0] === key; })) select.value = key;
+    var holder = el('div');
+    node.appendChild(el('p', null, 'Metric: ', select, el('span', { className: 'muted' }, ' · workers: ' + chosen.join(', '))));
+    node.appendChild(holder);
+    function draw() {
+      var metric = select.value, unit = (s.metrics[metric] || {}).unit || '';
+      var lines = chosen.map(function (n) { return { name: n, points: ((series[n] || {})[metric] || []) }; });
+      charts.forEach(function (c) { c.dispose(); });
+      charts = [];
+      if (hasCharts) {
+        var box = el('div', { className: 'chart' });
+        holder.replaceChildren(box);
+        var chart = window.echarts.init(box, null, { renderer: 'canvas' });
+        chart.setOption({
+          animation: false,
+          tooltip: { trigger: 'axis', formatter: function (ps) {
+            return PD.escapeHtml(fmt.num(ps[0].value[0]) + ' ms') + '<br>' + ps.map(function (p) { return p.marker + PD.escapeHtml(p.seriesName + ': ' + fmt.num(p.value[1]) + ' ' + unit); }).join('<br>');
+          } },
+          legend: { type: 'scroll', top: 0, formatter: function (n) { return n; } },
+          grid: { left: 60, right: 20, top: 40, bottom: 40 },
+          xAxis: { type: 'value', name: 'ms' }, yAxis: { type: 'value', name: unit },
+          dataZoom: [{ type: 'inside' }],
+          series: lines.map(function (l) {
+            return { name: l.name, type: 'line', showSymbol: false, sampling: 'lttb', data: l.points,
+                     lineStyle: { width: culpritNames.has(l.name) ? 2.5 : 1 }, itemStyle: culpritNames.has(l.name) ? { color: '#c62828' } : undefined };
+          })
+        });
+        charts.push(chart);
+      } else {
+        var plot = PD.linePlot({ series: lines.map(function (l) { return { name: l.name, points: l.points, color: culpritNames.has(l.name) ? '#c62828' : undefined }; }), unit: unit });
+        holder.replaceChildren(plot.node);
+        plot.mount();
+      }
+    }
+    select.addEventListener('change', draw);
+    mounted.push({ mount: draw });
+  }
+
+  /* Warnings and raw traces ------------------------------------------------------------------- */
+  function renderWarnings(node) {
+    node.appendChild(el('h1', null, 'Warnings'));
+    node.appendChild(howTo('Problems with the input that did not stop the analysis: a rank guessed from a file name, a trace cut short, a worker that never reported. The diagnosis above is only as complete as these allow.'));
+    node.appendChild(el('ul', { className: 'plain', id: 'warnings' }, (R.warnings || []).map(function (w) { return el('li', null, String(w)); })));
+  }
+
+  function rawTraceLink(path) {
+    /* Raw traces sit beside PerfDisplay/ (<out>/raw_trace/); both servers map /raw_trace/ there. */
+    var href = location.protocol === 'file:' ? '../' + path : path;
+    return el('a', { href: href, className: 'mono', title: path }, path);
+  }
+
+  function renderTraces(node) {
+    var rows = workers.filter(function (w) { return w.raw_trace; });
+    node.appendChild(el('h1', null, 'Raw traces'));
+    node.appendChild(howTo('The raw traces saved with --save-raw-trace (master: rank 0 only; all: every worker), for confirming a diagnosis by hand. One worker\'s trace can be hundreds of MB. To open one in Perfetto (ui.perfetto.dev) or chrome://tracing, convert it to Chrome trace JSON first:'));
+    node.appendChild(el('code', { className: 'cmd' }, 'perftracker export raw_trace/<file> -o <file>.json'));
+    node.appendChild(table({
+      rows: rows, filter: 'Filter workers',
+      columns: [{ label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '70px' },
+                { label: 'worker', value: function (w) { return w.name; }, width: '240px' },
+                { label: 'raw trace', value: function (w) { return w.raw_trace; }, render: function (w) { return rawTraceLink(w.raw_trace); } },
+                { label: 'convert for Perfetto', value: function (w) { return w.raw_trace; },
+                  text: function (w) { return 'perftracker export ' + w.raw_trace + ' -o ' + PD.stackFrames(w.raw_trace.replace(/\//g, '|')).pop().replace(/\.[^.]*$/, '') + '.json'; } }]
+    }));
+  }
+
+  /* Start ------------------------------------------------------------------------------------- */
+  function start() {
+    document.getElementById('job-line').textContent =
+      (job.world_size !== undefined ? job.world_size + ' workers' : '') +
+      (typeof stepMs === 'number' ? ' · median step ' + fmt.ms(stepMs) : '') +
+      (R.generated_at ? ' · ' + R.generated_at : '');
+    var badge = document.getElementById('verdict-badge');
+    badge.textContent = diagnosis.verdict || 'no verdict';
+    badge.className = 'badge ' + (diagnosis.verdict || '');
+    if (!hasCharts) {
+      document.getElementById('notices').appendChild(el('p', { className: 'notice', id: 'no-charts' },
+        'Charts were not bundled with this PerfDisplay (npm was not available when perftracker was built). ' +
+        'The diagnosis, tables, heatmap and step plots work without them.'));
+    }
+    buildNav();
+    window.addEventListener('hashchange', route);
+    route();
+    document.body.dataset.ready = 'true'; /* the page has drawn its first view */
+  }
+  start();
+})();

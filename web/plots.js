@@ -1,0 +1,368 @@
+/* plots.js -- the drawings PerfDisplay makes itself, on canvas: the workers x functions
+ * heatmap, the per-rank bar plot, and a plain line plot for when no chart library is
+ * bundled. They must work offline and without the chart library, and stay fast with 4096
+ * workers, so they are drawn directly rather than through a general chart library.
+ *
+ * Heatmap design: one canvas the size of the viewport draws only the rows in view; a
+ * spacer gives the scroll bar its full height (rows x 16 px). Row labels and column
+ * headers are HTML (text, hover titles, clickable) positioned over the same grid. An
+ * overview strip beside it maps every row to at most one pixel, keeping for each pixel
+ * the largest deviation among its rows, so one slow worker in 4096 shows as a red tick
+ * without scrolling. Cost per frame: visible rows x functions fillRect calls.
+ */
+'use strict';
+var PD = (window.PD = window.PD || {});
+
+(function () {
+  var ROW_H = 16, GUTTER = 168, MIN_COL_W = 14, MAX_COL_W = 44, MIN_SCALE = 0.05;
+
+  function setupCanvas(canvas, width, height) {
+    var dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.max(1, Math.round(width * dpr));
+    canvas.height = Math.max(1, Math.round(height * dpr));
+    canvas.style.width = width + 'px';
+    canvas.style.height = height + 'px';
+    var ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return ctx;
+  }
+
+  function mix(a, b, t) {
+    return 'rgb(' + [0, 1, 2].map(function (i) { return Math.round(a[i] + (b[i] - a[i]) * t); }).join(',') + ')';
+  }
+  var WHITE = [255, 255, 255], RED = [198, 40, 40], BLUE = [36, 86, 197], PURPLE = [59, 31, 122];
+
+  /* Deviation: red when a worker spends longer than the median worker, blue when shorter. */
+  PD.deviationColor = function (v, scale) {
+    if (typeof v !== 'number' || !isFinite(v)) return '#e4e7ec';
+    var t = Math.min(1, Math.abs(v) / scale);
+    return mix(WHITE, v >= 0 ? RED : BLUE, Math.sqrt(t));
+  };
+  PD.shareColor = function (v, scale) {
+    if (typeof v !== 'number' || !isFinite(v)) return '#e4e7ec';
+    return mix(WHITE, PURPLE, Math.sqrt(Math.min(1, Math.max(0, v) / scale)));
+  };
+
+  /* Heatmap ------------------------------------------------------------------------- */
+
+  /* options: {heatmap: report.Heatmap, workerName(rank), culprits: Set of ranks,
+   *           highlightColumn: index or -1, onRowClick(rank), onColumnClick(index)} */
+  function Heatmap(options) {
+    var h = options.heatmap;
+    this.options = options;
+    this.functions = h.functions || [];
+    this.ranks = h.ranks || [];
+    this.matrices = { values: h.values || [], shares: h.shares || [] };
+    this.mode = 'values';
+    this.culprits = options.culprits || new Set();
+    this.highlightColumn = options.highlightColumn >= 0 ? options.highlightColumn : -1;
+    this.rowDeviation = this.ranks.map(function (_, i) { return maxAbs(h.values && h.values[i]); });
+    this.scales = { values: Math.max(MIN_SCALE, Math.max.apply(null, this.rowDeviation.concat([0]))),
+                    shares: Math.max(1e-3, matrixMax(h.shares)) };
+    this.order = this.ranks.map(function (_, i) { return i; });
+    this.build();
+  }
+
+  function maxAbs(row) {
+    var m = 0;
+    if (row) for (var j = 0; j < row.length; j++) if (typeof row[j] === 'number' && Math.abs(row[j]) > m) m = Math.abs(row[j]);
+    return m;
+  }
+  function matrixMax(m) {
+    var best = 0;
+    (m || []).forEach(function (row) { (row || []).forEach(function (v) { if (typeof v === 'number' && v > best) best = v; }); });
+    return best;
+  }
+
+  Heatmap.prototype.build = function () {
+    var el = PD.el, self = this;
+    this.modeButtons = {
+      values: el('button', { onclick: function () { self.setMode('values'); } }, 'Deviation from median'),
+      shares: el('button', { onclick: function () { self.setMode('shares'); } }, 'Time share')
+    };
+    this.orderButtons = {
+      rank: el('button', { onclick: function () { self.setOrder('rank'); } }, 'By rank'),
+      deviation: el('button', { onclick: function () { self.setOrder('deviation'); } }, 'Largest deviation first')
+    };
+    this.legendCanvas = el('canvas');
+    this.legendText = el('span', { className: 'muted' });
+    var toolbar = el('div', { className: 'legend heatmap-legend' },
+      'Colour:', this.modeButtons.values, this.modeButtons.shares,
+      el('span', null, ' Rows:'), this.orderButtons.rank, this.orderButtons.deviation,
+      this.legendCanvas, this.legendText);
+    this.cols = el('div', { className: 'cols' });
+    this.canvas = el('canvas', { attrs: { 'aria-label': 'workers by functions heatmap', role: 'img' } });
+    this.labels = el('div', { className: 'labels' });
+    this.spacer = el('div', { style: { height: this.ranks.length * ROW_H + 'px' } });
+    this.scroll = el('div', { className: 'scroll' }, el('div', { className: 'sticky' }, this.canvas, this.labels), this.spacer);
+    this.overview = el('canvas', { className: 'overview', title: 'Every worker, one pixel row each at most: click to jump' });
+    this.grid = el('div', { className: 'grid' }, this.cols, this.scroll);
+    this.node = el('div', { id: 'heatmap', className: 'heatmap-wrap' }, toolbar,
+      el('div', { className: 'heatmap', style: { '--gutter': GUTTER + 'px' } }, this.grid, this.overview));
+    this.node.dataset.culprits = Array.from(this.culprits).sort(function (a, b) { return a - b; }).join(',');
+    this.node.ptHeatmap = this;
+
+    this.scroll.addEventListener('scroll', function () { self.schedule(); }, { passive: true });
+    this.canvas.addEventListener('mousemove', function (e) { self.hover(e); });
+    this.canvas.addEventListener('mouseleave', function () { PD.tooltip.hide(); });
+    this.canvas.addEventListener('click', function (e) {
+      var cell = self.cellAt(e);
+      if (cell && self.options.onRowClick) self.options.onRowClick(self.ranks[cell.row]);
+    });
+    this.overview.addEventListener('click', function (e) {
+      var r = self.overview.getBoundingClientRect();
+      var index = Math.floor((e.clientY - r.top) / r.height * self.order.length);
+      self.scrollToIndex(Math.max(0, Math.min(self.order.length - 1, index)));
+    });
+    this.resizeListener = function () { self.layout(); };
+    window.addEventListener('resize', this.resizeListener);
+    this.updateButtons();
+  };
+
+  /* Called once the node is in the document (sizes are known only then). */
+  Heatmap.prototype.mount = function () { this.layout(); };
+  Heatmap.prototype.destroy = function () { window.removeEventListener('resize', this.resizeListener); };
+
+  Heatmap.prototype.layout = function () {
+    var width = this.grid.clientWidth || 800;
+    var f = Math.max(1, this.functions.length);
+    this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - GUTTER - 2) / f)));
+    this.viewH = Math.min(this.ranks.length * ROW_H, Math.max(240, window.innerHeight - 330));
+    this.scroll.style.height = this.viewH + 'px';
+    this.scroll.style.width = Math.min(width, GUTTER + f * this.colW + 2) + 'px';
+    this.ctx = setupCanvas(this.canvas, f * this.colW, this.viewH);
+    this.buildColumns();
+    this.octx = setupCanvas(this.overview, 36, this.viewH);
+    this.overview.style.marginTop = this.cols.offsetHeight + 'px';
+    this.render();
+  };
+
+  Heatmap.prototype.buildColumns = function () {
+    var el = PD.el, self = this;
+    this.cols.replaceChildren();
+    this.functions.forEach(function (fn, j) {
+      var full = (fn.category || '') + ': ' + fn.name;
+      var col = el('div', {
+        className: 'col' + (j === self.highlightColumn ? ' hl' : ''), title: full,
+        style: { left: j * self.colW + 'px', width: self.colW + 'px' },
+        dataset: { index: j, category: fn.category || '' },
+        onclick: function () { if (self.options.onColumnClick) self.options.onColumnClick(j); }
+      }, el('span', null, PD.shortFunction(fn.category, fn.name, 30)));
+      self.cols.appendChild(col);
+    });
+  };
+
+  Heatmap.prototype.schedule = function () {
+    var self = this;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(function () { self.scheduled = false; self.render(); });
+  };
+
+  Heatmap.prototype.render = function () {
+    if (!this.ctx) return;
+    var ctx = this.ctx, matrix = this.matrices[this.mode], scale = this.scales[this.mode];
+    var color = this.mode === 'values' ? PD.deviationColor : PD.shareColor;
+    var top = this.scroll.scrollTop, first = Math.floor(top / ROW_H), offset = top - first * ROW_H;
+    var rowsInView = Math.ceil(this.viewH / ROW_H) + 1, f = this.functions.length, colW = this.colW;
+    var el = PD.el, self = this;
+    ctx.clearRect(0, 0, f * colW, this.viewH);
+    var labels = document.createDocumentFragment();
+    for (var k = 0; k < rowsInView && first + k < this.order.length; k++) {
+      var i = this.order[first + k], y = k * ROW_H - offset, row = matrix[i] || [];
+      for (var j = 0; j < f; j++) {
+        ctx.fillStyle = color(row[j], scale);
+        ctx.fillRect(j * colW, y, colW - 1, ROW_H - 1);
+      }
+      var rank = this.ranks[i], culprit = this.culprits.has(rank);
+      if (culprit) {
+        ctx.strokeStyle = '#c62828';
+        ctx.lineWidth = 2;
+        ctx.strokeRect(1, y + 1, f * colW - 2, ROW_H - 2);
+      }
+      labels.appendChild(el('div', {
+        className: 'rowlabel' + (culprit ? ' culprit' : ''), title: this.options.workerName(rank),
+        style: { top: y + 'px', height: ROW_H + 'px', 'line-height': ROW_H + 'px' },
+        dataset: { rank: rank },
+        onclick: (function (r) { return function () { if (self.options.onRowClick) self.options.onRowClick(r); }; })(rank)
+      }, (culprit ? '▶ ' : '') + rank + ' · ' + this.options.workerName(rank)));
+    }
+    if (this.highlightColumn >= 0) {
+      ctx.strokeStyle = '#e8b400';
+      ctx.lineWidth = 2;
+      ctx.strokeRect(this.highlightColumn * colW + 1, 0, colW - 2, this.viewH);
+    }
+    this.labels.replaceChildren(labels);
+    this.canvas.dataset.firstRow = String(first);
+    this.renderOverview(first, rowsInView);
+  };
+
+  Heatmap.prototype.renderOverview = function (first, rowsInView) {
+    var ctx = this.octx, n = this.order.length, h = this.viewH, w = 36, self = this;
+    if (!ctx || !n) return;
+    ctx.clearRect(0, 0, w, h);
+    var buckets = Math.min(n, h), strongest = new Array(buckets).fill(0), culpritAt = new Array(buckets).fill(false);
+    var values = this.matrices.values;
+    this.order.forEach(function (i, pos) {
+      var b = Math.floor(pos * buckets / n), row = values[i] || [];
+      for (var j = 0; j < row.length; j++)
+        if (typeof row[j] === 'number' && Math.abs(row[j]) > Math.abs(strongest[b])) strongest[b] = row[j];
+      if (self.culprits.has(self.ranks[i])) culpritAt[b] = true;
+    });
+    var bh = h / buckets;
+    for (var b = 0; b < buckets; b++) {
+      ctx.fillStyle = PD.deviationColor(strongest[b], this.scales.values);
+      ctx.fillRect(0, b * bh, w - 8, Math.max(1, bh));
+      if (culpritAt[b]) { ctx.fillStyle = '#c62828'; ctx.fillRect(w - 6, b * bh - 1, 6, Math.max(3, bh)); }
+    }
+    ctx.strokeStyle = '#1d2330';
+    ctx.lineWidth = 1;
+    ctx.strokeRect(0.5, first / n * h + 0.5, w - 9, Math.max(2, rowsInView / n * h - 1));
+  };
+
+  Heatmap.prototype.cellAt = function (e) {
+    var r = this.canvas.getBoundingClientRect();
+    var x = e.clientX - r.left, y = e.clientY - r.top + this.scroll.scrollTop;
+    var pos = Math.floor(y / ROW_H), j = Math.floor(x / this.colW);
+    if (pos < 0 || pos >= this.order.length || j < 0 || j >= this.functions.length) return null;
+    return { row: this.order[pos], col: j };
+  };
+
+  Heatmap.prototype.hover = function (e) {
+    var cell = this.cellAt(e);
+    if (!cell) return PD.tooltip.hide();
+    var fn = this.functions[cell.col], rank = this.ranks[cell.row];
+    var v = (this.matrices.values[cell.row] || [])[cell.col], s = (this.matrices.shares[cell.row] || [])[cell.col];
+    PD.tooltip.show(e.clientX, e.clientY,
+      'rank ' + rank + ' · ' + this.options.workerName(rank) + '\n' + (fn.category || '') + ': ' + fn.name +
+      '\ndeviation from the median worker: ' + PD.fmt.signedPct(v) + ' of step time' +
+      '\nshare of end-to-end time: ' + PD.fmt.pct(s));
+  };
+
+  Heatmap.prototype.setMode = function (mode) {
+    this.mode = mode;
+    this.updateButtons();
+    this.render();
+  };
+
+  Heatmap.prototype.setOrder = function (order) {
+    var dev = this.rowDeviation;
+    this.orderName = order;
+    this.order = this.ranks.map(function (_, i) { return i; });
+    if (order === 'deviation') this.order.sort(function (a, b) { return dev[b] - dev[a] || a - b; });
+    this.updateButtons();
+    this.scroll.scrollTop = 0;
+    this.render();
+  };
+
+  Heatmap.prototype.scrollToRank = function (rank) {
+    var i = this.ranks.indexOf(rank);
+    if (i >= 0) this.scrollToIndex(this.order.indexOf(i));
+  };
+  Heatmap.prototype.scrollToIndex = function (pos) {
+    this.scroll.scrollTop = Math.max(0, pos * ROW_H - this.viewH / 3);
+    this.render();
+  };
+
+  Heatmap.prototype.updateButtons = function () {
+    var self = this;
+    Object.keys(this.modeButtons).forEach(function (k) { self.modeButtons[k].classList.toggle('active', k === self.mode); });
+    Object.keys(this.orderButtons).forEach(function (k) { self.orderButtons[k].classList.toggle('active', k === (self.orderName || 'rank')); });
+    var ctx = setupCanvas(this.legendCanvas, 200, 10), scale = this.scales[this.mode];
+    for (var x = 0; x < 200; x++) {
+      ctx.fillStyle = this.mode === 'values' ? PD.deviationColor((x / 199) * 2 * scale - scale, scale) : PD.shareColor(x / 199 * scale, scale);
+      ctx.fillRect(x, 0, 1, 10);
+    }
+    this.legendText.textContent = this.mode === 'values'
+      ? PD.fmt.signedPct(-scale) + ' (faster)  …  ' + PD.fmt.signedPct(scale) + ' of step time (slower)'
+      : '0  …  ' + PD.fmt.pct(scale) + ' of end-to-end time';
+  };
+
+  PD.Heatmap = Heatmap;
+
+  /* Bar plot: one bar per rank, bucketed by max when there are more ranks than pixels. --- */
+
+  /* options: {ranks, values, highlight: Set, format(v), onClick(rank), label} */
+  PD.barPlot = function (options) {
+    var canvas = PD.el('canvas', { className: 'plot', attrs: { role: 'img', 'aria-label': options.label || 'bar plot' } });
+    var state = {};
+    function draw() {
+      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 180, pad = { l: 54, r: 10, t: 10, b: 22 };
+      var ctx = setupCanvas(canvas, w, h), n = options.ranks.length, pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
+      var buckets = Math.max(1, Math.min(n, Math.floor(pw))), best = new Array(buckets).fill(-1);
+      /* Per pixel, the bar that matters: a highlighted rank, else the tallest. */
+      options.values.forEach(function (v, i) {
+        var b = Math.floor(i * buckets / n), cur = best[b];
+        if (cur < 0) { best[b] = i; return; }
+        var hi = options.highlight.has(options.ranks[i]), hc = options.highlight.has(options.ranks[cur]);
+        if (hi !== hc ? hi : v > options.values[cur]) best[b] = i;
+      });
+      var max = Math.max.apply(null, options.values.filter(isFinite).concat([1e-12]));
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.fillStyle = '#5d6678';
+      ctx.textAlign = 'right';
+      ctx.fillText(options.format(max), pad.l - 6, pad.t + 8);
+      ctx.fillText('0', pad.l - 6, pad.t + ph);
+      ctx.textAlign = 'left';
+      ctx.fillText('rank ' + options.ranks[0], pad.l, h - 6);
+      ctx.textAlign = 'right';
+      ctx.fillText('rank ' + options.ranks[n - 1], w - pad.r, h - 6);
+      var bw = pw / buckets;
+      for (var b = 0; b < buckets; b++) {
+        var i = best[b];
+        if (i < 0) continue;
+        var v = options.values[i], bh = isFinite(v) ? v / max * ph : 0, hl = options.highlight.has(options.ranks[i]);
+        ctx.fillStyle = hl ? '#c62828' : '#4c78a8';
+        ctx.fillRect(pad.l + b * bw, pad.t + ph - bh, Math.max(1, bw - (bw > 3 ? 1 : 0)), Math.max(hl ? 2 : 0, bh));
+      }
+      ctx.strokeStyle = '#dde1e8';
+      ctx.beginPath(); ctx.moveTo(pad.l, pad.t + ph + 0.5); ctx.lineTo(w - pad.r, pad.t + ph + 0.5); ctx.stroke();
+      state = { pad: pad, bw: bw, best: best };
+    }
+    function indexAt(e) {
+      var r = canvas.getBoundingClientRect(), b = Math.floor((e.clientX - r.left - state.pad.l) / state.bw);
+      return b >= 0 && b < state.best.length ? state.best[b] : -1;
+    }
+    canvas.addEventListener('mousemove', function (e) {
+      var i = indexAt(e);
+      if (i < 0) return PD.tooltip.hide();
+      PD.tooltip.show(e.clientX, e.clientY, 'rank ' + options.ranks[i] + ': ' + options.format(options.values[i]));
+    });
+    canvas.addEventListener('mouseleave', function () { PD.tooltip.hide(); });
+    canvas.addEventListener('click', function (e) { var i = indexAt(e); if (i >= 0 && options.onClick) options.onClick(options.ranks[i]); });
+    return { node: canvas, mount: draw };
+  };
+
+  /* Line plot, for hardware samples when the chart library is not bundled. ---------- */
+
+  /* options: {series: [{name, points: [[t, v]]}], unit} */
+  PD.linePlot = function (options) {
+    var canvas = PD.el('canvas', { className: 'plot', style: { height: '260px' }, attrs: { role: 'img', 'aria-label': 'line plot' } });
+    var palette = ['#4c78a8', '#f58518', '#54a24b', '#e45756', '#72b7b2', '#b279a2', '#ff9da6', '#9d755d', '#bab0ac', '#eeca3b'];
+    function draw() {
+      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 260, pad = { l: 54, r: 10, t: 10, b: 22 };
+      var ctx = setupCanvas(canvas, w, h), t0 = Infinity, t1 = -Infinity, v1 = 0;
+      options.series.forEach(function (s) {
+        s.points.forEach(function (p) { t0 = Math.min(t0, p[0]); t1 = Math.max(t1, p[0]); v1 = Math.max(v1, p[1]); });
+      });
+      if (!isFinite(t0) || t1 <= t0) return;
+      var pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.fillStyle = '#5d6678';
+      ctx.textAlign = 'right';
+      ctx.fillText(PD.fmt.num(v1) + ' ' + (options.unit || ''), pad.l - 4, pad.t + 8);
+      ctx.fillText(PD.fmt.num(t1 - t0) + ' ms', w - pad.r, h - 6);
+      options.series.forEach(function (s, k) {
+        ctx.strokeStyle = s.color || palette[k % palette.length];
+        ctx.lineWidth = 1.2;
+        ctx.beginPath();
+        s.points.forEach(function (p, i) {
+          var x = pad.l + (p[0] - t0) / (t1 - t0) * pw, y = pad.t + ph - (v1 > 0 ? p[1] / v1 * ph : 0);
+          if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+        });
+        ctx.stroke();
+      });
+    }
+    return { node: canvas, mount: draw };
+  };
+})();

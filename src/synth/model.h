@@ -1,0 +1,81 @@
+/* model.h -- internal to src/synth: one training step as a small program of ops.
+ *
+ * model.c writes the step of a data-parallel transformer job (data loader, forward,
+ * backward with bucketed gradient all-reduces, optimizer, loss.item()) as a flat list
+ * of ops; synth.c interprets it per worker and step, with that worker's jitter and fault
+ * knobs, to get times. Keeping the "what" (names, nominal durations) here and the "when"
+ * (streams, waits, collectives) in synth.c lets both stay short. */
+#ifndef PT_SYNTH_MODEL_H
+#define PT_SYNTH_MODEL_H
+
+#include "synth/synth.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which fault knob stretches an op's time on a faulty rank. */
+typedef enum synth_scale {
+    SCALE_PYTHON,     /* Python frame CPU time */
+    SCALE_OPERATOR,   /* ATen operator CPU time (cpu_contention) */
+    SCALE_LAUNCH,     /* cudaLaunchKernel / cudaMemcpyAsync call (cpu_contention) */
+    SCALE_KERNEL,     /* compute kernel duration (slow_gpu) */
+    SCALE_FIXED,      /* not stretched: NCCL, memcpy, syncs */
+    SCALE_DATALOADER, /* + the slow_dataloader extra */
+    SCALE_GC,         /* + the gc_pause extra */
+    SCALE_DTOD,       /* duration is the common_memcpy knob */
+    SCALE_DTOH        /* duration is the blocking_dtoh knob */
+} synth_scale;
+
+typedef enum synth_op_kind {
+    OP_PUSH,       /* open a CPU frame `name`, then spend cpu_ns inside it */
+    OP_POP,        /* spend cpu_ns, then close the innermost frame */
+    OP_LAUNCH,     /* cudaLaunchKernel (cpu_ns), then kernel `index` (gpu_ns) on the compute stream */
+    OP_COPY,       /* cudaMemcpyAsync, then a memcpy of kind `name` on the compute stream */
+    OP_COPY_SYNC,  /* cudaMemcpy: the CPU blocks until the copy has run */
+    OP_BUCKET,     /* cudaLaunchKernel of gradient bucket `index`'s all-reduce, NCCL stream */
+    OP_FORK,       /* the autograd thread takes over from the main thread */
+    OP_JOIN,       /* the main thread resumes when the autograd thread is done */
+    OP_WAIT_COMM,  /* cudaStreamWaitEvent: the compute stream waits for the last all-reduce */
+    OP_SYNC,       /* cudaStreamSynchronize: the CPU waits for the compute stream */
+    OP_HANG        /* where a hung worker stops, in its hang step */
+} synth_op_kind;
+
+typedef struct synth_kernel {
+    const char *name;
+    size_t name_len;
+    int32_t grid[3], block[3];
+} synth_kernel;
+
+typedef struct synth_op {
+    uint8_t kind;        /* synth_op_kind */
+    uint8_t scale;       /* synth_scale */
+    bool faulty_only;    /* present only on the faulty ranks (the blocking copy) */
+    uint16_t index;      /* kernel (OP_LAUNCH) or bucket (OP_BUCKET) */
+    const char *name;    /* frame name or memcpy kind */
+    size_t name_len;
+    int64_t cpu_ns;      /* nominal CPU time */
+    int64_t gpu_ns;      /* nominal GPU time */
+    int64_t bytes;       /* copies */
+} synth_op;
+
+#define SYNTH_MAX_BUCKETS 256
+
+typedef struct synth_program {
+    synth_op *ops;
+    size_t count, cap;
+    size_t phase_c;                 /* index of OP_WAIT_COMM: ops before it never wait on peers */
+    int buckets;
+    int64_t bucket_nelems[SYNTH_MAX_BUCKETS];
+    const synth_kernel *kernels;    /* indexed by synth_op.index */
+    size_t kernel_count;
+    int nccl_kernel;                /* index of the all-reduce kernel */
+} synth_program;
+
+/* The frames every worker's trace sits in, outermost first. */
+extern const char *const synth_outer_frames[2];
+
+void synth_program_build(synth_program *p, const pt_synth_job *job);
+void synth_program_free(synth_program *p);
+
+#endif

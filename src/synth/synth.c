@@ -1,0 +1,1048 @@
+/* synth.c -- the synthetic job: schedule, per-worker interpretation, expected findings.
+ *
+ * Design. model.c writes one training step as a program of ops. Running it for one
+ * worker and step is a small simulation: two CPU threads (main and autograd), the
+ * compute stream and the NCCL stream, each with a clock. CPU ops advance their thread's
+ * clock; a launch call advances the CPU and queues the kernel, which starts at
+ * max(launch end, stream free) and frees the stream when it ends; a synchronize moves the
+ * CPU clock to the stream's. Durations are the nominal ones times this worker's fault
+ * knobs, its persistent speed (+-1% GPU, +-2% CPU) and a bounded per-op jitter, drawn
+ * from an RNG seeded by (seed, rank, step), so any worker's step can be replayed alone.
+ *
+ * Lock-step. Until the optimizer, nothing a worker does waits on its peers: the compute
+ * stream never waits on the NCCL stream before then, and all-reduce launches do not
+ * block the CPU. So the plan runs that first phase for every worker and keeps only, per
+ * bucket, the latest moment any worker was ready: end[k] = max(latest ready[k],
+ * end[k-1]) + transfer[k], the same on every rank. The second phase (optimizer,
+ * loss.item(), logging) then gives each worker's next step start. Per step that is
+ * O(workers x ops) work and O(workers) memory; emitting a worker later replays its steps
+ * with the stored starts and ends, so the events come out without holding any of them.
+ *
+ * Faults are knobs calibrated once per plan: the knob is searched (bisection on a
+ * jitter-free replay of one worker alone) so that the faulty worker's step grows by
+ * `severity` of a healthy one, whatever the mechanism (slower kernels, starved launches,
+ * a longer data loader, a blocking copy). */
+#include "synth/synth.h"
+#include "synth/model.h"
+#include "summarize/classify.h"
+#include "util/buf.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEVER (INT64_MAX / 4)
+#define MAX_FRAME_DEPTH 64
+#define FIRST_STEP 10                  /* ProfilerStep numbers start here, after wait/warmup */
+#define CLOCK_ORIGIN_NS 1764403200000000000LL /* 2025-11-29T08:00:00Z */
+#define FIRST_STEP_TS_NS 5000000000LL
+#define LAUNCH_LATENCY_NS 1500
+#define SYNC_RETURN_NS 3000
+#define COMPUTE_STREAM 7
+#define NCCL_STREAM 28
+#define DEVICE_NAME "NVIDIA H100 80GB HBM3"
+#define NVLINK_BUSBW 60.0              /* bytes/ns (GB/s) an all-reduce reaches in a node */
+#define NETWORK_BUSBW 30.0             /* ... and across nodes */
+#define GPU_JITTER 0.02
+#define CPU_JITTER 0.05
+#define HANG_WAIT_STEPS 4              /* the profiler stops this many healthy steps after the hang */
+
+/* ------------------------------------------------------------ names */
+
+static const char *const fault_names[PT_FAULT_KIND_COUNT] = {
+    "none", "slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause",
+    "blocking_dtoh", "common_memcpy", "two_slow", "hang",
+};
+
+const char *pt_fault_name(pt_fault_kind kind)
+{
+    return kind >= 0 && kind < PT_FAULT_KIND_COUNT ? fault_names[kind] : "unknown";
+}
+
+int pt_fault_parse(const char *name, pt_fault_kind *kind)
+{
+    for (int i = 0; i < PT_FAULT_KIND_COUNT; i++)
+        if (strcmp(name, fault_names[i]) == 0) {
+            *kind = (pt_fault_kind)i;
+            return 0;
+        }
+    if (strcmp(name, "healthy") == 0) {
+        *kind = PT_FAULT_NONE;
+        return 0;
+    }
+    return -1;
+}
+
+void pt_synth_job_init(pt_synth_job *job)
+{
+    memset(job, 0, sizeof *job);
+    job->workers = 8;
+    job->steps = 3;
+    job->gpus_per_node = 8;
+    job->layers = 12;
+    job->seed = 1;
+    job->fault = PT_FAULT_NONE;
+    job->hang_step = -1;
+}
+
+/* ------------------------------------------------------------ randomness */
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t stream_seed(uint64_t seed, uint64_t rank, uint64_t step, uint64_t purpose)
+{
+    return mix64(mix64(mix64(seed ^ 0x5ca1ab1e) ^ rank) ^ (step * 0x100 + purpose));
+}
+
+/* splitmix64: one add and one mix per draw; uniform in [-1, 1). */
+static double draw(uint64_t *state)
+{
+    *state += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = mix64(*state);
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* ------------------------------------------------------------ the plan */
+
+typedef struct knobs {
+    bool faulty;
+    double kernel, launch, op;        /* multipliers */
+    int64_t dataloader_extra_ns, gc_extra_ns;
+    int64_t dtoh_ns;                  /* the blocking copy's duration */
+} knobs;
+
+struct pt_synth_plan {
+    pt_synth_job job;                 /* resolved */
+    synth_program prog;
+    knobs healthy, faulty;
+    int64_t dtod_ns;                  /* common_memcpy: each DtoD copy */
+    int64_t healthy_step_ns;          /* jitter-free step of one worker alone */
+    int64_t transfer_ns[SYNTH_MAX_BUCKETS]; /* nominal all-reduce time per bucket */
+    int steps_run;                    /* steps simulated: through the hang step if any */
+    int64_t *start;                   /* [step][rank], steps_run + 1 rows */
+    int64_t *end;                     /* [step][bucket] all-reduce end on every rank */
+    int64_t stop_at;                  /* hang: when the profiler stops; NEVER otherwise */
+    int64_t hang_time;                /* hang: when the hung rank stopped */
+};
+
+static bool is_faulty(const pt_synth_plan *p, int rank)
+{
+    for (int i = 0; i < p->job.fault_rank_count; i++)
+        if (p->job.fault_ranks[i] == rank)
+            return true;
+    return false;
+}
+
+static const knobs *rank_knobs(const pt_synth_plan *p, int rank)
+{
+    return is_faulty(p, rank) && p->job.fault != PT_FAULT_COMMON_MEMCPY ? &p->faulty : &p->healthy;
+}
+
+/* ------------------------------------------------------------ emission */
+
+typedef struct frame {
+    const char *name;
+    size_t name_len;
+    int64_t start;
+} frame;
+
+typedef struct emitter {
+    pt_trace_sink *sink;
+    int64_t tid[2];                   /* main thread, autograd thread */
+    int32_t device;
+    int32_t world_size;
+    frame stack[2][MAX_FRAME_DEPTH];
+    int depth[2];
+    int refused;                      /* the sink said stop */
+} emitter;
+
+static void emit(emitter *em, const pt_event *ev)
+{
+    if (!em->refused && em->sink->on_event(em->sink->ctx, ev) != 0)
+        em->refused = 1;
+}
+
+static void emit_span(emitter *em, pt_event_kind kind, const char *name, size_t name_len, int64_t start,
+                      int64_t dur, int64_t tid)
+{
+    pt_event ev;
+    pt_event_init(&ev, kind);
+    ev.name = name;
+    ev.name_len = name_len;
+    ev.ts_ns = start;
+    ev.dur_ns = dur;
+    ev.tid = tid;
+    emit(em, &ev);
+}
+
+static void emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t name_len, const synth_kernel *k,
+                     int64_t start, int64_t dur, int64_t stream, int64_t bytes)
+{
+    pt_event ev;
+    pt_event_init(&ev, kind);
+    ev.name = name;
+    ev.name_len = name_len;
+    ev.ts_ns = start;
+    ev.dur_ns = dur;
+    ev.tid = stream;
+    ev.device = em->device;
+    ev.bytes = bytes;
+    if (k)
+        for (int i = 0; i < 3; i++)
+            ev.grid[i] = k->grid[i], ev.block[i] = k->block[i];
+    emit(em, &ev);
+}
+
+static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, int64_t nelems)
+{
+    pt_event ev;
+    pt_event_init(&ev, PT_EVENT_GPU_KERNEL);
+    ev.name = k->name;
+    ev.name_len = k->name_len;
+    ev.ts_ns = start;
+    ev.dur_ns = end - start;
+    ev.tid = NCCL_STREAM;
+    ev.device = em->device;
+    for (int i = 0; i < 3; i++)
+        ev.grid[i] = k->grid[i], ev.block[i] = k->block[i];
+    ev.coll.name = "allreduce";
+    ev.coll.name_len = 9;
+    ev.coll.in_nelems = nelems;
+    ev.coll.out_nelems = nelems;
+    ev.coll.group_size = em->world_size;
+    ev.coll.dtype_bytes = 4;
+    emit(em, &ev);
+}
+
+/* Closes every frame still open on either thread at time t (the trace is cut there). */
+static void close_frames(emitter *em, int64_t t)
+{
+    for (int th = 0; th < 2; th++)
+        while (em->depth[th] > 0) {
+            frame *f = &em->stack[th][--em->depth[th]];
+            emit_span(em, PT_EVENT_CPU, f->name, f->name_len, f->start, PT_MAX(t - f->start, 0), em->tid[th]);
+        }
+}
+
+/* ------------------------------------------------------------ the interpreter */
+
+typedef struct sim {
+    const pt_synth_plan *plan;
+    const knobs *knobs;
+    bool faulty;
+    bool nominal;                     /* no jitter, unit speed: calibration */
+    uint64_t rng;
+    uint64_t rng_phase_c;             /* the second phase draws from its own stream */
+    double speed_gpu, speed_cpu;
+    int64_t cpu[2];
+    int thread;
+    int64_t gpu_free;                 /* compute stream */
+    int64_t nccl_free;
+    const int64_t *coll_end;          /* this step's all-reduce ends; NULL while unknown */
+    int64_t ready[SYNTH_MAX_BUCKETS];
+    int64_t stop_at;                  /* the profiler stops here (hang); NEVER otherwise */
+    bool hang_here;                   /* this worker hangs in this step */
+    bool stopped;
+    int64_t stopped_at;
+    emitter *em;                      /* NULL: simulate only */
+} sim;
+
+static double jitter_factor(sim *s, double spread)
+{
+    return s->nominal ? 1.0 : 1.0 + spread * draw(&s->rng);
+}
+
+static int64_t scaled(int64_t ns, double factor)
+{
+    return ns ? (int64_t)llround((double)ns * factor) : 0;
+}
+
+static int64_t cpu_time(sim *s, const synth_op *op)
+{
+    double f = jitter_factor(s, CPU_JITTER) * s->speed_cpu;
+    switch (op->scale) {
+    case SCALE_OPERATOR:
+        return scaled(op->cpu_ns, f * s->knobs->op);
+    case SCALE_DATALOADER:
+        return scaled(op->cpu_ns, f) + s->knobs->dataloader_extra_ns;
+    case SCALE_GC:
+        return scaled(op->cpu_ns, f) + s->knobs->gc_extra_ns;
+    default:
+        return scaled(op->cpu_ns, f);
+    }
+}
+
+/* Runtime calls that launch work (and the DDP hook's launch) stretch with cpu_contention. */
+static int64_t call_time(sim *s, const synth_op *op)
+{
+    return scaled(op->cpu_ns, jitter_factor(s, CPU_JITTER) * s->speed_cpu * s->knobs->launch);
+}
+
+static int64_t gpu_time(sim *s, const synth_op *op)
+{
+    double f = jitter_factor(s, GPU_JITTER);
+    switch (op->scale) {
+    case SCALE_KERNEL:
+        return scaled(op->gpu_ns, f * s->speed_gpu * s->knobs->kernel);
+    case SCALE_DTOD:
+        return scaled(s->plan->dtod_ns, f);
+    case SCALE_DTOH:
+        return scaled(s->knobs->dtoh_ns, f);
+    default:
+        return scaled(op->gpu_ns, f);
+    }
+}
+
+/* Queues GPU work of duration dur on the compute stream after a launch ending at t. */
+static int64_t queue_on_stream(sim *s, int64_t t, int64_t dur)
+{
+    int64_t start = PT_MAX(t + LAUNCH_LATENCY_NS, s->gpu_free);
+    s->gpu_free = start >= NEVER ? NEVER : start + dur;
+    return start;
+}
+
+static void op_push(sim *s, const synth_op *op)
+{
+    if (s->em) {
+        emitter *em = s->em;
+        int d = em->depth[s->thread];
+        if (d < MAX_FRAME_DEPTH)
+            em->stack[s->thread][d] = (frame){op->name, op->name_len, s->cpu[s->thread]};
+        em->depth[s->thread] = d + 1;
+    }
+    s->cpu[s->thread] += cpu_time(s, op);
+}
+
+static void op_pop(sim *s, const synth_op *op)
+{
+    s->cpu[s->thread] += cpu_time(s, op);
+    if (s->em && s->em->depth[s->thread] > 0) {
+        emitter *em = s->em;
+        int d = --em->depth[s->thread];
+        if (d < MAX_FRAME_DEPTH) {
+            frame *f = &em->stack[s->thread][d];
+            emit_span(em, PT_EVENT_CPU, f->name, f->name_len, f->start, s->cpu[s->thread] - f->start, em->tid[s->thread]);
+        }
+    }
+}
+
+static void op_launch(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = call_time(s, op);
+    int64_t dur = gpu_time(s, op);
+    s->cpu[s->thread] += call;
+    int64_t start = queue_on_stream(s, s->cpu[s->thread], dur);
+    if (s->em) {
+        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
+        if (start < NEVER)
+        {
+            const synth_kernel *k = &s->plan->prog.kernels[op->index];
+            emit_gpu(s->em, PT_EVENT_GPU_KERNEL, k->name, k->name_len, k, start, dur, COMPUTE_STREAM, 0);
+        }
+    }
+}
+
+/* Bytes a copy of that duration moves: ~1 TB/s on the device, ~10 GB/s to pageable memory. */
+static int64_t copy_bytes(const synth_op *op, int64_t dur)
+{
+    if (op->bytes)
+        return op->bytes;
+    return op->scale == SCALE_DTOD ? dur * 1000 : dur * 10;
+}
+
+static void op_copy(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = call_time(s, op);
+    int64_t dur = gpu_time(s, op);
+    s->cpu[s->thread] += call;
+    int64_t start = queue_on_stream(s, s->cpu[s->thread], dur);
+    if (s->em) {
+        emit_span(s->em, PT_EVENT_RUNTIME, "cudaMemcpyAsync", 15, call_start, call, s->em->tid[s->thread]);
+        if (start < NEVER)
+            emit_gpu(s->em, PT_EVENT_GPU_MEMCPY, op->name, op->name_len, NULL, start, dur, COMPUTE_STREAM,
+                     copy_bytes(op, dur));
+    }
+}
+
+/* cudaMemcpy to pageable memory: the call returns only once the stream has drained and
+ * the copy has run, so the CPU waits and the GPU does nothing else meanwhile. */
+static void op_copy_sync(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = call_time(s, op);
+    int64_t dur = gpu_time(s, op);
+    int64_t start = queue_on_stream(s, call_start + call, dur);
+    int64_t end = s->gpu_free;
+    s->cpu[s->thread] = end >= NEVER ? NEVER : end + SYNC_RETURN_NS;
+    if (s->em && start < NEVER) {
+        emit_span(s->em, PT_EVENT_RUNTIME, "cudaMemcpy", 10, call_start, s->cpu[s->thread] - call_start,
+                  s->em->tid[s->thread]);
+        emit_gpu(s->em, PT_EVENT_GPU_MEMCPY, op->name, op->name_len, NULL, start, dur, COMPUTE_STREAM,
+                     copy_bytes(op, dur));
+    }
+}
+
+static void op_bucket(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = call_time(s, op);
+    s->cpu[s->thread] += call;
+    /* The NCCL stream waits for the gradients: everything queued on the compute stream. */
+    int b = op->index;
+    s->ready[b] = PT_MAX(s->cpu[s->thread] + LAUNCH_LATENCY_NS, s->gpu_free);
+    if (!s->coll_end)
+        return;
+    int64_t start = PT_MAX(s->ready[b], s->nccl_free);
+    int64_t end = s->coll_end[b];
+    s->nccl_free = end;
+    if (s->em) {
+        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
+        if (start < PT_MIN(end, s->stop_at))
+            emit_all_reduce(s->em, &s->plan->prog.kernels[s->plan->prog.nccl_kernel], start, PT_MIN(end, s->stop_at),
+                            s->plan->prog.bucket_nelems[b]);
+    }
+}
+
+static void op_wait_comm(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = call_time(s, op);
+    s->cpu[s->thread] += call;
+    int64_t last = s->coll_end[s->plan->prog.buckets - 1];
+    s->gpu_free = last >= NEVER ? NEVER : PT_MAX(s->gpu_free, last);
+    if (s->em)
+        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
+}
+
+static void op_sync(sim *s, const synth_op *op)
+{
+    int64_t call_start = s->cpu[s->thread];
+    int64_t done = PT_MAX(call_start + call_time(s, op), s->gpu_free >= NEVER ? NEVER : s->gpu_free + SYNC_RETURN_NS);
+    if (done >= s->stop_at) { /* waiting for a peer that never comes: the profiler stops us */
+        done = s->stop_at;
+        s->stopped = true;
+        s->stopped_at = done;
+    }
+    s->cpu[s->thread] = done;
+    if (s->em)
+        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, done - call_start, s->em->tid[s->thread]);
+}
+
+/* Runs ops [from, to). The second phase draws from its own RNG stream so the plan can
+ * replay it without replaying the first. */
+static void run(sim *s, size_t from, size_t to)
+{
+    const synth_program *prog = &s->plan->prog;
+    for (size_t i = from; i < to && !s->stopped; i++) {
+        const synth_op *op = &prog->ops[i];
+        if (i == prog->phase_c)
+            s->rng = s->rng_phase_c;
+        if (op->faulty_only && !s->faulty)
+            continue;
+        switch ((synth_op_kind)op->kind) {
+        case OP_PUSH: op_push(s, op); break;
+        case OP_POP: op_pop(s, op); break;
+        case OP_LAUNCH: op_launch(s, op); break;
+        case OP_COPY: op_copy(s, op); break;
+        case OP_COPY_SYNC: op_copy_sync(s, op); break;
+        case OP_BUCKET: op_bucket(s, op); break;
+        case OP_WAIT_COMM: op_wait_comm(s, op); break;
+        case OP_SYNC: op_sync(s, op); break;
+        case OP_FORK:
+            s->cpu[1] = s->cpu[0];
+            s->thread = 1;
+            break;
+        case OP_JOIN:
+            s->cpu[0] = PT_MAX(s->cpu[0], s->cpu[1]);
+            s->thread = 0;
+            break;
+        case OP_HANG:
+            if (s->hang_here) {
+                s->stopped = true;
+                s->stopped_at = s->cpu[s->thread];
+            }
+            break;
+        }
+    }
+}
+
+/* A worker's step begins with the CPU at t and both streams idle. */
+static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_t t, emitter *em)
+{
+    memset(s, 0, sizeof *s);
+    s->plan = p;
+    s->knobs = rank_knobs(p, rank);
+    s->faulty = is_faulty(p, rank);
+    s->rng = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, 0xA);
+    s->rng_phase_c = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, 0xC);
+    uint64_t speed = stream_seed(p->job.seed, (uint64_t)rank, 0, 0x5);
+    s->speed_gpu = 1.0 + 0.01 * draw(&speed);
+    s->speed_cpu = 1.0 + 0.02 * draw(&speed);
+    s->cpu[0] = s->cpu[1] = t;
+    s->gpu_free = t;
+    s->stop_at = p->stop_at;
+    s->hang_here = p->job.fault == PT_FAULT_HANG && s->faulty && step == p->job.hang_step;
+    s->em = em;
+}
+
+/* The idle gap between one step's end and the next one's start (the loop's own work). */
+static int64_t step_gap(sim *s)
+{
+    return scaled(20000, jitter_factor(s, CPU_JITTER));
+}
+
+/* ------------------------------------------------------------ calibration */
+
+/* One worker alone, without jitter: its all-reduces cost only the transfer. Returns the
+ * step length. */
+static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, bool faulty)
+{
+    sim s;
+    sim_begin(&s, p, 0, 0, 0, NULL);
+    s.knobs = k;
+    s.faulty = faulty;
+    s.hang_here = false;
+    s.nominal = true;
+    s.speed_gpu = s.speed_cpu = 1.0;
+    s.stop_at = NEVER;
+    run(&s, 0, p->prog.phase_c);
+    int64_t end[SYNTH_MAX_BUCKETS], last = 0;
+    for (int b = 0; b < p->prog.buckets; b++)
+        last = end[b] = PT_MAX(s.ready[b], last) + p->transfer_ns[b];
+    s.coll_end = end;
+    run(&s, p->prog.phase_c, p->prog.count);
+    return s.cpu[0] + step_gap(&s);
+}
+
+typedef void (*knob_setter)(pt_synth_plan *p, knobs *k, double value);
+
+static void set_slow_gpu(pt_synth_plan *p, knobs *k, double v) { (void)p, k->kernel = v; }
+static void set_contention(pt_synth_plan *p, knobs *k, double v) { (void)p, k->launch = v, k->op = 1 + (v - 1) / 4; }
+static void set_dataloader(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dataloader_extra_ns = (int64_t)v; }
+static void set_gc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->gc_extra_ns = (int64_t)v; }
+static void set_dtoh(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dtoh_ns = (int64_t)v; }
+static void set_dtod(pt_synth_plan *p, knobs *k, double v) { (void)k, p->dtod_ns = (int64_t)v; }
+
+/* Bisection for the knob value whose isolated step is `target` long; the step grows
+ * monotonically with every knob. lo is the knob's neutral value. */
+static void calibrate(pt_synth_plan *p, knobs *k, knob_setter set, double lo, double hi, int64_t target)
+{
+    set(p, k, hi);
+    while (isolated_step(p, k, true) < target && hi < 1e12)
+        lo = hi, hi *= 2, set(p, k, hi);
+    for (int i = 0; i < 60 && hi - lo > 1e-6 * hi; i++) {
+        double mid = (lo + hi) / 2;
+        set(p, k, mid);
+        if (isolated_step(p, k, true) < target)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    set(p, k, hi);
+}
+
+static void calibrate_fault(pt_synth_plan *p)
+{
+    p->healthy = (knobs){false, 1, 1, 1, 0, 0, 0};
+    p->faulty = p->healthy;
+    p->faulty.faulty = true;
+    p->healthy_step_ns = isolated_step(p, &p->healthy, false);
+    int64_t step = p->healthy_step_ns;
+    int64_t target = step + (int64_t)llround(p->job.severity * (double)step);
+    switch (p->job.fault) {
+    case PT_FAULT_SLOW_GPU:
+    case PT_FAULT_TWO_SLOW:
+        calibrate(p, &p->faulty, set_slow_gpu, 1, 2, target);
+        break;
+    case PT_FAULT_CPU_CONTENTION:
+        calibrate(p, &p->faulty, set_contention, 1, 2, target);
+        break;
+    case PT_FAULT_SLOW_DATALOADER:
+        calibrate(p, &p->faulty, set_dataloader, 0, (double)step, target);
+        break;
+    case PT_FAULT_GC_PAUSE:
+        calibrate(p, &p->faulty, set_gc, 0, (double)step, target);
+        break;
+    case PT_FAULT_BLOCKING_DTOH:
+        calibrate(p, &p->faulty, set_dtoh, 0, (double)step, target);
+        break;
+    case PT_FAULT_COMMON_MEMCPY:
+        calibrate(p, &p->healthy, set_dtod, 0, (double)step / p->job.layers, target);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ schedule */
+
+static void set_transfers(pt_synth_plan *p)
+{
+    int n = p->job.workers;
+    double busbw = n <= p->job.gpus_per_node ? NVLINK_BUSBW : NETWORK_BUSBW;
+    for (int b = 0; b < p->prog.buckets; b++) {
+        double bytes = (double)p->prog.bucket_nelems[b] * 4;
+        double t = n > 1 ? 2.0 * (n - 1) / n * bytes / busbw : 10000;
+        p->transfer_ns[b] = (int64_t)llround(t);
+    }
+}
+
+static int64_t *start_row(const pt_synth_plan *p, int step)
+{
+    return p->start + (size_t)step * (size_t)p->job.workers;
+}
+
+static int64_t *end_row(const pt_synth_plan *p, int step)
+{
+    return p->end + (size_t)step * (size_t)p->prog.buckets;
+}
+
+/* The lock-step schedule: per step, every worker's first phase, the all-reduce ends,
+ * then every worker's second phase. */
+static void schedule(pt_synth_plan *p)
+{
+    int w = p->job.workers, nb = p->prog.buckets;
+    int64_t *phase_a_cpu = pt_xmalloc((size_t)w * sizeof *phase_a_cpu);
+    int64_t *phase_a_gpu = pt_xmalloc((size_t)w * sizeof *phase_a_gpu);
+    int64_t *row0 = start_row(p, 0);
+    for (int r = 0; r < w; r++) {
+        uint64_t rng = stream_seed(p->job.seed, (uint64_t)r, 0, 0x7);
+        row0[r] = FIRST_STEP_TS_NS + (int64_t)llround((draw(&rng) + 1.0) * 150000.0);
+    }
+    p->stop_at = NEVER;
+    for (int step = 0; step < p->steps_run; step++) {
+        int64_t latest[SYNTH_MAX_BUCKETS];
+        for (int b = 0; b < nb; b++)
+            latest[b] = 0;
+        const int64_t *starts = start_row(p, step);
+        for (int r = 0; r < w; r++) {
+            sim s;
+            sim_begin(&s, p, r, step, starts[r], NULL);
+            s.stop_at = NEVER;
+            run(&s, 0, p->prog.phase_c);
+            if (s.stopped) { /* the hung worker never reaches its all-reduces */
+                p->hang_time = s.stopped_at;
+                for (int b = 0; b < nb; b++)
+                    latest[b] = NEVER;
+                continue;
+            }
+            for (int b = 0; b < nb; b++)
+                latest[b] = PT_MAX(latest[b], s.ready[b]);
+            phase_a_cpu[r] = s.cpu[0];
+            phase_a_gpu[r] = s.gpu_free;
+        }
+        int64_t *ends = end_row(p, step), last = 0;
+        uint64_t rng = stream_seed(p->job.seed, 0xffffffffu, (uint64_t)step, 0xE);
+        for (int b = 0; b < nb; b++) {
+            int64_t transfer = scaled(p->transfer_ns[b], 1.0 + GPU_JITTER * draw(&rng));
+            int64_t arrived = PT_MAX(latest[b], last);
+            last = ends[b] = arrived >= NEVER ? NEVER : arrived + transfer;
+        }
+        if (last >= NEVER) { /* hang: the profiler stops HANG_WAIT_STEPS healthy steps later */
+            int64_t first = NEVER;
+            for (int r = 0; r < w; r++)
+                first = PT_MIN(first, starts[r]);
+            p->stop_at = first + HANG_WAIT_STEPS * p->healthy_step_ns;
+            break;
+        }
+        int64_t *next = start_row(p, step + 1);
+        for (int r = 0; r < w; r++) {
+            sim s;
+            sim_begin(&s, p, r, step, 0, NULL);
+            s.stop_at = NEVER;
+            s.cpu[0] = phase_a_cpu[r];
+            s.gpu_free = phase_a_gpu[r];
+            s.coll_end = ends;
+            s.rng = s.rng_phase_c;
+            run(&s, p->prog.phase_c, p->prog.count);
+            next[r] = s.cpu[0] + step_gap(&s);
+        }
+    }
+    free(phase_a_cpu);
+    free(phase_a_gpu);
+}
+
+/* ------------------------------------------------------------ plan lifecycle */
+
+static int resolve_job(pt_synth_job *job, pt_error *err)
+{
+    if (job->workers < 1 || job->workers > PT_SYNTH_MAX_WORKERS) {
+        pt_error_set(err, "workers must be between 1 and %d", PT_SYNTH_MAX_WORKERS);
+        return -1;
+    }
+    if (job->steps < 1 || job->steps > 10000000) {
+        pt_error_set(err, "steps must be between 1 and 10000000");
+        return -1;
+    }
+    if (job->layers < 1 || job->layers > PT_SYNTH_MAX_LAYERS) {
+        pt_error_set(err, "layers must be between 1 and %d", PT_SYNTH_MAX_LAYERS);
+        return -1;
+    }
+    if (job->gpus_per_node < 1 || job->gpus_per_node > 64) {
+        pt_error_set(err, "gpus per node must be between 1 and 64");
+        return -1;
+    }
+    if ((int)job->fault < 0 || job->fault >= PT_FAULT_KIND_COUNT) {
+        pt_error_set(err, "unknown fault kind %d", (int)job->fault);
+        return -1;
+    }
+    if (job->severity == 0)
+        job->severity = job->fault == PT_FAULT_COMMON_MEMCPY ? 0.11 : 0.3;
+    if (!(job->severity > 0 && job->severity <= 100)) {
+        pt_error_set(err, "severity must be in (0, 100]");
+        return -1;
+    }
+    bool per_rank = job->fault != PT_FAULT_NONE && job->fault != PT_FAULT_COMMON_MEMCPY;
+    int needed = job->fault == PT_FAULT_TWO_SLOW ? 3 : per_rank ? 2 : 1;
+    if (job->workers < needed) {
+        pt_error_set(err, "fault %s needs at least %d workers", pt_fault_name(job->fault), needed);
+        return -1;
+    }
+    if (!per_rank) {
+        job->fault_rank_count = 0;
+    } else if (job->fault_rank_count == 0) {
+        if (job->fault == PT_FAULT_TWO_SLOW) {
+            job->fault_ranks[0] = 1, job->fault_ranks[1] = job->workers - 2;
+            job->fault_rank_count = 2;
+        } else {
+            job->fault_ranks[0] = job->workers - 1;
+            job->fault_rank_count = 1;
+        }
+    }
+    if (job->fault_rank_count < 0 || job->fault_rank_count > PT_SYNTH_MAX_FAULT_RANKS) {
+        pt_error_set(err, "at most %d faulty ranks", PT_SYNTH_MAX_FAULT_RANKS);
+        return -1;
+    }
+    for (int i = 0; i < job->fault_rank_count; i++) {
+        if (job->fault_ranks[i] < 0 || job->fault_ranks[i] >= job->workers) {
+            pt_error_set(err, "faulty rank %d is not in 0..%d", job->fault_ranks[i], job->workers - 1);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (job->fault_ranks[j] == job->fault_ranks[i]) {
+                pt_error_set(err, "faulty rank %d is given twice", job->fault_ranks[i]);
+                return -1;
+            }
+    }
+    if (per_rank && job->fault_rank_count == job->workers) {
+        pt_error_set(err, "every rank is faulty: there is no healthy worker to compare with");
+        return -1;
+    }
+    if (job->fault == PT_FAULT_HANG) {
+        if (job->hang_step < 0)
+            job->hang_step = job->steps - 1;
+        if (job->hang_step < 1 || job->hang_step >= job->steps) {
+            pt_error_set(err, "a hang needs a healthy step before it: hang step must be in 1..%d", job->steps - 1);
+            return -1;
+        }
+    } else {
+        job->hang_step = -1;
+    }
+    return 0;
+}
+
+pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job_in, pt_error *err)
+{
+    pt_synth_job job = *job_in;
+    if (resolve_job(&job, err) != 0)
+        return NULL;
+    pt_synth_plan *p = pt_xcalloc(1, sizeof *p);
+    p->job = job;
+    synth_program_build(&p->prog, &job);
+    set_transfers(p);
+    p->stop_at = NEVER;
+    calibrate_fault(p);
+    p->steps_run = job.fault == PT_FAULT_HANG ? job.hang_step + 1 : job.steps;
+    p->start = pt_xmalloc((size_t)(p->steps_run + 1) * (size_t)job.workers * sizeof *p->start);
+    p->end = pt_xmalloc((size_t)p->steps_run * (size_t)p->prog.buckets * sizeof *p->end);
+    schedule(p);
+    return p;
+}
+
+void pt_synth_plan_free(pt_synth_plan *p)
+{
+    if (!p)
+        return;
+    synth_program_free(&p->prog);
+    free(p->start);
+    free(p->end);
+    free(p);
+}
+
+const pt_synth_job *pt_synth_plan_job(const pt_synth_plan *p)
+{
+    return &p->job;
+}
+
+/* ------------------------------------------------------------ identity */
+
+static int64_t worker_pid(int rank)
+{
+    return 10000 + rank;
+}
+
+void pt_synth_plan_meta(const pt_synth_plan *p, int rank, pt_trace_meta *meta)
+{
+    pt_trace_meta_init(meta);
+    meta->rank = rank;
+    meta->local_rank = rank % p->job.gpus_per_node;
+    meta->world_size = p->job.workers;
+    meta->pid = worker_pid(rank);
+    snprintf(meta->host, sizeof meta->host, "node%d", rank / p->job.gpus_per_node);
+    snprintf(meta->backend, sizeof meta->backend, "nccl");
+    snprintf(meta->device_name, sizeof meta->device_name, "%s", DEVICE_NAME);
+    meta->device_count = p->job.gpus_per_node;
+    meta->clock_origin_ns = CLOCK_ORIGIN_NS;
+    snprintf(meta->producer, sizeof meta->producer, "synth");
+}
+
+void pt_synth_plan_worker_stem(const pt_synth_plan *p, int rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "node%d_%d_%lld", rank / p->job.gpus_per_node, rank % p->job.gpus_per_node,
+             (long long)worker_pid(rank));
+}
+
+/* ------------------------------------------------------------ one worker */
+
+static void emit_step(emitter *em, int step, int64_t start, int64_t end)
+{
+    pt_event ev;
+    pt_event_init(&ev, PT_EVENT_STEP);
+    char name[32];
+    int n = snprintf(name, sizeof name, "ProfilerStep#%d", FIRST_STEP + step);
+    ev.name = name;
+    ev.name_len = (size_t)n;
+    ev.step = FIRST_STEP + step;
+    ev.ts_ns = start;
+    ev.dur_ns = end - start;
+    ev.tid = em->tid[0];
+    emit(em, &ev);
+}
+
+/* Replays one step with the plan's times and streams its events. Returns the time the
+ * worker's trace ends if it ends in this step, else 0. */
+static int64_t emit_worker_step(const pt_synth_plan *p, int rank, int step, emitter *em)
+{
+    sim s;
+    int64_t start = start_row(p, step)[rank];
+    sim_begin(&s, p, rank, step, start, em);
+    s.coll_end = end_row(p, step);
+    run(&s, 0, p->prog.count);
+    if (s.stopped) {
+        close_frames(em, s.stopped_at);
+        if (!s.hang_here) /* a waiting worker: the profiler closes its step when it stops */
+            emit_step(em, step, start, s.stopped_at);
+        return s.stopped_at;
+    }
+    emit_step(em, step, start, s.cpu[0]);
+    return 0;
+}
+
+int pt_synth_plan_worker(const pt_synth_plan *p, int rank, pt_trace_sink *sink, pt_trace_meta *meta, pt_error *err)
+{
+    if (rank < 0 || rank >= p->job.workers) {
+        pt_error_set(err, "rank %d is not in 0..%d", rank, p->job.workers - 1);
+        return -1;
+    }
+    pt_synth_plan_meta(p, rank, meta);
+    emitter *em = pt_xcalloc(1, sizeof *em);
+    em->sink = sink;
+    em->tid[0] = meta->pid;
+    em->tid[1] = meta->pid + 37;
+    em->device = meta->local_rank;
+    em->world_size = p->job.workers;
+    /* The training loop's own frames enclose every step. */
+    int64_t first = start_row(p, 0)[rank];
+    for (int i = 0; i < 2; i++)
+        em->stack[0][em->depth[0]++] = (frame){synth_outer_frames[i], strlen(synth_outer_frames[i]), first - 300000 + i * 100000};
+    int64_t trace_end = 0;
+    for (int step = 0; step < p->steps_run && !trace_end && !em->refused; step++)
+        trace_end = emit_worker_step(p, rank, step, em);
+    if (!trace_end)
+        trace_end = start_row(p, p->steps_run)[rank];
+    close_frames(em, trace_end);
+    int refused = em->refused;
+    free(em);
+    if (refused) {
+        pt_error_set(err, "the consumer stopped the synthetic trace of rank %d", rank);
+        return -1;
+    }
+    return 0;
+}
+
+int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_trace_meta *meta, pt_error *err)
+{
+    pt_synth_plan *p = pt_synth_plan_new(job, err);
+    if (!p)
+        return -1;
+    int rc = pt_synth_plan_worker(p, rank, sink, meta, err);
+    pt_synth_plan_free(p);
+    return rc;
+}
+
+/* ------------------------------------------------------------ expected findings */
+
+static void render_kernel_key(pt_buf *out, const synth_kernel *k)
+{
+    pt_buf_append(out, k->name, k->name_len);
+    if (k->grid[0] > 0)
+        pt_buf_printf(out, "%d_%d_%d|%d_%d_%d", k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+                      k->block[2]);
+}
+
+/* The compute kernel with the largest nominal time per step: a uniform slowdown makes it
+ * the biggest excess. */
+static char *top_kernel_key(const synth_program *prog)
+{
+    int64_t total[64] = {0};
+    for (size_t i = 0; i < prog->count; i++)
+        if (prog->ops[i].kind == OP_LAUNCH && prog->ops[i].index < PT_ARRAY_LEN(total))
+            total[prog->ops[i].index] += prog->ops[i].gpu_ns;
+    size_t best = 0;
+    for (size_t k = 1; k < prog->kernel_count && k < PT_ARRAY_LEN(total); k++)
+        if (total[k] > total[best])
+            best = k;
+    pt_buf b = PT_BUF_INIT;
+    render_kernel_key(&b, &prog->kernels[best]);
+    return pt_buf_take(&b);
+}
+
+/* The main thread's Python stack, as the summarizer names it, at the first op with the
+ * given scale: outer frames, then every open frame, normalized ("file.py: f"). */
+static char *stack_at(const synth_program *prog, synth_scale scale)
+{
+    const synth_op *open[MAX_FRAME_DEPTH];
+    int depth = 0;
+    for (size_t i = 0; i < prog->count; i++) {
+        const synth_op *op = &prog->ops[i];
+        if (op->kind == OP_FORK)
+            break; /* the autograd thread's frames are not on the main stack */
+        if (op->kind == OP_POP && depth > 0)
+            depth--;
+        if (op->kind != OP_PUSH)
+            continue;
+        if (depth < MAX_FRAME_DEPTH)
+            open[depth++] = op;
+        if (op->scale != scale)
+            continue;
+        pt_buf b = PT_BUF_INIT;
+        for (int f = 0; f < 2; f++) {
+            pt_normalize_frame(&b, synth_outer_frames[f], strlen(synth_outer_frames[f]));
+            pt_buf_putc(&b, '|');
+        }
+        for (int f = 0; f < depth; f++) {
+            if (f)
+                pt_buf_putc(&b, '|');
+            pt_normalize_frame(&b, open[f]->name, open[f]->name_len);
+        }
+        return pt_buf_take(&b);
+    }
+    return pt_xstrdup("");
+}
+
+static pt_json *rank_list(const pt_synth_plan *p, bool all)
+{
+    pt_json *list = pt_json_array();
+    if (all) {
+        for (int r = 0; r < p->job.workers; r++)
+            pt_json_push(list, pt_json_int(r));
+        return list;
+    }
+    int ranks[PT_SYNTH_MAX_FAULT_RANKS];
+    int n = p->job.fault_rank_count;
+    memcpy(ranks, p->job.fault_ranks, (size_t)n * sizeof *ranks);
+    for (int i = 1; i < n; i++) /* sorted, as the report lists ranks */
+        for (int j = i; j > 0 && ranks[j - 1] > ranks[j]; j--) {
+            int t = ranks[j];
+            ranks[j] = ranks[j - 1], ranks[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++)
+        pt_json_push(list, pt_json_int(ranks[i]));
+    return list;
+}
+
+pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
+{
+    const pt_synth_job *job = &p->job;
+    pt_json *root = pt_json_object();
+    pt_json_add(root, "fault", pt_json_string(pt_fault_name(job->fault)));
+    const char *verdict = job->fault == PT_FAULT_NONE ? "healthy" : job->fault == PT_FAULT_HANG ? "hang" : "degraded";
+    pt_json_add(root, "verdict", pt_json_string(verdict));
+    pt_json_add(root, "severity", pt_json_number(job->severity));
+    pt_json_add(root, "workers", pt_json_int(job->workers));
+    pt_json_add(root, "steps", pt_json_int(job->steps));
+    pt_json_add(root, "layers", pt_json_int(job->layers));
+    pt_json_add(root, "seed", pt_json_int((int64_t)job->seed));
+    pt_json_add(root, "healthy_step_ms", pt_json_number_rounded((double)p->healthy_step_ns / 1e6, 6));
+    pt_json *findings = pt_json_add(root, "findings", pt_json_array());
+    if (job->fault == PT_FAULT_NONE)
+        return root;
+
+    const char *category = NULL;
+    char *function = NULL;
+    bool all = false;
+    switch (job->fault) {
+    case PT_FAULT_SLOW_GPU:
+    case PT_FAULT_TWO_SLOW:
+        category = "gpu_compute", function = top_kernel_key(&p->prog);
+        break;
+    case PT_FAULT_CPU_CONTENTION:
+        category = "cuda_runtime", function = pt_xstrdup("cudaLaunchKernel");
+        break;
+    case PT_FAULT_SLOW_DATALOADER:
+        category = "python", function = stack_at(&p->prog, SCALE_DATALOADER);
+        break;
+    case PT_FAULT_GC_PAUSE:
+        category = "python", function = stack_at(&p->prog, SCALE_GC);
+        break;
+    case PT_FAULT_BLOCKING_DTOH:
+        category = "gpu_memory", function = pt_xstrdup("Memcpy DtoH (Device -> Pageable)");
+        break;
+    case PT_FAULT_COMMON_MEMCPY:
+        category = "gpu_memory", function = pt_xstrdup("Memcpy DtoD (Device -> Device)"), all = true;
+        break;
+    case PT_FAULT_HANG:
+        category = "hang";
+        break;
+    default:
+        break;
+    }
+    pt_json *f = pt_json_push(findings, pt_json_object());
+    pt_json_add(f, "category", pt_json_string(category));
+    pt_json_add(f, "function", function ? pt_json_string(function) : pt_json_null());
+    pt_json_add(f, "workers", rank_list(p, all));
+    pt_json_add(f, "all_workers", pt_json_bool(all));
+    if (!all) {
+        pt_json *names = pt_json_add(f, "worker_names", pt_json_array());
+        const pt_json *ranks = pt_json_get(f, "workers");
+        for (size_t i = 0; i < ranks->count; i++) {
+            char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
+            pt_synth_plan_worker_stem(p, (int)ranks->items[i]->integer, stem, sizeof stem);
+            snprintf(name, sizeof name, "%s.json", stem);
+            pt_json_push(names, pt_json_string(name));
+        }
+    }
+    if (job->fault == PT_FAULT_HANG)
+        pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + job->hang_step));
+    free(function);
+    return root;
+}
+
+int pt_synth_expected(const pt_synth_job *job, pt_json **out, pt_error *err)
+{
+    pt_synth_plan *p = pt_synth_plan_new(job, err);
+    if (!p)
+        return -1;
+    *out = pt_synth_plan_expected(p);
+    pt_synth_plan_free(p);
+    return 0;
+}

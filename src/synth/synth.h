@@ -1,0 +1,102 @@
+/* synth.h -- synthetic multi-worker training jobs with injected faults.
+ *
+ * The generator produces, for every worker of a data-parallel PyTorch training job, the
+ * events a PyTorch-profiler (Kineto) trace of it would hold: Python frames, ATen
+ * operators, CUDA runtime calls, compute kernels, memory copies and NCCL all-reduces,
+ * step by step. It is how the analysis is tested (a fault is injected, the report must
+ * name it) and benchmarked at scale (thousands of workers, gigabyte traces).
+ *
+ * The timing is causal and lock-step across workers: a kernel starts after its launch
+ * call and after its stream predecessor; an all-reduce kernel starts on a worker when
+ * that worker gets there and ends on every worker at the same moment, after the last one
+ * arrived plus the transfer time, so healthy workers show long NCCL kernels (waiting) and
+ * a straggler the shortest. Workers differ by a few percent of seeded, bounded jitter, so
+ * no two healthy workers are identical and none looks faulty. docs/synth.md describes the
+ * modelled step, the faults and what the analysis is expected to find.
+ *
+ * Cost: pt_synth_plan_new() simulates every worker once to fix the collectives' end times
+ * (O(workers x steps x ops), about 20 us per worker-step); then each worker's events are
+ * produced on demand, one worker at a time, in O(its events) and constant memory. A plan
+ * is read-only after creation, so threads may emit different workers from one plan. */
+#ifndef PT_SYNTH_SYNTH_H
+#define PT_SYNTH_SYNTH_H
+
+#include "trace/event.h"
+#include "util/common.h"
+#include "util/json.h"
+
+#include <stdint.h>
+
+typedef enum pt_fault_kind {
+    PT_FAULT_NONE,            /* healthy: nothing to find */
+    PT_FAULT_SLOW_GPU,        /* every compute kernel of the faulty rank(s) is slower */
+    PT_FAULT_CPU_CONTENTION,  /* slow kernel launches and operators: the GPU starves */
+    PT_FAULT_SLOW_DATALOADER, /* the data loader's fetch takes longer */
+    PT_FAULT_GC_PAUSE,        /* a long gc.collect() in the training loop */
+    PT_FAULT_BLOCKING_DTOH,   /* a large synchronous device-to-host copy every step */
+    PT_FAULT_COMMON_MEMCPY,   /* every worker spends ~10% of its step in DtoD copies */
+    PT_FAULT_TWO_SLOW,        /* slow_gpu on two ranks */
+    PT_FAULT_HANG,            /* the faulty rank stops in a step; the others wait for it */
+    PT_FAULT_KIND_COUNT
+} pt_fault_kind;
+
+#define PT_SYNTH_MAX_FAULT_RANKS 8
+#define PT_SYNTH_MAX_WORKERS (1 << 20)
+#define PT_SYNTH_MAX_LAYERS 512
+
+typedef struct pt_synth_job {
+    int workers;          /* world size */
+    int steps;            /* profiled steps per worker */
+    int gpus_per_node;    /* workers per host: host "node<rank / gpus_per_node>" */
+    int layers;           /* transformer blocks per step (event count grows with it) */
+    uint64_t seed;
+    pt_fault_kind fault;
+    int fault_ranks[PT_SYNTH_MAX_FAULT_RANKS];
+    int fault_rank_count; /* 0: the fault's default ({world-1}; two_slow {1, world-2}) */
+    double severity;      /* extra step time as a fraction of a healthy step; 0: the
+                             fault's default (0.3; common_memcpy 0.11, ~10% of the step) */
+    int hang_step;        /* hang: the step index (0-based) it stops in; -1: the last */
+} pt_synth_job;
+
+/* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy. */
+void pt_synth_job_init(pt_synth_job *job);
+
+const char *pt_fault_name(pt_fault_kind kind);  /* "slow_gpu", ... */
+int pt_fault_parse(const char *name, pt_fault_kind *kind); /* 0, or -1 when unknown */
+
+typedef struct pt_synth_plan pt_synth_plan;
+
+/* Validates the job and fixes its schedule. NULL with err set when the job is invalid. */
+pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job, pt_error *err);
+void pt_synth_plan_free(pt_synth_plan *plan);
+/* The job as resolved: default ranks and severity filled in. */
+const pt_synth_job *pt_synth_plan_job(const pt_synth_plan *plan);
+
+/* Worker rank's identity: rank, world size, host, local rank, pid, device, clock origin.
+ * Known before any event, so a writer can be told before the events stream. */
+void pt_synth_plan_meta(const pt_synth_plan *plan, int rank, pt_trace_meta *meta);
+/* The vendor's trace file name without extension: "<host>_<local_rank>_<pid>". */
+void pt_synth_plan_worker_stem(const pt_synth_plan *plan, int rank, char *out, size_t cap);
+
+/* Streams worker rank's events into sink and fills meta. Deterministic for (job, rank):
+ * the same job gives the same events in the same order. Each GPU activity is delivered
+ * right after the runtime call that launched it. 0, or -1 with err set (bad rank, or
+ * the sink refused an event). */
+int pt_synth_plan_worker(const pt_synth_plan *plan, int rank, pt_trace_sink *sink, pt_trace_meta *meta,
+                         pt_error *err);
+
+/* Convenience for one worker of a small job: plans, emits, frees (O(workers) each call;
+ * use a plan to emit many workers). */
+int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_trace_meta *meta, pt_error *err);
+
+/* What the analysis should find, as JSON:
+ *   {"fault": "slow_gpu", "verdict": "healthy"|"degraded"|"hang", "severity": 0.3,
+ *    "workers": 8, "steps": 3, "seed": 1,
+ *    "findings": [ {"category": "gpu_compute", "function": "<key as the summary keys it>",
+ *                   "workers": [7], "all_workers": false, "worker_names": ["node0_7_10007.json"]} ]}
+ * findings is empty for a healthy job; for a hang, "function" is null and "hang_step"
+ * says where it stopped. 0, or -1 with err set when the job is invalid. */
+int pt_synth_expected(const pt_synth_job *job, pt_json **out, pt_error *err);
+pt_json *pt_synth_plan_expected(const pt_synth_plan *plan);
+
+#endif

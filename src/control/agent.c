@@ -1,0 +1,634 @@
+/* agent.c -- the worker side of the control plane: one background thread per training
+ * process that keeps a connection to the job's coordinator, arms profiling windows,
+ * ships the finished window's summary, reports hangs, and (opt-in) asks for rounds by
+ * itself when the job slows down.
+ *
+ * The training thread never waits on this code. The collector's status hook is sampled
+ * every poll (100 ms) from this thread with lock-free reads; arm_window is a flag flip in
+ * the collector; the only lock is the one-slot mailbox pt_agent_finish_window fills from
+ * the collector's writer thread. Memory is bounded: one connection's buffers, one pending
+ * summary, one stack buffer. Every failure (coordinator unreachable, refused, a dropped
+ * connection) becomes a rate-limited log line and a retry with exponential backoff;
+ * nothing here exits, aborts or raises a signal in the host process.
+ *
+ * The process-wide API of agent.h is at the end: it reads the environment, starts the
+ * coordinator too when this process is rank 0, and holds the one pt_agent. */
+#define _GNU_SOURCE
+#include "control/agent_instance.h"
+#include "control/autotrigger.h"
+#include "control/coordinator.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONNECT_TIMEOUT_MS 1000
+#define HANDSHAKE_TIMEOUT_NS (10 * 1000000000LL)
+#define BACKOFF_MIN_NS (50 * 1000000LL)
+#define BACKOFF_MAX_NS (5 * 1000000000LL)
+#define REFUSED_BACKOFF_NS (30 * 1000000000LL)
+#define UNREACHABLE_LOG_AFTER_NS (30 * 1000000000LL)
+#define PROGRESS_HEARTBEAT_NS (100 * 1000000LL)
+
+enum link_state { LINK_DOWN, LINK_HANDSHAKE, LINK_READY };
+
+/* The one-slot mailbox between the collector's writer thread and the agent thread. */
+typedef struct finished_window {
+    bool present;
+    uint8_t *summary;
+    size_t len;
+    int status;
+    char raw_trace_path[PT_CTL_MAX_PATH];
+} finished_window;
+
+struct pt_agent {
+    pt_agent_config cfg;
+    pt_agent_hooks hooks;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_bool say_bye;
+    atomic_bool joined;
+    atomic_int refusals;
+    int wake_fd;
+
+    pthread_mutex_t mailbox_lock;
+    finished_window mailbox;
+
+    /* Agent-thread state from here on. */
+    pt_conn conn;
+    enum link_state link;
+    uint8_t server_nonce[PT_CTL_NONCE_BYTES], client_nonce[PT_CTL_NONCE_BYTES];
+    int64_t handshake_deadline_ns;
+    int64_t next_connect_ns, backoff_ns, unreachable_since_ns, last_unreachable_log_ns;
+    uint32_t armed_round;
+    bool window_active;
+    pt_step_tracker tracker;
+    int64_t steps_done, last_step_end_ns, mean_step_ns, stalled_ns;
+    int64_t last_heartbeat_ns, heartbeat_steps;
+    int64_t hang_reported_steps; /* the step a hang was reported in, -1 when none */
+    int64_t next_auto_ns;
+    unsigned random_state;
+    char *stack;                 /* PT_CTL_MAX_STACK bytes */
+};
+
+void pt_agent_config_defaults(pt_agent_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = cfg->local_rank = cfg->node_rank = -1;
+    cfg->heartbeat_ns = 1000000000LL;
+    cfg->poll_ns = 100000000LL;
+    cfg->hang_floor_ns = 10 * 1000000000LL;
+    cfg->hang_factor = 5.0;
+    cfg->auto_threshold = 0.05;
+    cfg->auto_interval_ns = 600 * 1000000000LL;
+}
+
+int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *err)
+{
+    pt_agent_config_defaults(cfg);
+    int rc = pt_job_env_read(env, true, err);
+    if (rc != 0)
+        return rc;
+    cfg->rank = env->rank, cfg->local_rank = env->local_rank, cfg->world_size = env->world_size;
+    cfg->node_rank = env->node_rank, cfg->pid = env->pid;
+    snprintf(cfg->host, sizeof cfg->host, "%s", env->host);
+    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s",
+             pt_job_env_single_node(env) ? "127.0.0.1" : env->coordinator_host);
+    cfg->coordinator_port = env->coordinator_port;
+    cfg->heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", 1000, 10, 600000) * 1000000LL;
+    cfg->poll_ns = PT_MIN(cfg->poll_ns, cfg->heartbeat_ns);
+    cfg->hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 10000, 10, 86400000) * 1000000LL;
+    cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * 1000000000LL;
+    snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[rank %d]: ", env->rank);
+    return pt_auth_agent_key(env, &cfg->key, err) == 0 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static void link_down(pt_agent *a, int64_t now, int64_t backoff_ns, const char *why)
+{
+    if (a->link == LINK_READY)
+        pt_ctl_logf(&a->cfg.log, "lost the coordinator at %s:%u (%s); reconnecting", a->cfg.coordinator_host,
+                    (unsigned)a->cfg.coordinator_port, why);
+    pt_conn_close(&a->conn);
+    a->link = LINK_DOWN;
+    atomic_store(&a->joined, false);
+    a->next_connect_ns = now + backoff_ns;
+}
+
+static int64_t next_backoff(pt_agent *a)
+{
+    int64_t b = a->backoff_ns ? PT_MIN(a->backoff_ns * 2, BACKOFF_MAX_NS) : BACKOFF_MIN_NS;
+    a->backoff_ns = b;
+    return b / 2 + (int64_t)(rand_r(&a->random_state) % (unsigned)(b / 2 / 1000 + 1)) * 1000; /* jitter */
+}
+
+static void try_connect(pt_agent *a, int64_t now)
+{
+    pt_error err;
+    int fd = pt_net_connect(a->cfg.coordinator_host, a->cfg.coordinator_port, CONNECT_TIMEOUT_MS, &err);
+    if (fd < 0) {
+        if (!a->unreachable_since_ns)
+            a->unreachable_since_ns = now;
+        /* Workers start before rank 0's coordinator listens: stay quiet for a while. */
+        if (now - a->unreachable_since_ns > UNREACHABLE_LOG_AFTER_NS &&
+            now - a->last_unreachable_log_ns > 10 * UNREACHABLE_LOG_AFTER_NS) {
+            pt_ctl_logf(&a->cfg.log, "%s (still retrying)", err.message);
+            a->last_unreachable_log_ns = now;
+        }
+        a->next_connect_ns = now + next_backoff(a);
+        return;
+    }
+    pt_conn_init(&a->conn, fd, PT_CTL_MAX_FRAME + (1u << 20));
+    a->link = LINK_HANDSHAKE;
+    a->handshake_deadline_ns = now + HANDSHAKE_TIMEOUT_NS;
+}
+
+static void send_or_drop(pt_agent *a, const pt_ctl_msg *m)
+{
+    pt_error err;
+    if (pt_conn_send(&a->conn, m, &err) != 0)
+        pt_ctl_logf(&a->cfg.log, "dropped a %s message: %s", pt_ctl_type_name(m->type), err.message);
+}
+
+static void send_heartbeat(pt_agent *a, int64_t now)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+    m.round = a->armed_round;
+    m.steps_done = a->steps_done;
+    m.mean_step_ns = a->mean_step_ns;
+    m.stalled_ns = a->stalled_ns;
+    send_or_drop(a, &m);
+    a->last_heartbeat_ns = now;
+    a->heartbeat_steps = a->steps_done;
+}
+
+static void read_stack(pt_agent *a)
+{
+    a->stack[0] = '\0';
+    if (a->hooks.python_stack) {
+        a->hooks.python_stack(a->hooks.ctx, a->stack, PT_CTL_MAX_STACK);
+        a->stack[PT_CTL_MAX_STACK - 1] = '\0';
+    }
+}
+
+static void send_hang(pt_agent *a, int64_t stalled_ns)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_HANG);
+    m.round = a->armed_round;
+    m.steps_done = a->steps_done;
+    m.mean_step_ns = a->mean_step_ns;
+    m.stalled_ns = stalled_ns;
+    if (stalled_ns > 0)
+        read_stack(a);
+    else
+        a->stack[0] = '\0';
+    m.stack = pt_ctl_str(a->stack);
+    send_or_drop(a, &m);
+}
+
+static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
+    m.kind = kind;
+    m.steps_done = a->steps_done;
+    m.mean_step_ns = kind == PT_AUTO_SLOWDOWN ? pt_step_tracker_recent_mean(&a->tracker) : a->mean_step_ns;
+    m.best_mean_ns = pt_step_tracker_best_mean(&a->tracker);
+    m.stalled_ns = a->stalled_ns;
+    send_or_drop(a, &m);
+    a->next_auto_ns = now + a->cfg.auto_interval_ns;
+    pt_ctl_logf(&a->cfg.log, "automatic trigger: %s at step %lld (recent mean %.1f ms, best %.1f ms)",
+                kind == PT_AUTO_SLOWDOWN ? "slowdown" : "hang", (long long)a->steps_done,
+                (double)m.mean_step_ns / 1e6, (double)m.best_mean_ns / 1e6);
+}
+
+/* mkdir -p for the raw trace directory. pt_make_dirs (report.h) would do, but it uses the
+ * allocators that exit on failure, which the training process must never risk. */
+static int make_dirs(const char *path, char *why, size_t why_cap)
+{
+    char buf[PT_CTL_MAX_PATH];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(why, why_cap, "cannot create %.300s: %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = saved;
+            if (!saved)
+                return 0;
+        }
+    }
+}
+
+static void handle_arm(pt_agent *a, const pt_ctl_msg *m)
+{
+    char dir[PT_CTL_MAX_PATH], path[PT_CTL_MAX_PATH] = "", text[512] = "";
+    pt_ctl_copy_str(dir, sizeof dir, m->path);
+    if (dir[0] && make_dirs(dir, text, sizeof text) == 0) {
+        char name[PT_HOST_MAX + 64];
+        pt_worker_file_name(name, sizeof name, a->cfg.host, a->cfg.local_rank, a->cfg.pid, ".ptrace");
+        snprintf(path, sizeof path, "%.3500s/%.500s", dir, name);
+    }
+    int rc = a->hooks.arm_window ? a->hooks.arm_window(a->hooks.ctx, m->start_step, m->steps, path) : -1;
+    if (rc != 0)
+        snprintf(text, sizeof text, "the collector could not arm the window");
+    a->armed_round = m->round;
+    a->window_active = rc == 0;
+    pt_ctl_msg reply;
+    pt_ctl_msg_init(&reply, PT_CTL_ARMED);
+    reply.round = m->round;
+    reply.status = rc;
+    reply.text = pt_ctl_str(text);
+    reply.path = pt_ctl_str(path);
+    send_or_drop(a, &reply);
+}
+
+static void handle_challenge(pt_agent *a, const pt_ctl_msg *m, int64_t now)
+{
+    pt_error err;
+    if (m->version != PT_CTL_VERSION || pt_random_bytes(a->client_nonce, PT_CTL_NONCE_BYTES, &err) != 0) {
+        link_down(a, now, REFUSED_BACKOFF_NS, "protocol version mismatch");
+        return;
+    }
+    memcpy(a->server_nonce, m->nonce, PT_CTL_NONCE_BYTES);
+    pt_ctl_msg reply;
+    pt_ctl_msg_init(&reply, PT_CTL_AUTH);
+    reply.role = PT_CTL_ROLE_AGENT;
+    memcpy(reply.nonce, a->client_nonce, PT_CTL_NONCE_BYTES);
+    pt_auth_client_proof(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, reply.mac);
+    send_or_drop(a, &reply);
+}
+
+static void handle_welcome(pt_agent *a, const pt_ctl_msg *m, int64_t now)
+{
+    uint8_t expected[PT_SHA256_BYTES];
+    pt_auth_server_proof(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, expected);
+    if (!pt_equal_ct(expected, m->mac, sizeof expected)) {
+        pt_ctl_logf(&a->cfg.log, "the peer at %s:%u does not know the job key; not joining it",
+                    a->cfg.coordinator_host, (unsigned)a->cfg.coordinator_port);
+        link_down(a, now, REFUSED_BACKOFF_NS, "server proof mismatch");
+        return;
+    }
+    a->link = LINK_READY;
+    a->backoff_ns = 0;
+    a->unreachable_since_ns = 0;
+    pt_ctl_msg join;
+    pt_ctl_msg_init(&join, PT_CTL_JOIN);
+    join.worker.rank = a->cfg.rank;
+    join.worker.local_rank = a->cfg.local_rank;
+    join.worker.world_size = a->cfg.world_size;
+    join.worker.node_rank = a->cfg.node_rank;
+    join.worker.pid = a->cfg.pid;
+    join.worker.host = pt_ctl_str(a->cfg.host);
+    send_or_drop(a, &join);
+    send_heartbeat(a, now);
+    atomic_store(&a->joined, true);
+}
+
+static void handle_message(pt_agent *a, const pt_ctl_msg *m, int64_t now)
+{
+    if (a->link == LINK_HANDSHAKE) {
+        if (m->type == PT_CTL_CHALLENGE) {
+            handle_challenge(a, m, now);
+        } else if (m->type == PT_CTL_WELCOME) {
+            handle_welcome(a, m, now);
+        }
+    }
+    if (m->type == PT_CTL_REFUSED) {
+        char why[256];
+        pt_ctl_copy_str(why, sizeof why, m->text);
+        pt_ctl_logf(&a->cfg.log, "the coordinator refused this worker: %s", why);
+        atomic_fetch_add(&a->refusals, 1);
+        link_down(a, now, REFUSED_BACKOFF_NS, why);
+    }
+    if (a->link != LINK_READY)
+        return;
+    if (m->type == PT_CTL_ARM)
+        handle_arm(a, m);
+    else if (m->type == PT_CTL_PROBE)
+        send_hang(a, a->stalled_ns);
+}
+
+/* ---------------------------------------------------------------- periodic work */
+
+static void sample_status(pt_agent *a, int64_t now)
+{
+    int64_t steps = 0, last_end = 0, mean = 0;
+    if (a->hooks.status)
+        a->hooks.status(a->hooks.ctx, &steps, &last_end, &mean);
+    pt_step_tracker_observe(&a->tracker, steps, last_end, !a->window_active);
+    a->steps_done = steps;
+    a->last_step_end_ns = last_end;
+    a->mean_step_ns = mean > 0 ? mean : pt_step_tracker_recent_mean(&a->tracker);
+    a->stalled_ns = pt_hang_stalled_ns(now, steps, last_end, a->mean_step_ns, a->cfg.hang_factor,
+                                       a->cfg.hang_floor_ns);
+    if (a->stalled_ns == 0)
+        a->hang_reported_steps = -1;
+}
+
+static void periodic(pt_agent *a, int64_t now)
+{
+    sample_status(a, now);
+    if (a->link != LINK_READY)
+        return;
+    if (a->stalled_ns > 0 && a->hang_reported_steps != a->steps_done) {
+        send_hang(a, a->stalled_ns);
+        a->hang_reported_steps = a->steps_done;
+        if (a->cfg.auto_trigger && now >= a->next_auto_ns)
+            send_auto_request(a, PT_AUTO_HANG, now);
+    }
+    if (a->cfg.auto_trigger && !a->window_active && now >= a->next_auto_ns &&
+        pt_step_tracker_slowdown(&a->tracker, a->cfg.auto_threshold)) {
+        send_auto_request(a, PT_AUTO_SLOWDOWN, now);
+        pt_step_tracker_reset(&a->tracker);
+    }
+    bool stepped = a->steps_done != a->heartbeat_steps;
+    if (now - a->last_heartbeat_ns >= a->cfg.heartbeat_ns ||
+        (stepped && a->window_active && now - a->last_heartbeat_ns >= PROGRESS_HEARTBEAT_NS))
+        send_heartbeat(a, now);
+}
+
+static void deliver_finished_window(pt_agent *a)
+{
+    finished_window w = {0};
+    pthread_mutex_lock(&a->mailbox_lock);
+    if (a->mailbox.present && a->link == LINK_READY) {
+        w = a->mailbox;
+        memset(&a->mailbox, 0, sizeof a->mailbox);
+    }
+    pthread_mutex_unlock(&a->mailbox_lock);
+    if (!w.present)
+        return;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
+    m.round = a->armed_round;
+    m.status = w.status;
+    m.text = pt_ctl_str(w.status == 0 ? "" : w.summary ? "the collector failed to finish the window"
+                                                       : "out of memory copying the summary");
+    m.path = pt_ctl_str(w.raw_trace_path);
+    m.blob = pt_ctl_blob(w.summary, w.summary ? w.len : 0);
+    send_or_drop(a, &m);
+    free(w.summary);
+    a->window_active = false;
+}
+
+/* ---------------------------------------------------------------- the thread */
+
+static int poll_timeout_ms(const pt_agent *a, int64_t now)
+{
+    int64_t wait = a->cfg.poll_ns;
+    if (a->link == LINK_DOWN)
+        wait = PT_MIN(wait, PT_MAX(a->next_connect_ns - now, 0));
+    return (int)((wait + 999999) / 1000000);
+}
+
+static void service_socket(pt_agent *a, short revents, int64_t now)
+{
+    pt_error err;
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        int rc = pt_conn_read(&a->conn, &err);
+        pt_ctl_msg m;
+        int got;
+        while (a->link != LINK_DOWN && (got = pt_conn_next(&a->conn, &m, &err)) == 1)
+            handle_message(a, &m, now);
+        if (a->link != LINK_DOWN && (rc < 0 || got < 0)) {
+            link_down(a, now, next_backoff(a), err.message);
+            return;
+        }
+    }
+    if (a->link != LINK_DOWN && pt_conn_flush(&a->conn, &err) != 0)
+        link_down(a, now, next_backoff(a), err.message);
+}
+
+static void say_goodbye(pt_agent *a)
+{
+    if (a->link != LINK_READY)
+        return;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_BYE);
+    send_or_drop(a, &m);
+    pt_error err;
+    int64_t give_up = pt_now_ns() + 200000000LL; /* never hold up the process's exit */
+    while (pt_conn_pending(&a->conn) > 0 && pt_now_ns() < give_up) {
+        if (pt_conn_flush(&a->conn, &err) != 0)
+            break;
+        struct pollfd p = {a->conn.fd, POLLOUT, 0};
+        poll(&p, 1, 20);
+    }
+}
+
+static void *agent_main(void *arg)
+{
+    pt_agent *a = arg;
+    while (!atomic_load(&a->stop)) {
+        int64_t now = pt_now_ns();
+        if (a->link == LINK_DOWN && now >= a->next_connect_ns)
+            try_connect(a, now);
+        if (a->link == LINK_HANDSHAKE && now > a->handshake_deadline_ns)
+            link_down(a, now, next_backoff(a), "handshake timed out");
+        periodic(a, now);
+        deliver_finished_window(a);
+
+        struct pollfd fds[2] = {{a->wake_fd, POLLIN, 0}, {a->conn.fd, POLLIN, 0}};
+        if (a->link != LINK_DOWN && pt_conn_pending(&a->conn) > 0)
+            fds[1].events |= POLLOUT;
+        if (a->link != LINK_DOWN)
+            pt_conn_flush(&a->conn, NULL);
+        int n = poll(fds, a->link != LINK_DOWN ? 2 : 1, poll_timeout_ms(a, now));
+        if (n <= 0)
+            continue;
+        if (fds[0].revents & POLLIN) {
+            uint64_t drained;
+            ssize_t ignored = read(a->wake_fd, &drained, sizeof drained);
+            (void)ignored;
+        }
+        if (a->link != LINK_DOWN && fds[1].revents)
+            service_socket(a, fds[1].revents, pt_now_ns());
+    }
+    if (atomic_load(&a->say_bye))
+        say_goodbye(a);
+    pt_conn_close(&a->conn);
+    return NULL;
+}
+
+pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
+{
+    pt_agent *a = calloc(1, sizeof *a);
+    char *stack = malloc(PT_CTL_MAX_STACK);
+    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!a || !stack || wake < 0) {
+        pt_error_set(err, "cannot allocate the agent: %s", strerror(errno ? errno : ENOMEM));
+        free(a), free(stack);
+        if (wake >= 0)
+            close(wake);
+        return NULL;
+    }
+    a->cfg = *cfg;
+    a->hooks = *hooks;
+    a->stack = stack;
+    a->wake_fd = wake;
+    a->hang_reported_steps = -1;
+    a->random_state = (unsigned)(cfg->rank * 2654435761u) ^ (unsigned)pt_now_ns();
+    pthread_mutex_init(&a->mailbox_lock, NULL);
+    pt_step_tracker_init(&a->tracker);
+    pt_conn_init(&a->conn, -1, 0);
+
+    /* The thread must never receive the process's signals (Python handles SIGINT on its
+     * main thread), so it starts with all of them blocked. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, cfg->thread_stack_bytes ? cfg->thread_stack_bytes : 256 * 1024);
+    int rc = pthread_create(&a->thread, &attr, agent_main, a);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (rc != 0) {
+        pt_error_set(err, "cannot start the agent thread: %s", strerror(rc));
+        close(wake);
+        pthread_mutex_destroy(&a->mailbox_lock);
+        free(stack), free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void wake(pt_agent *a)
+{
+    uint64_t one = 1;
+    ssize_t ignored = write(a->wake_fd, &one, sizeof one);
+    (void)ignored;
+}
+
+void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const char *raw_trace_path,
+                            int status)
+{
+    uint8_t *copy = summary && len ? malloc(len) : NULL;
+    if (copy)
+        memcpy(copy, summary, len);
+    pthread_mutex_lock(&a->mailbox_lock);
+    free(a->mailbox.summary); /* an undelivered older window is superseded */
+    a->mailbox.present = true;
+    a->mailbox.summary = copy;
+    a->mailbox.len = copy ? len : 0;
+    a->mailbox.status = (summary && len && !copy) ? -1 : status;
+    snprintf(a->mailbox.raw_trace_path, sizeof a->mailbox.raw_trace_path, "%s", raw_trace_path ? raw_trace_path : "");
+    pthread_mutex_unlock(&a->mailbox_lock);
+    wake(a);
+}
+
+void pt_agent_destroy(pt_agent *a, bool say_bye)
+{
+    if (!a)
+        return;
+    atomic_store(&a->say_bye, say_bye);
+    atomic_store(&a->stop, true);
+    wake(a);
+    pthread_join(a->thread, NULL);
+    close(a->wake_fd);
+    free(a->mailbox.summary);
+    pthread_mutex_destroy(&a->mailbox_lock);
+    free(a->stack);
+    free(a);
+}
+
+bool pt_agent_is_joined(pt_agent *a)
+{
+    return atomic_load(&a->joined);
+}
+
+int pt_agent_refusals(pt_agent *a)
+{
+    return atomic_load(&a->refusals);
+}
+
+/* ---------------------------------------------------------------- agent.h: the process's agent */
+
+static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_agent *process_agent;
+static pt_coordinator *process_coordinator;
+static pid_t process_owner;
+static int auto_trigger_requested;
+
+void pt_agent_set_auto_trigger(int enabled)
+{
+    pthread_mutex_lock(&process_lock);
+    auto_trigger_requested = enabled != 0;
+    pthread_mutex_unlock(&process_lock);
+}
+
+static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
+{
+    if (process_agent && process_owner == getpid()) {
+        pt_error_set(err, "the perftracker agent is already running in this process");
+        return -1;
+    }
+    process_agent = NULL, process_coordinator = NULL; /* a forked child inherits no threads */
+    if (strcmp(pt_env_str("PERFTRACKER_AGENT", "1"), "0") == 0) {
+        pt_error_set(err, "PERFTRACKER_AGENT=0");
+        return 1;
+    }
+    pt_agent_config cfg;
+    pt_job_env env;
+    int rc = pt_agent_config_from_env(&cfg, &env, err);
+    if (rc != 0)
+        return rc;
+    cfg.auto_trigger = pt_env_int("PERFTRACKER_AUTO_TRIGGER", auto_trigger_requested, 0, 1) != 0;
+    if (env.rank == 0) {
+        pt_coordinator_config ccfg;
+        if (pt_coordinator_config_from_env(&ccfg, &env, err) != 0)
+            return -1;
+        process_coordinator = pt_coordinator_start(&ccfg, err);
+        if (!process_coordinator)
+            return -1;
+    }
+    process_agent = pt_agent_create(&cfg, hooks, err);
+    if (!process_agent) {
+        pt_coordinator_stop(process_coordinator);
+        process_coordinator = NULL;
+        return -1;
+    }
+    process_owner = getpid();
+    return 0;
+}
+
+int pt_agent_start(const pt_agent_hooks *hooks, pt_error *err)
+{
+    pthread_mutex_lock(&process_lock);
+    int rc = start_locked(hooks, err);
+    pthread_mutex_unlock(&process_lock);
+    return rc;
+}
+
+void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status)
+{
+    pthread_mutex_lock(&process_lock);
+    if (process_agent && process_owner == getpid())
+        pt_agent_finish_window(process_agent, summary, len, raw_trace_path, status);
+    pthread_mutex_unlock(&process_lock);
+}
+
+void pt_agent_stop(void)
+{
+    pthread_mutex_lock(&process_lock);
+    if (process_owner == getpid()) { /* in a forked child the threads do not exist */
+        pt_agent_destroy(process_agent, true);
+        pt_coordinator_stop(process_coordinator);
+    }
+    process_agent = NULL, process_coordinator = NULL;
+    pthread_mutex_unlock(&process_lock);
+}

@@ -1,0 +1,50 @@
+/* agent_instance.h -- the agent as an object, behind agent.h's process-wide API.
+ *
+ * A training process has one agent (agent.h). Tests and benchmarks run many in one
+ * process -- 1024 simulated workers are 1024 of these, each with its own thread and
+ * connection, speaking the real protocol -- so the state lives in a pt_agent and the
+ * settings come from a config instead of the environment. */
+#ifndef PT_CONTROL_AGENT_INSTANCE_H
+#define PT_CONTROL_AGENT_INSTANCE_H
+
+#include "control/agent.h"
+#include "control/auth.h"
+#include "control/net.h"
+
+typedef struct pt_agent_config {
+    int32_t rank, local_rank, world_size, node_rank;
+    int64_t pid;
+    char host[PT_HOST_MAX];
+    char coordinator_host[PT_HOST_MAX];
+    uint16_t coordinator_port;
+    pt_key key;                  /* the agent key */
+    int64_t heartbeat_ns;        /* PERFTRACKER_HEARTBEAT_MS, default 1 s */
+    int64_t poll_ns;             /* how often the status hook is sampled, default 100 ms */
+    int64_t hang_floor_ns;       /* PERFTRACKER_HANG_MIN_S, default 10 s */
+    double hang_factor;          /* 5: no step for 5x the mean step time */
+    bool auto_trigger;
+    double auto_threshold;       /* 0.05 */
+    int64_t auto_interval_ns;    /* PERFTRACKER_AUTO_INTERVAL_S, default 600 s */
+    size_t thread_stack_bytes;   /* 0: 256 KiB */
+    pt_ctl_log log;
+} pt_agent_config;
+
+typedef struct pt_agent pt_agent;
+
+/* Defaults for everything but identity, address and key. */
+void pt_agent_config_defaults(pt_agent_config *cfg);
+/* Fills cfg from the environment (job_env.h + PERFTRACKER_* knobs). 0, 1 (not a job) or -1. */
+int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *err);
+
+/* Starts the agent thread (it connects, and reconnects, by itself). NULL with err. */
+pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err);
+void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const char *raw_trace_path,
+                            int status);
+/* Stops the thread; say_bye tells the coordinator the process is leaving on purpose. */
+void pt_agent_destroy(pt_agent *a, bool say_bye);
+
+/* For tests: whether the agent has completed the handshake, and how often it was refused. */
+bool pt_agent_is_joined(pt_agent *a);
+int pt_agent_refusals(pt_agent *a);
+
+#endif

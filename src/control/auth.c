@@ -1,0 +1,283 @@
+/* auth.c -- key derivation, the control key file, and the handshake proofs.
+ *
+ * Keys are always 32 bytes: a configured secret of any length is stretched by HMAC with a
+ * per-role label, so the agent key never equals the control key and a leaked agent key
+ * (the weaker, environment-derived one) cannot trigger rounds. The key file is written
+ * with mkstemp (0600) and renamed into place inside a directory we own with mode 0700,
+ * and read back only if nobody else could have written or read it. */
+#define _GNU_SOURCE
+#include "control/auth.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET_MAX 4096
+
+int pt_random_bytes(void *buf, size_t n, pt_error *err)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            pt_error_set(err, "getrandom: %s", strerror(errno));
+            return -1;
+        }
+        p += got, n -= (size_t)got;
+    }
+    return 0;
+}
+
+static void derive(const void *secret, size_t len, const char *label, uint8_t out[PT_KEY_BYTES])
+{
+    const void *parts[] = {"perftracker/v1/", label};
+    size_t lens[] = {15, strlen(label)};
+    pt_hmac_sha256(secret, len, parts, lens, 2, out);
+}
+
+/* Opens path for reading only if it is a regular file nobody but its owner can read. */
+static int open_private_file(const char *path, pt_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        pt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_error_set(err, "%s is not a regular file", path);
+    } else if (st.st_mode & 077) {
+        pt_error_set(err, "%s can be read or written by other users (chmod 600 it)", path);
+    } else if (st.st_uid != geteuid() && geteuid() != 0) {
+        pt_error_set(err, "%s belongs to another user", path);
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
+static ssize_t read_small_file(const char *path, char *buf, size_t cap, pt_error *err)
+{
+    int fd = open_private_file(path, err);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            pt_error_set(err, "cannot read %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+        len--;
+    return (ssize_t)len;
+}
+
+/* PERFTRACKER_SECRET or PERFTRACKER_SECRET_FILE: 1 (found), 0 (none configured), -1. */
+static int configured_secret(char *buf, size_t *len, char *source, size_t source_cap, pt_error *err)
+{
+    const char *secret = pt_env_str("PERFTRACKER_SECRET", NULL);
+    if (secret) {
+        *len = PT_MIN(strlen(secret), (size_t)SECRET_MAX);
+        memcpy(buf, secret, *len);
+        snprintf(source, source_cap, "PERFTRACKER_SECRET");
+        return 1;
+    }
+    const char *file = pt_env_str("PERFTRACKER_SECRET_FILE", NULL);
+    if (!file)
+        return 0;
+    ssize_t n = read_small_file(file, buf, SECRET_MAX, err);
+    if (n <= 0) {
+        if (n == 0)
+            pt_error_set(err, "PERFTRACKER_SECRET_FILE %s is empty", file);
+        return -1;
+    }
+    *len = (size_t)n;
+    snprintf(source, source_cap, "PERFTRACKER_SECRET_FILE (%s)", file);
+    return 1;
+}
+
+int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err)
+{
+    char secret[SECRET_MAX];
+    size_t len = 0;
+    int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
+    if (found < 0)
+        return -1;
+    if (found) {
+        derive(secret, len, "agent", key->bytes);
+        return 0;
+    }
+    /* Every worker of the job sees the same values, and nothing else is shared without a
+     * configured secret. docs/control-plane.md explains why this is the weak key. */
+    const char *run_id = pt_env_str("TORCHELASTIC_RUN_ID",
+                                    pt_env_str("SLURM_JOB_ID", pt_env_str("PERFTRACKER_JOB_ID", "")));
+    char identity[PT_HOST_MAX + 512];
+    int n = snprintf(identity, sizeof identity, "%s|%u|%d|%s", env->coordinator_host,
+                     (unsigned)env->coordinator_port, (int)env->world_size, run_id);
+    derive(identity, (size_t)PT_MAX(n, 0), "agent-from-environment", key->bytes);
+    snprintf(key->source, sizeof key->source, "the job environment");
+    return 0;
+}
+
+void pt_auth_key_file_path(const pt_job_env *env, char *dst, size_t cap)
+{
+    char dir[1024];
+    const char *configured = pt_env_str("PERFTRACKER_KEY_DIR", NULL);
+    if (configured)
+        snprintf(dir, sizeof dir, "%s", configured);
+    else
+        snprintf(dir, sizeof dir, "/tmp/perftracker-%u", (unsigned)geteuid());
+    char host[PT_HOST_MAX];
+    size_t i = 0;
+    for (const char *p = env->coordinator_host; *p && i + 1 < sizeof host; p++)
+        host[i++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-') ? *p : '_';
+    host[i] = '\0';
+    snprintf(dst, cap, "%s/control-%s-%u.key", dir, host, (unsigned)env->coordinator_port);
+}
+
+/* mkdir with 0700, then insist that what is there is our own private directory (a /tmp
+ * path another user created first must not receive the key). */
+static int ensure_private_dir(const char *file_path, pt_error *err)
+{
+    char dir[1500];
+    snprintf(dir, sizeof dir, "%s", file_path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        pt_error_set(err, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        pt_error_set(err, "%s is not a private directory of this user (mode 0700 expected)", dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void to_hex(const uint8_t *bytes, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++)
+        out[2 * i] = digits[bytes[i] >> 4], out[2 * i + 1] = digits[bytes[i] & 15];
+    out[2 * n] = '\0';
+}
+
+static int from_hex(const char *text, size_t len, uint8_t *out, size_t n)
+{
+    if (len != 2 * n)
+        return -1;
+    for (size_t i = 0; i < 2 * n; i++) {
+        char c = text[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return -1;
+        out[i / 2] = (uint8_t)(i % 2 ? (out[i / 2] | v) : v << 4);
+    }
+    return 0;
+}
+
+int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
+{
+    char secret[SECRET_MAX];
+    size_t len = 0;
+    int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
+    if (found < 0)
+        return -1;
+    if (found) {
+        derive(secret, len, "control", key->bytes);
+        return 0;
+    }
+    char path[1400], tmp[1420];
+    pt_auth_key_file_path(env, path, sizeof path);
+    if (ensure_private_dir(path, err) != 0 || pt_random_bytes(key->bytes, PT_KEY_BYTES, err) != 0)
+        return -1;
+    char hex[2 * PT_KEY_BYTES + 2];
+    to_hex(key->bytes, PT_KEY_BYTES, hex);
+    strcat(hex, "\n");
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp); /* 0600 */
+    if (fd < 0) {
+        pt_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    ssize_t wrote = write(fd, hex, strlen(hex));
+    int close_rc = close(fd);
+    if (wrote != (ssize_t)strlen(hex) || close_rc != 0 || rename(tmp, path) != 0) {
+        pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    snprintf(key->source, sizeof key->source, "key file %s", path);
+    return 0;
+}
+
+int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
+{
+    char secret[SECRET_MAX];
+    size_t len = 0;
+    int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
+    if (found < 0)
+        return -1;
+    if (found) {
+        derive(secret, len, "control", key->bytes);
+        return 0;
+    }
+    char path[1400];
+    pt_auth_key_file_path(env, path, sizeof path);
+    char text[256];
+    ssize_t n = read_small_file(path, text, sizeof text, err);
+    if (n < 0) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%.400s", err ? err->message : path);
+        pt_error_set(err, "no job key: %s; run this in the job's master container as the job's user, "
+                     "or set PERFTRACKER_SECRET as the job does", why);
+        return -1;
+    }
+    if (from_hex(text, (size_t)n, key->bytes, PT_KEY_BYTES) != 0) {
+        pt_error_set(err, "%s does not hold a perftracker key", path);
+        return -1;
+    }
+    snprintf(key->source, sizeof key->source, "key file %s", path);
+    return 0;
+}
+
+static void proof(const pt_key *key, const char *side, uint8_t role, const uint8_t *first,
+                  const uint8_t *second, uint8_t out[PT_SHA256_BYTES])
+{
+    const void *parts[] = {"pt-ctl-v1 ", side, &role, first, second};
+    size_t lens[] = {10, strlen(side), 1, PT_CTL_NONCE_BYTES, PT_CTL_NONCE_BYTES};
+    pt_hmac_sha256(key->bytes, PT_KEY_BYTES, parts, lens, 5, out);
+}
+
+void pt_auth_client_proof(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                          const uint8_t client_nonce[PT_CTL_NONCE_BYTES], uint8_t out[PT_SHA256_BYTES])
+{
+    proof(key, "client", role, server_nonce, client_nonce, out);
+}
+
+void pt_auth_server_proof(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                          const uint8_t client_nonce[PT_CTL_NONCE_BYTES], uint8_t out[PT_SHA256_BYTES])
+{
+    proof(key, "server", role, client_nonce, server_nonce, out);
+}

@@ -1,0 +1,53 @@
+/* auth.h -- the job's keys and the challenge-response that proves a peer holds one.
+ *
+ * Two keys, because two kinds of peer exist:
+ *   agent key    every worker of the job (join, heartbeats, summaries);
+ *   control key  whoever may trigger a round (the CLI in the master's shell).
+ * With PERFTRACKER_SECRET (or PERFTRACKER_SECRET_FILE, a 0600 file) both derive from that
+ * secret. Without it, the agent key derives from the job's environment and the control
+ * key is 32 random bytes that rank 0 writes to a 0600 file in a 0700 directory
+ * (PERFTRACKER_KEY_DIR, default /tmp/perftracker-<uid>/): only the job's user on the
+ * master's node can read it, which is exactly who runs the CLI. docs/control-plane.md
+ * discusses what each choice protects against.
+ *
+ * The handshake: the coordinator sends a random nonce Ns; the peer answers with its own
+ * nonce Nc and HMAC(key, "client", role, Ns, Nc); the coordinator answers with
+ * HMAC(key, "server", role, Nc, Ns). Neither side sends the key, a replayed answer
+ * fails on a fresh nonce, and the peer also learns that the coordinator is genuine. */
+#ifndef PT_CONTROL_AUTH_H
+#define PT_CONTROL_AUTH_H
+
+#include "control/job_env.h"
+#include "control/protocol.h"
+#include "control/sha256.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PT_KEY_BYTES 32
+
+typedef struct pt_key {
+    uint8_t bytes[PT_KEY_BYTES];
+    char source[1536]; /* where it came from, for log lines */
+} pt_key;
+
+/* Fills buf with cryptographically random bytes (getrandom). 0 or -1. */
+int pt_random_bytes(void *buf, size_t n, pt_error *err);
+
+/* The agent key. 0 or -1 (an unreadable PERFTRACKER_SECRET_FILE). */
+int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* Rank 0: makes a fresh control key and publishes it in the key file (unless a secret is
+ * configured). 0 or -1. */
+int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* The CLI: the configured secret, else the key file rank 0 wrote. 0 or -1. */
+int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* Where the control key file lives for this job (dst of cap bytes). */
+void pt_auth_key_file_path(const pt_job_env *env, char *dst, size_t cap);
+
+/* The two proofs of the handshake. */
+void pt_auth_client_proof(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                          const uint8_t client_nonce[PT_CTL_NONCE_BYTES], uint8_t out[PT_SHA256_BYTES]);
+void pt_auth_server_proof(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                          const uint8_t client_nonce[PT_CTL_NONCE_BYTES], uint8_t out[PT_SHA256_BYTES]);
+
+#endif

@@ -1,0 +1,59 @@
+/* client.h -- the trigger workflow as a library call: what `perftracker --trigger-on
+ * --auto-analyze` does between parsing its options and printing.
+ *
+ * Connects to the job's coordinator (found from the environment, like the workers find
+ * it), proves it holds the control key, asks for a round, collects every worker's
+ * summary or failure into <output_dir>/<timestamp>/ as they arrive, and, with
+ * auto_analyze, writes the report there (report.json, PerfDisplay/). Progress goes to an
+ * observer; nothing here prints. */
+#ifndef PT_CONTROL_CLIENT_H
+#define PT_CONTROL_CLIENT_H
+
+#include "control/auth.h"
+#include "control/protocol.h"
+#include "util/json.h"
+
+typedef struct pt_trigger_request {
+    int32_t wait;              /* steps before the window (default 5) */
+    int32_t steps;             /* steps profiled (default 2) */
+    pt_ctl_save_raw save_raw;
+    const char *output_dir;    /* default /tmp/perftracker/output */
+    bool auto_analyze;         /* false: only collect the summaries */
+    int64_t timeout_ms;        /* 0: the coordinator derives one from the step time */
+    const char *coordinator;   /* "host:port" overriding the environment, or NULL */
+} pt_trigger_request;
+
+/* One worker's outcome as it arrives (kind 0 = a summary). */
+typedef struct pt_trigger_worker_event {
+    int32_t rank;
+    const char *host;
+    int64_t pid;
+    int kind;                  /* 0 or pt_ctl_failure */
+    const char *text;
+    const char *raw_trace_path;
+} pt_trigger_worker_event;
+
+typedef struct pt_trigger_observer {
+    void *ctx;
+    void (*connected)(void *ctx, const char *coordinator, const char *round_dir);
+    void (*started)(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p);
+    void (*progress)(void *ctx, const pt_ctl_progress *p);
+    void (*worker)(void *ctx, const pt_trigger_worker_event *e);
+} pt_trigger_observer;
+
+typedef struct pt_trigger_result {
+    char round_dir[1024];      /* <output_dir>/<timestamp> */
+    pt_json *report;           /* NULL without auto_analyze (caller frees) */
+    int32_t world_size;
+    int32_t summaries;
+    int32_t failed;            /* workers without a profile, hangs included */
+    bool coordinator_lost;     /* the round ended because the coordinator went away */
+} pt_trigger_result;
+
+/* Runs one round. 0: the round ended and (with auto_analyze) the report is written;
+ * -1: err says why (cannot reach or authenticate to the coordinator, it refused the round,
+ * or the report could not be written). */
+int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs, pt_trigger_result *out,
+                   pt_error *err);
+
+#endif

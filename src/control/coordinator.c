@@ -1,0 +1,1035 @@
+/* coordinator.c -- the control plane's server: one epoll loop on rank 0's agent thread.
+ *
+ * Design. One thread owns everything (peers, workers, the round), so there are no locks
+ * except around the stats snapshot. Peers are non-blocking sockets in a level-triggered
+ * epoll set; a peer closed while handling an event is only marked dead and freed at the
+ * end of the loop iteration, so later events in the same batch never touch freed memory.
+ * Costs: per worker ~300 bytes of state plus its connection buffers (4 KB+); per
+ * heartbeat O(1); a timer tick every 50 ms walks the peers and the round's workers, O(W),
+ * a few microseconds per thousand workers. Summaries are relayed to the CLI as they
+ * arrive and not kept here (automatic rounds store them on disk via round.c).
+ *
+ * A round: TRIGGER (or an agent's AUTO_REQUEST) -> start step = the highest step any
+ * connected worker reached + wait -> ARM every worker (and any that joins later, if it
+ * is still before the start step) -> heartbeats move the workers through the window ->
+ * SUMMARY from each -> the round ends when every worker is settled: done, failed (died,
+ * error, no summary in time, unresponsive), hung, or absent. The deadline (the CLI's
+ * --timeout, or one derived from the step time) settles whoever is left. Hang reports
+ * (AUTO_REQUEST of kind hang) PROBE every worker for its stack instead of profiling. */
+#define _GNU_SOURCE
+#include "control/coordinator.h"
+#include "control/round.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SEC 1000000000LL
+#define MS 1000000LL
+#define TICK_NS (50 * MS)
+#define PROGRESS_MIN_NS (100 * MS)
+#define KEEPALIVE_NS (1 * SEC)
+#define AGENT_OUT_LIMIT (1u << 20)
+#define CONTROL_OUT_LIMIT (1u << 30)
+
+enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL };
+
+typedef struct peer {
+    pt_conn conn;
+    enum peer_kind kind;
+    uint8_t nonce[PT_CTL_NONCE_BYTES];
+    int64_t accepted_ns, last_heard_ns;
+    char addr[64];
+    int32_t rank;          /* agents after JOIN, else -1 */
+    bool closing;          /* close once the queue is flushed (after REFUSED) */
+    bool dead;
+    bool want_out;         /* EPOLLOUT registered */
+} peer;
+
+typedef struct worker {
+    peer *peer;            /* NULL while not connected */
+    bool ever_joined;
+    bool exited;           /* said BYE */
+    int32_t local_rank, node_rank, world_size;
+    int64_t pid;
+    char host[PT_HOST_MAX];
+    int64_t steps_done, mean_step_ns, stalled_ns;
+    char *stack;           /* the last hang report's Python stack */
+} worker;
+
+enum rw_state { RW_PENDING, RW_ARMED, RW_DONE, RW_FAILED, RW_HUNG };
+
+typedef struct round_worker {
+    uint8_t state;
+    bool arm_sent, acked, window_over;
+    int64_t window_over_ns;
+} round_worker;
+
+enum round_kind { ROUND_TRIGGERED, ROUND_AUTO, ROUND_HANG_REPORT };
+
+typedef struct round {
+    uint32_t id;
+    enum round_kind kind;
+    peer *control;         /* ROUND_TRIGGERED: the CLI */
+    pt_round *local;       /* automatic kinds: collected here */
+    int64_t start_step;
+    int32_t steps, wait;
+    uint8_t save_raw;
+    char raw_dir[PT_CTL_MAX_PATH];
+    int64_t started_ns, deadline_ns;
+    round_worker *w;       /* [world_size] */
+    bool progress_dirty;
+    bool abandoned;        /* the CLI went away: drop it at the next tick */
+    int64_t progress_sent_ns;
+} round;
+
+struct pt_coordinator {
+    pt_coordinator_config cfg;
+    int listen_fd, epoll_fd, wake_fd;
+    uint16_t port;
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop;
+    worker *workers;
+    peer **peers;
+    size_t peer_count, peer_cap;
+    round *round;
+    uint32_t next_round_id;
+    int64_t next_auto_ns, last_tick_ns, last_busy_log_ns;
+    pthread_mutex_t stats_lock;
+    pt_coordinator_stats stats;
+};
+
+static void finish_round(pt_coordinator *c, int64_t now);
+
+/* ---------------------------------------------------------------- configuration */
+
+void pt_coordinator_config_defaults(pt_coordinator_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->bind_addr, sizeof cfg->bind_addr, "127.0.0.1");
+    cfg->heartbeat_timeout_ns = 30 * SEC;
+    cfg->summary_timeout_ns = 300 * SEC;
+    cfg->probe_timeout_ns = 3 * SEC;
+    cfg->handshake_timeout_ns = 10 * SEC;
+    snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "/tmp/perftracker/output");
+    cfg->auto_wait = 5;
+    cfg->auto_steps = 2;
+    cfg->auto_interval_ns = 600 * SEC;
+}
+
+static uint8_t parse_save_raw(const char *s)
+{
+    return strcmp(s, "all") == 0 ? PT_SAVE_RAW_ALL : strcmp(s, "master") == 0 ? PT_SAVE_RAW_MASTER : PT_SAVE_RAW_NONE;
+}
+
+int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env *env, pt_error *err)
+{
+    pt_coordinator_config_defaults(cfg);
+    /* Where to listen: only where the workers are. A single-node job stays on loopback;
+     * otherwise the other nodes must reach MASTER_ADDR, so bind that address when it is one
+     * of ours, else (a Kubernetes service name, a NAT address) every interface. The agents
+     * and the CLI still have to authenticate. PERFTRACKER_BIND overrides. */
+    const char *bind = pt_env_str("PERFTRACKER_BIND", NULL);
+    if (!bind)
+        bind = pt_job_env_single_node(env) ? "127.0.0.1"
+               : pt_net_is_local_address(env->coordinator_host) ? env->coordinator_host
+                                                                : "0.0.0.0";
+    snprintf(cfg->bind_addr, sizeof cfg->bind_addr, "%s", bind);
+    cfg->port = env->coordinator_port;
+    cfg->world_size = env->world_size;
+    cfg->heartbeat_timeout_ns = pt_env_int("PERFTRACKER_HEARTBEAT_TIMEOUT_S", 30, 1, 86400) * SEC;
+    cfg->summary_timeout_ns = pt_env_int("PERFTRACKER_SUMMARY_TIMEOUT_S", 300, 1, 86400) * SEC;
+    snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "%s",
+             pt_env_str("PERFTRACKER_OUTPUT_DIR", "/tmp/perftracker/output"));
+    cfg->auto_wait = (int32_t)pt_env_int("PERFTRACKER_AUTO_WAIT", 5, 0, 100000);
+    cfg->auto_steps = (int32_t)pt_env_int("PERFTRACKER_AUTO_STEPS", 2, 1, 1000);
+    cfg->auto_save_raw = parse_save_raw(pt_env_str("PERFTRACKER_AUTO_SAVE_RAW", "none"));
+    cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * SEC;
+    snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[coordinator]: ");
+    if (pt_auth_agent_key(env, &cfg->agent_key, err) != 0 || pt_auth_create_control_key(env, &cfg->control_key, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- peers */
+
+static void update_interest(pt_coordinator *c, peer *p)
+{
+    bool want = pt_conn_pending(&p->conn) > 0;
+    if (want == p->want_out || p->dead)
+        return;
+    struct epoll_event ev = {EPOLLIN | (want ? EPOLLOUT : 0), {.ptr = p}};
+    epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, p->conn.fd, &ev);
+    p->want_out = want;
+}
+
+static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why);
+#define kill_peer(c, p, now, why) kill_peer_as(c, p, now, PT_FAIL_DIED, why)
+
+static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    if (!p || p->dead)
+        return;
+    pt_error err;
+    if (pt_conn_send(&p->conn, m, &err) != 0 || pt_conn_flush(&p->conn, &err) != 0) {
+        kill_peer(c, p, now, err.message);
+        return;
+    }
+    update_interest(c, p);
+}
+
+static pt_ctl_worker identity_of(const pt_coordinator *c, int32_t rank)
+{
+    const worker *w = &c->workers[rank];
+    pt_ctl_worker id = {rank, -1, c->cfg.world_size, -1, -1, {NULL, 0}};
+    if (w->ever_joined) {
+        id.local_rank = w->local_rank, id.node_rank = w->node_rank, id.pid = w->pid;
+        id.host = pt_ctl_str(w->host);
+    }
+    return id;
+}
+
+/* ---------------------------------------------------------------- round output */
+
+static bool terminal(const round_worker *rw)
+{
+    return rw->state == RW_DONE || rw->state == RW_FAILED;
+}
+
+static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *text, int64_t now)
+{
+    round *r = c->round;
+    const worker *w = &c->workers[rank];
+    r->w[rank].state = RW_FAILED;
+    r->progress_dirty = true;
+    const char *stack = kind == PT_FAIL_HANG && w->stack ? w->stack : "";
+    int64_t steps = w->ever_joined ? w->steps_done : -1;
+    pt_ctl_worker id = identity_of(c, rank);
+    if (kind != PT_FAIL_NEVER_CONNECTED && kind != PT_FAIL_NOT_PROFILED)
+        pt_ctl_logf(&c->cfg.log, "round %u: rank %d %s%s%s", r->id, rank, pt_ctl_failure_name(kind), *text ? ": " : "",
+                    text);
+    if (r->local) {
+        pt_round_add_failure(r->local, &id, kind, steps, w->stalled_ns, text, stack);
+        return;
+    }
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
+    m.worker = id;
+    m.kind = (uint8_t)kind;
+    m.steps_done = steps;
+    m.stalled_ns = w->stalled_ns;
+    m.text = pt_ctl_str(text);
+    m.stack = pt_ctl_blob(stack, strnlen(stack, PT_CTL_MAX_STACK));
+    send_to(c, r->control, &m, now);
+}
+
+static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summary, int64_t now)
+{
+    round *r = c->round;
+    r->w[rank].state = RW_DONE;
+    r->progress_dirty = true;
+    pt_ctl_worker id = identity_of(c, rank);
+    if (r->local) {
+        char path[PT_CTL_MAX_PATH];
+        pt_ctl_copy_str(path, sizeof path, summary->path);
+        pt_error err;
+        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, &err) != 0)
+            pt_ctl_logf(&c->cfg.log, "round %u: rank %d sent a bad summary: %s", r->id, rank, err.message);
+        return;
+    }
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_WORKER_SUMMARY);
+    m.worker = id;
+    m.path = summary->path;
+    m.blob = summary->blob;
+    send_to(c, r->control, &m, now);
+}
+
+static pt_ctl_progress progress_of(const pt_coordinator *c)
+{
+    const round *r = c->round;
+    pt_ctl_progress p = {c->cfg.world_size, 0, 0, 0, -1, -1, 0, 0, 0, 0};
+    for (int32_t i = 0; i < c->cfg.world_size; i++) {
+        const worker *w = &c->workers[i];
+        const round_worker *rw = r ? &r->w[i] : NULL;
+        if (w->peer && w->peer->kind == PEER_AGENT)
+            p.connected++;
+        if (!rw)
+            continue;
+        if (rw->acked)
+            p.armed++;
+        if (rw->acked && w->steps_done >= r->start_step)
+            p.in_window++;
+        if (rw->arm_sent && w->ever_joined) {
+            p.min_step = p.min_step < 0 ? w->steps_done : PT_MIN(p.min_step, w->steps_done);
+            p.max_step = PT_MAX(p.max_step, w->steps_done);
+        }
+        if (rw->window_over || rw->state == RW_DONE)
+            p.traces_written++;
+        p.summaries += rw->state == RW_DONE;
+        p.failed += rw->state == RW_FAILED || rw->state == RW_HUNG;
+        p.hung += rw->state == RW_HUNG;
+    }
+    if (r && r->kind == ROUND_HANG_REPORT)
+        p.summaries = 0; /* nothing is profiled */
+    return p;
+}
+
+static void send_progress(pt_coordinator *c, int64_t now, bool force)
+{
+    round *r = c->round;
+    if (!r || !r->control)
+        return;
+    if (!force && !(r->progress_dirty && now - r->progress_sent_ns >= PROGRESS_MIN_NS) &&
+        now - r->progress_sent_ns < KEEPALIVE_NS)
+        return;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
+    m.progress = progress_of(c);
+    send_to(c, r->control, &m, now);
+    r->progress_dirty = false;
+    r->progress_sent_ns = now;
+}
+
+/* ---------------------------------------------------------------- round state machine */
+
+static void send_arm(pt_coordinator *c, int32_t rank, int64_t now)
+{
+    round *r = c->round;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_ARM);
+    m.round = r->id;
+    m.start_step = r->start_step;
+    m.steps = r->steps;
+    bool keep = r->save_raw == PT_SAVE_RAW_ALL || (r->save_raw == PT_SAVE_RAW_MASTER && rank == 0);
+    m.path = pt_ctl_str(keep ? r->raw_dir : "");
+    r->w[rank].arm_sent = true;
+    r->w[rank].state = RW_ARMED; /* before sending: a failed send settles it as died */
+    send_to(c, c->workers[rank].peer, &m, now);
+}
+
+/* A worker said something about where it is: move it along the round. */
+static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
+{
+    round *r = c->round;
+    if (!r)
+        return;
+    round_worker *rw = &r->w[rank];
+    const worker *w = &c->workers[rank];
+    if (terminal(rw) || !w->peer || r->abandoned)
+        return;
+    r->progress_dirty = true;
+    if (w->stalled_ns > 0) { /* the agent says it is stuck */
+        rw->state = RW_HUNG;
+        return;
+    }
+    if (rw->state == RW_HUNG)
+        rw->state = rw->arm_sent ? RW_ARMED : RW_PENDING; /* it moved again */
+    if (r->kind == ROUND_HANG_REPORT)
+        return;
+    if (!rw->arm_sent) {
+        if (w->steps_done <= r->start_step) { /* at start_step: it starts at the next step */
+            send_arm(c, rank, now);
+        } else {
+            char text[160];
+            snprintf(text, sizeof text, "joined at step %lld, after the window (step %lld) began",
+                     (long long)w->steps_done, (long long)r->start_step);
+            emit_failure(c, rank, PT_FAIL_NOT_REACHED, text, now);
+        }
+        return;
+    }
+    if (rw->acked && !rw->window_over && w->steps_done >= r->start_step + r->steps) {
+        rw->window_over = true;
+        rw->window_over_ns = now;
+    }
+}
+
+static int64_t default_deadline_ns(const pt_coordinator *c, int32_t wait, int32_t steps)
+{
+    int64_t step = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        step = PT_MAX(step, c->workers[i].mean_step_ns);
+    if (step <= 0)
+        step = SEC;
+    int64_t expected = (int64_t)(wait + steps + 2) * step * 4;
+    return PT_MAX(expected, 60 * SEC) + c->cfg.summary_timeout_ns;
+}
+
+static round *new_round(pt_coordinator *c, enum round_kind kind, int64_t now)
+{
+    round *r = calloc(1, sizeof *r);
+    round_worker *w = calloc((size_t)c->cfg.world_size, sizeof *w);
+    if (!r || !w) {
+        free(r), free(w);
+        return NULL;
+    }
+    r->id = ++c->next_round_id;
+    r->kind = kind;
+    r->w = w;
+    r->started_ns = now;
+    r->progress_dirty = true;
+    return r;
+}
+
+static void free_round(round *r)
+{
+    if (!r)
+        return;
+    pt_round_free(r->local);
+    free(r->w);
+    free(r);
+}
+
+static int32_t connected_agents(const pt_coordinator *c, int64_t *max_step)
+{
+    int32_t n = 0;
+    *max_step = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        if (c->workers[i].peer) {
+            n++;
+            *max_step = PT_MAX(*max_step, c->workers[i].steps_done);
+        }
+    return n;
+}
+
+/* Starts a profiling round; every connected worker is armed as its next heartbeat (or
+ * this call) shows it is still before the start step. */
+static void begin_profiling(pt_coordinator *c, round *r, int32_t wait, int32_t steps, uint8_t save_raw,
+                            const char *raw_dir, int64_t timeout_ns, int64_t now)
+{
+    int64_t max_step;
+    int32_t connected = connected_agents(c, &max_step);
+    r->wait = wait, r->steps = steps, r->save_raw = save_raw;
+    r->start_step = max_step + wait;
+    snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
+    r->deadline_ns = now + (timeout_ns > 0 ? timeout_ns : default_deadline_ns(c, wait, steps));
+    c->round = r;
+    pt_ctl_logf(&c->cfg.log, "round %u: profiling steps %lld..%lld on %d/%d connected workers%s", r->id,
+                (long long)r->start_step, (long long)(r->start_step + steps - 1), connected, c->cfg.world_size,
+                r->kind == ROUND_AUTO ? " (automatic)" : "");
+    if (r->control) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_ROUND_STARTED);
+        m.round = r->id;
+        m.start_step = r->start_step;
+        m.steps = steps;
+        m.progress = progress_of(c);
+        send_to(c, r->control, &m, now);
+    }
+    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++)
+        if (c->workers[i].peer)
+            advance_worker(c, i, now);
+}
+
+static void begin_hang_report(pt_coordinator *c, round *r, int64_t now)
+{
+    r->deadline_ns = now + c->cfg.probe_timeout_ns;
+    c->round = r;
+    pt_ctl_logf(&c->cfg.log, "round %u: hang report, asking every worker where it is", r->id);
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_PROBE);
+    m.round = r->id;
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        if (c->workers[i].peer) {
+            r->w[i].arm_sent = true;
+            send_to(c, c->workers[i].peer, &m, now);
+        }
+}
+
+/* Settles whoever is left and hands the round over (relay or local report). */
+static void finish_round(pt_coordinator *c, int64_t now)
+{
+    round *r = c->round;
+    for (int32_t i = 0; i < c->cfg.world_size; i++) {
+        round_worker *rw = &r->w[i];
+        const worker *w = &c->workers[i];
+        if (terminal(rw))
+            continue;
+        if (rw->state == RW_HUNG)
+            emit_failure(c, i, PT_FAIL_HANG, "", now);
+        else if (!w->ever_joined)
+            emit_failure(c, i, PT_FAIL_NEVER_CONNECTED, "", now);
+        else if (!rw->arm_sent)
+            emit_failure(c, i, w->exited ? PT_FAIL_EXITED : PT_FAIL_DIED,
+                         w->peer ? "" : "disconnected before the round", now);
+        else if (r->kind == ROUND_HANG_REPORT)
+            emit_failure(c, i, PT_FAIL_UNRESPONSIVE, "did not answer the hang probe", now);
+        else if (rw->window_over)
+            emit_failure(c, i, PT_FAIL_NO_SUMMARY, "the window ended but no summary arrived in time", now);
+        else {
+            char text[160];
+            snprintf(text, sizeof text, "at step %lld when the round timed out (window: steps %lld..%lld)",
+                     (long long)w->steps_done, (long long)r->start_step, (long long)(r->start_step + r->steps - 1));
+            emit_failure(c, i, PT_FAIL_NOT_REACHED, text, now);
+        }
+    }
+    pt_ctl_progress progress = progress_of(c);
+    pt_ctl_logf(&c->cfg.log, "round %u finished: %d summaries, %d failed (%d hung)", r->id, progress.summaries,
+                progress.failed, progress.hung);
+    if (r->control) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_ROUND_DONE);
+        m.round = r->id;
+        m.progress = progress;
+        send_to(c, r->control, &m, now);
+    }
+    if (r->local) {
+        pt_error err;
+        pt_json *report = pt_round_report(r->local, &err);
+        if (report)
+            pt_ctl_logf(&c->cfg.log, "automatic round %u: report in %s/PerfDisplay/ (verdict: %s)", r->id,
+                        pt_round_dir(r->local),
+                        pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "?"));
+        else
+            pt_ctl_logf(&c->cfg.log, "automatic round %u: no report: %s", r->id, err.message);
+        pt_json_free(report);
+        pthread_mutex_lock(&c->stats_lock);
+        snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
+        c->stats.auto_rounds++;
+        pthread_mutex_unlock(&c->stats_lock);
+    }
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.rounds_finished++;
+    pthread_mutex_unlock(&c->stats_lock);
+    c->round = NULL;
+    free_round(r);
+}
+
+static void check_round(pt_coordinator *c, int64_t now)
+{
+    round *r = c->round;
+    if (!r)
+        return;
+    if (r->abandoned) {
+        c->round = NULL;
+        free_round(r);
+        return;
+    }
+    bool settled = true;
+    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++) {
+        round_worker *rw = &r->w[i];
+        if (terminal(rw) || rw->state == RW_HUNG)
+            continue;
+        if (!rw->arm_sent && !c->workers[i].peer)
+            continue; /* absent: settled unless it joins */
+        if (rw->window_over && now - rw->window_over_ns > c->cfg.summary_timeout_ns) {
+            emit_failure(c, i, PT_FAIL_NO_SUMMARY, "the window ended but no summary arrived in time", now);
+            continue;
+        }
+        settled = false;
+    }
+    if (c->round == r && (settled || now >= r->deadline_ns))
+        finish_round(c, now);
+    else if (c->round == r)
+        send_progress(c, now, false);
+}
+
+/* ---------------------------------------------------------------- agent messages */
+
+static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    int32_t rank = m->worker.rank;
+    if (rank < 0 || rank >= c->cfg.world_size || m->worker.world_size != c->cfg.world_size) {
+        pt_ctl_logf(&c->cfg.log, "refused a worker from %s: rank %d of world size %d does not fit this job (world "
+                    "size %d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
+        pt_ctl_msg r;
+        pt_ctl_msg_init(&r, PT_CTL_REFUSED);
+        r.text = pt_ctl_str("rank or world size does not match this job");
+        send_to(c, p, &r, now);
+        p->closing = true;
+        return;
+    }
+    worker *w = &c->workers[rank];
+    if (w->peer && w->peer != p) { /* the same rank reconnected: the old link is stale */
+        peer *old = w->peer;
+        old->rank = -1;
+        w->peer = NULL;
+        kill_peer(c, old, now, "replaced by a new connection");
+    }
+    w->peer = p;
+    p->rank = rank;
+    w->ever_joined = true;
+    w->exited = false;
+    w->local_rank = m->worker.local_rank;
+    w->node_rank = m->worker.node_rank;
+    w->world_size = m->worker.world_size;
+    w->pid = m->worker.pid;
+    pt_ctl_copy_str(w->host, sizeof w->host, m->worker.host);
+}
+
+static void remember_stack(worker *w, pt_ctl_bytes stack)
+{
+    free(w->stack);
+    w->stack = NULL;
+    if (stack.len) {
+        w->stack = malloc((size_t)stack.len + 1);
+        if (w->stack)
+            pt_ctl_copy_str(w->stack, (size_t)stack.len + 1, stack);
+    }
+}
+
+static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *m, int64_t now)
+{
+    bool hang = m->kind == PT_AUTO_HANG;
+    if (c->round || now < c->next_auto_ns) {
+        if (now - c->last_busy_log_ns > 60 * SEC) {
+            pt_ctl_logf(&c->cfg.log, "rank %d asked for an automatic %s round; not now (%s)", rank,
+                        hang ? "hang report" : "profiling", c->round ? "a round is running" : "rate limit");
+            c->last_busy_log_ns = now;
+        }
+        return;
+    }
+    c->next_auto_ns = now + c->cfg.auto_interval_ns;
+    char dir[PT_CTL_MAX_PATH];
+    pt_error err;
+    round *r = new_round(c, hang ? ROUND_HANG_REPORT : ROUND_AUTO, now);
+    if (!r || pt_round_make_dir(c->cfg.auto_output_dir, dir, sizeof dir, &err) != 0) {
+        pt_ctl_logf(&c->cfg.log, "cannot start an automatic round: %s", r ? err.message : "out of memory");
+        free_round(r);
+        return;
+    }
+    r->local = pt_round_new(dir, c->cfg.world_size);
+    if (hang)
+        pt_round_add_warning(r->local, "automatic hang report: rank %d made no step for %.1f s (mean step %.1f ms)",
+                             rank, (double)m->stalled_ns / 1e9, (double)m->mean_step_ns / 1e6);
+    else
+        pt_round_add_warning(r->local, "automatic round: rank %d's last 50 steps averaged %.1f ms, %.1f%% above "
+                             "its recent best of %.1f ms", rank, (double)m->mean_step_ns / 1e6,
+                             m->best_mean_ns > 0 ? 100.0 * ((double)m->mean_step_ns / (double)m->best_mean_ns - 1)
+                                                 : 0.0, (double)m->best_mean_ns / 1e6);
+    if (hang) {
+        begin_hang_report(c, r, now);
+    } else {
+        char raw[PT_CTL_MAX_PATH + 16];
+        snprintf(raw, sizeof raw, "%s/raw_trace", dir);
+        begin_profiling(c, r, c->cfg.auto_wait, c->cfg.auto_steps, c->cfg.auto_save_raw, raw, 0, now);
+    }
+}
+
+static bool for_this_round(const pt_coordinator *c, uint32_t id, int32_t rank)
+{
+    return c->round && c->round->id == id && !terminal(&c->round->w[rank]);
+}
+
+static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    if (m->type == PT_CTL_JOIN) {
+        on_join(c, p, m, now);
+        return;
+    }
+    int32_t rank = p->rank;
+    if (rank < 0)
+        return; /* nothing counts before JOIN */
+    worker *w = &c->workers[rank];
+    switch (m->type) {
+    case PT_CTL_HEARTBEAT:
+        w->steps_done = m->steps_done;
+        w->mean_step_ns = m->mean_step_ns;
+        w->stalled_ns = m->stalled_ns;
+        advance_worker(c, rank, now);
+        break;
+    case PT_CTL_ARMED:
+        if (!for_this_round(c, m->round, rank))
+            break;
+        if (m->status != 0) {
+            char text[PT_CTL_MAX_TEXT + 1];
+            pt_ctl_copy_str(text, sizeof text, m->text);
+            emit_failure(c, rank, PT_FAIL_ERROR, text, now);
+        } else {
+            c->round->w[rank].acked = true;
+            c->round->progress_dirty = true;
+        }
+        break;
+    case PT_CTL_SUMMARY:
+        if (!for_this_round(c, m->round, rank) || c->round->kind == ROUND_HANG_REPORT)
+            break;
+        if (m->status != 0 || m->blob.len == 0) {
+            char text[PT_CTL_MAX_TEXT + 1];
+            pt_ctl_copy_str(text, sizeof text, m->text);
+            emit_failure(c, rank, PT_FAIL_ERROR, text[0] ? text : "the collector sent no summary", now);
+        } else {
+            emit_summary(c, rank, m, now);
+        }
+        break;
+    case PT_CTL_HANG:
+        w->steps_done = m->steps_done;
+        w->stalled_ns = m->stalled_ns;
+        if (m->stalled_ns > 0)
+            remember_stack(w, m->stack);
+        if (c->round && c->round->kind == ROUND_HANG_REPORT && m->stalled_ns == 0 &&
+            !terminal(&c->round->w[rank]))
+            emit_failure(c, rank, PT_FAIL_NOT_PROFILED, "", now); /* answered the probe: alive */
+        else
+            advance_worker(c, rank, now);
+        break;
+    case PT_CTL_AUTO_REQUEST:
+        start_auto_round(c, rank, m, now);
+        break;
+    case PT_CTL_BYE:
+        w->exited = true;
+        if (c->round && !terminal(&c->round->w[rank]) && c->round->w[rank].arm_sent)
+            emit_failure(c, rank, PT_FAIL_EXITED, "the process exited", now);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- control messages */
+
+static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_ERROR);
+    m.text = pt_ctl_str(text);
+    send_to(c, p, &m, now);
+}
+
+static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    if (m->type != PT_CTL_TRIGGER)
+        return;
+    char text[256];
+    int64_t max_step;
+    if (c->round) {
+        snprintf(text, sizeof text, "round %u is still running (started %.0f s ago); try again when it ends",
+                 c->round->id, (double)(now - c->round->started_ns) / 1e9);
+        reply_error(c, p, text, now);
+        return;
+    }
+    if (m->wait < 0 || m->steps < 1 || m->steps > 1000 || m->save_raw > PT_SAVE_RAW_ALL) {
+        reply_error(c, p, "invalid trigger: wait must be >= 0 and steps 1..1000", now);
+        return;
+    }
+    if (connected_agents(c, &max_step) == 0) {
+        reply_error(c, p, "no worker of the job is connected to the coordinator (is the training running with "
+                    "PerfTracker()?)", now);
+        return;
+    }
+    round *r = new_round(c, ROUND_TRIGGERED, now);
+    if (!r) {
+        reply_error(c, p, "the coordinator is out of memory", now);
+        return;
+    }
+    r->control = p;
+    char raw_dir[PT_CTL_MAX_PATH];
+    pt_ctl_copy_str(raw_dir, sizeof raw_dir, m->path);
+    begin_profiling(c, r, m->wait, m->steps, m->save_raw, raw_dir, m->timeout_ms * MS, now);
+}
+
+/* ---------------------------------------------------------------- handshake */
+
+static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    const pt_key *key = m->role == PT_CTL_ROLE_AGENT ? &c->cfg.agent_key
+                        : m->role == PT_CTL_ROLE_CONTROL ? &c->cfg.control_key
+                                                          : NULL;
+    uint8_t expected[PT_SHA256_BYTES];
+    if (key)
+        pt_auth_client_proof(key, m->role, p->nonce, m->nonce, expected);
+    if (m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION || !key ||
+        !pt_equal_ct(expected, m->mac, sizeof expected)) {
+        pthread_mutex_lock(&c->stats_lock);
+        c->stats.refused++;
+        pthread_mutex_unlock(&c->stats_lock);
+        pt_ctl_logf(&c->cfg.log, "refused a %s connection from %s: %s",
+                    m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
+                    p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
+                                                                                   : "wrong job key");
+        pt_ctl_msg r;
+        pt_ctl_msg_init(&r, PT_CTL_REFUSED);
+        r.text = pt_ctl_str("authentication failed: this job's key is needed");
+        send_to(c, p, &r, now);
+        p->closing = true;
+        return;
+    }
+    pt_ctl_msg w;
+    pt_ctl_msg_init(&w, PT_CTL_WELCOME);
+    pt_auth_server_proof(key, m->role, p->nonce, m->nonce, w.mac);
+    p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : PEER_CONTROL;
+    if (p->kind == PEER_CONTROL) {
+        p->conn.out_limit = CONTROL_OUT_LIMIT;
+        pt_ctl_logf(&c->cfg.log, "control connection from %s", p->addr);
+    }
+    send_to(c, p, &w, now);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why)
+{
+    if (p->dead)
+        return;
+    p->dead = true;
+    epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
+    if (p->kind == PEER_AGENT && p->rank >= 0 && c->workers[p->rank].peer == p) {
+        int32_t rank = p->rank;
+        c->workers[rank].peer = NULL;
+        round *r = c->round;
+        if (r && !terminal(&r->w[rank]) && r->w[rank].arm_sent) {
+            bool exited = c->workers[rank].exited;
+            char text[200];
+            snprintf(text, sizeof text, "%s at step %lld (%s)", exited ? "exited" : "connection lost",
+                     (long long)c->workers[rank].steps_done, why);
+            emit_failure(c, rank, exited ? PT_FAIL_EXITED : failure, text, now);
+        } else if (!c->workers[rank].exited) {
+            pt_ctl_logf(&c->cfg.log, "rank %d disconnected (%s)", rank, why);
+        }
+    }
+    if (p->kind == PEER_CONTROL && c->round && c->round->control == p) {
+        /* Freed at the next tick, never here: a caller up the stack may be using it. */
+        pt_ctl_logf(&c->cfg.log, "round %u abandoned: the CLI went away (%s)", c->round->id, why);
+        c->round->control = NULL;
+        c->round->abandoned = true;
+    }
+}
+
+static void add_peer(pt_coordinator *c, int fd, int64_t now)
+{
+    peer *p = calloc(1, sizeof *p);
+    if (!p || (c->peer_count == c->peer_cap &&
+               !(c->peers = realloc(c->peers, (c->peer_cap = c->peer_cap ? c->peer_cap * 2 : 64) * sizeof *c->peers)))) {
+        pt_ctl_logf(&c->cfg.log, "out of memory: dropping a connection");
+        free(p);
+        close(fd);
+        return;
+    }
+    pt_conn_init(&p->conn, fd, AGENT_OUT_LIMIT);
+    p->kind = PEER_HANDSHAKE;
+    p->rank = -1;
+    p->accepted_ns = p->last_heard_ns = now;
+    pt_net_peer_name(fd, p->addr, sizeof p->addr);
+    struct epoll_event ev = {EPOLLIN, {.ptr = p}};
+    pt_error err;
+    if (epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0 || pt_random_bytes(p->nonce, sizeof p->nonce, &err) != 0) {
+        close(fd);
+        free(p);
+        return;
+    }
+    c->peers[c->peer_count++] = p;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_CHALLENGE);
+    memcpy(m.nonce, p->nonce, sizeof m.nonce);
+    send_to(c, p, &m, now);
+}
+
+static void accept_all(pt_coordinator *c, int64_t now)
+{
+    for (;;) {
+        int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                pt_ctl_logf(&c->cfg.log, "cannot accept more connections: %s", strerror(errno));
+            return;
+        }
+        add_peer(c, fd, now);
+    }
+}
+
+static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t now)
+{
+    pt_error err;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        int rc = pt_conn_read(&p->conn, &err);
+        if (rc > 0)
+            p->last_heard_ns = now;
+        pt_ctl_msg m;
+        int got;
+        while (!p->dead && !p->closing && (got = pt_conn_next(&p->conn, &m, &err)) == 1) {
+            if (p->kind == PEER_HANDSHAKE)
+                on_auth(c, p, &m, now);
+            else if (p->kind == PEER_AGENT)
+                on_agent_message(c, p, &m, now);
+            else
+                on_control_message(c, p, &m, now);
+        }
+        if (!p->dead && !p->closing && got < 0) {
+            pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
+            kill_peer(c, p, now, err.message);
+            return;
+        }
+        if (!p->dead && rc < 0) {
+            kill_peer(c, p, now, err.message);
+            return;
+        }
+    }
+    if (!p->dead && pt_conn_flush(&p->conn, &err) != 0)
+        kill_peer(c, p, now, err.message);
+    if (!p->dead)
+        update_interest(c, p);
+}
+
+static void tick(pt_coordinator *c, int64_t now)
+{
+    for (size_t i = 0; i < c->peer_count; i++) {
+        peer *p = c->peers[i];
+        if (p->dead)
+            continue;
+        if (p->closing && pt_conn_pending(&p->conn) == 0)
+            kill_peer(c, p, now, "closed after refusal");
+        else if (p->kind == PEER_HANDSHAKE && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
+            kill_peer(c, p, now, "no authentication in time");
+        else if (p->kind == PEER_AGENT && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
+            pt_ctl_logf(&c->cfg.log, "rank %d: no heartbeat for %.0f s; dropping it", p->rank,
+                        (double)(now - p->last_heard_ns) / 1e9);
+            kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
+        }
+    }
+    check_round(c, now);
+    int32_t agents = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        agents += c->workers[i].peer != NULL;
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.agents = agents;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+static void reap_dead_peers(pt_coordinator *c)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->peer_count; i++) {
+        peer *p = c->peers[i];
+        if (p->dead) {
+            pt_conn_close(&p->conn);
+            free(p);
+        } else {
+            c->peers[kept++] = p;
+        }
+    }
+    c->peer_count = kept;
+}
+
+static void *coordinator_main(void *arg)
+{
+    pt_coordinator *c = arg;
+    struct epoll_event events[256];
+    while (!atomic_load(&c->stop)) {
+        int n = epoll_wait(c->epoll_fd, events, PT_ARRAY_LEN(events), (int)(TICK_NS / MS));
+        int64_t now = pt_now_ns();
+        for (int i = 0; i < n; i++) {
+            void *tag = events[i].data.ptr;
+            if (tag == &c->listen_fd) {
+                accept_all(c, now);
+            } else if (tag == &c->wake_fd) {
+                uint64_t drained;
+                ssize_t ignored = read(c->wake_fd, &drained, sizeof drained);
+                (void)ignored;
+            } else if (!((peer *)tag)->dead) {
+                service_peer(c, tag, events[i].events, now);
+            }
+        }
+        if (now - c->last_tick_ns >= TICK_NS) {
+            tick(c, now);
+            c->last_tick_ns = now;
+        }
+        reap_dead_peers(c);
+    }
+    return NULL;
+}
+
+/* A job of N workers needs N sockets here, often past the default soft limit of 1024. */
+static void raise_fd_limit(const pt_coordinator *c)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)c->cfg.world_size * 2 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            pt_ctl_logf(&c->cfg.log, "cannot raise the open-file limit to %llu", (unsigned long long)want);
+    }
+}
+
+pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error *err)
+{
+    if (cfg->world_size <= 0 || cfg->world_size > (1 << 22)) {
+        pt_error_set(err, "invalid world size %d", cfg->world_size);
+        return NULL;
+    }
+    pt_coordinator *c = calloc(1, sizeof *c);
+    if (!c || !(c->workers = calloc((size_t)cfg->world_size, sizeof *c->workers))) {
+        free(c);
+        pt_error_set(err, "out of memory");
+        return NULL;
+    }
+    c->cfg = *cfg;
+    c->epoll_fd = c->wake_fd = -1;
+    pthread_mutex_init(&c->stats_lock, NULL);
+    raise_fd_limit(c);
+    c->listen_fd = pt_net_listen(cfg->bind_addr, cfg->port, &c->port, err);
+    c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event lev = {EPOLLIN, {.ptr = &c->listen_fd}}, wev = {EPOLLIN, {.ptr = &c->wake_fd}};
+    if (c->listen_fd < 0 || c->epoll_fd < 0 || c->wake_fd < 0 ||
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->listen_fd, &lev) != 0 ||
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->wake_fd, &wev) != 0) {
+        if (c->listen_fd >= 0)
+            pt_error_set(err, "cannot set up the coordinator's event loop: %s", strerror(errno));
+        pt_coordinator_stop(c);
+        return NULL;
+    }
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    int rc = pthread_create(&c->thread, NULL, coordinator_main, c);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    c->thread_started = rc == 0;
+    if (rc != 0) {
+        pt_error_set(err, "cannot start the coordinator thread: %s", strerror(rc));
+        pt_coordinator_stop(c);
+        return NULL;
+    }
+    pt_ctl_logf(&c->cfg.log, "listening on %s:%u for %d workers (control key: %s)", cfg->bind_addr,
+                (unsigned)c->port, cfg->world_size, cfg->control_key.source);
+    return c;
+}
+
+uint16_t pt_coordinator_port(const pt_coordinator *c)
+{
+    return c->port;
+}
+
+void pt_coordinator_stats_get(pt_coordinator *c, pt_coordinator_stats *out)
+{
+    pthread_mutex_lock(&c->stats_lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+void pt_coordinator_stop(pt_coordinator *c)
+{
+    if (!c)
+        return;
+    if (c->thread_started) {
+        atomic_store(&c->stop, true);
+        uint64_t one = 1;
+        ssize_t ignored = write(c->wake_fd, &one, sizeof one);
+        (void)ignored;
+        pthread_join(c->thread, NULL);
+    }
+    for (size_t i = 0; i < c->peer_count; i++) {
+        pt_conn_close(&c->peers[i]->conn);
+        free(c->peers[i]);
+    }
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        free(c->workers[i].stack);
+    free_round(c->round);
+    free(c->peers);
+    free(c->workers);
+    if (c->listen_fd >= 0)
+        close(c->listen_fd);
+    if (c->epoll_fd >= 0)
+        close(c->epoll_fd);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
+    pthread_mutex_destroy(&c->stats_lock);
+    free(c);
+}

@@ -1,0 +1,55 @@
+/* coordinator.h -- the job's meeting point: rank 0's agent hosts it on its own thread.
+ *
+ * Every worker's agent keeps one connection to it; the CLI connects when the user
+ * triggers a round. It runs at most one round at a time: it picks the common start step
+ * (the highest step any worker has reached, plus --wait), arms every agent, relays
+ * progress and summaries to the CLI, and gives up on a worker by rank (died, hung,
+ * unresponsive, never reached the window) so the round always ends. Automatic rounds
+ * (requested by agents) it collects itself and writes the report under
+ * PERFTRACKER_OUTPUT_DIR. The state machine is described in docs/control-plane.md. */
+#ifndef PT_CONTROL_COORDINATOR_H
+#define PT_CONTROL_COORDINATOR_H
+
+#include "control/auth.h"
+#include "control/net.h"
+
+typedef struct pt_coordinator_config {
+    char bind_addr[PT_HOST_MAX];   /* see pt_coordinator_config_from_env for the choice */
+    uint16_t port;                 /* 0: any free port (tests) */
+    int32_t world_size;
+    pt_key agent_key;
+    pt_key control_key;
+    int64_t heartbeat_timeout_ns;  /* PERFTRACKER_HEARTBEAT_TIMEOUT_S, default 30 s */
+    int64_t summary_timeout_ns;    /* after a worker's window: PERFTRACKER_SUMMARY_TIMEOUT_S, default 300 s */
+    int64_t probe_timeout_ns;      /* hang reports wait this long for stacks: 3 s */
+    int64_t handshake_timeout_ns;  /* 10 s */
+    /* Automatic rounds. */
+    char auto_output_dir[1024];    /* PERFTRACKER_OUTPUT_DIR, default /tmp/perftracker/output */
+    int32_t auto_wait, auto_steps; /* PERFTRACKER_AUTO_WAIT (5), PERFTRACKER_AUTO_STEPS (2) */
+    uint8_t auto_save_raw;         /* PERFTRACKER_AUTO_SAVE_RAW none|master|all (none) */
+    int64_t auto_interval_ns;      /* at most one automatic round per this (PERFTRACKER_AUTO_INTERVAL_S) */
+    pt_ctl_log log;
+} pt_coordinator_config;
+
+typedef struct pt_coordinator pt_coordinator;
+
+/* What tests and the rank-0 log want to know; a consistent snapshot. */
+typedef struct pt_coordinator_stats {
+    int32_t agents;            /* joined and connected now */
+    uint32_t rounds_finished;
+    uint32_t auto_rounds;
+    uint32_t refused;          /* handshakes that failed authentication */
+    char last_report_dir[1024]; /* the last automatic round's directory, "" when none */
+} pt_coordinator_stats;
+
+void pt_coordinator_config_defaults(pt_coordinator_config *cfg);
+/* Rank 0's configuration from the environment; creates the control key file. 0 or -1. */
+int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env *env, pt_error *err);
+
+/* Binds and starts the coordinator's thread. NULL with err (e.g. the port is taken). */
+pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error *err);
+uint16_t pt_coordinator_port(const pt_coordinator *c);
+void pt_coordinator_stats_get(pt_coordinator *c, pt_coordinator_stats *out);
+void pt_coordinator_stop(pt_coordinator *c); /* NULL is fine */
+
+#endif

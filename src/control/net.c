@@ -1,0 +1,308 @@
+/* net.c -- sockets and framed connections for the control plane.
+ *
+ * A pt_conn keeps one input buffer (grown to the largest frame seen, at most
+ * PT_CTL_MAX_FRAME) and one output queue (bounded by out_limit), so a slow or malicious
+ * peer costs at most those bytes. Reads compact the input lazily: a message stays valid
+ * until the next read, which is what lets the decoder hand out pointers instead of
+ * copies. Writes use MSG_NOSIGNAL so a vanished peer never raises SIGPIPE in the
+ * training process. */
+#define _GNU_SOURCE
+#include "control/net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void pt_ctl_logf(const pt_ctl_log *log, const char *fmt, ...)
+{
+    char line[1024];
+    size_t n = 0;
+    if (log && !log->fn)
+        n = (size_t)snprintf(line, sizeof line, "%s", log->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - n, fmt, ap);
+    va_end(ap);
+    if (log && log->fn) {
+        log->fn(log->ctx, line);
+    } else {
+        /* One write per line so lines from many threads do not interleave. */
+        size_t len = strlen(line);
+        if (len + 1 < sizeof line)
+            line[len++] = '\n';
+        ssize_t ignored = write(STDERR_FILENO, line, len);
+        (void)ignored;
+    }
+}
+
+static int resolve(const char *host, uint16_t port, int passive, struct addrinfo **out, pt_error *err)
+{
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    char service[8];
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    int rc = getaddrinfo(host, service, &hints, out);
+    if (rc != 0) {
+        pt_error_set(err, "cannot resolve %s: %s", host ? host : "*", gai_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int pt_net_listen(const char *addr, uint16_t port, uint16_t *bound_port, pt_error *err)
+{
+    struct addrinfo *list;
+    if (resolve(addr, port, 1, &list, err) != 0)
+        return -1;
+    int fd = -1, saved = 0;
+    for (struct addrinfo *ai = list; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
+            break;
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(list);
+    if (fd < 0) {
+        pt_error_set(err, "cannot listen on %s:%u: %s", addr ? addr : "*", (unsigned)port,
+                     strerror(saved ? saved : EADDRNOTAVAIL));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (bound_port && getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+static int connect_one(const struct addrinfo *ai, int timeout_ms, int *saved)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+        *saved = errno;
+        return -1;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            *saved = errno;
+            close(fd);
+            return -1;
+        }
+        struct pollfd p = {fd, POLLOUT, 0};
+        int rc;
+        do
+            rc = poll(&p, 1, timeout_ms);
+        while (rc < 0 && errno == EINTR);
+        int so_error = 0;
+        socklen_t len = sizeof so_error;
+        if (rc <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0 || so_error) {
+            *saved = rc == 0 ? ETIMEDOUT : so_error ? so_error : errno;
+            close(fd);
+            return -1;
+        }
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+int pt_net_connect(const char *host, uint16_t port, int timeout_ms, pt_error *err)
+{
+    struct addrinfo *list;
+    if (resolve(host, port, 0, &list, err) != 0)
+        return -1;
+    int fd = -1, saved = 0;
+    for (struct addrinfo *ai = list; ai && fd < 0; ai = ai->ai_next)
+        fd = connect_one(ai, timeout_ms, &saved);
+    freeaddrinfo(list);
+    if (fd < 0)
+        pt_error_set(err, "cannot connect to %s:%u: %s", host, (unsigned)port, strerror(saved));
+    return fd;
+}
+
+void pt_net_peer_name(int fd, char *dst, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+            port = ntohs(a->sin6_port);
+        } else if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            port = ntohs(a->sin_port);
+        }
+    }
+    snprintf(dst, cap, "%s:%u", host, port);
+}
+
+static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (!a || !b || a->sa_family != b->sa_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    return false;
+}
+
+bool pt_net_is_local_address(const char *addr)
+{
+    struct addrinfo *list;
+    if (resolve(addr, 1, 0, &list, NULL) != 0)
+        return false;
+    struct ifaddrs *ifs;
+    bool local = false;
+    if (getifaddrs(&ifs) == 0) {
+        for (struct addrinfo *ai = list; ai && !local; ai = ai->ai_next)
+            for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next)
+                local = same_address(ai->ai_addr, i->ifa_addr);
+        freeifaddrs(ifs);
+    }
+    freeaddrinfo(list);
+    return local;
+}
+
+/* ---------------------------------------------------------------- framed connection */
+
+void pt_conn_init(pt_conn *c, int fd, size_t out_limit)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->out_limit = out_limit;
+}
+
+void pt_conn_close(pt_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    pt_conn_init(c, -1, c->out_limit);
+}
+
+static int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t new_cap = *cap ? *cap : 4096;
+    while (new_cap < need)
+        new_cap *= 2;
+    uint8_t *p = realloc(*buf, new_cap);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = new_cap;
+    return 0;
+}
+
+int pt_conn_read(pt_conn *c, pt_error *err)
+{
+    if (c->in_off > 0) { /* drop what was consumed; earlier messages are now invalid */
+        memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+        c->in_len -= c->in_off;
+        c->in_off = 0;
+    }
+    if (c->in_len + 65536 > c->in_cap && c->in_cap < 4 + (size_t)PT_CTL_MAX_FRAME + 65536 &&
+        reserve(&c->in, &c->in_cap, c->in_len + 65536) != 0) {
+        pt_error_set(err, "out of memory for the input buffer");
+        return -1;
+    }
+    ssize_t n;
+    do
+        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        c->in_len += (size_t)n;
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    pt_error_set(err, "%s", n == 0 ? "connection closed by peer" : strerror(errno));
+    return -1;
+}
+
+int pt_conn_next(pt_conn *c, pt_ctl_msg *m, pt_error *err)
+{
+    ssize_t used = pt_ctl_decode(c->in + c->in_off, c->in_len - c->in_off, m, err);
+    if (used < 0)
+        return -1;
+    if (used == 0)
+        return 0;
+    c->in_off += (size_t)used;
+    return 1;
+}
+
+int pt_conn_send(pt_conn *c, const pt_ctl_msg *m, pt_error *err)
+{
+    size_t size = pt_ctl_encoded_size(m);
+    if (size == 0) {
+        pt_error_set(err, "cannot encode a %s message (a field is too long)", pt_ctl_type_name(m->type));
+        return -1;
+    }
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (pt_conn_pending(c) + size > c->out_limit) {
+        pt_error_set(err, "send queue full (%zu bytes pending)", pt_conn_pending(c));
+        return -1;
+    }
+    if (c->out_off > 0 && c->out_len + size > c->out_cap) { /* compact before growing */
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+    }
+    if (reserve(&c->out, &c->out_cap, c->out_len + size) != 0) {
+        pt_error_set(err, "out of memory for the send queue");
+        return -1;
+    }
+    pt_ctl_encode(m, c->out + c->out_len, size);
+    c->out_len += size;
+    return 0;
+}
+
+int pt_conn_flush(pt_conn *c, pt_error *err)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n < 0) {
+            pt_error_set(err, "%s", strerror(errno));
+            return -1;
+        }
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return 0;
+}
+
+size_t pt_conn_pending(const pt_conn *c)
+{
+    return c->out_len - c->out_off;
+}

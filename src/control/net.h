@@ -1,0 +1,60 @@
+/* net.h -- the plumbing the coordinator, the agent and the CLI client share: TCP
+ * sockets, a framed connection with bounded buffers, and log lines.
+ *
+ * Everything here can run inside a training process, so nothing exits or aborts on
+ * failure: allocation failures and socket errors come back as -1 with a reason. */
+#ifndef PT_CONTROL_NET_H
+#define PT_CONTROL_NET_H
+
+#include "control/protocol.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where log lines go. The agent and the coordinator run inside the training process and
+ * have no terminal of their own: by default a line goes to stderr with the prefix
+ * (e.g. "perftracker[rank 0]: "); tests install fn to capture lines. */
+typedef struct pt_ctl_log {
+    void (*fn)(void *ctx, const char *line);
+    void *ctx;
+    char prefix[64];
+} pt_ctl_log;
+
+void pt_ctl_logf(const pt_ctl_log *log, const char *fmt, ...) PT_PRINTF(2, 3);
+
+/* A non-blocking, close-on-exec listening socket on addr:port (port 0 = any free port;
+ * *bound_port receives the port chosen). Returns the fd or -1. */
+int pt_net_listen(const char *addr, uint16_t port, uint16_t *bound_port, pt_error *err);
+/* Connects to host:port within timeout_ms. Returns a non-blocking, close-on-exec fd or -1. */
+int pt_net_connect(const char *host, uint16_t port, int timeout_ms, pt_error *err);
+/* "a.b.c.d:port" of the socket's peer. */
+void pt_net_peer_name(int fd, char *dst, size_t cap);
+/* True when addr resolves to an address of one of this machine's interfaces. */
+bool pt_net_is_local_address(const char *addr);
+
+/* A framed connection: bytes in, messages out, messages in, bytes out. */
+typedef struct pt_conn {
+    int fd;
+    uint8_t *in;
+    size_t in_len, in_off, in_cap;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    size_t out_limit;   /* refuse to queue past this many unsent bytes */
+} pt_conn;
+
+void pt_conn_init(pt_conn *c, int fd, size_t out_limit);
+void pt_conn_close(pt_conn *c); /* closes fd, frees buffers */
+/* Reads what the socket has. Returns 1 (read something), 0 (nothing now), -1 (closed or
+ * error: err says which). Messages decoded earlier become invalid. */
+int pt_conn_read(pt_conn *c, pt_error *err);
+/* The next complete message from what was read: 1 (m filled; its byte fields point into
+ * the connection's buffer until the next pt_conn_read), 0 (none yet), -1 (bad frame). */
+int pt_conn_next(pt_conn *c, pt_ctl_msg *m, pt_error *err);
+/* Queues a message. -1 when it cannot be encoded or the queue would pass out_limit. */
+int pt_conn_send(pt_conn *c, const pt_ctl_msg *m, pt_error *err);
+/* Writes queued bytes. Returns 0 (all or some written; see pt_conn_pending) or -1. */
+int pt_conn_flush(pt_conn *c, pt_error *err);
+size_t pt_conn_pending(const pt_conn *c);
+
+#endif

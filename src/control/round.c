@@ -1,0 +1,276 @@
+/* round.c -- gather one round's outcomes and turn them into the report.
+ *
+ * Memory is what the diagnosis needs anyway: the decoded summaries (a few hundred KB
+ * each) plus one small record per failed worker. Each summary's received bytes are
+ * written to disk unchanged before anything else happens to them, so
+ * `perftracker analyze <round_dir>/summaries` reproduces the report exactly. This runs in
+ * the CLI, or in rank 0's coordinator thread for automatic rounds; it uses the analysis
+ * side's allocators (which exit on exhaustion), a documented trade-off for the latter. */
+#define _POSIX_C_SOURCE 200809L
+#include "control/round.h"
+#include "control/job_env.h"
+#include "diagnose/diagnose.h"
+#include "report/report.h"
+#include "summarize/summary_io.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct outcome {
+    int32_t rank;
+    char *name;              /* the worker's file name, as the report names workers */
+    pt_worker_summary *summary; /* decoded, or a hang's minimal one; NULL for a failure */
+    char *raw_trace_path;
+} outcome;
+
+struct pt_round {
+    char *dir;
+    int32_t world_size;
+    outcome *outcomes;
+    size_t count, cap;
+    char **warnings;
+    size_t warning_count, warning_cap;
+    size_t summaries, failures;
+};
+
+int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err)
+{
+    char absolute[PT_CTL_MAX_PATH], cwd[PT_CTL_MAX_PATH];
+    int n = output_dir[0] == '/' ? snprintf(absolute, sizeof absolute, "%s", output_dir)
+            : getcwd(cwd, sizeof cwd) ? snprintf(absolute, sizeof absolute, "%s/%s", cwd, output_dir)
+                                      : -1;
+    if (n < 0 || (size_t)n + 32 >= sizeof absolute) { /* room for the timestamp and raw_trace/ */
+        pt_error_set(err, "cannot use %s as the output directory (too long, or no working directory)", output_dir);
+        return -1;
+    }
+    if (pt_make_dirs(absolute, err) != 0)
+        return -1;
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tm);
+    for (int attempt = 1; attempt < 100; attempt++) {
+        if (attempt == 1)
+            snprintf(dst, cap, "%s/%s", absolute, stamp);
+        else
+            snprintf(dst, cap, "%s/%s_%d", absolute, stamp, attempt);
+        if (mkdir(dst, 0755) == 0)
+            return 0;
+        if (errno != EEXIST)
+            break;
+    }
+    pt_error_set(err, "cannot create a round directory in %s: %s", absolute, strerror(errno));
+    return -1;
+}
+
+pt_round *pt_round_new(const char *round_dir, int32_t world_size)
+{
+    pt_round *r = pt_xcalloc(1, sizeof *r);
+    r->dir = pt_xstrdup(round_dir);
+    r->world_size = world_size;
+    return r;
+}
+
+void pt_round_add_warning(pt_round *r, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    PT_GROW(r->warnings, r->warning_cap, r->warning_count + 1);
+    r->warnings[r->warning_count++] = pt_xstrdup(line);
+}
+
+static outcome *add_outcome(pt_round *r, const pt_ctl_worker *w)
+{
+    PT_GROW(r->outcomes, r->cap, r->count + 1);
+    outcome *o = &r->outcomes[r->count++];
+    memset(o, 0, sizeof *o);
+    o->rank = w->rank;
+    char host[PT_HOST_MAX], name[PT_HOST_MAX + 64];
+    pt_ctl_copy_str(host, sizeof host, w->host);
+    pt_worker_file_name(name, sizeof name, host, w->local_rank, w->pid, ".json");
+    o->name = pt_xstrdup(name);
+    return o;
+}
+
+/* The bytes as received, before anything can go wrong with them. */
+static void store_summary_file(pt_round *r, const char *worker_name, const void *blob, size_t len)
+{
+    char dir[PT_CTL_MAX_PATH + 16], path[PT_CTL_MAX_PATH + 300];
+    snprintf(dir, sizeof dir, "%s/summaries", r->dir);
+    pt_error err;
+    if (pt_make_dirs(dir, &err) != 0) {
+        pt_round_add_warning(r, "%s", err.message);
+        return;
+    }
+    size_t stem = strlen(worker_name);
+    if (stem > 5 && strcmp(worker_name + stem - 5, ".json") == 0)
+        stem -= 5;
+    snprintf(path, sizeof path, "%s/%.*s.ptsum", dir, (int)stem, worker_name);
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(blob, 1, len, f) == len;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    if (!ok)
+        pt_round_add_warning(r, "cannot store %s: %s", path, strerror(errno ? errno : EIO));
+}
+
+int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
+                         size_t len, pt_error *err)
+{
+    char name[PT_HOST_MAX + 64], host[PT_HOST_MAX];
+    pt_ctl_copy_str(host, sizeof host, w->host);
+    pt_worker_file_name(name, sizeof name, host, w->local_rank, w->pid, ".json");
+    store_summary_file(r, name, blob, len);
+    pt_worker_summary *s = pt_summary_decode(blob, len, err);
+    if (!s) {
+        pt_round_add_failure(r, w, PT_FAIL_BAD_SUMMARY, -1, 0, err->message, NULL);
+        return -1;
+    }
+    if (s->rank != w->rank) {
+        if (s->rank >= 0)
+            pt_round_add_warning(r, "%s: its summary says rank %d, its agent rank %d; the agent's is used",
+                                 s->name ? s->name : name, s->rank, w->rank);
+        s->rank = w->rank;
+        s->rank_source = PT_RANK_FROM_TRACE;
+    }
+    outcome *o = add_outcome(r, w);
+    o->summary = s;
+    o->raw_trace_path = raw_trace_path && *raw_trace_path ? pt_xstrdup(raw_trace_path) : NULL;
+    r->summaries++;
+    return 0;
+}
+
+/* A hung worker has no profile, only where it stopped: a summary with hang_step set,
+ * which is what the diagnosis reads to name the workers that stopped. */
+static pt_worker_summary *hang_summary(const outcome *o, const pt_ctl_worker *w, int64_t steps_done,
+                                       int64_t stalled_ns, const char *stack)
+{
+    pt_worker_summary *s = pt_summary_new();
+    char host[PT_HOST_MAX];
+    pt_ctl_copy_str(host, sizeof host, w->host);
+    s->rank = w->rank;
+    s->rank_source = PT_RANK_FROM_TRACE;
+    s->local_rank = w->local_rank;
+    s->world_size = w->world_size;
+    s->pid = w->pid;
+    s->name = pt_xstrdup(o->name);
+    s->host = pt_xstrdup(host);
+    s->producer = pt_xstrdup("perftracker");
+    s->hang_step = steps_done >= 0 ? steps_done : 0;
+    s->hang_stack = stack && *stack ? pt_xstrdup(stack) : NULL;
+    pt_summary_add_warning(s, "stopped stepping in step %lld (no step for %.1f s); it has no profile, only "
+                              "where it stopped", (long long)s->hang_step, (double)stalled_ns / 1e9);
+    return s;
+}
+
+void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t steps_done, int64_t stalled_ns,
+                          const char *text, const char *stack)
+{
+    outcome *o = add_outcome(r, w);
+    r->failures++;
+    if (kind == PT_FAIL_HANG) {
+        o->summary = hang_summary(o, w, steps_done, stalled_ns, stack);
+        return;
+    }
+    if (kind == PT_FAIL_NOT_PROFILED) { /* alive: listed as a worker, with nothing to compare */
+        o->summary = hang_summary(o, w, steps_done, 0, NULL);
+        o->summary->hang_step = -1;
+        free(o->summary->warnings[0]);
+        o->summary->warnings[0] = pt_xstrdup("still stepping when the hang was reported; not profiled");
+        r->failures--;
+        return;
+    }
+    char where[64] = "";
+    if (steps_done >= 0)
+        snprintf(where, sizeof where, " (at step %lld)", (long long)steps_done);
+    pt_round_add_warning(r, "rank %d (%s): %s%s%s%s", w->rank, o->name, pt_ctl_failure_name(kind), where,
+                         text && *text ? ": " : "", text ? text : "");
+}
+
+size_t pt_round_summary_count(const pt_round *r)
+{
+    return r->summaries;
+}
+
+size_t pt_round_failure_count(const pt_round *r)
+{
+    return r->failures;
+}
+
+const char *pt_round_dir(const pt_round *r)
+{
+    return r->dir;
+}
+
+/* workers[].raw_trace: relative to the round directory when the trace is inside it. */
+static void add_raw_trace_paths(const pt_round *r, pt_json *report)
+{
+    pt_json *workers = pt_json_get(report, "workers");
+    size_t dir_len = strlen(r->dir);
+    for (size_t i = 0; i < r->count; i++) {
+        const outcome *o = &r->outcomes[i];
+        if (!o->raw_trace_path || !workers)
+            continue;
+        const char *shown = o->raw_trace_path;
+        if (strncmp(shown, r->dir, dir_len) == 0 && shown[dir_len] == '/')
+            shown += dir_len + 1;
+        for (size_t k = 0; k < workers->count; k++)
+            if (pt_json_get_number(workers->items[k], "rank", -2) == o->rank)
+                pt_json_set(workers->items[k], "raw_trace", pt_json_string(shown));
+    }
+}
+
+pt_json *pt_round_report(pt_round *r, pt_error *err)
+{
+    pt_worker_summary **workers = pt_xmalloc((r->count ? r->count : 1) * sizeof *workers);
+    int32_t *failed_ranks = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_ranks);
+    const char **failed_names = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_names);
+    size_t nworkers = 0, nfailed = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->outcomes[i].summary) {
+            workers[nworkers++] = r->outcomes[i].summary;
+        } else {
+            failed_ranks[nfailed] = r->outcomes[i].rank;
+            failed_names[nfailed++] = r->outcomes[i].name;
+        }
+    }
+    pt_job_input job = {workers, nworkers, r->world_size, (const char *const *)r->warnings, r->warning_count,
+                        failed_ranks, failed_names, nfailed, NULL};
+    pt_json *report = pt_diagnose(&job);
+    add_raw_trace_paths(r, report);
+    free(workers);
+    free(failed_ranks);
+    free(failed_names);
+    if (pt_report_write(r->dir, report, err) != 0) {
+        pt_json_free(report);
+        return NULL;
+    }
+    return report;
+}
+
+void pt_round_free(pt_round *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->count; i++) {
+        pt_summary_free(r->outcomes[i].summary);
+        free(r->outcomes[i].name);
+        free(r->outcomes[i].raw_trace_path);
+    }
+    for (size_t i = 0; i < r->warning_count; i++)
+        free(r->warnings[i]);
+    free(r->outcomes);
+    free(r->warnings);
+    free(r->dir);
+    free(r);
+}

@@ -1,0 +1,43 @@
+/* round.h -- one profiling round's results on their way to a report.
+ *
+ * Whoever collects a round -- the CLI for a triggered round, the coordinator for an
+ * automatic one -- feeds each worker's outcome in here as it arrives: a summary (stored
+ * at once as <round_dir>/summaries/<worker>.ptsum, so nothing collected is lost if the
+ * collector of the round dies later) or the reason it has none. pt_round_report then
+ * runs the same diagnosis `perftracker analyze` runs (pt_diagnose) and writes
+ * <round_dir>/report.json and <round_dir>/PerfDisplay/ (pt_report_write). Hung workers
+ * become summaries with hang_step/hang_stack set, which the diagnosis turns into "hang"
+ * findings; workers that died or never answered become failed ranks with a warning. */
+#ifndef PT_CONTROL_ROUND_H
+#define PT_CONTROL_ROUND_H
+
+#include "control/protocol.h"
+#include "util/json.h"
+
+typedef struct pt_round pt_round;
+
+/* <output_dir>/<YYYYmmdd_HHMMSS>[_N]: creates it (and output_dir) and returns its absolute
+ * path in dst. 0 or -1. */
+int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err);
+
+/* Collects into round_dir (created by pt_round_make_dir); world_size may be -1. */
+pt_round *pt_round_new(const char *round_dir, int32_t world_size);
+/* Decodes and keeps one worker's summary. A summary that does not decode is recorded as a
+ * failure (PT_FAIL_BAD_SUMMARY) and -1 is returned with err set. */
+int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
+                         size_t len, pt_error *err);
+/* A worker with no summary: why (pt_ctl_failure), where it was, and what it said. */
+void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t steps_done, int64_t stalled_ns,
+                          const char *text, const char *stack);
+/* Adds a warning line to the report (e.g. "the coordinator connection was lost"). */
+void pt_round_add_warning(pt_round *r, const char *fmt, ...) PT_PRINTF(2, 3);
+
+size_t pt_round_summary_count(const pt_round *r);
+size_t pt_round_failure_count(const pt_round *r); /* hangs included */
+const char *pt_round_dir(const pt_round *r);
+
+/* Diagnoses and writes the report. Returns the report (caller frees) or NULL with err. */
+pt_json *pt_round_report(pt_round *r, pt_error *err);
+void pt_round_free(pt_round *r);
+
+#endif

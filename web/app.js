@@ -457,7 +457,8 @@
     node.appendChild(table({
       rows: kernels, sort: { column: 3, descending: true }, filter: 'Filter kernels',
       highlight: key !== null ? function (e) { return e[0] === key; } : null,
-      columns: [{ label: 'kernel', value: function (e) { return PD.splitKernelKey(e[0]).name; }, render: function (e) { return kernelCell(e[0]); }, title: function (e) { return e[0]; } },
+      columns: [{ label: 'kernel', value: function (e) { return PD.splitKernelKey(e[0]).name; }, title: function (e) { return e[0]; },
+                  render: function (e) { return el('span', { title: e[0], className: 'mono' }, PD.shortKernel(PD.splitKernelKey(e[0]).name)); } },
                 { label: 'grid|block', value: function (e) { return PD.splitKernelKey(e[0]).launch; }, width: '150px' },
                 { label: 'median cost per execution (ms)', value: function (e) { return e[1]['median cost per execution (ms)']; }, text: function (e) { return fmt.num(e[1]['median cost per execution (ms)']); }, numeric: true, width: '200px' },
                 { label: 'bottleneck ratio (in [0,1])', value: function (e) { return e[1]['bottleneck ratio (in [0,1])']; }, render: function (e) { return ratioBar(e[1]['bottleneck ratio (in [0,1])'], maxRatio); }, numeric: true, width: '190px' }]

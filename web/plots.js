@@ -32,11 +32,11 @@ var PD = (window.PD = window.PD || {});
   }
   var WHITE = [255, 255, 255], RED = [198, 40, 40], BLUE = [36, 86, 197], PURPLE = [59, 31, 122];
 
-  /* Deviation: red when a worker spends longer than the median worker, blue when shorter. */
+  /* Deviation: red when a worker spends longer than the median worker, blue when shorter.
+   * Linear, so the noise between healthy workers stays near white and an outlier does not. */
   PD.deviationColor = function (v, scale) {
     if (typeof v !== 'number' || !isFinite(v)) return '#e4e7ec';
-    var t = Math.min(1, Math.abs(v) / scale);
-    return mix(WHITE, v >= 0 ? RED : BLUE, Math.sqrt(t));
+    return mix(WHITE, v >= 0 ? RED : BLUE, Math.min(1, Math.abs(v) / scale));
   };
   PD.shareColor = function (v, scale) {
     if (typeof v !== 'number' || !isFinite(v)) return '#e4e7ec';
@@ -124,12 +124,12 @@ var PD = (window.PD = window.PD || {});
   Heatmap.prototype.destroy = function () { window.removeEventListener('resize', this.resizeListener); };
 
   Heatmap.prototype.layout = function () {
-    var width = this.grid.clientWidth || 800;
+    var width = (this.grid.parentNode.clientWidth || 850) - 50; /* less the overview strip */
     var f = Math.max(1, this.functions.length);
     this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - GUTTER - 2) / f)));
     this.viewH = Math.min(this.ranks.length * ROW_H, Math.max(240, window.innerHeight - 330));
     this.scroll.style.height = this.viewH + 'px';
-    this.scroll.style.width = Math.min(width, GUTTER + f * this.colW + 2) + 'px';
+    this.grid.style.width = Math.min(width, GUTTER + f * this.colW + 2) + 'px';
     this.ctx = setupCanvas(this.canvas, f * this.colW, this.viewH);
     this.buildColumns();
     this.octx = setupCanvas(this.overview, 36, this.viewH);

@@ -4,6 +4,8 @@ perftracker binary from a report with a known fault, and either server started o
 
     fixture.py prepare --work DIR --perftracker BIN [--workers N] [--fault-rank R]
         -> prints {"display_dir": ..., "facts": {...}} (facts: see make_report.py)
+    fixture.py serve --kind app.py|perftracker --display-dir D --perftracker BIN
+        -> becomes that server on a free port; its first line of output holds the URL
 
 The layout is the workflow's: DIR/out/report.json, DIR/out/PerfDisplay/ and
 DIR/out/raw_trace/ (one small file per raw trace the report names), so the servers'
@@ -69,7 +71,17 @@ def main():
     prep.add_argument("--perftracker", required=True)
     prep.add_argument("--workers", type=int, default=8)
     prep.add_argument("--fault-rank", type=int, default=5)
+    serve = sub.add_parser("serve", help="exec the server (it prints its URL first)")
+    serve.add_argument("--kind", choices=("app.py", "perftracker"), required=True)
+    serve.add_argument("--display-dir", required=True)
+    serve.add_argument("--perftracker", required=True)
+    serve.add_argument("--python", default="/usr/bin/python3")
     a = p.parse_args()
+    if a.command == "serve":
+        cmd, cwd = server_command(a.kind, a.display_dir, a.perftracker, a.python)
+        if cwd:
+            os.chdir(cwd)
+        os.execv(cmd[0], cmd)
     display_dir, facts = prepare(a.work, a.perftracker, a.workers, a.fault_rank)
     print(json.dumps({"display_dir": display_dir, "facts": facts}))
 

@@ -16,6 +16,7 @@ on as one JSON line on stdout.
 """
 import argparse
 import json
+import math
 import random
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -123,7 +124,7 @@ def build(workers, fault, seed, raw_trace):
     python_section = {
         BACKWARD: {n: r(0.168 + rng.gauss(0, 0.004)) for n in names},
         LOADER: {n: r(0.012 + abs(rng.gauss(0, 0.001))) for n in names[: max(1, workers // 2)]},
-        XSS_STACK: {names[0]: 0.011},
+        XSS_STACK: {n: r(0.011 + abs(rng.gauss(0, 0.0005))) for n in names},
     }
     report = {
         "report_version": 1,
@@ -149,11 +150,11 @@ def build(workers, fault, seed, raw_trace):
                              "or kernel fusion would hide this."),
                  "evidence": {"section": "CUDA Runtime", "key": "cudaLaunchKernel",
                               "metric": "avg bottleneck ratio", "median": 0.0397, "values": {}}},
-                {"category": "python", "function": XSS_STACK, "workers": [0], "all_workers": False,
-                 "impact": 0.004,
-                 "summary": "Rank 0 spends 1.1% of the window in the Python frame " + XSS + ".",
+                {"category": "python", "function": XSS_STACK, "workers": list(range(workers)),
+                 "all_workers": True, "impact": 0.004,
+                 "summary": "Every worker spends 1.1% of the window in the Python frame " + XSS + ".",
                  "evidence": {"section": "Python functions", "key": XSS_STACK, "metric": "share",
-                              "median": 0.0, "values": {"0": 0.011}}},
+                              "median": 0.011, "values": {}}},
             ],
         },
         "GPU Compute": {
@@ -216,9 +217,12 @@ def hardware(names, fault, rng):
         for m, (_, mean) in metrics.items():
             avg = mean * (1.25 if i == fault and m == "sm_activity" else 1) * (1 + rng.gauss(0, 0.01))
             per_worker[n][m] = {"avg": r(avg), "min": r(avg * 0.4), "max": r(min(avg * 1.5, 100) if m == "sm_activity" else avg * 1.5)}
-        if i < 64:
-            series[n] = {m: [[r(t * 0.5, 6), r(max(0.0, per_worker[n][m]["avg"] * (1 + 0.3 * rng.gauss(0, 1))))]
-                             for t in range(240)] for m in metrics}
+        if i < 64:  # the schema keeps series for at most 64 workers
+            series[n] = {}
+            for m, (unit, _) in metrics.items():
+                avg, top = per_worker[n][m]["avg"], 100.0 if unit == "%" else float("inf")
+                series[n][m] = [[r(t * 0.5, 6), r(min(top, max(0.0, avg * (1 + 0.25 * math.sin(t / 6.0) + 0.05 * rng.gauss(0, 1)))))]
+                                for t in range(240)]
     summary = {}
     for m, (unit, _) in metrics.items():
         avgs = sorted(per_worker[n][m]["avg"] for n in names)

@@ -1,0 +1,283 @@
+#!/usr/bin/env node
+/* browser.test.js -- PerfDisplay in headless Debian Chromium, driven by playwright-core.
+ *
+ *   node browser.test.js --server app.py|perftracker --perftracker BIN --work DIR
+ *        --node-modules DIR [--python /usr/bin/python3] [--workers 8 --fault-rank 5]
+ *        [--report-from fixture|analyze]
+ *
+ * A PerfDisplay folder is written by the perftracker binary from a report with a known
+ * fault (fixture.py), served by the server named, and checked the way a user reads it:
+ * the root-cause sentence names the right worker and function; "Evidence" lands on the
+ * highlighted row; every section opens with its "how to read this"; tables sort; the
+ * heatmap's culprit row is red on the canvas and marked; the hostile names
+ * (<img src=x onerror=alert(1)>) render as text with no dialog and no <img>; nothing is
+ * fetched from outside the folder; the page also works from file:// and without the chart
+ * library. Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
+ * playwright-core, 1 on any failed check.
+ */
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { execFileSync, spawn } = require('child_process');
+
+const SKIP = 77;
+const CHROMIUM = process.env.PT_CHROMIUM || '/usr/bin/chromium';
+const HERE = __dirname;
+
+function parseArgs(argv) {
+  const a = { server: 'perftracker', python: '/usr/bin/python3', workers: 8, faultRank: 5, reportFrom: 'fixture' };
+  for (let i = 0; i < argv.length; i += 2) {
+    const key = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    a[key] = argv[i + 1];
+  }
+  a.workers = Number(a.workers);
+  a.faultRank = Number(a.faultRank);
+  return a;
+}
+
+const failures = [];
+function check(cond, what) {
+  console.log((cond ? 'ok   ' : 'FAIL ') + what);
+  if (!cond) failures.push(what);
+}
+
+function skip(why) {
+  console.log('SKIP: ' + why);
+  process.exit(SKIP);
+}
+
+function prepare(args) {
+  const script = args.reportFrom === 'analyze' ? 'analyze_fixture.py' : 'fixture.py';
+  const out = execFileSync('python3', [path.join(HERE, script), 'prepare', '--work', args.work,
+    '--perftracker', args.perftracker, '--workers', String(args.workers), '--fault-rank', String(args.faultRank)],
+    { encoding: 'utf8', maxBuffer: 1 << 26 });
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+/* Starts the server through fixture.py (which execs it) and reads the URL it prints. */
+function startServer(args, displayDir) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn('python3', [path.join(HERE, 'fixture.py'), 'serve', '--kind', args.server,
+      '--display-dir', displayDir, '--perftracker', args.perftracker, '--python', args.python],
+      { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    const timer = setTimeout(() => reject(new Error('server did not start: ' + out + err)), 20000);
+    proc.stderr.on('data', (d) => { err += d; });
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /(http:\/\/\S+\/)/.exec(out);
+      if (m) { clearTimeout(timer); resolve({ proc, base: m[1] }); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error('server exited ' + code + ': ' + err)); });
+  });
+}
+
+/* Colour of the heatmap canvas under (rank row, function column), read from its pixels. */
+async function heatmapPixel(page, rank, fnName) {
+  return page.evaluate(({ rank, fnName }) => {
+    const hm = document.getElementById('heatmap');
+    const label = hm.querySelector('.rowlabel[data-rank="' + rank + '"]');
+    const col = Array.from(hm.querySelectorAll('.col')).find((c) => c.title.endsWith(': ' + fnName));
+    const canvas = hm.querySelector('.scroll canvas');
+    if (!label || !col || !canvas) return null;
+    const lr = label.getBoundingClientRect(), cr = col.getBoundingClientRect(), kr = canvas.getBoundingClientRect();
+    const dpr = canvas.width / kr.width;
+    const x = Math.floor((cr.left + cr.width / 2 - kr.left) * dpr), y = Math.floor((lr.top + lr.height / 2 - kr.top) * dpr);
+    return Array.from(canvas.getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3));
+  }, { rank, fnName });
+}
+const isRed = (p) => !!p && p[0] > 150 && p[1] < 130 && p[2] < 130;
+const isPale = (p) => !!p && p[0] > 200 && p[1] > 200 && p[2] > 200;
+
+async function visit(page, hash) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+  const id = hash.replace(/^#\//, '').split('?')[0];
+  await page.waitForSelector('section.view[data-view="' + id + '"]');
+}
+
+async function run(args, browser, base, displayDir, facts) {
+  const shots = path.join(args.work, 'screenshots', args.server);
+  fs.mkdirSync(shots, { recursive: true });
+  const page = browser.pages()[0] || await browser.newPage();
+  await page.setViewportSize({ width: 1400, height: 900 });
+  const dialogs = [], errors = [], foreign = [];
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) foreign.push(r.url()); });
+
+  await page.goto(base);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
+  await page.screenshot({ path: path.join(shots, 'overview.png'), fullPage: true });
+
+  /* The diagnosis: verdict, then the root cause naming the worker and the function. */
+  const verdict = await page.textContent('#verdict');
+  check(/^Degraded/.test(verdict), 'verdict shown first: ' + verdict);
+  const root = page.locator('#findings .finding.root');
+  check(await root.count() === 1, 'one finding is marked as the root cause');
+  const rootText = await root.locator('.summary').textContent();
+  check(rootText.includes('Rank ' + facts.fault_rank + ' ') && rootText.includes(facts.fault_worker),
+    'root-cause sentence names the worker: ' + rootText.slice(0, 90));
+  const fnTitle = await root.locator('.facts .mono').getAttribute('title');
+  check(fnTitle === facts.fault_function, 'root cause names the function (full name on hover)');
+  check(rootText.includes(facts.fault_function.split('|')[0].slice(0, 40)), 'the sentence names the kernel');
+  check(/≈\d+(\.\d+)?% of step time/.test(await root.locator('.facts').textContent()), 'impact on step time shown');
+  const firstIsRoot = await page.evaluate(() => document.querySelector('#findings .finding').classList.contains('root'));
+  check(firstIsRoot, 'root cause comes first');
+
+  /* One click to the evidence. */
+  await root.locator('a.evidence-link').click();
+  await page.waitForSelector('section.view[data-view="gpu-compute"] #evidence');
+  const hl = await page.$$eval('section.view tr.hl td:first-child', (tds) => tds.map((td) => td.title));
+  check(hl.includes(facts.fault_function), 'evidence: the kernel row is highlighted in GPU Compute');
+  check((await page.textContent('#evidence')).includes(String(facts.fault_rank)), 'evidence panel lists the worker');
+  await page.screenshot({ path: path.join(shots, 'evidence.png'), fullPage: true });
+
+  /* Every section, from the navigation. */
+  const views = await page.$$eval('#nav a', (as) => as.map((a) => [a.dataset.view, a.textContent]));
+  check(views.length >= 9, 'navigation lists the sections: ' + views.map((v) => v[0]).join(' '));
+  for (const [id] of views) {
+    await page.click('#nav a[data-view="' + id + '"]');
+    await page.waitForSelector('section.view[data-view="' + id + '"]');
+    const h1 = await page.textContent('section.view h1');
+    const howto = await page.$('section.view details.howto');
+    const needsHowto = !['overview'].includes(id);
+    check(h1.length > 0 && (!needsHowto || !!howto), 'section ' + id + ' opens ("' + h1 + '")' + (needsHowto ? ' with how-to-read' : ''));
+    check(await page.evaluate(() => document.querySelectorAll('img').length === 0), 'no <img> element on ' + id);
+    await page.screenshot({ path: path.join(shots, 'view-' + id + '.png'), fullPage: true });
+  }
+  for (const section of ['GPU Compute', 'GPU memory operations', 'Communication', 'CUDA Runtime', 'Python functions', 'Hardware', 'Heatmap']) {
+    check(views.some((v) => v[1].startsWith(section)), 'a view for "' + section + '"');
+  }
+
+  /* Sortable tables: major kernels by median cost, both directions. */
+  await visit(page, '#/gpu-compute');
+  const costHeader = page.locator('th', { hasText: 'median cost per execution (ms)' });
+  const kernelTable = page.locator('section.view .vtable', { has: costHeader }).first();
+  const header = kernelTable.locator('th', { hasText: 'median cost per execution (ms)' });
+  const firstKernel = () => kernelTable.locator('tr.data td:first-child').first().getAttribute('title');
+  await header.click();
+  const desc = await firstKernel();
+  await header.click();
+  const asc = await firstKernel();
+  check(/multi_tensor_apply_kernel/.test(desc) && asc === facts.xss_kernel,
+    'kernel table sorts by median cost both ways (' + (desc || '').slice(0, 30) + ' / ' + (asc || '').slice(0, 30) + ')');
+  check(await header.getAttribute('aria-sort') === 'ascending', 'sorted column is marked');
+
+  /* Long kernel names are shortened, the full name on hover. */
+  const adam = await page.$$eval('section.view td span.mono', (s) => s.map((x) => [x.textContent, x.title]).find((p) => /AdamFunctor/.test(p[1])));
+  check(!!adam && adam[0].length < 80 && adam[0].includes('multi_tensor_apply_kernel<…>') && adam[1].length > 200,
+    'long kernel name shortened (' + (adam ? adam[0] : '-') + ')');
+
+  /* XSS: the hostile kernel and Python frame render as text. */
+  const xssCell = await page.$$eval('section.view td span.mono', (s, k) => s.filter((x) => x.title === k).map((x) => x.textContent), facts.xss_kernel);
+  check(xssCell.length > 0 && xssCell[0].includes(facts.xss), 'hostile kernel name shown as text: ' + xssCell[0]);
+  await visit(page, '#/python?key=' + encodeURIComponent(facts.xss_stack));
+  await page.waitForSelector('#python-detail ol.stackframes li');
+  const frames = await page.$$eval('#python-detail ol.stackframes li', (lis) => lis.map((li) => li.textContent));
+  check(frames[frames.length - 1] === facts.xss, 'hostile Python frame shown as text in the call stack');
+  await page.screenshot({ path: path.join(shots, 'python-xss.png'), fullPage: true });
+  await visit(page, '#/overview');
+  const findingsText = await page.textContent('#findings');
+  check(findingsText.includes(facts.xss), 'hostile name in a finding sentence shown as text');
+  if (await page.$('#nav a[data-view="warnings"]')) {
+    await visit(page, '#/warnings');
+    check((await page.textContent('#warnings')).includes(facts.xss), 'hostile name in a warning shown as text');
+  }
+  await visit(page, '#/workers');
+  check(await page.evaluate(() => Array.from(document.querySelectorAll('b')).every((b) => b.textContent !== '4714')),
+    'a worker file name with markup is not parsed as markup');
+  check(await page.evaluate(() => document.querySelectorAll('img').length === 0 && !window.__pwned), 'no injected <img> anywhere');
+
+  /* Heatmap: the culprit row is marked and red in the fault function's column. */
+  await visit(page, '#/heatmap?finding=0');
+  await page.waitForSelector('#heatmap .rowlabel[data-rank="' + facts.fault_rank + '"]');
+  check(await page.getAttribute('#heatmap', 'data-culprits') === String(facts.fault_rank), 'heatmap marks the culprit rank');
+  check(await page.$eval('#heatmap .rowlabel[data-rank="' + facts.fault_rank + '"]', (l) => l.classList.contains('culprit')), 'culprit row label highlighted');
+  const colTitle = await page.$eval('#heatmap .col.hl', (c) => c.title).catch(() => null);
+  check(!!colTitle && colTitle.endsWith(facts.fault_function), 'the finding\'s function column is highlighted');
+  const hot = await heatmapPixel(page, facts.fault_rank, facts.fault_function);
+  const normalRank = facts.fault_rank === 0 ? 1 : facts.fault_rank - 1;
+  const cold = await heatmapPixel(page, normalRank, facts.fault_function);
+  check(isRed(hot) && isPale(cold), 'culprit cell is red on the canvas, a normal worker\'s is pale (' + hot + ' vs ' + cold + ')');
+  await page.screenshot({ path: path.join(shots, 'heatmap.png'), fullPage: true });
+
+  /* A worker's steps, one click from the table. */
+  await visit(page, '#/workers?rank=' + facts.fault_rank);
+  await page.waitForSelector('#worker-detail h2');
+  check((await page.textContent('#worker-detail h2')).startsWith('Rank ' + facts.fault_rank + ' '), 'worker detail opens from a link');
+  check(await page.$$eval('#worker-detail tr.data', (r) => r.length) >= 1, 'per-step breakdown listed');
+  const domRows = await page.$$eval('section.view .vtable tr.data', (r) => r.length);
+  check(domRows <= 120, 'workers table renders only visible rows (' + domRows + ' in the DOM for ' + facts.workers + ' workers)');
+
+  /* Raw traces: the link reaches the file through the server. */
+  if (facts.raw_traces.length) {
+    await visit(page, '#/traces');
+    const href = await page.$eval('section.view td a.mono', (a) => a.href);
+    const resp = await page.request.get(href);
+    check(resp.status() === 200 && (await resp.text()).startsWith('perftracker raw trace'), 'raw trace link works: ' + href);
+  }
+
+  check(dialogs.length === 0, 'no dialog opened (' + dialogs.join(', ') + ')');
+  check(errors.length === 0, 'no script errors (' + errors.slice(0, 3).join(' | ') + ')');
+  check(foreign.length === 0, 'nothing fetched from outside the folder (' + foreign.slice(0, 3).join(', ') + ')');
+
+  /* Without the chart library (a build without npm): still a working page, and it says so. */
+  await page.route('**/assets/echarts.min.js', (r) => r.fulfill({ status: 404, body: '' }));
+  await page.goto(base + 'index.html#/heatmap?finding=0'); /* a new document, not a hash change */
+  await page.waitForSelector('body[data-ready="true"]');
+  check(!!(await page.$('#no-charts')), 'without the chart library the page says charts were not bundled');
+  await page.waitForSelector('#heatmap .rowlabel[data-rank="' + facts.fault_rank + '"]');
+  check(isRed(await heatmapPixel(page, facts.fault_rank, facts.fault_function)), 'heatmap works without the chart library');
+  await page.screenshot({ path: path.join(shots, 'no-charts.png'), fullPage: true });
+  await page.unroute('**/assets/echarts.min.js');
+
+  /* From file://, as after copying the folder to a laptop and opening index.html. */
+  const filePage = await browser.newPage();
+  const fileErrors = [];
+  filePage.on('pageerror', (e) => fileErrors.push(String(e)));
+  await filePage.goto('file://' + path.join(displayDir, 'index.html'));
+  await filePage.waitForSelector('body[data-ready="true"]');
+  check((await filePage.textContent('#findings .finding.root .summary')).includes(facts.fault_worker) && fileErrors.length === 0,
+    'the page works from file:// too');
+  await filePage.close();
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  if (!fs.existsSync(CHROMIUM)) skip(CHROMIUM + ' not found (scripts/install-deps.sh installs chromium)');
+  let playwright;
+  try {
+    playwright = require(path.join(path.resolve(args.nodeModules), 'playwright-core'));
+  } catch (e) {
+    skip('playwright-core is not installed in ' + args.nodeModules + ' (the display.npm_ci test installs it; was the npm registry reachable?)');
+  }
+  if (args.server === 'app.py' && !fs.existsSync(args.python)) skip(args.python + ' not found');
+  fs.mkdirSync(args.work, { recursive: true });
+  const { display_dir: displayDir, facts } = prepare(args);
+  const { proc, base } = await startServer(args, displayDir);
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'pt-chromium-'));
+  let browser;
+  try {
+    browser = await playwright.chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM, headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+             '--disable-background-networking', '--disable-component-update', '--disable-sync',
+             '--allow-file-access-from-files'],
+      timeout: 60000
+    });
+    browser.setDefaultTimeout(30000);
+    await run(args, browser, base, displayDir, facts);
+  } catch (e) {
+    check(false, 'browser test crashed: ' + (e && e.stack || e));
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    proc.kill('SIGTERM');
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(failures.length + ' failure(s); screenshots in ' + path.join(args.work, 'screenshots'));
+  process.exit(failures.length ? 1 : 0);
+}
+
+main();

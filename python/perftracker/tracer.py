@@ -1,0 +1,217 @@
+"""PerfTracker: the Python face of the C collector (perftracker._perftracker).
+
+Everything costly lives in C. This file only gathers configuration (arguments, then
+PERFTRACKER_* environment variables), tells the C side where things are (the summarizer
+binary, CUPTI, which GPU to sample, which path prefixes to cut from file names) and
+answers "who is this worker" when a window opens. It never raises into the training
+script: any problem becomes one log line and a tracer whose step() only counts.
+"""
+import atexit
+import glob
+import os
+import shutil
+import socket
+import sys
+import sysconfig
+
+from perftracker import _perftracker
+
+_DEFAULT_OUTPUT_DIR = "/tmp/perftracker/output"
+_started = False
+
+
+def _log(message):
+    try:
+        sys.stderr.write("[perftracker] %s\n" % message)
+    except Exception:
+        pass
+
+
+def _env_int(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        _log("ignoring %s=%r (not an integer)" % (name, value))
+        return default
+
+
+def _env_flag(name, default):
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    return value not in ("0", "false", "no", "off")
+
+
+def _identity():
+    """Who this worker is, asked when a window opens (torch.distributed is initialized by
+    then even when PerfTracker() was built before init_process_group)."""
+    info = {"host": socket.gethostname()}
+    for key, var in (("rank", "RANK"), ("local_rank", "LOCAL_RANK"), ("world_size", "WORLD_SIZE")):
+        value = os.environ.get(var, "")
+        if value.strip().lstrip("-").isdigit():
+            info[key] = int(value)
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            info["rank"] = dist.get_rank()
+            info["world_size"] = dist.get_world_size()
+            info["backend"] = str(dist.get_backend())
+    except Exception:
+        pass
+    cuda = sys.modules.get("torch.cuda")
+    try:
+        if cuda is not None and cuda.is_initialized():
+            info["cuda"] = 1
+            info["device_count"] = cuda.device_count()
+            info["device_name"] = cuda.get_device_name(cuda.current_device())
+    except Exception:
+        pass
+    return info
+
+
+def _path_prefixes():
+    """Prefixes cut from file names so frames read as the user knows them."""
+    prefixes = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            prefixes.add(os.path.realpath(path))
+            prefixes.add(path)
+    for path in (os.getcwd(), os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""):
+        if path and path != "/":
+            prefixes.add(path)
+            prefixes.add(os.path.realpath(path))
+    return sorted((p.rstrip("/") + "/" for p in prefixes if p), key=len, reverse=True)
+
+
+def _cli_path():
+    explicit = os.environ.get("PERFTRACKER_CLI")
+    if explicit:
+        return explicit
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "perftracker")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    return shutil.which("perftracker") or shutil.which("c4d_perftracker") or ""
+
+
+def _cupti_candidates():
+    found = []
+    explicit = os.environ.get("PERFTRACKER_CUPTI_LIB")
+    if explicit:
+        found.append(explicit)
+    for base in sys.path:
+        if not base or not os.path.isdir(os.path.join(base, "nvidia")):
+            continue
+        for pattern in ("nvidia/cuda_cupti/lib/libcupti.so*", "nvidia/cu*/lib/libcupti.so*"):
+            found.extend(sorted(glob.glob(os.path.join(base, pattern)), reverse=True))
+    found += ["libcupti.so", "libcupti.so.13", "libcupti.so.12",
+              "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "/usr/local/cuda/lib64/libcupti.so"]
+    return found
+
+
+def _nvml_target():
+    """(uuid, index) of the GPU this worker most likely uses; index -1 when there is no
+    NVIDIA driver (then NVML is not even tried)."""
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        return "", -1
+    local_rank = max(_env_int("LOCAL_RANK", 0), 0)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return "", local_rank
+    items = [item.strip() for item in visible.split(",") if item.strip()]
+    if not items:
+        return "", -1
+    pick = items[local_rank % len(items)]
+    if pick.isdigit():
+        return "", int(pick)
+    return (pick, -1) if pick.startswith("GPU-") else ("", local_rank)
+
+
+def _start(summary_dir, auto_trigger, sample_period_us):
+    global _started
+    cli = _cli_path()
+    uuid, index = _nvml_target()
+    gpu = _env_flag("PERFTRACKER_GPU", True)
+    started = _perftracker.start(
+        cli_path=cli,
+        summary_dir=summary_dir,
+        sample_period_us=sample_period_us,
+        gpm_period_ms=_env_int("PERFTRACKER_GPM_PERIOD_MS", 100),
+        gpu=gpu,
+        cupti_libs=_cupti_candidates() if gpu else [],
+        gpu_uuid=uuid,
+        gpu_index=index,
+        max_events=_env_int("PERFTRACKER_MAX_EVENTS", 4 << 20),
+        max_gpu_events=_env_int("PERFTRACKER_MAX_GPU_EVENTS", 1 << 20),
+        max_samples=_env_int("PERFTRACKER_MAX_SAMPLES", 2 << 20),
+        prefixes=_path_prefixes(),
+        identity=_identity,
+        agent=_env_flag("PERFTRACKER_AGENT", True),
+        auto_trigger=auto_trigger,
+        quiet=_env_flag("PERFTRACKER_QUIET", False),
+    )
+    if started and not _started:
+        _started = True
+        atexit.register(_perftracker.shutdown, float(_env_int("PERFTRACKER_EXIT_TIMEOUT", 60)))
+    if not cli:
+        _log("the perftracker CLI was not found (set PERFTRACKER_CLI): windows are recorded but not summarized")
+    return started
+
+
+class PerfTracker(_perftracker.Tracer):
+    """Marks training steps for perftracker's collector.
+
+    PerfTracker() alone waits for the control plane (``perftracker --trigger-on``) or the
+    environment. Given ``wait``/``steps``/``output_dir`` (or PERFTRACKER_WAIT,
+    PERFTRACKER_STEPS, PERFTRACKER_OUTPUT_DIR) it profiles ``steps`` steps after ``wait``
+    steps by itself and leaves the raw trace in output_dir (and its summary in
+    output_dir/summaries/ unless ``summarize=False``). step() is the only call a training
+    loop makes; it costs well under a microsecond when no window is open.
+    """
+
+    def __init__(self, wait=None, steps=None, output_dir=None, *, summarize=None, auto_trigger=None,
+                 sample_period_us=None, enabled=None):
+        super().__init__()
+        self.output_dir = None
+        try:
+            if enabled is None:
+                enabled = _env_flag("PERFTRACKER_ENABLED", True)
+            if not enabled:
+                return
+            wait = wait if wait is not None else _env_int("PERFTRACKER_WAIT", None)
+            steps = steps if steps is not None else _env_int("PERFTRACKER_STEPS", None)
+            output_dir = output_dir or os.environ.get("PERFTRACKER_OUTPUT_DIR") or None
+            local = wait is not None or steps is not None or output_dir is not None
+            if summarize is None:
+                summarize = _env_flag("PERFTRACKER_SUMMARIZE", True)
+            if local:
+                output_dir = os.path.abspath(output_dir or _DEFAULT_OUTPUT_DIR)
+                os.makedirs(output_dir, exist_ok=True)
+                self.output_dir = output_dir
+            if auto_trigger is None:
+                auto_trigger = False
+            if sample_period_us is None:
+                sample_period_us = _env_int("PERFTRACKER_SAMPLE_PERIOD_US", 100)
+            summary_dir = os.path.join(output_dir, "summaries") if local and summarize else ""
+            _start(summary_dir, bool(auto_trigger), int(sample_period_us))
+            if local:
+                wait = 5 if wait is None else int(wait)
+                steps = 2 if steps is None else int(steps)
+                if not _perftracker.arm(max(wait, 0), max(steps, 1), output_dir + "/"):
+                    _log("a profiling window is already pending; PerfTracker(wait=%d, steps=%d) ignored"
+                         % (wait, steps))
+        except Exception as exc:  # the training loop must never see our failures
+            _log("collector disabled: %s: %s" % (type(exc).__name__, exc))
+
+
+def collector_stats():
+    """What the collector did so far in this process (windows, last trace, drops)."""
+    return _perftracker.stats()
+
+
+def wait_idle(timeout=60.0):
+    """Waits until no profiling window is pending or being written; False on timeout."""
+    return _perftracker.wait_idle(float(timeout))

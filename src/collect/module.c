@@ -1,0 +1,835 @@
+/* module.c -- the CPython extension `perftracker._perftracker`: step(), the C profile
+ * hook, frame names, and the link to the control plane's agent.
+ *
+ * The hook (the _lsprof approach). While a window is open every Python thread runs
+ * profile_hook through PyEval_SetProfile, with its own ThreadRecorder as the hook's
+ * argument, so the hook reaches its thread's log without a lookup or a lock. Per event it
+ * reads the clock, finds the callable's name id with one hash probe on pointers
+ * (funcs.h) and pushes or pops a record (recorder.h): no allocation, no Python object.
+ * Outside windows no hook is installed at all, and step() is a counter update and one
+ * atomic load.
+ *
+ * Names follow the seed's convention (Kineto's with_stack naming without line numbers):
+ * "path/file.py: function" with the path as the user knows it (relative to
+ * site-packages, the standard library or the working directory), and C calls as
+ * "<built-in method NAME of TYPE object at 0x>" or "<built-in function NAME>". So
+ * torch.distributed.barrier is "torch/distributed/distributed_c10d.py: barrier", which
+ * the summarizer treats as communication. A name is built once per callable; the hook
+ * holds a reference to each code object and type it named until the window ends, so a
+ * pointer is never reused for another callable within a window.
+ *
+ * When a window opens, the stacks that are already running (the training loop that
+ * called step(), and every other thread) are entered at the window's start, so calls
+ * made inside them nest under their real callers. New threads started through
+ * `threading` pick the hook up via threading.setprofile. Threads created by C code
+ * during the window are not seen (CPython 3.11 has no hook for them).
+ *
+ * Failure policy: nothing here raises into the training loop. A failure abandons the
+ * window with one log line and the collector stays ready for the next one. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "collect/collector.h"
+#include "collect/cupti.h"
+#include "collect/log.h"
+
+#ifdef PT_HAVE_AGENT
+#include "control/agent.h"
+#endif
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PREFIXES 16
+#define NAME_MAX_BYTES 1024
+
+/* ------------------------------------------------------------ state (GIL-guarded) */
+
+typedef struct ThreadRecorder {
+    PyObject_HEAD
+    pt_window *window;
+    pt_thread_log *log;
+} ThreadRecorder;
+
+static PyTypeObject ThreadRecorder_Type;
+
+static struct {
+    bool started;
+    char *prefixes[MAX_PREFIXES];       /* path prefixes to cut, longest first */
+    size_t prefix_count;
+    PyObject *identity;                 /* callable -> dict, called when a window opens */
+    PyObject **held;                    /* references kept for the open window's names */
+    size_t held_count, held_cap;
+    PyObject *saved_thread_hook;        /* threading's profile hook before the window */
+    PyThreadState *training_tstate;     /* the thread that calls step() */
+    char **cupti_libs;                  /* NULL-terminated */
+    bool agent_running;
+} M;
+
+static PyObject *tracer_step(PyObject *self, PyObject *unused);
+/* Our own step() is not recorded: it is the window's boundary, not the program's work. */
+#define IS_STEP(fn) ((fn)->m_ml->ml_meth == (PyCFunction)tracer_step)
+
+static inline int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ names */
+
+static const char *trim_path(const char *file)
+{
+    static const char *const markers[] = {"/site-packages/", "/dist-packages/"};
+    if (file[0] == '<')
+        return file;
+    const char *best = NULL;
+    for (size_t i = 0; i < PT_ARRAY_LEN(markers); i++)
+        for (const char *p = strstr(file, markers[i]); p; p = strstr(p + 1, markers[i]))
+            best = p + strlen(markers[i]);
+    if (best)
+        return best;
+    for (size_t i = 0; i < M.prefix_count; i++) {
+        size_t n = strlen(M.prefixes[i]);
+        if (strncmp(file, M.prefixes[i], n) == 0 && file[n])
+            return file + n;
+    }
+    return file;
+}
+
+static const char *utf8_or(PyObject *s, const char *fallback)
+{
+    const char *u = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    if (!u) {
+        PyErr_Clear();
+        return fallback;
+    }
+    return u;
+}
+
+static int format_code_name(PyCodeObject *code, char *out, size_t cap)
+{
+    return snprintf(out, cap, "%s: %s", trim_path(utf8_or(code->co_filename, "?")), utf8_or(code->co_name, "?"));
+}
+
+/* What repr() of a builtin says, with the address cut to "0x" as the seed's keys have it. */
+static int format_cfunction_name(PyCFunctionObject *fn, char *out, size_t cap)
+{
+    PyObject *self = fn->m_self;
+    if (!self || PyModule_Check(self))
+        return snprintf(out, cap, "<built-in function %s>", fn->m_ml->ml_name);
+    return snprintf(out, cap, "<built-in method %s of %s object at 0x>", fn->m_ml->ml_name, Py_TYPE(self)->tp_name);
+}
+
+static bool hold(PyObject *o)
+{
+    if (M.held_count == M.held_cap) {
+        size_t cap = M.held_cap ? M.held_cap * 2 : 1024;
+        PyObject **held = realloc(M.held, cap * sizeof *held);
+        if (!held)
+            return false;
+        M.held = held;
+        M.held_cap = cap;
+    }
+    Py_INCREF(o);
+    M.held[M.held_count++] = o;
+    return true;
+}
+
+static void release_held(void)
+{
+    for (size_t i = 0; i < M.held_count; i++)
+        Py_DECREF(M.held[i]);
+    M.held_count = 0;
+}
+
+/* Names a callable seen for the first time, and remembers it under (key, key2) when a
+ * reference to `keep` can be held. Runs inside the hook: saves any pending exception. */
+static uint32_t name_first_sight(pt_window *w, const void *key, const void *key2, PyObject *keep, const char *name,
+                                 int n)
+{
+    if (n < 0)
+        return PT_WINDOW_UNKNOWN_NAME;
+    uint32_t id = pt_window_name(w, name, (size_t)PT_MIN(n, NAME_MAX_BYTES - 1));
+    if (id == PT_NAMES_NONE)
+        return PT_WINDOW_UNKNOWN_NAME;
+    if (hold(keep) && pt_functab_add(&w->funcs, key, key2, id) != 0) {
+        /* Not remembered: the name is rebuilt on the next call, the reference is harmless. */
+    }
+    return id;
+}
+
+static uint32_t code_name(pt_window *w, PyCodeObject *code)
+{
+    uint32_t id = pt_functab_find(&w->funcs, code, NULL);
+    if (PT_LIKELY(id != PT_FUNC_NONE))
+        return id;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    char name[NAME_MAX_BYTES];
+    id = name_first_sight(w, code, NULL, (PyObject *)code, name, format_code_name(code, name, sizeof name));
+    PyErr_Restore(type, value, tb);
+    return id;
+}
+
+static inline const void *cfunction_type_key(PyCFunctionObject *fn)
+{
+    PyObject *self = fn->m_self;
+    return self && !PyModule_Check(self) ? (const void *)Py_TYPE(self) : NULL;
+}
+
+static uint32_t cfunction_name(pt_window *w, PyCFunctionObject *fn)
+{
+    const void *type = cfunction_type_key(fn);
+    uint32_t id = pt_functab_find(&w->funcs, fn->m_ml, type);
+    if (PT_LIKELY(id != PT_FUNC_NONE))
+        return id;
+    PyObject *etype, *value, *tb;
+    PyErr_Fetch(&etype, &value, &tb);
+    char name[NAME_MAX_BYTES];
+    PyObject *keep = type ? (PyObject *)type : (PyObject *)fn; /* the method def lives as long as its owner */
+    id = name_first_sight(w, fn->m_ml, type, keep, name, format_cfunction_name(fn, name, sizeof name));
+    PyErr_Restore(etype, value, tb);
+    return id;
+}
+
+/* ------------------------------------------------------------ the hook */
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    ThreadRecorder *rec = (ThreadRecorder *)obj;
+    pt_thread_log *t = rec->log;
+    int64_t now = now_ns();
+    switch (what) {
+    case PyTrace_CALL: {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        uint32_t name = code_name(rec->window, code);
+        Py_DECREF(code); /* held by the frame (and by us once named) */
+        pt_thread_log_enter(t, code, name, now);
+        break;
+    }
+    case PyTrace_RETURN: {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        Py_DECREF(code);
+        pt_thread_log_leave(t, code, now);
+        break;
+    }
+    case PyTrace_C_CALL:
+        if (PyCFunction_Check(arg)) {
+            PyCFunctionObject *fn = (PyCFunctionObject *)arg;
+            if (!IS_STEP(fn))
+                pt_thread_log_enter(t, fn->m_ml, cfunction_name(rec->window, fn), now);
+        }
+        break;
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION:
+        if (PyCFunction_Check(arg)) {
+            PyCFunctionObject *fn = (PyCFunctionObject *)arg;
+            if (!IS_STEP(fn))
+                pt_thread_log_leave(t, fn->m_ml, now);
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static ThreadRecorder *new_recorder(pt_window *w, int64_t tid)
+{
+    pt_thread_log *log = pt_window_add_thread(w, tid);
+    if (!log)
+        return NULL;
+    ThreadRecorder *rec = PyObject_New(ThreadRecorder, &ThreadRecorder_Type);
+    if (!rec) {
+        PyErr_Clear();
+        return NULL;
+    }
+    rec->window = w;
+    rec->log = log;
+    return rec;
+}
+
+/* Enters the frames already running on a thread (outermost first) at the window start. */
+static void enter_running_frames(pt_window *w, pt_thread_log *t, PyFrameObject *innermost, int64_t start)
+{
+    PyFrameObject *frames[PT_MAX_DEPTH];
+    int depth = 0;
+    PyFrameObject *f = innermost;
+    Py_XINCREF(f);
+    while (f && depth < PT_MAX_DEPTH) {
+        frames[depth++] = f;
+        f = PyFrame_GetBack(f);
+    }
+    Py_XDECREF(f);
+    for (int i = depth - 1; i >= 0; i--) {
+        PyCodeObject *code = PyFrame_GetCode(frames[i]);
+        pt_thread_log_enter(t, code, code_name(w, code), start);
+        Py_DECREF(code);
+        Py_DECREF(frames[i]);
+    }
+}
+
+static bool is_our_hook(PyThreadState *ts)
+{
+    return ts->c_profilefunc == profile_hook;
+}
+
+static bool install_on(PyThreadState *ts, pt_window *w, int64_t start)
+{
+    if (ts->c_profilefunc && !is_our_hook(ts))
+        return false; /* another profiler owns this thread */
+    int64_t tid = ts == PyThreadState_Get() ? (int64_t)syscall(SYS_gettid) : (int64_t)ts->native_thread_id;
+    ThreadRecorder *rec = new_recorder(w, tid);
+    if (!rec)
+        return false;
+    PyFrameObject *frame = PyThreadState_GetFrame(ts);
+    enter_running_frames(w, rec->log, frame, start);
+    Py_XDECREF(frame);
+    int rc;
+    if (ts == PyThreadState_Get()) {
+        PyEval_SetProfile(profile_hook, (PyObject *)rec);
+        rc = 0;
+    } else {
+#if PY_VERSION_HEX < 0x030C0000
+        rc = _PyEval_SetProfile(ts, profile_hook, (PyObject *)rec);
+#else
+        rc = -1; /* 3.12+: no per-thread install for other threads */
+#endif
+    }
+    Py_DECREF(rec);
+    if (rc != 0)
+        PyErr_Clear();
+    return rc == 0;
+}
+
+static void uninstall_all(void)
+{
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
+        if (!is_our_hook(ts))
+            continue;
+        if (ts == me) {
+            PyEval_SetProfile(NULL, NULL);
+        } else {
+#if PY_VERSION_HEX < 0x030C0000
+            if (_PyEval_SetProfile(ts, NULL, NULL) != 0)
+                PyErr_Clear();
+#endif
+        }
+    }
+}
+
+/* threading.setprofile target: runs once on a new thread's first event, swaps itself for
+ * the C hook and records that event. */
+static PyObject *thread_bootstrap(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *frame_obj, *arg;
+    const char *event;
+    if (!PyArg_ParseTuple(args, "OsO", &frame_obj, &event, &arg)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    pt_window *w = pt_collector_window();
+    PyEval_SetProfile(NULL, NULL);
+    if (!w || !PyFrame_Check(frame_obj))
+        Py_RETURN_NONE;
+    ThreadRecorder *rec = new_recorder(w, (int64_t)syscall(SYS_gettid));
+    if (!rec)
+        Py_RETURN_NONE;
+    PyFrameObject *frame = (PyFrameObject *)frame_obj;
+    int64_t now = now_ns();
+    if (strcmp(event, "call") == 0) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        enter_running_frames(w, rec->log, back, now);
+        Py_XDECREF(back);
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        pt_thread_log_enter(rec->log, code, code_name(w, code), now);
+        Py_DECREF(code);
+    } else {
+        enter_running_frames(w, rec->log, frame, now);
+    }
+    PyEval_SetProfile(profile_hook, (PyObject *)rec);
+    Py_DECREF(rec);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bootstrap_def = {"_thread_bootstrap", thread_bootstrap, METH_VARARGS, NULL};
+
+/* ------------------------------------------------------------ windows */
+
+static void set_threading_hook(PyObject *hook, PyObject **previous)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (!threading) {
+        PyErr_Clear();
+        return;
+    }
+    if (previous) {
+        *previous = PyObject_CallMethod(threading, "getprofile", NULL);
+        if (!*previous)
+            PyErr_Clear();
+    }
+    PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", hook ? hook : Py_None);
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(threading);
+}
+
+static int64_t dict_int(PyObject *d, const char *key, int64_t fallback)
+{
+    PyObject *v = d ? PyDict_GetItemString(d, key) : NULL;
+    if (!v || !PyLong_Check(v))
+        return fallback;
+    int64_t x = PyLong_AsLongLong(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return fallback;
+    }
+    return x;
+}
+
+static void dict_str(PyObject *d, const char *key, char *out, size_t cap)
+{
+    PyObject *v = d ? PyDict_GetItemString(d, key) : NULL;
+    const char *s = v ? utf8_or(v, NULL) : NULL;
+    if (s)
+        snprintf(out, cap, "%s", s);
+}
+
+/* Asks the Python side who this worker is (rank, backend, GPU, ...). */
+static bool fill_identity(pt_window *w)
+{
+    pt_trace_meta *m = &w->meta;
+    m->pid = getpid();
+    PyObject *d = M.identity ? PyObject_CallNoArgs(M.identity) : NULL;
+    if (!d || !PyDict_Check(d)) {
+        PyErr_Clear();
+        Py_XDECREF(d);
+        d = NULL;
+    }
+    m->rank = (int32_t)dict_int(d, "rank", -1);
+    m->local_rank = (int32_t)dict_int(d, "local_rank", -1);
+    m->world_size = (int32_t)dict_int(d, "world_size", -1);
+    m->device_count = (int32_t)dict_int(d, "device_count", 0);
+    dict_str(d, "host", m->host, sizeof m->host);
+    dict_str(d, "backend", m->backend, sizeof m->backend);
+    dict_str(d, "device_name", m->device_name, sizeof m->device_name);
+    if (!m->host[0])
+        gethostname(m->host, sizeof m->host - 1);
+    bool cuda = dict_int(d, "cuda", 0) != 0;
+    Py_XDECREF(d);
+    return cuda;
+}
+
+static void begin_window(void)
+{
+    pt_window *w = pt_collector_window();
+    bool cuda = fill_identity(w);
+    PyThreadState *me = PyThreadState_Get();
+    M.training_tstate = me;
+    if (me->c_profilefunc && !is_our_hook(me)) {
+        pt_collector_abort_window("another profiler (cProfile or sys.setprofile) is active on the training thread");
+        return;
+    }
+    pt_collector_start_sources(cuda);
+    int64_t start = pt_collector_last_step_ns();
+    int skipped = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
+        if (!install_on(ts, w, start))
+            skipped++;
+    if (!is_our_hook(me)) {
+        uninstall_all();
+        release_held();
+        pt_collector_abort_window("the profile hook could not be installed");
+        return;
+    }
+    if (skipped)
+        pt_window_warn(w, "%d Python thread(s) not profiled (another profiler owns them, or no per-thread hook "
+                          "on this Python)", skipped);
+    PyObject *bootstrap = PyCFunction_New(&bootstrap_def, NULL);
+    if (bootstrap) {
+        set_threading_hook(bootstrap, &M.saved_thread_hook);
+        Py_DECREF(bootstrap);
+    } else {
+        PyErr_Clear();
+    }
+}
+
+static void end_window(void)
+{
+    pt_window *w = pt_collector_window();
+    uninstall_all();
+    set_threading_hook(M.saved_thread_hook, NULL);
+    Py_CLEAR(M.saved_thread_hook);
+    pt_window_close_threads(w, pt_collector_last_step_ns());
+    release_held();
+    pt_collector_end_window();
+}
+
+/* ------------------------------------------------------------ Tracer type */
+
+static PyObject *tracer_step(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    pt_step_action a = pt_collector_step();
+    if (PT_UNLIKELY(a == PT_STEP_BEGIN))
+        begin_window();
+    else if (PT_UNLIKELY(a == PT_STEP_END))
+        end_window();
+    Py_RETURN_NONE;
+}
+
+static PyObject *tracer_steps(PyObject *self, void *closure)
+{
+    (void)self, (void)closure;
+    int64_t steps, last, mean;
+    pt_collector_status(&steps, &last, &mean);
+    return PyLong_FromLongLong(steps);
+}
+
+static PyMethodDef tracer_methods[] = {
+    {"step", tracer_step, METH_NOARGS, "Mark the end of a training step (cheap when not profiling)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tracer_getset[] = {
+    {"steps_done", tracer_steps, NULL, "step() calls so far in this process", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Tracer_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "perftracker._perftracker.Tracer",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Base of PerfTracker: step() in C.",
+    .tp_methods = tracer_methods,
+    .tp_getset = tracer_getset,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyTypeObject ThreadRecorder_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "perftracker._perftracker.ThreadRecorder",
+    .tp_basicsize = sizeof(ThreadRecorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One thread's profile-hook state (internal).",
+};
+
+/* ------------------------------------------------------------ agent hooks */
+
+static int hook_arm(void *ctx, int64_t start_step, int32_t steps, const char *raw_trace_path)
+{
+    (void)ctx;
+    return pt_collector_arm(start_step, steps, raw_trace_path);
+}
+
+static void hook_status(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns)
+{
+    (void)ctx;
+    pt_collector_status(steps_done, last_step_end_ns, mean_step_ns);
+}
+
+static void format_stack(PyThreadState *ts, char *buf, size_t cap)
+{
+    const char *names[PT_MAX_DEPTH];
+    char storage[PT_MAX_DEPTH][128];
+    int depth = 0;
+    PyFrameObject *f = PyThreadState_GetFrame(ts);
+    while (f && depth < PT_MAX_DEPTH) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        format_code_name(code, storage[depth], sizeof storage[depth]);
+        names[depth] = storage[depth];
+        depth++;
+        Py_DECREF(code);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = depth - 1; i >= 0 && used + 1 < cap; i--) {
+        int n = snprintf(buf + used, cap - used, "%s%s", names[i], i ? "|" : "");
+        if (n < 0)
+            break;
+        used += PT_MIN((size_t)n, cap - used - 1);
+    }
+}
+
+typedef struct stack_request {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    bool done, abandoned;
+    char text[8192];
+} stack_request;
+
+static void *stack_helper(void *arg)
+{
+    stack_request *req = arg;
+    char text[sizeof req->text] = "";
+    if (Py_IsInitialized()) {
+        PyGILState_STATE st = PyGILState_Ensure();
+        PyThreadState *me = PyThreadState_Get();
+        for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
+            if (ts == M.training_tstate)
+                format_stack(ts, text, sizeof text);
+        PyGILState_Release(st);
+    }
+    pthread_mutex_lock(&req->lock);
+    memcpy(req->text, text, sizeof text);
+    req->done = true;
+    bool abandoned = req->abandoned;
+    pthread_cond_signal(&req->done_cond);
+    pthread_mutex_unlock(&req->lock);
+    if (abandoned)
+        free(req);
+    return NULL;
+}
+
+/* The agent thread must not wait on the GIL for long (a hung worker may hold it): a
+ * helper thread takes the GIL, the agent waits at most two seconds for its answer. */
+static void hook_python_stack(void *ctx, char *buf, size_t cap)
+{
+    (void)ctx;
+    buf[0] = '\0';
+    stack_request *req = calloc(1, sizeof *req);
+    if (!req)
+        return;
+    pthread_mutex_init(&req->lock, NULL);
+    pthread_cond_init(&req->done_cond, NULL);
+    pthread_t helper;
+    if (pthread_create(&helper, NULL, stack_helper, req) != 0) {
+        free(req);
+        return;
+    }
+    pthread_detach(helper);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    pthread_mutex_lock(&req->lock);
+    while (!req->done && pthread_cond_timedwait(&req->done_cond, &req->lock, &deadline) == 0) {
+    }
+    bool done = req->done;
+    if (done)
+        snprintf(buf, cap, "%s", req->text);
+    else
+        req->abandoned = true; /* the helper frees it when it finally gets the GIL */
+    pthread_mutex_unlock(&req->lock);
+    if (done)
+        free(req);
+}
+
+static void start_agent(bool auto_trigger)
+{
+#ifdef PT_HAVE_AGENT
+    pt_agent_hooks hooks = {NULL, hook_arm, hook_status, hook_python_stack};
+    pt_error err;
+    pt_agent_set_auto_trigger(auto_trigger ? 1 : 0);
+    int rc = pt_agent_start(&hooks, &err);
+    if (rc == 0) {
+        M.agent_running = true;
+        pt_collector_set_window_done(pt_agent_window_done);
+    } else if (rc < 0) {
+        pt_collect_log(PT_LOG_FAILURE, "control-plane agent not started: %s", err.message);
+    }
+#else
+    (void)auto_trigger;
+    (void)hook_arm, (void)hook_status, (void)hook_python_stack;
+#endif
+}
+
+/* ------------------------------------------------------------ module functions */
+
+static void set_prefixes(PyObject *list)
+{
+    for (size_t i = 0; i < M.prefix_count; i++)
+        free(M.prefixes[i]);
+    M.prefix_count = 0;
+    Py_ssize_t n = list && PyList_Check(list) ? PyList_GET_SIZE(list) : 0;
+    for (Py_ssize_t i = 0; i < n && M.prefix_count < MAX_PREFIXES; i++) {
+        const char *s = utf8_or(PyList_GET_ITEM(list, i), NULL);
+        char *copy = s && s[0] ? strdup(s) : NULL;
+        if (copy)
+            M.prefixes[M.prefix_count++] = copy;
+    }
+}
+
+static char **string_list(PyObject *list)
+{
+    Py_ssize_t n = list && PyList_Check(list) ? PyList_GET_SIZE(list) : 0;
+    char **out = calloc((size_t)n + 1, sizeof *out);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        const char *s = utf8_or(PyList_GET_ITEM(list, i), "");
+        out[i] = strdup(s);
+    }
+    return out;
+}
+
+static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *keywords[] = {"cli_path", "summary_dir", "sample_period_us", "gpm_period_ms", "gpu",
+                               "cupti_libs", "gpu_uuid", "gpu_index", "max_events", "max_gpu_events",
+                               "max_samples", "prefixes", "identity", "agent", "auto_trigger", "quiet", NULL};
+    const char *cli = "", *summary_dir = "", *uuid = "";
+    int period = 100, gpm_ms = 100, gpu = 1, gpu_index = -1, agent = 1, auto_trigger = 0, quiet = 0;
+    Py_ssize_t max_events = 4 << 20, max_gpu = 1 << 20, max_samples = 2 << 20;
+    PyObject *libs = NULL, *prefixes = NULL, *identity = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ssiipOsinnnOOppp", keywords, &cli, &summary_dir, &period, &gpm_ms,
+                                     &gpu, &libs, &uuid, &gpu_index, &max_events, &max_gpu, &max_samples, &prefixes,
+                                     &identity, &agent, &auto_trigger, &quiet))
+        return NULL;
+    if (M.started)
+        Py_RETURN_FALSE;
+    pt_collect_log_quiet(quiet);
+    set_prefixes(prefixes);
+    Py_XINCREF(identity);
+    Py_XSETREF(M.identity, identity);
+    M.cupti_libs = string_list(libs);
+    pt_collect_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.limits.max_cpu_records = (size_t)PT_MAX(max_events, 1);
+    cfg.limits.max_gpu_records = (size_t)PT_MAX(max_gpu, 0);
+    cfg.limits.max_samples = (size_t)PT_MAX(max_samples, 0);
+    cfg.sample_period_us = period;
+    cfg.gpm_period_ms = gpm_ms;
+    cfg.gpu = gpu != 0;
+    cfg.cupti_libs = (const char *const *)M.cupti_libs;
+    snprintf(cfg.gpu_uuid, sizeof cfg.gpu_uuid, "%s", uuid);
+    cfg.gpu_index = gpu_index;
+    snprintf(cfg.cli_path, sizeof cfg.cli_path, "%s", cli);
+    snprintf(cfg.summary_dir, sizeof cfg.summary_dir, "%s", summary_dir);
+    pt_error err;
+    if (pt_collector_init(&cfg, &err) != 0) {
+        pt_collect_log(PT_LOG_FAILURE, "collector disabled: %s", err.message);
+        Py_RETURN_FALSE;
+    }
+    M.started = true;
+    if (agent)
+        start_agent(auto_trigger != 0);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *mod_arm(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long start;
+    int steps;
+    const char *path = "";
+    if (!PyArg_ParseTuple(args, "Li|s", &start, &steps, &path))
+        return NULL;
+    return PyBool_FromLong(pt_collector_arm(start, steps, path) == 0);
+}
+
+static PyObject *mod_wait_idle(PyObject *self, PyObject *args)
+{
+    (void)self;
+    double timeout = 60;
+    if (!PyArg_ParseTuple(args, "|d", &timeout))
+        return NULL;
+    bool idle;
+    Py_BEGIN_ALLOW_THREADS idle = pt_collector_wait_idle(timeout);
+    Py_END_ALLOW_THREADS return PyBool_FromLong(idle);
+}
+
+static PyObject *mod_stats(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    pt_collector_stats s;
+    pt_collector_stats_get(&s);
+    int64_t steps, last, mean;
+    pt_collector_status(&steps, &last, &mean);
+    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:O,s:L,s:O,s:O}", "steps_done",
+                         (long long)s.steps_done, "windows_done", (long long)s.windows_done, "windows_failed",
+                         (long long)s.windows_failed, "last_status", s.last_status, "last_trace", s.last_trace,
+                         "last_summary", s.last_summary, "last_error", s.last_error, "last_dropped",
+                         (unsigned long long)s.last_dropped, "last_cpu_records",
+                         (unsigned long long)s.last_cpu_records, "last_gpu_records",
+                         (unsigned long long)s.last_gpu_records, "last_samples", (unsigned long long)s.last_samples,
+                         "last_sample_period_us", s.last_sample_period_us, "busy", s.busy ? Py_True : Py_False,
+                         "mean_step_ns", (long long)mean, "agent", M.agent_running ? Py_True : Py_False,
+                         "cupti_compiled", pt_cupti_compiled() ? Py_True : Py_False);
+}
+
+static PyObject *mod_shutdown(PyObject *self, PyObject *args)
+{
+    (void)self;
+    double timeout = 60;
+    if (!PyArg_ParseTuple(args, "|d", &timeout))
+        return NULL;
+    if (pt_collector_window()) /* the program ends inside a window: keep what was recorded */
+        end_window();
+#ifdef PT_HAVE_AGENT
+    if (M.agent_running) {
+        Py_BEGIN_ALLOW_THREADS pt_agent_stop();
+        Py_END_ALLOW_THREADS M.agent_running = false;
+    }
+#endif
+    Py_BEGIN_ALLOW_THREADS pt_collector_wait_idle(timeout);
+    pt_collector_shutdown();
+    Py_END_ALLOW_THREADS M.started = false;
+    Py_RETURN_NONE;
+}
+
+/* Test helper: the name the hook gives a code object or builtin. */
+static PyObject *mod_frame_name(PyObject *self, PyObject *obj)
+{
+    (void)self;
+    char name[NAME_MAX_BYTES];
+    if (PyCode_Check(obj))
+        format_code_name((PyCodeObject *)obj, name, sizeof name);
+    else if (PyCFunction_Check(obj))
+        format_cfunction_name((PyCFunctionObject *)obj, name, sizeof name);
+    else
+        return PyErr_Format(PyExc_TypeError, "expected a code object or a builtin function");
+    return PyUnicode_FromString(name);
+}
+
+static PyObject *mod_set_prefixes(PyObject *self, PyObject *list)
+{
+    (void)self;
+    set_prefixes(list);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))mod_start, METH_VARARGS | METH_KEYWORDS,
+     "Configure the collector once per process; returns True when it started now."},
+    {"arm", mod_arm, METH_VARARGS, "arm(start_step, steps, raw_trace_path='') -> bool: profile a window."},
+    {"wait_idle", mod_wait_idle, METH_VARARGS, "wait_idle(timeout=60) -> bool: wait for pending windows."},
+    {"stats", mod_stats, METH_NOARGS, "What the collector did so far."},
+    {"shutdown", mod_shutdown, METH_VARARGS, "Finish pending windows and stop the threads."},
+    {"frame_name", mod_frame_name, METH_O, "The hook's name for a code object or builtin (tests)."},
+    {"set_prefixes", mod_set_prefixes, METH_O, "Path prefixes cut from file names, longest first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_perftracker", "perftracker's in-process collector (C).", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__perftracker(void)
+{
+    if (PyType_Ready(&Tracer_Type) < 0 || PyType_Ready(&ThreadRecorder_Type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    Py_INCREF(&Tracer_Type);
+    if (PyModule_AddObject(m, "Tracer", (PyObject *)&Tracer_Type) < 0) {
+        Py_DECREF(&Tracer_Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddStringConstant(m, "__version__", PT_VERSION);
+    PyModule_AddIntConstant(m, "cupti_compiled", pt_cupti_compiled());
+    return m;
+}

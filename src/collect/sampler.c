@@ -1,0 +1,246 @@
+/* sampler.c -- the hardware sampler thread (see sampler.h for tiers and costs). */
+#define _GNU_SOURCE
+#include "collect/sampler.h"
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOW_PERIOD_NS 10000000LL
+
+typedef struct host_metrics {
+    int stat_fd, meminfo_fd, statm_fd;
+    uint64_t prev_busy, prev_total;
+    int64_t prev_cpu_ns, prev_tick_ns;
+    long page_size;
+} host_metrics;
+
+enum { M_PROC_CPU, M_HOST_CPU, M_HOST_MEM, M_PROC_RSS, M_HOST_COUNT };
+static const char *const host_names[M_HOST_COUNT] = {"proc.cpu_util", "host.cpu_util", "host.mem_used",
+                                                     "proc.rss_mb"};
+
+struct pt_sampler {
+    pt_window *w;
+    pt_sampler_config cfg;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    host_metrics host;
+    uint32_t host_ids[M_HOST_COUNT];
+    uint32_t fast_ids[PT_NVML_FAST], slow_ids[PT_NVML_SLOW], gpm_ids[PT_NVML_GPM];
+    int64_t ticks, first_tick_ns, last_tick_ns;
+};
+
+static int64_t cpu_time_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void add_sample(pt_sampler *s, uint32_t metric, int64_t ts, double value)
+{
+    pt_window *w = s->w;
+    if (metric == PT_NAMES_NONE)
+        return;
+    if (w->sample_count == w->sample_cap) {
+        w->samples_dropped++;
+        return;
+    }
+    w->samples[w->sample_count++] = (pt_counter_record){ts, value, metric};
+}
+
+/* Reads a small /proc file from the start through a descriptor kept open. */
+static ssize_t read_proc(int fd, char *buf, size_t cap)
+{
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    if (n >= 0)
+        buf[n] = '\0';
+    return n;
+}
+
+static unsigned long long field_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+static void sample_host_slow(pt_sampler *s, int64_t now)
+{
+    host_metrics *h = &s->host;
+    char buf[4096];
+    if (read_proc(h->stat_fd, buf, sizeof buf) > 0) {
+        unsigned long long v[8] = {0};
+        sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &v[6], &v[7]);
+        uint64_t idle = v[3] + v[4], total = 0;
+        for (int i = 0; i < 8; i++)
+            total += v[i];
+        uint64_t busy = total - idle;
+        if (h->prev_total && total > h->prev_total)
+            add_sample(s, s->host_ids[M_HOST_CPU], now,
+                       100.0 * (double)(busy - h->prev_busy) / (double)(total - h->prev_total));
+        h->prev_busy = busy, h->prev_total = total;
+    }
+    if (read_proc(h->meminfo_fd, buf, sizeof buf) > 0) {
+        double total = (double)field_after(buf, "MemTotal:"), avail = (double)field_after(buf, "MemAvailable:");
+        if (total > 0)
+            add_sample(s, s->host_ids[M_HOST_MEM], now, 100.0 * (total - avail) / total);
+    }
+    if (read_proc(h->statm_fd, buf, sizeof buf) > 0) {
+        unsigned long long size = 0, resident = 0;
+        if (sscanf(buf, "%llu %llu", &size, &resident) == 2)
+            add_sample(s, s->host_ids[M_PROC_RSS], now, (double)resident * (double)h->page_size / (1024.0 * 1024.0));
+    }
+}
+
+static void sample_fast(pt_sampler *s, int64_t now)
+{
+    host_metrics *h = &s->host;
+    int64_t cpu = cpu_time_ns(CLOCK_PROCESS_CPUTIME_ID);
+    if (h->prev_tick_ns && now > h->prev_tick_ns)
+        add_sample(s, s->host_ids[M_PROC_CPU], now, 100.0 * (double)(cpu - h->prev_cpu_ns) / (double)(now - h->prev_tick_ns));
+    h->prev_cpu_ns = cpu, h->prev_tick_ns = now;
+    if (s->cfg.nvml) {
+        double v[PT_NVML_FAST];
+        unsigned valid = pt_nvml_read_fast(s->cfg.nvml, v);
+        for (int i = 0; i < PT_NVML_FAST; i++)
+            if (valid & (1u << i))
+                add_sample(s, s->fast_ids[i], now, v[i]);
+    }
+}
+
+static void sample_gpu_slow(pt_sampler *s, int64_t now, bool gpm_due)
+{
+    if (!s->cfg.nvml)
+        return;
+    double v[PT_NVML_GPM];
+    unsigned valid = pt_nvml_read_slow(s->cfg.nvml, v);
+    for (int i = 0; i < PT_NVML_SLOW; i++)
+        if (valid & (1u << i))
+            add_sample(s, s->slow_ids[i], now, v[i]);
+    if (!gpm_due)
+        return;
+    valid = pt_nvml_read_gpm(s->cfg.nvml, v);
+    for (int i = 0; i < PT_NVML_GPM; i++)
+        if (valid & (1u << i))
+            add_sample(s, s->gpm_ids[i], now, v[i]);
+}
+
+static void sleep_until(int64_t deadline)
+{
+    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+}
+
+static void *sampler_main(void *arg)
+{
+    pt_sampler *s = arg;
+    int64_t period = (int64_t)s->cfg.period_us * 1000;
+    int64_t gpm_period = (int64_t)PT_MAX(s->cfg.gpm_period_ms, 1) * 1000000;
+    int64_t next = pt_now_ns(), next_slow = next, next_gpm = next;
+    while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        int64_t now = pt_now_ns();
+        if (!s->ticks)
+            s->first_tick_ns = now;
+        s->last_tick_ns = now;
+        s->ticks++;
+        sample_fast(s, now);
+        if (now >= next_slow) {
+            bool gpm_due = now >= next_gpm;
+            sample_host_slow(s, now);
+            sample_gpu_slow(s, now, gpm_due);
+            next_slow = now + SLOW_PERIOD_NS;
+            if (gpm_due)
+                next_gpm = now + gpm_period;
+        }
+        next += period;
+        int64_t after = pt_now_ns();
+        if (next < after)
+            next = after; /* overran: restart from now, the achieved period will show it */
+        else
+            sleep_until(next);
+    }
+    return NULL;
+}
+
+static void name_metrics(pt_sampler *s)
+{
+    pt_window *w = s->w;
+    for (int i = 0; i < M_HOST_COUNT; i++)
+        s->host_ids[i] = pt_window_name(w, host_names[i], strlen(host_names[i]));
+    if (!s->cfg.nvml)
+        return;
+    char name[64];
+    int gpu = pt_nvml_device_index(s->cfg.nvml);
+#define NAME_ALL(ids, names, count)                                                   \
+    for (int i = 0; i < (count); i++) {                                               \
+        int n = snprintf(name, sizeof name, "gpu%d.%s", gpu < 0 ? 0 : gpu, (names)[i]); \
+        (ids)[i] = pt_window_name(w, name, (size_t)n);                                 \
+    }
+    NAME_ALL(s->fast_ids, pt_nvml_fast_names, PT_NVML_FAST)
+    NAME_ALL(s->slow_ids, pt_nvml_slow_names, PT_NVML_SLOW)
+    NAME_ALL(s->gpm_ids, pt_nvml_gpm_names, PT_NVML_GPM)
+#undef NAME_ALL
+}
+
+pt_sampler *pt_sampler_start(pt_window *w, const pt_sampler_config *cfg, pt_error *err)
+{
+    if (cfg->period_us <= 0) {
+        pt_error_set(err, "the hardware sampler is disabled (PERFTRACKER_SAMPLE_PERIOD_US=0)");
+        return NULL;
+    }
+    pt_sampler *s = calloc(1, sizeof *s);
+    if (!s) {
+        pt_error_set(err, "out of memory starting the hardware sampler");
+        return NULL;
+    }
+    s->w = w;
+    s->cfg = *cfg;
+    atomic_init(&s->stop, false);
+    s->host.stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    s->host.meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    s->host.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    s->host.page_size = sysconf(_SC_PAGESIZE);
+    name_metrics(s);
+    int rc = pthread_create(&s->thread, NULL, sampler_main, s);
+    if (rc != 0) {
+        pt_error_set(err, "cannot start the hardware sampler thread: %s", strerror(rc));
+        pt_sampler_stop(s);
+        return NULL;
+    }
+    s->started = true;
+    return s;
+}
+
+static void close_fd(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+void pt_sampler_stop(pt_sampler *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        atomic_store(&s->stop, true);
+        pthread_join(s->thread, NULL);
+        if (s->ticks > 1)
+            s->w->sample_period_us =
+                (int32_t)((s->last_tick_ns - s->first_tick_ns) / (s->ticks - 1) / 1000);
+        if (s->w->sample_period_us > 2 * s->cfg.period_us)
+            pt_window_warn(s->w, "the hardware sampler achieved one sample every %d us (asked for %d us)",
+                           s->w->sample_period_us, s->cfg.period_us);
+    }
+    close_fd(s->host.stat_fd);
+    close_fd(s->host.meminfo_fd);
+    close_fd(s->host.statm_fd);
+    free(s);
+}

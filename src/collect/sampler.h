@@ -1,0 +1,32 @@
+/* sampler.h -- the hardware sampler: one thread, started and stopped with each window.
+ *
+ * Every tick (period_us, 100 µs by default) it reads the cheap, fast-changing values
+ * (GPU utilization, SM clock and power through NVML; this process's CPU time, which the
+ * kernel accounts in ns); every 10 ms the values the OS or driver refresh more slowly
+ * (host CPU utilization from /proc/stat, whose clock ticks are 10 ms; memory; GPU memory
+ * used); and at the GPM period the GPU Performance Monitoring rates. Sleeping is by
+ * absolute deadlines, so a slow read does not shift later ticks; when a tick overruns,
+ * the next one starts from now and the achieved period (written to the trace) says so.
+ *
+ * Samples go into the window's preallocated array, which only this thread writes until
+ * it is joined; a full array drops and counts. */
+#ifndef PT_COLLECT_SAMPLER_H
+#define PT_COLLECT_SAMPLER_H
+
+#include "collect/nvml.h"
+#include "collect/window.h"
+
+typedef struct pt_sampler_config {
+    int32_t period_us;       /* fast tier; <= 0 disables the sampler */
+    int32_t gpm_period_ms;
+    pt_nvml *nvml;           /* NULL: host metrics only (borrowed, not closed) */
+} pt_sampler_config;
+
+typedef struct pt_sampler pt_sampler;
+
+/* Starts sampling into w. NULL with err set when the thread cannot start. */
+pt_sampler *pt_sampler_start(pt_window *w, const pt_sampler_config *cfg, pt_error *err);
+/* Stops and joins the thread and records the achieved period in w. */
+void pt_sampler_stop(pt_sampler *s);
+
+#endif

@@ -1,0 +1,315 @@
+/* fake_fleet.c -- see fake_fleet.h. One agent per fake worker plus one driver thread
+ * per fleet that plays the collector's writer thread (finishing windows). */
+#define _POSIX_C_SOURCE 200809L
+#include "fake_fleet.h"
+
+#include "summarize/summarize.h"
+#include "summarize/summary_io.h"
+#include "synth/synth.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TEMPLATES 8
+#define FAULTY_TEMPLATE 7
+
+typedef struct fake_worker {
+    struct fake_fleet *fleet;
+    int32_t rank;
+    fake_behaviour b;
+    pt_agent *agent;
+    int64_t t0;
+    pthread_mutex_t lock;
+    bool armed, delivered, dead;
+    int64_t start_step;
+    int32_t steps;
+    char raw_path[PT_CTL_MAX_PATH];
+    pt_buf summary;
+} fake_worker;
+
+struct fake_fleet {
+    fake_fleet_config cfg;
+    fake_worker *workers;
+    pthread_t driver;
+    atomic_bool stop;
+    pthread_mutex_t agents_lock; /* guards fake_worker.agent against a dying worker */
+};
+
+void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->world_size = world_size;
+    cfg->count = world_size;
+    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
+    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false};
+    cfg->special = cfg->normal;
+    cfg->special_rank = -1;
+    cfg->heartbeat_ns = 200 * 1000000LL;
+    cfg->poll_ns = 20 * 1000000LL;
+    cfg->hang_floor_ns = 400 * 1000000LL;
+    cfg->auto_interval_ns = 3600 * 1000000000LL;
+}
+
+/* ---------------------------------------------------------------- the fake collector */
+
+/* Steps completed at `now` and when the last one ended: a pure function of time. */
+static int64_t steps_at(const fake_worker *w, int64_t now, int64_t *last_end)
+{
+    const fake_behaviour *b = &w->b;
+    int64_t elapsed = now - w->t0, n, end;
+    int64_t slow_start = b->slow_from_step >= 0 ? b->slow_from_step * b->step_ns : INT64_MAX;
+    if (elapsed < slow_start) {
+        n = elapsed / b->step_ns;
+        end = n * b->step_ns;
+    } else {
+        int64_t slow_step = (int64_t)((double)b->step_ns * b->slow_factor);
+        int64_t extra = (elapsed - slow_start) / slow_step;
+        n = b->slow_from_step + extra;
+        end = slow_start + extra * slow_step;
+    }
+    if (b->hang_at_step >= 0 && n > b->hang_at_step) {
+        n = b->hang_at_step;
+        end = n * b->step_ns; /* hangs are tested without slowdowns */
+    }
+    *last_end = n > 0 ? w->t0 + end : 0;
+    return n;
+}
+
+static void status_hook(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns)
+{
+    fake_worker *w = ctx;
+    int64_t now = pt_now_ns();
+    *steps_done = steps_at(w, now, last_step_end_ns);
+    *mean_step_ns = w->b.step_ns;
+}
+
+static int arm_hook(void *ctx, int64_t start_step, int32_t steps, const char *raw_trace_path)
+{
+    fake_worker *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->armed = true;
+    w->delivered = false;
+    w->start_step = start_step;
+    w->steps = steps;
+    snprintf(w->raw_path, sizeof w->raw_path, "%s", raw_trace_path);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+static void stack_hook(void *ctx, char *buf, size_t cap)
+{
+    fake_worker *w = ctx;
+    snprintf(buf, cap, "%s", w->b.hang_at_step >= 0 ? FAKE_HANG_STACK : "fake_train.py: <module>");
+}
+
+static void write_raw_trace(const fake_worker *w, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "{\"fake raw trace\": {\"rank\": %d}}\n", w->rank);
+        fclose(f);
+    }
+}
+
+/* Plays the collector's writer thread: finishes windows that have passed. */
+static void drive_once(fake_fleet *f)
+{
+    int64_t now = pt_now_ns();
+    for (int32_t i = 0; i < f->cfg.count; i++) {
+        fake_worker *w = &f->workers[i];
+        int64_t last_end;
+        int64_t n = steps_at(w, now, &last_end);
+        pthread_mutex_lock(&w->lock);
+        bool due = w->armed && !w->delivered && !w->dead && n >= w->start_step + w->steps;
+        bool dies = w->armed && !w->dead && w->b.die_in_window && n >= w->start_step;
+        char path[PT_CTL_MAX_PATH];
+        snprintf(path, sizeof path, "%s", w->raw_path);
+        if (due || dies)
+            w->delivered = true;
+        if (dies)
+            w->dead = true;
+        pthread_mutex_unlock(&w->lock);
+        if (dies) {
+            if (f->cfg.die)
+                f->cfg.die(w->rank);
+            pthread_mutex_lock(&f->agents_lock);
+            pt_agent *a = w->agent;
+            w->agent = NULL;
+            pthread_mutex_unlock(&f->agents_lock);
+            pt_agent_destroy(a, false); /* gone without a goodbye */
+        } else if (due) {
+            if (path[0])
+                write_raw_trace(w, path);
+            pt_agent_finish_window(w->agent, w->summary.data, w->summary.len, path, 0);
+        }
+    }
+}
+
+static void *driver_main(void *arg)
+{
+    fake_fleet *f = arg;
+    while (!atomic_load(&f->stop)) {
+        drive_once(f);
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- summaries */
+
+static pt_worker_summary *template_summary(const pt_synth_plan *plan, int rank)
+{
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    pt_trace_meta meta;
+    pt_error err;
+    pt_worker_summary *out = NULL;
+    if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) == 0)
+        out = pt_summarizer_finish(s, &meta, "template.json", &err);
+    pt_summarizer_free(s);
+    if (!out)
+        fprintf(stderr, "fake_fleet: cannot build template %d: %s\n", rank, err.message);
+    return out;
+}
+
+static void make_templates(pt_buf encoded[TEMPLATES])
+{
+    pt_synth_job job;
+    pt_synth_job_init(&job);
+    job.workers = TEMPLATES;
+    job.steps = 2;
+    job.layers = 2;
+    job.fault = PT_FAULT_SLOW_GPU;
+    job.fault_ranks[0] = FAULTY_TEMPLATE;
+    job.fault_rank_count = 1;
+    pt_error err;
+    pt_synth_plan *plan = pt_synth_plan_new(&job, &err);
+    for (int t = 0; t < TEMPLATES; t++) {
+        pt_worker_summary *s = plan ? template_summary(plan, t) : NULL;
+        if (s)
+            pt_summary_encode(s, &encoded[t]);
+        pt_summary_free(s);
+    }
+    pt_synth_plan_free(plan);
+}
+
+/* The template, re-labelled as this fake worker (what its collector would have said). */
+static void worker_summary(fake_worker *w, const pt_buf *template, int32_t world_size)
+{
+    pt_error err;
+    pt_worker_summary *s = template->len ? pt_summary_decode(template->data, template->len, &err) : NULL;
+    if (!s)
+        return;
+    char host[64], name[128];
+    snprintf(host, sizeof host, "fakenode%d", w->rank / 8);
+    pt_worker_file_name(name, sizeof name, host, w->rank % 8, 100000 + w->rank, ".json");
+    free(s->name), free(s->host);
+    s->name = pt_xstrdup(name);
+    s->host = pt_xstrdup(host);
+    s->rank = w->rank;
+    s->rank_source = PT_RANK_FROM_TRACE;
+    s->local_rank = w->rank % 8;
+    s->world_size = world_size;
+    s->pid = 100000 + w->rank;
+    pt_summary_encode(s, &w->summary);
+    pt_summary_free(s);
+}
+
+/* ---------------------------------------------------------------- fleet */
+
+static pt_agent *start_agent(fake_fleet *f, fake_worker *w)
+{
+    pt_agent_config cfg;
+    pt_agent_config_defaults(&cfg);
+    cfg.rank = w->rank;
+    cfg.local_rank = w->rank % 8;
+    cfg.node_rank = w->rank / 8;
+    cfg.world_size = f->cfg.world_size;
+    cfg.pid = 100000 + w->rank;
+    snprintf(cfg.host, sizeof cfg.host, "fakenode%d", w->rank / 8);
+    snprintf(cfg.coordinator_host, sizeof cfg.coordinator_host, "%s", f->cfg.coordinator_host);
+    cfg.coordinator_port = f->cfg.coordinator_port;
+    cfg.key = f->cfg.key;
+    cfg.heartbeat_ns = f->cfg.heartbeat_ns;
+    cfg.poll_ns = f->cfg.poll_ns;
+    cfg.hang_floor_ns = f->cfg.hang_floor_ns;
+    cfg.auto_trigger = f->cfg.auto_trigger;
+    cfg.auto_interval_ns = f->cfg.auto_interval_ns;
+    cfg.thread_stack_bytes = 128 * 1024;
+    cfg.log = f->cfg.log;
+    snprintf(cfg.log.prefix, sizeof cfg.log.prefix, "fake[rank %d]: ", w->rank);
+    pt_agent_hooks hooks = {w, arm_hook, status_hook, stack_hook};
+    pt_error err;
+    pt_agent *a = pt_agent_create(&cfg, &hooks, &err);
+    if (!a)
+        fprintf(stderr, "fake_fleet: rank %d: %s\n", w->rank, err.message);
+    return a;
+}
+
+fake_fleet *fake_fleet_start(const fake_fleet_config *cfg)
+{
+    fake_fleet *f = pt_xcalloc(1, sizeof *f);
+    f->cfg = *cfg;
+    f->workers = pt_xcalloc((size_t)cfg->count, sizeof *f->workers);
+    pthread_mutex_init(&f->agents_lock, NULL);
+    pt_buf templates[TEMPLATES];
+    memset(templates, 0, sizeof templates);
+    make_templates(templates);
+    int64_t t0 = pt_now_ns();
+    for (int32_t i = 0; i < cfg->count; i++) {
+        fake_worker *w = &f->workers[i];
+        w->fleet = f;
+        w->rank = cfg->first_rank + i;
+        w->b = w->rank == cfg->special_rank ? cfg->special : cfg->normal;
+        w->t0 = t0;
+        pthread_mutex_init(&w->lock, NULL);
+        int t = w->b.faulty_profile ? FAULTY_TEMPLATE : w->rank % FAULTY_TEMPLATE;
+        worker_summary(w, &templates[t], cfg->world_size);
+    }
+    for (int t = 0; t < TEMPLATES; t++)
+        pt_buf_free(&templates[t]);
+    for (int32_t i = 0; i < cfg->count; i++)
+        f->workers[i].agent = start_agent(f, &f->workers[i]);
+    pthread_create(&f->driver, NULL, driver_main, f);
+    return f;
+}
+
+int fake_fleet_joined(fake_fleet *f)
+{
+    int n = 0;
+    pthread_mutex_lock(&f->agents_lock);
+    for (int32_t i = 0; i < f->cfg.count; i++)
+        n += f->workers[i].agent && pt_agent_is_joined(f->workers[i].agent);
+    pthread_mutex_unlock(&f->agents_lock);
+    return n;
+}
+
+int fake_fleet_refusals(fake_fleet *f)
+{
+    int n = 0;
+    pthread_mutex_lock(&f->agents_lock);
+    for (int32_t i = 0; i < f->cfg.count; i++)
+        n += f->workers[i].agent ? pt_agent_refusals(f->workers[i].agent) : 0;
+    pthread_mutex_unlock(&f->agents_lock);
+    return n;
+}
+
+void fake_fleet_stop(fake_fleet *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, true);
+    pthread_join(f->driver, NULL);
+    for (int32_t i = 0; i < f->cfg.count; i++) {
+        pt_agent_destroy(f->workers[i].agent, true);
+        pthread_mutex_destroy(&f->workers[i].lock);
+        pt_buf_free(&f->workers[i].summary);
+    }
+    pthread_mutex_destroy(&f->agents_lock);
+    free(f->workers);
+    free(f);
+}

@@ -1,0 +1,54 @@
+/* fake_fleet.h -- simulated workers for the control-plane tests: real pt_agent instances
+ * (real threads, sockets and protocol) whose collector is a stand-in.
+ *
+ * Each fake worker's step counter is a pure function of time (step_ns per step, optionally
+ * slower from some step, or stopped at some step: a hang), so tests are deterministic in
+ * what happens and only the timing of it varies. When armed, the fleet's driver thread
+ * waits for the window to pass, writes a small raw trace if asked, and hands the agent a
+ * real summary: one of a synthetic 8-worker job's (src/synth; template 7 carries a slow-GPU
+ * fault), re-labelled with the fake worker's rank, host and pid. */
+#ifndef PT_TESTS_FAKE_FLEET_H
+#define PT_TESTS_FAKE_FLEET_H
+
+#include "control/agent_instance.h"
+
+typedef struct fake_behaviour {
+    int64_t step_ns;
+    int64_t hang_at_step;    /* -1: never; else steps_done stops here */
+    int64_t slow_from_step;  /* -1: never; else steps take slow_factor times longer from here */
+    double slow_factor;
+    bool die_in_window;      /* the worker dies as its profiling window begins */
+    bool faulty_profile;     /* its summary shows the slow-GPU fault */
+} fake_behaviour;
+
+typedef struct fake_fleet_config {
+    int32_t world_size, first_rank, count;
+    char coordinator_host[64];
+    uint16_t coordinator_port;
+    pt_key key;
+    fake_behaviour normal;
+    fake_behaviour special;  /* for special_rank */
+    int32_t special_rank;    /* -1: none */
+    int64_t heartbeat_ns, poll_ns, hang_floor_ns;
+    bool auto_trigger;
+    int64_t auto_interval_ns;
+    /* How a worker dies: NULL = its agent vanishes without a goodbye (in-process tests);
+     * the fake_workers program raises SIGKILL instead. */
+    void (*die)(int32_t rank);
+    pt_ctl_log log;
+} fake_fleet_config;
+
+typedef struct fake_fleet fake_fleet;
+
+void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size);
+fake_fleet *fake_fleet_start(const fake_fleet_config *cfg);
+/* How many of the fleet's agents have completed the handshake. */
+int fake_fleet_joined(fake_fleet *f);
+/* How many of the fleet's agents were refused by the coordinator. */
+int fake_fleet_refusals(fake_fleet *f);
+void fake_fleet_stop(fake_fleet *f);
+
+/* The Python stack a hung fake worker reports. */
+#define FAKE_HANG_STACK "fake_train.py: <module>|fake_train.py: train|<built-in function sleep>"
+
+#endif

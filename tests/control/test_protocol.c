@@ -1,0 +1,501 @@
+/* The control plane's pure parts: SHA-256/HMAC against the published vectors, the frame
+ * codec (round trips, partial input, malformed input), the handshake proofs and keys,
+ * the environment reader, and the automatic trigger's step statistics. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control/auth.h"
+#include "control/autotrigger.h"
+#include "control/job_env.h"
+#include "control/protocol.h"
+#include "control/sha256.h"
+
+static void hex(const uint8_t *bytes, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", bytes[i]);
+}
+
+static void assert_sha256(const void *data, size_t n, const char *expected)
+{
+    uint8_t digest[32];
+    char text[65];
+    pt_sha256(data, n, digest);
+    hex(digest, 32, text);
+    assert_string_equal(text, expected);
+}
+
+static void test_sha256_vectors(void **state)
+{
+    (void)state;
+    assert_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    assert_sha256(two_blocks, strlen(two_blocks), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *million = malloc(1000000);
+    memset(million, 'a', 1000000);
+    assert_sha256(million, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* The same bytes fed in odd-sized pieces give the same digest. */
+    pt_sha256_ctx h;
+    pt_sha256_init(&h);
+    for (size_t off = 0; off < 1000000;) {
+        size_t piece = PT_MIN((size_t)(off % 97 + 1), 1000000 - off);
+        pt_sha256_update(&h, million + off, piece);
+        off += piece;
+    }
+    uint8_t digest[32];
+    char text[65];
+    pt_sha256_final(&h, digest);
+    hex(digest, 32, text);
+    assert_string_equal(text, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(million);
+}
+
+static void assert_hmac(const void *key, size_t key_len, const char *data, const char *expected)
+{
+    const void *parts[] = {data};
+    size_t lens[] = {strlen(data)};
+    uint8_t mac[32];
+    char text[65];
+    pt_hmac_sha256(key, key_len, parts, lens, 1, mac);
+    hex(mac, 32, text);
+    assert_string_equal(text, expected);
+}
+
+static void test_hmac_rfc4231(void **state)
+{
+    (void)state;
+    uint8_t key1[20];
+    memset(key1, 0x0b, sizeof key1);
+    assert_hmac(key1, 20, "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    assert_hmac("Jefe", 4, "what do ya want for nothing?",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    uint8_t long_key[131];
+    memset(long_key, 0xaa, sizeof long_key);
+    assert_hmac(long_key, 131, "Test Using Larger Than Block-Size Key - Hash Key First",
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    assert_hmac(long_key, 131,
+                "This is a test using a larger than block-size key and a larger than block-size data. The key "
+                "needs to be hashed before being used by the HMAC algorithm.",
+                "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+    /* Parts are concatenated. */
+    const void *parts[] = {"what do ya ", "want for nothing?"};
+    size_t lens[] = {11, 17};
+    uint8_t mac[32];
+    char text[65];
+    pt_hmac_sha256("Jefe", 4, parts, lens, 2, mac);
+    hex(mac, 32, text);
+    assert_string_equal(text, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+/* ---------------------------------------------------------------- codec */
+
+static size_t encode(const pt_ctl_msg *m, uint8_t *buf, size_t cap)
+{
+    size_t n = pt_ctl_encode(m, buf, cap);
+    assert_true(n > 0);
+    assert_int_equal(n, pt_ctl_encoded_size(m));
+    return n;
+}
+
+static void test_round_trip_every_field(void **state)
+{
+    (void)state;
+    static uint8_t blob[70000];
+    for (size_t i = 0; i < sizeof blob; i++)
+        blob[i] = (uint8_t)(i * 7);
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
+    m.worker = (pt_ctl_worker){1023, 7, 1024, 127, 4711, pt_ctl_str("node-127")};
+    m.kind = PT_FAIL_HANG;
+    m.steps_done = -5;
+    m.stalled_ns = INT64_MAX;
+    m.text = pt_ctl_str("stopped");
+    m.stack = pt_ctl_str("train.py: <module>|time.sleep");
+    uint8_t *buf = malloc(200000);
+    size_t n = encode(&m, buf, 200000);
+    pt_ctl_msg d;
+    pt_error err;
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_int_equal(d.type, PT_CTL_WORKER_FAILED);
+    assert_int_equal(d.worker.rank, 1023);
+    assert_int_equal(d.worker.local_rank, 7);
+    assert_int_equal(d.worker.world_size, 1024);
+    assert_int_equal(d.worker.node_rank, 127);
+    assert_int_equal(d.worker.pid, 4711);
+    assert_int_equal(d.kind, PT_FAIL_HANG);
+    assert_int_equal(d.steps_done, -5);
+    assert_true(d.stalled_ns == INT64_MAX);
+    assert_int_equal(d.worker.host.len, 8);
+    assert_memory_equal(d.worker.host.data, "node-127", 8);
+    assert_memory_equal(d.stack.data, "train.py: <module>|time.sleep", d.stack.len);
+
+    pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
+    m.round = 77;
+    m.status = -1;
+    m.path = pt_ctl_str("/out/raw_trace/h_0_1.ptrace");
+    m.blob = pt_ctl_blob(blob, sizeof blob);
+    n = encode(&m, buf, 200000);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_int_equal(d.round, 77);
+    assert_int_equal(d.status, -1);
+    assert_int_equal(d.blob.len, sizeof blob);
+    assert_memory_equal(d.blob.data, blob, sizeof blob);
+
+    pt_ctl_msg_init(&m, PT_CTL_AUTH);
+    m.role = PT_CTL_ROLE_CONTROL;
+    memset(m.nonce, 0xa5, sizeof m.nonce);
+    memset(m.mac, 0x5a, sizeof m.mac);
+    n = encode(&m, buf, 200000);
+    assert_int_equal(n, 4 + 1 + 4 + 1 + 32 + 32);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_int_equal(d.version, PT_CTL_VERSION);
+    assert_int_equal(d.role, PT_CTL_ROLE_CONTROL);
+    assert_memory_equal(d.nonce, m.nonce, 32);
+    assert_memory_equal(d.mac, m.mac, 32);
+
+    pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
+    m.progress = (pt_ctl_progress){1024, 1000, 999, 998, 41, 43, 7, 6, 5, 4};
+    n = encode(&m, buf, 200000);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_memory_equal(&d.progress, &m.progress, sizeof m.progress);
+
+    pt_ctl_msg_init(&m, PT_CTL_BYE);
+    n = encode(&m, buf, 200000);
+    assert_int_equal(n, 5);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), 5);
+    assert_int_equal(d.type, PT_CTL_BYE);
+    free(buf);
+}
+
+static void test_partial_frames_need_more(void **state)
+{
+    (void)state;
+    pt_ctl_msg m, d;
+    pt_ctl_msg_init(&m, PT_CTL_ARM);
+    m.round = 3;
+    m.start_step = 1234567890123LL;
+    m.steps = 2;
+    m.path = pt_ctl_str("/mnt/data/20260101_000000/raw_trace");
+    uint8_t buf[256];
+    size_t n = encode(&m, buf, sizeof buf);
+    pt_error err;
+    for (size_t cut = 0; cut < n; cut++)
+        assert_int_equal(pt_ctl_decode(buf, cut, &d, &err), 0);
+    /* Two frames back to back: the first decodes alone. */
+    memcpy(buf + n, buf, n);
+    assert_int_equal(pt_ctl_decode(buf, 2 * n, &d, &err), (ssize_t)n);
+    assert_int_equal(d.start_step, 1234567890123LL);
+    assert_int_equal(pt_ctl_decode(buf + n, n, &d, &err), (ssize_t)n);
+    /* Too small a destination encodes nothing. */
+    assert_int_equal(pt_ctl_encode(&m, buf, n - 1), 0);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void test_malformed_frames_rejected(void **state)
+{
+    (void)state;
+    pt_ctl_msg d;
+    pt_error err;
+    uint8_t buf[64] = {0};
+    put_u32(buf, 0); /* empty body */
+    assert_int_equal(pt_ctl_decode(buf, 8, &d, &err), -1);
+    put_u32(buf, PT_CTL_MAX_FRAME + 1); /* too long, refused before it arrives */
+    assert_int_equal(pt_ctl_decode(buf, 8, &d, &err), -1);
+    put_u32(buf, 1);
+    buf[4] = 99; /* unknown type */
+    assert_int_equal(pt_ctl_decode(buf, 5, &d, &err), -1);
+    assert_non_null(strstr(err.message, "unknown message type"));
+    put_u32(buf, 2);
+    buf[4] = PT_CTL_BYE; /* a trailing byte */
+    assert_int_equal(pt_ctl_decode(buf, 6, &d, &err), -1);
+    assert_non_null(strstr(err.message, "trailing"));
+    put_u32(buf, 1 + 3);
+    buf[4] = PT_CTL_PROBE; /* a u32 field cut short */
+    assert_int_equal(pt_ctl_decode(buf, 8, &d, &err), -1);
+    /* A byte field longer than the frame / than its cap. */
+    put_u32(buf, 1 + 4);
+    buf[4] = PT_CTL_ERROR;
+    put_u32(buf + 5, 100);
+    assert_int_equal(pt_ctl_decode(buf, 9, &d, &err), -1);
+    put_u32(buf + 5, PT_CTL_MAX_TEXT + 1);
+    assert_int_equal(pt_ctl_decode(buf, 9, &d, &err), -1);
+    assert_non_null(strstr(err.message, "limit"));
+    /* The encoder refuses what the decoder would refuse. */
+    static char big[PT_CTL_MAX_TEXT + 2];
+    memset(big, 'x', sizeof big - 1);
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_ERROR);
+    m.text = pt_ctl_str(big);
+    assert_int_equal(pt_ctl_encoded_size(&m), 0);
+}
+
+/* Every single-byte corruption of a valid frame decodes to something or is refused;
+ * nothing reads out of bounds (ASan watches). */
+static void test_corrupted_bytes_never_crash(void **state)
+{
+    (void)state;
+    pt_ctl_msg m, d;
+    pt_ctl_msg_init(&m, PT_CTL_HANG);
+    m.round = 9;
+    m.steps_done = 100;
+    m.stack = pt_ctl_str("a|b|c");
+    uint8_t good[128], bad[128];
+    size_t n = encode(&m, good, sizeof good);
+    pt_error err;
+    for (size_t i = 0; i < n; i++)
+        for (int v = 0; v < 256; v += 17) {
+            memcpy(bad, good, n);
+            bad[i] = (uint8_t)v;
+            uint8_t *exact = malloc(n); /* exact-size copy so ASan sees any overread */
+            memcpy(exact, bad, n);
+            ssize_t got = pt_ctl_decode(exact, n, &d, &err);
+            assert_true(got >= -1 && got <= (ssize_t)n);
+            free(exact);
+        }
+}
+
+/* ---------------------------------------------------------------- auth */
+
+static void test_proofs_depend_on_key_role_and_nonces(void **state)
+{
+    (void)state;
+    pt_key a = {{1}, ""}, b = {{2}, ""};
+    uint8_t ns[32] = {3}, nc[32] = {4}, p1[32], p2[32];
+    pt_auth_client_proof(&a, PT_CTL_ROLE_AGENT, ns, nc, p1);
+    pt_auth_client_proof(&a, PT_CTL_ROLE_AGENT, ns, nc, p2);
+    assert_memory_equal(p1, p2, 32);
+    pt_auth_client_proof(&b, PT_CTL_ROLE_AGENT, ns, nc, p2);
+    assert_false(pt_equal_ct(p1, p2, 32));
+    pt_auth_client_proof(&a, PT_CTL_ROLE_CONTROL, ns, nc, p2);
+    assert_false(pt_equal_ct(p1, p2, 32));
+    nc[31] = 9;
+    pt_auth_client_proof(&a, PT_CTL_ROLE_AGENT, ns, nc, p2);
+    assert_false(pt_equal_ct(p1, p2, 32));
+    pt_auth_server_proof(&a, PT_CTL_ROLE_AGENT, ns, nc, p2); /* the server's is never the client's */
+    pt_auth_client_proof(&a, PT_CTL_ROLE_AGENT, ns, nc, p1);
+    assert_false(pt_equal_ct(p1, p2, 32));
+}
+
+static void clear_job_env(void)
+{
+    const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                          "MASTER_PORT", "PERFTRACKER_PORT", "PERFTRACKER_COORDINATOR", "PERFTRACKER_SECRET",
+                          "PERFTRACKER_SECRET_FILE", "PERFTRACKER_KEY_DIR", "SLURM_PROCID", "SLURM_NTASKS",
+                          "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS_PER_NODE", "TORCHELASTIC_RUN_ID",
+                          "SLURM_JOB_ID", "NODE_RANK", "PET_NODE_RANK", "OMPI_COMM_WORLD_RANK"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+}
+
+static void test_job_env_torchrun_and_slurm(void **state)
+{
+    (void)state;
+    clear_job_env();
+    pt_job_env env;
+    pt_error err;
+    assert_int_equal(pt_job_env_read(&env, true, &err), 1);
+    assert_non_null(strstr(err.message, "MASTER_ADDR"));
+
+    setenv("MASTER_ADDR", "10.0.0.7", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0); /* the CLI needs no rank */
+    assert_string_equal(env.coordinator_host, "10.0.0.7");
+    assert_int_equal(env.coordinator_port, 29501);
+    assert_int_equal(pt_job_env_read(&env, true, &err), 1);
+
+    setenv("RANK", "13", 1);
+    setenv("WORLD_SIZE", "16", 1);
+    setenv("LOCAL_RANK", "5", 1);
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    setenv("GROUP_RANK", "1", 1);
+    setenv("PERFTRACKER_PORT", "40000", 1);
+    assert_int_equal(pt_job_env_read(&env, true, &err), 0);
+    assert_int_equal(env.rank, 13);
+    assert_int_equal(env.world_size, 16);
+    assert_int_equal(env.local_rank, 5);
+    assert_int_equal(env.node_rank, 1);
+    assert_int_equal(env.coordinator_port, 40000);
+    assert_false(pt_job_env_single_node(&env));
+
+    clear_job_env();
+    setenv("SLURM_PROCID", "9", 1);
+    setenv("SLURM_NTASKS", "12", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "4(x3)", 1);
+    setenv("PERFTRACKER_COORDINATOR", "[::1]:7000", 1);
+    assert_int_equal(pt_job_env_read(&env, true, &err), 0);
+    assert_int_equal(env.rank, 9);
+    assert_int_equal(env.world_size, 12);
+    assert_int_equal(env.local_rank, 1);  /* 9 % 4 */
+    assert_int_equal(env.node_rank, 2);   /* 9 / 4 */
+    assert_string_equal(env.coordinator_host, "::1");
+    assert_int_equal(env.coordinator_port, 7000);
+
+    setenv("RANK", "12", 1); /* rank outside the world */
+    setenv("WORLD_SIZE", "12", 1);
+    assert_int_equal(pt_job_env_read(&env, true, &err), -1);
+    clear_job_env();
+
+    char name[128];
+    pt_worker_file_name(name, sizeof name, "../evil/host", 3, 4711, ".json");
+    assert_string_equal(name, ".._evil_host_3_4711.json");
+}
+
+static void test_keys_secret_file_and_key_dir(void **state)
+{
+    (void)state;
+    clear_job_env();
+    char dir[] = "/tmp/pt-test-keys-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char key_dir[128];
+    snprintf(key_dir, sizeof key_dir, "%s/keys", dir);
+    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    pt_job_env env;
+    pt_error err;
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+
+    /* Without a secret: rank 0 writes a fresh random control key, the CLI reads it. */
+    pt_key made, loaded, again;
+    assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), -1); /* no file yet */
+    assert_int_equal(pt_auth_create_control_key(&env, &made, &err), 0);
+    assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), 0);
+    assert_memory_equal(made.bytes, loaded.bytes, PT_KEY_BYTES);
+    char path[1500];
+    pt_auth_key_file_path(&env, path, sizeof path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(stat(key_dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(pt_auth_create_control_key(&env, &again, &err), 0); /* a restart gets a new key */
+    assert_false(pt_equal_ct(made.bytes, again.bytes, PT_KEY_BYTES));
+    /* A key file others can read is not trusted. */
+    chmod(path, 0644);
+    assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), -1);
+    assert_non_null(strstr(err.message, "other users"));
+
+    /* The agent key: the same for every worker of the job, different for another job. */
+    pt_key k1, k2;
+    assert_int_equal(pt_auth_agent_key(&env, &k1, &err), 0);
+    setenv("TORCHELASTIC_RUN_ID", "other-job", 1);
+    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), 0);
+    assert_false(pt_equal_ct(k1.bytes, k2.bytes, PT_KEY_BYTES));
+
+    /* A configured secret wins, and its agent and control keys differ. */
+    setenv("PERFTRACKER_SECRET", "s3cret", 1);
+    assert_int_equal(pt_auth_agent_key(&env, &k1, &err), 0);
+    assert_int_equal(pt_auth_load_control_key(&env, &k2, &err), 0);
+    assert_false(pt_equal_ct(k1.bytes, k2.bytes, PT_KEY_BYTES));
+    unsetenv("PERFTRACKER_SECRET");
+    char secret_path[160];
+    snprintf(secret_path, sizeof secret_path, "%s/secret", dir);
+    int fd = open(secret_path, O_CREAT | O_WRONLY, 0640);
+    assert_true(write(fd, "s3cret\n", 7) == 7);
+    close(fd);
+    setenv("PERFTRACKER_SECRET_FILE", secret_path, 1);
+    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), -1); /* group-readable: refused */
+    chmod(secret_path, 0600);
+    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), 0);
+    assert_memory_equal(k1.bytes, k2.bytes, PT_KEY_BYTES); /* the trailing newline is not part of it */
+
+    unlink(secret_path);
+    unlink(path);
+    rmdir(key_dir);
+    rmdir(dir);
+    clear_job_env();
+}
+
+/* ---------------------------------------------------------------- automatic trigger */
+
+static int64_t feed(pt_step_tracker *t, int64_t now, int64_t *steps, int n, int64_t step_ns, bool counted)
+{
+    for (int i = 0; i < n; i++) {
+        now += step_ns;
+        ++*steps;
+        pt_step_tracker_observe(t, *steps, now, counted);
+    }
+    return now;
+}
+
+static void test_slowdown_needs_five_percent(void **state)
+{
+    (void)state;
+    pt_step_tracker t;
+    pt_step_tracker_init(&t);
+    int64_t now = 1000, steps = 0;
+    now = feed(&t, now, &steps, 49, 10000000, true);
+    assert_int_equal(pt_step_tracker_recent_mean(&t), 0); /* fewer than 50 steps: no opinion */
+    now = feed(&t, now, &steps, 151, 10000000, true);
+    assert_int_equal(pt_step_tracker_recent_mean(&t), 10000000);
+    assert_int_equal(pt_step_tracker_best_mean(&t), 10000000);
+    assert_false(pt_step_tracker_slowdown(&t, 0.05));
+    /* 4% slower for 50 steps: not a slowdown. */
+    now = feed(&t, now, &steps, 50, 10400000, true);
+    assert_int_equal(pt_step_tracker_recent_mean(&t), 10400000);
+    assert_false(pt_step_tracker_slowdown(&t, 0.05));
+    /* 6% slower: a slowdown once enough of the window is slow. */
+    now = feed(&t, now, &steps, 10, 10600000, true);
+    assert_false(pt_step_tracker_slowdown(&t, 0.05)); /* mean of the last 50 still ~10.44 ms */
+    now = feed(&t, now, &steps, 40, 10600000, true);
+    assert_true(pt_step_tracker_slowdown(&t, 0.05));
+    /* Profiled steps do not count, and a reset forgets the best. */
+    pt_step_tracker_reset(&t);
+    assert_false(pt_step_tracker_slowdown(&t, 0.05));
+    now = feed(&t, now, &steps, 100, 30000000, false);
+    assert_int_equal(pt_step_tracker_recent_mean(&t), 0);
+    /* Several steps between two samples are spread evenly. */
+    steps += 50;
+    now += 50 * 12000000LL;
+    pt_step_tracker_observe(&t, steps, now, true);
+    assert_int_equal(pt_step_tracker_recent_mean(&t), 12000000);
+    (void)now;
+}
+
+static void test_hang_is_five_mean_steps_and_a_floor(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    /* 100 ms steps: 5x = 500 ms; floor 200 ms. */
+    assert_int_equal(pt_hang_stalled_ns(1000 * ms + 499 * ms, 10, 1000 * ms, 100 * ms, 5.0, 200 * ms), 0);
+    assert_int_equal(pt_hang_stalled_ns(1000 * ms + 501 * ms, 10, 1000 * ms, 100 * ms, 5.0, 200 * ms), 501 * ms);
+    /* 10 ms steps: 5x = 50 ms, but the floor (200 ms) decides. */
+    assert_int_equal(pt_hang_stalled_ns(1000 * ms + 150 * ms, 10, 1000 * ms, 10 * ms, 5.0, 200 * ms), 0);
+    assert_int_equal(pt_hang_stalled_ns(1000 * ms + 250 * ms, 10, 1000 * ms, 10 * ms, 5.0, 200 * ms), 250 * ms);
+    /* Before the first step there is no hang. */
+    assert_int_equal(pt_hang_stalled_ns(1000000 * ms, 0, 0, 0, 5.0, 200 * ms), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_hmac_rfc4231),
+        cmocka_unit_test(test_round_trip_every_field),
+        cmocka_unit_test(test_partial_frames_need_more),
+        cmocka_unit_test(test_malformed_frames_rejected),
+        cmocka_unit_test(test_corrupted_bytes_never_crash),
+        cmocka_unit_test(test_proofs_depend_on_key_role_and_nonces),
+        cmocka_unit_test(test_job_env_torchrun_and_slurm),
+        cmocka_unit_test(test_keys_secret_file_and_key_dir),
+        cmocka_unit_test(test_slowdown_needs_five_percent),
+        cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,456 @@
+/* Whole rounds in one process: a real coordinator, simulated workers running real agents
+ * (tests/control/fake_fleet.c), and the CLI's library call (pt_trigger_run). Each test
+ * checks the report the round produced, not just that it ran: the worker with the slow
+ * GPU is found, a dead worker is reported by rank and the rest analysed, a hung worker
+ * is a "hang" finding with its Python stack, wrong keys are refused and logged, raw
+ * traces are kept per --save-raw-trace, and a slowdown triggers a round by itself.
+ * Built into the ASan tree (label sanitized) and the TSan tree (label tsan). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/client.h"
+#include "control/coordinator.h"
+#include "fake_fleet.h"
+#include "util/input.h"
+
+#define MS 1000000LL
+#define SECRET "round-test-secret"
+
+/* ---------------------------------------------------------------- captured log lines */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_buf log_text;
+
+static void capture_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    pthread_mutex_lock(&log_lock);
+    pt_buf_puts(&log_text, line);
+    pt_buf_putc(&log_text, '\n');
+    pthread_mutex_unlock(&log_lock);
+}
+
+static bool log_contains(const char *needle)
+{
+    pthread_mutex_lock(&log_lock);
+    bool found = log_text.data && strstr(log_text.data, needle);
+    pthread_mutex_unlock(&log_lock);
+    return found;
+}
+
+/* ---------------------------------------------------------------- a job in a box */
+
+typedef struct job {
+    pt_coordinator *coordinator;
+    fake_fleet *fleet;
+    char out_dir[64];
+    char coordinator_addr[64];
+} job;
+
+static pt_key agent_key(const char *secret)
+{
+    setenv("PERFTRACKER_SECRET", secret, 1);
+    pt_job_env env = {0};
+    pt_key key;
+    pt_error err;
+    assert_int_equal(pt_auth_agent_key(&env, &key, &err), 0);
+    setenv("PERFTRACKER_SECRET", SECRET, 1);
+    return key;
+}
+
+static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
+{
+    setenv("PERFTRACKER_SECRET", SECRET, 1);
+    snprintf(j->out_dir, sizeof j->out_dir, "/tmp/pt-rounds-XXXXXX");
+    assert_non_null(mkdtemp(j->out_dir));
+    pt_coordinator_config cfg;
+    pt_coordinator_config_defaults(&cfg);
+    cfg.port = 0;
+    cfg.world_size = world_size;
+    pt_job_env env = {0};
+    pt_error err;
+    assert_int_equal(pt_auth_agent_key(&env, &cfg.agent_key, &err), 0);
+    assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
+    cfg.heartbeat_timeout_ns = 5000 * MS;
+    cfg.summary_timeout_ns = 5000 * MS;
+    cfg.probe_timeout_ns = 1000 * MS;
+    cfg.auto_wait = 2;
+    cfg.auto_steps = 2;
+    cfg.auto_interval_ns = auto_rounds ? 0 : 3600000 * MS;
+    snprintf(cfg.auto_output_dir, sizeof cfg.auto_output_dir, "%s/auto", j->out_dir);
+    cfg.log.fn = capture_log;
+    j->coordinator = pt_coordinator_start(&cfg, &err);
+    assert_non_null(j->coordinator);
+    snprintf(j->coordinator_addr, sizeof j->coordinator_addr, "127.0.0.1:%u",
+             (unsigned)pt_coordinator_port(j->coordinator));
+}
+
+static void base_fleet(const job *j, fake_fleet_config *fc, int32_t world_size)
+{
+    fake_fleet_config_init(fc, world_size);
+    fc->coordinator_port = pt_coordinator_port(j->coordinator);
+    fc->key = agent_key(SECRET);
+    fc->log.fn = capture_log;
+}
+
+static void wait_joined(fake_fleet *f, int want)
+{
+    for (int i = 0; i < 1000 && fake_fleet_joined(f) < want; i++)
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    assert_int_equal(fake_fleet_joined(f), want);
+}
+
+static int trigger(const job *j, pt_ctl_save_raw save_raw, pt_trigger_result *result, pt_error *err)
+{
+    pt_trigger_request req = {2, 2, save_raw, j->out_dir, true, 20000, j->coordinator_addr};
+    return pt_trigger_run(&req, NULL, result, err);
+}
+
+static void remove_tree(const char *path)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void stop_job(job *j)
+{
+    fake_fleet_stop(j->fleet);
+    pt_coordinator_stop(j->coordinator);
+    remove_tree(j->out_dir);
+}
+
+static pt_json *read_json(const char *path)
+{
+    pt_error err;
+    size_t len;
+    char *text = pt_read_file(path, 64u << 20, &len, &err);
+    assert_non_null(text);
+    pt_json *doc = pt_json_parse(text, len, 64, &err);
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+static const pt_json *worker_entry(const pt_json *report, int rank)
+{
+    const pt_json *workers = pt_json_get(report, "workers");
+    for (size_t i = 0; workers && i < workers->count; i++)
+        if (pt_json_get_number(workers->items[i], "rank", -1) == rank)
+            return workers->items[i];
+    return NULL;
+}
+
+/* The first finding of category, or NULL. */
+static const pt_json *finding(const pt_json *report, const char *category)
+{
+    const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
+    for (size_t i = 0; findings && i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "category", ""), category) == 0)
+            return findings->items[i];
+    return NULL;
+}
+
+static bool names_rank(const pt_json *f, int rank)
+{
+    const pt_json *workers = pt_json_get(f, "workers");
+    for (size_t i = 0; workers && i < workers->count; i++)
+        if (workers->items[i]->integer == rank)
+            return true;
+    return false;
+}
+
+static bool any_warning_contains(const pt_json *report, const char *a, const char *b)
+{
+    const pt_json *warnings = pt_json_get(report, "warnings");
+    for (size_t i = 0; warnings && i < warnings->count; i++)
+        if (strstr(warnings->items[i]->string, a) && (!b || strstr(warnings->items[i]->string, b)))
+            return true;
+    return false;
+}
+
+static int count_files(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strlen(de->d_name) > strlen(suffix) &&
+            strcmp(de->d_name + strlen(de->d_name) - strlen(suffix), suffix) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_round_finds_the_slow_gpu(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 16);
+    fc.special_rank = 15;
+    fc.special.faulty_profile = true;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 16);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_ALL, &result, &err), 0);
+    assert_int_equal(result.summaries, 16);
+    assert_int_equal(result.failed, 0);
+    assert_int_equal(result.world_size, 16);
+    assert_non_null(result.report);
+    const pt_json *job_facts = pt_json_get(result.report, "job");
+    assert_int_equal((int)pt_json_get_number(job_facts, "workers_analyzed", 0), 16);
+    assert_int_equal(pt_json_get(job_facts, "missing_ranks")->count, 0);
+    const pt_json *slow = finding(result.report, "gpu_compute");
+    assert_non_null(slow);
+    assert_true(names_rank(slow, 15));
+    assert_false(names_rank(slow, 3));
+
+    /* Everything is on disk: the report, the page, each summary, each raw trace. */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", result.round_dir);
+    pt_json *on_disk = read_json(path);
+    assert_int_equal((int)pt_json_get_number(pt_json_get(on_disk, "job"), "workers_analyzed", 0), 16);
+    pt_json_free(on_disk);
+    snprintf(path, sizeof path, "%s/PerfDisplay", result.round_dir);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/summaries", result.round_dir);
+    assert_int_equal(count_files(path, ".ptsum"), 16);
+    snprintf(path, sizeof path, "%s/raw_trace", result.round_dir);
+    assert_int_equal(count_files(path, ".ptrace"), 16);
+    assert_string_equal(pt_json_get_string(worker_entry(result.report, 15), "raw_trace", ""),
+                        "raw_trace/fakenode1_7_100015.ptrace");
+    pt_json_free(result.report);
+
+    /* A second round on the same job works too (state was reset). */
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 16);
+    snprintf(path, sizeof path, "%s/raw_trace", result.round_dir);
+    assert_int_equal(access(path, F_OK), -1);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+static void test_killed_worker_is_reported_and_the_rest_analysed(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 8, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 8);
+    fc.special_rank = 3;
+    fc.special.die_in_window = true;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 8);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 7);
+    assert_int_equal(result.failed, 1);
+    assert_string_equal(pt_json_get_string(worker_entry(result.report, 3), "status", ""), "error");
+    assert_string_equal(pt_json_get_string(worker_entry(result.report, 2), "status", ""), "normal");
+    assert_true(any_warning_contains(result.report, "rank 3", "died"));
+    assert_int_equal((int)pt_json_get_number(pt_json_get(result.report, "job"), "workers_analyzed", 0), 7);
+    assert_true(log_contains("rank 3 died"));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+static void test_hung_worker_is_a_hang_finding_with_its_stack(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 8, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 8);
+    fc.special_rank = 5;
+    fc.special.hang_at_step = 1; /* before the window (which starts at step 2 or later) */
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 8);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    if (getenv("PT_TEST_VERBOSE"))
+        fprintf(stderr, "%s\n", log_text.data);
+    assert_int_equal(result.summaries, 7);
+    assert_int_equal(result.failed, 1);
+    const pt_json *hang = finding(result.report, "hang");
+    assert_non_null(hang);
+    assert_true(names_rank(hang, 5));
+    assert_false(names_rank(hang, 4));
+    assert_string_equal(pt_json_get_string(hang, "function", ""), FAKE_HANG_STACK);
+    assert_string_equal(pt_json_get_string(pt_json_get(result.report, "diagnosis"), "verdict", ""), "hang");
+    assert_string_equal(pt_json_get_string(worker_entry(result.report, 5), "status", ""), "hang");
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+static void test_wrong_keys_are_refused_and_logged(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.count = 3; /* ranks 0-2 hold the job's key */
+    j.fleet = fake_fleet_start(&fc);
+    fake_fleet_config intruder_cfg = fc;
+    intruder_cfg.first_rank = 3;
+    intruder_cfg.count = 1;
+    intruder_cfg.key = agent_key("not-the-job-secret");
+    fake_fleet *intruder = fake_fleet_start(&intruder_cfg);
+    wait_joined(j.fleet, 3);
+    for (int i = 0; i < 500 && fake_fleet_refusals(intruder) == 0; i++)
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    assert_int_equal(fake_fleet_refusals(intruder), 1);
+    assert_int_equal(fake_fleet_joined(intruder), 0);
+    assert_true(log_contains("refused a worker connection from 127.0.0.1"));
+    assert_true(log_contains("wrong job key"));
+
+    /* A CLI with the wrong secret cannot trigger. */
+    pt_trigger_result result;
+    pt_error err;
+    setenv("PERFTRACKER_SECRET", "guessed", 1);
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), -1);
+    assert_non_null(strstr(err.message, "refused"));
+    assert_true(log_contains("refused a control connection"));
+    pt_coordinator_stats stats;
+    pt_coordinator_stats_get(j.coordinator, &stats);
+    assert_int_equal(stats.refused, 2);
+    assert_int_equal(stats.rounds_finished, 0);
+
+    /* With the job's secret it can; the intruder's rank is reported as never connected. */
+    setenv("PERFTRACKER_SECRET", SECRET, 1);
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 3);
+    assert_int_equal(result.failed, 1);
+    assert_true(any_warning_contains(result.report, "rank 3", "never connected"));
+    pt_json_free(result.report);
+    fake_fleet_stop(intruder);
+    stop_job(&j);
+}
+
+static void test_save_raw_master_keeps_rank0_only(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_MASTER, &result, &err), 0);
+    assert_int_equal(result.summaries, 4);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/raw_trace", result.round_dir);
+    assert_int_equal(count_files(path, ".ptrace"), 1);
+    snprintf(path, sizeof path, "%s/raw_trace/fakenode0_0_100000.ptrace", result.round_dir);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_string_equal(pt_json_get_string(worker_entry(result.report, 0), "raw_trace", ""),
+                        "raw_trace/fakenode0_0_100000.ptrace");
+    assert_null(pt_json_get(worker_entry(result.report, 1), "raw_trace"));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+static pt_coordinator_stats wait_auto_round(pt_coordinator *c)
+{
+    pt_coordinator_stats stats;
+    for (int i = 0; i < 3000; i++) {
+        pt_coordinator_stats_get(c, &stats);
+        if (stats.auto_rounds > 0)
+            break;
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    }
+    assert_int_equal(stats.auto_rounds, 1);
+    return stats;
+}
+
+static void test_slowdown_triggers_a_round_by_itself(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, true);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.auto_trigger = true;
+    fc.normal.step_ns = 10 * MS;
+    fc.special = fc.normal;
+    fc.special_rank = 2;
+    fc.special.slow_from_step = 120; /* 1.2 s at 10 ms, then 50 steps at 13 ms */
+    fc.special.slow_factor = 1.3;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    pt_coordinator_stats stats = wait_auto_round(j.coordinator);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
+    pt_json *report = read_json(path);
+    assert_true(any_warning_contains(report, "automatic round: rank 2", "above"));
+    assert_int_equal((int)pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", 0), 4);
+    assert_true(strncmp(stats.last_report_dir, j.out_dir, strlen(j.out_dir)) == 0);
+    assert_true(log_contains("automatic trigger: slowdown"));
+    pt_json_free(report);
+    stop_job(&j);
+}
+
+static void test_hang_triggers_a_hang_report_by_itself(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, true);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.auto_trigger = true;
+    fc.special_rank = 1;
+    fc.special.hang_at_step = 20;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    pt_coordinator_stats stats = wait_auto_round(j.coordinator);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
+    pt_json *report = read_json(path);
+    const pt_json *hang = finding(report, "hang");
+    assert_non_null(hang);
+    assert_true(names_rank(hang, 1));
+    assert_false(names_rank(hang, 0));
+    assert_string_equal(pt_json_get_string(hang, "function", ""), FAKE_HANG_STACK);
+    pt_json_free(report);
+    stop_job(&j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_finds_the_slow_gpu),
+        cmocka_unit_test(test_killed_worker_is_reported_and_the_rest_analysed),
+        cmocka_unit_test(test_hung_worker_is_a_hang_finding_with_its_stack),
+        cmocka_unit_test(test_wrong_keys_are_refused_and_logged),
+        cmocka_unit_test(test_save_raw_master_keeps_rank0_only),
+        cmocka_unit_test(test_slowdown_triggers_a_round_by_itself),
+        cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    pt_buf_free(&log_text);
+    return rc;
+}

@@ -273,14 +273,10 @@
     var h = section('Heatmap');
     if (h && (h.ranks || []).length) {
       node.appendChild(el('h2', null, 'Workers at a glance'));
-      node.appendChild(el('p', { className: 'muted' }, 'For each rank, the largest deviation from the median worker in any one function, as a share of step time. A slow or faulty worker stands out as a tall bar (red: named in a finding). Click a bar to open the worker.'));
-      var values = h.ranks.map(function (_, i) {
-        var row = (h.values || [])[i] || [], m = 0;
-        row.forEach(function (v) { if (typeof v === 'number' && Math.abs(v) > m) m = Math.abs(v); });
-        return m;
-      });
+      node.appendChild(el('p', { className: 'muted' }, 'For each rank, the largest excess over the median worker in any one function outside communication, as a share of step time (workers that wait for a straggler spend longer in collectives, so a worker is judged by what it does instead of waiting). A slow or faulty worker stands out as a tall bar (red: named in a finding). Click a bar to open the worker.'));
+      var values = PD.heatmapExcess(h);
       node.appendChild(later(PD.barPlot({ ranks: h.ranks, values: values, highlight: culprits, format: fmt.pct,
-        label: 'largest deviation per rank', onClick: function (r) { location.hash = '#/workers?rank=' + r; } })));
+        label: 'largest excess per rank', onClick: function (r) { location.hash = '#/workers?rank=' + r; } })));
     }
     if (workers.length) {
       node.appendChild(el('h2', null, 'The median worker\'s step'));
@@ -406,7 +402,8 @@
     node.appendChild(el('h1', null, 'Heatmap: workers × functions'));
     node.appendChild(howTo('Each row is a worker (rank), each column a function: a kernel, a memory operation, a collective, a CUDA runtime call or a Python call stack. "Deviation from median" colours a cell by how much longer (red) or shorter (blue) that worker spent in the function than the median worker did, as a share of the step time; a faulty worker is a row that stands out. "Time share" colours by the function\'s bottleneck ratio on that worker instead. Remember the straggler rule: the worker that arrives last at a collective spends the least time in it (blue), because the others wait for it (red) — judge a worker by what it does instead of waiting.', [
       ['▶ red row label', 'a worker named in a finding.'],
-      ['strip on the right', 'every worker at once (several per pixel when there are many; the strongest shows). Click it to jump.']
+      ['"Largest excess first"', 'orders the rows by each worker\'s largest excess over the median outside communication: the slowest workers come first.'],
+      ['strip on the right', 'every worker at once, red by that same excess (several workers per pixel when there are many; the largest shows). Click it to jump.']
     ]));
     if (!(h.ranks || []).length || !(h.functions || []).length) {
       node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));

@@ -56,18 +56,32 @@ var PD = (window.PD = window.PD || {});
     this.mode = 'values';
     this.culprits = options.culprits || new Set();
     this.highlightColumn = options.highlightColumn >= 0 ? options.highlightColumn : -1;
-    this.rowDeviation = this.ranks.map(function (_, i) { return maxAbs(h.values && h.values[i]); });
-    this.scales = { values: Math.max(MIN_SCALE, Math.max.apply(null, this.rowDeviation.concat([0]))),
+    this.rowExcess = PD.heatmapExcess(h);
+    this.scales = { values: Math.max(MIN_SCALE, matrixMaxAbs(h.values)),
                     shares: Math.max(1e-3, matrixMax(h.shares)) };
     this.order = this.ranks.map(function (_, i) { return i; });
     this.build();
   }
 
-  function maxAbs(row) {
-    var m = 0;
-    if (row) for (var j = 0; j < row.length; j++) if (typeof row[j] === 'number' && Math.abs(row[j]) > m) m = Math.abs(row[j]);
-    return m;
+  function matrixMaxAbs(m) {
+    var best = 0;
+    (m || []).forEach(function (row) { (row || []).forEach(function (v) { if (typeof v === 'number' && Math.abs(v) > best) best = Math.abs(v); }); });
+    return best;
   }
+
+  /* Per rank, its largest excess over the median worker in any function that is not
+   * communication, as a share of step time. Communication is left out on purpose: in a
+   * synchronous job the workers that wait for a straggler spend longer in collectives, so
+   * a worker is judged by what it does instead of waiting (the paper's rule). */
+  PD.heatmapExcess = function (h) {
+    var fns = h.functions || [];
+    return (h.ranks || []).map(function (_, i) {
+      var row = (h.values || [])[i] || [], m = 0;
+      for (var j = 0; j < row.length; j++)
+        if (typeof row[j] === 'number' && row[j] > m && (fns[j] || {}).category !== 'communication') m = row[j];
+      return m;
+    });
+  };
   function matrixMax(m) {
     var best = 0;
     (m || []).forEach(function (row) { (row || []).forEach(function (v) { if (typeof v === 'number' && v > best) best = v; }); });
@@ -82,7 +96,7 @@ var PD = (window.PD = window.PD || {});
     };
     this.orderButtons = {
       rank: el('button', { onclick: function () { self.setOrder('rank'); } }, 'By rank'),
-      deviation: el('button', { onclick: function () { self.setOrder('deviation'); } }, 'Largest deviation first')
+      deviation: el('button', { onclick: function () { self.setOrder('deviation'); } }, 'Largest excess first')
     };
     this.legendCanvas = el('canvas');
     this.legendText = el('span', { className: 'muted' });
@@ -95,7 +109,7 @@ var PD = (window.PD = window.PD || {});
     this.labels = el('div', { className: 'labels' });
     this.spacer = el('div', { style: { height: this.ranks.length * ROW_H + 'px' } });
     this.scroll = el('div', { className: 'scroll' }, el('div', { className: 'sticky' }, this.canvas, this.labels), this.spacer);
-    this.overview = el('canvas', { className: 'overview', title: 'Every worker, one pixel row each at most: click to jump' });
+    this.overview = el('canvas', { className: 'overview', title: 'Every worker at once: its largest excess outside communication (several workers per pixel row when there are many; the largest shows). Click to jump.' });
     this.grid = el('div', { className: 'grid' }, this.cols, this.scroll);
     this.node = el('div', { id: 'heatmap', className: 'heatmap-wrap' }, toolbar,
       el('div', { className: 'heatmap', style: { '--gutter': GUTTER + 'px' } }, this.grid, this.overview));
@@ -202,11 +216,9 @@ var PD = (window.PD = window.PD || {});
     if (!ctx || !n) return;
     ctx.clearRect(0, 0, w, h);
     var buckets = Math.min(n, h), strongest = new Array(buckets).fill(0), culpritAt = new Array(buckets).fill(false);
-    var values = this.matrices.values;
     this.order.forEach(function (i, pos) {
-      var b = Math.floor(pos * buckets / n), row = values[i] || [];
-      for (var j = 0; j < row.length; j++)
-        if (typeof row[j] === 'number' && Math.abs(row[j]) > Math.abs(strongest[b])) strongest[b] = row[j];
+      var b = Math.floor(pos * buckets / n);
+      strongest[b] = Math.max(strongest[b], self.rowExcess[i]);
       if (self.culprits.has(self.ranks[i])) culpritAt[b] = true;
     });
     var bh = h / buckets;
@@ -246,7 +258,7 @@ var PD = (window.PD = window.PD || {});
   };
 
   Heatmap.prototype.setOrder = function (order) {
-    var dev = this.rowDeviation;
+    var dev = this.rowExcess;
     this.orderName = order;
     this.order = this.ranks.map(function (_, i) { return i; });
     if (order === 'deviation') this.order.sort(function (a, b) { return dev[b] - dev[a] || a - b; });

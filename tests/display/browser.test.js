@@ -202,6 +202,9 @@ async function run(args, browser, base, displayDir, facts) {
   const cold = await heatmapPixel(page, normalRank, facts.fault_function);
   check(isRed(hot) && isPale(cold), 'culprit cell is red on the canvas, a normal worker\'s is pale (' + hot + ' vs ' + cold + ')');
   await page.screenshot({ path: path.join(shots, 'heatmap.png'), fullPage: true });
+  await page.click('#heatmap button:has-text("Largest excess first")');
+  const firstRow = await page.$eval('#heatmap .rowlabel', (l) => Number(l.dataset.rank));
+  check(firstRow === facts.fault_rank, 'ordered by excess, the culprit is the first row (' + firstRow + ')');
 
   /* A worker's steps, one click from the table. */
   await visit(page, '#/workers?rank=' + facts.fault_rank);

@@ -23,7 +23,7 @@ typedef struct fake_behaviour {
 
 typedef struct fake_fleet_config {
     int32_t world_size, first_rank, count;
-    char coordinator_host[64];
+    char coordinator_host[PT_HOST_MAX];
     uint16_t coordinator_port;
     pt_key key;
     fake_behaviour normal;

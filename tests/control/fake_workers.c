@@ -1,0 +1,113 @@
+/* fake_workers -- a process of simulated workers for the multi-process control tests.
+ *
+ *   fake_workers --world W --first F --count C [--step-ms S] [--special-rank R
+ *                [--hang-at N] [--die-in-window] [--faulty-profile] [--slow-from N
+ *                --slow-factor X]] [--auto-trigger] [--seconds T]
+ *
+ * Ranks F..F+C-1 of a job of W workers, each a real agent (fake_fleet.c). The job is
+ * found as a worker finds it -- MASTER_ADDR/MASTER_PORT, PERFTRACKER_* -- and the process
+ * that holds rank 0 hosts the coordinator, as the collector's rank 0 does. A worker told
+ * to die in its window kills this whole process with SIGKILL, as a crash would. Prints
+ * "ready N" on stdout once its N agents have joined. */
+#define _POSIX_C_SOURCE 200809L
+#include "control/coordinator.h"
+#include "fake_fleet.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void die_now(int32_t rank)
+{
+    fprintf(stderr, "fake_workers: rank %d dies in its window (SIGKILL)\n", rank);
+    raise(SIGKILL);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: fake_workers --world W --first F --count C [--step-ms S] [--special-rank R "
+                    "[--hang-at N] [--die-in-window] [--faulty-profile] [--slow-from N --slow-factor X]] "
+                    "[--auto-trigger] [--seconds T]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    fake_fleet_config fc;
+    fake_fleet_config_init(&fc, 0);
+    fc.count = -1;
+    double seconds = 600;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--die-in-window") == 0) fc.special.die_in_window = true;
+        else if (strcmp(a, "--faulty-profile") == 0) fc.special.faulty_profile = true;
+        else if (strcmp(a, "--auto-trigger") == 0) fc.auto_trigger = true;
+        else if (!v) return usage();
+        else if (strcmp(a, "--world") == 0) fc.world_size = atoi(v), i++;
+        else if (strcmp(a, "--first") == 0) fc.first_rank = atoi(v), i++;
+        else if (strcmp(a, "--count") == 0) fc.count = atoi(v), i++;
+        else if (strcmp(a, "--step-ms") == 0) fc.normal.step_ns = (int64_t)(atof(v) * 1e6), i++;
+        else if (strcmp(a, "--special-rank") == 0) fc.special_rank = atoi(v), i++;
+        else if (strcmp(a, "--hang-at") == 0) fc.special.hang_at_step = atoll(v), i++;
+        else if (strcmp(a, "--slow-from") == 0) fc.special.slow_from_step = atoll(v), i++;
+        else if (strcmp(a, "--slow-factor") == 0) fc.special.slow_factor = atof(v), i++;
+        else if (strcmp(a, "--seconds") == 0) seconds = atof(v), i++;
+        else return usage();
+    }
+    if (fc.world_size <= 0 || fc.count <= 0 || fc.first_rank < 0 || fc.first_rank + fc.count > fc.world_size)
+        return usage();
+    fc.special.step_ns = fc.normal.step_ns;
+    fc.heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", 200, 10, 60000) * 1000000LL;
+    fc.hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 400, 10, 600000) * 1000000LL;
+    fc.die = die_now;
+
+    pt_job_env env;
+    pt_error err;
+    if (pt_job_env_read(&env, false, &err) != 0) {
+        fprintf(stderr, "fake_workers: %s\n", err.message);
+        return 1;
+    }
+    env.world_size = fc.world_size;
+    env.rank = fc.first_rank;
+    pt_coordinator *coordinator = NULL;
+    if (fc.first_rank == 0) {
+        pt_coordinator_config cc;
+        if (pt_coordinator_config_from_env(&cc, &env, &err) != 0 || !(coordinator = pt_coordinator_start(&cc, &err))) {
+            fprintf(stderr, "fake_workers: coordinator: %s\n", err.message);
+            return 1;
+        }
+    }
+    snprintf(fc.coordinator_host, sizeof fc.coordinator_host, "%s", env.coordinator_host);
+    fc.coordinator_port = env.coordinator_port;
+    if (pt_auth_agent_key(&env, &fc.key, &err) != 0) {
+        fprintf(stderr, "fake_workers: %s\n", err.message);
+        return 1;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    fake_fleet *fleet = fake_fleet_start(&fc);
+    bool ready = false;
+    int64_t end = pt_now_ns() + (int64_t)(seconds * 1e9);
+    while (!stop_requested && pt_now_ns() < end) {
+        if (!ready && fake_fleet_joined(fleet) == fc.count) {
+            printf("ready %d\n", fc.count);
+            fflush(stdout);
+            ready = true;
+        }
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    fake_fleet_stop(fleet);
+    pt_coordinator_stop(coordinator);
+    return 0;
+}

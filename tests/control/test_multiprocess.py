@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Control-plane scenarios with real processes: fake_workers processes (real agents, the
+coordinator hosted by the process holding rank 0, as in a job) and the real CLI, found
+through the environment exactly as a user in the master's shell finds the job.
+
+    test_multiprocess.py PERFTRACKER FAKE_WORKERS SCENARIO
+
+Scenarios: scale (1024 workers in 4 processes), killed (SIGKILL mid-window), hung,
+wrong-secret, save-master (via the c4d_perftracker name). Each asserts on the report the
+round wrote, not only on exit codes."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port_pair():
+    """A MASTER_PORT whose coordinator port (MASTER_PORT + 1) is free right now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port > 1024:
+            return port - 1
+    raise RuntimeError("no free port")
+
+
+class Job:
+    def __init__(self, cli, fake, world, tmp, step_ms=20, extra_env=None):
+        self.cli, self.fake, self.world, self.tmp = cli, fake, world, tmp
+        self.step_ms = step_ms
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.startswith("PERFTRACKER_") or k in ("RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+                del self.env[k]
+        self.env.update({
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port_pair()),
+            "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+            "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"),
+            "PERFTRACKER_HEARTBEAT_MS": "300", "PERFTRACKER_HANG_MIN_MS": "500",
+            "PERFTRACKER_SUMMARY_TIMEOUT_S": "20", "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "20",
+        })
+        self.env.update(extra_env or {})
+        self.procs = []
+        self.logs = []
+
+    def start(self, first, count, *args):
+        log = open(os.path.join(self.tmp, "fake-%d.log" % first), "w+")
+        cmd = [self.fake, "--world", str(self.world), "--first", str(first), "--count", str(count),
+               "--step-ms", str(self.step_ms), "--seconds", "300", *args]
+        p = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.procs.append(p)
+        self.logs.append(log)
+        return p
+
+    def wait_ready(self, timeout=60):
+        deadline = time.time() + timeout
+        for p in self.procs:
+            line = ""
+            while not line.startswith("ready") and time.time() < deadline:
+                line = p.stdout.readline()
+                if not line and p.poll() is not None:
+                    raise AssertionError("a fake_workers process exited early:\n" + self.log_text())
+            assert line.startswith("ready"), "workers did not join in time:\n" + self.log_text()
+
+    def trigger(self, *args, name=None, env=None, timeout=240):
+        argv0 = name or self.cli
+        run_env = dict(self.env)
+        run_env.update(env or {})
+        cmd = [argv0, "--trigger-on", "--auto-analyze", "--output-dir", os.path.join(self.tmp, "out"), *args]
+        t0 = time.time()
+        r = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout)
+        r.seconds = time.time() - t0
+        return r
+
+    def log_text(self):
+        out = []
+        for f in self.logs:
+            f.flush()
+            f.seek(0)
+            out.append(f.read())
+        return "\n".join(out)
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for f in self.logs:
+            f.close()
+
+
+def round_dir(result):
+    for line in result.stdout.splitlines():
+        if line.startswith("PerfTracker report: "):
+            return line.split(": ", 1)[1].split(" ")[0].rstrip("/").rsplit("/PerfDisplay", 1)[0]
+    raise AssertionError("no report line in the CLI output:\n" + result.stdout[-3000:] + result.stderr[-3000:])
+
+
+def load_report(result):
+    with open(os.path.join(round_dir(result), "report.json")) as f:
+        return json.load(f)
+
+
+def worker(report, rank):
+    return next(w for w in report["workers"] if w["rank"] == rank)
+
+
+def findings(report, category):
+    return [f for f in report["diagnosis"]["findings"] if f["category"] == category]
+
+
+def check(cond, message, result=None, job=None):
+    if not cond:
+        extra = ""
+        if result is not None:
+            extra += "\n--- CLI stderr ---\n" + result.stderr[-4000:]
+        if job is not None:
+            extra += "\n--- workers ---\n" + job.log_text()[-4000:]
+        raise AssertionError(message + extra)
+
+
+def scenario_scale(job):
+    """1024 workers in 4 processes: trigger -> 1024 summaries -> report naming rank 1023."""
+    for first in range(0, 1024, 256):
+        job.start(first, 256, "--special-rank", "1023", "--faulty-profile")
+    job.wait_ready(timeout=120)
+    r = job.trigger("--wait", "2", "--steps", "2")
+    check(r.returncode == 0, "exit status %d" % r.returncode, r, job)
+    report = load_report(r)
+    check(report["job"]["workers_analyzed"] == 1024, "workers analysed: %s" % report["job"], r)
+    check(report["job"]["missing_ranks"] == [], "missing ranks", r)
+    slow = findings(report, "gpu_compute")
+    check(slow and 1023 in slow[0]["workers"] and len(slow[0]["workers"]) < 8,
+          "the slow GPU is not pinned on rank 1023: %s" % report["diagnosis"], r)
+    check("summaries received 1024/1024" in r.stderr, "no final progress line", r)
+    summaries = os.listdir(os.path.join(round_dir(r), "summaries"))
+    check(len(summaries) == 1024, "%d summary files" % len(summaries), r)
+    print("scale: 1024 workers, trigger to report in %.1f s" % r.seconds)
+
+
+def scenario_killed(job):
+    """A worker process killed (SIGKILL) inside its window: reported by rank, rest analysed."""
+    job.start(0, 3)
+    victim = job.start(3, 1, "--special-rank", "3", "--die-in-window")
+    job.wait_ready()
+    r = job.trigger("--wait", "3", "--steps", "2")
+    check(r.returncode == 3, "exit status %d (want 3: partial)" % r.returncode, r, job)
+    check(victim.wait(timeout=10) == -9, "the victim was not killed by SIGKILL", r, job)
+    report = load_report(r)
+    check(worker(report, 3)["status"] == "error", "rank 3: %s" % worker(report, 3), r)
+    check(report["job"]["workers_analyzed"] == 3, "analysed %s" % report["job"], r)
+    check(any("rank 3" in w and "died" in w for w in report["warnings"]), "no warning: %s" % report["warnings"], r)
+    check("rank 3" in r.stderr and "died" in r.stderr, "the CLI did not say rank 3 died", r)
+
+
+def scenario_hung(job):
+    """A worker that stops stepping before the window: a hang finding with its stack."""
+    job.start(0, 4, "--special-rank", "2", "--hang-at", "3")
+    job.wait_ready()
+    time.sleep(0.3)
+    r = job.trigger("--wait", "2", "--steps", "2")
+    check(r.returncode == 3, "exit status %d" % r.returncode, r, job)
+    report = load_report(r)
+    hang = findings(report, "hang")
+    check(hang and hang[0]["workers"] == [2], "hang finding: %s" % report["diagnosis"], r)
+    check("fake_train.py: train" in hang[0]["function"], "no stack: %s" % hang[0], r)
+    check(report["diagnosis"]["verdict"] == "hang", "verdict", r)
+    check("rank 2" in r.stderr and "hang" in r.stderr, "the CLI did not report the hang", r)
+
+
+def scenario_wrong_secret(job):
+    """A CLI without the job's key is refused (and the coordinator logs it); with it, it works."""
+    job.start(0, 2)
+    job.wait_ready()
+    r = job.trigger("--wait", "1", env={"PERFTRACKER_SECRET": "a-guess"})
+    check(r.returncode == 1, "exit status %d with a wrong secret" % r.returncode, r, job)
+    check("refused" in r.stderr, "no refusal message", r)
+    time.sleep(0.3)
+    check("refused a control connection" in job.log_text() and "wrong job key" in job.log_text(),
+          "the coordinator did not log the refusal", r, job)
+    r = job.trigger("--wait", "1")
+    check(r.returncode == 0, "exit status %d with the job's key file" % r.returncode, r, job)
+
+
+def scenario_save_master(job):
+    """The vendor's name and flags; only rank 0's raw trace is kept."""
+    job.start(0, 4)
+    job.wait_ready()
+    link = os.path.join(job.tmp, "c4d_perftracker")
+    os.symlink(job.cli, link)
+    r = job.trigger("--wait", "1", "--steps", "2", "--save-raw-trace", "master", name=link)
+    check(r.returncode == 0, "exit status %d" % r.returncode, r, job)
+    raw = os.listdir(os.path.join(round_dir(r), "raw_trace"))
+    check(raw == ["fakenode0_0_100000.ptrace"], "raw traces: %s" % raw, r)
+    report = load_report(r)
+    check(worker(report, 0).get("raw_trace") == "raw_trace/fakenode0_0_100000.ptrace", "report raw_trace", r)
+    check("raw_trace" not in worker(report, 1), "rank 1 has a raw trace", r)
+    check(os.path.isdir(os.path.join(round_dir(r), "PerfDisplay")), "no PerfDisplay", r)
+
+
+SCENARIOS = {
+    "scale": (1024, scenario_scale, 50),
+    "killed": (4, scenario_killed, 20),
+    "hung": (4, scenario_hung, 20),
+    "wrong-secret": (2, scenario_wrong_secret, 20),
+    "save-master": (4, scenario_save_master, 20),
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in SCENARIOS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cli, fake, name = sys.argv[1:]
+    world, run, step_ms = SCENARIOS[name]
+    tmp = tempfile.mkdtemp(prefix="pt-control-%s-" % name)
+    job = Job(os.path.abspath(cli), os.path.abspath(fake), world, tmp, step_ms)
+    try:
+        run(job)
+    finally:
+        job.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%s: ok" % name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -52,8 +52,15 @@ static int read_exact(native_reader *r, void *dst, size_t n, bool allow_eof)
     size_t got = 0;
     while (got < n) {
         ptrdiff_t k = pt_input_read(r->in, (char *)dst + got, n - got, r->err);
-        if (k < 0)
+        if (k < 0) {
+            if (strstr(r->err->message, "truncated")) {
+                char cause[sizeof r->err->message];
+                snprintf(cause, sizeof cause, "%s", r->err->message);
+                pt_error_set(r->err, "the raw trace is truncated after %llu events: %s (the worker probably "
+                                     "stopped while writing it)", (unsigned long long)r->events, cause);
+            }
             return -1;
+        }
         if (k == 0) {
             if (got == 0 && allow_eof)
                 return 1;

@@ -72,6 +72,14 @@ typedef struct kernel_key {
     int32_t grid[3], block[3];
 } kernel_key;
 
+/* Interned keys are packed bytes (no alignment): copy them out before use. */
+static kernel_key kernel_key_of(const pt_strtab *keys, uint32_t id)
+{
+    kernel_key k;
+    memcpy(&k, pt_strtab_get(keys, id), sizeof k);
+    return k;
+}
+
 #define DEFINE_VEC(type, field) \
     type *field;                \
     size_t field##_count, field##_cap
@@ -308,9 +316,9 @@ static bool name_is_cpu_collective(reducer *r, uint32_t name)
 
 static bool kernel_is_collective(reducer *r, uint32_t key)
 {
-    const kernel_key *k = (const kernel_key *)pt_strtab_get(&r->s->kernel_keys, key);
+    kernel_key k = kernel_key_of(&r->s->kernel_keys, key);
     const pt_strtab *names = &r->s->names;
-    return pt_kernel_is_collective(pt_strtab_get(names, k->name), pt_strtab_len(names, k->name));
+    return pt_kernel_is_collective(pt_strtab_get(names, k.name), pt_strtab_len(names, k.name));
 }
 
 /* ------------------------------------------------------------ window and layers */
@@ -324,6 +332,8 @@ static int cmp_step(const void *a, const void *b)
 /* Keeps one record per step number (Kineto repeats ProfilerStep on some threads). */
 static void dedupe_steps(pt_summarizer *s)
 {
+    if (!s->steps_count)
+        return;
     qsort(s->steps, s->steps_count, sizeof *s->steps, cmp_step);
     size_t kept = 0;
     for (size_t i = 0; i < s->steps_count; i++) {
@@ -461,8 +471,7 @@ static void account_gpu_and_runtime(reducer *r)
             continue;
         }
         /* Collectives are keyed by kernel name alone, as the seed reports them. */
-        const kernel_key *key = (const kernel_key *)pt_strtab_get(&s->kernel_keys, k->key);
-        func_acc *f = account_span(r, PT_CLASS_COMM, key->name, k->start, k->end);
+        func_acc *f = account_span(r, PT_CLASS_COMM, kernel_key_of(&s->kernel_keys, k->key).name, k->start, k->end);
         if (f)
             account_throughput(r, f, k);
     }
@@ -718,11 +727,11 @@ static void render_function_name(const reducer *r, const func_acc *f, pt_buf *ou
     if (f->cls == PT_CLASS_PYTHON) {
         render_stack(r, f->id, out);
     } else if (f->cls == PT_CLASS_COMPUTE) {
-        const kernel_key *k = (const kernel_key *)pt_strtab_get(&r->s->kernel_keys, f->id);
-        pt_buf_append(out, pt_strtab_get(names, k->name), pt_strtab_len(names, k->name));
-        if (k->grid[0] > 0)
-            pt_buf_printf(out, "%d_%d_%d|%d_%d_%d", k->grid[0], k->grid[1], k->grid[2], k->block[0],
-                          k->block[1], k->block[2]);
+        kernel_key k = kernel_key_of(&r->s->kernel_keys, f->id);
+        pt_buf_append(out, pt_strtab_get(names, k.name), pt_strtab_len(names, k.name));
+        if (k.grid[0] > 0)
+            pt_buf_printf(out, "%d_%d_%d|%d_%d_%d", k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
+                          k.block[2]);
     } else {
         pt_buf_append(out, pt_strtab_get(names, f->id), pt_strtab_len(names, f->id));
     }
@@ -900,12 +909,20 @@ void pt_parse_worker_file_name(const char *file_name, pt_file_name_facts *facts)
     facts->rank = rank_after_word(file_name, "rank");
     if (facts->rank < 0)
         facts->rank = rank_after_word(file_name, "worker");
-    /* "<host>_<local_rank>_<pid>" before the extensions. */
+    /* "<host>_<local_rank>_<pid>" before the extensions (hosts may contain dots). */
     char stem[PT_NAME_MAX];
     snprintf(stem, sizeof stem, "%s", file_name);
-    char *dot = strchr(stem, '.');
-    if (dot)
-        *dot = '\0';
+    static const char *const extensions[] = {".gz", ".zst", ".json", ".trace", ".pt", ".ptrace", ".ptsum"};
+    for (bool stripped = true; stripped;) {
+        stripped = false;
+        for (size_t i = 0; i < PT_ARRAY_LEN(extensions); i++) {
+            size_t n = strlen(stem), m = strlen(extensions[i]);
+            if (n > m && strcmp(stem + n - m, extensions[i]) == 0) {
+                stem[n - m] = '\0';
+                stripped = true;
+            }
+        }
+    }
     char *last = strrchr(stem, '_');
     if (!last || !all_digits(last + 1, strlen(last + 1)))
         return;
@@ -1003,7 +1020,7 @@ static void find_stall(reducer *r, pt_worker_summary *out)
     if (p.name == NO_ID)
         return;
     out->stall_class = p.cls;
-    uint32_t name = p.is_kernel ? ((const kernel_key *)pt_strtab_get(&s->kernel_keys, p.name))->name : p.name;
+    uint32_t name = p.is_kernel ? kernel_key_of(&s->kernel_keys, p.name).name : p.name;
     out->stall_function = pt_xstrdup(pt_strtab_get(&s->names, name));
 }
 

@@ -899,6 +899,22 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
     return SCAN_OK;
 }
 
+/* The input ended while the state machine wanted more: fine only after the last '}'. */
+static int finish_at_eof(const kineto_reader *kr, enum reader_state state, pt_error *err)
+{
+    if (state == ST_END)
+        return 0;
+    if (state == ST_START)
+        pt_error_set(err, "the file is empty");
+    else if (state == ST_TOP_MEMBER && !kr->saw_trace_events)
+        pt_error_set(err, "the file ends before the JSON object is closed (truncated?)");
+    else
+        pt_error_set(err, "the file is truncated: it ends inside %s after %lld events",
+                     state == ST_TOP_MEMBER || state == ST_TOP_SEP ? "the top-level object" : "the event list",
+                     (long long)kr->events_seen);
+    return -1;
+}
+
 static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
                        const pt_read_options *opts, pt_error *err)
 {
@@ -925,6 +941,10 @@ static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
             goto done;
         }
         /* SCAN_NEED_MORE */
+        if (kr.eof) {
+            result = finish_at_eof(&kr, state, err);
+            goto done;
+        }
         enum refill_status rs = refill(&kr, PT_MAX(kr.max_event, (size_t)MAX_TOP_LEVEL_BYTES));
         if (rs == REFILL_ERROR)
             goto done;
@@ -937,23 +957,6 @@ static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
             }
             kr.events_oversized++;
             state = state == ST_EVENT || state == ST_EVENTS_FIRST ? ST_EVENTS_SEP : ST_TOP_SEP;
-            continue;
-        }
-        if (rs == REFILL_EOF) {
-            if (skip_ws(kr.buf + kr.pos) < kr.buf + kr.len)
-                continue; /* bytes left: let step() judge them */
-            if (state == ST_END) {
-                result = 0;
-            } else if (state == ST_START) {
-                pt_error_set(err, "the file is empty");
-            } else if (state == ST_TOP_MEMBER && !kr.saw_trace_events) {
-                pt_error_set(err, "the file ends before the JSON object is closed (truncated?)");
-            } else {
-                pt_error_set(err, "the file is truncated: it ends inside %s after %lld events",
-                             state == ST_TOP_MEMBER || state == ST_TOP_SEP ? "the top-level object" : "the event list",
-                             (long long)kr.events_seen);
-            }
-            goto done;
         }
     }
 done:

@@ -1,0 +1,126 @@
+/* JSON tree, writer (HTML-safe escaping, shortest doubles) and parser limits. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/json.h"
+
+static char *write_compact(const pt_json *v)
+{
+    pt_buf b = PT_BUF_INIT;
+    pt_json_write(&b, v, -1);
+    return pt_buf_take(&b);
+}
+
+static void test_escapes_html_and_control(void **state)
+{
+    (void)state;
+    pt_json *s = pt_json_string("<img src=x onerror=alert(1)>&\"\\\n\x01");
+    char *out = write_compact(s);
+    assert_string_equal(out, "\"\\u003cimg src=x onerror=alert(1)\\u003e\\u0026\\\"\\\\\\n\\u0001\"");
+    free(out);
+    pt_json_free(s);
+}
+
+static void test_invalid_utf8_becomes_replacement(void **state)
+{
+    (void)state;
+    pt_json *s = pt_json_string_n("a\xff" "b\xc3\xa9", 5);
+    char *out = write_compact(s);
+    assert_string_equal(out, "\"a\\ufffdb\xc3\xa9\"");
+    free(out);
+    pt_json_free(s);
+}
+
+static void test_doubles_round_trip(void **state)
+{
+    (void)state;
+    const double values[] = {0.1, 1.0 / 3.0, 123456.789, 1e-300, 0.27586059769318555, -2.5};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        pt_buf b = PT_BUF_INIT;
+        pt_json_write_double(&b, values[i]);
+        assert_true(strtod(b.data, NULL) == values[i]);
+        pt_buf_free(&b);
+    }
+    pt_buf b = PT_BUF_INIT;
+    pt_json_write_double(&b, NAN);
+    assert_string_equal(b.data, "null");
+    pt_buf_free(&b);
+}
+
+static void test_parse_and_write_round_trip(void **state)
+{
+    (void)state;
+    const char *text = "{\"a\":[1,2.5,-3e2,true,false,null],\"b\":{\"c\":\"\\u00e9\\ud83d\\ude00\"},"
+                       "\"big\":1711964646000000000}";
+    pt_error err = {{0}};
+    pt_json *v = pt_json_parse(text, strlen(text), 16, &err);
+    assert_non_null(v);
+    assert_int_equal(pt_json_get(v, "a")->count, 6);
+    assert_true(pt_json_get(v, "a")->items[2]->number == -300);
+    assert_string_equal(pt_json_get_string(pt_json_get(v, "b"), "c", ""), "\xc3\xa9\xf0\x9f\x98\x80");
+    const pt_json *big = pt_json_get(v, "big");
+    assert_true(big->is_integer);
+    assert_true(big->integer == 1711964646000000000LL);
+    char *out = write_compact(v);
+    pt_json *again = pt_json_parse(out, strlen(out), 16, &err);
+    char *out2 = write_compact(again);
+    assert_string_equal(out, out2);
+    free(out);
+    free(out2);
+    pt_json_free(v);
+    pt_json_free(again);
+}
+
+static void test_parse_errors(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"abc", "[1] x", "{\"a\":tru}", "\"\\q\"", "01x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pt_error err = {{0}};
+        assert_null(pt_json_parse(bad[i], strlen(bad[i]), 16, &err));
+        assert_true(err.message[0] != '\0');
+    }
+}
+
+static void test_depth_limit(void **state)
+{
+    (void)state;
+    char deep[2001];
+    memset(deep, '[', 1000);
+    memset(deep + 1000, ']', 1000);
+    deep[2000] = 0;
+    pt_error err = {{0}};
+    assert_null(pt_json_parse(deep, 2000, 64, &err));
+    assert_non_null(strstr(err.message, "deep"));
+}
+
+static void test_set_replaces_and_add_appends(void **state)
+{
+    (void)state;
+    pt_json *o = pt_json_object();
+    pt_json_set(o, "k", pt_json_int(1));
+    pt_json_set(o, "k", pt_json_int(2));
+    assert_int_equal(o->count, 1);
+    assert_int_equal(pt_json_get(o, "k")->integer, 2);
+    pt_json_add(o, "k2", pt_json_number_rounded(0.123456789, 3));
+    char *out = write_compact(o);
+    assert_string_equal(out, "{\"k\":2,\"k2\":0.123}");
+    free(out);
+    pt_json_free(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escapes_html_and_control), cmocka_unit_test(test_invalid_utf8_becomes_replacement),
+        cmocka_unit_test(test_doubles_round_trip),       cmocka_unit_test(test_parse_and_write_round_trip),
+        cmocka_unit_test(test_parse_errors),             cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_set_replaces_and_add_appends),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,180 @@
+/* The summarizer on a hand-built event stream whose every number is known, and the
+ * summary file format: exact round trip, and corrupt input rejected without a crash. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "summarize/summarize.h"
+#include "summarize/summary_io.h"
+
+static void feed(pt_trace_sink *sink, pt_event_kind kind, const char *name, int64_t ts, int64_t dur, int64_t tid)
+{
+    pt_event ev;
+    pt_event_init(&ev, kind);
+    ev.name = name;
+    ev.name_len = strlen(name);
+    ev.ts_ns = ts;
+    ev.dur_ns = dur;
+    ev.tid = tid;
+    if (kind == PT_EVENT_STEP)
+        ev.step = 1;
+    if (kind == PT_EVENT_GPU_KERNEL && strncmp(name, "nccl", 4) != 0) {
+        ev.grid[0] = 2, ev.grid[1] = ev.grid[2] = 1;
+        ev.block[0] = 128, ev.block[1] = ev.block[2] = 1;
+    }
+    if (kind == PT_EVENT_GPU_KERNEL && strncmp(name, "nccl", 4) == 0) {
+        ev.coll.name = "allreduce";
+        ev.coll.name_len = 9;
+        ev.coll.in_nelems = ev.coll.out_nelems = 1000000;
+        ev.coll.group_size = 2;
+        ev.coll.dtype_bytes = 4;
+    }
+    sink->on_event(sink->ctx, &ev);
+}
+
+static pt_worker_summary *known_summary(void)
+{
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    feed(&sink, PT_EVENT_STEP, "ProfilerStep#1", 0, 1000000, 1);
+    feed(&sink, PT_EVENT_GPU_KERNEL, "gemm", 100000, 200000, 7);
+    feed(&sink, PT_EVENT_GPU_KERNEL, "gemm", 500000, 100000, 7);
+    feed(&sink, PT_EVENT_GPU_MEMCPY, "Memcpy DtoH (Device -> Pinned)", 250000, 100000, 7);
+    feed(&sink, PT_EVENT_GPU_KERNEL, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 300000, 200000, 20);
+    feed(&sink, PT_EVENT_RUNTIME, "cudaLaunchKernel", 90000, 20000, 1);
+    feed(&sink, PT_EVENT_CPU, "train.py(10): main", 0, 1000000, 1);
+    feed(&sink, PT_EVENT_CPU, "train.py(20): step", 50000, 650000, 1);
+    feed(&sink, PT_EVENT_CPU, "data.py(5): load", 600000, 50000, 1);
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    meta.rank = 3;
+    meta.world_size = 4;
+    snprintf(meta.device_name, sizeof meta.device_name, "NVIDIA H100 80GB HBM3");
+    meta.device_count = 8;
+    pt_error err = {{0}};
+    pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_3_42.json", &err);
+    pt_summarizer_free(s);
+    assert_non_null(out);
+    return out;
+}
+
+static const pt_function_summary *must_find(const pt_worker_summary *s, pt_class cls, const char *name)
+{
+    const pt_function_summary *f = pt_summary_find(s, cls, name);
+    if (!f)
+        fail_msg("no %s function '%s'", pt_class_name(cls), name);
+    return f;
+}
+
+static void test_known_numbers(void **state)
+{
+    (void)state;
+    pt_worker_summary *s = known_summary();
+    assert_int_equal(s->rank, 3);
+    assert_string_equal(s->host, "host");
+    assert_int_equal(s->local_rank, 3);
+    assert_int_equal(s->pid, 42);
+    assert_true(s->window_ns == 1000000);
+    assert_true(s->exposed_ns[PT_CLASS_COMPUTE] == 300000);
+    assert_true(s->exposed_ns[PT_CLASS_MEMORY] == 50000);
+    assert_true(s->exposed_ns[PT_CLASS_COMM] == 150000);
+    assert_true(s->exposed_ns[PT_CLASS_RUNTIME] == 10000);
+    assert_true(s->exposed_ns[PT_CLASS_PYTHON] == 490000);
+    assert_true(s->idle_ns == 0);
+
+    const pt_function_summary *k = must_find(s, PT_CLASS_COMPUTE, "gemm2_1_1|128_1_1");
+    assert_int_equal(k->count, 2);
+    assert_true(k->total_ns == 300000 && k->exposed_ns == 300000 && k->median_ns == 150000 && k->max_ns == 200000);
+    const pt_function_summary *m = must_find(s, PT_CLASS_MEMORY, "Memcpy DtoH (Device -> Pinned)");
+    assert_true(m->exposed_ns == 50000);
+    const pt_function_summary *c = must_find(s, PT_CLASS_COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)");
+    assert_true(c->exposed_ns == 150000);
+    assert_string_equal(c->group, "nvlink ring");
+    assert_true(fabs(c->busbw_avg_gbps - 20.0) < 1e-9);          /* 4 MB in 200 us, factor 1 */
+    assert_true(fabs(c->throughput_avg_pct - 100.0 * 20 / 450) < 1e-9);
+    assert_true(must_find(s, PT_CLASS_RUNTIME, "cudaLaunchKernel")->exposed_ns == 10000);
+
+    assert_true(must_find(s, PT_CLASS_PYTHON, "train.py: main")->exposed_ns == 350000);
+    assert_true(must_find(s, PT_CLASS_PYTHON, "train.py: main|train.py: step")->exposed_ns == 90000);
+    const pt_function_summary *load = must_find(s, PT_CLASS_PYTHON, "train.py: main|train.py: step|data.py: load");
+    assert_true(load->exposed_ns == 50000 && load->count == 1);
+    assert_int_equal(s->step_count, 1);
+    assert_true(s->steps[0].exposed_ns[PT_CLASS_PYTHON] == 490000);
+    pt_summary_free(s);
+}
+
+static void test_round_trip_is_exact(void **state)
+{
+    (void)state;
+    pt_worker_summary *s = known_summary();
+    pt_buf a = PT_BUF_INIT, b = PT_BUF_INIT;
+    pt_summary_encode(s, &a);
+    pt_error err = {{0}};
+    pt_worker_summary *d = pt_summary_decode(a.data, a.len, &err);
+    assert_non_null(d);
+    pt_summary_encode(d, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    assert_true(d->functions[0].throughput_avg_pct == s->functions[0].throughput_avg_pct);
+    pt_summary_free(d);
+    pt_buf_free(&a);
+    pt_buf_free(&b);
+    pt_summary_free(s);
+}
+
+static void test_corruption_is_rejected(void **state)
+{
+    (void)state;
+    pt_worker_summary *s = known_summary();
+    pt_buf a = PT_BUF_INIT;
+    pt_summary_encode(s, &a);
+    pt_error err = {{0}};
+    for (size_t cut = 0; cut < a.len; cut += 7)
+        assert_null(pt_summary_decode(a.data, cut, &err));
+    srand(3);
+    for (int round = 0; round < 300; round++) { /* flipped bytes: error or a valid summary, never a crash */
+        pt_buf c = PT_BUF_INIT;
+        pt_buf_append(&c, a.data, a.len);
+        c.data[8 + (size_t)rand() % (a.len - 8)] ^= (char)(1 + rand() % 255);
+        pt_worker_summary *d = pt_summary_decode(c.data, c.len, &err);
+        pt_summary_free(d);
+        pt_buf_free(&c);
+    }
+    a.data[8] = 99; /* version */
+    assert_null(pt_summary_decode(a.data, a.len, &err));
+    assert_non_null(strstr(err.message, "version"));
+    pt_buf_free(&a);
+    pt_summary_free(s);
+}
+
+static void test_file_name_facts(void **state)
+{
+    (void)state;
+    pt_file_name_facts f;
+    pt_parse_worker_file_name("job_x08j11173.cloud.sqa.na131_2_122482.json", &f);
+    assert_string_equal(f.host, "job_x08j11173.cloud.sqa.na131");
+    assert_int_equal(f.local_rank, 2);
+    assert_int_equal(f.pid, 122482);
+    pt_parse_worker_file_name("node3_5_1234.json.gz", &f);
+    assert_string_equal(f.host, "node3");
+    assert_int_equal(f.local_rank, 5);
+    assert_int_equal(f.pid, 1234);
+    assert_int_equal(f.rank, -1);
+    pt_parse_worker_file_name("worker7_step_12.1694128201553.pt.trace.json.gz", &f);
+    assert_int_equal(f.rank, 7);
+    pt_parse_worker_file_name("sampled_rank-1.json.gz", &f);
+    assert_int_equal(f.rank, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
+                                       cmocka_unit_test(test_corruption_is_rejected),
+                                       cmocka_unit_test(test_file_name_facts)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -211,21 +211,32 @@ var PD = (window.PD = window.PD || {});
     this.renderOverview(first, rowsInView);
   };
 
-  Heatmap.prototype.renderOverview = function (first, rowsInView) {
-    var ctx = this.octx, n = this.order.length, h = this.viewH, w = 36, self = this;
-    if (!ctx || !n) return;
-    ctx.clearRect(0, 0, w, h);
-    var buckets = Math.min(n, h), strongest = new Array(buckets).fill(0), culpritAt = new Array(buckets).fill(false);
+  /* The strip: per pixel row, the largest excess among its workers. The buckets change only
+   * with the order or the size, so they are computed then, not on every scroll frame. */
+  Heatmap.prototype.overviewBuckets = function () {
+    var n = this.order.length, buckets = Math.min(n, this.viewH), self = this;
+    var key = this.orderName + ':' + buckets;
+    if (this.bucketKey === key) return this.buckets;
+    var excess = new Array(buckets).fill(0), culprit = new Array(buckets).fill(false);
     this.order.forEach(function (i, pos) {
       var b = Math.floor(pos * buckets / n);
-      strongest[b] = Math.max(strongest[b], self.rowExcess[i]);
-      if (self.culprits.has(self.ranks[i])) culpritAt[b] = true;
+      excess[b] = Math.max(excess[b], self.rowExcess[i]);
+      if (self.culprits.has(self.ranks[i])) culprit[b] = true;
     });
-    var bh = h / buckets;
-    for (var b = 0; b < buckets; b++) {
-      ctx.fillStyle = PD.deviationColor(strongest[b], this.scales.values);
+    this.bucketKey = key;
+    this.buckets = { count: buckets, excess: excess, culprit: culprit };
+    return this.buckets;
+  };
+
+  Heatmap.prototype.renderOverview = function (first, rowsInView) {
+    var ctx = this.octx, n = this.order.length, h = this.viewH, w = 36;
+    if (!ctx || !n) return;
+    var buckets = this.overviewBuckets(), bh = h / buckets.count;
+    ctx.clearRect(0, 0, w, h);
+    for (var b = 0; b < buckets.count; b++) {
+      ctx.fillStyle = PD.deviationColor(buckets.excess[b], this.scales.values);
       ctx.fillRect(0, b * bh, w - 8, Math.max(1, bh));
-      if (culpritAt[b]) { ctx.fillStyle = '#c62828'; ctx.fillRect(w - 6, b * bh - 1, 6, Math.max(3, bh)); }
+      if (buckets.culprit[b]) { ctx.fillStyle = '#c62828'; ctx.fillRect(w - 6, b * bh - 1, 6, Math.max(3, bh)); }
     }
     ctx.strokeStyle = '#1d2330';
     ctx.lineWidth = 1;

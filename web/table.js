@@ -79,6 +79,9 @@ var PD = (window.PD = window.PD || {});
     var top = Math.max(0, this.scroll.scrollTop - HEADER_HEIGHT);
     var first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
     var last = Math.min(n, Math.ceil((top + viewport) / ROW_HEIGHT) + OVERSCAN);
+    var key = first + ':' + last + ':' + n + ':' + this.version;
+    if (key === this.drawn) return; /* a scroll within the rows already built */
+    this.drawn = key;
     var frag = document.createDocumentFragment(), span = this.columns.length;
     frag.appendChild(el('tr', { className: 'spacer' }, el('td', { colSpan: span, style: { height: first * ROW_HEIGHT + 'px' } })));
     for (var i = first; i < last; i++) frag.appendChild(this.renderRow(this.rows[i]));
@@ -105,11 +108,15 @@ var PD = (window.PD = window.PD || {});
     return tr;
   };
 
+  /* Rows, order or highlight changed: the next render rebuilds even if the window did not move. */
+  Table.prototype.invalidate = function () { this.version = (this.version || 0) + 1; };
+
   Table.prototype.sortBy = function (index) {
     var same = this.sort && this.sort.column === index;
     var numeric = this.columns[index].numeric;
     this.sort = { column: index, descending: same ? !this.sort.descending : !!numeric };
     this.applySort();
+    this.invalidate();
     this.render();
   };
 
@@ -137,17 +144,20 @@ var PD = (window.PD = window.PD || {});
     });
     if (this.sort) this.applySort();
     this.scroll.scrollTop = 0;
+    this.invalidate();
     this.render();
   };
 
   /* Marks the rows matching pred and scrolls the first into view. Returns how many match. */
   Table.prototype.highlight = function (pred) {
     this.highlighted = pred;
+    this.invalidate();
     var index = this.rows.findIndex(pred), count = this.rows.filter(pred).length;
     if (index >= 0) {
       var self = this;
       requestAnimationFrame(function () {
         self.scroll.scrollTop = Math.max(0, index * ROW_HEIGHT - ROW_HEIGHT * 2);
+        self.invalidate();
         self.render();
       });
     }

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -27,6 +28,7 @@
 
 struct pt_kineto_writer {
     char *path;          /* NULL: count bytes only */
+    bool removable;      /* a regular file we may delete on failure (never /dev/...) */
     FILE *plain;
     gzFile gz;
     pt_buf buf;
@@ -163,6 +165,8 @@ pt_kineto_writer *pt_kineto_writer_open(const char *path, bool gzip, pt_error *e
             free(w);
             return NULL;
         }
+        struct stat st;
+        w->removable = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     }
     pt_buf_reserve(&w->buf, FLUSH_AT + EVENT_FIXED_BYTES);
     pt_buf_puts(&w->buf, "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
@@ -451,7 +455,7 @@ int pt_kineto_writer_close(pt_kineto_writer *w, pt_error *err)
     int result = 0;
     if (w->failed) {
         *err = w->err;
-        if (w->path)
+        if (w->removable)
             unlink(w->path);
         result = -1;
     }
@@ -465,7 +469,7 @@ void pt_kineto_writer_discard(pt_kineto_writer *w)
         gzclose(w->gz);
     if (w->plain)
         fclose(w->plain);
-    if (w->path)
+    if (w->removable)
         unlink(w->path);
     release(w);
 }

@@ -440,20 +440,7 @@ static void begin_window(void)
         return;
     }
     pt_collector_start_sources(cuda);
-    int64_t start = pt_collector_last_step_ns();
-    int skipped = 0;
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
-        if (!install_on(ts, w, start))
-            skipped++;
-    if (!is_our_hook(me)) {
-        uninstall_all();
-        release_held();
-        pt_collector_abort_window("the profile hook could not be installed");
-        return;
-    }
-    if (skipped)
-        pt_window_warn(w, "%d Python thread(s) not profiled (another profiler owns them, or no per-thread hook "
-                          "on this Python)", skipped);
+    /* Before any hook is installed, so these Python calls are not recorded. */
     PyObject *bootstrap = PyCFunction_New(&bootstrap_def, NULL);
     if (bootstrap) {
         set_threading_hook(bootstrap, &M.saved_thread_hook);
@@ -461,6 +448,22 @@ static void begin_window(void)
     } else {
         PyErr_Clear();
     }
+    int64_t start = pt_collector_last_step_ns();
+    int skipped = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
+        if (!install_on(ts, w, start))
+            skipped++;
+    if (!is_our_hook(me)) {
+        uninstall_all();
+        set_threading_hook(M.saved_thread_hook, NULL);
+        Py_CLEAR(M.saved_thread_hook);
+        release_held();
+        pt_collector_abort_window("the profile hook could not be installed");
+        return;
+    }
+    if (skipped)
+        pt_window_warn(w, "%d Python thread(s) not profiled (another profiler owns them, or no per-thread hook "
+                          "on this Python)", skipped);
 }
 
 static void end_window(void)

@@ -40,6 +40,7 @@ typedef struct job_state {
     atomic_size_t failed;
     /* Single-file progress (bytes of the one big trace). */
     atomic_ullong bytes_done, bytes_total;
+    int threads;
 } job_state;
 
 static void usage(FILE *out)
@@ -115,8 +116,9 @@ static int expand(input_list *list, const char *arg)
     }
     closedir(dir);
     pt_buf_free(&path);
-    qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
-    if (list->count == first)
+    if (list->count > first)
+        qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
+    else
         fprintf(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
     return 0;
 }
@@ -131,7 +133,8 @@ static void on_bytes(void *ctx, uint64_t done, uint64_t total)
 static void *summarize_worker(void *arg)
 {
     job_state *js = arg;
-    pt_read_options opts = {on_bytes, js, 0};
+    /* One big file gets every thread (read in spans); many files get one each. */
+    pt_read_options opts = {on_bytes, js, 0, js->inputs->count == 1 ? js->threads : 1};
     for (;;) {
         size_t i = atomic_fetch_add(&js->next, 1);
         if (i >= js->inputs->count)
@@ -222,8 +225,8 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
             *out_dir = argv[++i];
-        } else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) {
-            *threads = atoi(argv[++i]);
+        } else if ((strcmp(argv[i], "-j") == 0 && i + 1 < argc) || (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])) {
+            *threads = atoi(argv[i][2] ? argv[i] + 2 : argv[++i]);
             if (*threads < 1 || *threads > 256) {
                 fprintf(stderr, "perftracker: -j wants 1..256 threads\n");
                 return -1;
@@ -262,6 +265,7 @@ int cmd_analyze(int argc, char **argv)
     js.inputs = &inputs;
     js.summaries = pt_xcalloc(n, sizeof *js.summaries);
     js.errors = pt_xcalloc(n, sizeof *js.errors);
+    js.threads = threads;
     summarize_all(&js, threads);
     assign_missing_ranks(&js);
 

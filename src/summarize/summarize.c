@@ -27,6 +27,8 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,6 +233,7 @@ typedef struct reducer {
     size_t name_slots;                     /* entries in normalized[] and cpu_comm[] */
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
     bool has_gpu_collectives;
+    uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
 } reducer;
 
 /* The per-name caches cover every name interned so far; reduction interns a few more. */
@@ -314,11 +317,19 @@ static bool name_is_cpu_collective(reducer *r, uint32_t name)
     return r->cpu_comm[name] == 1;
 }
 
+/* Classified once per distinct kernel key (the name test scans the whole name). */
 static bool kernel_is_collective(reducer *r, uint32_t key)
 {
-    kernel_key k = kernel_key_of(&r->s->kernel_keys, key);
-    const pt_strtab *names = &r->s->names;
-    return pt_kernel_is_collective(pt_strtab_get(names, k.name), pt_strtab_len(names, k.name));
+    if (!r->kernel_comm) {
+        size_t n = r->s->kernel_keys.count;
+        r->kernel_comm = pt_xmalloc(n ? n : 1);
+        const pt_strtab *names = &r->s->names;
+        for (size_t id = 0; id < n; id++) {
+            kernel_key k = kernel_key_of(&r->s->kernel_keys, (uint32_t)id);
+            r->kernel_comm[id] = pt_kernel_is_collective(pt_strtab_get(names, k.name), pt_strtab_len(names, k.name));
+        }
+    }
+    return r->kernel_comm[key];
 }
 
 /* ------------------------------------------------------------ window and layers */
@@ -1078,11 +1089,155 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     free(r.stack_frame);
     free(r.normalized);
     free(r.cpu_comm);
+    free(r.kernel_comm);
+    return out;
+}
+
+/* ------------------------------------------------------------ parallel spans */
+
+/* Appends src's records to dst, re-interning names: the result is what one summarizer
+ * fed with dst's events and then src's would hold. */
+static void merge_summarizer(pt_summarizer *dst, const pt_summarizer *src)
+{
+    uint32_t *name_map = pt_xmalloc((src->names.count ? src->names.count : 1) * sizeof *name_map);
+    for (size_t i = 0; i < src->names.count; i++)
+        name_map[i] = pt_strtab_intern(&dst->names, pt_strtab_get(&src->names, (uint32_t)i),
+                                       pt_strtab_len(&src->names, (uint32_t)i));
+    uint32_t *key_map = pt_xmalloc((src->kernel_keys.count ? src->kernel_keys.count : 1) * sizeof *key_map);
+    for (size_t i = 0; i < src->kernel_keys.count; i++) {
+        kernel_key k = kernel_key_of(&src->kernel_keys, (uint32_t)i);
+        k.name = name_map[k.name];
+        key_map[i] = pt_strtab_intern(&dst->kernel_keys, (const char *)&k, sizeof k);
+    }
+    size_t coll_base = dst->colls_count;
+    for (size_t i = 0; i < src->colls_count; i++) {
+        coll_rec c = src->colls[i];
+        if (c.name != NO_ID)
+            c.name = name_map[c.name];
+        PUSH(dst, colls, c);
+    }
+    for (size_t i = 0; i < src->kernels_count; i++) {
+        span_rec r = src->kernels[i];
+        r.key = key_map[r.key];
+        if (r.aux != NO_ID)
+            r.aux += (uint32_t)coll_base;
+        PUSH(dst, kernels, r);
+    }
+#define MERGE_NAMED(field, name_field)                 \
+    for (size_t i = 0; i < src->field##_count; i++) {   \
+        __typeof__(src->field[0]) r = src->field[i];    \
+        r.name_field = name_map[r.name_field];           \
+        PUSH(dst, field, r);                             \
+    }
+    MERGE_NAMED(memops, key)
+    MERGE_NAMED(runtime, key)
+    MERGE_NAMED(cpu, name)
+    MERGE_NAMED(counters, metric)
+#undef MERGE_NAMED
+    for (size_t i = 0; i < src->steps_count; i++)
+        PUSH(dst, steps, src->steps[i]);
+    for (size_t i = 0; i < src->warnings_count; i++) {
+        char *w = pt_xstrdup(src->warnings[i]);
+        PUSH(dst, warnings, w);
+    }
+    dst->events += src->events;
+    free(name_map);
+    free(key_map);
+}
+
+#define MAX_SPANS 16
+
+typedef struct span_progress {
+    const pt_read_options *user; /* the caller's callback */
+    _Atomic uint64_t done[MAX_SPANS];
+    size_t spans;
+} span_progress;
+
+typedef struct span_job {
+    const char *path;
+    uint64_t start, stop;
+    bool bare_list;
+    const pt_read_options *opts;
+    pt_summarizer *summarizer;
+    pt_trace_meta meta;
+    uint64_t stopped_at;
+    int rc;
+    pt_error err;
+    span_progress *progress;
+    size_t index;
+} span_job;
+
+/* Each span reports its own file offset; the caller sees the bytes of all spans. */
+static void on_span_progress(void *ctx, uint64_t offset, uint64_t total)
+{
+    span_job *j = ctx;
+    span_progress *p = j->progress;
+    atomic_store(&p->done[j->index], offset > j->start ? offset - j->start : 0);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < p->spans; i++)
+        sum += atomic_load(&p->done[i]);
+    p->user->progress(p->user->progress_ctx, PT_MIN(sum, total), total);
+}
+
+static void *read_span(void *arg)
+{
+    span_job *j = arg;
+    pt_trace_sink sink = pt_summarizer_sink(j->summarizer);
+    pt_trace_meta_init(&j->meta);
+    pt_read_options opts = *j->opts;
+    if (opts.progress)
+        opts.progress = on_span_progress, opts.progress_ctx = j;
+    j->rc = pt_kineto_read_span(j->path, j->start, j->stop, j->bare_list, &sink, &j->meta, &opts, &j->stopped_at,
+                                &j->err);
+    return NULL;
+}
+
+/* Reads one big plain Kineto file in spans on several threads. NULL when the file does
+ * not split or the spans disagree: the caller then reads it sequentially, which also
+ * produces the precise error message for a broken file. */
+static pt_worker_summary *summarize_in_spans(const char *path, const pt_read_options *opts, pt_error *err)
+{
+    uint64_t starts[MAX_SPANS];
+    bool bare_list;
+    pt_error split_err = {{0}};
+    size_t n = pt_kineto_split(path, (size_t)PT_MIN(opts->threads, MAX_SPANS), starts, &bare_list, &split_err);
+    if (n < 2)
+        return NULL;
+    span_job jobs[MAX_SPANS];
+    pthread_t tids[MAX_SPANS];
+    span_progress progress = {.user = opts, .spans = n};
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = (span_job){.path = path, .start = starts[i], .stop = i + 1 < n ? starts[i + 1] : 0,
+                             .bare_list = bare_list, .opts = opts, .summarizer = pt_summarizer_new(),
+                             .progress = &progress, .index = i};
+        atomic_init(&progress.done[i], 0);
+        pthread_create(&tids[i], NULL, read_span, &jobs[i]);
+    }
+    bool agree = true;
+    for (size_t i = 0; i < n; i++) {
+        pthread_join(tids[i], NULL);
+        agree &= jobs[i].rc == 0 && (i + 1 == n || jobs[i].stopped_at == starts[i + 1]);
+    }
+    pt_worker_summary *out = NULL;
+    if (agree) {
+        for (size_t i = 1; i < n; i++) {
+            merge_summarizer(jobs[0].summarizer, jobs[i].summarizer);
+            pt_trace_meta_merge(&jobs[0].meta, &jobs[i].meta);
+        }
+        out = pt_summarizer_finish(jobs[0].summarizer, &jobs[0].meta, pt_basename(path), err);
+    }
+    for (size_t i = 0; i < n; i++)
+        pt_summarizer_free(jobs[i].summarizer);
     return out;
 }
 
 pt_worker_summary *pt_summarize_file(const char *path, const pt_read_options *opts, pt_error *err)
 {
+    if (opts && opts->threads > 1) {
+        pt_worker_summary *out = summarize_in_spans(path, opts, err);
+        if (out)
+            return out;
+    }
     pt_summarizer *s = pt_summarizer_new();
     pt_trace_sink sink = pt_summarizer_sink(s);
     pt_trace_meta meta;

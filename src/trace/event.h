@@ -81,6 +81,8 @@ typedef struct pt_trace_meta {
 } pt_trace_meta;
 
 void pt_trace_meta_init(pt_trace_meta *meta);
+/* Fills the fields dst does not know yet from src (for traces read in parallel spans). */
+void pt_trace_meta_merge(pt_trace_meta *dst, const pt_trace_meta *src);
 
 /* A sink receives every event; returning non-zero stops the reader (it reports an error).
  * on_warning is optional and receives one human sentence (no file name: the caller adds

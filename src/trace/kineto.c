@@ -24,20 +24,23 @@
  * names (Operator, Runtime, Kernel, Memcpy, Memset, async_cpu_to_gpu flows); ts as Unix
  * epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur as integers or
  * fractions; tid/pid as numbers or strings. */
+#define _POSIX_C_SOURCE 200809L
 #include "trace/reader.h"
 #include "util/json.h"
 #include "util/strtab.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define INITIAL_BUFFER (1u << 20)
 #define DEFAULT_MAX_EVENT_BYTES (64u << 20)
 #define MAX_TOP_LEVEL_BYTES (64u << 20)
 
-enum scan_status { SCAN_OK = 0, SCAN_NEED_MORE = 1, SCAN_BAD = -1 };
+enum scan_status { SCAN_OK = 0, SCAN_NEED_MORE = 1, SCAN_BAD = -1, SCAN_STOP = 2 };
 
 typedef struct kineto_reader {
     pt_input *in;
@@ -55,6 +58,8 @@ typedef struct kineto_reader {
     const char *bad_what;
     int64_t events_seen, events_malformed, events_oversized;
     bool saw_trace_events;
+    uint64_t stop_at;     /* span reading: stop at the first event start >= this (0: never) */
+    uint64_t stopped_at;  /* where it stopped, UINT64_MAX when the event list ended */
 } kineto_reader;
 
 /* ------------------------------------------------------------ scanning helpers */
@@ -71,10 +76,25 @@ static inline const char *skip_ws(const char *p)
 static int scan_string(const char **pp, const char *end, const char **body, size_t *n, bool *escaped)
 {
     const char *start = *pp + 1;
-    const char *q = memchr(start, '"', (size_t)(end - start));
+    const char *q = start;
+    /* Keys and most values are short: a byte loop beats two memchr calls there. The
+     * sentinel NUL after the buffer stops it at the end. */
+    const char *short_end = end - start > 24 ? start + 24 : end;
+    while (q < short_end && *q != '"' && *q != '\\')
+        q++;
+    if (q < short_end && *q == '"') {
+        *escaped = false;
+        *body = start;
+        *n = (size_t)(q - start);
+        *pp = q + 1;
+        return SCAN_OK;
+    }
+    const char *bs = q < short_end ? q : NULL; /* a backslash within the short prefix */
+    q = memchr(q, '"', (size_t)(end - q));
     if (!q)
         return SCAN_NEED_MORE;
-    const char *bs = memchr(start, '\\', (size_t)(q - start));
+    if (!bs)
+        bs = memchr(start, '\\', (size_t)(q - start));
     *escaped = bs != NULL;
     if (bs) { /* walk escapes so an escaped quote does not end the string */
         const char *p = bs;
@@ -867,6 +887,11 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *state = ST_EVENT;
         /* fall through */
     case ST_EVENT: {
+        uint64_t at = kr->discarded + (uint64_t)(p - kr->buf);
+        if (kr->stop_at && at >= kr->stop_at) {
+            kr->stopped_at = at;
+            return SCAN_STOP;
+        }
         *oversized_unit = true;
         if (*p == '{') {
             raw_event re;
@@ -915,65 +940,180 @@ static int finish_at_eof(const kineto_reader *kr, enum reader_state state, pt_er
     return -1;
 }
 
-static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
-                       const pt_read_options *opts, pt_error *err)
+/* Runs the state machine from `state` until the input ends (or a span's stop). */
+static int kineto_run(kineto_reader *kr, enum reader_state state, bool bare_list)
 {
-    kineto_reader kr = {0};
-    kr.in = in, kr.sink = sink, kr.meta = meta, kr.opts = opts, kr.err = err;
-    kr.max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
-    kr.cap = PT_MIN((size_t)INITIAL_BUFFER, kr.max_event);
-    kr.buf = pt_xmalloc(kr.cap + 1);
-    kr.buf[0] = '\0';
-    snprintf(meta->producer, sizeof meta->producer, "kineto");
-
-    enum reader_state state = ST_START;
-    bool bare_list = false, oversized_unit = false;
+    pt_error *err = kr->err;
+    bool oversized_unit = false;
     int result = -1;
     for (;;) {
-        int rc = kr.pos < kr.len ? step(&kr, &state, &bare_list, &oversized_unit) : SCAN_NEED_MORE;
+        int rc = kr->pos < kr->len ? step(kr, &state, &bare_list, &oversized_unit) : SCAN_NEED_MORE;
         if (rc == SCAN_OK)
             continue;
+        if (rc == SCAN_STOP)
+            return 0;
         if (rc == SCAN_BAD) {
             if (!err->message[0])
                 pt_error_set(err, "malformed JSON near byte %llu: %s",
-                             (unsigned long long)(kr.discarded + kr.pos),
-                             kr.bad_what ? kr.bad_what : "unexpected token");
-            goto done;
+                             (unsigned long long)(kr->discarded + kr->pos),
+                             kr->bad_what ? kr->bad_what : "unexpected token");
+            break;
         }
         /* SCAN_NEED_MORE */
-        if (kr.eof) {
-            result = finish_at_eof(&kr, state, err);
-            goto done;
+        if (kr->eof) {
+            result = finish_at_eof(kr, state, err);
+            break;
         }
-        enum refill_status rs = refill(&kr, PT_MAX(kr.max_event, (size_t)MAX_TOP_LEVEL_BYTES));
+        enum refill_status rs = refill(kr, PT_MAX(kr->max_event, (size_t)MAX_TOP_LEVEL_BYTES));
         if (rs == REFILL_ERROR)
-            goto done;
-        if (rs == REFILL_FULL || (rs == REFILL_OK && kr.len - kr.pos > kr.max_event && oversized_unit)) {
+            break;
+        if (rs == REFILL_FULL || (rs == REFILL_OK && kr->len - kr->pos > kr->max_event && oversized_unit)) {
             /* One value larger than we are willing to hold: skip it, keep the rest. */
-            kr.pos += (size_t)(skip_ws(kr.buf + kr.pos) - (kr.buf + kr.pos));
-            if (discard_value(&kr) != SCAN_OK) {
+            kr->pos += (size_t)(skip_ws(kr->buf + kr->pos) - (kr->buf + kr->pos));
+            if (discard_value(kr) != SCAN_OK) {
                 pt_error_set(err, "the file ends inside an oversized value (truncated?)");
-                goto done;
+                break;
             }
-            kr.events_oversized++;
+            kr->events_oversized++;
             state = state == ST_EVENT || state == ST_EVENTS_FIRST ? ST_EVENTS_SEP : ST_TOP_SEP;
         }
     }
-done:
+    return result;
+}
+
+static void reader_init(kineto_reader *kr, pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
+                        const pt_read_options *opts, pt_error *err)
+{
+    memset(kr, 0, sizeof *kr);
+    kr->in = in, kr->sink = sink, kr->meta = meta, kr->opts = opts, kr->err = err;
+    kr->max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
+    kr->cap = PT_MIN((size_t)INITIAL_BUFFER, kr->max_event);
+    kr->buf = pt_xmalloc(kr->cap + 1);
+    kr->buf[0] = '\0';
+    kr->stopped_at = UINT64_MAX;
+    snprintf(meta->producer, sizeof meta->producer, "kineto");
+}
+
+static void reader_finish(kineto_reader *kr)
+{
+    if (kr->events_malformed)
+        warn(kr, "%lld events lacked ts, dur or name (or had a negative duration) and were ignored",
+             (long long)kr->events_malformed);
+    if (kr->events_oversized)
+        warn(kr, "%lld values larger than %zu MiB were skipped", (long long)kr->events_oversized,
+             kr->max_event >> 20);
+    pt_buf_free(&kr->scratch);
+    pt_buf_free(&kr->coll_scratch);
+    free(kr->buf);
+}
+
+static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
+                       const pt_read_options *opts, pt_error *err)
+{
+    kineto_reader kr;
+    reader_init(&kr, in, sink, meta, opts, err);
+    int result = kineto_run(&kr, ST_START, false);
     if (result == 0 && !kr.saw_trace_events) {
         pt_error_set(err, "no \"traceEvents\" list: this is JSON but not a Chrome/Kineto trace");
         result = -1;
     }
-    if (kr.events_malformed)
-        warn(&kr, "%lld events lacked ts, dur or name (or had a negative duration) and were ignored",
-             (long long)kr.events_malformed);
-    if (kr.events_oversized)
-        warn(&kr, "%lld values larger than %zu MiB were skipped", (long long)kr.events_oversized,
-             kr.max_event >> 20);
-    pt_buf_free(&kr.scratch);
-    pt_buf_free(&kr.coll_scratch);
-    free(kr.buf);
+    reader_finish(&kr);
     return result;
+}
+
+/* ------------------------------------------------------------ parallel spans */
+
+int pt_kineto_read_span(const char *path, uint64_t start, uint64_t stop, bool bare_list, pt_trace_sink *sink,
+                        pt_trace_meta *meta, const pt_read_options *opts, uint64_t *stopped_at, pt_error *err)
+{
+    err->message[0] = '\0';
+    pt_input *in = pt_input_open(path, err);
+    if (!in)
+        return -1;
+    if (start > 0 && pt_input_seek(in, start, err) != 0) {
+        pt_input_close(in);
+        return -1;
+    }
+    kineto_reader kr;
+    reader_init(&kr, in, sink, meta, opts, err);
+    kr.discarded = start;
+    kr.stop_at = stop;
+    if (start > 0)
+        kr.saw_trace_events = true;
+    int result = kineto_run(&kr, start == 0 ? ST_START : ST_EVENT, bare_list);
+    *stopped_at = kr.stopped_at;
+    reader_finish(&kr);
+    pt_input_close(in);
+    return result;
+}
+
+static int ignore_event(void *ctx, const pt_event *ev)
+{
+    (void)ctx, (void)ev;
+    return 0;
+}
+
+/* Offset of the first '{' after "}" ws "," ws in [from, from + window), or UINT64_MAX. */
+static uint64_t find_event_start(int fd, uint64_t from, size_t window)
+{
+    char *buf = pt_xmalloc(window);
+    ssize_t got = pread(fd, buf, window, (off_t)from);
+    uint64_t found = UINT64_MAX;
+    for (ssize_t i = 0; got > 0 && i < got && found == UINT64_MAX; i++) {
+        if (buf[i] != '}')
+            continue;
+        ssize_t j = i + 1;
+        while (j < got && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
+            j++;
+        if (j >= got || buf[j] != ',')
+            continue;
+        j++;
+        while (j < got && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
+            j++;
+        if (j + 1 < got && buf[j] == '{' && (buf[j + 1] == '"' || buf[j + 1] == ' ' || buf[j + 1] == '\n'))
+            found = from + (uint64_t)j;
+    }
+    free(buf);
+    return found;
+}
+
+size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *bare_list, pt_error *err)
+{
+    starts[0] = 0;
+    *bare_list = false;
+    pt_input *in = pt_input_open(path, err);
+    if (!in)
+        return 1;
+    uint64_t size = pt_input_file_size(in);
+    if (parts < 2 || pt_input_compression(in) != PT_COMPRESSION_NONE || size < ((uint64_t)64 << 20)) {
+        pt_input_close(in);
+        return 1;
+    }
+    /* Find where the event list starts: parse the head, stopping at the first event. */
+    pt_trace_sink sink = {NULL, ignore_event, NULL};
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    kineto_reader kr;
+    reader_init(&kr, in, &sink, &meta, NULL, err);
+    kr.stop_at = 1;
+    bool stopped = kineto_run(&kr, ST_START, false) == 0 && kr.stopped_at != UINT64_MAX;
+    uint64_t first_event = kr.stopped_at;
+    reader_finish(&kr);
+    pt_input_close(in);
+    if (!stopped)
+        return 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    size_t found = 1;
+    for (size_t k = 1; k < parts; k++) {
+        uint64_t target = first_event + (size - first_event) / parts * k;
+        uint64_t at = find_event_start(fd, PT_MAX(target, starts[found - 1] + 1), 1 << 20);
+        if (at != UINT64_MAX && at > starts[found - 1])
+            starts[found++] = at;
+    }
+    close(fd);
+    return found;
 }
 
 static bool kineto_sniff(const unsigned char *head, size_t n)

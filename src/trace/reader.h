@@ -21,6 +21,7 @@ typedef struct pt_read_options {
     pt_progress_fn progress;
     void *progress_ctx;
     size_t max_event_bytes;  /* larger events are skipped with a warning; 0 = default */
+    int threads;             /* > 1: a large plain trace may be read in parallel spans */
 } pt_read_options;
 
 typedef struct pt_trace_reader {
@@ -38,6 +39,20 @@ int pt_trace_read(const char *path, pt_trace_sink *sink, pt_trace_meta *meta,
                   const pt_read_options *opts, pt_error *err);
 
 extern const pt_trace_reader pt_kineto_reader;
+
+/* Parallel reading of one large uncompressed Kineto file, in spans of whole events.
+ * pt_kineto_split finds up to `parts` span starts: starts[0] = 0, and each later one the
+ * offset of a '{' that looks like an event start (after "},"). It returns how many it
+ * found (1 = do not split). Candidates are only likely event starts; the spans verify
+ * each other: span i must end exactly where span i+1 starts (see pt_kineto_read_span),
+ * otherwise the caller reads the file sequentially. */
+size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *bare_list, pt_error *err);
+/* Reads the span [start, stop): start == 0 parses from the top of the file; otherwise
+ * start is an event start inside the event list. Reading stops at the first event start
+ * at or after stop (stop == 0: read to the end), whose offset goes to *stopped_at
+ * (UINT64_MAX when the event list ended first). */
+int pt_kineto_read_span(const char *path, uint64_t start, uint64_t stop, bool bare_list, pt_trace_sink *sink,
+                        pt_trace_meta *meta, const pt_read_options *opts, uint64_t *stopped_at, pt_error *err);
 extern const pt_trace_reader pt_native_reader;
 
 #endif

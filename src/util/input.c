@@ -173,6 +173,22 @@ ptrdiff_t pt_input_read(pt_input *in, void *dst, size_t n, pt_error *err)
 }
 
 pt_compression pt_input_compression(const pt_input *in) { return in->compression; }
+
+int pt_input_seek(pt_input *in, uint64_t offset, pt_error *err)
+{
+    if (in->compression != PT_COMPRESSION_NONE) {
+        pt_error_set(err, "cannot seek in compressed input");
+        return -1;
+    }
+    if (lseek(in->fd, (off_t)offset, SEEK_SET) < 0) {
+        pt_error_set(err, "seek failed: %s", strerror(errno));
+        return -1;
+    }
+    in->raw_pos = in->raw_len = 0;
+    in->raw_eof = false;
+    in->file_offset = offset;
+    return 0;
+}
 uint64_t pt_input_file_offset(const pt_input *in) { return in->file_offset; }
 uint64_t pt_input_file_size(const pt_input *in) { return in->file_size; }
 

@@ -17,6 +17,9 @@ pt_input *pt_input_open(const char *path, pt_error *err);
 /* Reads up to n bytes. Returns the count, 0 at the end, -1 on error (err set). */
 ptrdiff_t pt_input_read(pt_input *in, void *dst, size_t n, pt_error *err);
 pt_compression pt_input_compression(const pt_input *in);
+/* Repositions an uncompressed input at a byte offset (for reading one file in parallel
+ * spans). -1 on compressed input or failure. */
+int pt_input_seek(pt_input *in, uint64_t offset, pt_error *err);
 /* Bytes of the underlying file consumed so far, and its size (for progress). */
 uint64_t pt_input_file_offset(const pt_input *in);
 uint64_t pt_input_file_size(const pt_input *in);

@@ -23,8 +23,7 @@ typedef struct printer {
     int64_t start_step;
     int32_t wait, steps;
     int64_t last_print_ns;
-    bool printed_any;
-    bool quiet;
+    bool started;
 } printer;
 
 static void usage(FILE *out)
@@ -140,6 +139,7 @@ static void on_started(void *ctx, uint32_t round, int64_t start_step, int32_t st
     printer *pr = ctx;
     pr->start_step = start_step;
     pr->steps = steps;
+    pr->started = true;
     fprintf(stderr, "perftracker: round %u: profiling steps %lld..%lld of %d workers (%d connected)\n", round,
             (long long)start_step, (long long)(start_step + steps - 1), p->world_size, p->connected);
 }
@@ -150,6 +150,13 @@ static void on_progress(void *ctx, const pt_ctl_progress *p)
     int64_t now = pt_now_ns();
     bool changed = memcmp(&pr->last, p, sizeof *p) != 0;
     bool final = p->summaries + p->failed >= p->world_size;
+    if (!pr->started) { /* the coordinator is still waiting for workers to join */
+        if (changed)
+            fprintf(stderr, "perftracker: waiting for workers to join: %d/%d connected\n", p->connected,
+                    p->world_size);
+        pr->last = *p;
+        return;
+    }
     if (!changed || (!final && now - pr->last_print_ns < 500000000LL))
         return;
     int64_t base = pr->start_step - pr->wait;

@@ -88,6 +88,8 @@ typedef struct round {
     round_worker *w;       /* [world_size] */
     bool progress_dirty;
     bool abandoned;        /* the CLI went away: drop it at the next tick */
+    bool gathering;        /* waiting (until gather_until_ns) for workers still joining */
+    int64_t gather_until_ns, timeout_ns;
     int64_t progress_sent_ns;
 } round;
 
@@ -120,6 +122,7 @@ void pt_coordinator_config_defaults(pt_coordinator_config *cfg)
     cfg->summary_timeout_ns = 300 * SEC;
     cfg->probe_timeout_ns = 3 * SEC;
     cfg->handshake_timeout_ns = 10 * SEC;
+    cfg->join_grace_ns = 10 * SEC;
     snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "/tmp/perftracker/output");
     cfg->auto_wait = 5;
     cfg->auto_steps = 2;
@@ -148,8 +151,9 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
     cfg->world_size = env->world_size;
     cfg->heartbeat_timeout_ns = pt_env_int("PERFTRACKER_HEARTBEAT_TIMEOUT_S", 30, 1, 86400) * SEC;
     cfg->summary_timeout_ns = pt_env_int("PERFTRACKER_SUMMARY_TIMEOUT_S", 300, 1, 86400) * SEC;
+    cfg->join_grace_ns = pt_env_int("PERFTRACKER_JOIN_GRACE_S", 10, 0, 3600) * SEC;
     snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "%s",
-             pt_env_str("PERFTRACKER_OUTPUT_DIR", "/tmp/perftracker/output"));
+             pt_env_str("PERFTRACKER_AUTO_OUTPUT_DIR", "/tmp/perftracker/output"));
     cfg->auto_wait = (int32_t)pt_env_int("PERFTRACKER_AUTO_WAIT", 5, 0, 100000);
     cfg->auto_steps = (int32_t)pt_env_int("PERFTRACKER_AUTO_STEPS", 2, 1, 1000);
     cfg->auto_save_raw = parse_save_raw(pt_env_str("PERFTRACKER_AUTO_SAVE_RAW", "none"));
@@ -325,7 +329,7 @@ static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
         return;
     round_worker *rw = &r->w[rank];
     const worker *w = &c->workers[rank];
-    if (terminal(rw) || !w->peer || r->abandoned)
+    if (terminal(rw) || !w->peer || r->abandoned || r->gathering)
         return;
     r->progress_dirty = true;
     if (w->stalled_ns > 0) { /* the agent says it is stuck */
@@ -410,7 +414,8 @@ static void begin_profiling(pt_coordinator *c, round *r, int32_t wait, int32_t s
     int32_t connected = connected_agents(c, &max_step);
     r->wait = wait, r->steps = steps, r->save_raw = save_raw;
     r->start_step = max_step + wait;
-    snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
+    if (raw_dir != r->raw_dir)
+        snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
     r->deadline_ns = now + (timeout_ns > 0 ? timeout_ns : default_deadline_ns(c, wait, steps));
     c->round = r;
     pt_ctl_logf(&c->cfg.log, "round %u: profiling steps %lld..%lld on %d/%d connected workers%s", r->id,
@@ -443,6 +448,35 @@ static void begin_hang_report(pt_coordinator *c, round *r, int64_t now)
             r->w[i].arm_sent = true;
             send_to(c, c->workers[i].peer, &m, now);
         }
+}
+
+static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now);
+
+/* A trigger that arrives while workers are still joining (the job just started) waits
+ * for them a little, so the start step is computed over everyone. */
+static void end_gathering(pt_coordinator *c, round *r, int64_t now)
+{
+    int64_t max_step;
+    int32_t connected = connected_agents(c, &max_step);
+    if (connected < c->cfg.world_size && now < r->gather_until_ns) {
+        if (r->control && now - r->progress_sent_ns >= KEEPALIVE_NS) {
+            pt_ctl_msg m;
+            pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
+            m.progress = progress_of(c);
+            send_to(c, r->control, &m, now);
+            r->progress_sent_ns = now;
+        }
+        return;
+    }
+    r->gathering = false;
+    if (connected == 0) {
+        reply_error(c, r->control, "no worker of the job is connected to the coordinator (is the training running "
+                    "with PerfTracker()?)", now);
+        c->round = NULL;
+        free_round(r);
+        return;
+    }
+    begin_profiling(c, r, r->wait, r->steps, r->save_raw, r->raw_dir, r->timeout_ns, now);
 }
 
 /* Settles whoever is left and hands the round over (relay or local report). */
@@ -512,6 +546,10 @@ static void check_round(pt_coordinator *c, int64_t now)
     if (r->abandoned) {
         c->round = NULL;
         free_round(r);
+        return;
+    }
+    if (r->gathering) {
+        end_gathering(c, r, now);
         return;
     }
     bool settled = true;
@@ -699,7 +737,6 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
     if (m->type != PT_CTL_TRIGGER)
         return;
     char text[256];
-    int64_t max_step;
     if (c->round) {
         snprintf(text, sizeof text, "round %u is still running (started %.0f s ago); try again when it ends",
                  c->round->id, (double)(now - c->round->started_ns) / 1e9);
@@ -710,20 +747,19 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
         reply_error(c, p, "invalid trigger: wait must be >= 0 and steps 1..1000", now);
         return;
     }
-    if (connected_agents(c, &max_step) == 0) {
-        reply_error(c, p, "no worker of the job is connected to the coordinator (is the training running with "
-                    "PerfTracker()?)", now);
-        return;
-    }
     round *r = new_round(c, ROUND_TRIGGERED, now);
     if (!r) {
         reply_error(c, p, "the coordinator is out of memory", now);
         return;
     }
     r->control = p;
-    char raw_dir[PT_CTL_MAX_PATH];
-    pt_ctl_copy_str(raw_dir, sizeof raw_dir, m->path);
-    begin_profiling(c, r, m->wait, m->steps, m->save_raw, raw_dir, m->timeout_ms * MS, now);
+    r->wait = m->wait, r->steps = m->steps, r->save_raw = m->save_raw;
+    r->timeout_ns = m->timeout_ms * MS;
+    pt_ctl_copy_str(r->raw_dir, sizeof r->raw_dir, m->path);
+    r->gathering = true;
+    r->gather_until_ns = now + c->cfg.join_grace_ns;
+    c->round = r;
+    end_gathering(c, r, now); /* begins at once when everyone is here */
 }
 
 /* ---------------------------------------------------------------- handshake */

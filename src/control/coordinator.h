@@ -6,7 +6,7 @@
  * progress and summaries to the CLI, and gives up on a worker by rank (died, hung,
  * unresponsive, never reached the window) so the round always ends. Automatic rounds
  * (requested by agents) it collects itself and writes the report under
- * PERFTRACKER_OUTPUT_DIR. The state machine is described in docs/control-plane.md. */
+ * PERFTRACKER_AUTO_OUTPUT_DIR. The state machine is described in docs/control-plane.md. */
 #ifndef PT_CONTROL_COORDINATOR_H
 #define PT_CONTROL_COORDINATOR_H
 
@@ -23,8 +23,10 @@ typedef struct pt_coordinator_config {
     int64_t summary_timeout_ns;    /* after a worker's window: PERFTRACKER_SUMMARY_TIMEOUT_S, default 300 s */
     int64_t probe_timeout_ns;      /* hang reports wait this long for stacks: 3 s */
     int64_t handshake_timeout_ns;  /* 10 s */
+    int64_t join_grace_ns;         /* a trigger waits this long for workers still joining:
+                                      PERFTRACKER_JOIN_GRACE_S, default 10 s */
     /* Automatic rounds. */
-    char auto_output_dir[1024];    /* PERFTRACKER_OUTPUT_DIR, default /tmp/perftracker/output */
+    char auto_output_dir[1024];    /* PERFTRACKER_AUTO_OUTPUT_DIR, default /tmp/perftracker/output */
     int32_t auto_wait, auto_steps; /* PERFTRACKER_AUTO_WAIT (5), PERFTRACKER_AUTO_STEPS (2) */
     uint8_t auto_save_raw;         /* PERFTRACKER_AUTO_SAVE_RAW none|master|all (none) */
     int64_t auto_interval_ns;      /* at most one automatic round per this (PERFTRACKER_AUTO_INTERVAL_S) */

@@ -89,33 +89,39 @@ void pt_round_add_warning(pt_round *r, const char *fmt, ...)
     r->warnings[r->warning_count++] = pt_xstrdup(line);
 }
 
+/* The collector's name for a worker: "<host>_<local_rank>_<pid>" + suffix. */
+static void worker_name(const pt_ctl_worker *w, const char *suffix, char *dst, size_t cap)
+{
+    char host[PT_HOST_MAX];
+    pt_ctl_copy_str(host, sizeof host, w->host);
+    pt_worker_file_name(dst, cap, host, w->local_rank, w->pid, suffix);
+}
+
 static outcome *add_outcome(pt_round *r, const pt_ctl_worker *w)
 {
     PT_GROW(r->outcomes, r->cap, r->count + 1);
     outcome *o = &r->outcomes[r->count++];
     memset(o, 0, sizeof *o);
     o->rank = w->rank;
-    char host[PT_HOST_MAX], name[PT_HOST_MAX + 64];
-    pt_ctl_copy_str(host, sizeof host, w->host);
-    pt_worker_file_name(name, sizeof name, host, w->local_rank, w->pid, ".json");
+    char name[PT_HOST_MAX + 64];
+    worker_name(w, ".ptrace", name, sizeof name);
     o->name = pt_xstrdup(name);
     return o;
 }
 
 /* The bytes as received, before anything can go wrong with them. */
-static void store_summary_file(pt_round *r, const char *worker_name, const void *blob, size_t len)
+static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *blob, size_t len)
 {
-    char dir[PT_CTL_MAX_PATH + 16], path[PT_CTL_MAX_PATH + 300];
+    char dir[PT_CTL_MAX_PATH + 16], path[PT_CTL_MAX_PATH + 400];
     snprintf(dir, sizeof dir, "%s/summaries", r->dir);
     pt_error err;
     if (pt_make_dirs(dir, &err) != 0) {
         pt_round_add_warning(r, "%s", err.message);
         return;
     }
-    size_t stem = strlen(worker_name);
-    if (stem > 5 && strcmp(worker_name + stem - 5, ".json") == 0)
-        stem -= 5;
-    snprintf(path, sizeof path, "%s/%.*s.ptsum", dir, (int)stem, worker_name);
+    char name[PT_HOST_MAX + 64];
+    worker_name(w, ".ptsum", name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(blob, 1, len, f) == len;
     if (f)
@@ -127,10 +133,9 @@ static void store_summary_file(pt_round *r, const char *worker_name, const void 
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
                          size_t len, pt_error *err)
 {
-    char name[PT_HOST_MAX + 64], host[PT_HOST_MAX];
-    pt_ctl_copy_str(host, sizeof host, w->host);
-    pt_worker_file_name(name, sizeof name, host, w->local_rank, w->pid, ".json");
-    store_summary_file(r, name, blob, len);
+    char name[PT_HOST_MAX + 64];
+    worker_name(w, ".ptrace", name, sizeof name);
+    store_summary_file(r, w, blob, len);
     pt_worker_summary *s = pt_summary_decode(blob, len, err);
     if (!s) {
         pt_round_add_failure(r, w, PT_FAIL_BAD_SUMMARY, -1, 0, err->message, NULL);

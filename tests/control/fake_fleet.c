@@ -206,7 +206,7 @@ static void worker_summary(fake_worker *w, const pt_buf *template, int32_t world
         return;
     char host[64], name[128];
     snprintf(host, sizeof host, "fakenode%d", w->rank / 8);
-    pt_worker_file_name(name, sizeof name, host, w->rank % 8, 100000 + w->rank, ".json");
+    pt_worker_file_name(name, sizeof name, host, w->rank % 8, 100000 + w->rank, ".ptrace");
     free(s->name), free(s->host);
     s->name = pt_xstrdup(name);
     s->host = pt_xstrdup(host);

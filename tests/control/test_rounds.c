@@ -84,6 +84,7 @@ static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
     cfg.heartbeat_timeout_ns = 5000 * MS;
     cfg.summary_timeout_ns = 5000 * MS;
     cfg.probe_timeout_ns = 1000 * MS;
+    cfg.join_grace_ns = 500 * MS;
     cfg.auto_wait = 2;
     cfg.auto_steps = 2;
     cfg.auto_interval_ns = auto_rounds ? 0 : 3600000 * MS;

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""The seed's example training job (training.py), adapted to a machine without GPUs.
+
+Same shape as the vendor's example: every rank multiplies two 1000x1000 matrices, copies
+the result to the CPU, sleeps `rank` (scaled) seconds, marks the step for PerfTracker and
+waits at a barrier -- so the highest rank is the slow one, and PerfTracker's report has
+to say so. Changed for CPU: gloo instead of NCCL, the matmul on the CPU, the sleep scaled
+by --sleep-scale (the seed's is 1.0: rank seconds), fewer prints.
+
+torchrun is not needed (Debian's crashes): --launch N starts N ranks itself, with the
+variables torchrun would set (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE). Run with Debian's /usr/bin/python3 (it has torch) and the collector on
+PYTHONPATH (build/python):
+
+    PYTHONPATH=build/python /usr/bin/python3 scripts/demo-job.py --launch 4 --iters 1000
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--launch", type=int, default=0, metavar="N", help="start N ranks on this machine")
+    p.add_argument("--iters", type=int, default=1000, help="training iterations (the seed's: 1000)")
+    p.add_argument("--sleep-scale", type=float, default=0.1,
+                   help="each rank sleeps rank * this many seconds per step (the seed's: 1.0)")
+    p.add_argument("--size", type=int, default=1000, help="matrix size (the seed's: 1000)")
+    p.add_argument("--print-every", type=int, default=50, help="print the epoch every N steps (0: never)")
+    return p.parse_args()
+
+
+def launch(args):
+    """What torchrun --nproc_per_node=N would do, minus the elastic agent."""
+    env = dict(os.environ)
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    env.setdefault("MASTER_PORT", "29500")
+    env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the cores
+    argv = [sys.executable, os.path.abspath(__file__), "--iters", str(args.iters), "--sleep-scale",
+            str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every)]
+    procs = []
+    for rank in range(args.launch):
+        env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
+                        LOCAL_WORLD_SIZE=str(args.launch), GROUP_RANK="0")
+        procs.append(subprocess.Popen(argv, env=env_rank))
+    try:
+        codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:
+        for p in procs:
+            p.terminate()
+        codes = [p.wait() for p in procs]
+    return max(abs(c) for c in codes)
+
+
+def train(args):
+    import torch
+    import torch.distributed as dist
+
+    try:
+        from c4d_perftracker_collector.PerfTracker import PerfTracker
+        my_tracer = PerfTracker()
+    except Exception:
+        my_tracer = None
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    device = torch.device("cpu")
+    if rank == 0:
+        print("CUDA is not available: running on the CPU with gloo.", flush=True)
+
+    def matmul():
+        matrix_a = torch.randn(args.size, args.size)
+        matrix_b = torch.randn(args.size, args.size)
+        matrix_a = matrix_a.to(device)
+        matrix_b = matrix_b.to(device)
+        result = torch.matmul(matrix_a, matrix_b)
+        result_cpu = result.to("cpu")
+        del matrix_a, matrix_b, result
+        return result_cpu
+
+    for i in range(args.iters):
+        matmul()
+        time.sleep(rank * args.sleep_scale)
+        if rank == 0 and args.print_every and i % args.print_every == 0:
+            print("Epoch:", i, flush=True)
+        if my_tracer is not None:
+            my_tracer.step()
+        dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main():
+    args = parse_args()
+    if args.launch:
+        return launch(args)
+    return train(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

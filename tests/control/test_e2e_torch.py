@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""End to end, as a user runs it: the seed's example job (scripts/demo-job.py: gloo, CPU
+matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI triggered from
+another process with --wait 2 --steps 2 --save-raw-trace all. The report must name the
+slowest rank (3) with time.sleep as its cause, and every rank's raw trace must exist.
+
+    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
+
+Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
+module."""
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TORCH_PYTHON = "/usr/bin/python3"
+SKIP = 77
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(SKIP)
+
+
+def free_master_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1] - 1  # the coordinator takes MASTER_PORT + 1
+
+
+def trigger(cli, env, out_dir, deadline):
+    """Runs the CLI; retries while the job is still starting (no coordinator yet)."""
+    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "2", "--steps", "2", "--save-raw-trace", "all",
+           "--output-dir", out_dir]
+    while True:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        starting = r.returncode == 1 and ("cannot connect" in r.stderr or "no job key" in r.stderr)
+        if not starting or time.time() > deadline:
+            return r
+        time.sleep(1)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:])
+    if not os.path.exists(TORCH_PYTHON) or subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
+                                                          capture_output=True).returncode != 0:
+        skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
+    if not glob.glob(os.path.join(python_dir, "perftracker", "_perftracker*.so")):
+        skip("the collector's Python module is not built in %s" % python_dir)
+
+    tmp = tempfile.mkdtemp(prefix="pt-e2e-")
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("PERFTRACKER_") or k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"):
+            del env[k]
+    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_master_port()), "PYTHONPATH": python_dir,
+                "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
+                "OMP_NUM_THREADS": "1"})
+    log = open(os.path.join(tmp, "job.log"), "w+")
+    job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--sleep-scale", "1.0",
+                            "--print-every", "0"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    try:
+        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120)
+        log.flush()
+        log.seek(0)
+        job_log = log.read()
+        context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log[-4000:])
+        assert r.returncode == 0, "the CLI exited %d%s" % (r.returncode, context)
+        rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+        assert len(rounds) == 1, "report.json: %s%s" % (rounds, context)
+        round_dir = os.path.dirname(rounds[0])
+        with open(rounds[0]) as f:
+            report = json.load(f)
+
+        assert report["job"]["workers_analyzed"] == 4, report["job"]
+        raw = sorted(os.listdir(os.path.join(round_dir, "raw_trace")))
+        assert len(raw) == 4, "raw traces: %s" % raw
+        for w in report["workers"]:
+            path = os.path.join(round_dir, w["raw_trace"])
+            assert os.path.getsize(path) > 0, "empty raw trace %s" % path
+        assert os.path.isdir(os.path.join(round_dir, "PerfDisplay")), "no PerfDisplay"
+
+        findings = report["diagnosis"]["findings"]
+        assert findings, "no finding: %s%s" % (json.dumps(report["diagnosis"], indent=1), context)
+        top = findings[0]
+        assert 3 in top["workers"] and not top["all_workers"], \
+            "the root cause does not name rank 3: %s" % json.dumps(findings, indent=1)
+        assert "sleep" in top["function"], "the root cause is not time.sleep: %s" % json.dumps(top, indent=1)
+        shares = next(v for k, v in report["Python functions"].items() if k.endswith("<built-in function sleep>"))
+        slowest = max(shares, key=shares.get)
+        assert slowest == next(w["name"] for w in report["workers"] if w["rank"] == 3), shares
+        print("e2e: %s" % top["summary"])
+        return 0
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGTERM)
+            job.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

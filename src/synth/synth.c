@@ -46,7 +46,8 @@
 #define NETWORK_BUSBW 30.0             /* ... and across nodes */
 #define GPU_JITTER 0.02
 #define CPU_JITTER 0.05
-#define HANG_WAIT_STEPS 4              /* the profiler stops this many healthy steps after the hang */
+#define HANG_WAIT_STEPS 8              /* the profiler stops this many healthy steps after the hang
+                                          began: past the 5 steps after which a hang is declared */
 
 /* ------------------------------------------------------------ names */
 
@@ -129,7 +130,6 @@ struct pt_synth_plan {
     int64_t *start;                   /* [step][rank], steps_run + 1 rows */
     int64_t *end;                     /* [step][bucket] all-reduce end on every rank */
     int64_t stop_at;                  /* hang: when the profiler stops; NEVER otherwise */
-    int64_t hang_time;                /* hang: when the hung rank stopped */
 };
 
 static bool is_faulty(const pt_synth_plan *p, int rank)
@@ -221,7 +221,7 @@ static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, i
     emit(em, &ev);
 }
 
-/* Closes every frame still open on either thread at time t (the trace is cut there). */
+/* Closes every frame still open on either thread at time t. */
 static void close_frames(emitter *em, int64_t t)
 {
     for (int th = 0; th < 2; th++)
@@ -229,6 +229,13 @@ static void close_frames(emitter *em, int64_t t)
             frame *f = &em->stack[th][--em->depth[th]];
             emit_span(em, PT_EVENT_CPU, f->name, f->name_len, f->start, PT_MAX(t - f->start, 0), em->tid[th]);
         }
+}
+
+/* The trace ends while frames are open: like the profiler, which writes an operator or
+ * a step when it ends, the generator writes nothing for them. */
+static void drop_frames(emitter *em)
+{
+    em->depth[0] = em->depth[1] = 0;
 }
 
 /* ------------------------------------------------------------ the interpreter */
@@ -433,7 +440,7 @@ static void op_sync(sim *s, const synth_op *op)
         s->stopped_at = done;
     }
     s->cpu[s->thread] = done;
-    if (s->em)
+    if (s->em && !s->stopped) /* a call still blocked when the profiler stops is never written */
         emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, done - call_start, s->em->tid[s->thread]);
 }
 
@@ -630,7 +637,6 @@ static void schedule(pt_synth_plan *p)
             s.stop_at = NEVER;
             run(&s, 0, p->prog.phase_c);
             if (s.stopped) { /* the hung worker never reaches its all-reduces */
-                p->hang_time = s.stopped_at;
                 for (int b = 0; b < nb; b++)
                     latest[b] = NEVER;
                 continue;
@@ -837,10 +843,8 @@ static int64_t emit_worker_step(const pt_synth_plan *p, int rank, int step, emit
     sim_begin(&s, p, rank, step, start, em);
     s.coll_end = end_row(p, step);
     run(&s, 0, p->prog.count);
-    if (s.stopped) {
-        close_frames(em, s.stopped_at);
-        if (!s.hang_here) /* a waiting worker: the profiler closes its step when it stops */
-            emit_step(em, step, start, s.stopped_at);
+    if (s.stopped) { /* hang: nobody finishes this step */
+        drop_frames(em);
         return s.stopped_at;
     }
     emit_step(em, step, start, s.cpu[0]);
@@ -1031,8 +1035,11 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
             pt_json_push(names, pt_json_string(name));
         }
     }
-    if (job->fault == PT_FAULT_HANG)
+    if (job->fault == PT_FAULT_HANG) {
+        const synth_kernel *k = &p->prog.kernels[p->prog.nccl_kernel];
         pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + job->hang_step));
+        pt_json_add(f, "others_blocked_in", pt_json_string_n(k->name, k->name_len));
+    }
     free(function);
     return root;
 }

@@ -94,8 +94,8 @@ int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_t
  *    "workers": 8, "steps": 3, "seed": 1,
  *    "findings": [ {"category": "gpu_compute", "function": "<key as the summary keys it>",
  *                   "workers": [7], "all_workers": false, "worker_names": ["node0_7_10007.json"]} ]}
- * findings is empty for a healthy job; for a hang, "function" is null and "hang_step"
- * says where it stopped. 0, or -1 with err set when the job is invalid. */
+ * findings is empty for a healthy job; for a hang, "function" is null, "hang_step" is the
+ * ProfilerStep it stopped in and "others_blocked_in" the NCCL kernel the others wait in. 0, or -1 with err set when the job is invalid. */
 int pt_synth_expected(const pt_synth_job *job, pt_json **out, pt_error *err);
 pt_json *pt_synth_plan_expected(const pt_synth_plan *plan);
 

@@ -57,16 +57,26 @@ var PD = (window.PD = window.PD || {});
     this.culprits = options.culprits || new Set();
     this.highlightColumn = options.highlightColumn >= 0 ? options.highlightColumn : -1;
     this.rowExcess = PD.heatmapExcess(h);
-    this.scales = { values: Math.max(MIN_SCALE, matrixMaxAbs(h.values)),
+    this.scales = { values: Math.max(MIN_SCALE, matrixMaxAbs(h.values, this.functions)),
                     shares: Math.max(1e-3, matrixMax(h.shares)) };
     this.order = this.ranks.map(function (_, i) { return i; });
     this.build();
   }
 
-  function matrixMaxAbs(m) {
-    var best = 0;
-    (m || []).forEach(function (row) { (row || []).forEach(function (v) { if (typeof v === 'number' && Math.abs(v) > best) best = Math.abs(v); }); });
-    return best;
+  /* The colour scale: the largest |deviation| outside communication. Collectives are left
+   * out because waiting inflates them (a straggler's peers wait ~its whole excess in one
+   * all-reduce) and would wash out the cells that show what the straggler does instead;
+   * communication cells beyond the scale are drawn at full colour. */
+  function matrixMaxAbs(m, functions) {
+    var best = 0, any = false;
+    var skip = functions.map(function (f) { return f.category === 'communication'; });
+    if (skip.every(Boolean)) skip = skip.map(function () { return false; });
+    (m || []).forEach(function (row) {
+      (row || []).forEach(function (v, j) {
+        if (!skip[j] && typeof v === 'number' && Math.abs(v) > best) { best = Math.abs(v); any = true; }
+      });
+    });
+    return any ? best : 0;
   }
 
   /* Per rank, its largest excess over the median worker in any function that is not
@@ -297,7 +307,7 @@ var PD = (window.PD = window.PD || {});
       ctx.fillRect(x, 0, 1, 10);
     }
     this.legendText.textContent = this.mode === 'values'
-      ? PD.fmt.signedPct(-scale) + ' (faster)  …  ' + PD.fmt.signedPct(scale) + ' of step time (slower)'
+      ? PD.fmt.signedPct(-scale) + ' (faster)  …  ' + PD.fmt.signedPct(scale) + ' of step time (slower); communication beyond this is clipped'
       : '0  …  ' + PD.fmt.pct(scale) + ' of end-to-end time';
   };
 

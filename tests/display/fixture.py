@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""fixture.py -- shared setup for the PerfDisplay tests: a PerfDisplay folder written by the
-perftracker binary from a report with a known fault, and either server started on it.
+"""fixture.py -- shared setup for the PerfDisplay tests: a PerfDisplay folder for a job with a
+known fault, and either server started on it.
 
-    fixture.py prepare --work DIR --perftracker BIN [--workers N] [--fault-rank R]
-        -> prints {"display_dir": ..., "facts": {...}} (facts: see make_report.py)
+    fixture.py prepare --work DIR --perftracker BIN [--source synth|generated]
+                       [--workers N] [--fault-rank R]
+        -> prints {"display_dir": ..., "facts": {...}}
     fixture.py serve --kind app.py|perftracker --display-dir D --perftracker BIN
         -> becomes that server on a free port; its first line of output holds the URL
 
-The layout is the workflow's: DIR/out/report.json, DIR/out/PerfDisplay/ and
-DIR/out/raw_trace/ (one small file per raw trace the report names), so the servers'
-raw_trace mapping is exercised too. Standard library only.
+Sources:
+  synth      the real pipeline: `perftracker synth --fault slow_gpu` writes Kineto traces,
+             two names in them are made hostile (a kernel renamed <img src=x onerror=alert(1)>,
+             a Python frame train.py: <img ...>), and `perftracker analyze -o DIR/out` writes
+             report.json and PerfDisplay/. The expected culprit comes from synth's
+             expected.json, not from the report under test.
+  generated  make_report.py: a report written directly (schema of docs/report-schema.md),
+             for what synth does not produce: 4096 workers in seconds, a Hardware section,
+             raw traces (DIR/out/raw_trace/, served by the raw_trace mapping), warnings, and
+             markup in a worker's file name. perftracker writes its PerfDisplay.
+
+The facts the browser test asserts on are derived here, once, for both sources.
+Standard library only.
 """
 import argparse
 import json
@@ -21,26 +32,87 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SKIP = 77  # ctest SKIP_RETURN_CODE
+XSS = "<img src=x onerror=alert(1)>"
 RAW_TRACE_CONTENT = b"perftracker raw trace stand-in\n"
+HOSTILE_KERNEL_PART = "pytorch_flash::flash_fwd_kernel<"  # the kernel synth writes that we rename
+HOSTILE_FRAME = "train.py(74): log_metrics"
 
 
-def prepare(work, perftracker, workers=8, fault_rank=5, seed=1):
-    out = os.path.join(work, "out")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
+def make_hostile(trace_dir):
+    """Renames a kernel and a Python function in every synth trace to the XSS string."""
+    for name in sorted(os.listdir(trace_dir)):
+        if not name.endswith(".json") or name == "expected.json":
+            continue
+        path = os.path.join(trace_dir, name)
+        with open(path) as f:
+            trace = json.load(f)
+        for event in trace.get("traceEvents", []):
+            n = event.get("name", "")
+            if event.get("cat") == "kernel" and HOSTILE_KERNEL_PART in n:
+                event["name"] = XSS
+            elif event.get("cat") == "python_function" and n == HOSTILE_FRAME:
+                event["name"] = "train.py(74): " + XSS
+        with open(path, "w") as f:
+            json.dump(trace, f)
+
+
+def from_synth(out, perftracker, workers, fault_rank):
+    traces = os.path.join(os.path.dirname(out), "traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    subprocess.check_call([perftracker, "synth", "--fault", "slow_gpu", "--rank", str(fault_rank),
+                           "-n", str(workers), "--seed", "1", "-o", traces], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    with open(os.path.join(traces, "expected.json")) as f:
+        expected = json.load(f)["findings"][0]
+    make_hostile(traces)
+    rc = subprocess.call([perftracker, "analyze", "--quiet", "-o", out, traces],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if rc not in (0, 3):
+        raise RuntimeError("perftracker analyze failed with status %d" % rc)
+    return {"fault_rank": expected["workers"][0], "fault_worker": expected["worker_names"][0],
+            "fault_function": expected["function"]}
+
+
+def from_generator(out, perftracker, workers, fault_rank):
     report = os.path.join(out, "report.json")
     facts = json.loads(subprocess.check_output(
         [sys.executable, os.path.join(HERE, "make_report.py"), report, "--workers", str(workers),
-         "--fault-rank", str(fault_rank), "--seed", str(seed)]))
-    display_dir = os.path.join(out, "PerfDisplay")
-    subprocess.check_call([perftracker, "display", "--report", report, "--no-serve", display_dir],
-                          stderr=subprocess.DEVNULL)
+         "--fault-rank", str(fault_rank)]))
+    subprocess.check_call([perftracker, "display", "--report", report, "--no-serve",
+                           os.path.join(out, "PerfDisplay")], stderr=subprocess.DEVNULL)
     for path in facts["raw_traces"]:
         full = os.path.join(out, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as f:
             f.write(RAW_TRACE_CONTENT)
-    return display_dir, facts
+    return {k: facts[k] for k in ("fault_rank", "fault_worker", "fault_function", "raw_traces")}
+
+
+def hostile_places(report):
+    """Where the XSS string sits in the report: the page must show each as text."""
+    kernels = report.get("GPU Compute", {}).get("major_kernel_executions", {})
+    return {
+        "xss_kernel": next((k for k in kernels if k.startswith(XSS)), None),
+        "xss_stack": next((k for k in report.get("Python functions", {}) if k.endswith(XSS)), None),
+        "xss_in_findings": any(XSS in f.get("summary", "") for f in report["diagnosis"]["findings"]),
+        "xss_in_warnings": any(XSS in w for w in report.get("warnings", [])),
+        "markup_worker": next((w["name"] for w in report.get("workers", []) if "<" in w.get("name", "")), None),
+    }
+
+
+def prepare(work, perftracker, source="synth", workers=8, fault_rank=5):
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    make = from_synth if source == "synth" else from_generator
+    facts = make(out, perftracker, workers, fault_rank)
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    facts.update(hostile_places(report))
+    facts.setdefault("raw_traces", [])
+    facts.update({"xss": XSS, "workers": workers, "source": source,
+                  "sections": [k for k in report if k[0].isupper()]})
+    return os.path.join(out, "PerfDisplay"), facts
 
 
 def server_command(kind, display_dir, perftracker, python):
@@ -69,6 +141,7 @@ def main():
     prep = sub.add_parser("prepare")
     prep.add_argument("--work", required=True)
     prep.add_argument("--perftracker", required=True)
+    prep.add_argument("--source", choices=("synth", "generated"), default="synth")
     prep.add_argument("--workers", type=int, default=8)
     prep.add_argument("--fault-rank", type=int, default=5)
     serve = sub.add_parser("serve", help="exec the server (it prints its URL first)")
@@ -82,7 +155,7 @@ def main():
         if cwd:
             os.chdir(cwd)
         os.execv(cmd[0], cmd)
-    display_dir, facts = prepare(a.work, a.perftracker, a.workers, a.fault_rank)
+    display_dir, facts = prepare(a.work, a.perftracker, a.source, a.workers, a.fault_rank)
     print(json.dumps({"display_dir": display_dir, "facts": facts}))
 
 

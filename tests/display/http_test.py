@@ -163,7 +163,7 @@ def main():
     if a.server == "app.py" and not os.access(a.python, os.X_OK):
         print("SKIP: %s not found (app.py is tested with it)" % a.python)
         return fixture.SKIP
-    display_dir, facts = fixture.prepare(a.work, a.perftracker)
+    display_dir, facts = fixture.prepare(a.work, a.perftracker, source="generated")
     plant_escapes(display_dir)
     proc, base = fixture.start_server(a.server, display_dir, a.perftracker, a.python)
     try:

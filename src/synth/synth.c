@@ -744,6 +744,10 @@ static int resolve_job(pt_synth_job *job, pt_error *err)
         return -1;
     }
     if (job->fault == PT_FAULT_HANG) {
+        if (job->steps < 2) {
+            pt_error_set(err, "a hang needs at least 2 steps: a healthy one, then the one it stops in");
+            return -1;
+        }
         if (job->hang_step < 0)
             job->hang_step = job->steps - 1;
         if (job->hang_step < 1 || job->hang_step >= job->steps) {

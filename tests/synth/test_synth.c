@@ -727,6 +727,8 @@ static void test_invalid_jobs(void **state)
     bad = job, bad.fault = PT_FAULT_TWO_SLOW, bad.workers = 2;
     expect_invalid(bad, "at least 3 workers");
     bad = job, bad.fault = PT_FAULT_HANG, bad.steps = 1;
+    expect_invalid(bad, "at least 2 steps");
+    bad = job, bad.fault = PT_FAULT_HANG, bad.hang_step = 3;
     expect_invalid(bad, "hang step");
     bad = job, bad.fault = PT_FAULT_GC_PAUSE, bad.workers = 2, bad.fault_ranks[0] = 0, bad.fault_ranks[1] = 1,
     bad.fault_rank_count = 2;

@@ -29,6 +29,8 @@ def parse_args():
                    help="each rank sleeps rank * this many seconds per step (the seed's: 1.0)")
     p.add_argument("--size", type=int, default=1000, help="matrix size (the seed's: 1000)")
     p.add_argument("--print-every", type=int, default=50, help="print the epoch every N steps (0: never)")
+    p.add_argument("--hang-at", type=int, default=-1, metavar="STEP",
+                   help="the highest rank sleeps forever in this step (to see a hang reported)")
     return p.parse_args()
 
 
@@ -39,7 +41,8 @@ def launch(args):
     env.setdefault("MASTER_PORT", "29500")
     env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the cores
     argv = [sys.executable, os.path.abspath(__file__), "--iters", str(args.iters), "--sleep-scale",
-            str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every)]
+            str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every),
+            "--hang-at", str(args.hang_at)]
     procs = []
     for rank in range(args.launch):
         env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
@@ -83,6 +86,9 @@ def train(args):
 
     for i in range(args.iters):
         matmul()
+        if i == args.hang_at and rank == dist.get_world_size() - 1:
+            while True:  # a hung worker: the others will wait for it in dist.barrier()
+                time.sleep(3600)
         time.sleep(rank * args.sleep_scale)
         if rank == 0 and args.print_every and i % args.print_every == 0:
             print("Epoch:", i, flush=True)

@@ -166,7 +166,9 @@ static void on_progress(void *ctx, const pt_ctl_progress *p)
             p->armed, p->world_size, (long long)waited, pr->wait, p->traces_written, p->world_size, p->summaries,
             p->world_size);
     if (p->failed)
-        fprintf(stderr, " | failed %d%s", p->failed, p->hung ? " (hung included)" : "");
+        fprintf(stderr, " | failed %d", p->failed);
+    if (p->hung)
+        fprintf(stderr, " (%d hung)", p->hung);
     fputc('\n', stderr);
     pr->last = *p;
     pr->last_print_ns = now;

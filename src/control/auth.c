@@ -250,8 +250,9 @@ int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
     if (n < 0) {
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%.400s", err ? err->message : path);
-        pt_error_set(err, "no job key: %s; run this in the job's master container as the job's user, "
-                     "or set PERFTRACKER_SECRET as the job does", why);
+        pt_error_set(err, "no job key (%s). Is the job running, with PerfTracker() in its training script? "
+                     "Run this in the job's master (rank 0) container as the job's user, or set "
+                     "PERFTRACKER_SECRET as the job does", why);
         return -1;
     }
     if (from_hex(text, (size_t)n, key->bytes, PT_KEY_BYTES) != 0) {

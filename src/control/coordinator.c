@@ -483,6 +483,9 @@ static void end_gathering(pt_coordinator *c, round *r, int64_t now)
 static void finish_round(pt_coordinator *c, int64_t now)
 {
     round *r = c->round;
+    int32_t hung = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++)
+        hung += r->w[i].state == RW_HUNG;
     for (int32_t i = 0; i < c->cfg.world_size; i++) {
         round_worker *rw = &r->w[i];
         const worker *w = &c->workers[i];
@@ -507,8 +510,9 @@ static void finish_round(pt_coordinator *c, int64_t now)
         }
     }
     pt_ctl_progress progress = progress_of(c);
+    progress.hung = hung; /* settled as failures above, but still hangs */
     pt_ctl_logf(&c->cfg.log, "round %u finished: %d summaries, %d failed (%d hung)", r->id, progress.summaries,
-                progress.failed, progress.hung);
+                progress.failed, hung);
     if (r->control) {
         pt_ctl_msg m;
         pt_ctl_msg_init(&m, PT_CTL_ROUND_DONE);

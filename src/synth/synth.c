@@ -21,7 +21,9 @@
  * Faults are knobs calibrated once per plan: the knob is searched (bisection on a
  * jitter-free replay of one worker alone) so that the faulty worker's step grows by
  * `severity` of a healthy one, whatever the mechanism (slower kernels, starved launches,
- * a longer data loader, a blocking copy). */
+ * a longer data loader, a blocking copy). A hang is not a knob: the hung worker's replay
+ * stops at the op marked for it, its all-reduces never become ready, their ends are
+ * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at). */
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"

@@ -47,7 +47,7 @@ pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w);
 /* JSON bytes produced so far (before compression). */
 uint64_t pt_kineto_writer_bytes(const pt_kineto_writer *w);
 /* Finishes the document and frees w. 0, or -1 with err set; on failure the partial file
- * is removed, so a half-written trace never looks like a short valid one. */
+ * (a regular file) is removed, so a half-written trace never looks like a short valid one. */
 int pt_kineto_writer_close(pt_kineto_writer *w, pt_error *err);
 /* Abandons the file: removes it and frees w. */
 void pt_kineto_writer_discard(pt_kineto_writer *w);

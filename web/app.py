@@ -115,7 +115,7 @@ def resolve(root, raw_trace, request_path):
         segments[-1] = b"index.html"
     candidate = os.path.join(os.fsencode(base), *segments)
     real = os.path.realpath(candidate)
-    if not real.startswith(os.fsencode(base) + b"/"):
+    if not real.startswith(os.fsencode(base) + os.sep.encode()):
         raise Refused(403)  # a symlink pointing out of the folder
     if not os.path.isfile(real):
         raise Refused(404)

@@ -596,7 +596,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
     hang_findings(a, &list, status);
-    size_t hangs = list.count;
+    size_t hangs = list.count, stragglers = 0;
     if (a->n >= 3) {
         static const pt_class judged[] = {PT_CLASS_COMPUTE, PT_CLASS_MEMORY, PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
         for (size_t i = 0; i < PT_ARRAY_LEN(judged); i++)
@@ -605,19 +605,25 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
         finish_peer_sentences(a, &list);
         bool *straggler = pt_xcalloc(a->n, sizeof *straggler);
         double *deficit = pt_xcalloc(a->n, sizeof *deficit);
-        if (find_stragglers(a, straggler, deficit) && !hangs)
+        stragglers = find_stragglers(a, straggler, deficit);
+        if (stragglers && !hangs)
             unexplained_stragglers(a, &list, straggler, deficit);
         free(straggler);
         free(deficit);
     }
+    size_t peer_findings = list.count - hangs;
     if (a->n > 0 && !hangs) {
         common_class(a, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
         common_class(a, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
         if (a->gpu_workers == a->n)
             common_class(a, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
-        common_communication(a, &list);
+        /* Waiting for a straggler is exposed communication on everyone else: it is
+         * explained by the straggler's finding, not a communication problem. */
+        if (!stragglers && !peer_findings)
+            common_communication(a, &list);
     }
-    qsort(list.items, list.count, sizeof *list.items, by_impact);
+    if (list.count)
+        qsort(list.items, list.count, sizeof *list.items, by_impact);
 
     pt_json *diagnosis = pt_json_object();
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";

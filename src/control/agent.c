@@ -147,6 +147,7 @@ static void try_connect(pt_agent *a, int64_t now)
         return;
     }
     pt_conn_init(&a->conn, fd, PT_CTL_MAX_FRAME + (1u << 20));
+    a->conn.in_limit = 64u << 10; /* the coordinator only ever sends small frames */
     a->link = LINK_HANDSHAKE;
     a->handshake_deadline_ns = now + HANDSHAKE_TIMEOUT_NS;
 }

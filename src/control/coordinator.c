@@ -39,6 +39,8 @@
 #define KEEPALIVE_NS (1 * SEC)
 #define AGENT_OUT_LIMIT (1u << 20)
 #define CONTROL_OUT_LIMIT (1u << 30)
+#define HANDSHAKE_IN_LIMIT 1024
+#define CONTROL_IN_LIMIT (64u << 10)
 
 enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL };
 
@@ -796,6 +798,7 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     pt_ctl_msg_init(&w, PT_CTL_WELCOME);
     pt_auth_server_proof(key, m->role, p->nonce, m->nonce, w.mac);
     p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : PEER_CONTROL;
+    p->conn.in_limit = p->kind == PEER_AGENT ? 0 : CONTROL_IN_LIMIT;
     if (p->kind == PEER_CONTROL) {
         p->conn.out_limit = CONTROL_OUT_LIMIT;
         pt_ctl_logf(&c->cfg.log, "control connection from %s", p->addr);
@@ -844,6 +847,7 @@ static void add_peer(pt_coordinator *c, int fd, int64_t now)
         return;
     }
     pt_conn_init(&p->conn, fd, AGENT_OUT_LIMIT);
+    p->conn.in_limit = HANDSHAKE_IN_LIMIT; /* nobody unauthenticated makes us buffer more */
     p->kind = PEER_HANDSHAKE;
     p->rank = -1;
     p->accepted_ns = p->last_heard_ns = now;
@@ -898,6 +902,8 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
             return;
         }
         if (!p->dead && rc < 0) {
+            if (!p->conn.eof)
+                pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
             kill_peer(c, p, now, err.message);
             return;
         }

@@ -220,6 +220,20 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
+/* How many more bytes to make room for: a small read chunk, or the rest of a frame whose
+ * header says it is bigger, so idle connections keep small buffers. */
+static size_t room_wanted(const pt_conn *c)
+{
+    const size_t chunk = 4096;
+    size_t have = c->in_len;
+    if (have < 4)
+        return chunk;
+    uint32_t body = (uint32_t)c->in[0] | (uint32_t)c->in[1] << 8 | (uint32_t)c->in[2] << 16 |
+                    (uint32_t)c->in[3] << 24;
+    size_t frame = 4 + (size_t)PT_MIN(body, PT_CTL_MAX_FRAME);
+    return frame > have ? PT_MAX(frame - have, chunk) : chunk;
+}
+
 int pt_conn_read(pt_conn *c, pt_error *err)
 {
     if (c->in_off > 0) { /* drop what was consumed; earlier messages are now invalid */
@@ -227,14 +241,24 @@ int pt_conn_read(pt_conn *c, pt_error *err)
         c->in_len -= c->in_off;
         c->in_off = 0;
     }
-    if (c->in_len + 65536 > c->in_cap && c->in_cap < 4 + (size_t)PT_CTL_MAX_FRAME + 65536 &&
-        reserve(&c->in, &c->in_cap, c->in_len + 65536) != 0) {
+    if (c->in_len == 0 && c->in_cap > (1u << 16)) { /* give a big frame's buffer back */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    size_t limit = c->in_limit ? c->in_limit : 4 + (size_t)PT_CTL_MAX_FRAME;
+    if (c->in_len >= limit) {
+        pt_error_set(err, "the peer sent more than %zu bytes at once", limit);
+        return -1;
+    }
+    size_t want = PT_MIN(room_wanted(c), limit - c->in_len);
+    if (c->in_len + want > c->in_cap && reserve(&c->in, &c->in_cap, c->in_len + want) != 0) {
         pt_error_set(err, "out of memory for the input buffer");
         return -1;
     }
     ssize_t n;
     do
-        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        n = recv(c->fd, c->in + c->in_len, PT_MIN(c->in_cap - c->in_len, limit - c->in_len), 0);
     while (n < 0 && errno == EINTR);
     if (n > 0) {
         c->in_len += (size_t)n;
@@ -242,6 +266,7 @@ int pt_conn_read(pt_conn *c, pt_error *err)
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
+    c->eof = n == 0;
     pt_error_set(err, "%s", n == 0 ? "connection closed by peer" : strerror(errno));
     return -1;
 }

@@ -41,6 +41,8 @@ typedef struct pt_conn {
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     size_t out_limit;   /* refuse to queue past this many unsent bytes */
+    size_t in_limit;    /* refuse to buffer past this many unread bytes (0: one maximal frame) */
+    bool eof;           /* the last read failed because the peer closed (not an error) */
 } pt_conn;
 
 void pt_conn_init(pt_conn *c, int fd, size_t out_limit);

@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,6 +443,43 @@ static void test_hang_triggers_a_hang_report_by_itself(void **state)
     stop_job(&j);
 }
 
+
+/* Unauthenticated bytes cost the coordinator at most a small buffer, then the connection. */
+static void test_unauthenticated_flood_is_dropped(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 2, false);
+    pt_error err;
+    int fd = pt_net_connect("127.0.0.1", pt_coordinator_port(j.coordinator), 1000, &err);
+    assert_true(fd >= 0);
+    uint8_t junk[8192] = {0xff, 0xff, 0xff, 0x03}; /* declares a 64 MB frame */
+    ssize_t sent = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+    assert_true(sent > 1024);
+    struct pollfd p = {fd, POLLIN, 0};
+    bool closed = false;
+    for (int i = 0; i < 200 && !closed; i++) { /* the challenge arrives first, then EOF */
+        if (poll(&p, 1, 20) > 0) {
+            char buf[256];
+            ssize_t n = recv(fd, buf, sizeof buf, 0);
+            closed = n == 0 || (n < 0 && errno != EAGAIN);
+        }
+    }
+    close(fd);
+    assert_true(closed);
+    assert_true(log_contains("more than 1024 bytes"));
+
+    fake_fleet_config fc; /* and the job is unharmed */
+    base_fleet(&j, &fc, 2);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 2);
+    pt_trigger_result result;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 2);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_save_raw_master_keeps_rank0_only),
         cmocka_unit_test(test_slowdown_triggers_a_round_by_itself),
         cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
+        cmocka_unit_test(test_unauthenticated_flood_is_dropped),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

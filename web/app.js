@@ -275,7 +275,7 @@
       node.appendChild(el('h2', null, 'Workers at a glance'));
       node.appendChild(el('p', { className: 'muted' }, 'For each rank, the largest excess over the median worker in any one function outside communication, as a share of step time (workers that wait for a straggler spend longer in collectives, so a worker is judged by what it does instead of waiting). A slow or faulty worker stands out as a tall bar (red: named in a finding). Click a bar to open the worker.'));
       var values = PD.heatmapExcess(h);
-      node.appendChild(later(PD.barPlot({ ranks: h.ranks, values: values, highlight: culprits, format: fmt.pct,
+      node.appendChild(later(PD.barPlot({ ranks: h.ranks, values: values, highlight: culprits, format: fmt.pct, floor: 0.05,
         label: 'largest excess per rank', onClick: function (r) { location.hash = '#/workers?rank=' + r; } })));
     }
     if (workers.length) {
@@ -310,7 +310,7 @@
       { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '96px' },
       { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: '160px', help: 'exposed time per step; sorts by compute' }
     ].concat(PD.BREAKDOWN.map(function (c) {
-      return { label: c.label, value: function (w) { return (w.breakdown || {})[c.key]; }, text: function (w) { return fmt.ms((w.breakdown || {})[c.key]); }, numeric: true, width: '90px', help: c.label + ' ms per step' };
+      return { label: c.label, value: function (w) { return (w.breakdown || {})[c.key]; }, text: function (w) { return fmt.ms((w.breakdown || {})[c.key]); }, numeric: true, width: '96px', help: c.label + ' ms per step' };
     })).concat([
       { label: 'host', value: function (w) { return w.host; }, width: '110px' },
       { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '70px' },

@@ -74,7 +74,11 @@ var PD = (window.PD = window.PD || {});
   }
   PD.fmt = {
     num: function (v) { return sig(v, 4); },
-    ms: function (v) { return typeof v === 'number' ? sig(v, 4) + ' ms' : '–'; },
+    /* Below a millisecond in µs, so narrow columns stay readable ("349 µs", not "0.3485 ms"). */
+    ms: function (v) {
+      if (typeof v !== 'number' || !isFinite(v)) return '–';
+      return v !== 0 && Math.abs(v) < 1 ? sig(v * 1000, 3) + ' µs' : sig(v, 4) + ' ms';
+    },
     pct: function (ratio) { return typeof ratio === 'number' && isFinite(ratio) ? sig(ratio * 100, 3) + '%' : '–'; },
     /* Already a percentage (the seed's "avg throughput (%)"). */
     percent: function (v) { return typeof v === 'number' ? sig(v, 3) + '%' : '–'; },

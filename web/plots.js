@@ -315,7 +315,7 @@ var PD = (window.PD = window.PD || {});
 
   /* Bar plot: one bar per rank, bucketed by max when there are more ranks than pixels. --- */
 
-  /* options: {ranks, values, highlight: Set, format(v), onClick(rank), label} */
+  /* options: {ranks, values, highlight: Set, format(v), onClick(rank), label, floor} */
   PD.barPlot = function (options) {
     var canvas = PD.el('canvas', { className: 'plot', attrs: { role: 'img', 'aria-label': options.label || 'bar plot' } });
     var state = {};
@@ -330,7 +330,8 @@ var PD = (window.PD = window.PD || {});
         var hi = options.highlight.has(options.ranks[i]), hc = options.highlight.has(options.ranks[cur]);
         if (hi !== hc ? hi : v > options.values[cur]) best[b] = i;
       });
-      var max = Math.max.apply(null, options.values.filter(isFinite).concat([1e-12]));
+      /* A floor on the axis keeps healthy noise looking like noise rather than tall bars. */
+      var max = Math.max.apply(null, options.values.filter(isFinite).concat([options.floor || 1e-12]));
       ctx.font = '11px system-ui, sans-serif';
       ctx.fillStyle = '#5d6678';
       ctx.textAlign = 'right';

@@ -535,38 +535,64 @@ static void account_exclusive(reducer *r, uint32_t stack, int64_t a, int64_t b)
     f->exposed_ns += (b - a) - pt_timeline_covered(&r->layer[PT_CLASS_PYTHON], a, b);
 }
 
+/* Call-tree order within a thread: earlier start first; on equal starts the longer
+ * (outer) event first, then the shallower. */
+static bool cpu_before(const cpu_rec *a, const cpu_rec *b)
+{
+    if (a->start != b->start)
+        return a->start < b->start;
+    if (a->end != b->end)
+        return a->end > b->end;
+    return a->depth < b->depth;
+}
+
+/* Orders CPU events by (thread, start, longer first, depth). One radix sort on a
+ * combined key (thread in the top bits, start below) does almost all the work; equal
+ * starts, which are rare, are then put in order by insertion within their run. */
 static void sort_cpu_events(pt_summarizer *s, uint32_t *order)
 {
     size_t n = s->cpu_count;
     uint64_t *keys = pt_xmalloc((n ? n : 1) * sizeof *keys);
-    int64_t min_start = INT64_MAX, max_end = INT64_MIN;
-    bool depth_known = false;
+    int64_t min_start = INT64_MAX, max_start = INT64_MIN;
     for (size_t i = 0; i < n; i++) {
         min_start = PT_MIN(min_start, s->cpu[i].start);
-        max_end = PT_MAX(max_end, s->cpu[i].end);
-        depth_known |= s->cpu[i].depth >= 0;
+        max_start = PT_MAX(max_start, s->cpu[i].start);
     }
-    for (size_t i = 0; i < n; i++)
-        order[i] = (uint32_t)i;
-    /* Least significant key first: depth, then longer first, then start, then thread. */
-    if (depth_known) {
-        for (size_t i = 0; i < n; i++)
-            keys[i] = (uint64_t)(s->cpu[i].depth + 1);
-        pt_radix_reorder(keys, n, order);
-    }
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (uint64_t)(max_end - s->cpu[i].end);
-    pt_radix_reorder(keys, n, order);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (uint64_t)(s->cpu[i].start - min_start);
-    pt_radix_reorder(keys, n, order);
-    /* Threads: dense ids in order of first appearance keep the pass narrow. */
+    int start_bits = 1;
+    while (start_bits < 63 && ((uint64_t)(max_start - min_start) >> start_bits) != 0)
+        start_bits++;
+    /* Threads: dense ids in order of first appearance. */
     pt_strtab tids;
     pt_strtab_init(&tids);
+    uint32_t *thread = pt_xmalloc((n ? n : 1) * sizeof *thread);
     for (size_t i = 0; i < n; i++)
-        keys[i] = pt_strtab_intern(&tids, (const char *)&s->cpu[i].tid, sizeof s->cpu[i].tid);
+        thread[i] = pt_strtab_intern(&tids, (const char *)&s->cpu[i].tid, sizeof s->cpu[i].tid);
+    int thread_bits = 1;
+    while (thread_bits < 32 && (tids.count >> thread_bits) != 0)
+        thread_bits++;
     pt_strtab_free(&tids);
-    pt_radix_reorder(keys, n, order);
+    bool combined = start_bits + thread_bits <= 64;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t start = (uint64_t)(s->cpu[i].start - min_start);
+        keys[i] = combined ? (uint64_t)thread[i] << start_bits | start : start;
+    }
+    pt_radix_order(keys, n, order);
+    if (!combined) { /* a window of centuries: thread as a second, more significant pass */
+        for (size_t i = 0; i < n; i++)
+            keys[i] = thread[i];
+        pt_radix_reorder(keys, n, order);
+    }
+    for (size_t i = 1; i < n; i++) { /* insertion within runs of equal (thread, start) */
+        uint32_t item = order[i];
+        size_t j = i;
+        while (j > 0 && thread[order[j - 1]] == thread[item] && s->cpu[order[j - 1]].start == s->cpu[item].start &&
+               cpu_before(&s->cpu[item], &s->cpu[order[j - 1]])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = item;
+    }
+    free(thread);
     free(keys);
 }
 

@@ -78,8 +78,10 @@ pt_step_action pt_collector_step(void)
     if (PT_LIKELY(!atomic_load_explicit(&C.attention, memory_order_acquire)))
         return PT_STEP_NONE;
 
+    int64_t tick = pt_ticks(); /* read beside `now`: a reference point for the recorder clock */
     if (C.open) {
         pt_window_mark_step(C.open, now);
+        C.open->tick_end = tick;
         return n - C.open->first_step >= C.open->plan.steps ? PT_STEP_END : PT_STEP_MARK;
     }
     pthread_mutex_lock(&C.lock);
@@ -98,6 +100,8 @@ pt_step_action pt_collector_step(void)
     C.waiting = false;
     pt_error err;
     C.open = pt_window_open(&C.waiting_plan, &C.cfg.limits, n, now, &err);
+    if (C.open)
+        C.open->tick_begin = C.open->tick_end = tick;
     if (!C.open) {
         pt_collect_log(PT_LOG_FAILURE, "profiling window skipped: %s", err.message);
         pthread_mutex_lock(&C.lock);
@@ -513,6 +517,7 @@ int pt_collector_init(const pt_collect_config *cfg, pt_error *err)
     pthread_mutex_lock(&C.lock);
     int rc = 0;
     if (!C.initialized) {
+        pt_ticks_init();
         C.cfg = *cfg;
         C.stop = false;
         C.stats.last_status = 0;

@@ -74,13 +74,6 @@ static PyObject *tracer_step(PyObject *self, PyObject *unused);
 /* Our own step() is not recorded: it is the window's boundary, not the program's work. */
 #define IS_STEP(fn) ((fn)->m_ml->ml_meth == (PyCFunction)tracer_step)
 
-static inline int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------ names */
 
 static const char *trim_path(const char *file)
@@ -204,7 +197,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
 {
     ThreadRecorder *rec = (ThreadRecorder *)obj;
     pt_thread_log *t = rec->log;
-    int64_t now = now_ns();
+    int64_t now = pt_ticks();
     switch (what) {
     case PyTrace_CALL: {
         PyCodeObject *code = PyFrame_GetCode(frame);
@@ -344,7 +337,7 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *args)
     if (!rec)
         Py_RETURN_NONE;
     PyFrameObject *frame = (PyFrameObject *)frame_obj;
-    int64_t now = now_ns();
+    int64_t now = pt_ticks();
     if (strcmp(event, "call") == 0) {
         PyFrameObject *back = PyFrame_GetBack(frame);
         enter_running_frames(w, rec->log, back, now);
@@ -448,7 +441,7 @@ static void begin_window(void)
     } else {
         PyErr_Clear();
     }
-    int64_t start = pt_collector_last_step_ns();
+    int64_t start = w->tick_begin;
     int skipped = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
         if (!install_on(ts, w, start))
@@ -472,7 +465,7 @@ static void end_window(void)
     uninstall_all();
     set_threading_hook(M.saved_thread_hook, NULL);
     Py_CLEAR(M.saved_thread_hook);
-    pt_window_close_threads(w, pt_collector_last_step_ns());
+    pt_window_close_threads(w);
     release_held();
     pt_collector_end_window();
 }
@@ -795,6 +788,21 @@ static PyObject *mod_frame_name(PyObject *self, PyObject *obj)
     return PyUnicode_FromString(name);
 }
 
+/* Benchmark baseline: a profile hook that does nothing, i.e. what CPython itself charges
+ * for having any profile hook installed (bench/collector/bench_overhead.py). */
+static int null_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    (void)obj, (void)frame, (void)what, (void)arg;
+    return 0;
+}
+
+static PyObject *mod_null_profile(PyObject *self, PyObject *enable)
+{
+    (void)self;
+    PyEval_SetProfile(PyObject_IsTrue(enable) ? null_hook : NULL, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_set_prefixes(PyObject *self, PyObject *list)
 {
     (void)self;
@@ -811,6 +819,7 @@ static PyMethodDef module_methods[] = {
     {"shutdown", mod_shutdown, METH_VARARGS, "Finish pending windows and stop the threads."},
     {"frame_name", mod_frame_name, METH_O, "The hook's name for a code object or builtin (tests)."},
     {"set_prefixes", mod_set_prefixes, METH_O, "Path prefixes cut from file names, longest first."},
+    {"_null_profile", mod_null_profile, METH_O, "Install (True) or remove a do-nothing profile hook (benchmarks)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,13 +1,40 @@
 /* recorder.c -- the recorder's slow paths: arena setup, chunk refill, unwinding (see
  * recorder.h for the design). */
+#define _POSIX_C_SOURCE 200809L
 #include "collect/recorder.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* How far below the top a leave may find its entry. Deeper mismatches are rarer than
  * they are costly to search for, and ignoring one only loses that call's end time. */
 #define UNWIND_SEARCH 16
+
+bool pt_ticks_are_tsc;
+
+void pt_ticks_init(void)
+{
+#if defined(__x86_64__)
+    static bool decided;
+    if (decided)
+        return;
+    decided = true;
+    /* The kernel only keeps "tsc" as its clocksource when the TSC is invariant and in step
+     * on every CPU; PERFTRACKER_CLOCK=monotonic opts out. */
+    const char *force = getenv("PERFTRACKER_CLOCK");
+    if (force && strcmp(force, "monotonic") == 0)
+        return;
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    char source[32] = "";
+    if (f) {
+        if (!fgets(source, sizeof source, f))
+            source[0] = '\0';
+        fclose(f);
+    }
+    pt_ticks_are_tsc = strncmp(source, "tsc", 3) == 0 && (source[3] == '\n' || source[3] == '\0');
+#endif
+}
 
 int pt_arena_init(pt_arena *a, size_t max_records)
 {

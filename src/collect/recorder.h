@@ -23,6 +23,9 @@
 
 #include "util/common.h"
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,8 +34,26 @@
 #define PT_CHUNK_RECORDS 4096
 #define PT_MAX_DEPTH 512
 
+/* The recorder's clock. Reading CLOCK_MONOTONIC costs two to three times what reading the
+ * TSC does, and the hook reads a clock twice per call, so on x86-64 machines whose kernel
+ * clock is the TSC (invariant and synchronized across cores) records hold raw TSC ticks,
+ * which the window maps to CLOCK_MONOTONIC ns when it is written (two reference points,
+ * at its first and last step). Elsewhere the ticks are nanoseconds. */
+extern bool pt_ticks_are_tsc;
+/* Decides once per process (the answer must not change while a window is open). */
+void pt_ticks_init(void);
+
+static inline int64_t pt_ticks(void)
+{
+#if defined(__x86_64__)
+    if (PT_LIKELY(pt_ticks_are_tsc))
+        return (int64_t)__rdtsc();
+#endif
+    return pt_now_ns();
+}
+
 typedef struct pt_cpu_record {
-    int64_t start_ns;
+    int64_t start_ns; /* recorder ticks until the window is written (see pt_ticks) */
     int64_t end_ns;   /* -1 while the call is open */
     uint32_t name;    /* id in the window's name table */
     int32_t depth;

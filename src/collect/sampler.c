@@ -99,20 +99,23 @@ static void sample_host_slow(pt_sampler *s, int64_t now)
     }
 }
 
-static void sample_fast(pt_sampler *s, int64_t now)
+/* This process's CPU use since the last host sample (the kernel accounts it in ns). */
+static void sample_process_cpu(pt_sampler *s, int64_t now)
 {
     host_metrics *h = &s->host;
     int64_t cpu = cpu_time_ns(CLOCK_PROCESS_CPUTIME_ID);
     if (h->prev_tick_ns && now > h->prev_tick_ns)
         add_sample(s, s->host_ids[M_PROC_CPU], now, 100.0 * (double)(cpu - h->prev_cpu_ns) / (double)(now - h->prev_tick_ns));
     h->prev_cpu_ns = cpu, h->prev_tick_ns = now;
-    if (s->cfg.nvml) {
-        double v[PT_NVML_FAST];
-        unsigned valid = pt_nvml_read_fast(s->cfg.nvml, v);
-        for (int i = 0; i < PT_NVML_FAST; i++)
-            if (valid & (1u << i))
-                add_sample(s, s->fast_ids[i], now, v[i]);
-    }
+}
+
+static void sample_fast(pt_sampler *s, int64_t now)
+{
+    double v[PT_NVML_FAST];
+    unsigned valid = pt_nvml_read_fast(s->cfg.nvml, v);
+    for (int i = 0; i < PT_NVML_FAST; i++)
+        if (valid & (1u << i))
+            add_sample(s, s->fast_ids[i], now, v[i]);
 }
 
 static void sample_gpu_slow(pt_sampler *s, int64_t now, bool gpm_due)
@@ -142,7 +145,10 @@ static void sleep_until(int64_t deadline)
 static void *sampler_main(void *arg)
 {
     pt_sampler *s = arg;
-    int64_t period = (int64_t)s->cfg.period_us * 1000;
+    /* Without a GPU there is nothing that changes faster than the host tier: the thread
+     * then wakes every 10 ms instead of every period (each wake-up costs CPU). */
+    int64_t period = s->cfg.nvml ? (int64_t)s->cfg.period_us * 1000 : PT_MAX((int64_t)s->cfg.period_us * 1000,
+                                                                             SLOW_PERIOD_NS);
     int64_t gpm_period = (int64_t)PT_MAX(s->cfg.gpm_period_ms, 1) * 1000000;
     int64_t next = pt_now_ns(), next_slow = next, next_gpm = next;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
@@ -151,9 +157,11 @@ static void *sampler_main(void *arg)
             s->first_tick_ns = now;
         s->last_tick_ns = now;
         s->ticks++;
-        sample_fast(s, now);
+        if (s->cfg.nvml)
+            sample_fast(s, now);
         if (now >= next_slow) {
             bool gpm_due = now >= next_gpm;
+            sample_process_cpu(s, now);
             sample_host_slow(s, now);
             sample_gpu_slow(s, now, gpm_due);
             next_slow = now + SLOW_PERIOD_NS;
@@ -235,7 +243,7 @@ void pt_sampler_stop(pt_sampler *s)
         if (s->ticks > 1)
             s->w->sample_period_us =
                 (int32_t)((s->last_tick_ns - s->first_tick_ns) / (s->ticks - 1) / 1000);
-        if (s->w->sample_period_us > 2 * s->cfg.period_us)
+        if (s->cfg.nvml && s->w->sample_period_us > 2 * s->cfg.period_us)
             pt_window_warn(s->w, "the hardware sampler achieved one sample every %d us (asked for %d us)",
                            s->w->sample_period_us, s->cfg.period_us);
     }

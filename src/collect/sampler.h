@@ -1,12 +1,14 @@
 /* sampler.h -- the hardware sampler: one thread, started and stopped with each window.
  *
- * Every tick (period_us, 100 µs by default) it reads the cheap, fast-changing values
- * (GPU utilization, SM clock and power through NVML; this process's CPU time, which the
- * kernel accounts in ns); every 10 ms the values the OS or driver refresh more slowly
- * (host CPU utilization from /proc/stat, whose clock ticks are 10 ms; memory; GPU memory
- * used); and at the GPM period the GPU Performance Monitoring rates. Sleeping is by
- * absolute deadlines, so a slow read does not shift later ticks; when a tick overruns,
- * the next one starts from now and the achieved period (written to the trace) says so.
+ * Every tick (period_us, 100 µs by default) it reads the cheap, fast-changing GPU values
+ * (utilization, SM clock and power through NVML); every 10 ms the values the OS or driver
+ * refresh more slowly (this process's CPU use; host CPU utilization from /proc/stat, whose
+ * clock ticks are 10 ms; memory; GPU memory used); and at the GPM period the GPU
+ * Performance Monitoring rates. Without a GPU the thread wakes only every 10 ms: each
+ * wake-up costs CPU (at 100 µs, about a fifth of a core on a small VM), and nothing on
+ * the host changes faster. Sleeping is by absolute deadlines, so a slow read does not
+ * shift later ticks; when a tick overruns, the next one starts from now and the achieved
+ * period (written to the trace) says so.
  *
  * Samples go into the window's preallocated array, which only this thread writes until
  * it is joined; a full array drops and counts. */

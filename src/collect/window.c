@@ -23,6 +23,8 @@ pt_window *pt_window_open(const pt_window_plan *plan, const pt_window_limits *li
     w->plan.steps = PT_MAX(1, PT_MIN(plan->steps, PT_MAX_WINDOW_STEPS));
     w->first_step = first_step;
     w->wall_origin_ns = pt_wall_ns() - pt_now_ns();
+    w->ticks_are_ns = !pt_ticks_are_tsc;
+    w->tick_begin = w->tick_end = pt_ticks();
     pt_trace_meta_init(&w->meta);
     w->sample_period_us = -1;
     pthread_mutex_init(&w->names_lock, NULL);
@@ -123,10 +125,21 @@ void pt_window_add_gpu(pt_window *w, const pt_gpu_record *r)
     pthread_mutex_unlock(&w->gpu_lock);
 }
 
-void pt_window_close_threads(pt_window *w, int64_t end)
+void pt_window_close_threads(pt_window *w)
 {
     for (uint32_t i = 0; i < w->thread_count; i++)
-        pt_thread_log_close(w->threads[i], end);
+        pt_thread_log_close(w->threads[i], w->tick_end);
+}
+
+int64_t pt_window_ticks_to_ns(const pt_window *w, int64_t ticks)
+{
+    int64_t ns0 = w->step_marks[0], ns1 = w->step_marks[w->marks - 1];
+    int64_t span = w->tick_end - w->tick_begin;
+    if (w->ticks_are_ns || span <= 0 || ns1 <= ns0)
+        return ticks;
+    /* 128-bit intermediate: ticks far from the reference points must not overflow. */
+    __int128 scaled = (__int128)(ticks - w->tick_begin) * (ns1 - ns0);
+    return ns0 + (int64_t)(scaled / span);
 }
 
 uint64_t pt_window_dropped(const pt_window *w)
@@ -151,7 +164,6 @@ uint64_t pt_window_cpu_records(const pt_window *w)
 typedef struct trace_out {
     pt_window *w;
     pt_native_writer *nw;
-    int64_t end;          /* window end: records still open are cut here */
 } trace_out;
 
 static int write_cpu(trace_out *o)
@@ -165,9 +177,9 @@ static int write_cpu(trace_out *o)
         ev.tid = w->threads[chunk->thread]->tid;
         for (uint32_t i = 0; i < chunk->used; i++) {
             const pt_cpu_record *r = &chunk->records[i];
-            int64_t end = r->end_ns >= r->start_ns ? r->end_ns : o->end;
-            ev.ts_ns = r->start_ns;
-            ev.dur_ns = PT_MAX(end - r->start_ns, 0);
+            int64_t end = r->end_ns >= r->start_ns ? r->end_ns : w->tick_end;
+            ev.ts_ns = pt_window_ticks_to_ns(w, r->start_ns);
+            ev.dur_ns = PT_MAX(pt_window_ticks_to_ns(w, end) - ev.ts_ns, 0);
             ev.depth = r->depth;
             if (pt_native_writer_event(o->nw, &ev, r->name, PT_NATIVE_NO_STRING) != 0)
                 return -1;
@@ -266,7 +278,7 @@ int pt_window_write(pt_window *w, const char *path, pt_error *err)
     pt_native_writer *nw = pt_native_writer_open(path, err);
     if (!nw)
         return -1;
-    trace_out o = {w, nw, w->step_marks[w->marks - 1]};
+    trace_out o = {w, nw};
     uint64_t dropped = pt_window_dropped(w);
     if (dropped)
         pt_window_warn(w, "the collector's buffers filled up: %llu events were dropped "

@@ -65,6 +65,10 @@ typedef struct pt_window {
     int64_t *step_marks;           /* plan.steps + 1 step() times */
     int32_t marks;
     int64_t wall_origin_ns;        /* Unix-epoch ns minus monotonic ns, at open */
+    /* Recorder ticks at the first and last step() (beside step_marks' ns); CPU records are
+     * mapped to ns between these points when written. ticks_are_ns: no mapping. */
+    int64_t tick_begin, tick_end;
+    bool ticks_are_ns;
     pt_trace_meta meta;            /* identity, filled by the Python side at open */
 
     pt_arena arena;
@@ -109,8 +113,11 @@ void pt_window_warn(pt_window *w, const char *fmt, ...) PT_PRINTF(2, 3);
 void pt_window_mark_step(pt_window *w, int64_t now);
 /* Adds one GPU record (thread-safe); counts a drop when full or closed. */
 void pt_window_add_gpu(pt_window *w, const pt_gpu_record *r);
-/* Closes every thread's open calls at `end` (the recorders must be stopped). */
-void pt_window_close_threads(pt_window *w, int64_t end);
+/* Closes every thread's open calls at the window's last step (tick_end); the recorders
+ * must be stopped. */
+void pt_window_close_threads(pt_window *w);
+/* Recorder ticks -> CLOCK_MONOTONIC ns, by the window's two reference points. */
+int64_t pt_window_ticks_to_ns(const pt_window *w, int64_t ticks);
 
 /* Totals across threads, for the trace's meta and the log. */
 uint64_t pt_window_dropped(const pt_window *w);

@@ -7,8 +7,7 @@ Each step every rank multiplies two matrices, sleeps (BASE_SLEEP, and rank 3 EXT
 more: the seed's time.sleep(rank) reduced to one straggler), marks the step and waits in
 dist.barrier(). Ranks are launched here with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/
 LOCAL_RANK (Debian's torchrun crashes). Each rank profiles the same window by itself
-(PerfTracker(wait=..., steps=...)), sampling hardware every ms rather than every 100 us so
-four ranks fit on a two-core machine. The report must put rank 3 and time.sleep first,
+(PerfTracker(wait=..., steps=...)). The report must put rank 3 and time.sleep first,
 every worker must be named by its real rank, and the barrier must be recognised as
 communication, longest on the ranks that wait for rank 3 (the straggler waits least).
 
@@ -94,7 +93,7 @@ def main():
     for rank in range(WORLD):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                    WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank), TRACE_DIR=traces, PERFTRACKER_AGENT="0",
-                   OMP_NUM_THREADS="1", PERFTRACKER_SAMPLE_PERIOD_US="1000")
+                   OMP_NUM_THREADS="1")
         log = open(os.path.join(workdir, "rank%d.log" % rank), "w")
         ranks.append((subprocess.Popen([sys.executable, script], cwd=workdir, env=env, stdout=log,
                                        stderr=subprocess.STDOUT), log))

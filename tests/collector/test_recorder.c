@@ -182,6 +182,7 @@ static void a_window_becomes_a_trace(void **state)
     pt_error err;
     pt_window *w = pt_window_open(&plan, &limits, 10, 1000, &err);
     assert_non_null(w);
+    w->ticks_are_ns = true; /* the records below carry ns directly */
     w->meta.pid = 77;
     w->meta.rank = 2;
     uint32_t main_id = pt_window_name(w, "train.py: <module>", 18);
@@ -194,8 +195,9 @@ static void a_window_becomes_a_trace(void **state)
     pt_window_mark_step(w, 1500);
     pt_thread_log_enter(t, K[2], f_id, 1600); /* still open at the end */
     pt_window_mark_step(w, 2000);
+    w->tick_end = 2000;
     w->samples[w->sample_count++] = (pt_counter_record){1200, 50.0, metric};
-    pt_window_close_threads(w, 2000);
+    pt_window_close_threads(w);
     char path[64];
     snprintf(path, sizeof path, "/tmp/pt-window-%d.ptrace", (int)getpid());
     assert_int_equal(pt_window_write(w, path, &err), 0);

@@ -52,7 +52,7 @@ static void *python_worker(void *arg)
         pthread_mutex_lock(&gil);
         pt_thread_log *t = worker_logs[index];
         if (t) {
-            int64_t now = pt_now_ns();
+            int64_t now = pt_ticks();
             pt_thread_log_enter(t, &keys[index][0], 1, now);
             pt_thread_log_enter(t, &keys[index][1], 1, now + 10);
             pt_thread_log_leave(t, &keys[index][1], now + 20);
@@ -131,7 +131,7 @@ static void end(void)
     pthread_mutex_lock(&gpu_attach);
     gpu_window = NULL;
     pthread_mutex_unlock(&gpu_attach);
-    pt_window_close_threads(pt_collector_window(), pt_collector_last_step_ns());
+    pt_window_close_threads(pt_collector_window());
     pt_collector_end_window();
 }
 
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     for (int s = 0; s < STEPS; s++) {
         pthread_mutex_lock(&gil);
         if (mine && open_window) {
-            int64_t now = pt_now_ns();
+            int64_t now = pt_ticks();
             pt_thread_log_enter(mine, main_key, 1, now);
             pt_thread_log_leave(mine, main_key, now + 100);
         }

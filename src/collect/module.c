@@ -708,6 +708,7 @@ static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
         Py_RETURN_FALSE;
     }
     M.started = true;
+    M.training_tstate = PyThreadState_Get(); /* until a window says otherwise */
     if (agent)
         start_agent(auto_trigger != 0);
     Py_RETURN_TRUE;
@@ -774,6 +775,32 @@ static PyObject *mod_shutdown(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+typedef struct stack_probe {
+    char text[4096];
+} stack_probe;
+
+static void *probe_stack(void *arg)
+{
+    stack_probe *p = arg;
+    hook_python_stack(NULL, p->text, sizeof p->text);
+    return NULL;
+}
+
+/* Test helper: the agent's python_stack hook, called from a thread of its own as the
+ * agent would (the GIL is released meanwhile, as it is while training waits). */
+static PyObject *mod_training_stack(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    stack_probe probe = {""};
+    pthread_t thread;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = pthread_create(&thread, NULL, probe_stack, &probe);
+    if (rc == 0)
+        pthread_join(thread, NULL);
+    Py_END_ALLOW_THREADS if (rc != 0) return PyErr_Format(PyExc_OSError, "cannot start a thread");
+    return PyUnicode_FromString(probe.text);
+}
+
 /* Test helper: the name the hook gives a code object or builtin. */
 static PyObject *mod_frame_name(PyObject *self, PyObject *obj)
 {
@@ -820,6 +847,7 @@ static PyMethodDef module_methods[] = {
     {"frame_name", mod_frame_name, METH_O, "The hook's name for a code object or builtin (tests)."},
     {"set_prefixes", mod_set_prefixes, METH_O, "Path prefixes cut from file names, longest first."},
     {"_null_profile", mod_null_profile, METH_O, "Install (True) or remove a do-nothing profile hook (benchmarks)."},
+    {"_training_stack", mod_training_stack, METH_NOARGS, "The agent's view of the training thread's stack (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -173,13 +173,19 @@ def workload_checks(workdir, cli):
     check(not any("profile" in s.lower() for s in main), "no collector frames in stacks: %s"
           % [s for s in main if "profile" in s.lower()])
 
+    # Sleeps never end early; on a loaded machine they end late, so the upper bounds
+    # leave room for scheduling (and still catch time moved between parent and child).
     ms = 1_000_000
+
+    def slack(nominal_ms):
+        return (nominal_ms * 1.5 + 25) * ms
+
     sleep_leaf = main.get(I + "|workload.py: leaf_sleep|<built-in function sleep>", [0, 0])[1]
-    check(18 * 4 * ms <= sleep_leaf <= 18 * 6 * ms, "18 sleeps of 4 ms: %.2f ms exclusive" % (sleep_leaf / ms))
+    check(18 * 4 * ms <= sleep_leaf <= slack(72), "18 sleeps of 4 ms: %.2f ms exclusive" % (sleep_leaf / ms))
     outer_sleep = main.get(O + "|<built-in function sleep>", [0, 0])[1]
-    check(3 * 10 * ms <= outer_sleep <= 3 * 12 * ms, "3 sleeps of 10 ms: %.2f ms" % (outer_sleep / ms))
+    check(3 * 10 * ms <= outer_sleep <= slack(30), "3 sleeps of 10 ms: %.2f ms" % (outer_sleep / ms))
     leaf_self = main.get(I + "|workload.py: leaf_sleep", [0, 0])[1]
-    check(leaf_self < 18 * 0.5 * ms, "leaf_sleep's own time excludes its sleep: %.3f ms" % (leaf_self / ms))
+    check(leaf_self < 25 * ms, "leaf_sleep's own time excludes its sleep: %.3f ms" % (leaf_self / ms))
     # Exclusive times partition the window: they add up to the root's duration exactly.
     steps = sorted((e for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")),
                    key=lambda e: e["ts"])
@@ -194,7 +200,7 @@ def workload_checks(workdir, cli):
          "|<built-in function sleep>")
     check(len(helper) == 1 and helper[0].get(T, [0])[0] == 4, "the helper thread's 4 sleeps: %s" % helper)
     if helper and T in helper[0]:
-        check(4 * 2 * ms <= helper[0][T][1] <= 4 * 4 * ms, "helper sleeps %.2f ms" % (helper[0][T][1] / ms))
+        check(4 * 2 * ms <= helper[0][T][1] <= slack(8), "helper sleeps %.2f ms" % (helper[0][T][1] / ms))
 
     # The engine's summary of the same trace agrees on the big stacks.
     summary = json.loads(run([cli, "summarize", summary_file, "--json"], workdir).stdout)
@@ -241,7 +247,24 @@ print("STATS " + json.dumps(collector_stats()))
 '''
 
 
+STACK_PROBE = r'''
+from perftracker import PerfTracker, _perftracker
+tracer = PerfTracker()
+def waiting_in_training():
+    return _perftracker._training_stack()
+print("STACK " + waiting_in_training())
+'''
+
+
 def failure_checks(workdir, cli):
+    # The agent's python_stack hook (used when a worker looks hung) sees the training
+    # thread's stack from another thread.
+    with open(os.path.join(workdir, "stack.py"), "w") as f:
+        f.write(STACK_PROBE)
+    proc = run([sys.executable, "stack.py"], workdir)
+    check("STACK stack.py: <module>|stack.py: waiting_in_training" in proc.stdout,
+          "python_stack hook: %r" % proc.stdout)
+
     with open(os.path.join(workdir, "clash.py"), "w") as f:
         f.write(PROFILER_CLASH)
     proc = run([sys.executable, "clash.py"], workdir)

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """End to end, as a user runs it: the seed's example job (scripts/demo-job.py: gloo, CPU
 matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI triggered from
-another process with --wait 2 --steps 2 --save-raw-trace all. The report must name the
-slowest rank (3) with time.sleep as its cause, and every rank's raw trace must exist.
+another process.
 
-    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
+    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang]
+
+straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
+(3) with time.sleep as its cause, and every rank's raw trace must exist.
+hang: rank 3 sleeps forever in its second step and the others block in dist.barrier();
+the round must end by itself with a "hang" finding naming rank 3 only.
 
 Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
 module."""
@@ -34,10 +38,9 @@ def free_master_port():
         return s.getsockname()[1] - 1  # the coordinator takes MASTER_PORT + 1
 
 
-def trigger(cli, env, out_dir, deadline):
+def trigger(cli, env, out_dir, deadline, extra):
     """Runs the CLI; retries while the job is still starting (no coordinator yet)."""
-    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "2", "--steps", "2", "--save-raw-trace", "all",
-           "--output-dir", out_dir]
+    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "2", "--steps", "2", "--output-dir", out_dir, *extra]
     while True:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         starting = r.returncode == 1 and ("cannot connect" in r.stderr or "no job key" in r.stderr)
@@ -46,11 +49,27 @@ def trigger(cli, env, out_dir, deadline):
         time.sleep(1)
 
 
+def check_hang(r, tmp, context):
+    assert r.returncode == 3, "the CLI exited %d (want 3: partial)%s" % (r.returncode, context)
+    rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+    assert len(rounds) == 1, "report.json: %s%s" % (rounds, context)
+    with open(rounds[0]) as f:
+        report = json.load(f)
+    assert report["diagnosis"]["verdict"] == "hang", json.dumps(report["diagnosis"], indent=1)
+    top = report["diagnosis"]["findings"][0]
+    assert top["category"] == "hang" and top["workers"] == [3], json.dumps(top, indent=1)
+    assert next(w for w in report["workers"] if w["rank"] == 3)["status"] == "hang", report["workers"]
+    assert "rank 3" in r.stderr and "hang" in r.stderr, context
+    print("e2e hang: %s" % top["summary"])
+    return 0
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5) or (len(sys.argv) == 5 and sys.argv[4] not in ("straggler", "hang")):
         print(__doc__, file=sys.stderr)
         return 2
-    cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:])
+    cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
+    hang = len(sys.argv) == 5 and sys.argv[4] == "hang"
     if not os.path.exists(TORCH_PYTHON) or subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
                                                           capture_output=True).returncode != 0:
         skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
@@ -66,15 +85,21 @@ def main():
                 "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
                 "OMP_NUM_THREADS": "1"})
     log = open(os.path.join(tmp, "job.log"), "w+")
-    job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--sleep-scale", "1.0",
-                            "--print-every", "0"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    shape = ["--sleep-scale", "1.0"]
+    if hang:
+        shape = ["--sleep-scale", "0.1", "--size", "300", "--hang-at", "1"]
+        env["PERFTRACKER_HANG_MIN_MS"] = "3000"
+    job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--print-every", "0",
+                            *shape], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120)
+        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120,
+                    [] if hang else ["--save-raw-trace", "all"])
         log.flush()
         log.seek(0)
         job_log = log.read()
         context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log[-4000:])
+        if hang:
+            return check_hang(r, tmp, context)
         assert r.returncode == 0, "the CLI exited %d%s" % (r.returncode, context)
         rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
         assert len(rounds) == 1, "report.json: %s%s" % (rounds, context)

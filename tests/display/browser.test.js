@@ -259,14 +259,26 @@ async function run(args, browser, base, displayDir, facts) {
   await page.screenshot({ path: path.join(shots, 'no-charts.png'), fullPage: true });
   await page.unroute('**/assets/echarts.min.js');
 
-  /* From file://, as after copying the folder to a laptop and opening index.html. */
+  /* From file://, as after copying the folder to a laptop and opening index.html. There
+   * is no Content-Security-Policy header here, so this is also where an injected handler
+   * would run: visit every view holding a hostile name and watch for a dialog. */
   const filePage = await browser.newPage();
-  const fileErrors = [];
+  const fileErrors = [], fileDialogs = [];
   filePage.on('pageerror', (e) => fileErrors.push(String(e)));
-  await filePage.goto('file://' + path.join(displayDir, 'index.html'));
+  filePage.on('dialog', (d) => { fileDialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  const fileUrl = 'file://' + path.join(displayDir, 'index.html');
+  await filePage.goto(fileUrl);
   await filePage.waitForSelector('body[data-ready="true"]');
   check((await filePage.textContent('#findings .finding.root .summary')).startsWith('Rank ' + facts.fault_rank + ' ') && fileErrors.length === 0,
     'the page works from file:// too');
+  let fileImgs = 0;
+  for (const hash of ['#/gpu-compute', '#/python?key=' + encodeURIComponent(facts.xss_stack || ''), '#/warnings', '#/workers', '#/heatmap', '#/overview']) {
+    if (!(await filePage.$('#nav a[data-view="' + hash.slice(2).split('?')[0] + '"]'))) continue; /* not in this report */
+    await visit(filePage, hash);
+    await filePage.waitForTimeout(100); /* an <img src=x> would have failed to load by now */
+    fileImgs += await filePage.evaluate(() => document.querySelectorAll('img').length);
+  }
+  check(fileDialogs.length === 0 && fileImgs === 0, 'from file:// (no CSP), hostile names open no dialog and add no <img> (' + fileDialogs.length + ' dialogs, ' + fileImgs + ' images)');
   await filePage.close();
 }
 

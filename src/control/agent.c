@@ -36,6 +36,7 @@
 #define REFUSED_BACKOFF_NS (30 * 1000000000LL)
 #define UNREACHABLE_LOG_AFTER_NS (30 * 1000000000LL)
 #define PROGRESS_HEARTBEAT_NS (100 * 1000000LL)
+#define WINDOW_LOST_STEPS 100
 
 enum link_state { LINK_DOWN, LINK_HANDSHAKE, LINK_READY };
 
@@ -69,6 +70,7 @@ struct pt_agent {
     int64_t next_connect_ns, backoff_ns, unreachable_since_ns, last_unreachable_log_ns;
     uint32_t armed_round;
     bool window_active;
+    int64_t window_end_step;     /* start + steps of the armed window */
     pt_step_tracker tracker;
     int64_t steps_done, last_step_end_ns, mean_step_ns, stalled_ns;
     int64_t last_heartbeat_ns, heartbeat_steps;
@@ -248,6 +250,7 @@ static void handle_arm(pt_agent *a, const pt_ctl_msg *m)
         snprintf(text, sizeof text, "the collector could not arm the window");
     a->armed_round = m->round;
     a->window_active = rc == 0;
+    a->window_end_step = m->start_step + m->steps;
     pt_ctl_msg reply;
     pt_ctl_msg_init(&reply, PT_CTL_ARMED);
     reply.round = m->round;
@@ -336,6 +339,13 @@ static void sample_status(pt_agent *a, int64_t now)
     a->mean_step_ns = mean > 0 ? mean : pt_step_tracker_recent_mean(&a->tracker);
     a->stalled_ns = pt_hang_stalled_ns(now, steps, last_end, a->mean_step_ns, a->cfg.hang_factor,
                                        a->cfg.hang_floor_ns);
+    if (a->window_active && steps > a->window_end_step + WINDOW_LOST_STEPS) {
+        /* The collector never reported this window (aborted, or its writer is stuck):
+         * stop treating steps as profiled, or the automatic trigger would stay off. */
+        pt_ctl_logf(&a->cfg.log, "the window of round %u ended %d steps ago without a summary", a->armed_round,
+                    WINDOW_LOST_STEPS);
+        a->window_active = false;
+    }
     if (a->stalled_ns == 0)
         a->hang_reported_steps = -1;
 }

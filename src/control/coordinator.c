@@ -595,6 +595,8 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     worker *w = &c->workers[rank];
     if (w->peer && w->peer != p) { /* the same rank reconnected: the old link is stale */
         peer *old = w->peer;
+        pt_ctl_logf(&c->cfg.log, "rank %d joined again from %s; dropping its older connection from %s", rank,
+                    p->addr, old->addr);
         old->rank = -1;
         w->peer = NULL;
         kill_peer(c, old, now, "replaced by a new connection");

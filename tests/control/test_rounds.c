@@ -480,6 +480,43 @@ static void test_unauthenticated_flood_is_dropped(void **state)
     stop_job(&j);
 }
 
+
+/* Agents outlive their coordinator: when it comes back on the same port they rejoin. */
+static void test_agents_reconnect_after_coordinator_restart(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    uint16_t port = pt_coordinator_port(j.coordinator);
+    pt_coordinator_stop(j.coordinator);
+    for (int i = 0; i < 500 && fake_fleet_joined(j.fleet) > 0; i++)
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    assert_int_equal(fake_fleet_joined(j.fleet), 0);
+
+    pt_coordinator_config cfg;
+    pt_coordinator_config_defaults(&cfg);
+    cfg.port = port;
+    cfg.world_size = 4;
+    pt_job_env env = {0};
+    pt_error err;
+    assert_int_equal(pt_auth_agent_key(&env, &cfg.agent_key, &err), 0);
+    assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
+    cfg.log.fn = capture_log;
+    j.coordinator = pt_coordinator_start(&cfg, &err);
+    assert_non_null(j.coordinator);
+    wait_joined(j.fleet, 4);
+    pt_trigger_result result;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 4);
+    pt_json_free(result.report);
+    assert_true(log_contains("lost the coordinator"));
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_slowdown_triggers_a_round_by_itself),
         cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
         cmocka_unit_test(test_unauthenticated_flood_is_dropped),
+        cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

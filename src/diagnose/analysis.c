@@ -1,5 +1,6 @@
 /* analysis.c -- builds the function rows and offers the robust comparisons. */
 #include "diagnose/analysis.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -130,45 +131,10 @@ void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out)
         out[w] = (double)a->workers[w]->exposed_ns[cls] / 1e6 / a->steps[w];
 }
 
-/* Hoare-style quickselect on a copy: k-th smallest. */
-static double select_kth(double *v, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        double pivot = v[lo + (hi - lo) / 2];
-        size_t i = lo, j = hi;
-        for (;;) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i >= j)
-                break;
-            double t = v[i];
-            v[i] = v[j], v[j] = t;
-            i++, j--;
-        }
-        if (k <= j)
-            hi = j;
-        else
-            lo = j + 1;
-    }
-    return v[k];
-}
-
 double pt_median_of(const double *values, size_t n, double *scratch)
 {
-    if (n == 0)
-        return 0;
     memcpy(scratch, values, n * sizeof *values);
-    double hi = select_kth(scratch, n, n / 2);
-    if (n % 2)
-        return hi;
-    /* After selection, every value left of n/2 is <= hi: the other middle is their max. */
-    double lo = scratch[0];
-    for (size_t i = 1; i < n / 2; i++)
-        lo = fmax(lo, scratch[i]);
-    return (lo + hi) / 2;
+    return pt_median(scratch, n);
 }
 
 pt_spread pt_spread_of(const double *values, size_t n, double *scratch)

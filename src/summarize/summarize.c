@@ -670,47 +670,6 @@ static void account_cpu_collectives(reducer *r)
 
 /* ------------------------------------------------------------ medians */
 
-static int64_t select_kth(int64_t *v, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int64_t pivot = v[lo + (hi - lo) / 2];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i <= j) {
-                int64_t t = v[i];
-                v[i] = v[j], v[j] = t;
-                i++;
-                if (j == 0)
-                    break;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            return v[k];
-    }
-    return v[k];
-}
-
-static int64_t median_of(int64_t *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    int64_t hi = select_kth(v, n, n / 2);
-    if (n % 2)
-        return hi;
-    int64_t lo = select_kth(v, n / 2, n / 2 - 1); /* the lower half holds values <= hi */
-    return lo + (hi - lo) / 2;
-}
-
 static int64_t *compute_medians(reducer *r)
 {
     size_t nf = r->funcs_count;
@@ -726,7 +685,7 @@ static int64_t *compute_medians(reducer *r)
         grouped[fill[r->exec_func[i]]++] = r->exec_dur[i];
     int64_t *medians = pt_xcalloc(nf ? nf : 1, sizeof *medians);
     for (size_t f = 0; f < nf; f++)
-        medians[f] = median_of(grouped + offset[f], offset[f + 1] - offset[f]);
+        medians[f] = pt_median_i64(grouped + offset[f], offset[f + 1] - offset[f]);
     free(fill);
     free(grouped);
     free(offset);

@@ -58,6 +58,9 @@ def check_hang(r, tmp, context):
     assert report["diagnosis"]["verdict"] == "hang", json.dumps(report["diagnosis"], indent=1)
     top = report["diagnosis"]["findings"][0]
     assert top["category"] == "hang" and top["workers"] == [3], json.dumps(top, indent=1)
+    # The Python stack rank 3's agent read while it was stuck (the sleeping frame itself is
+    # a builtin, which Python frames do not show).
+    assert "demo-job.py: train" in top["function"], json.dumps(top, indent=1)
     assert next(w for w in report["workers"] if w["rank"] == 3)["status"] == "hang", report["workers"]
     assert "rank 3" in r.stderr and "hang" in r.stderr, context
     print("e2e hang: %s" % top["summary"])

@@ -200,9 +200,16 @@ static pt_spread row_excess(const pt_analysis *a, const pt_fn_row *row, double *
     return s;
 }
 
+/* Names the workers in `who` on the finding for (cls, row), creating it when needed;
+ * does nothing when `who` names nobody. */
 static void add_row_workers(const pt_analysis *a, finding_list *list, pt_class cls, const pt_fn_row *row,
                             const bool *who, const double *excess_of_worker)
 {
+    bool anyone = false;
+    for (size_t w = 0; w < a->n && !anyone; w++)
+        anyone = who[w];
+    if (!anyone)
+        return;
     finding *f = find_finding(list, category_of(cls), row->name);
     double *values = pt_xmalloc(a->n * sizeof *values), *excess = pt_xmalloc(a->n * sizeof *excess);
     pt_spread s = row_excess(a, row, values, excess);

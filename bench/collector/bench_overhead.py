@@ -122,8 +122,9 @@ def torch_runner():
         return elapsed, len(prof.events() or [])
     import torch.autograd
     note = ("torch %s, Kineto %s" % (torch.__version__, "available" if torch.autograd.kineto_available()
-                                      else "NOT available: torch.profiler falls back to the legacy profiler, "
-                                           "which records operators only, not Python functions"))
+                                      else "NOT available: with_stack=True still installs torch's C++ Python "
+                                           "tracer as the profile hook (it records every call), but without "
+                                           "Kineto nothing is exported, hence 0 events"))
     return run, note
 
 

@@ -299,6 +299,85 @@ static void peer_class(const pt_analysis *a, pt_class cls, finding_list *list)
     free(row_flag);
 }
 
+/* ------------------------------------------------------------ hardware evidence */
+
+/* Hardware samples that explain a slow worker: a GPU clocked below its peers' (power or
+ * thermal throttling) behind slow kernels, a host CPU busier than its peers' behind slow
+ * launches or Python. Judged like everything else: robust outliers among the workers. */
+typedef struct hardware_rule {
+    const char *suffix;        /* metric name ends with this (gpu0.sm_clock_mhz, ...) */
+    int direction;             /* -1: too low is the problem, +1: too high */
+    double relative_floor;     /* and at least this far from the median, relatively */
+    const char *category_named;/* the finding it explains */
+    const char *explanation;
+} hardware_rule;
+
+static const hardware_rule hardware_rules[] = {
+    {"sm_clock_mhz", -1, 0.05, "gpu_compute",
+     "its GPU runs at a lower clock than its peers' (power or thermal throttling): check cooling, power caps "
+     "and `nvidia-smi -q -d PERFORMANCE` on that host"},
+    {"host.cpu_util", +1, 0.10, "cuda_runtime",
+     "its host CPU is busier than its peers': other processes compete with the training process"},
+    {"host.cpu_util", +1, 0.10, "python",
+     "its host CPU is busier than its peers': other processes compete with the training process"},
+};
+
+static bool suffix_is(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), m = strlen(suffix);
+    return n >= m && strcmp(name + n - m, suffix) == 0;
+}
+
+static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char *suffix)
+{
+    for (size_t i = 0; i < s->metric_count; i++)
+        if (suffix_is(s->metrics[i].name, suffix))
+            return &s->metrics[i];
+    return NULL;
+}
+
+static void hardware_findings(const pt_analysis *a, finding_list *list)
+{
+    size_t count = list->count; /* only findings that existed before this pass */
+    double *values = pt_xmalloc(a->n * sizeof *values);
+    for (size_t r = 0; r < PT_ARRAY_LEN(hardware_rules); r++) {
+        const hardware_rule *rule = &hardware_rules[r];
+        size_t m = 0;
+        for (size_t w = 0; w < a->n; w++) {
+            const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
+            if (metric)
+                values[m++] = metric->mean;
+        }
+        if (m < 3)
+            continue;
+        pt_spread s = pt_spread_of(values, m, a->scratch);
+        for (size_t i = 0; i < count; i++) {
+            const finding *explained = &list->items[i];
+            if (explained->all_workers || strcmp(explained->category, rule->category_named) != 0)
+                continue;
+            for (size_t k = 0; k < explained->worker_count; k++) {
+                size_t w = explained->workers[k];
+                const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
+                if (!metric)
+                    continue;
+                double off = (metric->mean - s.median) * rule->direction;
+                if (off <= fmax(SIGMAS * s.sigma, rule->relative_floor * fabs(s.median)))
+                    continue;
+                finding *f = add_finding(list, "hardware", metric->name, "Hardware");
+                f->metric = "average over the window";
+                f->median = s.median;
+                f->impact = list->items[i].impact; /* the time it costs is the finding it explains */
+                name_worker(f, w, metric->mean);
+                pt_buf b = PT_BUF_INIT;
+                pt_buf_printf(&b, "Rank %d: %s averages %.4g against %.4g on the other workers; %s.",
+                              pt_worker_rank(a, w), metric->name, metric->mean, s.median, rule->explanation);
+                f->summary = pt_buf_take(&b);
+            }
+        }
+    }
+    free(values);
+}
+
 /* ------------------------------------------------------------ 2. stragglers */
 
 /* Workers that wait far less than their peers in communication. */
@@ -610,6 +689,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
             peer_class(a, judged[i], &list);
         slow_communication(a, &list);
         finish_peer_sentences(a, &list);
+        hardware_findings(a, &list);
         bool *straggler = pt_xcalloc(a->n, sizeof *straggler);
         double *deficit = pt_xcalloc(a->n, sizeof *deficit);
         stragglers = find_stragglers(a, straggler, deficit);

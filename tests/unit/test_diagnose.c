@@ -147,6 +147,42 @@ static void test_two_slow_gpus_share_one_finding(void **state)
     pt_json_free(report);
 }
 
+static void add_metric(pt_worker_summary *s, const char *name, double mean)
+{
+    s->metrics = realloc(s->metrics, (s->metric_count + 1) * sizeof *s->metrics);
+    pt_metric_summary *m = &s->metrics[s->metric_count++];
+    memset(m, 0, sizeof *m);
+    m->name = strdup(name);
+    m->samples = 100;
+    m->mean = m->min = m->max = mean;
+}
+
+static void test_throttled_gpu_is_a_hardware_finding(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[N];
+    for (int r = 0; r < N; r++) {
+        w[r] = worker(r, (extra){0, r == 3 ? 20 : 0, 0, 0}, r);
+        add_metric(w[r], "gpu0.sm_clock_mhz", r == 3 ? 1410 : 1980 - r);
+        add_metric(w[r], "host.cpu_util", 35 + r);
+    }
+    pt_json *report = diagnose(w, N);
+    const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
+    assert_string_equal(pt_json_get_string(findings->items[0], "category", ""), "gpu_compute");
+    const pt_json *hw = NULL;
+    for (size_t i = 0; i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "category", ""), "hardware") == 0)
+            hw = findings->items[i];
+    assert_non_null(hw);
+    assert_string_equal(pt_json_get_string(hw, "function", ""), "gpu0.sm_clock_mhz");
+    assert_workers(hw, (int[]){3}, 1);
+    assert_non_null(pt_json_get(report, "Hardware"));
+    /* The CPU is not busier on rank 3: no CPU finding. */
+    for (size_t i = 0; i < findings->count; i++)
+        assert_string_not_equal(pt_json_get_string(findings->items[i], "function", ""), "host.cpu_util");
+    pt_json_free(report);
+}
+
 static void test_common_memcpy_is_all_workers(void **state)
 {
     (void)state;
@@ -228,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_slow_python_worker_is_named_first),
         cmocka_unit_test(test_two_slow_gpus_share_one_finding),
         cmocka_unit_test(test_common_memcpy_is_all_workers),
+        cmocka_unit_test(test_throttled_gpu_is_a_hardware_finding),
         cmocka_unit_test(test_hang_names_the_worker_others_wait_for),
         cmocka_unit_test(test_missing_and_failed_ranks_are_listed),
         cmocka_unit_test(test_two_workers_are_not_compared),

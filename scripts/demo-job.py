@@ -31,6 +31,9 @@ def parse_args():
     p.add_argument("--print-every", type=int, default=50, help="print the epoch every N steps (0: never)")
     p.add_argument("--hang-at", type=int, default=-1, metavar="STEP",
                    help="the highest rank sleeps forever in this step (to see a hang reported)")
+    p.add_argument("--slow-after", type=int, default=-1, metavar="STEP",
+                   help="from this step on the highest rank makes every step 25%% slower (to see the "
+                        "automatic trigger fire)")
     return p.parse_args()
 
 
@@ -42,7 +45,7 @@ def launch(args):
     env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the cores
     argv = [sys.executable, os.path.abspath(__file__), "--iters", str(args.iters), "--sleep-scale",
             str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every),
-            "--hang-at", str(args.hang_at)]
+            "--hang-at", str(args.hang_at), "--slow-after", str(args.slow_after)]
     procs = []
     for rank in range(args.launch):
         env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
@@ -84,12 +87,15 @@ def train(args):
         del matrix_a, matrix_b, result
         return result_cpu
 
+    loop_start, extra = time.perf_counter(), 0.0
     for i in range(args.iters):
         matmul()
         if i == args.hang_at and rank == dist.get_world_size() - 1:
             while True:  # a hung worker: the others will wait for it in dist.barrier()
                 time.sleep(3600)
-        time.sleep(rank * args.sleep_scale)
+        if i == args.slow_after and rank == dist.get_world_size() - 1:
+            extra = 0.25 * (time.perf_counter() - loop_start) / max(i, 1)  # the job gets slower
+        time.sleep(rank * args.sleep_scale + extra)
         if rank == 0 and args.print_every and i % args.print_every == 0:
             print("Epoch:", i, flush=True)
         if my_tracer is not None:

@@ -4,7 +4,9 @@
  * sum, and a ring of 20 block means. Several steps between two samples (fast jobs, slow
  * polls) are spread evenly over the elapsed time, which keeps the 50-step mean exact. */
 #include "control/autotrigger.h"
+#include "util/stats.h"
 
+#include <math.h>
 #include <string.h>
 
 void pt_step_tracker_init(pt_step_tracker *t)
@@ -76,10 +78,31 @@ int64_t pt_step_tracker_best_mean(const pt_step_tracker *t)
     return best;
 }
 
+double pt_step_tracker_noise(const pt_step_tracker *t)
+{
+    /* Median and median absolute deviation, so the slow block being judged does not widen
+     * the margin it is judged by. */
+    double values[PT_STEP_HISTORY], deviations[PT_STEP_HISTORY];
+    int n = t->block_count;
+    if (n < 2)
+        return 0;
+    for (int i = 0; i < n; i++)
+        values[i] = (double)t->blocks[i];
+    double median = pt_median(values, (size_t)n);
+    for (int i = 0; i < n; i++)
+        deviations[i] = fabs((double)t->blocks[i] - median);
+    return median > 0 ? 1.4826 * pt_median(deviations, (size_t)n) / median : 0;
+}
+
 bool pt_step_tracker_slowdown(const pt_step_tracker *t, double threshold)
 {
     int64_t recent = pt_step_tracker_recent_mean(t), best = pt_step_tracker_best_mean(t);
-    return recent > 0 && best > 0 && (double)recent > (double)best * (1.0 + threshold);
+    if (recent <= 0 || t->block_count < PT_STEP_MIN_BLOCKS)
+        return false;
+    /* The best is a minimum, so on a noisy job the rolling mean strays 5% above it by
+     * chance: the margin is also at least three times the job's block-to-block noise. */
+    double margin = fmax(threshold, 3.0 * pt_step_tracker_noise(t));
+    return (double)recent > (double)best * (1.0 + margin);
 }
 
 int64_t pt_hang_stalled_ns(int64_t now_ns, int64_t steps_done, int64_t last_step_end_ns,

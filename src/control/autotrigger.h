@@ -3,7 +3,8 @@
  * The agent samples the collector's step counter (steps_done, last_step_end_ns) every
  * poll and feeds it here. A slowdown is the mean of the last 50 steps being more than 5%
  * above the recent best (the lowest 50-step block mean of the last 20 blocks, i.e. ~1000
- * steps); a hang is no step for 5x the mean step time (and at least a floor, so GC pauses
+ * steps) -- and beyond three times the job's own block-to-block noise, because the best
+ * of 20 noisy blocks sits below their typical value; a hang is no step for 5x the mean step time (and at least a floor, so GC pauses
  * and checkpoints of fast jobs are not hangs). Profiled steps are left out: profiling
  * slows a step, and that must not look like a regression. No clock and no I/O here, so
  * tests drive it with made-up times. */
@@ -15,6 +16,7 @@
 
 #define PT_STEP_WINDOW 50   /* steps in the rolling mean */
 #define PT_STEP_HISTORY 20  /* block means kept for "recent best" */
+#define PT_STEP_MIN_BLOCKS 3 /* history needed before judging (150 steps) */
 
 typedef struct pt_step_tracker {
     int64_t last_steps;      /* steps_done at the previous sample, -1 before the first */
@@ -36,8 +38,13 @@ void pt_step_tracker_observe(pt_step_tracker *t, int64_t steps_done, int64_t las
 int64_t pt_step_tracker_recent_mean(const pt_step_tracker *t);
 /* The lowest completed block mean in the history; 0 while there is none. */
 int64_t pt_step_tracker_best_mean(const pt_step_tracker *t);
-/* True when the recent mean exceeds the best by more than threshold (0.05 = 5%). */
+/* True when the recent mean exceeds the best by more than threshold (0.05 = 5%) and by
+ * more than three times the job's own block-to-block noise, once PT_STEP_MIN_BLOCKS blocks
+ * of history exist. */
 bool pt_step_tracker_slowdown(const pt_step_tracker *t, double threshold);
+/* Robust relative spread of the block means in the history: 1.4826 x MAD / median (the
+ * standard deviation for normal noise); 0 with fewer than two blocks. */
+double pt_step_tracker_noise(const pt_step_tracker *t);
 /* Forget the history (after a round, so the same regression is not reported again at once
  * and the next best is measured afresh). */
 void pt_step_tracker_reset(pt_step_tracker *t);

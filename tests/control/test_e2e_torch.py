@@ -3,12 +3,14 @@
 matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI triggered from
 another process.
 
-    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang]
+    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang|auto]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
 hang: rank 3 sleeps forever in its second step and the others block in dist.barrier();
 the round must end by itself with a "hang" finding naming rank 3 only.
+auto: PERFTRACKER_AUTO_TRIGGER=1 and no CLI; at step 200 the job gets 25% slower, and
+the job must profile itself after that and leave a report in PERFTRACKER_AUTO_OUTPUT_DIR.
 
 Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
 module."""
@@ -49,6 +51,21 @@ def trigger(cli, env, out_dir, deadline, extra):
         time.sleep(1)
 
 
+def stop(job):
+    """Ends the job's whole process group (the launcher and its ranks)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(job.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            job.wait(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    job.wait()
+
+
 def check_hang(r, tmp, context):
     assert r.returncode == 3, "the CLI exited %d (want 3: partial)%s" % (r.returncode, context)
     rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
@@ -67,12 +84,33 @@ def check_hang(r, tmp, context):
     return 0
 
 
+def check_auto(job, log, tmp):
+    code = job.wait(timeout=300)
+    log.flush()
+    log.seek(0)
+    job_log = log.read()
+    assert code == 0, "the job failed:\n" + job_log[-4000:]
+    rounds = glob.glob(os.path.join(tmp, "auto", "*", "report.json"))
+    assert len(rounds) == 1, "automatic reports: %s\n%s" % (rounds, job_log[-4000:])
+    with open(rounds[0]) as f:
+        report = json.load(f)
+    assert report["job"]["workers_analyzed"] == 4, report["job"]
+    why = [w for w in report["warnings"] if w.startswith("automatic round: rank")]
+    assert why and "above its recent best" in why[0], report["warnings"]
+    first = min(s["step"] for w in report["workers"] for s in w.get("steps", []))
+    assert first >= 200, "profiled from step %d, before the slowdown began\n%s" % (first, job_log[-4000:])
+    assert "automatic trigger: slowdown" in job_log, job_log[-4000:]
+    print("e2e auto: %s; profiled from step %d" % (why[0], first))
+    return 0
+
+
 def main():
-    if len(sys.argv) not in (4, 5) or (len(sys.argv) == 5 and sys.argv[4] not in ("straggler", "hang")):
+    scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
+    if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
-    hang = len(sys.argv) == 5 and sys.argv[4] == "hang"
+    hang = scenario == "hang"
     if not os.path.exists(TORCH_PYTHON) or subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
                                                           capture_output=True).returncode != 0:
         skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
@@ -92,9 +130,16 @@ def main():
     if hang:
         shape = ["--sleep-scale", "0.1", "--size", "300", "--hang-at", "1"]
         env["PERFTRACKER_HANG_MIN_MS"] = "3000"
-    job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--print-every", "0",
+    iters = "100000"
+    if scenario == "auto":
+        shape = ["--sleep-scale", "0.01", "--size", "200", "--slow-after", "200"]
+        iters = "400"
+        env.update({"PERFTRACKER_AUTO_TRIGGER": "1", "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto")})
+    job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", iters, "--print-every", "0",
                             *shape], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        if scenario == "auto":
+            return check_auto(job, log, tmp)
         r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120,
                     [] if hang else ["--save-raw-trace", "all"])
         log.flush()
@@ -130,12 +175,7 @@ def main():
         print("e2e: %s" % top["summary"])
         return 0
     finally:
-        try:
-            os.killpg(job.pid, signal.SIGTERM)
-            job.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        stop(job)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -468,6 +468,24 @@ static void test_slowdown_needs_five_percent(void **state)
     (void)now;
 }
 
+static void test_noise_raises_the_bar(void **state)
+{
+    (void)state;
+    pt_step_tracker t;
+    pt_step_tracker_init(&t);
+    int64_t now = 1000, steps = 0;
+    static const int64_t block_us[] = {10000, 10500, 9800, 10300, 10600, 9900}; /* ~4% noise */
+    for (size_t b = 0; b < PT_ARRAY_LEN(block_us); b++)
+        now = feed(&t, now, &steps, 50, block_us[b] * 1000, true);
+    double noise = pt_step_tracker_noise(&t);
+    assert_true(noise > 0.03 && noise < 0.06);
+    now = feed(&t, now, &steps, 50, 10700000, true); /* 9% above the best: within this job's noise */
+    assert_false(pt_step_tracker_slowdown(&t, 0.05));
+    now = feed(&t, now, &steps, 50, 12250000, true); /* 25% above: a slowdown */
+    assert_true(pt_step_tracker_slowdown(&t, 0.05));
+    (void)now;
+}
+
 static void test_hang_is_five_mean_steps_and_a_floor(void **state)
 {
     (void)state;
@@ -495,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_job_env_torchrun_and_slurm),
         cmocka_unit_test(test_keys_secret_file_and_key_dir),
         cmocka_unit_test(test_slowdown_needs_five_percent),
+        cmocka_unit_test(test_noise_raises_the_bar),
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

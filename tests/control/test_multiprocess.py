@@ -6,8 +6,9 @@ through the environment exactly as a user in the master's shell finds the job.
     test_multiprocess.py PERFTRACKER FAKE_WORKERS SCENARIO
 
 Scenarios: scale (1024 workers in 4 processes), killed (SIGKILL mid-window), hung,
-wrong-secret, save-master (via the c4d_perftracker name). Each asserts on the report the
-round wrote, not only on exit codes."""
+wrong-secret, save-master (via the c4d_perftracker name), two-nodes (two network
+namespaces joined by a veth pair: a real multi-node job; skipped, exit 77, without root
+and iproute2). Each asserts on the report the round wrote, not only on exit codes."""
 import json
 import os
 import shutil
@@ -48,10 +49,12 @@ class Job:
         self.procs = []
         self.logs = []
 
-    def start(self, first, count, *args):
+    def start(self, first, count, *args, netns=None):
         log = open(os.path.join(self.tmp, "fake-%d.log" % first), "w+")
         cmd = [self.fake, "--world", str(self.world), "--first", str(first), "--count", str(count),
                "--step-ms", str(self.step_ms), "--seconds", "300", *args]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
         p = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True)
         self.procs.append(p)
         self.logs.append(log)
@@ -67,11 +70,13 @@ class Job:
                     raise AssertionError("a fake_workers process exited early:\n" + self.log_text())
             assert line.startswith("ready"), "workers did not join in time:\n" + self.log_text()
 
-    def trigger(self, *args, name=None, env=None, timeout=240):
+    def trigger(self, *args, name=None, env=None, timeout=240, netns=None):
         argv0 = name or self.cli
         run_env = dict(self.env)
         run_env.update(env or {})
         cmd = [argv0, "--trigger-on", "--auto-analyze", "--output-dir", os.path.join(self.tmp, "out"), *args]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
         t0 = time.time()
         r = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout)
         r.seconds = time.time() - t0
@@ -208,12 +213,70 @@ def scenario_save_master(job):
     check(os.path.isdir(os.path.join(round_dir(r), "PerfDisplay")), "no PerfDisplay", r)
 
 
+def sh(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def scenario_two_nodes(job):
+    """Two nodes (network namespaces), two workers each. The coordinator binds MASTER_ADDR
+    (node 0's address, not every interface); node 1's agents reach it over the veth link
+    with the key derived from the job's environment; the CLI runs on node 0."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("SKIP: needs root and iproute2 for network namespaces")
+        sys.exit(77)
+    tag = "%d" % (os.getpid() % 100000)
+    ns = ["ptn%s-0" % tag, "ptn%s-1" % tag]
+    octet = 1 + os.getpid() % 250
+    addr = ["10.213.%d.1" % octet, "10.213.%d.2" % octet]
+    try:
+        for n in ns:
+            sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", "pv%s-0" % tag, "type", "veth", "peer", "name", "pv%s-1" % tag)
+        for i in range(2):
+            sh("ip", "link", "set", "pv%s-%d" % (tag, i), "netns", ns[i])
+            sh("ip", "-n", ns[i], "addr", "add", addr[i] + "/24", "dev", "pv%s-%d" % (tag, i))
+            sh("ip", "-n", ns[i], "link", "set", "pv%s-%d" % (tag, i), "up")
+            sh("ip", "-n", ns[i], "link", "set", "lo", "up")
+    except (subprocess.CalledProcessError, OSError) as e:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        print("SKIP: cannot create network namespaces here (%s)" % e)
+        sys.exit(77)
+    try:
+        job.env.update({"MASTER_ADDR": addr[0], "LOCAL_WORLD_SIZE": "2"})
+        job.start(0, 2, netns=ns[0])
+        job.start(2, 2, "--special-rank", "3", "--faulty-profile", netns=ns[1])
+        job.wait_ready()
+        r = job.trigger("--wait", "2", "--steps", "2", "--save-raw-trace", "all", netns=ns[0])
+        check(r.returncode == 0, "exit status %d" % r.returncode, r, job)
+        check("listening on %s:" % addr[0] in job.log_text(), "the coordinator did not bind MASTER_ADDR", r, job)
+        report = load_report(r)
+        check(report["job"]["workers_analyzed"] == 4, "analysed %s" % report["job"], r)
+        slow = findings(report, "gpu_compute")
+        check(slow and slow[0]["workers"] == [3], "rank 3 (node 1) not found slow: %s" % report["diagnosis"], r)
+        raw = os.listdir(os.path.join(round_dir(r), "raw_trace"))
+        check(len(raw) == 4, "raw traces: %s" % raw, r)
+        # Node 1 has no way in except the link: the coordinator is not on its loopback.
+        port = int(job.env["MASTER_PORT"]) + 1
+        connect = "import socket; socket.create_connection(('%s', %d), 2)"
+        for i, host, reachable in ((1, "127.0.0.1", False), (0, "127.0.0.1", False), (1, addr[0], True)):
+            probe = subprocess.run(["ip", "netns", "exec", ns[i], sys.executable, "-c", connect % (host, port)],
+                                   capture_output=True, text=True, timeout=60)
+            check((probe.returncode == 0) == reachable, "node %d -> %s:%d reachable: %s" % (i, host, port,
+                                                                                        probe.returncode == 0))
+    finally:
+        job.stop()
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
 SCENARIOS = {
     "scale": (1024, scenario_scale, 50),
     "killed": (4, scenario_killed, 20),
     "hung": (4, scenario_hung, 20),
     "wrong-secret": (2, scenario_wrong_secret, 20),
     "save-master": (4, scenario_save_master, 20),
+    "two-nodes": (4, scenario_two_nodes, 20),
 }
 
 

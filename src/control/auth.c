@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,36 @@ int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err
     return 0;
 }
 
+static int read_key_file(const char *path, pt_key *key, pt_error *err)
+{
+    char text[256];
+    ssize_t n = read_small_file(path, text, sizeof text, err);
+    if (n < 0)
+        return -1;
+    if (from_hex(text, (size_t)n, key->bytes, PT_KEY_BYTES) != 0) {
+        pt_error_set(err, "%s does not hold a perftracker key", path);
+        return -1;
+    }
+    snprintf(key->source, sizeof key->source, "key file %s", path);
+    return 0;
+}
+
+/* root in the master container reads the key of a job that runs as another user, when
+ * exactly one user's directory holds a key for this coordinator. */
+static int read_other_users_key(const char *own_path, pt_key *key)
+{
+    if (geteuid() != 0 || pt_env_str("PERFTRACKER_KEY_DIR", NULL))
+        return -1;
+    char pattern[1500];
+    snprintf(pattern, sizeof pattern, "/tmp/perftracker-*/%s", pt_basename(own_path));
+    glob_t found;
+    int rc = -1;
+    if (glob(pattern, 0, NULL, &found) == 0 && found.gl_pathc == 1)
+        rc = read_key_file(found.gl_pathv[0], key, NULL);
+    globfree(&found);
+    return rc;
+}
+
 int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
 {
     char secret[SECRET_MAX];
@@ -245,22 +276,14 @@ int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
     }
     char path[1400];
     pt_auth_key_file_path(env, path, sizeof path);
-    char text[256];
-    ssize_t n = read_small_file(path, text, sizeof text, err);
-    if (n < 0) {
-        char why[sizeof err->message];
-        snprintf(why, sizeof why, "%.400s", err ? err->message : path);
-        pt_error_set(err, "no job key (%s). Is the job running, with PerfTracker() in its training script? "
-                     "Run this in the job's master (rank 0) container as the job's user, or set "
-                     "PERFTRACKER_SECRET as the job does", why);
-        return -1;
-    }
-    if (from_hex(text, (size_t)n, key->bytes, PT_KEY_BYTES) != 0) {
-        pt_error_set(err, "%s does not hold a perftracker key", path);
-        return -1;
-    }
-    snprintf(key->source, sizeof key->source, "key file %s", path);
-    return 0;
+    if (read_key_file(path, key, err) == 0 || read_other_users_key(path, key) == 0)
+        return 0;
+    char why[sizeof err->message];
+    snprintf(why, sizeof why, "%.400s", err ? err->message : path);
+    pt_error_set(err, "no job key (%s). Is the job running, with PerfTracker() in its training script? "
+                 "Run this in the job's master (rank 0) container as the job's user, or set "
+                 "PERFTRACKER_SECRET as the job does", why);
+    return -1;
 }
 
 static void proof(const pt_key *key, const char *side, uint8_t role, const uint8_t *first,

@@ -1,0 +1,48 @@
+/* fuzz_common.h -- what the fuzz targets share.
+ *
+ * Every target is a libFuzzer entry point, LLVMFuzzerTestOneInput(data, size), that must
+ * return normally for every input: a crash, a sanitizer report, a leak, a hang or an
+ * allocation beyond the fuzzer's limit is a bug. The same sources link either against
+ * libFuzzer (scripts/fuzz.sh, clang, build-fuzz) or against replay_main.c, which runs
+ * saved inputs once each (the regression tests, any compiler, any tree).
+ *
+ * Beyond "does not crash", each target checks properties that must hold for every input
+ * (a re-encoded message decodes to the same bytes, escaped JSON holds no raw '<'), and
+ * pushes what it parsed one stage further down the real pipeline (trace -> summary ->
+ * diagnosis -> report text), because a parser that accepts hostile values only moves the
+ * crash into the code that trusts them. PT_FUZZ_CHECK aborts, so a broken property is a
+ * crash libFuzzer saves like any other. */
+#ifndef PT_FUZZ_COMMON_H
+#define PT_FUZZ_COMMON_H
+
+#include "summarize/summary.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define PT_FUZZ_CHECK(cond, what)                                                  \
+    do {                                                                           \
+        if (!(cond))                                                               \
+            pt_fuzz_fail(__FILE__, __LINE__, what);                                \
+    } while (0)
+
+_Noreturn void pt_fuzz_fail(const char *file, int line, const char *what);
+
+/* Puts data into an in-memory file (memfd, reused across calls) and returns a path that
+ * opens it ("/proc/self/fd/N"): the readers take paths, and the library gains no
+ * in-memory entry point only for the fuzzers. */
+const char *pt_fuzz_file(const void *data, size_t size);
+
+/* Reads path with pt_trace_read into a summarizer, as `perftracker summarize` does.
+ * NULL when the reader or the summarizer refused the input (its message must then be a
+ * non-empty sentence: checked). */
+pt_worker_summary *pt_fuzz_summarize(const char *path, const char *file_name);
+
+/* Takes over s and pushes it through everything downstream of the summary: the file
+ * encoding (re-encoding a decoded summary must give the same bytes), its JSON form, the
+ * diagnosis beside a healthy synthetic worker, and the report's log text. Frees s. */
+void pt_fuzz_exercise_summary(pt_worker_summary *s);
+
+#endif

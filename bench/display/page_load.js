@@ -4,6 +4,7 @@
  * screen) and of 4096, in headless Chromium.
  *
  *   node page_load.js --perftracker BIN --work DIR --node-modules DIR [--runs 3]
+ *   (make bench runs it through bench_page_load.sh)
  *
  * Prints, per measurement, the median over runs for each size and the ratio 4096 / 128:
  *   load         navigation to first view drawn (parse data.js + overview)
@@ -27,7 +28,8 @@ const fixture = path.join(__dirname, '..', '..', 'tests', 'display', 'fixture.py
 
 function prepare(workers, fault) {
   const out = execFileSync('python3', [fixture, 'prepare', '--work', path.join(work, String(workers)),
-    '--perftracker', perftracker, '--workers', String(workers), '--fault-rank', String(fault)], { encoding: 'utf8' });
+    '--perftracker', perftracker, '--source', 'generated', '--workers', String(workers), '--fault-rank', String(fault)],
+    { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').pop()).display_dir;
 }
 

@@ -104,6 +104,8 @@ def prepare(work, perftracker, source="synth", workers=8, fault_rank=5):
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
+    if source == "synth" and workers > 64:
+        raise SystemExit("fixture.py: synth writes ~1 MB of trace per worker; use --source generated above 64 workers")
     make = from_synth if source == "synth" else from_generator
     facts = make(out, perftracker, workers, fault_rank)
     with open(os.path.join(out, "report.json")) as f:

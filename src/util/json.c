@@ -488,26 +488,24 @@ static pt_json *parse_number(parser *ps)
             return NULL;
         }
     }
+    /* strtod/strtoll read until a non-digit, and the input need not be NUL-terminated
+     * (a number can be its last byte), so both read a terminated copy. */
     char tmp[64];
     size_t n = (size_t)(ps->p - s);
-    pt_json *v;
-    if (n < sizeof tmp) {
-        memcpy(tmp, s, n);
-        tmp[n] = 0;
-        v = pt_json_number(strtod(tmp, NULL));
-    } else {
-        char *big = pt_xstrndup(s, n);
-        v = pt_json_number(strtod(big, NULL));
-        free(big);
-    }
+    char *copy = n < sizeof tmp ? tmp : pt_xmalloc(n + 1);
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    pt_json *v = pt_json_number(strtod(copy, NULL));
     if (integer && n <= 20) { /* keep 19-digit integers (epoch ns) exact */
         errno = 0;
-        long long i = strtoll(s, NULL, 10);
+        long long i = strtoll(copy, NULL, 10);
         if (errno == 0) {
             v->is_integer = true;
             v->integer = i;
         }
     }
+    if (copy != tmp)
+        free(copy);
     return v;
 }
 

@@ -156,9 +156,18 @@ def _start(summary_dir, auto_trigger, sample_period_us):
     if started and not _started:
         _started = True
         atexit.register(_perftracker.shutdown, float(_env_int("PERFTRACKER_EXIT_TIMEOUT", 60)))
+        # DataLoader workers are forked, possibly while a window is open: they must not
+        # keep the hook or think they own the parent's threads.
+        os.register_at_fork(after_in_child=_forked_child)
     if not cli:
         _log("the perftracker CLI was not found (set PERFTRACKER_CLI): windows are recorded but not summarized")
     return started
+
+
+def _forked_child():
+    global _started
+    _started = False
+    _perftracker._after_fork_child()
 
 
 class PerfTracker(_perftracker.Tracer):

@@ -566,6 +566,21 @@ void pt_collector_stats_get(pt_collector_stats *out)
     out->steps_done = atomic_load_explicit(&C.steps_done, memory_order_relaxed);
 }
 
+void pt_collector_after_fork_child(void)
+{
+    /* The parent's windows and buffers stay behind as copy-on-write pages: freeing them
+     * could touch locks another parent thread held at fork time. */
+    pthread_mutex_init(&C.lock, NULL);
+    pthread_cond_init(&C.changed, NULL);
+    C.initialized = C.writer_started = C.busy = C.has_plan = C.waiting = C.stop = false;
+    C.open = C.queued = NULL;
+    C.sampler = NULL;
+    C.nvml = NULL;
+    C.cupti_on = false;
+    atomic_store(&C.attention, 0);
+    pt_cupti_after_fork_child();
+}
+
 void pt_collector_shutdown(void)
 {
     pthread_mutex_lock(&C.lock);

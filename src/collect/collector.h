@@ -84,6 +84,9 @@ void pt_collector_start_sources(bool cuda_in_use);
 void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int));
 /* Hands the closed window to the writer thread. */
 void pt_collector_end_window(void);
+/* In a child process after fork(): forget the parent's collector (its threads do not
+ * exist here, its locks may be held). The child starts idle and may init again. */
+void pt_collector_after_fork_child(void);
 /* Abandons the open window without writing it (the caller failed to start recording). */
 void pt_collector_abort_window(const char *why);
 

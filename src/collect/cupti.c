@@ -25,6 +25,7 @@ int pt_cupti_start(pt_window *w, const char *const *lib_candidates, pt_error *er
 
 void pt_cupti_stop(void) {}
 void pt_cupti_flush(pt_window *w) { (void)w; }
+void pt_cupti_after_fork_child(void) {}
 
 #else
 
@@ -261,6 +262,12 @@ void pt_cupti_flush(pt_window *w)
     pthread_mutex_lock(&w->gpu_lock);
     w->gpu_closed = true;
     pthread_mutex_unlock(&w->gpu_lock);
+}
+
+void pt_cupti_after_fork_child(void)
+{
+    pthread_mutex_init(&g.lock, NULL);
+    g.window = NULL;
 }
 
 #endif

@@ -27,5 +27,7 @@ int pt_cupti_start(pt_window *w, const char *const *lib_candidates, pt_error *er
 void pt_cupti_stop(void);
 /* Delivers what CUPTI still holds to the window, then detaches it (writer thread). */
 void pt_cupti_flush(pt_window *w);
+/* In a forked child: no window is attached (CUPTI itself is not usable there anyway). */
+void pt_cupti_after_fork_child(void);
 
 #endif

@@ -801,6 +801,23 @@ static PyObject *mod_training_stack(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(probe.text);
 }
 
+/* os.register_at_fork(after_in_child=...): a DataLoader worker forked during a window must
+ * not keep the parent's hook (it would run traced, into buffers nobody writes). */
+static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    if (pt_collector_window()) {
+        PyEval_SetProfile(NULL, NULL);
+        set_threading_hook(M.saved_thread_hook, NULL);
+        Py_CLEAR(M.saved_thread_hook);
+        M.held_count = 0; /* the references belong to the parent's window: leaked, not released */
+    }
+    pt_collector_after_fork_child();
+    M.started = false;
+    M.agent_running = false;
+    Py_RETURN_NONE;
+}
+
 /* Test helper: the name the hook gives a code object or builtin. */
 static PyObject *mod_frame_name(PyObject *self, PyObject *obj)
 {
@@ -848,6 +865,7 @@ static PyMethodDef module_methods[] = {
     {"set_prefixes", mod_set_prefixes, METH_O, "Path prefixes cut from file names, longest first."},
     {"_null_profile", mod_null_profile, METH_O, "Install (True) or remove a do-nothing profile hook (benchmarks)."},
     {"_training_stack", mod_training_stack, METH_NOARGS, "The agent's view of the training thread's stack (tests)."},
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's collector in a forked child."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -256,7 +256,30 @@ print("STACK " + waiting_in_training())
 '''
 
 
+FORK = r'''
+import os, sys
+from perftracker import PerfTracker, collector_stats, wait_idle
+t = PerfTracker(wait=1, steps=1, output_dir="forked")
+t.step()                                   # the window opens
+hooked = sys.getprofile() is not None
+pid = os.fork()                            # as a DataLoader starting its workers
+if pid == 0:
+    clean = sys.getprofile() is None and not collector_stats()["busy"]
+    os._exit(0 if clean else 3)
+_, status = os.waitpid(pid, 0)
+t.step()                                   # the window closes
+wait_idle(30)
+print("FORK", hooked, os.waitstatus_to_exitcode(status), collector_stats()["windows_done"])
+'''
+
+
 def failure_checks(workdir, cli):
+    # A child forked during a window runs untraced and leaves the parent's window alone.
+    with open(os.path.join(workdir, "fork.py"), "w") as f:
+        f.write(FORK)
+    proc = run([sys.executable, "fork.py"], workdir)
+    check("FORK True 0 1" in proc.stdout, "fork during a window: %r %r" % (proc.stdout, proc.stderr[-500:]))
+
     # The agent's python_stack hook (used when a worker looks hung) sees the training
     # thread's stack from another thread.
     with open(os.path.join(workdir, "stack.py"), "w") as f:

@@ -280,9 +280,9 @@ static int read_events(native_reader *r, const unsigned char *p, const unsigned 
     if (pt_get_varint(&p, end, &count) != 0 || pt_get_varint(&p, end, &tid) != 0 ||
         pt_get_varint(&p, end, &device) != 0)
         return corrupt(r, "bad event block header");
-    if (count > (uint64_t)(end - p)) /* every value takes at least one byte */
-        return corrupt(r, "event count larger than its block");
     const pt_native_column_set *set = &pt_native_column_sets[kind];
+    if (count > (uint64_t)(end - p) / set->count) /* every value of every column takes a byte */
+        return corrupt(r, "event count larger than its block");
     size_t need = (size_t)count * set->count;
     if (need > r->columns_cap) {
         r->columns = pt_xrealloc(r->columns, need * sizeof *r->columns);
@@ -354,7 +354,7 @@ static int read_sections(native_reader *r)
             return -1;
         if (len > PT_NATIVE_MAX_SECTION)
             return corrupt(r, "a section is larger than the format allows");
-        if (len > r->section_cap) {
+        if (len > r->section_cap || !r->section) { /* never NULL: NULL + 0 below is UB */
             r->section = pt_xrealloc(r->section, (size_t)len);
             r->section_cap = (size_t)len;
         }

@@ -108,6 +108,7 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
     cfg->poll_ns = PT_MIN(cfg->poll_ns, cfg->heartbeat_ns);
     cfg->hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 10000, 10, 86400000) * 1000000LL;
     cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * 1000000000LL;
+    cfg->auto_threshold = (double)pt_env_int("PERFTRACKER_AUTO_THRESHOLD_PCT", 5, 1, 1000) / 100.0;
     snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[rank %d]: ", env->rank);
     return pt_auth_agent_key(env, &cfg->key, err) == 0 ? 0 : -1;
 }

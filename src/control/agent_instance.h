@@ -23,7 +23,7 @@ typedef struct pt_agent_config {
     int64_t hang_floor_ns;       /* PERFTRACKER_HANG_MIN_S, default 10 s */
     double hang_factor;          /* 5: no step for 5x the mean step time */
     bool auto_trigger;
-    double auto_threshold;       /* 0.05 */
+    double auto_threshold;       /* PERFTRACKER_AUTO_THRESHOLD_PCT / 100, default 0.05 */
     int64_t auto_interval_ns;    /* PERFTRACKER_AUTO_INTERVAL_S, default 600 s */
     size_t thread_stack_bytes;   /* 0: 256 KiB */
     pt_ctl_log log;

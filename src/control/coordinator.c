@@ -64,6 +64,7 @@ typedef struct worker {
     int64_t pid;
     char host[PT_HOST_MAX];
     int64_t steps_done, mean_step_ns, stalled_ns;
+    int64_t steps_heard_ns; /* when steps_done was reported */
     char *stack;           /* the last hang report's Python stack */
 } worker;
 
@@ -395,14 +396,25 @@ static void free_round(round *r)
     free(r);
 }
 
+/* Where a worker is now: its last report plus the steps its mean step time says it made
+ * since (heartbeats are a second apart; a fast job makes many steps in a second, and a
+ * start step computed from stale counts would already be past when the ARM arrives). */
+static int64_t estimated_step(const worker *w, int64_t now)
+{
+    if (w->stalled_ns > 0 || w->mean_step_ns <= 0 || now <= w->steps_heard_ns)
+        return w->steps_done;
+    return w->steps_done + (now - w->steps_heard_ns) / w->mean_step_ns;
+}
+
 static int32_t connected_agents(const pt_coordinator *c, int64_t *max_step)
 {
     int32_t n = 0;
+    int64_t now = pt_now_ns();
     *max_step = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
         if (c->workers[i].peer) {
             n++;
-            *max_step = PT_MAX(*max_step, c->workers[i].steps_done);
+            *max_step = PT_MAX(*max_step, estimated_step(&c->workers[i], now));
         }
     return n;
 }
@@ -679,6 +691,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
     switch (m->type) {
     case PT_CTL_HEARTBEAT:
         w->steps_done = m->steps_done;
+        w->steps_heard_ns = now;
         w->mean_step_ns = m->mean_step_ns;
         w->stalled_ns = m->stalled_ns;
         advance_worker(c, rank, now);
@@ -708,6 +721,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         break;
     case PT_CTL_HANG:
         w->steps_done = m->steps_done;
+        w->steps_heard_ns = now;
         w->stalled_ns = m->stalled_ns;
         if (m->stalled_ns > 0)
             remember_stack(w, m->stack);
@@ -718,6 +732,8 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
             advance_worker(c, rank, now);
         break;
     case PT_CTL_AUTO_REQUEST:
+        w->steps_done = m->steps_done;
+        w->steps_heard_ns = now;
         start_auto_round(c, rank, m, now);
         break;
     case PT_CTL_BYE:

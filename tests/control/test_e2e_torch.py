@@ -134,7 +134,11 @@ def main():
     if scenario == "auto":
         shape = ["--sleep-scale", "0.01", "--size", "200", "--slow-after", "200"]
         iters = "400"
-        env.update({"PERFTRACKER_AUTO_TRIGGER": "1", "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto")})
+        # The threshold is raised from the paper's 5% to 15% so that other processes on a
+        # shared 2-core machine (a build, another test) do not count as the job slowing
+        # down; the injected slowdown is 25%.
+        env.update({"PERFTRACKER_AUTO_TRIGGER": "1", "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto"),
+                    "PERFTRACKER_AUTO_THRESHOLD_PCT": "15"})
     job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", iters, "--print-every", "0",
                             *shape], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

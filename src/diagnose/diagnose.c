@@ -30,14 +30,19 @@ static void iso_now(char *buf, size_t cap)
 
 static int32_t world_size_of(const pt_job_input *job, const pt_analysis *a)
 {
-    int32_t ws = job->world_size;
+    /* Claims beyond PT_MAX_WORLD_SIZE (summary.h) do not size the job: the readers
+     * already warned about them, and each missing rank costs a report entry. */
+    int32_t ws = job->world_size <= PT_MAX_WORLD_SIZE ? job->world_size : -1;
     for (size_t w = 0; ws < 0 && w < a->n; w++)
-        ws = a->workers[w]->world_size > ws ? a->workers[w]->world_size : ws;
+        if (a->workers[w]->world_size <= PT_MAX_WORLD_SIZE)
+            ws = a->workers[w]->world_size > ws ? a->workers[w]->world_size : ws;
     int32_t max_rank = -1;
     for (size_t w = 0; w < a->n; w++)
-        max_rank = a->workers[w]->rank > max_rank ? a->workers[w]->rank : max_rank;
+        if (a->workers[w]->rank < PT_MAX_WORLD_SIZE)
+            max_rank = a->workers[w]->rank > max_rank ? a->workers[w]->rank : max_rank;
     for (size_t i = 0; i < job->failed_count; i++)
-        max_rank = job->failed_ranks[i] > max_rank ? job->failed_ranks[i] : max_rank;
+        if (job->failed_ranks[i] < PT_MAX_WORLD_SIZE)
+            max_rank = job->failed_ranks[i] > max_rank ? job->failed_ranks[i] : max_rank;
     if (ws < 0 || ws <= max_rank)
         ws = max_rank + 1;
     return ws;
@@ -207,7 +212,7 @@ pt_json *pt_diagnose(const pt_job_input *job)
 
     int32_t world_size = world_size_of(job, &a);
     pt_json *missing = pt_json_array();
-    for (int32_t r = 0; r < world_size && r < (1 << 24); r++)
+    for (int32_t r = 0; r < world_size; r++)
         if (!rank_known(job, &a, r))
             pt_json_push(missing, pt_json_int(r));
     add_job(report, job, &a, world_size, missing);

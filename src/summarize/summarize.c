@@ -940,11 +940,17 @@ static void fill_identity(pt_worker_summary *out, const pt_trace_meta *meta, con
     out->host = pt_xstrdup(meta->host[0] ? meta->host : facts.host);
     out->local_rank = meta->local_rank >= 0 ? meta->local_rank : facts.local_rank;
     out->pid = meta->pid >= 0 ? meta->pid : facts.pid;
-    out->world_size = meta->world_size;
-    if (meta->rank >= 0) {
+    out->world_size = meta->world_size <= PT_MAX_WORLD_SIZE ? meta->world_size : -1;
+    if (meta->world_size > PT_MAX_WORLD_SIZE)
+        pt_summary_add_warning(out, "world size %d ignored (more than the %d workers perftracker analyses)",
+                               meta->world_size, PT_MAX_WORLD_SIZE);
+    if (meta->rank >= PT_MAX_WORLD_SIZE || facts.rank >= PT_MAX_WORLD_SIZE)
+        pt_summary_add_warning(out, "rank %d ignored (more than the %d workers perftracker analyses)",
+                               meta->rank >= PT_MAX_WORLD_SIZE ? meta->rank : facts.rank, PT_MAX_WORLD_SIZE);
+    if (meta->rank >= 0 && meta->rank < PT_MAX_WORLD_SIZE) {
         out->rank = meta->rank;
         out->rank_source = PT_RANK_FROM_TRACE;
-    } else if (facts.rank >= 0) {
+    } else if (facts.rank >= 0 && facts.rank < PT_MAX_WORLD_SIZE) {
         out->rank = facts.rank;
         out->rank_source = PT_RANK_FROM_FILE_NAME;
         pt_summary_add_warning(out, "rank %d taken from the file name (the trace has no distributedInfo.rank)",

@@ -47,6 +47,12 @@ typedef struct pt_step_summary {
 
 #define PT_SERIES_MAX_POINTS 200
 
+/* The largest job perftracker describes rank by rank: 2^20 workers, ten times the largest
+ * deployment the paper reports. A rank or world size beyond it comes from a corrupt or
+ * hostile file; believing one made the report list up to 16 M missing ranks (20 GB for a
+ * trace claiming world_size 999999999). Readers ignore such claims with a warning. */
+#define PT_MAX_WORLD_SIZE (1 << 20)
+
 typedef struct pt_metric_summary {
     char *name;            /* "gpu0.sm_active", "host.cpu_util", ... */
     uint64_t samples;

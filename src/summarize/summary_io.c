@@ -404,7 +404,8 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     }
     if (!c->bad && c->p != c->end)
         broken(c, "unexpected bytes after the summary");
-    if (!c->bad && (s->window_ns <= 0 || s->rank < -1))
+    if (!c->bad && (s->window_ns <= 0 || s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE ||
+                    s->world_size > PT_MAX_WORLD_SIZE))
         broken(c, "impossible values (window or rank)");
 }
 

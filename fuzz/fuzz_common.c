@@ -106,9 +106,19 @@ static pt_worker_summary *round_trip(const pt_worker_summary *s)
     return copy;
 }
 
+/* A report lists every rank of the job, so its cost grows with the world size a worker
+ * claims (up to PT_MAX_WORLD_SIZE, seconds per input). That cost is linear and tested
+ * by the bad-trace corpus ("huge_numbers"); here it would only slow the fuzzer down. */
+#define FUZZ_MAX_WORLD 4096
+
 void pt_fuzz_exercise_summary(pt_worker_summary *s)
 {
     pt_worker_summary *copy = round_trip(s);
+    if (s->world_size > FUZZ_MAX_WORLD || s->rank > FUZZ_MAX_WORLD) {
+        pt_summary_free(copy);
+        pt_summary_free(s);
+        return;
+    }
 
     pt_buf text = PT_BUF_INIT;
     pt_json *as_json = pt_summary_to_json(s);

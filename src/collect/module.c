@@ -28,6 +28,9 @@
  * window with one log line and the collector stays ready for the next one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h> /* PyFrame_GetBack before 3.11 */
+#endif
 
 #include "collect/collector.h"
 #include "collect/cupti.h"
@@ -277,7 +280,12 @@ static bool install_on(PyThreadState *ts, pt_window *w, int64_t start)
 {
     if (ts->c_profilefunc && !is_our_hook(ts))
         return false; /* another profiler owns this thread */
-    int64_t tid = ts == PyThreadState_Get() ? (int64_t)syscall(SYS_gettid) : (int64_t)ts->native_thread_id;
+#if PY_VERSION_HEX >= 0x030B0000
+    int64_t other_tid = (int64_t)ts->native_thread_id;
+#else
+    int64_t other_tid = (int64_t)ts->thread_id; /* 3.10 keeps only the pthread id */
+#endif
+    int64_t tid = ts == PyThreadState_Get() ? (int64_t)syscall(SYS_gettid) : other_tid;
     ThreadRecorder *rec = new_recorder(w, tid);
     if (!rec)
         return false;

@@ -228,7 +228,10 @@ t.step()
 profiler.disable()
 wait_idle(30)
 s = collector_stats()
-assert s["windows_done"] == 0 and s["windows_failed"] == 1, s
+if sys.version_info >= (3, 12):   # cProfile uses sys.monitoring there: no clash, both record
+    assert s["windows_done"] == 1 and s["windows_failed"] == 0, s
+else:
+    assert s["windows_done"] == 0 and s["windows_failed"] == 1, s
 print("OK")
 '''
 
@@ -292,7 +295,8 @@ def failure_checks(workdir, cli):
         f.write(PROFILER_CLASH)
     proc = run([sys.executable, "clash.py"], workdir)
     check("OK" in proc.stdout, "cProfile clash handled without an exception")
-    check(proc.stderr.count("another profiler") == 1, "one log line for the clash:\n" + proc.stderr)
+    expected_lines = 1 if sys.version_info < (3, 12) else 0
+    check(proc.stderr.count("another profiler") == expected_lines, "log lines for the clash:\n" + proc.stderr)
 
     with open(os.path.join(workdir, "capped.py"), "w") as f:
         f.write(CAPPED)

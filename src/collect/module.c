@@ -771,14 +771,16 @@ static PyObject *mod_shutdown(PyObject *self, PyObject *args)
         return NULL;
     if (pt_collector_window()) /* the program ends inside a window: keep what was recorded */
         end_window();
+    /* Finish the window being written first: its summary goes out through the agent. */
+    Py_BEGIN_ALLOW_THREADS pt_collector_wait_idle(timeout);
+    Py_END_ALLOW_THREADS
 #ifdef PT_HAVE_AGENT
     if (M.agent_running) {
         Py_BEGIN_ALLOW_THREADS pt_agent_stop();
         Py_END_ALLOW_THREADS M.agent_running = false;
     }
 #endif
-    Py_BEGIN_ALLOW_THREADS pt_collector_wait_idle(timeout);
-    pt_collector_shutdown();
+    Py_BEGIN_ALLOW_THREADS pt_collector_shutdown();
     Py_END_ALLOW_THREADS M.started = false;
     Py_RETURN_NONE;
 }

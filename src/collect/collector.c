@@ -55,6 +55,7 @@ static struct {
     pthread_t writer;
     bool writer_started;
     pt_window *queued;             /* (L) closed window for the writer */
+    bool writing;                  /* (L) the writer is processing a window */
     bool queued_cupti;             /* (L) */
     bool stop;                     /* (L) */
     pt_collector_stats stats;      /* (L) */
@@ -435,6 +436,7 @@ static void record_result(const pt_window *w, const window_result *res)
     s->last_samples = w->sample_count;
     s->last_sample_period_us = w->sample_period_us;
     C.busy = false;
+    C.writing = false;
     pthread_cond_broadcast(&C.changed);
     pthread_mutex_unlock(&C.lock);
 }
@@ -499,6 +501,7 @@ static void *writer_main(void *arg)
         pt_window *w = C.queued;
         bool cupti_on = C.queued_cupti;
         C.queued = NULL;
+        C.writing = true;
         pthread_mutex_unlock(&C.lock);
         process_window(w, cupti_on);
         pthread_mutex_lock(&C.lock);
@@ -532,6 +535,26 @@ int pt_collector_init(const pt_collect_config *cfg, pt_error *err)
     }
     pthread_mutex_unlock(&C.lock);
     return rc;
+}
+
+void pt_collector_cancel_pending(void)
+{
+    pthread_mutex_lock(&C.lock);
+    bool cancelled = C.has_plan || C.waiting;
+    C.has_plan = false;
+    C.waiting = false;
+    if (!C.open && !C.queued && !C.writing)
+        C.busy = false;
+    if (!C.open)
+        atomic_store_explicit(&C.attention, 0, memory_order_relaxed);
+    void (*done)(const void *, size_t, const char *, int) = C.cfg.window_done;
+    pthread_cond_broadcast(&C.changed);
+    pthread_mutex_unlock(&C.lock);
+    if (cancelled) {
+        pt_collect_log(PT_LOG_INFO, "the program ended before its profiling window opened");
+        if (done) /* tell whoever armed it that no summary is coming */
+            done(NULL, 0, "", 1);
+    }
 }
 
 void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int))

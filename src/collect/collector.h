@@ -66,6 +66,9 @@ void pt_collector_shutdown(void);
 int pt_collector_arm(int64_t start_step, int32_t steps, const char *raw_trace_path);
 void pt_collector_status(int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns);
 void pt_collector_stats_get(pt_collector_stats *out);
+/* Training thread: drops a window that is armed but not yet open (the program is
+ * ending), so waiting for idle does not wait for a step that will never come. */
+void pt_collector_cancel_pending(void);
 /* Waits until no window is armed, open or being written; false on timeout. */
 bool pt_collector_wait_idle(double timeout_s);
 

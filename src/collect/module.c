@@ -771,6 +771,7 @@ static PyObject *mod_shutdown(PyObject *self, PyObject *args)
         return NULL;
     if (pt_collector_window()) /* the program ends inside a window: keep what was recorded */
         end_window();
+    pt_collector_cancel_pending();
     /* Finish the window being written first: its summary goes out through the agent. */
     Py_BEGIN_ALLOW_THREADS pt_collector_wait_idle(timeout);
     Py_END_ALLOW_THREADS

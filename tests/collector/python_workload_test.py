@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 WORKLOAD = r'''
 import json, sys, threading, time
@@ -276,7 +277,23 @@ print("FORK", hooked, os.waitstatus_to_exitcode(status), collector_stats()["wind
 '''
 
 
+EARLY_EXIT = r'''
+from perftracker import PerfTracker
+t = PerfTracker(wait=5, steps=2, output_dir="early")
+t.step()
+t.step()
+'''
+
+
 def failure_checks(workdir, cli):
+    # A program that ends before its window opens exits at once (nothing to wait for).
+    with open(os.path.join(workdir, "early.py"), "w") as f:
+        f.write(EARLY_EXIT)
+    started = time.monotonic()
+    proc = run([sys.executable, "early.py"], workdir)
+    check(time.monotonic() - started < 10, "early exit took %.1f s" % (time.monotonic() - started))
+    check("ended before its profiling window opened" in proc.stderr, "early exit is logged: " + proc.stderr)
+
     # A child forked during a window runs untraced and leaves the parent's window alone.
     with open(os.path.join(workdir, "fork.py"), "w") as f:
         f.write(FORK)

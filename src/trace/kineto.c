@@ -147,8 +147,11 @@ static int scan_number_slow(const char **pp, const char *end, double *out)
     return SCAN_OK;
 }
 
+static const int64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+
 /* A decimal number scaled by 10^scale_digits and rounded to an integer: microseconds to
- * nanoseconds exactly (scale 3), or a plain integer (scale 0). */
+ * nanoseconds exactly (scale 3), a counter value in millionths (scale 6), or a plain
+ * integer (scale 0). */
 static int scan_scaled(const char **pp, const char *end, int scale_digits, int64_t *out)
 {
     const char *p = *pp;
@@ -185,7 +188,8 @@ static int scan_scaled(const char **pp, const char *end, int scale_digits, int64
         return SCAN_BAD;
     for (int i = frac_digits; i < scale_digits; i++)
         frac *= 10;
-    static const int64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+    if (whole >= (uint64_t)INT64_MAX / (uint64_t)pow10[scale_digits])
+        goto slow; /* scaling would overflow: the slow path refuses what int64 cannot hold */
     int64_t v = (int64_t)whole * pow10[scale_digits] + frac + (round_up ? 1 : 0);
     *out = negative ? -v : v;
     *pp = p;
@@ -195,7 +199,7 @@ slow:;
     int rc = scan_number_slow(pp, end, &d);
     if (rc != SCAN_OK)
         return rc;
-    d *= (double)(scale_digits == 3 ? 1000 : 1);
+    d *= (double)pow10[scale_digits]; /* every scale, not only 3: counters use 6 */
     if (!isfinite(d) || d > 9.2e18 || d < -9.2e18)
         return SCAN_BAD;
     *out = (int64_t)llround(d);

@@ -284,7 +284,7 @@ static int read_events(native_reader *r, const unsigned char *p, const unsigned 
     if (count > (uint64_t)(end - p) / set->count) /* every value of every column takes a byte */
         return corrupt(r, "event count larger than its block");
     size_t need = (size_t)count * set->count;
-    if (need > r->columns_cap) {
+    if (need > r->columns_cap || !r->columns) { /* never NULL: NULL + 0 is UB */
         r->columns = pt_xrealloc(r->columns, need * sizeof *r->columns);
         r->columns_cap = need;
     }

@@ -24,6 +24,7 @@
 #include "control/client.h"
 #include "control/coordinator.h"
 #include "fake_fleet.h"
+#include "summarize/summary_io.h"
 #include "util/input.h"
 
 #define MS 1000000LL
@@ -517,6 +518,118 @@ static void test_agents_reconnect_after_coordinator_restart(void **state)
     stop_job(&j);
 }
 
+
+/* ---------------------------------------------------------------- agent.h, as the collector uses it */
+
+typedef struct process_worker {
+    int64_t t0;
+    pthread_mutex_t lock;
+    int64_t start_step;
+    int32_t steps; /* 0: not armed */
+} process_worker;
+
+/* 10 ms steps, 15 ms from step 200: a slowdown for the automatic trigger. */
+static int64_t process_steps(const process_worker *w, int64_t now, int64_t *last_end)
+{
+    int64_t t = now - w->t0, fast = 200 * 10 * MS;
+    int64_t n = t < fast ? t / (10 * MS) : 200 + (t - fast) / (15 * MS);
+    *last_end = w->t0 + (n <= 200 ? n * 10 * MS : fast + (n - 200) * 15 * MS);
+    return n;
+}
+
+static void process_status(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns)
+{
+    *steps_done = process_steps(ctx, pt_now_ns(), last_step_end_ns);
+    *mean_step_ns = 10 * MS;
+}
+
+static int process_arm(void *ctx, int64_t start_step, int32_t steps, const char *raw_trace_path)
+{
+    process_worker *w = ctx;
+    (void)raw_trace_path;
+    pthread_mutex_lock(&w->lock);
+    w->start_step = start_step;
+    w->steps = steps;
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+static void test_process_agent_api_and_auto_trigger_argument(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 2, true);
+    process_worker pw = {pt_now_ns(), PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    pt_agent_hooks hooks = {&pw, process_arm, process_status, NULL};
+    pt_error err;
+    unsetenv("RANK");
+    unsetenv("MASTER_ADDR");
+    assert_int_equal(pt_agent_start(&hooks, &err), 1); /* not a distributed job: nothing started */
+
+    char port[16];
+    snprintf(port, sizeof port, "%u", (unsigned)pt_coordinator_port(j.coordinator) - 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("PERFTRACKER_HEARTBEAT_MS", "100", 1);
+    unsetenv("PERFTRACKER_AUTO_TRIGGER");
+    pt_agent_set_auto_trigger(1); /* PerfTracker(auto_trigger=True) */
+    assert_int_equal(pt_agent_start(&hooks, &err), 0);
+    assert_int_equal(pt_agent_start(&hooks, &err), -1); /* one agent per process */
+
+    fake_fleet_config fc; /* rank 0, steady */
+    base_fleet(&j, &fc, 2);
+    fc.count = 1;
+    fc.normal.step_ns = 10 * MS;
+    j.fleet = fake_fleet_start(&fc);
+
+    /* Play the collector: when the armed window has passed, hand over a summary. */
+    pt_worker_summary *s = pt_summary_new();
+    s->rank = 1;
+    s->world_size = 2;
+    s->local_rank = 1;
+    s->name = pt_xstrdup("proc_1_1.ptrace");
+    s->window_ns = 20 * MS;
+    s->idle_ns = 20 * MS;
+    pt_buf blob = PT_BUF_INIT;
+    pt_summary_encode(s, &blob);
+    pt_summary_free(s);
+    pt_coordinator_stats stats = {0};
+    bool delivered = false;
+    for (int i = 0; i < 1500 && stats.auto_rounds == 0; i++) {
+        int64_t last_end;
+        int64_t n = process_steps(&pw, pt_now_ns(), &last_end);
+        pthread_mutex_lock(&pw.lock);
+        bool due = pw.steps && !delivered && n >= pw.start_step + pw.steps;
+        pthread_mutex_unlock(&pw.lock);
+        if (due) {
+            pt_agent_window_done(blob.data, blob.len, "", 0);
+            delivered = true;
+        }
+        pt_coordinator_stats_get(j.coordinator, &stats);
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    }
+    assert_true(delivered);
+    assert_int_equal(stats.auto_rounds, 1);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
+    pt_json *report = read_json(path);
+    assert_true(any_warning_contains(report, "automatic round: rank 1", "above"));
+    assert_int_equal((int)pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", 0), 2);
+    pt_json_free(report);
+    pt_agent_stop();
+    pt_agent_stop(); /* idempotent */
+    pt_buf_free(&blob);
+    const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "PERFTRACKER_HEARTBEAT_MS"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+    pt_agent_set_auto_trigger(0);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -529,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
         cmocka_unit_test(test_unauthenticated_flood_is_dropped),
         cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
+        cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

@@ -18,6 +18,28 @@ static void row_key(pt_buf *key, pt_class cls, const char *name)
     pt_buf_puts(key, name);
 }
 
+static void measure_step_noise(pt_analysis *a)
+{
+    double *sd = pt_xmalloc((a->n ? a->n : 1) * sizeof *sd);
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        size_t m = 0;
+        for (size_t w = 0; w < a->n; w++) {
+            const pt_worker_summary *s = a->workers[w];
+            if (s->step_count < 2)
+                continue;
+            double sum = 0, sq = 0;
+            for (size_t i = 0; i < s->step_count; i++) {
+                double v = (double)s->steps[i].exposed_ns[c] / 1e6;
+                sum += v, sq += v * v;
+            }
+            double k = (double)s->step_count, var = (sq - sum * sum / k) / (k - 1);
+            sd[m++] = var > 0 ? sqrt(var) : 0;
+        }
+        a->step_noise_ms[c] = 2 * m >= a->n && m > 0 ? pt_median(sd, m) : INFINITY;
+    }
+    free(sd);
+}
+
 void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
 {
     memset(a, 0, sizeof *a);
@@ -64,6 +86,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     }
     pt_buf_free(&key);
     a->median_step_ms = pt_median_of(a->step_ms, n, a->scratch);
+    measure_step_noise(a);
 }
 
 void pt_analysis_free(pt_analysis *a)

@@ -37,6 +37,11 @@ typedef struct pt_analysis {
     pt_fn_row *rows;
     size_t row_count;
     pt_strtab row_index;          /* class byte + name -> row */
+    /* Typical step-to-step variation of one worker's exposed time per class (ms; the
+     * median over workers of each worker's standard deviation across its steps), or
+     * INFINITY with fewer than two steps. It tells a real difference between workers
+     * from noise even when half of them differ (a graded slowdown across 4 ranks). */
+    double step_noise_ms[PT_CLASS_COUNT];
     double *scratch;              /* 2n doubles, for pt_spread_of */
     double *scratch2;             /* n doubles */
 } pt_analysis;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #define SIGMAS 5.0
+#define STEP_SIGMAS 6.0
 #define STEP_FRACTION_FLOOR 0.02
 #define ABSOLUTE_FLOOR_MS 0.05
 #define SHARE_WITH_BEST 0.5   /* a worker joins the class's common culprit at >= half its own best */
@@ -44,6 +45,7 @@
 #define EXPECTED_PYTHON 0.05
 #define EXPECTED_COMM 0.10
 #define MOST_WORKERS 0.9
+#define EXPLAINED_SHARE 0.5 /* a function explains a straggler when it covers half its lead */
 
 typedef struct finding {
     const char *category;
@@ -122,12 +124,29 @@ static double floor_ms(const pt_analysis *a)
     return fmax(STEP_FRACTION_FLOOR * a->median_step_ms, ABSOLUTE_FLOOR_MS);
 }
 
+/* How far above its peers a worker must be to be named: beyond what chance explains,
+ * judged either by the spread across workers (robust: 5 sigma) or, when several steps
+ * were profiled, by how much one worker varies from step to step (6 sigma); never less
+ * than the floor. The step-to-step scale keeps a graded slowdown (ranks sleeping 0, 1, 2,
+ * 3 s) visible where the cross-worker spread is inflated by the slow workers themselves. */
+static double outlier_threshold(const pt_analysis *a, pt_spread s, pt_class cls)
+{
+    double statistical = fmin(SIGMAS * s.sigma, STEP_SIGMAS * a->step_noise_ms[cls]);
+    return fmax(statistical, floor_ms(a));
+}
+
 static double impact_of(const pt_analysis *a, double excess_ms)
 {
     return a->median_step_ms > 0 ? fmin(1.0, fmax(0.0, excess_ms / a->median_step_ms)) : 0;
 }
 
 /* ------------------------------------------------------------ sentences */
+
+/* "1460 ms", "12.5 ms", "0.043 ms": as many digits as a reader needs. */
+static void put_ms(pt_buf *out, double ms)
+{
+    pt_buf_printf(out, ms >= 100 ? "%.0f ms" : "%.3g ms", ms);
+}
 
 static void ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)
 {
@@ -169,8 +188,9 @@ static void describe_peer_finding(const pt_analysis *a, finding *f, pt_class cls
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(cls, f->function, &name);
     ranks_phrase(a, f, &s);
-    pt_buf_printf(&s, " %s %.3g ms more per step than the other workers in %s `%s` (%.0f%% of the step); %s.",
-                  f->worker_count == 1 ? "spends" : "spend", excess_ms,
+    pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend");
+    put_ms(&s, excess_ms);
+    pt_buf_printf(&s, " more per step than the other workers in %s `%s` (%.0f%% of the step); %s.",
                   cls == PT_CLASS_COMPUTE   ? "GPU kernels, most in"
                   : cls == PT_CLASS_MEMORY  ? "GPU memory operations, most in"
                   : cls == PT_CLASS_RUNTIME ? "CUDA runtime calls, most in"
@@ -239,7 +259,7 @@ static void peer_class(const pt_analysis *a, pt_class cls, finding_list *list)
     bool *class_flag = pt_xcalloc(n, sizeof *class_flag);
     pt_class_exposed_ms(a, cls, class_ms);
     pt_spread cs = pt_spread_of(class_ms, n, a->scratch);
-    size_t flagged = pt_high_outliers(class_ms, n, cs, SIGMAS, floor_ms(a), class_flag);
+    size_t flagged = pt_high_outliers(class_ms, n, cs, 0, outlier_threshold(a, cs, cls), class_flag);
 
     /* Scan the class's functions: each worker's most-excess row, the row with the most
      * excess summed over flagged workers, and rows that are outliers on their own. */
@@ -266,7 +286,7 @@ static void peer_class(const pt_analysis *a, pt_class cls, finding_list *list)
         if (flagged && sum > common_sum)
             common_sum = sum, common = row;
         /* A single function far above its peers, on workers whose class total is not. */
-        if (pt_high_outliers(values, n, s, SIGMAS, floor_ms(a), row_flag)) {
+        if (pt_high_outliers(values, n, s, 0, outlier_threshold(a, s, cls), row_flag)) {
             for (size_t w = 0; w < n; w++)
                 row_flag[w] &= !class_flag[w];
             add_row_workers(a, list, cls, row, row_flag, excess);
@@ -387,7 +407,7 @@ static size_t find_stragglers(const pt_analysis *a, bool *straggler, double *def
     pt_class_exposed_ms(a, PT_CLASS_COMM, comm);
     pt_spread s = pt_spread_of(comm, a->n, a->scratch);
     size_t count = 0;
-    double threshold = fmax(SIGMAS * s.sigma, floor_ms(a));
+    double threshold = outlier_threshold(a, s, PT_CLASS_COMM);
     for (size_t w = 0; w < a->n; w++) {
         deficit[w] = s.median - comm[w];
         straggler[w] = s.median > floor_ms(a) && deficit[w] > threshold;
@@ -397,28 +417,68 @@ static size_t find_stragglers(const pt_analysis *a, bool *straggler, double *def
     return count;
 }
 
-static void unexplained_stragglers(const pt_analysis *a, finding_list *list, const bool *straggler,
-                                   const double *deficit)
+/* The function that best explains a straggler: its largest excess over the median
+ * worker in any class but communication. */
+static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, double *excess_out, pt_class *cls_out)
 {
-    finding *f = NULL;
+    double *values = pt_xmalloc(a->n * sizeof *values), *excess = pt_xmalloc(a->n * sizeof *excess);
+    const pt_fn_row *best = NULL;
+    *excess_out = 0;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls == PT_CLASS_COMM || !row->by_worker[w])
+            continue;
+        row_excess(a, row, values, excess);
+        if (excess[w] > *excess_out)
+            *excess_out = excess[w], best = row, *cls_out = row->cls;
+    }
+    free(values);
+    free(excess);
+    return best;
+}
+
+/* Stragglers the peer comparison did not name (their excess hid in the noise, or spread
+ * over several functions): named by what they do instead of waiting, when one function
+ * accounts for at least half of the time the others wait for them; otherwise as
+ * untraced time. */
+static void explain_stragglers(const pt_analysis *a, finding_list *list, const bool *straggler,
+                               const double *deficit)
+{
+    finding *untraced = NULL;
     double worst = 0;
+    bool *who = pt_xcalloc(a->n, sizeof *who);
     for (size_t w = 0; w < a->n; w++) {
         if (!straggler[w] || names_worker(list, w))
             continue;
-        if (!f)
-            f = add_finding(list, "other", "untraced time (idle GPU and CPU)", "Communication");
-        name_worker(f, w, deficit[w]);
+        double excess;
+        pt_class cls = PT_CLASS_PYTHON;
+        const pt_fn_row *row = largest_excess(a, w, &excess, &cls);
+        if (row && excess >= EXPLAINED_SHARE * deficit[w]) {
+            double *excess_of = pt_xcalloc(a->n, sizeof *excess_of);
+            excess_of[w] = excess;
+            who[w] = true;
+            add_row_workers(a, list, cls, row, who, excess_of);
+            who[w] = false;
+            free(excess_of);
+            continue;
+        }
+        if (!untraced)
+            untraced = add_finding(list, "other", "untraced time (idle GPU and CPU)", "Communication");
+        name_worker(untraced, w, deficit[w]);
         worst = fmax(worst, deficit[w]);
     }
-    if (!f)
+    free(who);
+    if (!untraced)
         return;
+    finding *f = untraced;
     f->metric = "communication wait below median, ms per step";
     f->impact = impact_of(a, worst);
     pt_buf s = PT_BUF_INIT;
     ranks_phrase(a, f, &s);
-    pt_buf_printf(&s, " %s the straggler: the other workers wait %.3g ms per step for %s in collectives, but no "
-                      "traced function explains it; look for untraced CPU work, I/O or OS noise on that host.",
-                  f->worker_count == 1 ? "is" : "are", worst, f->worker_count == 1 ? "it" : "them");
+    pt_buf_printf(&s, " %s the straggler: the other workers wait ", f->worker_count == 1 ? "is" : "are");
+    put_ms(&s, worst);
+    pt_buf_printf(&s, " per step for %s in collectives, but no traced function explains it; look for untraced "
+                      "CPU work, I/O or OS noise on that host.", f->worker_count == 1 ? "it" : "them");
     f->summary = pt_buf_take(&s);
 }
 
@@ -432,7 +492,7 @@ static void slow_communication(const pt_analysis *a, finding_list *list)
         if (row->cls != PT_CLASS_COMM)
             continue;
         pt_spread s = row_excess(a, row, values, excess);
-        size_t k = pt_high_outliers(values, a->n, s, SIGMAS, floor_ms(a), flag);
+        size_t k = pt_high_outliers(values, a->n, s, 0, outlier_threshold(a, s, PT_CLASS_COMM), flag);
         if (k == 0 || 2 * k >= a->n)
             continue;
         add_row_workers(a, list, PT_CLASS_COMM, row, flag, excess);
@@ -687,16 +747,18 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
         static const pt_class judged[] = {PT_CLASS_COMPUTE, PT_CLASS_MEMORY, PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
         for (size_t i = 0; i < PT_ARRAY_LEN(judged); i++)
             peer_class(a, judged[i], &list);
-        slow_communication(a, &list);
-        finish_peer_sentences(a, &list);
-        hardware_findings(a, &list);
         bool *straggler = pt_xcalloc(a->n, sizeof *straggler);
         double *deficit = pt_xcalloc(a->n, sizeof *deficit);
         stragglers = find_stragglers(a, straggler, deficit);
         if (stragglers && !hangs)
-            unexplained_stragglers(a, &list, straggler, deficit);
+            explain_stragglers(a, &list, straggler, deficit);
+        /* With stragglers, long waits are theirs to explain: the fastest worker waits longest. */
+        if (!stragglers)
+            slow_communication(a, &list);
         free(straggler);
         free(deficit);
+        finish_peer_sentences(a, &list);
+        hardware_findings(a, &list);
     }
     size_t peer_findings = list.count - hangs;
     if (a->n > 0 && !hangs) {

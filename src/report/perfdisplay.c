@@ -19,6 +19,7 @@
 #include "report/report.h"
 #include "util/buf.h"
 #include "util/json.h"
+#include "util/output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,50 +42,14 @@ bool pt_perfdisplay_has_charts(void)
     return false;
 }
 
-static int write_all(int fd, const void *data, size_t size)
-{
-    const char *p = data;
-    while (size > 0) {
-        ssize_t n = write(fd, p, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        size -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Writes dir/name from parts (concatenated) via a temporary file and rename(). */
+/* Writes dir/name from parts (concatenated), atomically. */
 static int write_file(const char *dir, const char *name, const void *const *parts,
                       const size_t *sizes, size_t part_count, bool executable, pt_error *err)
 {
-    pt_buf path = PT_BUF_INIT, tmp = PT_BUF_INIT;
+    pt_buf path = PT_BUF_INIT;
     pt_buf_printf(&path, "%s/%s", dir, name);
-    pt_buf_printf(&tmp, "%s.tmp%ld", path.data, (long)getpid());
-    int rc = -1;
-    int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, executable ? 0755 : 0644);
-    if (fd < 0) {
-        pt_error_set(err, "%s: %s", tmp.data, strerror(errno));
-        goto out;
-    }
-    for (size_t i = 0; i < part_count; i++)
-        if (write_all(fd, parts[i], sizes[i]) != 0) {
-            pt_error_set(err, "%s: %s", tmp.data, strerror(errno));
-            close(fd);
-            unlink(tmp.data);
-            goto out;
-        }
-    if (close(fd) != 0 || rename(tmp.data, path.data) != 0) {
-        pt_error_set(err, "%s: %s", path.data, strerror(errno));
-        unlink(tmp.data);
-        goto out;
-    }
-    rc = 0;
-out:
+    int rc = pt_write_file_atomic(path.data, parts, sizes, part_count, executable ? 0755 : 0644, err);
     pt_buf_free(&path);
-    pt_buf_free(&tmp);
     return rc;
 }
 

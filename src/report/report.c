@@ -3,63 +3,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report/report.h"
 #include "report/perfdisplay.h"
+#include "util/output.h"
 
-#include <errno.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-
-int pt_make_dirs(const char *path, pt_error *err)
-{
-    pt_buf b = PT_BUF_INIT;
-    pt_buf_puts(&b, path);
-    int rc = 0;
-    for (char *p = b.data + 1; rc == 0; p++) {
-        bool end = *p == '\0';
-        if (*p != '/' && !end)
-            continue;
-        *p = '\0';
-        if (mkdir(b.data, 0755) != 0 && errno != EEXIST) {
-            pt_error_set(err, "cannot create directory %s: %s", b.data, strerror(errno));
-            rc = -1;
-        }
-        if (end)
-            break;
-        *p = '/';
-    }
-    struct stat st;
-    if (rc == 0 && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        pt_error_set(err, "%s is not a directory", path);
-        rc = -1;
-    }
-    pt_buf_free(&b);
-    return rc;
-}
-
-static int write_atomically(const char *path, const char *data, size_t len, pt_error *err)
-{
-    pt_buf tmp = PT_BUF_INIT;
-    pt_buf_printf(&tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp.data, "wb");
-    int rc = -1;
-    if (!f) {
-        pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    } else {
-        bool ok = fwrite(data, 1, len, f) == len;
-        ok = fflush(f) == 0 && ok;
-        ok = fclose(f) == 0 && ok;
-        if (!ok)
-            pt_error_set(err, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        else if (rename(tmp.data, path) != 0)
-            pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-        else
-            rc = 0;
-        if (rc != 0)
-            remove(tmp.data);
-    }
-    pt_buf_free(&tmp);
-    return rc;
-}
 
 int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
 {
@@ -69,7 +15,9 @@ int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
     pt_json_write(&json, report, 2);
     pt_buf_putc(&json, '\n');
     pt_buf_printf(&path, "%s/report.json", out_dir);
-    int rc = write_atomically(path.data, json.data, json.len, err);
+    const void *parts[] = {json.data};
+    size_t sizes[] = {json.len};
+    int rc = pt_write_file_atomic(path.data, parts, sizes, 1, 0644, err);
     if (rc == 0) {
         pt_buf_reset(&path);
         pt_buf_printf(&path, "%s/PerfDisplay", out_dir);

@@ -4,6 +4,7 @@
 #define PT_REPORT_REPORT_H
 
 #include "util/json.h"
+#include "util/output.h" /* pt_make_dirs, for the writers of report folders */
 
 /* Creates out_dir if needed and writes out_dir/report.json (pretty, 2-space) atomically,
  * then out_dir/PerfDisplay/ (the portable web report). 0 or -1 with err. */
@@ -14,8 +15,5 @@ int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err);
  *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: { ... }
  * followed by the verdict and findings in plain sentences. */
 void pt_report_render_log(const pt_json *report, pt_buf *out);
-
-/* mkdir -p. 0 or -1 with err. */
-int pt_make_dirs(const char *path, pt_error *err);
 
 #endif

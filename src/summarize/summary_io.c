@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
 #include "util/input.h"
+#include "util/output.h"
 #include "util/strtab.h"
 
 #include <errno.h>
@@ -464,24 +465,9 @@ int pt_summary_write_file(const pt_worker_summary *s, const char *path, pt_error
 {
     pt_buf b = PT_BUF_INIT;
     pt_summary_encode(s, &b);
-    /* Write to a temporary name and rename: a reader never sees half a summary. */
-    pt_buf tmp = PT_BUF_INIT;
-    pt_buf_printf(&tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp.data, "wb");
-    int rc = -1;
-    if (!f) {
-        pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    } else {
-        bool ok = fwrite(b.data, 1, b.len, f) == b.len;
-        ok = fclose(f) == 0 && ok;
-        if (!ok || rename(tmp.data, path) != 0) {
-            pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-            remove(tmp.data);
-        } else {
-            rc = 0;
-        }
-    }
-    pt_buf_free(&tmp);
+    const void *parts[] = {b.data};
+    size_t sizes[] = {b.len};
+    int rc = pt_write_file_atomic(path, parts, sizes, 1, 0644, err);
     pt_buf_free(&b);
     return rc;
 }

@@ -1,0 +1,16 @@
+/* output.h -- writing files so that a reader never sees half of one. */
+#ifndef PT_UTIL_OUTPUT_H
+#define PT_UTIL_OUTPUT_H
+
+#include "util/common.h"
+
+/* Writes path from the concatenation of parts, through "path.tmp<pid>" and rename(), so
+ * readers see the old file or the whole new one (a crash or a full disk leaves no half
+ * file behind). mode: permission bits, e.g. 0644. 0 or -1 with err naming the path. */
+int pt_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, size_t part_count,
+                         int mode, pt_error *err);
+
+/* mkdir -p: 0, or -1 with err. */
+int pt_make_dirs(const char *path, pt_error *err);
+
+#endif

@@ -107,8 +107,22 @@ static bool load(const char *const *candidates, pt_error *err)
     static const char *const defaults[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12",
                                            "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
                                            "/usr/local/cuda/lib64/libcupti.so", NULL};
+    static const char *const loaded_names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8",
+                                               "libcupti.so", NULL};
     if (g.lib)
         return true;
+    /* A CUPTI already in the process (torch's Kineto links one) must be the one we use:
+     * two copies would fight over the same driver callbacks. */
+    for (const char *const *name = loaded_names; *name; name++) {
+        void *lib = dlopen(*name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (lib && resolve(lib)) {
+            g.lib = lib;
+            *(void **)(&g.cxa_demangle) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+            return true;
+        }
+        if (lib)
+            dlclose(lib);
+    }
     const char *const *list = candidates && candidates[0] ? candidates : defaults;
     for (; *list; list++) {
         void *lib = dlopen(*list, RTLD_NOW | RTLD_LOCAL);

@@ -280,6 +280,10 @@ static bool install_on(PyThreadState *ts, pt_window *w, int64_t start)
 {
     if (ts->c_profilefunc && !is_our_hook(ts))
         return false; /* another profiler owns this thread */
+#if PY_VERSION_HEX >= 0x030C0000
+    if (ts != PyThreadState_Get())
+        return false; /* 3.12+: no per-thread install for other threads */
+#endif
 #if PY_VERSION_HEX >= 0x030B0000
     int64_t other_tid = (int64_t)ts->native_thread_id;
 #else
@@ -300,7 +304,7 @@ static bool install_on(PyThreadState *ts, pt_window *w, int64_t start)
 #if PY_VERSION_HEX < 0x030C0000
         rc = _PyEval_SetProfile(ts, profile_hook, (PyObject *)rec);
 #else
-        rc = -1; /* 3.12+: no per-thread install for other threads */
+        rc = -1;
 #endif
     }
     Py_DECREF(rec);

@@ -1242,14 +1242,17 @@ pt_worker_summary *pt_summarize_file(const char *path, const pt_read_options *op
 
 pt_worker_summary *pt_load_worker(const char *path, const pt_read_options *opts, pt_error *err)
 {
+    /* pt_input_open, not fopen: it refuses what is not a regular file (a FIFO would block
+     * fopen forever) with the message the user then sees. */
     unsigned char head[16];
-    size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        n = fread(head, 1, sizeof head, f);
-        fclose(f);
-    }
-    if (pt_summary_sniff(head, n))
+    pt_input *in = pt_input_open(path, err);
+    if (!in)
+        return NULL;
+    ptrdiff_t n = pt_input_read(in, head, sizeof head, err);
+    pt_input_close(in);
+    if (n < 0)
+        return NULL;
+    if (pt_summary_sniff(head, (size_t)n))
         return pt_summary_read_file(path, err);
     return pt_summarize_file(path, opts, err);
 }

@@ -58,7 +58,9 @@ static bool fill_raw(pt_input *in, pt_error *err)
 
 pt_input *pt_input_open(const char *path, pt_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) named like a trace must not wait for a
+     * writer forever; it is refused below. Reads of regular files ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         pt_error_set(err, "cannot open: %s", strerror(errno));
         return NULL;

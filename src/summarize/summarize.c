@@ -98,7 +98,27 @@ struct pt_summarizer {
     DEFINE_VEC(counter_rec, counters);
     DEFINE_VEC(char *, warnings);
     uint64_t events;
+    uint64_t out_of_range; /* events dropped for impossible times (time_in_range) */
 };
+
+/* Times a real trace can hold: starts from 36 years before its clock origin to the year
+ * 2116 in Unix-epoch nanoseconds, durations under 36 years. Anything else comes from a
+ * corrupt or hostile file; dropping it at the door keeps ts + dur and the difference of
+ * any two times inside int64 (2^62 + 2^60 + 2^60 < 2^63). Sums of many clipped lengths
+ * saturate instead (add_saturating). */
+static inline bool time_in_range(const pt_event *ev)
+{
+    return ev->ts_ns > -(INT64_C(1) << 60) && ev->ts_ns < (INT64_C(1) << 62) && ev->dur_ns >= 0 &&
+           ev->dur_ns < (INT64_C(1) << 60);
+}
+
+static inline int64_t add_saturating(int64_t a, int64_t b)
+{
+    int64_t sum;
+    if (__builtin_add_overflow(a, b, &sum))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return sum;
+}
 
 #define PUSH(s, field, value)                                        \
     do {                                                             \
@@ -112,6 +132,10 @@ static int on_event(void *ctx, const pt_event *ev)
 {
     pt_summarizer *s = ctx;
     s->events++;
+    if (!time_in_range(ev)) {
+        s->out_of_range++;
+        return 0;
+    }
     int64_t end = ev->ts_ns + ev->dur_ns;
     switch (ev->kind) {
     case PT_EVENT_GPU_KERNEL: {
@@ -289,8 +313,8 @@ static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t sta
     int64_t a = start, b = end;
     int64_t len = clip(r, &a, &b) ? b - a : 0;
     f->count++;
-    f->total_ns += len;
-    f->exposed_ns += len - pt_timeline_covered(&r->layer[cls], a, b);
+    f->total_ns = add_saturating(f->total_ns, len);
+    f->exposed_ns = add_saturating(f->exposed_ns, len - pt_timeline_covered(&r->layer[cls], a, b));
     if (end - start > f->max_ns)
         f->max_ns = end - start;
     if (r->exec_count == r->exec_cap) {
@@ -531,8 +555,8 @@ static void account_exclusive(reducer *r, uint32_t stack, int64_t a, int64_t b)
     if (!clip(r, &a, &b))
         return;
     func_acc *f = func_get(r, PT_CLASS_PYTHON, stack);
-    f->total_ns += b - a;
-    f->exposed_ns += (b - a) - pt_timeline_covered(&r->layer[PT_CLASS_PYTHON], a, b);
+    f->total_ns = add_saturating(f->total_ns, b - a);
+    f->exposed_ns = add_saturating(f->exposed_ns, (b - a) - pt_timeline_covered(&r->layer[PT_CLASS_PYTHON], a, b));
 }
 
 /* Call-tree order within a thread: earlier start first; on equal starts the longer
@@ -1047,6 +1071,9 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     fill_identity(out, meta, file_name);
     for (size_t i = 0; i < s->warnings_count; i++)
         pt_summary_add_warning(out, "%s", s->warnings[i]);
+    if (s->out_of_range)
+        pt_summary_add_warning(out, "%llu events with impossible times (beyond 2116, or a duration over 36 years) were ignored",
+                               (unsigned long long)s->out_of_range);
     if (s->kernels_count + s->memops_count == 0)
         pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");
 
@@ -1132,6 +1159,7 @@ static void merge_summarizer(pt_summarizer *dst, const pt_summarizer *src)
         PUSH(dst, warnings, w);
     }
     dst->events += src->events;
+    dst->out_of_range += src->out_of_range;
     free(name_map);
     free(key_map);
 }

@@ -387,6 +387,30 @@ static int32_t dtype_bytes(const char *s, size_t n)
     return 0;
 }
 
+/* A number scaled as scan_scaled does, or nothing. Anything the reader cannot hold as
+ * an int64 -- valid JSON of another type ("abc", {}, null), NaN, or a number out of
+ * range -- leaves *has false and is skipped, so one odd event is counted malformed (or
+ * one argument ignored) instead of the whole file being refused as bad JSON. */
+static int scan_held_number(const char **pp, const char *end, int scale_digits, int64_t *out, bool *has)
+{
+    const char *start = *pp;
+    *has = false;
+    if (*start == '-' || (*start >= '0' && *start <= '9')) {
+        int rc = scan_scaled(pp, end, scale_digits, out);
+        if (rc != SCAN_BAD) {
+            *has = rc == SCAN_OK;
+            return rc;
+        }
+        *pp = start;
+    }
+    return skip_value(pp, end);
+}
+
+static int scan_time(const char **pp, const char *end, int64_t *out, bool *has)
+{
+    return scan_held_number(pp, end, 3, out, has);
+}
+
 static int scan_int(const char **pp, const char *end, int64_t *out)
 {
     if (**pp == '"') { /* some producers quote numbers; treat as absent */
@@ -396,11 +420,11 @@ static int scan_int(const char **pp, const char *end, int64_t *out)
         *out = 0;
         return scan_string(pp, end, &body, &n, &esc);
     }
-    if (**pp == 'n' || **pp == 't' || **pp == 'f' || **pp == '{' || **pp == '[') {
+    bool has;
+    int rc = scan_held_number(pp, end, 0, out, &has);
+    if (!has)
         *out = 0;
-        return skip_value(pp, end);
-    }
-    return scan_scaled(pp, end, 0, out);
+    return rc;
 }
 
 /* "grid": [x, y, z] */
@@ -478,9 +502,8 @@ static int scan_args(const char **pp, const char *end, raw_event *re)
             re->ev.coll.dtype_bytes = dtype_bytes(body, n);
         } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
             int64_t micro;
-            TRY(scan_scaled(&p, end, 6, &micro));
-            re->counter_value = (double)micro / 1e6;
-            re->has_counter_value = true;
+            TRY(scan_held_number(&p, end, 6, &micro, &re->has_counter_value));
+            re->counter_value = re->has_counter_value ? (double)micro / 1e6 : 0;
         } else {
             TRY(skip_value(&p, end));
         }
@@ -544,8 +567,7 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
                 TRY(scan_string(&p, end, &body, &n, &esc));
                 re->ph = n ? body[0] : 0;
             } else if (KEY_IS("ts")) {
-                TRY(scan_scaled(&p, end, 3, &re->ts_ns));
-                re->has_ts = true;
+                TRY(scan_time(&p, end, &re->ts_ns, &re->has_ts));
             } else {
                 TRY(skip_value(&p, end));
             }
@@ -555,8 +577,7 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
                 TRY(scan_string(&p, end, &body, &n, &esc));
                 re->category = category_kind(body, n, &re->user_annotation);
             } else if (KEY_IS("dur")) {
-                TRY(scan_scaled(&p, end, 3, &re->dur_ns));
-                re->has_dur = true;
+                TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
             } else if (KEY_IS("tid")) {
                 TRY(scan_id(&p, end, &re->tid));
             } else if (KEY_IS("pid")) {
@@ -1001,7 +1022,8 @@ static void reader_init(kineto_reader *kr, pt_input *in, pt_trace_sink *sink, pt
 static void reader_finish(kineto_reader *kr)
 {
     if (kr->events_malformed)
-        warn(kr, "%lld events lacked ts, dur or name (or had a negative duration) and were ignored",
+        warn(kr, "%lld events lacked a usable ts, dur or name (missing, not a number, out of range or a "
+                 "negative duration) and were ignored",
              (long long)kr->events_malformed);
     if (kr->events_oversized)
         warn(kr, "%lld values larger than %zu MiB were skipped", (long long)kr->events_oversized,

@@ -12,6 +12,7 @@
 #include "diagnose/diagnose.h"
 #include "report/report.h"
 #include "summarize/summarize.h"
+#include "util/strtab.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -111,8 +112,10 @@ static int expand(input_list *list, const char *arg)
             continue;
         pt_buf_reset(&path);
         pt_buf_printf(&path, "%s/%s", arg, de->d_name);
-        if (stat(path.data, &st) == 0 && S_ISREG(st.st_mode))
-            add_input(list, path.data);
+        /* Whatever is named like a worker file is an input, even a dangling symlink, a
+         * FIFO or a directory: reading it fails with a warning naming it, instead of the
+         * worker vanishing silently. */
+        add_input(list, path.data);
     }
     closedir(dir);
     pt_buf_free(&path);
@@ -291,13 +294,31 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "perftracker: %s: %s (skipped; the other workers are still analysed)\n", inputs.paths[i],
                 js.errors[i]);
     }
+    pt_strtab printed; /* warnings already on stderr, as the report words them */
+    pt_strtab_init(&printed);
+    for (size_t i = 0; i < nfailed; i++)
+        pt_strtab_intern(&printed, warnings[i], strlen(warnings[i]));
     for (size_t w = 0; w < nok; w++)
-        for (size_t k = 0; k < ok[w]->warning_count; k++)
+        for (size_t k = 0; k < ok[w]->warning_count; k++) {
             fprintf(stderr, "perftracker: warning: %s: %s\n", ok[w]->name, ok[w]->warnings[k]);
+            pt_buf line = PT_BUF_INIT;
+            pt_buf_printf(&line, "%s: %s", ok[w]->name, ok[w]->warnings[k]);
+            pt_strtab_intern(&printed, line.data, line.len);
+            pt_buf_free(&line);
+        }
 
     pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nfailed, failed_ranks, failed_names, nfailed,
                         NULL};
     pt_json *report = pt_diagnose(&job);
+    /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
+     * clocks) exist only now: print those too, so stderr names every problem. */
+    const pt_json *all_warnings = pt_json_get(report, "warnings");
+    for (size_t i = 0; all_warnings && i < all_warnings->count; i++) {
+        const pt_json *w = all_warnings->items[i];
+        if (w->type == PT_JSON_STRING && pt_strtab_find(&printed, w->string, w->string_len) == UINT32_MAX)
+            fprintf(stderr, "perftracker: warning: %s\n", w->string);
+    }
+    pt_strtab_free(&printed);
     pt_error err = {{0}};
     int rc = nok == 0 ? PT_EXIT_FAILURE : PT_EXIT_OK;
     if (pt_report_write(out_dir, report, &err) != 0) {

@@ -4,6 +4,7 @@
  * only sorts workers, accounts for missing ones and puts the pieces together. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "util/stats.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,50 @@ static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis 
     pt_json_add(j, "median_step_time_ms", pt_json_number_rounded(a->median_step_ms, 6));
 }
 
+/* A profiled window further than this from the median worker's cannot be the same
+ * window of a synchronous job (a window is seconds; a hang stretches it by minutes). */
+#define CLOCK_SKEW_WARN_NS (10 * 60 * INT64_C(1000000000))
+#define EPOCH_2001_NS INT64_C(1000000000000000000) /* earlier starts are not wall-clock times */
+
+/* Facts each worker states about the whole job that the others contradict: a world size
+ * unlike the one the job was sized by, or a window hours away from everyone else's (a
+ * clock that is off, or a trace from another run mixed in). */
+static void add_disagreements(pt_json *warnings, const pt_analysis *a, pt_buf *b)
+{
+    const pt_worker_summary *sized_by = NULL;
+    for (size_t w = 0; w < a->n && !sized_by; w++)
+        if (a->workers[w]->world_size > 0 && a->workers[w]->world_size <= PT_MAX_WORLD_SIZE)
+            sized_by = a->workers[w];
+    int64_t *starts = pt_xmalloc((a->n ? a->n : 1) * sizeof *starts);
+    size_t nstarts = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        if (sized_by && s->world_size > 0 && s->world_size != sized_by->world_size) {
+            pt_buf_reset(b);
+            pt_buf_printf(b, "%s: world size %d differs from the %d of %s, which sized the job", s->name,
+                          s->world_size, sized_by->world_size, sized_by->name);
+            pt_json_push(warnings, pt_json_string(b->data));
+        }
+        if (s->window_start_ns > EPOCH_2001_NS)
+            starts[nstarts++] = s->window_start_ns;
+    }
+    int64_t median = nstarts >= 2 ? pt_median_i64(starts, nstarts) : 0;
+    for (size_t w = 0; w < a->n && nstarts >= 2; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        if (s->window_start_ns <= EPOCH_2001_NS)
+            continue;
+        double off = (double)s->window_start_ns - (double)median;
+        if (off > (double)CLOCK_SKEW_WARN_NS || -off > (double)CLOCK_SKEW_WARN_NS) {
+            pt_buf_reset(b);
+            pt_buf_printf(b, "%s: its profiled window starts %.1f h %s the median worker's: its clock is off, or "
+                          "the trace comes from another run", s->name, (off < 0 ? -off : off) / 3.6e12,
+                          off < 0 ? "before" : "after");
+            pt_json_push(warnings, pt_json_string(b->data));
+        }
+    }
+    free(starts);
+}
+
 static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const pt_json *missing)
 {
     pt_json *warnings = pt_json_add(report, "warnings", pt_json_array());
@@ -165,6 +210,7 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
             pt_json_push(warnings, pt_json_string(b.data));
         }
     }
+    add_disagreements(warnings, a, &b);
     if (missing->count) {
         pt_buf_reset(&b);
         pt_buf_printf(&b, "%zu rank%s of the job %s no trace:", missing->count, missing->count == 1 ? "" : "s",

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #define SIGMAS 5.0
-#define STEP_SIGMAS 6.0
+#define STEP_SIGMAS 4.0
 #define STEP_FRACTION_FLOOR 0.02
 #define ABSOLUTE_FLOOR_MS 0.05
 #define SHARE_WITH_BEST 0.5   /* a worker joins the class's common culprit at >= half its own best */
@@ -126,7 +126,7 @@ static double floor_ms(const pt_analysis *a)
 
 /* How far above its peers a worker must be to be named: beyond what chance explains,
  * judged either by the spread across workers (robust: 5 sigma) or, when several steps
- * were profiled, by how much one worker varies from step to step (6 sigma); never less
+ * were profiled, by how much one worker varies from step to step (4 sigma); never less
  * than the floor. The step-to-step scale keeps a graded slowdown (ranks sleeping 0, 1, 2,
  * 3 s) visible where the cross-worker spread is inflated by the slow workers themselves. */
 static double outlier_threshold(const pt_analysis *a, pt_spread s, pt_class cls)
@@ -356,6 +356,19 @@ static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char
     return NULL;
 }
 
+/* Host metrics compare hosts: a worker sharing its host with others it is compared with
+ * shares its CPU too, so differences are noise. */
+static bool shares_host(const pt_analysis *a, size_t w)
+{
+    const char *host = a->workers[w]->host;
+    if (!host || !*host)
+        return true; /* unknown: cannot tell hosts apart */
+    for (size_t v = 0; v < a->n; v++)
+        if (v != w && a->workers[v]->host && strcmp(a->workers[v]->host, host) == 0)
+            return true;
+    return false;
+}
+
 static void hardware_findings(const pt_analysis *a, finding_list *list)
 {
     size_t count = list->count; /* only findings that existed before this pass */
@@ -378,7 +391,7 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
             for (size_t k = 0; k < explained->worker_count; k++) {
                 size_t w = explained->workers[k];
                 const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
-                if (!metric)
+                if (!metric || (strncmp(rule->suffix, "host.", 5) == 0 && shares_host(a, w)))
                     continue;
                 double off = (metric->mean - s.median) * rule->direction;
                 if (off <= fmax(SIGMAS * s.sigma, rule->relative_floor * fabs(s.median)))
@@ -686,6 +699,10 @@ static int by_impact(const void *x, const void *y)
     const finding *a = x, *b = y;
     if (a->impact != b->impact)
         return a->impact > b->impact ? -1 : 1;
+    /* A hardware finding shares the impact of the finding it explains and follows it. */
+    bool ha = strcmp(a->category, "hardware") == 0, hb = strcmp(b->category, "hardware") == 0;
+    if (ha != hb)
+        return ha ? 1 : -1;
     int c = strcmp(a->category, b->category);
     return c ? c : strcmp(a->function, b->function);
 }

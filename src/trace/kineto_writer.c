@@ -191,8 +191,9 @@ static bool is_python_frame(const char *s, size_t n)
     static const char builtin[] = "<built-in";
     if (n >= sizeof builtin - 1 && memcmp(s, builtin, sizeof builtin - 1) == 0)
         return true;
+    /* Kineto's "file.py(12): f" and the collector's "file.py: f". */
     for (size_t i = 0; i + 4 <= n; i++)
-        if (s[i] == '.' && s[i + 1] == 'p' && s[i + 2] == 'y' && s[i + 3] == '(')
+        if (s[i] == '.' && s[i + 1] == 'p' && s[i + 2] == 'y' && (s[i + 3] == '(' || s[i + 3] == ':'))
             return true;
     return false;
 }

@@ -71,47 +71,49 @@ static inline const char *skip_ws(const char *p)
     return p;
 }
 
+/* The first '"' or '\\' in [p, end), or end. Sixteen bytes per step with SSE2 (x86-64's
+ * baseline): strings are most of a trace's bytes and kernel names run to hundreds. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline const char *find_quote_or_backslash(const char *p, const char *end)
+{
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    for (; end - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        int mask = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+        if (mask)
+            return p + __builtin_ctz((unsigned)mask);
+    }
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+#else
+static inline const char *find_quote_or_backslash(const char *p, const char *end)
+{
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+#endif
+
 /* p at '"'. On success body and n delimit the raw contents, and escaped says whether
  * they contain backslash escapes. */
 static int scan_string(const char **pp, const char *end, const char **body, size_t *n, bool *escaped)
 {
     const char *start = *pp + 1;
-    const char *q = start;
-    /* Keys and most values are short: a byte loop beats two memchr calls there. The
-     * sentinel NUL after the buffer stops it at the end. */
-    const char *short_end = end - start > 24 ? start + 24 : end;
-    while (q < short_end && *q != '"' && *q != '\\')
-        q++;
-    if (q < short_end && *q == '"') {
-        *escaped = false;
-        *body = start;
-        *n = (size_t)(q - start);
-        *pp = q + 1;
-        return SCAN_OK;
-    }
-    const char *bs = q < short_end ? q : NULL; /* a backslash within the short prefix */
-    q = memchr(q, '"', (size_t)(end - q));
-    if (!q)
+    const char *q = find_quote_or_backslash(start, end);
+    if (q >= end)
         return SCAN_NEED_MORE;
-    if (!bs)
-        bs = memchr(start, '\\', (size_t)(q - start));
-    *escaped = bs != NULL;
-    if (bs) { /* walk escapes so an escaped quote does not end the string */
-        const char *p = bs;
-        for (;;) {
-            if (p >= end)
-                return SCAN_NEED_MORE;
-            if (*p == '\\') {
-                p += 2;
-                continue;
-            }
-            if (*p == '"')
-                break;
-            p++;
-        }
-        if (p >= end)
+    *escaped = *q == '\\';
+    while (*q != '"') { /* walk escapes so an escaped quote does not end the string */
+        if (*q == '\\')
+            q += 2;
+        if (q >= end)
             return SCAN_NEED_MORE;
-        q = p;
+        q = find_quote_or_backslash(q, end);
+        if (q >= end)
+            return SCAN_NEED_MORE;
     }
     *body = start;
     *n = (size_t)(q - start);

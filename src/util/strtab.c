@@ -4,25 +4,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+static inline uint64_t load64(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
 uint64_t pt_hash_bytes(const void *data, size_t n)
 {
-    /* FNV-1a over 8-byte words, then a final mix: fast for short names and good enough
-     * for a table kept half empty. */
+    /* Multiply-xor over 8-byte words; long names (C++ kernel signatures run to hundreds
+     * of bytes) go through four independent lanes so the multiplies overlap. Good enough
+     * for a table kept half empty; not for adversaries, who only get slower lookups. */
     const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL ^ n;
+    if (n >= 32) {
+        uint64_t a = h, b = h ^ 0x9e3779b97f4a7c15ULL, c = h ^ 0xc2b2ae3d27d4eb4fULL, d = h ^ 0x165667b19e3779f9ULL;
+        while (n >= 32) {
+            a = (a ^ load64(p)) * 0x100000001b3ULL;
+            b = (b ^ load64(p + 8)) * 0x100000001b3ULL;
+            c = (c ^ load64(p + 16)) * 0x100000001b3ULL;
+            d = (d ^ load64(p + 24)) * 0x100000001b3ULL;
+            a ^= a >> 29, b ^= b >> 29, c ^= c >> 29, d ^= d >> 29;
+            p += 32, n -= 32;
+        }
+        h = mix(a) ^ mix(b + 1) ^ mix(c + 2) ^ mix(d + 3);
+    }
     while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+        h = (h ^ load64(p)) * 0x100000001b3ULL;
         h ^= h >> 29;
         p += 8, n -= 8;
     }
     while (n--)
         h = (h ^ *p++) * 0x100000001b3ULL;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
+    return mix(h);
 }
 
 void pt_strtab_init(pt_strtab *t)

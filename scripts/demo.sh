@@ -26,7 +26,18 @@ if ! compgen -G "$build/python/perftracker/_perftracker*.so" >/dev/null; then
 fi
 
 work=$(mktemp -d /tmp/perftracker-demo.XXXXXX)
-port=$("$torch_python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]-1)')
+# A free MASTER_PORT whose MASTER_PORT + 1 (the coordinator's) is free too.
+port=$("$torch_python" -c '
+import socket
+for _ in range(100):
+    a, b = socket.socket(), socket.socket()
+    a.bind(("127.0.0.1", 0))
+    try:
+        b.bind(("127.0.0.1", a.getsockname()[1] + 1))
+    except OSError:
+        continue
+    print(a.getsockname()[1])
+    break')
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=4 OMP_NUM_THREADS=1
 export PERFTRACKER_KEY_DIR="$work/keys" PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 

@@ -35,9 +35,18 @@ def skip(why):
 
 
 def free_master_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1] - 1  # the coordinator takes MASTER_PORT + 1
+    """A MASTER_PORT that is free and whose MASTER_PORT + 1 (the coordinator's) is too:
+    torch's TCPStore binds the first, perftracker's coordinator the second."""
+    for _ in range(100):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free pair of ports")
 
 
 def trigger(cli, env, out_dir, deadline, extra):

@@ -15,6 +15,9 @@
  *       warning fact and collector facts). --pace-us sleeps that long after every event,
  *       so a test can kill the writer mid-file (the writer writes OUT.ptrace.partial and
  *       renames it at close).
+ *   make_seeds zstd IN OUT
+ *       Compresses IN into one zstd frame with a checksum (the tests' .zst inputs, where
+ *       no zstd program is installed).
  *
  * Small on purpose: 1-layer, 2-step workers (tens of KB), so libFuzzer spends its time
  * mutating rather than re-reading big inputs. */
@@ -38,6 +41,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 static void die(const char *what, const char *detail)
 {
@@ -117,6 +121,9 @@ static void write_native(const pt_synth_plan *plan, int rank, const char *path, 
     meta.dropped_events = 3;
     pt_native_writer_meta(ns.w, &meta);
     pt_native_writer_fact(ns.w, "warning", "the sampler was late twice");
+    /* Facts go before the events: written after staged events they are corrupted
+     * (native_writer.c builds both in one buffer; tests/reliability/native_writer_late_facts.c). */
+    pt_native_writer_fact_int(ns.w, "hang_step", rank == 0 ? 11 : -1);
     pt_trace_sink sink = {&ns, native_event, NULL};
     if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) != 0 || ns.failed)
         die("native events", err.message[0] ? err.message : "writer failed");
@@ -130,7 +137,6 @@ static void write_native(const pt_synth_plan *plan, int rank, const char *path, 
         ev.device = 0;
         native_event(&ns, &ev);
     }
-    pt_native_writer_fact_int(ns.w, "hang_step", rank == 0 ? 11 : -1);
     if (pt_native_writer_close(ns.w, &err) != 0)
         die("native close", err.message);
     pt_strtab_free(&ns.names);
@@ -380,13 +386,43 @@ static int native_one(int argc, char **argv)
     return 0;
 }
 
+static int compress_file(const char *in, const char *out)
+{
+    size_t len;
+    pt_error err = {{0}};
+    char *data = pt_read_file(in, (size_t)1 << 31, &len, &err);
+    if (!data)
+        die(in, err.message);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    size_t cap = ZSTD_compressBound(len);
+    char *frame = pt_xmalloc(cap);
+    size_t n = ZSTD_compress2(cctx, frame, cap, data, len);
+    if (ZSTD_isError(n))
+        die("zstd", ZSTD_getErrorName(n));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    const char *name = out;
+    if (slash)
+        *slash = '\0', name = slash + 1;
+    write_bytes(slash ? dir : ".", name, frame, n);
+    ZSTD_freeCCtx(cctx);
+    free(frame);
+    free(data);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "corpus") == 0)
         return corpus(argv[2], argc - 3, argv + 3);
     if (argc >= 3 && strcmp(argv[1], "native") == 0)
         return native_one(argc, argv);
+    if (argc == 4 && strcmp(argv[1], "zstd") == 0)
+        return compress_file(argv[2], argv[3]);
     fprintf(stderr, "usage: make_seeds corpus OUT_DIR [TRACE...]\n"
-                    "       make_seeds native OUT.ptrace [--rank R] [--workers N] [--steps S] [--pace-us US]\n");
+                    "       make_seeds native OUT.ptrace [--rank R] [--workers N] [--steps S] [--pace-us US]\n"
+                    "       make_seeds zstd IN OUT\n");
     return 2;
 }

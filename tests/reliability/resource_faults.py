@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Resource faults for `perftracker analyze`: nothing is lost, nothing half-written.
+
+usage: resource_faults.py WORKDIR [CASE...]   (PT_CLI: the perftracker binary,
+PT_MAKE_SEEDS: fuzz/make_seeds for the native writer)
+
+Cases (each prints one line; a case that needs a privilege the machine lacks SKIPs
+itself and says why, the others still run):
+  out_dir_missing          -o a/b/c that does not exist: created, report written (exit 0)
+  out_dir_under_a_file     -o FILE/sub: exit 1 with one line naming the path, no crash
+  out_dir_read_only        -o on a tmpfs mounted read-only (needs mount): exit 1, one line
+  disk_full_tmpfs          -o on a 64 KB tmpfs holding yesterday's report (needs mount):
+                           exit 1 naming the problem; the old report.json intact, no temp
+                           files left behind
+  disk_full_fsize          the same with RLIMIT_FSIZE (writes fail with EFBIG, SIGXFSZ
+                           ignored): works without privileges
+  trace_larger_than_memory a 400 MB trace analysed under a 320 MB address-space limit
+                           (RLIMIT_AS): streaming holds, the report is complete
+  writer_killed_kineto     `perftracker synth --size-mb 300` SIGKILLed mid-file: the partial
+                           JSON is refused as truncated, the other workers analysed
+  writer_killed_native     the collector's raw-trace writer SIGKILLed mid-file: the
+                           .partial file is refused as truncated, not half-read
+"""
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+CLI = os.environ.get("PT_CLI", "perftracker")
+MAKE_SEEDS = os.environ.get("PT_MAKE_SEEDS", "")
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Skip(Exception):
+    pass
+
+
+def analyze(args, limits=None, timeout=300):
+    """Runs analyze; limits: {resource.RLIMIT_*: bytes} set in the child."""
+    def preexec():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full "disk" is an error, not a kill
+        for res, value in (limits or {}).items():
+            resource.setrlimit(res, (value, value))
+    proc = subprocess.run([CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=timeout, preexec_fn=preexec)
+    return proc.returncode, proc.stderr.decode("utf-8", "replace")
+
+
+def expect(cond, what, problems):
+    if not cond:
+        problems.append(what)
+
+
+def no_crash(rc, err, problems):
+    expect(rc is not None and rc >= 0, f"killed by signal {-rc if rc else '?'}", problems)
+    for marker in ("AddressSanitizer", "runtime error:", "Segmentation", "core dumped"):
+        expect(marker not in err, f"stderr reports {marker!r}", problems)
+
+
+def good_job(work):
+    job = os.path.join(work, "good")
+    if not os.path.exists(os.path.join(job, "expected.json")):
+        shutil.rmtree(job, ignore_errors=True)
+        subprocess.run([CLI, "synth", "-n", "4", "--steps", "2", "--layers", "2", "-o", job], check=True,
+                       stdout=subprocess.DEVNULL)
+    return job
+
+
+def job_with(work, name, bad_path, bad_name):
+    """A copy of ranks 0-2 of the good job plus one file in rank 3's place."""
+    job = os.path.join(work, name)
+    shutil.rmtree(job, ignore_errors=True)
+    os.makedirs(job)
+    good = good_job(work)
+    for f in ("node0_0_10000.json", "node0_1_10001.json", "node0_2_10002.json"):
+        shutil.copy(os.path.join(good, f), job)
+    shutil.copy(bad_path, os.path.join(job, bad_name))
+    return job
+
+
+def try_mount(target, options):
+    os.makedirs(target, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", target], stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise Skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip() or 'not permitted'})")
+
+
+def umount(target):
+    subprocess.run(["umount", target], stderr=subprocess.DEVNULL)
+
+
+# ---------------------------------------------------------------------------------- output
+
+@case
+def out_dir_missing(work, problems):
+    out = os.path.join(work, "missing", "a", "b", "c")
+    shutil.rmtree(os.path.join(work, "missing"), ignore_errors=True)
+    rc, err = analyze(["-o", out, good_job(work)])
+    no_crash(rc, err, problems)
+    expect(rc == 0, f"exit {rc}, expected 0: {err[-300:]}", problems)
+    expect(os.path.isfile(os.path.join(out, "report.json")), "report.json not written", problems)
+    expect(os.path.isfile(os.path.join(out, "PerfDisplay", "index.html")), "PerfDisplay not written", problems)
+    return "created a/b/c"
+
+
+@case
+def out_dir_under_a_file(work, problems):
+    blocker = os.path.join(work, "a-file")
+    with open(blocker, "w") as f:
+        f.write("not a directory\n")
+    out = os.path.join(blocker, "sub")
+    rc, err = analyze(["-o", out, good_job(work)])
+    no_crash(rc, err, problems)
+    expect(rc == 1, f"exit {rc}, expected 1", problems)
+    lines = [line for line in err.splitlines() if blocker in line]
+    expect(lines, f"no stderr line names {blocker}: {err[-300:]}", problems)
+    return lines[0] if lines else ""
+
+
+@case
+def out_dir_read_only(work, problems):
+    target = os.path.join(work, "ro")
+    try_mount(target, "ro,size=1m")
+    try:
+        out = os.path.join(target, "out")
+        rc, err = analyze(["-o", out, good_job(work)])
+        no_crash(rc, err, problems)
+        expect(rc == 1, f"exit {rc}, expected 1", problems)
+        lines = [line for line in err.splitlines() if "Read-only" in line and target in line]
+        expect(lines, f"no stderr line says read-only and names the path: {err[-300:]}", problems)
+        return lines[0] if lines else ""
+    finally:
+        umount(target)
+
+
+def check_disk_full(out, rc, err, problems, old):
+    no_crash(rc, err, problems)
+    expect(rc == 1, f"exit {rc}, expected 1 (the report could not be written)", problems)
+    lines = [line for line in err.splitlines() if ("space" in line or "too large" in line) and out in line]
+    expect(lines, f"no stderr line names the path and the full disk: {err[-400:]}", problems)
+    with open(os.path.join(out, "report.json"), "rb") as f:
+        now = f.read()
+    expect(now == old, "yesterday's report.json was damaged by a failed write", problems)
+    leftovers = [os.path.join(d, f) for d, _, files in os.walk(out) for f in files if ".tmp" in f]
+    expect(not leftovers, f"temporary files left behind: {leftovers[:5]}", problems)
+    return lines[0] if lines else ""
+
+
+OLD_REPORT = b'{"report_version": 1, "note": "yesterday\'s report, must survive"}\n'
+
+
+@case
+def disk_full_tmpfs(work, problems):
+    target = os.path.join(work, "full")
+    try_mount(target, "size=64k")
+    try:
+        out = os.path.join(target, "out")
+        os.makedirs(out)
+        with open(os.path.join(out, "report.json"), "wb") as f:
+            f.write(OLD_REPORT)
+        with open(os.path.join(target, "filler"), "wb") as f:  # leave ~8 KB free
+            try:
+                f.write(b"\0" * (56 << 10))
+            except OSError:
+                pass
+        rc, err = analyze(["-o", out, good_job(work)])
+        return check_disk_full(out, rc, err, problems, OLD_REPORT)
+    finally:
+        umount(target)
+
+
+@case
+def disk_full_fsize(work, problems):
+    out = os.path.join(work, "fsize-out")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    with open(os.path.join(out, "report.json"), "wb") as f:
+        f.write(OLD_REPORT)
+    rc, err = analyze(["-o", out, good_job(work)], limits={resource.RLIMIT_FSIZE: 16 << 10})
+    return check_disk_full(out, rc, err, problems, OLD_REPORT)
+
+
+# ---------------------------------------------------------------------------------- memory
+
+@case
+def trace_larger_than_memory(work, problems):
+    big = os.path.join(work, "big")
+    trace = os.path.join(big, "node0_0_10000.json")
+    if not os.path.exists(trace) or os.path.getsize(trace) < (400 << 20):
+        shutil.rmtree(big, ignore_errors=True)
+        subprocess.run([CLI, "synth", "--size-mb", "400", "-o", big], check=True, stdout=subprocess.DEVNULL)
+        if os.path.exists(os.path.join(big, "expected.json")):
+            os.unlink(os.path.join(big, "expected.json"))
+    size_mb = os.path.getsize(trace) >> 20
+    limit_mb = 320
+    out = os.path.join(work, "big-out")
+    start = time.monotonic()
+    rc, err = analyze(["-j", "1", "-o", out, big], limits={resource.RLIMIT_AS: limit_mb << 20})
+    seconds = time.monotonic() - start
+    no_crash(rc, err, problems)
+    expect(rc in (0, 3), f"exit {rc} under a {limit_mb} MB address-space limit: {err[-400:]}", problems)
+    expect("out of memory" not in err, "ran out of memory: the trace was not streamed", problems)
+    if rc in (0, 3):
+        with open(os.path.join(out, "report.json")) as f:
+            report = json.load(f)
+        worker = next((w for w in report["workers"] if w["name"] == "node0_0_10000.json"), None)
+        expect(worker and worker["status"] == "normal" and len(worker["steps"]) > 100,
+               f"the big worker was not analysed whole: {str(worker)[:300]}", problems)
+    return f"{size_mb} MB trace under RLIMIT_AS {limit_mb} MB: exit {rc} in {seconds:.1f} s"
+
+
+# ---------------------------------------------------------------------------------- writers killed
+
+def kill_when_bigger(cmd, path, min_bytes, timeout=60):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if os.path.exists(path) and os.path.getsize(path) >= min_bytes:
+                break
+            if proc.poll() is not None:
+                raise AssertionError(f"{cmd[0]} finished before it could be killed")
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return os.path.getsize(path)
+
+
+def check_refused_partial(work, name, partial, bad_name, problems):
+    job = job_with(work, name, partial, bad_name)
+    rc, err = analyze(["-o", os.path.join(work, name + "-out"), job])
+    no_crash(rc, err, problems)
+    expect(rc == 3, f"exit {rc}, expected 3", problems)
+    lines = [line for line in err.splitlines() if bad_name in line and "truncated" in line]
+    expect(lines, f"no stderr line calls {bad_name} truncated: {err[-400:]}", problems)
+    with open(os.path.join(work, name + "-out", "report.json")) as f:
+        report = json.load(f)
+    statuses = {w["name"]: w["status"] for w in report["workers"]}
+    expect(statuses.get(bad_name) == "error", f"the partial file was half-read: {statuses.get(bad_name)}", problems)
+    for good in ("node0_0_10000.json", "node0_1_10001.json", "node0_2_10002.json"):
+        expect(statuses.get(good) == "normal", f"good worker {good}: {statuses.get(good)}", problems)
+    return lines[0] if lines else ""
+
+
+@case
+def writer_killed_kineto(work, problems):
+    out = os.path.join(work, "killed-synth")
+    shutil.rmtree(out, ignore_errors=True)
+    trace = os.path.join(out, "node0_0_10000.json")
+    size = kill_when_bigger([CLI, "synth", "--size-mb", "300", "-o", out], trace, 20 << 20)
+    line = check_refused_partial(work, "killed-kineto-job", trace, "node0_3_10003.json", problems)
+    return f"killed at {size >> 20} MB: {line}"
+
+
+@case
+def writer_killed_native(work, problems):
+    if not MAKE_SEEDS:
+        raise Skip("PT_MAKE_SEEDS not set")
+    final = os.path.join(work, "killed.ptrace")
+    partial = final + ".partial"
+    for p in (final, partial):
+        if os.path.exists(p):
+            os.unlink(p)
+    size = kill_when_bigger([MAKE_SEEDS, "native", final, "--workers", "4", "--steps", "400", "--pace-us", "20"],
+                            partial, 100 << 10)
+    expect(not os.path.exists(final), "a killed writer left a file under the final name", problems)
+    line = check_refused_partial(work, "killed-native-job", partial, "node0_3_10003.ptrace", problems)
+    rc, err = analyze(["-o", os.path.join(work, "partial-out"), partial])  # named explicitly, alone
+    expect(rc == 1 and "truncated" in err, f"the .partial file alone: exit {rc}: {err[-300:]}", problems)
+    return f"killed at {size >> 10} KB: {line}"
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    work = os.path.abspath(sys.argv[1])
+    os.makedirs(work, exist_ok=True)
+    selected = sys.argv[2:] or list(CASES)
+    failures, skipped = [], 0
+    for name in selected:
+        problems = []
+        try:
+            detail = CASES[name](work, problems)
+        except Skip as why:
+            print(f"SKIP {name}: {why}")
+            skipped += 1
+            continue
+        except (AssertionError, subprocess.SubprocessError, OSError) as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+            detail = ""
+        print(f"{'ok  ' if not problems else 'FAIL'} {name:26s} | {str(detail)[:160]}")
+        failures += [f"{name}: {p}" for p in problems]
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"PASS: {len(selected) - skipped} resource-fault cases ({skipped} skipped)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The whole PerfTracker workflow on the seed's example job, on this machine:
+# perftracker end to end, on this machine:
+#   0. analyze a generated 16-worker job with an injected fault (rank 11's data loader is
+#      slow) and print the diagnosis: the offline path, `perftracker analyze`;
+# then the whole PerfTracker workflow on the seed's example job:
 #   1. start the job (scripts/demo-job.py: 4 ranks, gloo, CPU matmul, time.sleep(rank)),
 #      each rank running PerfTracker() -- rank 0's agent hosts the job's coordinator;
 #   2. from another process, as a user in the master's shell would:
@@ -26,6 +29,20 @@ if ! compgen -G "$build/python/perftracker/_perftracker*.so" >/dev/null; then
 fi
 
 work=$(mktemp -d /tmp/perftracker-demo.XXXXXX)
+
+echo "demo: (0) a synthetic 16-worker job whose rank 11 has a slow data loader:"
+echo "demo: $ perftracker synth --fault slow_dataloader --rank 11 -n 16 -o JOB && perftracker analyze -o OUT JOB"
+"$build/bin/perftracker" synth --fault slow_dataloader --rank 11 -n 16 --quiet -o "$work/synth" >/dev/null
+"$build/bin/perftracker" analyze --quiet -o "$out/synthetic-demo" "$work/synth" 2>/dev/null || true
+"$torch_python" - "$out/synthetic-demo/report.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["diagnosis"]
+print("demo: verdict:", d["verdict"])
+for i, f in enumerate(d["findings"][:3], 1):
+    print(f"demo:   {i}. [{f['category']}, {100 * f['impact']:.0f}% of step time] {f['summary']}")
+PY
+echo "demo: report in $out/synthetic-demo/ (report.json, PerfDisplay/)"
+echo
 # A free MASTER_PORT whose MASTER_PORT + 1 (the coordinator's) is free too.
 port=$("$torch_python" -c '
 import socket

@@ -188,7 +188,7 @@ static void describe_peer_finding(const pt_analysis *a, finding *f, pt_class cls
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(cls, f->function, &name);
     ranks_phrase(a, f, &s);
-    pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend");
+    pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
     put_ms(&s, excess_ms);
     pt_buf_printf(&s, " more per step than the other workers in %s `%s` (%.0f%% of the step); %s.",
                   cls == PT_CLASS_COMPUTE   ? "GPU kernels, most in"

@@ -56,7 +56,7 @@ void pt_report_render_log(const pt_json *report, pt_buf *out)
             continue;
         pt_buf_printf(out, "%s:\n", sections[i].section);
         log_prefix(out, sections[i].source);
-        pt_json_write(out, s, 4);
+        pt_json_write_for_terminal(out, s, 4);
         pt_buf_putc(out, '\n');
     }
     const pt_json *diagnosis = pt_json_get(report, "diagnosis");

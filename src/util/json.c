@@ -165,7 +165,7 @@ static size_t utf8_sequence_length(const unsigned char *s, size_t avail)
     return n;
 }
 
-void pt_json_write_string(pt_buf *out, const char *s, size_t n)
+static void write_string(pt_buf *out, const char *s, size_t n, bool html_safe)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
@@ -193,7 +193,7 @@ void pt_json_write_string(pt_buf *out, const char *s, size_t n)
             esc = "\\t";
         } else if (c == '\r') {
             esc = "\\r";
-        } else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f) {
+        } else if (c < 0x20 || c == 0x7f || (html_safe && (c == '<' || c == '>' || c == '&'))) {
             uesc[0] = '\\', uesc[1] = 'u', uesc[2] = '0', uesc[3] = '0';
             uesc[4] = hex[c >> 4], uesc[5] = hex[c & 15], uesc[6] = 0;
             esc = uesc;
@@ -209,6 +209,11 @@ void pt_json_write_string(pt_buf *out, const char *s, size_t n)
     }
     pt_buf_append(out, s + n - run, run);
     pt_buf_putc(out, '"');
+}
+
+void pt_json_write_string(pt_buf *out, const char *s, size_t n)
+{
+    write_string(out, s, n, true);
 }
 
 static void write_double_digits(pt_buf *out, double v, int digits)
@@ -246,7 +251,7 @@ static void write_indent(pt_buf *out, int indent, int level)
         pt_buf_putc(out, ' ');
 }
 
-static void write_value(pt_buf *out, const pt_json *v, int indent, int level)
+static void write_value(pt_buf *out, const pt_json *v, int indent, int level, bool html_safe)
 {
     switch (v->type) {
     case PT_JSON_NULL:
@@ -264,7 +269,7 @@ static void write_value(pt_buf *out, const pt_json *v, int indent, int level)
             pt_json_write_double(out, v->number);
         break;
     case PT_JSON_STRING:
-        pt_json_write_string(out, v->string, v->string_len);
+        write_string(out, v->string, v->string_len, html_safe);
         break;
     case PT_JSON_ARRAY:
     case PT_JSON_OBJECT: {
@@ -280,10 +285,10 @@ static void write_value(pt_buf *out, const pt_json *v, int indent, int level)
             if (!flat)
                 write_indent(out, indent, level + 1);
             if (is_object) {
-                pt_json_write_string(out, v->keys[i], strlen(v->keys[i]));
+                write_string(out, v->keys[i], strlen(v->keys[i]), html_safe);
                 pt_buf_puts(out, indent >= 0 ? ": " : ":");
             }
-            write_value(out, v->items[i], indent, level + 1);
+            write_value(out, v->items[i], indent, level + 1, html_safe);
         }
         if (v->count && !flat)
             write_indent(out, indent, level);
@@ -295,7 +300,12 @@ static void write_value(pt_buf *out, const pt_json *v, int indent, int level)
 
 void pt_json_write(pt_buf *out, const pt_json *v, int indent)
 {
-    write_value(out, v, indent, 0);
+    write_value(out, v, indent, 0, true);
+}
+
+void pt_json_write_for_terminal(pt_buf *out, const pt_json *v, int indent)
+{
+    write_value(out, v, indent, 0, false);
 }
 
 /* ---------------------------------------------------------------- parsing */

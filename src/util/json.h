@@ -62,8 +62,12 @@ pt_json *pt_json_get(const pt_json *object, const char *key);
 double pt_json_get_number(const pt_json *object, const char *key, double fallback);
 const char *pt_json_get_string(const pt_json *object, const char *key, const char *fallback);
 
-/* indent < 0: compact one line; otherwise pretty with that many spaces per level. */
+/* indent < 0: compact one line; otherwise pretty with that many spaces per level.
+ * Output is HTML-safe (see pt_json_write_string). */
 void pt_json_write(pt_buf *out, const pt_json *v, int indent);
+/* The same for a terminal: '<', '>' and '&' stay as they are, so kernel names and
+ * "<module>" frames read naturally. Never for anything a browser may load. */
+void pt_json_write_for_terminal(pt_buf *out, const pt_json *v, int indent);
 /* Write s as a JSON string literal (quotes included), escaping what JSON requires and
  * also '<', '>' and '&' so the output is safe to embed in HTML. Invalid UTF-8 bytes
  * become U+FFFD. */

@@ -517,6 +517,20 @@ static void slow_communication(const pt_analysis *a, finding_list *list)
 
 /* ------------------------------------------------------------ 3. common problems */
 
+/* A finding about every worker: values[w] per worker, judged at the median. */
+static finding *add_common_finding(const pt_analysis *a, finding_list *list, pt_class cls, const char *function,
+                                   double median, double expected, const char *metric, const double *values)
+{
+    finding *f = add_finding(list, category_of(cls), function, section_of(cls));
+    f->all_workers = true;
+    f->impact = median - expected;
+    f->metric = metric;
+    f->median = median;
+    for (size_t w = 0; w < a->n; w++)
+        name_worker(f, w, values[w]);
+    return f;
+}
+
 static void common_class(const pt_analysis *a, finding_list *list, pt_class cls, double threshold, double expected)
 {
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
@@ -531,13 +545,8 @@ static void common_class(const pt_analysis *a, finding_list *list, pt_class cls,
         double median = pt_median_of(ratio, a->n, a->scratch);
         if (median < threshold || (double)above < MOST_WORKERS * (double)a->n)
             continue;
-        finding *f = add_finding(list, category_of(cls), row->name, section_of(cls));
-        f->all_workers = true;
-        f->impact = median - expected;
-        f->metric = "bottleneck ratio (median over workers)";
-        f->median = median;
-        for (size_t w = 0; w < a->n; w++)
-            name_worker(f, w, ratio[w]);
+        finding *f = add_common_finding(a, list, cls, row->name, median, expected,
+                                        "bottleneck ratio (median over workers)", ratio);
         pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
         pt_short_function_name(cls, row->name, &name);
         pt_buf_printf(&s, "Every worker spends %.0f%% of each step in %s `%s` not hidden by %s; ", 100 * median,
@@ -579,13 +588,8 @@ static void common_communication(const pt_analysis *a, finding_list *list)
             for (size_t w = 0; w < a->n; w++)
                 ms[w] = top->by_worker[w] ? top->by_worker[w]->throughput_avg_pct : 0;
             throughput = pt_median_of(ms, a->n, a->scratch);
-            finding *f = add_finding(list, "communication", top->name, "Communication");
-            f->all_workers = true;
-            f->impact = median - EXPECTED_COMM;
-            f->metric = "exposed communication ratio (median over workers)";
-            f->median = median;
-            for (size_t w = 0; w < a->n; w++)
-                name_worker(f, w, ratio[w]);
+            finding *f = add_common_finding(a, list, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
+                                            "exposed communication ratio (median over workers)", ratio);
             pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
             pt_short_function_name(PT_CLASS_COMM, top->name, &name);
             pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %.0f%% of each step on "

@@ -457,17 +457,26 @@ static int scan_dim3(const char **pp, const char *end, int32_t out[3])
     return SCAN_OK;
 }
 
+/* Enters an object (p at '{'): *empty says it was "{}" and has been consumed whole. */
+static int open_object(const char **pp, const char *end, bool *empty)
+{
+    const char *p = skip_ws(*pp + 1);
+    if (p >= end)
+        return SCAN_NEED_MORE;
+    *empty = *p == '}';
+    *pp = *empty ? p + 1 : p;
+    return SCAN_OK;
+}
+
 static int scan_args(const char **pp, const char *end, raw_event *re)
 {
     const char *p = *pp;
     if (*p != '{')
         return skip_value(pp, end);
-    p++;
-    p = skip_ws(p);
-    if (p >= end)
-        return SCAN_NEED_MORE;
-    if (*p == '}') {
-        *pp = p + 1;
+    bool empty;
+    TRY(open_object(&p, end, &empty));
+    if (empty) {
+        *pp = p;
         return SCAN_OK;
     }
     for (;;) {
@@ -543,17 +552,16 @@ static int scan_id(const char **pp, const char *end, int64_t *out)
 
 static int scan_event(const char **pp, const char *end, raw_event *re)
 {
-    const char *p = *pp + 1; /* past '{' */
+    const char *p = *pp;
     memset(re, 0, offsetof(raw_event, ev));
     re->category = -2;
     pt_event_init(&re->ev, PT_EVENT_CPU);
     re->has_counter_value = false;
     re->coll_name = NULL;
-    p = skip_ws(p);
-    if (p >= end)
-        return SCAN_NEED_MORE;
-    if (*p == '}') {
-        *pp = p + 1;
+    bool empty;
+    TRY(open_object(&p, end, &empty));
+    if (empty) {
+        *pp = p;
         return SCAN_OK;
     }
     for (;;) {

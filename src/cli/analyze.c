@@ -92,7 +92,7 @@ static int expand(input_list *list, const char *arg)
 {
     struct stat st;
     if (stat(arg, &st) != 0) {
-        fprintf(stderr, "perftracker: %s: no such file or directory\n", arg);
+        pt_cli_print(stderr, "perftracker: %s: no such file or directory\n", arg);
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -101,7 +101,7 @@ static int expand(input_list *list, const char *arg)
     }
     DIR *dir = opendir(arg);
     if (!dir) {
-        fprintf(stderr, "perftracker: %s: cannot open directory\n", arg);
+        pt_cli_print(stderr, "perftracker: %s: cannot open directory\n", arg);
         return -1;
     }
     size_t first = list->count;
@@ -122,7 +122,7 @@ static int expand(input_list *list, const char *arg)
     if (list->count > first)
         qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
     else
-        fprintf(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
+        pt_cli_print(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
     return 0;
 }
 
@@ -231,7 +231,7 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
         } else if ((strcmp(argv[i], "-j") == 0 && i + 1 < argc) || (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])) {
             *threads = atoi(argv[i][2] ? argv[i] + 2 : argv[++i]);
             if (*threads < 1 || *threads > 256) {
-                fprintf(stderr, "perftracker: -j wants 1..256 threads\n");
+                pt_cli_print(stderr, "perftracker: -j wants 1..256 threads\n");
                 return -1;
             }
         } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
@@ -240,7 +240,7 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
             usage(stdout);
             exit(PT_EXIT_OK);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "perftracker: analyze: unknown option %s\n", argv[i]);
+            pt_cli_print(stderr, "perftracker: analyze: unknown option %s\n", argv[i]);
             return -1;
         } else if (expand(inputs, argv[i]) != 0) {
             return -1;
@@ -291,7 +291,7 @@ int cmd_analyze(int argc, char **argv)
         pt_buf w = PT_BUF_INIT;
         pt_buf_printf(&w, "%s: %s (skipped)", inputs.paths[i], js.errors[i]);
         warnings[nfailed++] = pt_buf_take(&w);
-        fprintf(stderr, "perftracker: %s: %s (skipped; the other workers are still analysed)\n", inputs.paths[i],
+        pt_cli_print(stderr, "perftracker: %s: %s (skipped; the other workers are still analysed)\n", inputs.paths[i],
                 js.errors[i]);
     }
     pt_strtab printed; /* warnings already on stderr, as the report words them */
@@ -300,7 +300,7 @@ int cmd_analyze(int argc, char **argv)
         pt_strtab_intern(&printed, warnings[i], strlen(warnings[i]));
     for (size_t w = 0; w < nok; w++)
         for (size_t k = 0; k < ok[w]->warning_count; k++) {
-            fprintf(stderr, "perftracker: warning: %s: %s\n", ok[w]->name, ok[w]->warnings[k]);
+            pt_cli_print(stderr, "perftracker: warning: %s: %s\n", ok[w]->name, ok[w]->warnings[k]);
             pt_buf line = PT_BUF_INIT;
             pt_buf_printf(&line, "%s: %s", ok[w]->name, ok[w]->warnings[k]);
             pt_strtab_intern(&printed, line.data, line.len);
@@ -316,25 +316,25 @@ int cmd_analyze(int argc, char **argv)
     for (size_t i = 0; all_warnings && i < all_warnings->count; i++) {
         const pt_json *w = all_warnings->items[i];
         if (w->type == PT_JSON_STRING && pt_strtab_find(&printed, w->string, w->string_len) == UINT32_MAX)
-            fprintf(stderr, "perftracker: warning: %s\n", w->string);
+            pt_cli_print(stderr, "perftracker: warning: %s\n", w->string);
     }
     pt_strtab_free(&printed);
     pt_error err = {{0}};
     int rc = nok == 0 ? PT_EXIT_FAILURE : PT_EXIT_OK;
     if (pt_report_write(out_dir, report, &err) != 0) {
-        fprintf(stderr, "perftracker: %s\n", err.message);
+        pt_cli_print(stderr, "perftracker: %s\n", err.message);
         rc = PT_EXIT_FAILURE;
     } else {
         if (!quiet) {
             pt_buf log = PT_BUF_INIT;
             pt_report_render_log(report, &log);
-            fputs(pt_buf_cstr(&log), stdout);
+            pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
             pt_buf_free(&log);
         }
         const pt_json *missing = pt_json_get(pt_json_get(report, "job"), "missing_ranks");
         if (rc == PT_EXIT_OK && (nfailed || (missing && missing->count)))
             rc = PT_EXIT_PARTIAL;
-        fprintf(stderr, "perftracker: report written to %s/report.json; open %s/PerfDisplay (python3 app.py)\n",
+        pt_cli_print(stderr, "perftracker: report written to %s/report.json; open %s/PerfDisplay (python3 app.py)\n",
                 out_dir, out_dir);
     }
     pt_json_free(report);

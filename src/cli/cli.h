@@ -3,12 +3,20 @@
 #ifndef PT_CLI_CLI_H
 #define PT_CLI_CLI_H
 
+#include "util/common.h"
+
+#include <stdio.h>
+
 int cmd_analyze(int argc, char **argv);
 int cmd_summarize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_display(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+
+/* fprintf for everything the CLI prints: control characters from hostile inputs (file,
+ * function and worker names, warnings) become '?' (terminal.c). */
+void pt_cli_print(FILE *out, const char *fmt, ...) PT_PRINTF(2, 3);
 
 /* Exit statuses, documented in README.md. */
 enum {

@@ -37,14 +37,14 @@ int cmd_summarize(int argc, char **argv)
     pt_error err = {{0}};
     pt_worker_summary *s = pt_load_worker(input, NULL, &err);
     if (!s) {
-        fprintf(stderr, "perftracker: %s: %s\n", input, err.message);
+        pt_cli_print(stderr, "perftracker: %s: %s\n", input, err.message);
         return PT_EXIT_FAILURE;
     }
     for (size_t i = 0; i < s->warning_count; i++)
-        fprintf(stderr, "perftracker: warning: %s: %s\n", input, s->warnings[i]);
+        pt_cli_print(stderr, "perftracker: warning: %s: %s\n", input, s->warnings[i]);
     int rc = PT_EXIT_OK;
     if (output && pt_summary_write_file(s, output, &err) != 0) {
-        fprintf(stderr, "perftracker: %s\n", err.message);
+        pt_cli_print(stderr, "perftracker: %s\n", err.message);
         rc = PT_EXIT_FAILURE;
     }
     if (json) {

@@ -40,13 +40,15 @@ TIMEOUT_S = 180
 KINDS = []
 
 
-def kind(name, outcome, warning=None, exit_codes=(3,)):
+def kind(name, outcome, warning=None, exit_codes=(3,), loud=False):
     """outcome: 'refused' (the file is skipped and named), 'warned' (read, and a warning
     names it), 'accepted' (legal input: read, no warning needed). warning: a regex the
-    line naming the bad file must match (case-insensitive)."""
+    line naming the bad file must match (case-insensitive). loud: run without -q, so the
+    report's sections are printed too, and check that no control character from the
+    inputs reaches the terminal."""
     def register(build):
         KINDS.append({"name": name, "build": build, "outcome": outcome, "warning": warning,
-                      "exit": set(exit_codes)})
+                      "exit": set(exit_codes), "loud": loud})
         return build
     return register
 
@@ -324,6 +326,20 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".json"), dump(doc))]
 
 
+@kind("terminal_escapes_in_names", "accepted", exit_codes=(0,), loud=True)
+def _(job, ctx):
+    """A file name and kernel names carrying terminal control sequences (OSC title, BEL,
+    CSI as ESC [ and as the C1 byte U+009B), with a clock 3 h off so that a warning
+    prints the name: nothing the CLI prints may carry them (they become '?')."""
+    doc = ctx.doc()
+    doc["baseTimeNanoseconds"] += 3 * 3600 * 10 ** 9
+    for i, ev in enumerate(ctx.events(doc)):
+        if ev.get("cat") == "kernel":
+            ev["name"] = "\x1b]0;PWNED\x07\x1b[2J\u009b31m" + ev["name"]
+    name = "node0_3_10003\x1b]0;PWNED\x07\u009b2J.json"
+    return [write(os.path.join(job, name), dump(doc))]
+
+
 # ----------------------------------------------------------------------------- other formats
 
 def summary_bytes(ctx):
@@ -434,25 +450,24 @@ def _(job, ctx):
 
 # ----------------------------------------------------------------------------- the checks
 
-def run_analyze(args, out):
-    """Runs analyze, returning (rc, stderr, seconds, peak RSS in MB)."""
+def run_analyze(args, out, quiet=True):
+    """Runs analyze, returning (rc, stderr, seconds, peak RSS in MB (0: not measured),
+    everything printed as bytes)."""
     start = time.monotonic()
-    proc = subprocess.Popen([CLI, "analyze", "-q", "-j", "2", "-o", out, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen([CLI, "analyze", *(["-q"] if quiet else []), "-j", "2", "-o", out, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        _, err = proc.communicate(timeout=TIMEOUT_S)
+        printed, err = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return None, f"TIMEOUT after {TIMEOUT_S} s", TIMEOUT_S, 0
+        return None, f"TIMEOUT after {TIMEOUT_S} s", TIMEOUT_S, 0, b""
     seconds = time.monotonic() - start
-    # Popen reaped the child; its rusage is in RUSAGE_CHILDREN only as a running max, so
-    # measure peak RSS with /proc when asked (see run_measured).
-    return proc.returncode, err.decode("utf-8", "replace"), seconds, 0
+    return proc.returncode, err.decode("utf-8", "replace"), seconds, 0, printed + err
 
 
-def run_measured(args, out):
-    """Like run_analyze, with the child's own peak RSS from wait4."""
+def run_measured(args, out, quiet=True):
+    """Like run_analyze, with the child's own peak RSS from wait4 (stdout discarded)."""
     start = time.monotonic()
     err_path = out + ".stderr"
     os.makedirs(os.path.dirname(err_path), exist_ok=True)
@@ -464,7 +479,7 @@ def run_measured(args, out):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             try:
-                os.execvp(CLI, [CLI, "analyze", "-q", "-j", "2", "-o", out, *args])
+                os.execvp(CLI, [CLI, "analyze", *(["-q"] if quiet else []), "-j", "2", "-o", out, *args])
             finally:
                 os._exit(127)
         deadline = start + TIMEOUT_S
@@ -475,12 +490,12 @@ def run_measured(args, out):
             if time.monotonic() > deadline:
                 os.killpg(pid, signal.SIGKILL)
                 os.wait4(pid, 0)
-                return None, f"TIMEOUT after {TIMEOUT_S} s", TIMEOUT_S, 0
+                return None, f"TIMEOUT after {TIMEOUT_S} s", TIMEOUT_S, 0, b""
             time.sleep(0.02)
     with open(err_path, "rb") as f:
         err = f.read().decode("utf-8", "replace")
     rc = os.waitstatus_to_exitcode(status)
-    return rc, err, time.monotonic() - start, usage.ru_maxrss / 1024
+    return rc, err, time.monotonic() - start, usage.ru_maxrss / 1024, err.encode()
 
 
 def strict_json(path):
@@ -508,8 +523,8 @@ def check_kind(k, ctx, args, problems_out):
     cli_args = [job]
     if k["name"] == "fifo_named_on_the_command_line":
         cli_args += bad_files
-    runner = run_measured if args.max_rss_mb else run_analyze
-    rc, err, seconds, rss = runner(cli_args, out)
+    runner = run_measured if args.max_rss_mb and not k["loud"] else run_analyze
+    rc, err, seconds, rss, printed = runner(cli_args, out, quiet=not k["loud"])
     problems = []
     where = k["name"]
     if rc is None:
@@ -562,6 +577,12 @@ def check_kind(k, ctx, args, problems_out):
                     problems.append(f"{what} carries raw markup")
             if "<script>alert(1)</script>" not in json.dumps(report, ensure_ascii=False):
                 problems.append("the hostile names did not reach the report (nothing was tested)")
+        if k["loud"]:
+            for seq, what in ((b"\x1b", "ESC"), (b"\x07", "BEL"), (b"\xc2\x9b", "C1 CSI")):
+                if seq in printed:
+                    problems.append(f"{what} from the inputs reached the terminal")
+            if b"PWNED" not in printed:
+                problems.append("the hostile names were not printed at all (nothing was tested)")
         if k["name"] == "ts_out_of_order":
             base = by_name.get(BAD + ".json", {}).get("step_time_ms")
             if base is None or abs(base - ctx.baseline_step_ms) > 1e-6:
@@ -589,7 +610,7 @@ def main():
         return
     os.makedirs(args.work, exist_ok=True)
     ctx = Ctx(os.path.abspath(args.work))
-    rc, _, _, _ = run_analyze([ctx.good_dir], os.path.join(ctx.work, "out", "baseline"))
+    run_analyze([ctx.good_dir], os.path.join(ctx.work, "out", "baseline"))
     baseline, _ = strict_json(os.path.join(ctx.work, "out", "baseline", "report.json"))
     ctx.baseline_step_ms = next(w["step_time_ms"] for w in baseline["workers"] if w["name"] == BAD + ".json")
     problems = []

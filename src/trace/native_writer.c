@@ -273,11 +273,20 @@ static void put_str(fact_builder *b, const char *key, const char *v)
     b->p += n;
 }
 
-/* Facts go in the section buffer after a 5-byte gap for their count. */
+/* Facts are built in the section buffer (after a 5-byte gap for their count), which
+ * flushing staged events and strings also uses: so flush first, then build. A fact
+ * written after events (a hang step known late) must not share the buffer with them. */
+static int begin_facts(pt_native_writer *w, fact_builder *b)
+{
+    if (w->failed || flush_block(w) < 0 || flush_strings(w) < 0)
+        return -1;
+    b->p = w->section + 5;
+    b->count = 0;
+    return 0;
+}
+
 static int emit_facts(pt_native_writer *w, fact_builder *b)
 {
-    if (flush_block(w) < 0 || flush_strings(w) < 0)
-        return -1;
     unsigned char count[10];
     size_t n = (size_t)(pt_put_varint(count, b->count) - count);
     unsigned char *start = w->section + 5 - n;
@@ -287,9 +296,9 @@ static int emit_facts(pt_native_writer *w, fact_builder *b)
 
 int pt_native_writer_meta(pt_native_writer *w, const pt_trace_meta *m)
 {
-    if (w->failed)
+    fact_builder b;
+    if (begin_facts(w, &b) < 0)
         return -1;
-    fact_builder b = {w->section + 5, 0};
     put_int(&b, "rank", m->rank);
     put_int(&b, "local_rank", m->local_rank);
     put_int(&b, "world_size", m->world_size);
@@ -308,22 +317,22 @@ int pt_native_writer_meta(pt_native_writer *w, const pt_trace_meta *m)
 
 int pt_native_writer_fact(pt_native_writer *w, const char *key, const char *value)
 {
-    if (w->failed)
-        return -1;
     if (strlen(key) > 256)
         return fail(w, "%s", "a fact key is too long");
-    fact_builder b = {w->section + 5, 0};
+    fact_builder b;
+    if (begin_facts(w, &b) < 0)
+        return -1;
     put_str(&b, key, value);
     return emit_facts(w, &b);
 }
 
 int pt_native_writer_fact_int(pt_native_writer *w, const char *key, int64_t value)
 {
-    if (w->failed)
-        return -1;
     if (strlen(key) > 256)
         return fail(w, "%s", "a fact key is too long");
-    fact_builder b = {w->section + 5, 0};
+    fact_builder b;
+    if (begin_facts(w, &b) < 0)
+        return -1;
     put_int(&b, key, value);
     return emit_facts(w, &b);
 }

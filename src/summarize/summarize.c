@@ -836,6 +836,7 @@ static void emit_metrics(reducer *r, pt_worker_summary *out)
         return;
     qsort(s->counters, s->counters_count, sizeof *s->counters, cmp_counter);
     double window_ms = (double)(r->w1 - r->w0) / 1e6;
+    size_t dropped_metrics = 0;
     for (size_t i = 0; i < s->counters_count;) {
         size_t j = i;
         while (j < s->counters_count && s->counters[j].metric == s->counters[i].metric)
@@ -857,7 +858,9 @@ static void emit_metrics(reducer *r, pt_worker_summary *out)
             bucket_sum[b] += c->value;
             bucket_n[b]++;
         }
-        if (m.samples) {
+        if (m.samples && out->metric_count == PT_SUMMARY_MAX_METRICS) {
+            dropped_metrics++;
+        } else if (m.samples) {
             m.name = pt_xstrdup(pt_strtab_get(&s->names, s->counters[i].metric));
             m.mean = sum / (double)m.samples;
             for (size_t b = 0; b < PT_SERIES_MAX_POINTS; b++) {
@@ -871,6 +874,9 @@ static void emit_metrics(reducer *r, pt_worker_summary *out)
         }
         i = j;
     }
+    if (dropped_metrics)
+        pt_summary_add_warning(out, "%zu counters beyond the first %d were not summarized", dropped_metrics,
+                               PT_SUMMARY_MAX_METRICS);
 }
 
 static void emit_steps(reducer *r, pt_worker_summary *out)

@@ -46,6 +46,10 @@ typedef struct pt_step_summary {
 } pt_step_summary;
 
 #define PT_SERIES_MAX_POINTS 200
+/* Hardware metrics per worker: a collector samples about a hundred (a dozen per GPU);
+ * each costs 1.7 KB in memory, so the cap keeps a hostile summary of a few hundred bytes
+ * (a zstd frame of zeros) from asking for gigabytes. */
+#define PT_SUMMARY_MAX_METRICS 4096
 
 /* The largest job perftracker describes rank by rank: 2^20 workers, ten times the largest
  * deployment the paper reports. A rank or world size beyond it comes from a corrupt or

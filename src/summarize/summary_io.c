@@ -341,7 +341,7 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
 
 static void decode_metrics(cursor *c, pt_worker_summary *s)
 {
-    size_t n = (size_t)get_count(c, MAX_ITEMS);
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_METRICS);
     s->metrics = pt_xcalloc(n ? n : 1, sizeof *s->metrics);
     for (size_t i = 0; i < n && !c->bad; i++) {
         pt_metric_summary *m = &s->metrics[s->metric_count++];

@@ -370,6 +370,37 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".ptsum"), bytes(data))]
 
 
+@kind("summary_metric_bomb", "refused", r"count out of range")
+def _(job, ctx):
+    """886 bytes of summary whose payload (27 MB of zeros, compressed) declares a million
+    hardware metrics: 1.7 KB each in memory, 2.4 GB before the metric cap."""
+    n = 1000000
+    payload = bytes([0, 0, 0, 4, 0, 1]) + b"x" + bytes([0, 0, 0, 0, 0, 0, 4]) + bytes(11 + 8 + 3)
+    v, count = n, bytearray()
+    while v >= 0x80:
+        count.append((v & 0x7F) | 0x80)
+        v >>= 7
+    count.append(v)
+    payload += bytes(count) + bytes(27 * n) + bytes([0])
+    plain = write(os.path.join(ctx.work, "metric-bomb.payload"), payload)
+    frame = os.path.join(ctx.work, "metric-bomb.zst")
+    make_seeds("zstd", plain, frame)
+    with open(frame, "rb") as f:
+        z = f.read()
+    header = b"PTSUMRY\n" + (1).to_bytes(4, "little") + bytes(4) + len(payload).to_bytes(8, "little")
+    return [write(os.path.join(job, BAD + ".ptsum"), header + z)]
+
+
+@kind("too_many_counters", "warned", r"counters beyond the first 4096", exit_codes=(0,))
+def _(job, ctx):
+    """5000 distinct hardware counters in one trace: the first 4096 are summarized."""
+    doc = ctx.doc()
+    ts = min(ev["ts"] for ev in ctx.events(doc) if str(ev.get("name", "")).startswith("ProfilerStep#"))
+    doc["traceEvents"] += [{"ph": "C", "name": f"gpu0.metric{i}", "pid": 1, "ts": ts + 1, "args": {"value": i}}
+                           for i in range(5000)]
+    return [write(os.path.join(job, BAD + ".json"), dump(doc))]
+
+
 @kind("native_cut_mid_write", "refused", r"truncated|worker probably stopped")
 def _(job, ctx):
     """The collector's raw trace cut as a killed writer leaves it, at three offsets."""

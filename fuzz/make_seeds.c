@@ -121,9 +121,6 @@ static void write_native(const pt_synth_plan *plan, int rank, const char *path, 
     meta.dropped_events = 3;
     pt_native_writer_meta(ns.w, &meta);
     pt_native_writer_fact(ns.w, "warning", "the sampler was late twice");
-    /* Facts go before the events: written after staged events they are corrupted
-     * (native_writer.c builds both in one buffer; tests/reliability/native_writer_late_facts.c). */
-    pt_native_writer_fact_int(ns.w, "hang_step", rank == 0 ? 11 : -1);
     pt_trace_sink sink = {&ns, native_event, NULL};
     if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) != 0 || ns.failed)
         die("native events", err.message[0] ? err.message : "writer failed");
@@ -137,6 +134,7 @@ static void write_native(const pt_synth_plan *plan, int rank, const char *path, 
         ev.device = 0;
         native_event(&ns, &ev);
     }
+    pt_native_writer_fact_int(ns.w, "hang_step", rank == 0 ? 11 : -1); /* known last, as in a hang */
     if (pt_native_writer_close(ns.w, &err) != 0)
         die("native close", err.message);
     pt_strtab_free(&ns.names);

@@ -1,17 +1,13 @@
-/* native_writer_late_facts.c -- KNOWN BUG regression test (src/trace/native_writer.c,
- * the collector's area; reported, not fixed here).
+/* native_writer_late_facts.c -- regression test for the raw-trace writer
+ * (src/trace/native_writer.c), found by the reliability suite and fixed in cbec89b.
  *
  * native_format.h says META sections "may repeat; the last value of a key wins (facts
- * known only at the end come last)", and pt_native_writer_meta may be called again. But
- * a fact written while events are staged is corrupted: emit_facts() builds the fact in
- * w->section, then flush_block() encodes the staged events into the same w->section
- * before the fact is emitted. The reader then refuses the whole trace ("bad META
- * entry"). The collector (window.c) happens to write every fact before its events, so
- * its traces are fine today; a fact written at the end (a hang step known late) would
- * lose the worker's whole trace.
- *
- * The test writes 3 events, then a fact, closes, and reads the file back: it must read
- * with the fact applied. Registered DISABLED in CMakeLists.txt until the writer is fixed. */
+ * known only at the end come last)". A fact written while events were staged was
+ * corrupted: emit_facts() built the fact in w->section, then flush_block() encoded the
+ * staged events into the same buffer before the fact went out, and the reader refused
+ * the whole trace ("bad META entry"): a worker whose hang step is known late would have
+ * lost its trace. The test writes 3 events, then a fact, closes, and reads the file back
+ * with the fact applied. */
 #define _GNU_SOURCE
 #include "trace/native_writer.h"
 #include "trace/reader.h"

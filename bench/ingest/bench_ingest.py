@@ -50,10 +50,10 @@ def main():
     threads = os.cpu_count() or 1
     print(f"trace: {trace} ({size / 2**20:.0f} MiB), {threads} CPUs")
 
-    wc, _ = timed(["wc", "-l", trace], args.repeat)
+    wc, rss_wc = timed(["wc", "-l", trace], args.repeat)
     one, rss_one = timed([args.cli, "analyze", "--quiet", "-j", "1", "-o", out, trace], args.repeat)
     many, rss_many = timed([args.cli, "analyze", "--quiet", "-j", str(threads), "-o", out, trace], args.repeat)
-    rows = [("wc -l", wc, 0), ("analyze -j1", one, rss_one), (f"analyze -j{threads}", many, rss_many)]
+    rows = [("wc -l", wc, rss_wc), ("analyze -j1", one, rss_one), (f"analyze -j{threads}", many, rss_many)]
     if not args.no_python:
         load = "import json,sys; json.load(open(sys.argv[1]))"
         py, rss_py = timed([sys.executable, "-c", load, trace])
@@ -66,7 +66,8 @@ def main():
 
     print(f"\n{'command':42} {'seconds':>8} {'MB/s':>8} {'peak RSS MiB':>13}")
     for name, t, rss in rows:
-        print(f"{name:42} {t:8.3f} {size / 2**20 / t:8.0f} {rss / 1024 if rss else float('nan'):13.0f}")
+        shown = f"{rss / 1024:13.0f}" if rss else f"{'-':>13}"
+        print(f"{name:42} {t:8.3f} {size / 2**20 / t:8.0f} {shown}")
     print("\nratios (same file, same run):")
     print(f"  analyze -j{threads} / wc -l      = {many / wc:6.2f}x   (aim: <= 3x)")
     print(f"  analyze -j1 / wc -l              = {one / wc:6.2f}x")

@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev
             python3-dev clang libclang-rt-14-dev)
 test_pkgs=(libcmocka-dev python3-torch python3-pandas python3-numpy chromium nodejs npm
-           valgrind procps)
+           valgrind procps time)
 
 want=("${build_pkgs[@]}")
 [[ "${1:-}" == "--build" ]] || want+=("${test_pkgs[@]}")

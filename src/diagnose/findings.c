@@ -430,16 +430,17 @@ static size_t find_stragglers(const pt_analysis *a, bool *straggler, double *def
     return count;
 }
 
-/* The function that best explains a straggler: its largest excess over the median
- * worker in any class but communication. */
-static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, double *excess_out, pt_class *cls_out)
+/* The function with the largest excess over the median worker on worker w, among the
+ * classes `allowed` marks (communication never: it is the waiting). */
+static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, const bool allowed[PT_CLASS_COUNT],
+                                       double *excess_out, pt_class *cls_out)
 {
     double *values = pt_xmalloc(a->n * sizeof *values), *excess = pt_xmalloc(a->n * sizeof *excess);
     const pt_fn_row *best = NULL;
     *excess_out = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        if (row->cls == PT_CLASS_COMM || !row->by_worker[w])
+        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !row->by_worker[w])
             continue;
         row_excess(a, row, values, excess);
         if (excess[w] > *excess_out)
@@ -450,10 +451,39 @@ static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, double *e
     return best;
 }
 
+/* What a straggler does instead of waiting: one function covering at least half its
+ * lead, or else the class covering at least half of it (slowness spread over many
+ * launches or kernels), named by that class's largest excess. NULL: nothing does. */
+static const pt_fn_row *explain_lead(const pt_analysis *a, size_t w, double lead, double *excess, pt_class *cls)
+{
+    bool every_class[PT_CLASS_COUNT] = {true, true, false, true, true};
+    const pt_fn_row *row = largest_excess(a, w, every_class, excess, cls);
+    if (row && *excess >= EXPLAINED_SHARE * lead)
+        return row;
+    double *class_ms = pt_xmalloc(a->n * sizeof *class_ms);
+    pt_class best_class = PT_CLASS_COMM;
+    double best_excess = 0;
+    for (int k = 0; k < PT_CLASS_COUNT; k++) {
+        if (k == PT_CLASS_COMM)
+            continue;
+        pt_class_exposed_ms(a, (pt_class)k, class_ms);
+        double over = class_ms[w] - pt_median_of(class_ms, a->n, a->scratch);
+        if (over > best_excess)
+            best_excess = over, best_class = (pt_class)k;
+    }
+    free(class_ms);
+    if (best_class == PT_CLASS_COMM || best_excess < EXPLAINED_SHARE * lead)
+        return NULL;
+    bool only[PT_CLASS_COUNT] = {false};
+    only[best_class] = true;
+    row = largest_excess(a, w, only, excess, cls);
+    *excess = best_excess;
+    return row;
+}
+
 /* Stragglers the peer comparison did not name (their excess hid in the noise, or spread
- * over several functions): named by what they do instead of waiting, when one function
- * accounts for at least half of the time the others wait for them; otherwise as
- * untraced time. */
+ * over several functions): named by what they do instead of waiting (explain_lead);
+ * otherwise as untraced time. */
 static void explain_stragglers(const pt_analysis *a, finding_list *list, const bool *straggler,
                                const double *deficit)
 {
@@ -465,8 +495,8 @@ static void explain_stragglers(const pt_analysis *a, finding_list *list, const b
             continue;
         double excess;
         pt_class cls = PT_CLASS_PYTHON;
-        const pt_fn_row *row = largest_excess(a, w, &excess, &cls);
-        if (row && excess >= EXPLAINED_SHARE * deficit[w]) {
+        const pt_fn_row *row = explain_lead(a, w, deficit[w], &excess, &cls);
+        if (row) {
             double *excess_of = pt_xcalloc(a->n, sizeof *excess_of);
             excess_of[w] = excess;
             who[w] = true;

@@ -63,6 +63,12 @@ def main():
     cases.append(("two_slow", 64, 5, "summary", ["--rank", "3,40"]))
     cases.append(("none", 256, 13, "summary", []))
     cases.append(("gc_pause", 8, 2, "kineto", ["--severity", "0.15"]))
+    # Sensitivity: a fault costing 5% of the step is still named; healthy jobs of any size
+    # and seed are not flagged.
+    for fault in ("slow_gpu", "cpu_contention", "blocking_dtoh", "slow_dataloader"):
+        cases.append((fault, 64, 3, "summary", ["--severity", "0.05"]))
+    for seed in (21, 22, 23, 24):
+        cases.append(("none", 8 if seed % 2 else 64, seed, "summary", []))
     with TempDir() as tmp:
         for case in cases:
             check_case(*case, tmp)

@@ -1,6 +1,7 @@
 /* summarize.c -- `perftracker summarize TRACE -o SUMMARY [--json]`: the per-worker (map)
  * step. The summary is what a worker sends to the central analysis. */
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "summarize/summary_json.h"
@@ -14,6 +15,15 @@ static void usage(FILE *out)
                  "  Reduce one worker's trace (Kineto JSON, .gz, or a perftracker raw trace) to its\n"
                  "  summary file (docs/summary-format.md), which `perftracker analyze` also reads.\n"
                  "  --json   print the summary as JSON on stdout (with or without -o)\n");
+}
+
+/* Large traces take seconds: show the bytes read (the reader calls back per buffer). */
+static void on_bytes(void *ctx, uint64_t done, uint64_t total)
+{
+    pt_progress *bar = ctx;
+    if (!bar->active && total >= (64u << 20))
+        pt_progress_start(bar, "MB", total >> 20);
+    pt_progress_update(bar, done >> 20, NULL);
 }
 
 int cmd_summarize(int argc, char **argv)
@@ -35,7 +45,11 @@ int cmd_summarize(int argc, char **argv)
     if (!input || (!output && !json))
         return usage(stderr), PT_EXIT_USAGE;
     pt_error err = {{0}};
-    pt_worker_summary *s = pt_load_worker(input, NULL, &err);
+    pt_progress bar = {0};
+    pt_read_options opts = {on_bytes, &bar, 0, 1};
+    pt_worker_summary *s = pt_load_worker(input, &opts, &err);
+    if (bar.active)
+        pt_progress_finish(&bar, bar.total, NULL);
     if (!s) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", input, err.message);
         return PT_EXIT_FAILURE;

@@ -60,6 +60,8 @@ void pt_progress_finish(pt_progress *p, uint64_t done, const char *extra)
 {
     if (!p->active)
         return;
-    draw(p, done, extra, true);
+    /* A log already showing 100% needs no second line; a terminal needs its newline. */
+    if (p->interactive || p->last_shown != done || p->total != done)
+        draw(p, done, extra, true);
     p->active = false;
 }

@@ -1091,7 +1091,15 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     account_python(&r);
     int64_t *medians = compute_medians(&r);
 
-    out->window_start_ns = meta->clock_origin_ns + r.w0;
+    /* Event times are within time_in_range; an origin beyond 2116 is no clock and could
+     * overflow the sum (a hostile trace's baseTimeNanoseconds or clock_origin_ns). */
+    if (meta->clock_origin_ns > -(INT64_C(1) << 62) && meta->clock_origin_ns < (INT64_C(1) << 62)) {
+        out->window_start_ns = meta->clock_origin_ns + r.w0;
+    } else {
+        out->window_start_ns = r.w0;
+        pt_summary_add_warning(out, "clock origin %lld ns ignored (beyond the year 2116)",
+                               (long long)meta->clock_origin_ns);
+    }
     out->window_ns = r.w1 - r.w0;
     out->events = s->events;
     fill_breakdown(&r, r.w0, r.w1, out->exposed_ns, &out->idle_ns);

@@ -718,7 +718,8 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         meta->device_count = (int32_t)v->count;
         if (v->count)
             copy_string(meta->device_name, sizeof meta->device_name, pt_json_get_string(v->items[0], "name", ""));
-    } else if (strcmp(key, "baseTimeNanoseconds") == 0 && v->type == PT_JSON_NUMBER) {
+    } else if (strcmp(key, "baseTimeNanoseconds") == 0 && v->type == PT_JSON_NUMBER &&
+               (v->is_integer || fabs(v->number) < 9.2e18)) { /* casting a larger double is UB */
         meta->clock_origin_ns = v->is_integer ? v->integer : (int64_t)v->number;
     } else if (strcmp(key, "metadata") == 0 && v->type == PT_JSON_OBJECT) {
         /* Some harnesses record the host and pid (e.g. TraceLens' metadata.system). */

@@ -99,7 +99,14 @@ struct pt_summarizer {
     DEFINE_VEC(char *, warnings);
     uint64_t events;
     uint64_t out_of_range; /* events dropped for impossible times (time_in_range) */
+    uint64_t kept, max_kept, over_budget; /* the event budget (see on_event) */
 };
+
+/* A trace of 3 GB holds ~20 million events; a compression bomb of valid events holds as
+ * many as it likes. Beyond the budget (PERFTRACKER_MAX_EVENTS) events are counted, not
+ * kept, so memory stays bounded (~60 bytes per kept event) and the summary covers the
+ * trace's first part, with a warning saying so. */
+#define DEFAULT_MAX_EVENTS 40000000ULL
 
 /* Times a real trace can hold: starts from 36 years before its clock origin to the year
  * 2116 in Unix-epoch nanoseconds, durations under 36 years. Anything else comes from a
@@ -134,6 +141,10 @@ static int on_event(void *ctx, const pt_event *ev)
     s->events++;
     if (!time_in_range(ev)) {
         s->out_of_range++;
+        return 0;
+    }
+    if (s->kept++ >= s->max_kept) {
+        s->over_budget++;
         return 0;
     }
     int64_t end = ev->ts_ns + ev->dur_ns;
@@ -194,6 +205,8 @@ static void on_warning(void *ctx, const char *message)
 pt_summarizer *pt_summarizer_new(void)
 {
     pt_summarizer *s = pt_xcalloc(1, sizeof *s);
+    const char *budget = getenv("PERFTRACKER_MAX_EVENTS");
+    s->max_kept = budget && atoll(budget) > 0 ? (uint64_t)atoll(budget) : DEFAULT_MAX_EVENTS;
     pt_strtab_init(&s->names);
     pt_strtab_init(&s->kernel_keys);
     return s;
@@ -1080,6 +1093,10 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     if (s->out_of_range)
         pt_summary_add_warning(out, "%llu events with impossible times (beyond 2116, or a duration over 36 years) were ignored",
                                (unsigned long long)s->out_of_range);
+    if (s->over_budget)
+        pt_summary_add_warning(out, "the trace holds more than %llu events; the %llu after them were counted but not "
+                                    "analysed (PERFTRACKER_MAX_EVENTS raises the budget)",
+                               (unsigned long long)s->max_kept, (unsigned long long)s->over_budget);
     if (s->kernels_count + s->memops_count == 0)
         pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");
 
@@ -1174,6 +1191,8 @@ static void merge_summarizer(pt_summarizer *dst, const pt_summarizer *src)
     }
     dst->events += src->events;
     dst->out_of_range += src->out_of_range;
+    dst->over_budget += src->over_budget;
+    dst->kept += src->kept;
     free(name_map);
     free(key_map);
 }

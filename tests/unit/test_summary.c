@@ -152,6 +152,23 @@ static void test_corruption_is_rejected(void **state)
     pt_summary_free(s);
 }
 
+static void test_event_budget_bounds_what_is_kept(void **state)
+{
+    (void)state;
+    setenv("PERFTRACKER_MAX_EVENTS", "4", 1);
+    pt_worker_summary *s = known_summary(); /* 9 events: the step, 3 kernels, ... */
+    unsetenv("PERFTRACKER_MAX_EVENTS");
+    assert_int_equal(s->events, 9);
+    bool warned = false;
+    for (size_t i = 0; i < s->warning_count; i++)
+        warned |= strstr(s->warnings[i], "more than 4 events") != NULL;
+    assert_true(warned);
+    /* Only the first four (the step, two gemms, the memcpy) were analysed. */
+    assert_null(pt_summary_find(s, PT_CLASS_COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"));
+    assert_non_null(pt_summary_find(s, PT_CLASS_MEMORY, "Memcpy DtoH (Device -> Pinned)"));
+    pt_summary_free(s);
+}
+
 static void test_file_name_facts(void **state)
 {
     (void)state;
@@ -175,6 +192,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
                                        cmocka_unit_test(test_corruption_is_rejected),
+                                       cmocka_unit_test(test_event_budget_bounds_what_is_kept),
                                        cmocka_unit_test(test_file_name_facts)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

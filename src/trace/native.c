@@ -218,7 +218,7 @@ static int decode_columns(native_reader *r, const pt_native_column_set *set, siz
             if (pt_get_varint(&p, end, &v) != 0)
                 return corrupt(r, "an event block is cut short");
             if (kind == PT_COL_START)
-                col[i] = prev = prev + pt_unzigzag(v);
+                col[i] = prev = (int64_t)((uint64_t)prev + (uint64_t)pt_unzigzag(v)); /* wraps, never UB */
             else if (kind == PT_COL_NAME || kind == PT_COL_COLL_NAME)
                 col[i] = (int64_t)PT_MIN(v, (uint64_t)INT64_MAX);
             else

@@ -40,15 +40,15 @@ TIMEOUT_S = 180
 KINDS = []
 
 
-def kind(name, outcome, warning=None, exit_codes=(3,), loud=False):
+def kind(name, outcome, warning=None, exit_codes=(3,), loud=False, env=None):
     """outcome: 'refused' (the file is skipped and named), 'warned' (read, and a warning
     names it), 'accepted' (legal input: read, no warning needed). warning: a regex the
     line naming the bad file must match (case-insensitive). loud: run without -q, so the
     report's sections are printed too, and check that no control character from the
-    inputs reaches the terminal."""
+    inputs reaches the terminal. env: variables for that analysis."""
     def register(build):
         KINDS.append({"name": name, "build": build, "outcome": outcome, "warning": warning,
-                      "exit": set(exit_codes), "loud": loud})
+                      "exit": set(exit_codes), "loud": loud, "env": env or {}})
         return build
     return register
 
@@ -294,6 +294,23 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".json"), head + b'"traceEvents":[' + big + tail)]
 
 
+@kind("compression_bomb_of_events", "warned", r"more than 1000000 events", exit_codes=(0,),
+      env={"PERFTRACKER_MAX_EVENTS": "1000000"})
+def _(job, ctx):
+    """740 KB of gzip holding 5 M tiny valid kernels: beyond the event budget (lowered
+    here to 1 M; 40 M by default) events are counted, not kept, so memory stays bounded."""
+    head, tail = ctx.rank3_bytes.split(b'"traceEvents":[', 1)
+    ts = min(ev["ts"] for ev in ctx.events(ctx.rank3) if str(ev.get("name", "")).startswith("ProfilerStep#"))
+    tiny = b'{"ph":"X","cat":"kernel","name":"k","ts":%d,"dur":1},' % int(ts + 1)
+    with gzip.open(os.path.join(job, BAD + ".json.gz"), "wb", compresslevel=6) as f:
+        f.write(head + b'"traceEvents":[')
+        chunk = tiny * 100000
+        for _ in range(50):
+            f.write(chunk)
+        f.write(tail)
+    return [os.path.join(job, BAD + ".json.gz")]
+
+
 @kind("deeply_nested_args", "accepted", exit_codes=(0,))
 def _(job, ctx):
     """Args nested 200 000 deep (skipped without recursion) and a top-level member nested
@@ -481,12 +498,13 @@ def _(job, ctx):
 
 # ----------------------------------------------------------------------------- the checks
 
-def run_analyze(args, out, quiet=True):
+def run_analyze(args, out, quiet=True, env=None):
     """Runs analyze, returning (rc, stderr, seconds, peak RSS in MB (0: not measured),
     everything printed as bytes)."""
     start = time.monotonic()
     proc = subprocess.Popen([CLI, "analyze", *(["-q"] if quiet else []), "-j", "2", "-o", out, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, **(env or {})})
     try:
         printed, err = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -497,7 +515,7 @@ def run_analyze(args, out, quiet=True):
     return proc.returncode, err.decode("utf-8", "replace"), seconds, 0, printed + err
 
 
-def run_measured(args, out, quiet=True):
+def run_measured(args, out, quiet=True, env=None):
     """Like run_analyze, with the child's own peak RSS from wait4 (stdout discarded)."""
     start = time.monotonic()
     err_path = out + ".stderr"
@@ -510,6 +528,7 @@ def run_measured(args, out, quiet=True):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             try:
+                os.environ.update(env or {})
                 os.execvp(CLI, [CLI, "analyze", *(["-q"] if quiet else []), "-j", "2", "-o", out, *args])
             finally:
                 os._exit(127)
@@ -555,7 +574,7 @@ def check_kind(k, ctx, args, problems_out):
     if k["name"] == "fifo_named_on_the_command_line":
         cli_args += bad_files
     runner = run_measured if args.max_rss_mb and not k["loud"] else run_analyze
-    rc, err, seconds, rss, printed = runner(cli_args, out, quiet=not k["loud"])
+    rc, err, seconds, rss, printed = runner(cli_args, out, quiet=not k["loud"], env=k["env"])
     problems = []
     where = k["name"]
     if rc is None:

@@ -70,7 +70,12 @@ for t in "${targets[@]}"; do
     dict=()
     [[ -f $root/fuzz/$t.dict ]] && dict=(-dict="$root/fuzz/$t.dict")
     rc=0
-    "$build/bin/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    # FUZZ_SEED/FUZZ_RUNS make a run repeatable (the short run in `make test` uses them,
+    # so CI replays the same inputs every time instead of rolling new dice).
+    budget=(-max_total_time="$seconds")
+    [[ -n ${FUZZ_RUNS:-} ]] && budget=(-runs="$FUZZ_RUNS")
+    [[ -n ${FUZZ_SEED:-} ]] && budget+=(-seed="$FUZZ_SEED")
+    "$build/bin/fuzz_$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
         -print_final_stats=1 -artifact_prefix="$crashes/" "${dict[@]}" "${dirs[@]}" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

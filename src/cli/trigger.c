@@ -179,8 +179,9 @@ static void on_worker(void *ctx, const pt_trigger_worker_event *e)
     (void)ctx;
     if (e->kind == 0)
         return; /* one line per summary would drown a big job's progress */
-    fprintf(stderr, "perftracker: rank %d (%s, pid %lld): %s%s%s\n", e->rank, e->host[0] ? e->host : "?",
-            (long long)e->pid, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "", e->text);
+    /* Host and text come from the worker: filtered, they cannot drive the terminal. */
+    pt_cli_print(stderr, "perftracker: rank %d (%s, pid %lld): %s%s%s\n", e->rank, e->host[0] ? e->host : "?",
+                 (long long)e->pid, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "", e->text);
 }
 
 int cmd_trigger(int argc, char **argv)
@@ -196,7 +197,7 @@ int cmd_trigger(int argc, char **argv)
     pt_trigger_result result;
     pt_error err = {{0}};
     if (pt_trigger_run(&req, &obs, &result, &err) != 0) {
-        fprintf(stderr, "perftracker: %s\n", err.message);
+        pt_cli_print(stderr, "perftracker: %s\n", err.message);
         return PT_EXIT_FAILURE;
     }
     int rc = result.failed || result.coordinator_lost || result.summaries < result.world_size ? PT_EXIT_PARTIAL
@@ -210,7 +211,7 @@ int cmd_trigger(int argc, char **argv)
     if (!quiet) {
         pt_buf log = PT_BUF_INIT;
         pt_report_render_log(result.report, &log);
-        fputs(pt_buf_cstr(&log), stdout);
+        pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
         pt_buf_free(&log);
     }
     printf("PerfTracker report: %s/PerfDisplay/ (report.json: %s/report.json)\n", result.round_dir,

@@ -134,14 +134,17 @@ static pt_json *absent_worker_json(int32_t rank, const char *name, const char *s
     return j;
 }
 
+#define MISSING_LISTED 4096
+
 static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis *a, int32_t world_size,
-                    pt_json *missing)
+                    pt_json *missing, int64_t missing_count)
 {
     pt_json *j = pt_json_add(report, "job", pt_json_object());
     pt_json_add(j, "world_size", pt_json_int(world_size));
     pt_json_add(j, "workers_analyzed", pt_json_int((int64_t)a->n));
     pt_json_add(j, "workers_failed", pt_json_int((int64_t)job->failed_count));
     pt_json_add(j, "missing_ranks", missing);
+    pt_json_add(j, "missing_count", pt_json_int(missing_count));
     pt_json_add(j, "steps", pt_json_number(pt_median_of(a->steps, a->n, a->scratch)));
     pt_json_add(j, "median_step_time_ms", pt_json_number_rounded(a->median_step_ms, 6));
 }
@@ -190,7 +193,8 @@ static void add_disagreements(pt_json *warnings, const pt_analysis *a, pt_buf *b
     free(starts);
 }
 
-static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const pt_json *missing)
+static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const pt_json *missing,
+                         int64_t missing_count)
 {
     pt_json *warnings = pt_json_add(report, "warnings", pt_json_array());
     for (size_t i = 0; i < job->warning_count; i++)
@@ -211,13 +215,13 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
         }
     }
     add_disagreements(warnings, a, &b);
-    if (missing->count) {
+    if (missing_count) {
         pt_buf_reset(&b);
-        pt_buf_printf(&b, "%zu rank%s of the job %s no trace:", missing->count, missing->count == 1 ? "" : "s",
-                      missing->count == 1 ? "has" : "have");
+        pt_buf_printf(&b, "%lld rank%s of the job %s no trace:", (long long)missing_count,
+                      missing_count == 1 ? "" : "s", missing_count == 1 ? "has" : "have");
         for (size_t i = 0; i < missing->count && i < 32; i++)
             pt_buf_printf(&b, " %lld", (long long)missing->items[i]->integer);
-        if (missing->count > 32)
+        if (missing_count > 32)
             pt_buf_puts(&b, " ...");
         pt_json_push(warnings, pt_json_string(b.data));
     }
@@ -256,12 +260,15 @@ pt_json *pt_diagnose(const pt_job_input *job)
     pt_json_add(report, "perftracker_version", pt_json_string(PT_VERSION));
     pt_json_add(report, "generated_at", pt_json_string(job->generated_at ? job->generated_at : now));
 
+    /* Missing ranks are listed up to MISSING_LISTED and counted beyond: a trace claiming
+     * a world of a million ranks must not cost a million report entries. */
     int32_t world_size = world_size_of(job, &a);
     pt_json *missing = pt_json_array();
+    int64_t missing_count = 0;
     for (int32_t r = 0; r < world_size; r++)
-        if (!rank_known(job, &a, r))
+        if (!rank_known(job, &a, r) && missing_count++ < MISSING_LISTED)
             pt_json_push(missing, pt_json_int(r));
-    add_job(report, job, &a, world_size, missing);
+    add_job(report, job, &a, world_size, missing, missing_count);
 
     pt_json *workers = pt_json_add(report, "workers", pt_json_array());
     for (size_t w = 0; w < a.n; w++)
@@ -286,7 +293,7 @@ pt_json *pt_diagnose(const pt_job_input *job)
         pt_json_add(report, "Hardware", hardware);
     free(highlight);
     pt_json_add(report, "Heatmap", pt_section_heatmap(&a, status));
-    add_warnings(report, job, &a, missing);
+    add_warnings(report, job, &a, missing, missing_count);
     free(status);
     pt_analysis_free(&a);
     return report;

@@ -103,7 +103,7 @@ struct pt_summarizer {
 };
 
 /* A trace of 3 GB holds ~20 million events; a compression bomb of valid events holds as
- * many as it likes. Beyond the budget (PERFTRACKER_MAX_EVENTS) events are counted, not
+ * many as it likes. Beyond the budget (PERFTRACKER_ANALYZE_MAX_EVENTS) events are counted, not
  * kept, so memory stays bounded (~60 bytes per kept event) and the summary covers the
  * trace's first part, with a warning saying so. */
 #define DEFAULT_MAX_EVENTS 40000000ULL
@@ -205,7 +205,7 @@ static void on_warning(void *ctx, const char *message)
 pt_summarizer *pt_summarizer_new(void)
 {
     pt_summarizer *s = pt_xcalloc(1, sizeof *s);
-    const char *budget = getenv("PERFTRACKER_MAX_EVENTS");
+    const char *budget = getenv("PERFTRACKER_ANALYZE_MAX_EVENTS");
     s->max_kept = budget && atoll(budget) > 0 ? (uint64_t)atoll(budget) : DEFAULT_MAX_EVENTS;
     pt_strtab_init(&s->names);
     pt_strtab_init(&s->kernel_keys);
@@ -1095,7 +1095,7 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
                                (unsigned long long)s->out_of_range);
     if (s->over_budget)
         pt_summary_add_warning(out, "the trace holds more than %llu events; the %llu after them were counted but not "
-                                    "analysed (PERFTRACKER_MAX_EVENTS raises the budget)",
+                                    "analysed (PERFTRACKER_ANALYZE_MAX_EVENTS raises the budget)",
                                (unsigned long long)s->max_kept, (unsigned long long)s->over_budget);
     if (s->kernels_count + s->memops_count == 0)
         pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");

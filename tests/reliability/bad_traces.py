@@ -295,7 +295,7 @@ def _(job, ctx):
 
 
 @kind("compression_bomb_of_events", "warned", r"more than 1000000 events", exit_codes=(0,),
-      env={"PERFTRACKER_MAX_EVENTS": "1000000"})
+      env={"PERFTRACKER_ANALYZE_MAX_EVENTS": "1000000"})
 def _(job, ctx):
     """740 KB of gzip holding 5 M tiny valid kernels: beyond the event budget (lowered
     here to 1 M; 40 M by default) events are counted, not kept, so memory stays bounded."""

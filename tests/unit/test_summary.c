@@ -155,9 +155,9 @@ static void test_corruption_is_rejected(void **state)
 static void test_event_budget_bounds_what_is_kept(void **state)
 {
     (void)state;
-    setenv("PERFTRACKER_MAX_EVENTS", "4", 1);
+    setenv("PERFTRACKER_ANALYZE_MAX_EVENTS", "4", 1);
     pt_worker_summary *s = known_summary(); /* 9 events: the step, 3 kernels, ... */
-    unsetenv("PERFTRACKER_MAX_EVENTS");
+    unsetenv("PERFTRACKER_ANALYZE_MAX_EVENTS");
     assert_int_equal(s->events, 9);
     bool warned = false;
     for (size_t i = 0; i < s->warning_count; i++)

@@ -115,17 +115,22 @@ static int configured_secret(char *buf, size_t *len, char *source, size_t source
     return 1;
 }
 
-int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err)
+/* The key for `role` from a configured secret: 1 derived, 0 none configured, -1 error. */
+static int key_from_configured_secret(pt_key *key, const char *role, pt_error *err)
 {
     char secret[SECRET_MAX];
     size_t len = 0;
     int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
-    if (found < 0)
-        return -1;
-    if (found) {
-        derive(secret, len, "agent", key->bytes);
-        return 0;
-    }
+    if (found > 0)
+        derive(secret, len, role, key->bytes);
+    return found;
+}
+
+int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err)
+{
+    int found = key_from_configured_secret(key, "agent", err);
+    if (found != 0)
+        return found < 0 ? -1 : 0;
     /* Every worker of the job sees the same values, and nothing else is shared without a
      * configured secret. docs/control-plane.md explains why this is the weak key. */
     const char *run_id = pt_env_str("TORCHELASTIC_RUN_ID",
@@ -200,15 +205,9 @@ static int from_hex(const char *text, size_t len, uint8_t *out, size_t n)
 
 int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
 {
-    char secret[SECRET_MAX];
-    size_t len = 0;
-    int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
-    if (found < 0)
-        return -1;
-    if (found) {
-        derive(secret, len, "control", key->bytes);
-        return 0;
-    }
+    int found = key_from_configured_secret(key, "control", err);
+    if (found != 0)
+        return found < 0 ? -1 : 0;
     char path[1400], tmp[1420];
     pt_auth_key_file_path(env, path, sizeof path);
     if (ensure_private_dir(path, err) != 0 || pt_random_bytes(key->bytes, PT_KEY_BYTES, err) != 0)
@@ -265,15 +264,9 @@ static int read_other_users_key(const char *own_path, pt_key *key)
 
 int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
 {
-    char secret[SECRET_MAX];
-    size_t len = 0;
-    int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
-    if (found < 0)
-        return -1;
-    if (found) {
-        derive(secret, len, "control", key->bytes);
-        return 0;
-    }
+    int found = key_from_configured_secret(key, "control", err);
+    if (found != 0)
+        return found < 0 ? -1 : 0;
     char path[1400];
     pt_auth_key_file_path(env, path, sizeof path);
     if (read_key_file(path, key, err) == 0 || read_other_users_key(path, key) == 0)

@@ -48,17 +48,6 @@ int pt_display_site_open(pt_display_site *site, const char *dir, pt_error *err)
     return 0;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes path into out (size PATH_MAX), refusing what no PerfDisplay file name
  * contains: NUL, control bytes, backslashes, and separators hidden in escapes. */
 static pt_display_status decode_path(const char *path, char *out)
@@ -68,7 +57,7 @@ static pt_display_status decode_path(const char *path, char *out)
         unsigned char c = (unsigned char)*p;
         bool escaped = false;
         if (c == '%') {
-            int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
+            int hi = pt_hex_digit(p[1]), lo = hi < 0 ? -1 : pt_hex_digit(p[2]);
             if (lo < 0)
                 return PT_DISPLAY_BAD_REQUEST;
             c = (unsigned char)(hi * 16 + lo);

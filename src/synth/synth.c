@@ -342,20 +342,27 @@ static void op_pop(sim *s, const synth_op *op)
     }
 }
 
-static void op_launch(sim *s, const synth_op *op)
+/* An asynchronous call: the CPU spends `call` in the runtime API, then the GPU work of
+ * `dur` queues behind the stream. Emits the API span; returns the GPU start. */
+static int64_t call_async(sim *s, const synth_op *op, const char *api, size_t api_len, int64_t *dur)
 {
     int64_t call_start = s->cpu[s->thread];
     int64_t call = call_time(s, op);
-    int64_t dur = gpu_time(s, op);
+    *dur = gpu_time(s, op);
     s->cpu[s->thread] += call;
-    int64_t start = queue_on_stream(s, s->cpu[s->thread], dur);
-    if (s->em) {
-        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
-        if (start < NEVER)
-        {
-            const synth_kernel *k = &s->plan->prog.kernels[op->index];
-            emit_gpu(s->em, PT_EVENT_GPU_KERNEL, k->name, k->name_len, k, start, dur, COMPUTE_STREAM, 0);
-        }
+    int64_t start = queue_on_stream(s, s->cpu[s->thread], *dur);
+    if (s->em)
+        emit_span(s->em, PT_EVENT_RUNTIME, api, api_len, call_start, call, s->em->tid[s->thread]);
+    return start;
+}
+
+static void op_launch(sim *s, const synth_op *op)
+{
+    int64_t dur;
+    int64_t start = call_async(s, op, op->name, op->name_len, &dur);
+    if (s->em && start < NEVER) {
+        const synth_kernel *k = &s->plan->prog.kernels[op->index];
+        emit_gpu(s->em, PT_EVENT_GPU_KERNEL, k->name, k->name_len, k, start, dur, COMPUTE_STREAM, 0);
     }
 }
 
@@ -369,17 +376,11 @@ static int64_t copy_bytes(const synth_op *op, int64_t dur)
 
 static void op_copy(sim *s, const synth_op *op)
 {
-    int64_t call_start = s->cpu[s->thread];
-    int64_t call = call_time(s, op);
-    int64_t dur = gpu_time(s, op);
-    s->cpu[s->thread] += call;
-    int64_t start = queue_on_stream(s, s->cpu[s->thread], dur);
-    if (s->em) {
-        emit_span(s->em, PT_EVENT_RUNTIME, "cudaMemcpyAsync", 15, call_start, call, s->em->tid[s->thread]);
-        if (start < NEVER)
-            emit_gpu(s->em, PT_EVENT_GPU_MEMCPY, op->name, op->name_len, NULL, start, dur, COMPUTE_STREAM,
-                     copy_bytes(op, dur));
-    }
+    int64_t dur;
+    int64_t start = call_async(s, op, "cudaMemcpyAsync", 15, &dur);
+    if (s->em && start < NEVER)
+        emit_gpu(s->em, PT_EVENT_GPU_MEMCPY, op->name, op->name_len, NULL, start, dur, COMPUTE_STREAM,
+                 copy_bytes(op, dur));
 }
 
 /* cudaMemcpy to pageable memory: the call returns only once the stream has drained and

@@ -47,6 +47,18 @@ int64_t pt_now_ns(void);
 /* Wall clock in Unix-epoch nanoseconds. */
 int64_t pt_wall_ns(void);
 
+/* The value of one hexadecimal digit (either case), or -1. */
+static inline int pt_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* The last path component of path (no allocation). */
 const char *pt_basename(const char *path);
 

@@ -330,17 +330,6 @@ static void skip_ws(parser *ps)
         ps->p++;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool read_hex4(const char **pp, const char *end, uint32_t *out)
 {
     const char *p = *pp;
@@ -348,7 +337,7 @@ static bool read_hex4(const char **pp, const char *end, uint32_t *out)
         return false;
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hex_value(p[i]);
+        int h = pt_hex_digit(p[i]);
         if (h < 0)
             return false;
         v = v << 4 | (uint32_t)h;

@@ -171,16 +171,22 @@ static void emit(emitter *em, const pt_event *ev)
         em->refused = 1;
 }
 
+static void span_event(pt_event *ev, pt_event_kind kind, const char *name, size_t name_len, int64_t start,
+                       int64_t dur, int64_t tid)
+{
+    pt_event_init(ev, kind);
+    ev->name = name;
+    ev->name_len = name_len;
+    ev->ts_ns = start;
+    ev->dur_ns = dur;
+    ev->tid = tid;
+}
+
 static void emit_span(emitter *em, pt_event_kind kind, const char *name, size_t name_len, int64_t start,
                       int64_t dur, int64_t tid)
 {
     pt_event ev;
-    pt_event_init(&ev, kind);
-    ev.name = name;
-    ev.name_len = name_len;
-    ev.ts_ns = start;
-    ev.dur_ns = dur;
-    ev.tid = tid;
+    span_event(&ev, kind, name, name_len, start, dur, tid);
     emit(em, &ev);
 }
 
@@ -188,12 +194,7 @@ static void emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t n
                      int64_t start, int64_t dur, int64_t stream, int64_t bytes)
 {
     pt_event ev;
-    pt_event_init(&ev, kind);
-    ev.name = name;
-    ev.name_len = name_len;
-    ev.ts_ns = start;
-    ev.dur_ns = dur;
-    ev.tid = stream;
+    span_event(&ev, kind, name, name_len, start, dur, stream);
     ev.device = em->device;
     ev.bytes = bytes;
     if (k)

@@ -18,26 +18,20 @@ static void row_key(pt_buf *key, pt_class cls, const char *name)
     pt_buf_puts(key, name);
 }
 
-static void measure_step_noise(pt_analysis *a)
+/* Steps line up across workers by position: in a synchronous job step k is the same
+ * step everywhere, and a worker that hung has fewer. */
+static void align_steps(pt_analysis *a)
 {
-    double *sd = pt_xmalloc((a->n ? a->n : 1) * sizeof *sd);
-    for (int c = 0; c < PT_CLASS_COUNT; c++) {
-        size_t m = 0;
-        for (size_t w = 0; w < a->n; w++) {
-            const pt_worker_summary *s = a->workers[w];
-            if (s->step_count < 2)
-                continue;
-            double sum = 0, sq = 0;
-            for (size_t i = 0; i < s->step_count; i++) {
-                double v = (double)s->steps[i].exposed_ns[c] / 1e6;
-                sum += v, sq += v * v;
-            }
-            double k = (double)s->step_count, var = (sq - sum * sum / k) / (k - 1);
-            sd[m++] = var > 0 ? sqrt(var) : 0;
-        }
-        a->step_noise_ms[c] = 2 * m >= a->n && m > 0 ? pt_median(sd, m) : INFINITY;
+    size_t steps = SIZE_MAX;
+    bool per_function = true;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        steps = PT_MIN(steps, s->step_count);
+        for (size_t i = 0; i < s->function_count && per_function; i++)
+            per_function = s->functions[i].step_count == s->step_count;
     }
-    free(sd);
+    a->aligned_steps = a->n && steps >= 2 && steps != SIZE_MAX ? steps : 0;
+    a->function_steps = per_function ? a->aligned_steps : 0;
 }
 
 void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
@@ -86,7 +80,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     }
     pt_buf_free(&key);
     a->median_step_ms = pt_median_of(a->step_ms, n, a->scratch);
-    measure_step_noise(a);
+    align_steps(a);
 }
 
 void pt_analysis_free(pt_analysis *a)
@@ -119,6 +113,50 @@ void pt_row_exposed_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
     for (size_t w = 0; w < a->n; w++) {
         const pt_function_summary *f = row->by_worker[w];
         out[w] = f ? (double)f->exposed_ns / 1e6 / a->steps[w] : 0;
+    }
+}
+
+void pt_row_calls_per_step(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        out[w] = f ? (double)f->count / a->steps[w] : 0;
+    }
+}
+
+void pt_row_step_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
+{
+    size_t steps = a->function_steps;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_function_summary *f = row->by_worker[w];
+        for (size_t s = 0; s < steps; s++)
+            out[w * steps + s] = f && f->step_count ? (double)f->step_exposed_ns[s] / 1e6 : 0;
+    }
+}
+
+void pt_class_step_ms(const pt_analysis *a, pt_class cls, double *out)
+{
+    size_t steps = a->aligned_steps;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t s = 0; s < steps; s++)
+            out[w * steps + s] = (double)a->workers[w]->steps[s].exposed_ns[cls] / 1e6;
+}
+
+void pt_waiting_step_ms(const pt_analysis *a, double *out)
+{
+    size_t steps = a->aligned_steps;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t s = 0; s < steps; s++) {
+            const pt_step_summary *st = &a->workers[w]->steps[s];
+            out[w * steps + s] = (double)(st->exposed_ns[PT_CLASS_COMM] + st->idle_ns) / 1e6;
+        }
+}
+
+void pt_waiting_ms(const pt_analysis *a, double *out)
+{
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        out[w] = (double)(s->exposed_ns[PT_CLASS_COMM] + s->idle_ns) / 1e6 / a->steps[w];
     }
 }
 

@@ -37,11 +37,11 @@ typedef struct pt_analysis {
     pt_fn_row *rows;
     size_t row_count;
     pt_strtab row_index;          /* class byte + name -> row */
-    /* Typical step-to-step variation of one worker's exposed time per class (ms; the
-     * median over workers of each worker's standard deviation across its steps), or
-     * INFINITY with fewer than two steps. It tells a real difference between workers
-     * from noise even when half of them differ (a graded slowdown across 4 ranks). */
-    double step_noise_ms[PT_CLASS_COUNT];
+    /* Steps compared one by one: the first aligned_steps of every worker (0 when some
+     * worker has fewer than two), and function_steps of them when every worker's
+     * functions carry per-step values too (0 otherwise: older summaries, long windows). */
+    size_t aligned_steps;
+    size_t function_steps;
     double *scratch;              /* 2n doubles, for pt_spread_of */
     double *scratch2;             /* n doubles */
 } pt_analysis;
@@ -60,6 +60,16 @@ void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out);
 /* Per-worker exposed ms per step of a whole class. */
 void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out);
+/* Calls per step of a row, per worker (0 where absent). */
+void pt_row_calls_per_step(const pt_analysis *a, const pt_fn_row *row, double *out);
+/* Step by step, out[w * steps + s]: a row's exposed ms (steps = function_steps), a
+ * class's (steps = aligned_steps), and the time a worker waited: exposed communication
+ * plus idle (steps = aligned_steps). */
+void pt_row_step_ms(const pt_analysis *a, const pt_fn_row *row, double *out);
+void pt_class_step_ms(const pt_analysis *a, pt_class cls, double *out);
+void pt_waiting_step_ms(const pt_analysis *a, double *out);
+/* Per-worker waiting ms per step (exposed communication plus idle). */
+void pt_waiting_ms(const pt_analysis *a, double *out);
 
 /* Median of n values without reordering them (copies into scratch of n). */
 double pt_median_of(const double *values, size_t n, double *scratch);

@@ -50,8 +50,17 @@ typedef struct cpu_rec {
     int64_t start, end;
     int64_t tid;
     uint32_t name;
-    int32_t depth;
+    int16_t depth;  /* clamped: only its order matters */
+    uint8_t kind;   /* pt_cpu_kind */
 } cpu_rec;
+
+/* Runtime calls keep their thread: a call on another thread is that thread being busy
+ * (see the waiting test in account_python). */
+typedef struct runtime_rec {
+    int64_t start, end;
+    int64_t tid;
+    uint32_t key;
+} runtime_rec;
 
 typedef struct coll_rec {
     int64_t in_nelems, out_nelems;
@@ -92,7 +101,7 @@ struct pt_summarizer {
     DEFINE_VEC(span_rec, kernels);
     DEFINE_VEC(coll_rec, colls);
     DEFINE_VEC(span_rec, memops);
-    DEFINE_VEC(span_rec, runtime);
+    DEFINE_VEC(runtime_rec, runtime);
     DEFINE_VEC(cpu_rec, cpu);
     DEFINE_VEC(step_rec, steps);
     DEFINE_VEC(counter_rec, counters);
@@ -170,12 +179,13 @@ static int on_event(void *ctx, const pt_event *ev)
         break;
     }
     case PT_EVENT_RUNTIME: {
-        span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->names, ev->name, ev->name_len), NO_ID};
+        runtime_rec r = {ev->ts_ns, end, ev->tid, pt_strtab_intern(&s->names, ev->name, ev->name_len)};
         PUSH(s, runtime, r);
         break;
     }
     case PT_EVENT_CPU: {
-        cpu_rec r = {ev->ts_ns, end, ev->tid, pt_strtab_intern(&s->names, ev->name, ev->name_len), ev->depth};
+        cpu_rec r = {ev->ts_ns, end, ev->tid, pt_strtab_intern(&s->names, ev->name, ev->name_len),
+                     (int16_t)PT_MAX(PT_MIN(ev->depth, INT16_MAX), -1), (uint8_t)ev->cpu_kind};
         PUSH(s, cpu, r);
         break;
     }
@@ -239,6 +249,12 @@ void pt_summarizer_free(pt_summarizer *s)
 
 /* ------------------------------------------------------------ reduction state */
 
+/* One clipped execution of a function (or one exclusive segment of a Python frame). */
+typedef struct func_interval {
+    int64_t start, end;
+    uint32_t func;
+} func_interval;
+
 /* One function being accumulated: (class, id) where id is a kernel key, a name or a
  * Python stack, depending on the class. */
 typedef struct func_acc {
@@ -246,6 +262,7 @@ typedef struct func_acc {
     uint32_t id;
     uint64_t count;
     int64_t total_ns, exposed_ns, max_ns;
+    int64_t waiting_ns;  /* Python: own time spent blocked (see account_python) */
     double tput_sum, tput_sq, busbw_sum;
     uint64_t tput_n;
     uint32_t group_name; /* communication: interned "link pattern" */
@@ -271,6 +288,10 @@ typedef struct reducer {
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
     bool has_gpu_collectives;
     uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
+    func_interval *intervals;              /* every clipped execution, settled at the end */
+    size_t interval_count, interval_cap;
+    int64_t *step_exposed;                 /* [func * step_values + step] */
+    size_t step_values;                    /* steps with per-function values, 0 if none */
 } reducer;
 
 /* The per-name caches cover every name interned so far; reduction interns a few more. */
@@ -317,6 +338,17 @@ static func_acc *func_get(reducer *r, pt_class cls, uint32_t id)
     return &r->funcs[index];
 }
 
+/* Exposed time is settled once every execution is known (settle_functions): the union of
+ * a function's executions, not their sum, so calls running at once on several threads
+ * count once. */
+static void log_interval(reducer *r, const func_acc *f, int64_t a, int64_t b)
+{
+    if (b <= a)
+        return;
+    PT_GROW(r->intervals, r->interval_cap, r->interval_count + 1);
+    r->intervals[r->interval_count++] = (func_interval){a, b, (uint32_t)(f - r->funcs)};
+}
+
 /* Accounts one execution of a span-like activity of class cls. */
 static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t start, int64_t end)
 {
@@ -327,7 +359,7 @@ static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t sta
     int64_t len = clip(r, &a, &b) ? b - a : 0;
     f->count++;
     f->total_ns = add_saturating(f->total_ns, len);
-    f->exposed_ns = add_saturating(f->exposed_ns, len - pt_timeline_covered(&r->layer[cls], a, b));
+    log_interval(r, f, a, b);
     if (end - start > f->max_ns)
         f->max_ns = end - start;
     if (r->exec_count == r->exec_cap) {
@@ -402,8 +434,36 @@ static void extend(int64_t *lo, int64_t *hi, int64_t start, int64_t end)
         *hi = end;
 }
 
-static bool find_window(pt_summarizer *s, int64_t *w0, int64_t *w1)
+static void earliest_start_after(int64_t *best, int64_t after, int64_t start)
 {
+    if (start > after && start < *best)
+        *best = start;
+}
+
+/* The collector opens its window inside step(), before its hooks are installed, so the
+ * first step's first milliseconds hold nothing but the frames already open (stamped with
+ * the step's start). The profiled time starts when recording did: at the first event
+ * that begins inside that step. */
+static void skip_unrecorded_start(pt_summarizer *s)
+{
+    step_rec *first = &s->steps[0];
+    int64_t begin = first->end;
+    for (size_t i = 0; i < s->kernels_count; i++)
+        earliest_start_after(&begin, first->start, s->kernels[i].start);
+    for (size_t i = 0; i < s->memops_count; i++)
+        earliest_start_after(&begin, first->start, s->memops[i].start);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        earliest_start_after(&begin, first->start, s->runtime[i].start);
+    for (size_t i = 0; i < s->cpu_count; i++)
+        earliest_start_after(&begin, first->start, s->cpu[i].start);
+    if (begin < first->end)
+        first->start = begin;
+}
+
+static bool find_window(pt_summarizer *s, const pt_trace_meta *meta, int64_t *w0, int64_t *w1)
+{
+    if (s->steps_count && strcmp(meta->producer, "perftracker") == 0)
+        skip_unrecorded_start(s);
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     if (s->steps_count) {
         for (size_t i = 0; i < s->steps_count; i++)
@@ -436,6 +496,18 @@ static void add_clipped(const reducer *r, interval_vec *v, int64_t a, int64_t b)
     v->items[v->count++].end = b;
 }
 
+/* layer[c + 1] = layer[c] ∪ the class's own intervals. */
+static void add_layer(reducer *r, pt_class c, const pt_interval *items, size_t count)
+{
+    pt_timeline own;
+    pt_timeline_build(&own, items, count);
+    r->own_total[c] = pt_timeline_total(&own);
+    pt_timeline_union(&r->layer[c + 1], &r->layer[c], &own);
+    pt_timeline_free(&own);
+}
+
+/* The layers of every class but Python, whose work is known only once its call trees
+ * tell work from waiting (account_python adds it). */
 static void build_layers(reducer *r)
 {
     pt_summarizer *s = r->s;
@@ -448,17 +520,12 @@ static void build_layers(reducer *r)
         add_clipped(r, &v[PT_CLASS_MEMORY], s->memops[i].start, s->memops[i].end);
     for (size_t i = 0; i < s->runtime_count; i++)
         add_clipped(r, &v[PT_CLASS_RUNTIME], s->runtime[i].start, s->runtime[i].end);
-    for (size_t i = 0; i < s->cpu_count; i++) {
-        pt_class c = name_is_cpu_collective(r, s->cpu[i].name) ? PT_CLASS_COMM : PT_CLASS_PYTHON;
-        add_clipped(r, &v[c], s->cpu[i].start, s->cpu[i].end);
-    }
+    for (size_t i = 0; i < s->cpu_count; i++)
+        if (name_is_cpu_collective(r, s->cpu[i].name))
+            add_clipped(r, &v[PT_CLASS_COMM], s->cpu[i].start, s->cpu[i].end);
     pt_timeline_build(&r->layer[0], NULL, 0);
-    for (int c = 0; c < PT_CLASS_COUNT; c++) {
-        pt_timeline own;
-        pt_timeline_build(&own, v[c].items, v[c].count);
-        r->own_total[c] = pt_timeline_total(&own);
-        pt_timeline_union(&r->layer[c + 1], &r->layer[c], &own);
-        pt_timeline_free(&own);
+    for (int c = 0; c < PT_CLASS_PYTHON; c++) {
+        add_layer(r, (pt_class)c, v[c].items, v[c].count);
         free(v[c].items);
     }
 }
@@ -556,22 +623,6 @@ static uint32_t stack_intern(reducer *r, uint32_t parent, uint32_t frame)
     return id;
 }
 
-typedef struct open_frame {
-    int64_t end;
-    int64_t segment_start; /* start of the exclusive segment now running */
-    uint32_t stack;
-    bool comm;             /* inside a collective: its time is communication, not Python */
-} open_frame;
-
-static void account_exclusive(reducer *r, uint32_t stack, int64_t a, int64_t b)
-{
-    if (!clip(r, &a, &b))
-        return;
-    func_acc *f = func_get(r, PT_CLASS_PYTHON, stack);
-    f->total_ns = add_saturating(f->total_ns, b - a);
-    f->exposed_ns = add_saturating(f->exposed_ns, (b - a) - pt_timeline_covered(&r->layer[PT_CLASS_PYTHON], a, b));
-}
-
 /* Call-tree order within a thread: earlier start first; on equal starts the longer
  * (outer) event first, then the shallower. */
 static bool cpu_before(const cpu_rec *a, const cpu_rec *b)
@@ -633,42 +684,230 @@ static void sort_cpu_events(pt_summarizer *s, uint32_t *order)
     free(keys);
 }
 
-static void close_frame(reducer *r, open_frame *stack, size_t *depth)
+/* ------------------------------------------------------------ Python: work or waiting */
+
+/* Calls on one thread less than this apart are one busy stretch: the thread runs
+ * untraced native code between them (the autograd engine between two launches). */
+#define BUSY_GAP_NS 100000
+/* A frame that is not interpreter code is waiting when other threads' work, started and
+ * finished inside it, covers at least this share of its own time. */
+#define WAITING_SHARE 0.2
+
+/* A stretch of time one thread was busy (its CPU events and runtime calls, gaps under
+ * BUSY_GAP_NS closed). */
+typedef struct envelope {
+    int64_t start, end;
+    int64_t tid;
+} envelope;
+
+typedef struct segment {
+    int64_t start, end;
+    uint32_t stack;
+} segment;
+
+typedef struct open_frame {
+    int64_t start, end;
+    int64_t segment_start; /* start of the exclusive segment now running */
+    int64_t tid;
+    size_t first_segment;  /* its exclusive segments are segments[first_segment..] */
+    uint32_t stack;
+    bool comm;             /* inside a collective: its time is communication, not Python */
+    bool may_wait;         /* a C call, an operator or an annotation: it can block */
+} open_frame;
+
+typedef struct call_walk {
+    open_frame *frames;
+    size_t depth, frame_cap;
+    segment *segments;
+    size_t segment_count, segment_cap;
+    envelope *envelopes;   /* sorted by start */
+    size_t envelope_count;
+    interval_vec work;     /* exclusive time that is work: the Python layer */
+} call_walk;
+
+static int cmp_envelope(const void *a, const void *b)
 {
-    open_frame *top = &stack[--*depth];
-    if (!top->comm)
-        account_exclusive(r, top->stack, top->segment_start, top->end);
-    if (*depth)
-        stack[*depth - 1].segment_start = top->end;
+    const envelope *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
 }
 
-static void account_python(reducer *r)
+/* Busy stretches per thread, from CPU events and runtime calls in time order. */
+static void build_envelopes(reducer *r, call_walk *w)
+{
+    pt_summarizer *s = r->s;
+    size_t n = s->cpu_count + s->runtime_count;
+    int64_t min_start = INT64_MAX;
+    for (size_t i = 0; i < s->cpu_count; i++)
+        min_start = PT_MIN(min_start, s->cpu[i].start);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        min_start = PT_MIN(min_start, s->runtime[i].start);
+    uint64_t *keys = pt_xmalloc((n ? n : 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (uint64_t)((i < s->cpu_count ? s->cpu[i].start : s->runtime[i - s->cpu_count].start) - min_start);
+    uint32_t *order = pt_xmalloc((n ? n : 1) * sizeof *order);
+    pt_radix_order(keys, n, order);
+    free(keys);
+    pt_strtab threads;
+    pt_strtab_init(&threads);
+    envelope *open = NULL; /* per dense thread id: the stretch being extended */
+    size_t open_cap = 0, cap = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k];
+        int64_t tid = i < s->cpu_count ? s->cpu[i].tid : s->runtime[i - s->cpu_count].tid;
+        int64_t a = i < s->cpu_count ? s->cpu[i].start : s->runtime[i - s->cpu_count].start;
+        int64_t b = i < s->cpu_count ? s->cpu[i].end : s->runtime[i - s->cpu_count].end;
+        uint32_t t = pt_strtab_intern(&threads, (const char *)&tid, sizeof tid);
+        if (t >= open_cap) {
+            size_t old = open_cap;
+            PT_GROW(open, open_cap, (size_t)t + 1);
+            for (size_t j = old; j < open_cap; j++)
+                open[j] = (envelope){0, INT64_MIN, 0};
+        }
+        envelope *e = &open[t];
+        if (e->end != INT64_MIN && a <= e->end + BUSY_GAP_NS) {
+            e->end = PT_MAX(e->end, b);
+            continue;
+        }
+        if (e->end != INT64_MIN) {
+            PT_GROW(w->envelopes, cap, w->envelope_count + 1);
+            w->envelopes[w->envelope_count++] = *e;
+        }
+        *e = (envelope){a, b, tid};
+    }
+    for (size_t t = 0; t < threads.count; t++) {
+        PT_GROW(w->envelopes, cap, w->envelope_count + 1);
+        w->envelopes[w->envelope_count++] = open[t];
+    }
+    qsort(w->envelopes, w->envelope_count, sizeof *w->envelopes, cmp_envelope);
+    pt_strtab_free(&threads);
+    free(open);
+    free(order);
+}
+
+/* How much of a frame's exclusive time other threads spent working on stretches that
+ * began and ended inside the frame: work it handed off and waited for (backward while
+ * the autograd thread runs, a DDP call while gloo's threads reduce). A thread that was
+ * busy before the frame began is not its doing. Capped at the exclusive time. */
+static int64_t handed_off_ns(const call_walk *w, const open_frame *f, const segment *seg, size_t nseg, int64_t own)
+{
+    size_t lo = 0, hi = w->envelope_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (w->envelopes[mid].start < f->start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t covered = 0;
+    for (size_t i = lo; i < w->envelope_count && w->envelopes[i].start < f->end && covered < own; i++) {
+        const envelope *x = &w->envelopes[i];
+        if (x->end > f->end || x->tid == f->tid)
+            continue;
+        size_t a = 0, b = nseg; /* first segment ending after x starts */
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (seg[mid].end <= x->start)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        for (size_t k = a; k < nseg && seg[k].start < x->end; k++)
+            covered += PT_MIN(seg[k].end, x->end) - PT_MAX(seg[k].start, x->start);
+    }
+    return PT_MIN(covered, own);
+}
+
+/* Interpreter code is work by definition; builtins ("<built-in method run_backward>",
+ * "<method 'item' ...>"), operators and annotations may block. */
+static bool may_wait(reducer *r, const cpu_rec *e)
+{
+    if (e->kind == PT_CPU_OPERATOR || e->kind == PT_CPU_ANNOTATION)
+        return true;
+    const char *name = pt_strtab_get(&r->s->names, e->name);
+    size_t n = pt_strtab_len(&r->s->names, e->name);
+    if (n >= 9 && (memcmp(name, "<built-in", 9) == 0 || memcmp(name, "<method ", 8) == 0))
+        return true;
+    if (e->kind == PT_CPU_PYTHON)
+        return false;
+    for (size_t i = 0; i + 4 <= n; i++) /* unknown producer: a "file.py..." frame is Python */
+        if (name[i] == '.' && name[i + 1] == 'p' && name[i + 2] == 'y' && (name[i + 3] == '(' || name[i + 3] == ':'))
+            return false;
+    return true;
+}
+
+static void push_segment(reducer *r, call_walk *w, const open_frame *f, int64_t a, int64_t b)
+{
+    if (f->comm || !clip(r, &a, &b))
+        return;
+    PT_GROW(w->segments, w->segment_cap, w->segment_count + 1);
+    w->segments[w->segment_count++] = (segment){a, b, f->stack};
+}
+
+/* A closing frame's exclusive segments become its stack's work, or its waiting. */
+static void settle_frame(reducer *r, call_walk *w, const open_frame *f)
+{
+    const segment *seg = w->segments + f->first_segment;
+    size_t nseg = w->segment_count - f->first_segment;
+    int64_t own = 0;
+    for (size_t k = 0; k < nseg; k++)
+        own += seg[k].end - seg[k].start;
+    bool waiting = f->may_wait && own > 0 && (double)handed_off_ns(w, f, seg, nseg, own) >= WAITING_SHARE * (double)own;
+    if (nseg) {
+        func_acc *acc = func_get(r, PT_CLASS_PYTHON, f->stack);
+        for (size_t k = 0; k < nseg; k++) {
+            if (waiting) {
+                acc->waiting_ns = add_saturating(acc->waiting_ns, seg[k].end - seg[k].start);
+                continue;
+            }
+            log_interval(r, acc, seg[k].start, seg[k].end);
+            PT_GROW(w->work.items, w->work.cap, w->work.count + 1);
+            w->work.items[w->work.count++] = (pt_interval){seg[k].start, seg[k].end};
+        }
+    }
+    w->segment_count = f->first_segment;
+}
+
+static void close_frame(reducer *r, call_walk *w)
+{
+    open_frame *top = &w->frames[--w->depth];
+    push_segment(r, w, top, top->segment_start, top->end);
+    settle_frame(r, w, top);
+    if (w->depth)
+        w->frames[w->depth - 1].segment_start = top->end;
+}
+
+static void free_call_walk(call_walk *w)
+{
+    free(w->frames);
+    free(w->segments);
+    free(w->envelopes);
+    free(w->work.items);
+}
+
+/* Rebuilds every thread's call tree and splits each frame's exclusive time into work
+ * (the Python layer, exposed where no higher class covers it) and waiting. */
+static void account_python(reducer *r, call_walk *w)
 {
     pt_summarizer *s = r->s;
     size_t n = s->cpu_count;
     if (!n)
         return;
+    build_envelopes(r, w);
     uint32_t *order = pt_xmalloc(n * sizeof *order);
     sort_cpu_events(s, order);
-    size_t cap = 64, depth = 0;
-    open_frame *stack = pt_xmalloc(cap * sizeof *stack);
-    int64_t tid = 0;
     for (size_t k = 0; k < n; k++) {
         const cpu_rec *e = &s->cpu[order[k]];
-        if (k == 0 || e->tid != tid) {
-            while (depth)
-                close_frame(r, stack, &depth);
-            tid = e->tid;
-        }
-        while (depth && stack[depth - 1].end <= e->start)
-            close_frame(r, stack, &depth);
+        if (w->depth && e->tid != w->frames[0].tid)
+            while (w->depth)
+                close_frame(r, w);
+        while (w->depth && w->frames[w->depth - 1].end <= e->start)
+            close_frame(r, w);
         int64_t end = e->end;
         uint32_t parent = NO_ID;
         bool comm = name_is_cpu_collective(r, e->name);
-        if (depth) {
-            open_frame *top = &stack[depth - 1];
-            if (!top->comm)
-                account_exclusive(r, top->stack, top->segment_start, e->start);
+        if (w->depth) {
+            open_frame *top = &w->frames[w->depth - 1];
+            push_segment(r, w, top, top->segment_start, e->start);
             end = PT_MIN(end, top->end); /* a child cannot outlive its parent */
             parent = top->stack;
             comm |= top->comm;
@@ -679,12 +918,11 @@ static void account_python(reducer *r)
             f->count++;
             f->max_ns = PT_MAX(f->max_ns, end - e->start);
         }
-        PT_GROW(stack, cap, depth + 1);
-        stack[depth++] = (open_frame){end, e->start, id, comm};
+        PT_GROW(w->frames, w->frame_cap, w->depth + 1);
+        w->frames[w->depth++] = (open_frame){e->start, end, e->start, e->tid, w->segment_count, id, comm, may_wait(r, e)};
     }
-    while (depth)
-        close_frame(r, stack, &depth);
-    free(stack);
+    while (w->depth)
+        close_frame(r, w);
     free(order);
 }
 
@@ -727,6 +965,86 @@ static int64_t *compute_medians(reducer *r)
     free(grouped);
     free(offset);
     return medians;
+}
+
+/* ------------------------------------------------------------ exposed time */
+
+static int cmp_interval(const void *a, const void *b)
+{
+    const func_interval *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Adds [a, b)'s exposed time to the steps it falls in. Steps are sorted and disjoint
+ * (dedupe_steps), so the first is found by binary search. */
+static void add_step_exposure(reducer *r, size_t func, const pt_timeline *above, int64_t a, int64_t b)
+{
+    const step_rec *steps = r->s->steps;
+    size_t lo = 0, hi = r->step_values;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (steps[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k < r->step_values && steps[k].start < b; k++) {
+        int64_t x = PT_MAX(a, steps[k].start), y = PT_MIN(b, steps[k].end);
+        if (y > x)
+            r->step_exposed[func * r->step_values + k] += (y - x) - pt_timeline_covered(above, x, y);
+    }
+}
+
+/* Per function: the union of its executions, its exposed part (not covered by a higher
+ * class), and that per step. A counting sort by function keeps each function's
+ * intervals in arrival order, which is nearly always time order; a group is sorted only
+ * when it is not. CPU-side functions report the union as their total (a call on two
+ * threads at once is busy once); GPU kernels keep the summed duration, the seed's
+ * per-kernel execution time. */
+static void settle_functions(reducer *r)
+{
+    size_t nf = r->funcs_count, n = r->interval_count;
+    r->step_values = r->s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? r->s->steps_count : 0;
+    r->step_exposed = pt_xcalloc(nf * r->step_values + 1, sizeof *r->step_exposed);
+    size_t *offset = pt_xcalloc(nf + 1, sizeof *offset);
+    for (size_t i = 0; i < n; i++)
+        offset[r->intervals[i].func + 1]++;
+    for (size_t f = 0; f < nf; f++)
+        offset[f + 1] += offset[f];
+    func_interval *grouped = pt_xmalloc((n ? n : 1) * sizeof *grouped);
+    size_t *fill = pt_xmalloc((nf ? nf : 1) * sizeof *fill);
+    memcpy(fill, offset, nf * sizeof *fill);
+    for (size_t i = 0; i < n; i++)
+        grouped[fill[r->intervals[i].func]++] = r->intervals[i];
+    for (size_t f = 0; f < nf; f++) {
+        func_interval *g = grouped + offset[f];
+        size_t k = offset[f + 1] - offset[f];
+        bool sorted = true;
+        for (size_t i = 1; i < k && sorted; i++)
+            sorted = g[i - 1].start <= g[i].start;
+        if (!sorted)
+            qsort(g, k, sizeof *g, cmp_interval);
+        func_acc *acc = &r->funcs[f];
+        const pt_timeline *above = &r->layer[acc->cls];
+        int64_t busy = 0, exposed = 0;
+        for (size_t i = 0; i < k;) {
+            int64_t a = g[i].start, b = g[i].end;
+            for (i++; i < k && g[i].start <= b; i++)
+                b = PT_MAX(b, g[i].end);
+            busy = add_saturating(busy, b - a);
+            exposed = add_saturating(exposed, (b - a) - pt_timeline_covered(above, a, b));
+            if (r->step_values)
+                add_step_exposure(r, f, above, a, b);
+        }
+        acc->exposed_ns = exposed;
+        if (acc->cls == PT_CLASS_PYTHON)
+            acc->total_ns = add_saturating(busy, acc->waiting_ns);
+        else if (acc->cls != PT_CLASS_COMPUTE && acc->cls != PT_CLASS_MEMORY)
+            acc->total_ns = busy;
+    }
+    free(fill);
+    free(grouped);
+    free(offset);
 }
 
 /* ------------------------------------------------------------ output */
@@ -789,14 +1107,14 @@ static int cmp_ranked(const void *a, const void *b)
 /* Keeps, per class, the functions that carry time: the first KEEP_ALWAYS by weight
  * and then any above KEEP_MIN_SHARE of the window, up to keep_max. Runtime APIs are
  * ranked by total time (the seed's "execution time / monitoring duration"), the rest
- * by exposed time. */
+ * by exposed time (Python: plus its waiting, so the frames a step blocks in stay visible). */
 static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *medians)
 {
     size_t n = r->funcs_count;
     ranked *order = pt_xmalloc((n ? n : 1) * sizeof *order);
     for (size_t i = 0; i < n; i++) {
         const func_acc *f = &r->funcs[i];
-        order[i] = (ranked){f, i, f->cls == PT_CLASS_RUNTIME ? f->total_ns : f->exposed_ns};
+        order[i] = (ranked){f, i, f->cls == PT_CLASS_RUNTIME ? f->total_ns : add_saturating(f->exposed_ns, f->waiting_ns)};
     }
     qsort(order, n, sizeof *order, cmp_ranked);
     out->functions = pt_xcalloc(n ? n : 1, sizeof *out->functions);
@@ -806,7 +1124,7 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
         const func_acc *f = order[i].f;
         if (i == 0 || order[i - 1].f->cls != f->cls)
             kept_in_class = 0;
-        if (f->count == 0 && f->total_ns == 0)
+        if (f->count == 0 && f->total_ns == 0 && f->waiting_ns == 0)
             continue;
         if (kept_in_class >= keep_max[f->cls] || (kept_in_class >= KEEP_ALWAYS && order[i].weight < floor_ns))
             continue;
@@ -821,6 +1139,13 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
         fs->count = f->count;
         fs->total_ns = f->total_ns;
         fs->exposed_ns = f->exposed_ns;
+        fs->waiting_ns = f->waiting_ns;
+        if (r->step_values) {
+            fs->step_count = r->step_values;
+            fs->step_exposed_ns = pt_xmalloc(r->step_values * sizeof *fs->step_exposed_ns);
+            memcpy(fs->step_exposed_ns, r->step_exposed + order[i].index * r->step_values,
+                   r->step_values * sizeof *fs->step_exposed_ns);
+        }
         fs->max_ns = f->max_ns;
         fs->median_ns = f->cls == PT_CLASS_PYTHON ? 0 : medians[order[i].index];
         if (f->tput_n) {
@@ -1078,7 +1403,7 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     reducer r = {0};
     r.s = s;
     r.meta = meta;
-    if (!find_window(s, &r.w0, &r.w1)) {
+    if (!find_window(s, meta, &r.w0, &r.w1)) {
         pt_error_set(err, "the trace holds no timed events to analyse");
         return NULL;
     }
@@ -1105,7 +1430,11 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     build_layers(&r);
     account_gpu_and_runtime(&r);
     account_cpu_collectives(&r);
-    account_python(&r);
+    call_walk walk = {0};
+    account_python(&r, &walk);
+    add_layer(&r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
+    free_call_walk(&walk);
+    settle_functions(&r);
     int64_t *medians = compute_medians(&r);
 
     /* Event times are within time_in_range; an origin beyond 2116 is no clock and could
@@ -1139,6 +1468,8 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     free(r.normalized);
     free(r.cpu_comm);
     free(r.kernel_comm);
+    free(r.intervals);
+    free(r.step_exposed);
     return out;
 }
 

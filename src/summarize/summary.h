@@ -28,8 +28,16 @@ typedef struct pt_function_summary {
     char *name;            /* kernel key, memcpy kind, API name, or Python stack */
     char *group;           /* communication only: "nvlink ring", "cpu gloo", ...; else NULL */
     uint64_t count;        /* executions (Python: calls of that exact stack) */
-    int64_t total_ns;      /* summed duration inside the window (Python: exclusive) */
-    int64_t exposed_ns;    /* bottleneck time: not hidden by higher-priority classes */
+    int64_t total_ns;      /* time inside the window: GPU kernels and copies the summed
+                              duration; CPU-side functions the union of their calls (two
+                              threads at once count once); Python its exclusive time */
+    int64_t exposed_ns;    /* bottleneck time: not hidden by higher-priority classes (of
+                              the union of its calls, so never more than the window) */
+    int64_t waiting_ns;    /* Python: exclusive time spent blocked, not working (a builtin
+                              or operator waiting for work it handed to other threads:
+                              backward, DDP); neither exposed nor in the Python layer */
+    size_t step_count;     /* per-step exposed time, one per profiled step, or none */
+    int64_t *step_exposed_ns;
     int64_t median_ns;     /* median duration of one execution */
     int64_t max_ns;
     double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
@@ -46,6 +54,9 @@ typedef struct pt_step_summary {
 } pt_step_summary;
 
 #define PT_SERIES_MAX_POINTS 200
+/* Functions carry their exposed time per step when a window has at most this many steps
+ * (a few are profiled; the cap bounds a summary of a window of thousands). */
+#define PT_SUMMARY_MAX_STEP_VALUES 64
 /* Hardware metrics per worker: a collector samples about a hundred (a dozen per GPU);
  * each costs 1.7 KB in memory, so the cap keeps a hostile summary of a few hundred bytes
  * (a zstd frame of zeros) from asking for gigabytes. */

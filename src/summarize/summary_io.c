@@ -146,6 +146,10 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
         put_double(b, f->throughput_avg_pct);
         put_double(b, f->throughput_std_pct);
         put_double(b, f->busbw_avg_gbps);
+        put_varint(b, f->waiting_ns);
+        put_uvarint(b, f->step_count);
+        for (size_t k = 0; k < f->step_count; k++)
+            put_varint(b, f->step_exposed_ns[k]);
     }
     free(name_ids);
     free(group_ids);
@@ -197,6 +201,7 @@ typedef struct cursor {
     const unsigned char *p, *end;
     bool bad;
     const char *what;
+    uint32_t version;  /* fields added by later versions are read only from those */
 } cursor;
 
 static void broken(cursor *c, const char *what)
@@ -305,6 +310,21 @@ static void decode_steps(cursor *c, pt_worker_summary *s)
     }
 }
 
+/* Version 2: waiting time and per-step exposed time; as many steps as the summary has. */
+static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_function_summary *f)
+{
+    f->waiting_ns = get_varint(c);
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_STEP_VALUES);
+    if (n && n != s->step_count) {
+        broken(c, "a function's per-step values do not match the steps");
+        return;
+    }
+    f->step_exposed_ns = n ? pt_xmalloc(n * sizeof *f->step_exposed_ns) : NULL;
+    for (size_t k = 0; k < n && !c->bad; k++)
+        f->step_exposed_ns[k] = get_varint(c);
+    f->step_count = c->bad ? 0 : n;
+}
+
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
     size_t nstrings = (size_t)get_count(c, MAX_ITEMS);
@@ -333,6 +353,8 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
         f->throughput_avg_pct = get_double(c);
         f->throughput_std_pct = get_double(c);
         f->busbw_avg_gbps = get_double(c);
+        if (c->version >= 2)
+            decode_step_values(c, s, f);
     }
     for (size_t i = 0; i < nstrings; i++)
         free(strings[i]);
@@ -431,8 +453,8 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         return NULL;
     }
     uint32_t version = (uint32_t)get_u64le(h + 8) & 0xffffffffu;
-    if (version != PT_SUMMARY_VERSION) {
-        pt_error_set(err, "summary format version %u is not supported (this build reads %d)", version,
+    if (version < 1 || version > PT_SUMMARY_VERSION) {
+        pt_error_set(err, "summary format version %u is not supported (this build reads 1 to %d)", version,
                      PT_SUMMARY_VERSION);
         return NULL;
     }
@@ -449,7 +471,7 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         free(payload);
         return NULL;
     }
-    cursor c = {payload, payload + payload_len, false, NULL};
+    cursor c = {payload, payload + payload_len, false, NULL, version};
     pt_worker_summary *s = pt_summary_new();
     decode_payload(&c, s);
     free(payload);

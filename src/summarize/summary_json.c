@@ -20,6 +20,13 @@ static pt_json *function_json(const pt_function_summary *f)
     pt_json_add(j, "exposed_ms", ns_ms(f->exposed_ns));
     pt_json_add(j, "median_ms", ns_ms(f->median_ns));
     pt_json_add(j, "max_ms", ns_ms(f->max_ns));
+    if (f->waiting_ns)
+        pt_json_add(j, "waiting_ms", ns_ms(f->waiting_ns));
+    if (f->step_count) {
+        pt_json *steps = pt_json_add(j, "step_exposed_ms", pt_json_array());
+        for (size_t k = 0; k < f->step_count; k++)
+            pt_json_push(steps, ns_ms(f->step_exposed_ns[k]));
+    }
     if (f->cls == PT_CLASS_COMM) {
         pt_json_add(j, "throughput_avg_pct", pt_json_number(f->throughput_avg_pct));
         pt_json_add(j, "throughput_std_pct", pt_json_number(f->throughput_std_pct));

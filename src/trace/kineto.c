@@ -321,7 +321,7 @@ static int scan_separator(const char **pp, const char *end, char close, bool *mo
 typedef struct raw_event {
     char ph;
     int category;            /* pt_event_kind, -1 ignored, -2 unknown */
-    bool user_annotation;
+    pt_cpu_kind cpu_kind;
     bool has_ts, has_dur;
     const char *name;
     size_t name_len;
@@ -347,23 +347,24 @@ static bool equals_ignoring_case(const char *lower, const char *s, size_t n)
     return lower[n] == '\0';
 }
 
-static int category_kind(const char *s, size_t n, bool *user_annotation)
+static int category_kind(const char *s, size_t n, pt_cpu_kind *cpu_kind)
 {
     static const struct {
         const char *name;
         int kind;
+        pt_cpu_kind cpu_kind;
     } table[] = {
-        {"kernel", PT_EVENT_GPU_KERNEL},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY},
-        {"memcpy", PT_EVENT_GPU_MEMCPY},   {"gpu_memset", PT_EVENT_GPU_MEMSET},
-        {"memset", PT_EVENT_GPU_MEMSET},   {"cuda_runtime", PT_EVENT_RUNTIME},
-        {"runtime", PT_EVENT_RUNTIME},     {"cuda_driver", PT_EVENT_RUNTIME},
-        {"cpu_op", PT_EVENT_CPU},          {"operator", PT_EVENT_CPU},
-        {"python_function", PT_EVENT_CPU}, {"user_annotation", PT_EVENT_CPU},
+        {"kernel", PT_EVENT_GPU_KERNEL, PT_CPU_UNKNOWN},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},
+        {"memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},   {"gpu_memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},
+        {"memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},   {"cuda_runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
+        {"runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},     {"cuda_driver", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
+        {"cpu_op", PT_EVENT_CPU, PT_CPU_OPERATOR},         {"operator", PT_EVENT_CPU, PT_CPU_OPERATOR},
+        {"python_function", PT_EVENT_CPU, PT_CPU_PYTHON},  {"user_annotation", PT_EVENT_CPU, PT_CPU_ANNOTATION},
     };
-    *user_annotation = false;
+    *cpu_kind = PT_CPU_UNKNOWN;
     for (size_t i = 0; i < PT_ARRAY_LEN(table); i++) {
         if (equals_ignoring_case(table[i].name, s, n)) {
-            *user_annotation = i == PT_ARRAY_LEN(table) - 1;
+            *cpu_kind = table[i].cpu_kind;
             return table[i].kind;
         }
     }
@@ -585,7 +586,7 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
         case 3:
             if (KEY_IS("cat") && *p == '"') {
                 TRY(scan_string(&p, end, &body, &n, &esc));
-                re->category = category_kind(body, n, &re->user_annotation);
+                re->category = category_kind(body, n, &re->cpu_kind);
             } else if (KEY_IS("dur")) {
                 TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
             } else if (KEY_IS("tid")) {
@@ -686,7 +687,8 @@ static int deliver(kineto_reader *kr, raw_event *re)
         else
             ev->coll.name = re->coll_name, ev->coll.name_len = re->coll_name_len;
     }
-    if (re->user_annotation) {
+    ev->cpu_kind = ev->kind == PT_EVENT_CPU ? re->cpu_kind : PT_CPU_UNKNOWN;
+    if (re->cpu_kind == PT_CPU_ANNOTATION) {
         int64_t step = parse_step_number(ev->name, ev->name_len);
         if (step >= 0) {
             ev->kind = PT_EVENT_STEP;

@@ -1,0 +1,64 @@
+/* finding.h -- one finding of the diagnosis and the list they are collected in, shared by
+ * the passes that produce them (peers.c: workers against their peers; findings.c: hangs,
+ * hardware evidence, problems every worker shares) and by the output. */
+#ifndef PT_DIAGNOSE_FINDING_H
+#define PT_DIAGNOSE_FINDING_H
+
+#include "diagnose/analysis.h"
+
+/* What a peer finding rests on; it decides the sentence. */
+typedef enum pt_evidence {
+    PT_EVIDENCE_NONE = 0,
+    PT_EVIDENCE_ONLY_HERE,  /* a function the other workers do not run (or barely) */
+    PT_EVIDENCE_MORE_CALLS, /* the same function, called more often than on the others */
+    PT_EVIDENCE_SLOWER,     /* the same calls, taking longer */
+    PT_EVIDENCE_CLASS       /* a whole class above its peers, spread over many functions */
+} pt_evidence;
+
+typedef struct finding {
+    const char *category;
+    char *function;
+    size_t *workers;          /* worker indices */
+    size_t worker_count, worker_cap;
+    bool all_workers;
+    double impact;
+    char *summary;
+    const char *section;      /* evidence */
+    const char *metric;
+    double median;
+    double *values;           /* per named worker */
+    pt_class cls;             /* peer findings: the class compared */
+    pt_evidence evidence;     /* peer findings: of the worker with the largest excess */
+    double calls, peer_calls; /* that worker's calls per step, and the typical worker's */
+} finding;
+
+typedef struct finding_list {
+    finding *items;
+    size_t count, cap;
+} finding_list;
+
+finding *pt_finding_add(finding_list *list, const char *category, const char *function, const char *section);
+void pt_finding_name_worker(finding *f, size_t w, double value);
+bool pt_finding_names(const finding *f, size_t w);
+finding *pt_finding_find(finding_list *list, const char *category, const char *function);
+/* True when a finding about some workers (not all) names worker w. */
+bool pt_findings_name_worker(const finding_list *list, size_t w);
+void pt_finding_list_free(finding_list *list);
+
+const char *pt_category_of(pt_class cls);
+const char *pt_section_of(pt_class cls);
+
+/* The smallest difference worth a finding: 2% of the step, and never under 0.05 ms. */
+double pt_floor_ms(const pt_analysis *a);
+/* Fraction of the median step that excess_ms is, in [0, 1]. */
+double pt_impact_of(const pt_analysis *a, double excess_ms);
+
+/* Sentence pieces: "Rank 3" / "Ranks 1, 2 and 5"; "12.5 ms"; the short function name. */
+void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
+void pt_put_ms(pt_buf *out, double ms);
+
+/* The passes of peers.c: functions and classes against the other workers, uniformly slow
+ * hosts, and stragglers (workers the others wait for). */
+void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers);
+
+#endif

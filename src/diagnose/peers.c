@@ -1,0 +1,624 @@
+/* peers.c -- every worker against its peers: the diagnosis of slow workers.
+ *
+ * In a synchronous job every rank runs the same code, so each should do the same work in
+ * the same time; where one does not, that is a cause. Waiting is never a cause: the fast
+ * workers wait in collectives for the slow one, and the summaries already count blocked
+ * frames (backward while the autograd thread runs, a call waiting for gloo's threads) as
+ * waiting, not as Python.
+ *
+ * Per function (kernel, copy kind, runtime API, Python stack) a worker is above its peers
+ * when its exposed time per step exceeds the typical worker's (the median) and:
+ *  - Calls (exact). Identical ranks make identical calls even when durations are noisy,
+ *    so a worker running a function the others do not (or barely), or calling it more
+ *    often, does extra work; it is named when the excess clears the floor (2% of a step).
+ *  - Time (statistical). Same calls, more time: the excess must clear the noise, 4x each
+ *    worker's own step-to-step spread of that function (the median over workers), or 5x
+ *    the spread across workers when steps cannot be compared, and hold in every step (all
+ *    but one of four or more): four processes sharing a GPU inflate one step here and
+ *    another there, which is not a slow worker.
+ * Whole classes are judged the same way, for slowness spread over many functions (a
+ * uniformly slower GPU), and named by the function with the largest excess.
+ * A host whose CPU is contended or throttled slows everything the CPU does by a similar
+ * factor: when a worker's CPU-side time (runtime calls and Python) stands out and most of
+ * it is in functions called as often as elsewhere but slower per call, that is one host
+ * finding, not a finding per operator.
+ * Stragglers: the worker the others wait for waits least. Waiting (exposed communication
+ * plus idle) is compared like everything else; a straggler no finding names yet is
+ * explained by its largest excess covering half its lead, else as untraced time. */
+#include "diagnose/finding.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEP_SIGMAS 4.0
+#define SPREAD_SIGMAS 5.0
+#define MORE_CALLS_SHARE 0.05 /* more calls: at least one more per step, and 5% more */
+#define UNIFORM_FACTOR 1.2    /* a host is slow when its calls take 1.2x as long ... */
+#define UNIFORM_SHARE 0.6     /* ... over 60% of its CPU-side time ... */
+#define UNIFORM_MIN_FUNCTIONS 5 /* ... judged on at least this many functions */
+#define EXPLAINED_SHARE 0.5   /* a function explains a straggler when it covers half its lead */
+
+/* ------------------------------------------------------------ the noise test */
+
+typedef struct peer_values {
+    size_t steps;
+    double *mean;        /* [w]: ms per step */
+    double *per_step;    /* [w * steps + s], when steps >= 2 */
+    double median;       /* the typical worker */
+    double threshold;    /* statistical: what clears the noise (never under the floor) */
+    double *step_median; /* [s] */
+} peer_values;
+
+static void values_init(peer_values *v, const pt_analysis *a, size_t steps)
+{
+    memset(v, 0, sizeof *v);
+    v->steps = steps >= 2 ? steps : 0;
+    v->mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->mean);
+    v->per_step = pt_xmalloc((a->n * v->steps + 1) * sizeof *v->per_step);
+    v->step_median = pt_xmalloc((v->steps + 1) * sizeof *v->step_median);
+}
+
+static void values_free(peer_values *v)
+{
+    free(v->mean);
+    free(v->per_step);
+    free(v->step_median);
+}
+
+static double sample_sd(const double *x, size_t k)
+{
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < k; i++)
+        sum += x[i], sq += x[i] * x[i];
+    double var = (sq - sum * sum / (double)k) / (double)(k - 1);
+    return var > 0 ? sqrt(var) : 0;
+}
+
+/* The typical worker, and how far above it chance reaches (see the header comment). */
+static void measure(const pt_analysis *a, peer_values *v)
+{
+    size_t n = a->n;
+    v->median = pt_median_of(v->mean, n, a->scratch);
+    double noise, sigmas;
+    if (v->steps) {
+        double *column = pt_xmalloc(n * sizeof *column);
+        for (size_t w = 0; w < n; w++)
+            column[w] = sample_sd(v->per_step + w * v->steps, v->steps);
+        noise = pt_median_of(column, n, a->scratch), sigmas = STEP_SIGMAS;
+        for (size_t s = 0; s < v->steps; s++) {
+            for (size_t w = 0; w < n; w++)
+                column[w] = v->per_step[w * v->steps + s];
+            v->step_median[s] = pt_median_of(column, n, a->scratch);
+        }
+        free(column);
+    } else {
+        noise = pt_spread_of(v->mean, n, a->scratch).sigma, sigmas = SPREAD_SIGMAS;
+    }
+    v->threshold = fmax(pt_floor_ms(a), sigmas * noise);
+}
+
+/* Above the typical worker in every step (all but one of four or more), not in one. */
+static bool above_in_steps(const peer_values *v, size_t w)
+{
+    if (!v->steps)
+        return true;
+    size_t above = 0;
+    for (size_t s = 0; s < v->steps; s++)
+        above += v->per_step[w * v->steps + s] > v->step_median[s];
+    return above + (v->steps >= 4) >= v->steps;
+}
+
+/* Worker w's excess over the typical worker when it is real, else 0. Exact evidence
+ * (extra calls) needs only the floor; a difference in time must clear the noise. */
+static double real_excess(const pt_analysis *a, const peer_values *v, size_t w, bool exact)
+{
+    double excess = v->mean[w] - v->median;
+    double threshold = exact ? pt_floor_ms(a) : v->threshold;
+    return excess > threshold && above_in_steps(v, w) ? excess : 0;
+}
+
+static void row_values(const pt_analysis *a, const pt_fn_row *row, peer_values *v)
+{
+    pt_row_exposed_ms(a, row, v->mean);
+    if (v->steps)
+        pt_row_step_ms(a, row, v->per_step);
+    measure(a, v);
+}
+
+static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
+{
+    pt_class_exposed_ms(a, cls, v->mean);
+    if (v->steps)
+        pt_class_step_ms(a, cls, v->per_step);
+    measure(a, v);
+}
+
+/* What every pass needs to know about the workers: who holds the others up. A worker
+ * that spends longer than its peers in the same calls but does not make them wait (it
+ * waits as long as they do) costs the job nothing; its excess is noise or slack. */
+typedef struct peer_context {
+    bool *host_slow;   /* [w]: named by a host finding; its CPU-side functions are not */
+    double *lead;      /* [w]: how much less than the typical worker it waits, when real */
+    bool has_waiting;  /* the workers wait at all (collectives, or idle between them) */
+} peer_context;
+
+static bool holds_others_up(const peer_context *c, size_t w)
+{
+    return !c->has_waiting || c->lead[w] > 0;
+}
+
+/* ------------------------------------------------------------ evidence */
+
+static pt_evidence call_evidence(double calls, double peer_calls)
+{
+    if (peer_calls < 0.5)
+        return calls > 0 ? PT_EVIDENCE_ONLY_HERE : PT_EVIDENCE_SLOWER;
+    if (calls >= peer_calls + fmax(1.0, MORE_CALLS_SHARE * peer_calls))
+        return PT_EVIDENCE_MORE_CALLS;
+    return PT_EVIDENCE_SLOWER;
+}
+
+typedef struct named {
+    size_t worker;
+    double value, median, excess;
+    pt_evidence evidence;
+    double calls, peer_calls;
+} named;
+
+/* Names a worker on the finding for (cls, row), creating it when needed. The finding's
+ * evidence (and so its sentence) is that of the worker with the largest excess. */
+static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_row *row, const named *who)
+{
+    finding *f = pt_finding_find(list, pt_category_of(row->cls), row->name);
+    if (!f) {
+        f = pt_finding_add(list, pt_category_of(row->cls), row->name, pt_section_of(row->cls));
+        f->cls = row->cls;
+        f->median = who->median;
+    }
+    if (!pt_finding_names(f, who->worker))
+        pt_finding_name_worker(f, who->worker, who->value);
+    double impact = pt_impact_of(a, who->excess);
+    if (impact > f->impact || f->evidence == PT_EVIDENCE_NONE) {
+        f->impact = fmax(f->impact, impact);
+        f->evidence = who->evidence;
+        f->calls = who->calls;
+        f->peer_calls = who->peer_calls;
+    }
+}
+
+static bool cpu_side(pt_class cls)
+{
+    return cls == PT_CLASS_RUNTIME || cls == PT_CLASS_PYTHON;
+}
+
+/* ------------------------------------------------------------ functions and classes */
+
+static void peer_rows(const pt_analysis *a, finding_list *list, const peer_context *c)
+{
+    peer_values v;
+    values_init(&v, a, a->function_steps);
+    double *calls = pt_xmalloc(a->n * sizeof *calls);
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls == PT_CLASS_COMM)
+            continue;
+        row_values(a, row, &v);
+        pt_row_calls_per_step(a, row, calls);
+        double peer_calls = pt_median_of(calls, a->n, a->scratch);
+        for (size_t w = 0; w < a->n; w++) {
+            if (v.mean[w] <= v.median || (c->host_slow[w] && cpu_side(row->cls)))
+                continue;
+            pt_evidence evidence = call_evidence(calls[w], peer_calls);
+            bool exact = evidence != PT_EVIDENCE_SLOWER;
+            if (!exact && !holds_others_up(c, w))
+                continue;
+            double excess = real_excess(a, &v, w, exact);
+            if (excess > 0) {
+                named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
+                name_on_row(a, list, row, &who);
+            }
+        }
+    }
+    free(calls);
+    values_free(&v);
+}
+
+/* The function of the classes `allowed` marks with the largest excess over the typical
+ * worker on worker w (communication never: it is the waiting). */
+static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, const bool allowed[PT_CLASS_COUNT],
+                                       named *out)
+{
+    double *values = pt_xmalloc(a->n * sizeof *values), *calls = pt_xmalloc(a->n * sizeof *calls);
+    const pt_fn_row *best = NULL;
+    out->excess = 0;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !row->by_worker[w])
+            continue;
+        pt_row_exposed_ms(a, row, values);
+        double median = pt_median_of(values, a->n, a->scratch);
+        if (values[w] - median <= out->excess)
+            continue;
+        pt_row_calls_per_step(a, row, calls);
+        double peer_calls = pt_median_of(calls, a->n, a->scratch);
+        *out = (named){w, values[w], median, values[w] - median, call_evidence(calls[w], peer_calls), calls[w],
+                       peer_calls};
+        best = row;
+    }
+    free(values);
+    free(calls);
+    return best;
+}
+
+static bool class_names_worker(const finding_list *list, pt_class cls, size_t w)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (!list->items[i].all_workers && list->items[i].cls == cls &&
+            strcmp(list->items[i].category, pt_category_of(cls)) == 0 && pt_finding_names(&list->items[i], w))
+            return true;
+    return false;
+}
+
+/* A class above its peers with no function of it named: slowness spread over many
+ * functions, named by the one with the largest excess, costed at the class's excess. */
+static void peer_classes(const pt_analysis *a, finding_list *list, const peer_context *c)
+{
+    static const pt_class judged[] = {PT_CLASS_COMPUTE, PT_CLASS_MEMORY, PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
+    peer_values v;
+    values_init(&v, a, a->aligned_steps);
+    for (size_t k = 0; k < PT_ARRAY_LEN(judged); k++) {
+        pt_class cls = judged[k];
+        class_values(a, cls, &v);
+        for (size_t w = 0; w < a->n; w++) {
+            if ((c->host_slow[w] && cpu_side(cls)) || class_names_worker(list, cls, w) || !holds_others_up(c, w))
+                continue;
+            double excess = real_excess(a, &v, w, false);
+            bool only[PT_CLASS_COUNT] = {false};
+            only[cls] = true;
+            named who;
+            const pt_fn_row *row = excess > 0 ? largest_excess(a, w, only, &who) : NULL;
+            if (!row)
+                continue;
+            if (who.excess < EXPLAINED_SHARE * excess)
+                who.evidence = PT_EVIDENCE_CLASS;
+            who.excess = excess;
+            name_on_row(a, list, row, &who);
+        }
+    }
+    values_free(&v);
+}
+
+/* ------------------------------------------------------------ slow hosts */
+
+typedef struct per_call {
+    double ratio, weight;
+} per_call;
+
+static int by_ratio(const void *x, const void *y)
+{
+    double a = ((const per_call *)x)->ratio, b = ((const per_call *)y)->ratio;
+    return (a > b) - (a < b);
+}
+
+/* Worker w's per-call time against the others', over the CPU-side functions most workers
+ * run as often as w does; each weighted by w's time in it. Returns the share of that time
+ * in calls at least UNIFORM_FACTOR slower; *median_ratio is the weighted median. */
+static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
+{
+    per_call *items = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *items);
+    double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
+    size_t k = 0;
+    double total = 0, slow = 0;
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        const pt_function_summary *mine = row->by_worker[w];
+        if (!cpu_side(row->cls) || !mine || !mine->count || !mine->total_ns)
+            continue;
+        pt_row_calls_per_step(a, row, calls);
+        double peer_calls = pt_median_of(calls, a->n, a->scratch);
+        if (call_evidence(calls[w], peer_calls) != PT_EVIDENCE_SLOWER || calls[w] < (1 - MORE_CALLS_SHARE) * peer_calls)
+            continue;
+        size_t m = 0;
+        for (size_t v = 0; v < a->n; v++) {
+            const pt_function_summary *f = row->by_worker[v];
+            if (v != w && f && f->count)
+                others[m++] = (double)f->total_ns / (double)f->count;
+        }
+        if (2 * m < a->n - 1 || m == 0)
+            continue;
+        double theirs = pt_median_of(others, m, a->scratch);
+        if (theirs <= 0)
+            continue;
+        double weight = (double)mine->total_ns / 1e6 / a->steps[w];
+        items[k++] = (per_call){((double)mine->total_ns / (double)mine->count) / theirs, weight};
+        total += weight;
+        if (items[k - 1].ratio >= UNIFORM_FACTOR)
+            slow += weight;
+    }
+    qsort(items, k, sizeof *items, by_ratio);
+    double half = 0;
+    *median_ratio = 1;
+    for (size_t i = 0; i < k; i++) {
+        half += items[i].weight;
+        if (half >= total / 2) {
+            *median_ratio = items[i].ratio;
+            break;
+        }
+    }
+    *compared = k;
+    free(items);
+    free(others);
+    free(calls);
+    return total > 0 ? slow / total : 0;
+}
+
+static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)
+{
+    pt_buf s = PT_BUF_INIT;
+    pt_ranks_phrase(a, f, &s);
+    pt_buf_printf(&s, "%s CPU-side work (runtime calls and Python) is uniformly slower than on the other workers: "
+                      "the same calls take %.2gx as long per call across %zu functions, costing ",
+                  f->worker_count == 1 ? "'s" : "'", factor, compared);
+    pt_put_ms(&s, f->impact * a->median_step_ms);
+    pt_buf_printf(&s, " per step (%.0f%% of the step). That is the host, not the code: CPU contention (other "
+                      "processes, too few cores per rank) or throttling (CPU frequency, NUMA placement) there.",
+                  100 * f->impact);
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+/* One host finding per uniformly slow worker (see the header comment). */
+static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_context *c)
+{
+    peer_values v, part;
+    values_init(&v, a, a->aligned_steps);
+    values_init(&part, a, a->aligned_steps);
+    class_values(a, PT_CLASS_RUNTIME, &part);
+    memcpy(v.mean, part.mean, a->n * sizeof *v.mean);
+    memcpy(v.per_step, part.per_step, a->n * v.steps * sizeof *v.per_step);
+    class_values(a, PT_CLASS_PYTHON, &part);
+    for (size_t i = 0; i < a->n; i++)
+        v.mean[i] += part.mean[i];
+    for (size_t i = 0; i < a->n * v.steps; i++)
+        v.per_step[i] += part.per_step[i];
+    measure(a, &v);
+    finding *f = NULL;
+    for (size_t w = 0; w < a->n; w++) {
+        double excess = real_excess(a, &v, w, false), factor;
+        size_t compared;
+        if (excess <= 0 || !holds_others_up(c, w) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
+            compared < UNIFORM_MIN_FUNCTIONS)
+            continue;
+        c->host_slow[w] = true;
+        if (!f) {
+            f = pt_finding_add(list, "host", "CPU-side work: runtime calls and Python", "workers");
+            f->metric = "CPU-side exposed ms per step";
+            f->median = v.median;
+        }
+        pt_finding_name_worker(f, w, v.mean[w]);
+        f->impact = fmax(f->impact, pt_impact_of(a, excess));
+        describe_host(a, f, compared, factor);
+    }
+    values_free(&v);
+    values_free(&part);
+}
+
+/* ------------------------------------------------------------ stragglers */
+
+/* A straggler's lead no finding explains yet: its largest excess covering half the lead,
+ * or else its class with the most excess covering half (named by that class's largest
+ * function). NULL: nothing does. */
+static const pt_fn_row *explain_lead(const pt_analysis *a, size_t w, double lead, named *who)
+{
+    bool every_class[PT_CLASS_COUNT] = {true, true, false, true, true};
+    const pt_fn_row *row = largest_excess(a, w, every_class, who);
+    if (row && who->excess >= EXPLAINED_SHARE * lead)
+        return row;
+    double *class_ms = pt_xmalloc(a->n * sizeof *class_ms);
+    pt_class best_class = PT_CLASS_COMM;
+    double best_excess = 0;
+    for (int k = 0; k < PT_CLASS_COUNT; k++) {
+        if (k == PT_CLASS_COMM)
+            continue;
+        pt_class_exposed_ms(a, (pt_class)k, class_ms);
+        double over = class_ms[w] - pt_median_of(class_ms, a->n, a->scratch);
+        if (over > best_excess)
+            best_excess = over, best_class = (pt_class)k;
+    }
+    free(class_ms);
+    if (best_class == PT_CLASS_COMM || best_excess < EXPLAINED_SHARE * lead)
+        return NULL;
+    bool only[PT_CLASS_COUNT] = {false};
+    only[best_class] = true;
+    row = largest_excess(a, w, only, who);
+    if (row && who->excess < EXPLAINED_SHARE * best_excess)
+        who->evidence = PT_EVIDENCE_CLASS;
+    who->excess = best_excess;
+    return row;
+}
+
+static void describe_untraced(const pt_analysis *a, finding *f, double worst)
+{
+    pt_buf s = PT_BUF_INIT;
+    pt_ranks_phrase(a, f, &s);
+    pt_buf_printf(&s, " %s the straggler: the other workers wait ", f->worker_count == 1 ? "is" : "are");
+    pt_put_ms(&s, worst);
+    pt_buf_printf(&s, " per step for %s, but no traced function explains it; look for untraced CPU work, I/O or "
+                      "OS noise on that host.", f->worker_count == 1 ? "it" : "them");
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+/* Each worker's lead: how much less than the typical worker it waits (exposed
+ * communication plus idle), when that clears the noise like any other difference. */
+static void measure_leads(const pt_analysis *a, peer_context *c, double *typical_wait)
+{
+    peer_values v;
+    values_init(&v, a, a->aligned_steps);
+    pt_waiting_ms(a, v.mean); /* negated: the straggler is the one "above" */
+    if (v.steps)
+        pt_waiting_step_ms(a, v.per_step);
+    for (size_t i = 0; i < a->n; i++)
+        v.mean[i] = -v.mean[i];
+    for (size_t i = 0; i < a->n * v.steps; i++)
+        v.per_step[i] = -v.per_step[i];
+    measure(a, &v);
+    *typical_wait = -v.median;
+    c->has_waiting = *typical_wait > pt_floor_ms(a);
+    for (size_t w = 0; w < a->n; w++)
+        c->lead[w] = c->has_waiting ? real_excess(a, &v, w, false) : 0;
+    values_free(&v);
+}
+
+/* Workers that wait far less than their peers, when nothing names them yet. */
+static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
+{
+    finding *untraced = NULL;
+    double worst = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        double lead = c->lead[w];
+        if (lead <= 0 || pt_findings_name_worker(list, w))
+            continue;
+        named who;
+        const pt_fn_row *row = explain_lead(a, w, lead, &who);
+        if (row) {
+            name_on_row(a, list, row, &who);
+            continue;
+        }
+        if (!untraced) {
+            untraced = pt_finding_add(list, "other", "untraced time (idle GPU and CPU)", "Communication");
+            untraced->metric = "waiting below the typical worker, ms per step";
+            untraced->median = typical_wait;
+        }
+        pt_finding_name_worker(untraced, w, typical_wait - lead);
+        worst = fmax(worst, lead);
+        untraced->impact = pt_impact_of(a, worst);
+        describe_untraced(a, untraced, worst);
+    }
+}
+
+/* ------------------------------------------------------------ sentences */
+
+static const char *class_noun(pt_class cls)
+{
+    static const char *const nouns[PT_CLASS_COUNT] = {"GPU kernels", "GPU memory operations", "communication",
+                                                      "runtime calls", "Python"};
+    return nouns[cls];
+}
+
+static const char *slower_advice(pt_class cls)
+{
+    switch (cls) {
+    case PT_CLASS_COMPUTE:
+        return "the same kernels, as many calls, run slower there: its GPU is slower than its peers': check that "
+               "GPU's clocks, temperature, power limit and ECC errors, or move the job off it";
+    case PT_CLASS_MEMORY:
+        return "the same copies take longer there: check that host's PCIe link and whether its buffers are pinned";
+    case PT_CLASS_RUNTIME:
+        return "the same calls take longer there: the CPU cannot launch work fast enough, so the GPU waits: look "
+               "for CPU contention on that host (other processes, too few cores per rank, CPU frequency, NUMA)";
+    default:
+        return "the other workers wait in collectives meanwhile: speed up or overlap this code there (data "
+               "loading, garbage collection, logging, I/O)";
+    }
+}
+
+static const char *extra_work_advice(pt_class cls)
+{
+    switch (cls) {
+    case PT_CLASS_MEMORY:
+        return "copies the others do not make (synchronous copies such as .item(), .cpu() or .to() without "
+               "non_blocking stall the step): remove them or make them asynchronous";
+    case PT_CLASS_RUNTIME:
+        return "calls the others do not make (a synchronize or blocking copy per call stalls the step): remove "
+               "them from the step";
+    case PT_CLASS_PYTHON:
+        return "work the others do not do, while they wait in collectives: a rank-specific code path (data "
+               "loading, garbage collection, logging, I/O); remove it, overlap it or spread it across ranks";
+    default:
+        return "extra work on this rank only, such as a rank-specific code path or uneven data: remove it or "
+               "balance it across ranks";
+    }
+}
+
+static void describe_peer_finding(const pt_analysis *a, finding *f)
+{
+    pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
+    pt_short_function_name(f->cls, f->function, &name);
+    const char *shown = name.data ? name.data : f->function;
+    double excess = f->impact * a->median_step_ms;
+    pt_ranks_phrase(a, f, &s);
+    switch (f->evidence) {
+    case PT_EVIDENCE_ONLY_HERE:
+        pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`, %.3g call%s and ",
+                      f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
+                      shown, f->calls, f->calls == 1 ? "" : "s");
+        pt_put_ms(&s, excess);
+        pt_buf_printf(&s, " per step (%.0f%% of the step). That is %s.", 100 * f->impact, extra_work_advice(f->cls));
+        break;
+    case PT_EVIDENCE_MORE_CALLS:
+        pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
+                      f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
+        pt_put_ms(&s, excess);
+        pt_buf_printf(&s, " more per step (%.0f%% of the step). That is %s.", 100 * f->impact,
+                      extra_work_advice(f->cls));
+        break;
+    case PT_EVIDENCE_SLOWER:
+        pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
+        pt_put_ms(&s, excess);
+        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%.0f%% of the step); "
+                          "%s.", class_noun(f->cls), shown, 100 * f->impact, slower_advice(f->cls));
+        break;
+    default:
+        pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
+        pt_put_ms(&s, excess);
+        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%.0f%% of the step); %s.",
+                      class_noun(f->cls), shown, 100 * f->impact, slower_advice(f->cls));
+        break;
+    }
+    f->summary = pt_buf_take(&s);
+    pt_buf_free(&name);
+}
+
+static int by_index(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* ------------------------------------------------------------ entry */
+
+void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers)
+{
+    size_t first = list->count;
+    peer_context c = {pt_xcalloc(a->n ? a->n : 1, sizeof *c.host_slow), pt_xcalloc(a->n ? a->n : 1, sizeof *c.lead),
+                      false};
+    double typical_wait;
+    measure_leads(a, &c, &typical_wait);
+    host_slowdowns(a, list, &c);
+    peer_rows(a, list, &c);
+    peer_classes(a, list, &c);
+    if (explain_stragglers)
+        stragglers(a, list, &c, typical_wait);
+    for (size_t i = first; i < list->count; i++) {
+        finding *f = &list->items[i];
+        if (f->summary)
+            continue;
+        double *value = pt_xmalloc(f->worker_count * sizeof *value);
+        size_t *order = pt_xmalloc(f->worker_count * sizeof *order);
+        memcpy(order, f->workers, f->worker_count * sizeof *order);
+        qsort(order, f->worker_count, sizeof *order, by_index);
+        for (size_t k = 0; k < f->worker_count; k++)
+            for (size_t j = 0; j < f->worker_count; j++)
+                if (f->workers[j] == order[k])
+                    value[k] = f->values[j];
+        memcpy(f->workers, order, f->worker_count * sizeof *order);
+        memcpy(f->values, value, f->worker_count * sizeof *value);
+        free(order);
+        free(value);
+        describe_peer_finding(a, f);
+    }
+    free(c.host_slow);
+    free(c.lead);
+}

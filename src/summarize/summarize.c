@@ -846,8 +846,8 @@ static void push_segment(reducer *r, call_walk *w, const open_frame *f, int64_t 
 /* A closing frame's exclusive segments become its stack's work, or its waiting. */
 static void settle_frame(reducer *r, call_walk *w, const open_frame *f)
 {
-    const segment *seg = w->segments + f->first_segment;
     size_t nseg = w->segment_count - f->first_segment;
+    const segment *seg = nseg ? w->segments + f->first_segment : NULL;
     int64_t own = 0;
     for (size_t k = 0; k < nseg; k++)
         own += seg[k].end - seg[k].start;

@@ -1008,7 +1008,7 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
         category = "gpu_compute", function = top_kernel_key(&p->prog);
         break;
     case PT_FAULT_CPU_CONTENTION:
-        category = "cuda_runtime", function = pt_xstrdup("cudaLaunchKernel");
+        category = "host", function = pt_xstrdup("CPU-side work: runtime calls and Python");
         break;
     case PT_FAULT_SLOW_DATALOADER:
         category = "python", function = stack_at(&p->prog, SCALE_DATALOADER);

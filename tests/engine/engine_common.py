@@ -54,7 +54,7 @@ def check_schema(report, where):
     assert impacts == sorted(impacts, reverse=True), f"{where}: findings not sorted by impact"
     for f in d["findings"]:
         assert f["category"] in ("gpu_compute", "gpu_memory", "communication", "cuda_runtime", "python", "hang",
-                                 "hardware", "other"), f
+                                 "hardware", "host", "other"), f
         assert isinstance(f["workers"], list) and isinstance(f["all_workers"], bool) and f["summary"], f
     for w in report["workers"]:
         for key in ("rank", "name", "host", "step_time_ms", "gpu_utilization", "status"):

@@ -63,6 +63,12 @@ static pt_worker_summary *worker(int rank, extra x, int jitter)
     for (int c = 0; c < PT_CLASS_COUNT; c++)
         used += s->exposed_ns[c];
     s->idle_ns = s->window_ns - used;
+    /* Both steps alike, as the summarizer would report them. */
+    for (int i = 0; i < 2; i++) {
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            s->steps[i].exposed_ns[c] = s->exposed_ns[c] / 2;
+        s->steps[i].idle_ns = s->idle_ns / 2;
+    }
     return s;
 }
 

@@ -5,9 +5,10 @@
 #   scripts/install-deps.sh --build    only what `make` needs
 set -euo pipefail
 
+# libcmocka-dev is here, not in test_pkgs: configuring the tree (plain `make`) needs it.
 build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev
-            python3-dev clang libclang-rt-14-dev)
-test_pkgs=(libcmocka-dev python3-torch python3-pandas python3-numpy chromium nodejs npm
+            python3-dev clang libclang-rt-14-dev libcmocka-dev)
+test_pkgs=(python3-torch python3-pandas python3-numpy chromium nodejs npm
            valgrind procps time)
 
 want=("${build_pkgs[@]}")

@@ -212,10 +212,10 @@
   }
   function categoryView(category) {
     return { gpu_compute: 'gpu-compute', gpu_memory: 'gpu-memory', communication: 'communication',
-             cuda_runtime: 'cuda-runtime', python: 'python', hardware: 'hardware', hang: 'workers' }[category] || 'overview';
+             cuda_runtime: 'cuda-runtime', python: 'python', hardware: 'hardware', hang: 'workers', host: 'workers' }[category] || 'overview';
   }
   var CATEGORY_LABEL = { gpu_compute: 'GPU compute', gpu_memory: 'GPU memory', communication: 'communication',
-                         cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', other: 'other' };
+                         cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', host: 'host CPU', other: 'other' };
 
   function heatmapColumn(fnName) {
     var h = section('Heatmap');

@@ -48,7 +48,7 @@ void pt_finding_list_free(finding_list *list);
 const char *pt_category_of(pt_class cls);
 const char *pt_section_of(pt_class cls);
 
-/* The smallest difference worth a finding: 2% of the step, and never under 0.05 ms. */
+/* The smallest difference worth a finding: 3% of the step, and never under 0.05 ms. */
 double pt_floor_ms(const pt_analysis *a);
 /* Fraction of the median step that excess_ms is, in [0, 1]. */
 double pt_impact_of(const pt_analysis *a, double excess_ms);
@@ -56,6 +56,9 @@ double pt_impact_of(const pt_analysis *a, double excess_ms);
 /* Sentence pieces: "Rank 3" / "Ranks 1, 2 and 5"; "12.5 ms"; the short function name. */
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
 void pt_put_ms(pt_buf *out, double ms);
+/* "37%", "4.3%", "0.35%": small shares keep their digits (a 0.35% link use is not 0%). */
+#define PT_PERCENT_LEN 16
+const char *pt_percent(char out[PT_PERCENT_LEN], double percent);
 
 /* The passes of peers.c: functions and classes against the other workers, uniformly slow
  * hosts, and stragglers (workers the others wait for). */

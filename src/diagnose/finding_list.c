@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_FRACTION_FLOOR 0.02
+#define STEP_FRACTION_FLOOR 0.03
 #define ABSOLUTE_FLOOR_MS 0.05
 
 finding *pt_finding_add(finding_list *list, const char *category, const char *function, const char *section)
@@ -95,6 +95,12 @@ double pt_impact_of(const pt_analysis *a, double excess_ms)
 void pt_put_ms(pt_buf *out, double ms)
 {
     pt_buf_printf(out, ms >= 100 ? "%.0f ms" : "%.3g ms", ms);
+}
+
+const char *pt_percent(char out[PT_PERCENT_LEN], double percent)
+{
+    snprintf(out, PT_PERCENT_LEN, percent >= 9.5 || percent == 0 ? "%.0f%%" : "%.2g%%", percent);
+    return out;
 }
 
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)

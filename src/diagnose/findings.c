@@ -153,6 +153,37 @@ static finding *add_common_finding(const pt_analysis *a, finding_list *list, pt_
     return f;
 }
 
+/* What to do about a cost every worker shares: by class, and for runtime calls by what
+ * the call does (a synchronize is not a launch) and on which platform. */
+static const char *common_advice(pt_class cls, const char *function)
+{
+    if (cls == PT_CLASS_MEMORY)
+        return "remove redundant copies (.contiguous(), .clone(), dtype casts, host round trips) or overlap them "
+               "with compute.";
+    if (cls == PT_CLASS_PYTHON)
+        return "the GPU idles meanwhile: move this work off the critical path (background data loading, fewer host "
+               "syncs) or speed it up.";
+    switch (pt_runtime_kind_of(function)) {
+    case PT_RUNTIME_LAUNCH:
+        return pt_runtime_is_hip(function) ? "the job is launch-bound: use HIP graphs, fuse kernels (torch.compile) "
+                                             "or give each kernel more work."
+                                           : "the job is launch-bound: use CUDA graphs, fuse kernels (torch.compile) "
+                                             "or give each kernel more work.";
+    case PT_RUNTIME_SYNC:
+        return "the CPU blocks there while the GPU runs none of this worker's work: host synchronizations (.item(), "
+               ".cpu(), torch.cuda.synchronize(), a CPU collective staging its buffers) stall the step; remove "
+               "them from the step or overlap them.";
+    case PT_RUNTIME_COPY:
+        return "copies the CPU waits for stall the step: use pinned memory and non_blocking copies, or keep the "
+               "data on the GPU.";
+    case PT_RUNTIME_MEMORY:
+        return "allocating and freeing device memory in the step is slow: let the caching allocator keep its "
+               "blocks (no torch.cuda.empty_cache() in the loop) and avoid fragmentation.";
+    default:
+        return "move this call out of the step or make it less frequent.";
+    }
+}
+
 static void common_class(const pt_analysis *a, finding_list *list, pt_class cls, double threshold, double expected)
 {
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
@@ -171,16 +202,12 @@ static void common_class(const pt_analysis *a, finding_list *list, pt_class cls,
                                         "bottleneck ratio (median over workers)", ratio);
         pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
         pt_short_function_name(cls, row->name, &name);
-        pt_buf_printf(&s, "Every worker spends %.0f%% of each step in %s `%s` not hidden by %s; ", 100 * median,
+        char pct[PT_PERCENT_LEN];
+        pt_buf_printf(&s, "Every worker spends %s of each step in %s `%s` not hidden by %s; ", pt_percent(pct, 100 * median),
                       cls == PT_CLASS_MEMORY ? "the memory operation" : cls == PT_CLASS_RUNTIME ? "the runtime call"
                                                                                              : "Python",
                       name.data ? name.data : row->name, cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
-        pt_buf_puts(&s, cls == PT_CLASS_MEMORY ? "remove redundant copies (.contiguous(), .clone(), dtype casts, "
-                                                 "host round trips) or overlap them with compute."
-                        : cls == PT_CLASS_RUNTIME ? "the job is launch-bound: use CUDA graphs, fuse kernels "
-                                                    "(torch.compile) or give each kernel more work."
-                                                  : "the GPU idles meanwhile: move this work off the critical path "
-                                                    "(background data loading, fewer host syncs) or speed it up.");
+        pt_buf_puts(&s, common_advice(cls, row->name));
         f->summary = pt_buf_take(&s);
         pt_buf_free(&name);
     }
@@ -213,11 +240,13 @@ static void common_communication(const pt_analysis *a, finding_list *list)
             finding *f = add_common_finding(a, list, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
                                             "exposed communication ratio (median over workers)", ratio);
             pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
+            char pct[PT_PERCENT_LEN];
             pt_short_function_name(PT_CLASS_COMM, top->name, &name);
-            pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %.0f%% of each step on "
-                              "every worker, most in `%s`", 100 * median, name.data ? name.data : top->name);
+            pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %s of each step on "
+                              "every worker, most in `%s`",
+                          pt_percent(pct, 100 * median), name.data ? name.data : top->name);
             if (throughput > 0)
-                pt_buf_printf(&s, " at %.0f%% of the link's peak bandwidth", throughput);
+                pt_buf_printf(&s, " at %s of the link's peak bandwidth", pt_percent(pct, throughput));
             pt_buf_puts(&s, "; overlap gradient communication with backward (DDP buckets), shard differently, "
                             "or check the links.");
             f->summary = pt_buf_take(&s);

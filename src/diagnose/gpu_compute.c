@@ -1,7 +1,9 @@
 /* gpu_compute.c -- the "GPU Compute" section: utilisation across workers, the kernels
  * that cost the most, and the workers whose kernels run slower than the same kernels
  * elsewhere (judged per execution, so a worker that simply runs more work is not
- * called slow). */
+ * called slow). A slower kernel is listed only when the difference is significant (an
+ * outlier beyond the timer's microsecond, not 2 us against 3 us) and material (it costs
+ * the worker 1% of a step). */
 #include "diagnose/analysis.h"
 
 #include <math.h>
@@ -13,6 +15,8 @@
 #define SLOWDOWN_MIN 1.15   /* a kernel must be 15% slower per execution ... */
 #define SIGMAS 5.0          /* ... and an outlier among its peers */
 #define UTILIZATION_FLOOR 0.05
+#define TIMER_RESOLUTION_MS 0.001 /* Kineto's timestamps are whole microseconds */
+#define MATERIAL_SHARE 0.01       /* the slowdown costs at least 1% of a step */
 
 typedef struct kernel_rank {
     const pt_fn_row *row;
@@ -110,6 +114,7 @@ static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, si
         return;
     double *med = pt_xmalloc(a->n * sizeof *med);
     double *present = pt_xmalloc(a->n * sizeof *present);
+    double *calls = pt_xmalloc(a->n * sizeof *calls);
     pt_json **per_worker = pt_xcalloc(a->n, sizeof *per_worker);
     for (size_t k = 0; k < count && k < KERNELS_CHECKED && ranked[k].median_ratio > 0; k++) {
         const pt_fn_row *row = ranked[k].row;
@@ -121,8 +126,12 @@ static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, si
         if (m < 3)
             continue;
         pt_spread s = pt_spread_of(present, m, a->scratch);
+        pt_row_calls_per_step(a, row, calls);
         for (size_t w = 0; w < a->n; w++) {
-            if (!row->by_worker[w] || med[w] < s.median * SLOWDOWN_MIN || med[w] - s.median <= SIGMAS * s.sigma)
+            double slower = med[w] - s.median;
+            if (!row->by_worker[w] || med[w] < s.median * SLOWDOWN_MIN ||
+                slower <= SIGMAS * fmax(s.sigma, TIMER_RESOLUTION_MS) ||
+                slower * calls[w] < MATERIAL_SHARE * a->median_step_ms)
                 continue;
             if (!per_worker[w])
                 per_worker[w] = pt_json_object();
@@ -141,6 +150,7 @@ static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, si
     free(per_worker);
     free(med);
     free(present);
+    free(calls);
 }
 
 pt_json *pt_section_gpu_compute(const pt_analysis *a)

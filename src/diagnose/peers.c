@@ -10,7 +10,7 @@
  * when its exposed time per step exceeds the typical worker's (the median) and:
  *  - Calls (exact). Identical ranks make identical calls even when durations are noisy,
  *    so a worker running a function the others do not (or barely), or calling it more
- *    often, does extra work; it is named when the excess clears the floor (2% of a step).
+ *    often, does extra work; it is named when the excess clears the floor (3% of a step).
  *  - Time (statistical). Same calls, more time: the excess must clear the noise, 4x each
  *    worker's own step-to-step spread of that function (the median over workers), or 5x
  *    the spread across workers when steps cannot be compared, and hold in every step (all
@@ -356,14 +356,15 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
 static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)
 {
     pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
     pt_ranks_phrase(a, f, &s);
     pt_buf_printf(&s, "%s CPU-side work (runtime calls and Python) is uniformly slower than on the other workers: "
                       "the same calls take %.2gx as long per call across %zu functions, costing ",
                   f->worker_count == 1 ? "'s" : "'", factor, compared);
     pt_put_ms(&s, f->impact * a->median_step_ms);
-    pt_buf_printf(&s, " per step (%.0f%% of the step). That is the host, not the code: CPU contention (other "
+    pt_buf_printf(&s, " per step (%s of the step). That is the host, not the code: CPU contention (other "
                       "processes, too few cores per rank) or throttling (CPU frequency, NUMA placement) there.",
-                  100 * f->impact);
+                  pt_percent(pct, 100 * f->impact));
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -547,6 +548,7 @@ static void describe_peer_finding(const pt_analysis *a, finding *f)
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(f->cls, f->function, &name);
     const char *shown = name.data ? name.data : f->function;
+    char pct[PT_PERCENT_LEN];
     double excess = f->impact * a->median_step_ms;
     pt_ranks_phrase(a, f, &s);
     switch (f->evidence) {
@@ -555,26 +557,26 @@ static void describe_peer_finding(const pt_analysis *a, finding *f)
                       f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
                       shown, f->calls, f->calls == 1 ? "" : "s");
         pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " per step (%.0f%% of the step). That is %s.", 100 * f->impact, extra_work_advice(f->cls));
+        pt_buf_printf(&s, " per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact), extra_work_advice(f->cls));
         break;
     case PT_EVIDENCE_MORE_CALLS:
         pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
                       f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
         pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step (%.0f%% of the step). That is %s.", 100 * f->impact,
+        pt_buf_printf(&s, " more per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
                       extra_work_advice(f->cls));
         break;
     case PT_EVIDENCE_SLOWER:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%.0f%% of the step); "
-                          "%s.", class_noun(f->cls), shown, 100 * f->impact, slower_advice(f->cls));
+        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%s of the step); "
+                          "%s.", class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice(f->cls));
         break;
     default:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%.0f%% of the step); %s.",
-                      class_noun(f->cls), shown, 100 * f->impact, slower_advice(f->cls));
+        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%s of the step); %s.",
+                      class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice(f->cls));
         break;
     }
     f->summary = pt_buf_take(&s);

@@ -174,3 +174,22 @@ double pt_busbw_factor(const char *coll, size_t len, int n, bool *uses_output_si
         return ring;
     return 1.0; /* broadcast, reduce, send/recv */
 }
+
+pt_runtime_kind pt_runtime_kind_of(const char *name)
+{
+    if (strstr(name, "Launch"))
+        return PT_RUNTIME_LAUNCH;
+    if (strstr(name, "Synchronize") || strstr(name, "WaitEvent") || strstr(name, "EventQuery"))
+        return PT_RUNTIME_SYNC;
+    if (strstr(name, "Memcpy") || strstr(name, "Memset"))
+        return PT_RUNTIME_COPY;
+    if (strstr(name, "Malloc") || strstr(name, "Free") || strstr(name, "HostAlloc") || strstr(name, "HostRegister") ||
+        strstr(name, "MemAlloc"))
+        return PT_RUNTIME_MEMORY;
+    return PT_RUNTIME_OTHER;
+}
+
+bool pt_runtime_is_hip(const char *name)
+{
+    return strncmp(name, "hip", 3) == 0;
+}

@@ -20,6 +20,18 @@ bool pt_cpu_is_collective(const char *name, size_t n);
  * "<built-in method m of T object at 0x7f3a...>" -> "<built-in method m of T object at 0x>". */
 void pt_normalize_frame(pt_buf *out, const char *name, size_t n);
 
+/* What a runtime or driver API does, for the advice a finding about it gives. */
+typedef enum pt_runtime_kind {
+    PT_RUNTIME_LAUNCH,  /* cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel, graph launches */
+    PT_RUNTIME_SYNC,    /* cudaStreamSynchronize, cudaDeviceSynchronize, event waits */
+    PT_RUNTIME_COPY,    /* cudaMemcpy*, cudaMemset* */
+    PT_RUNTIME_MEMORY,  /* cudaMalloc, cudaFree, host allocations */
+    PT_RUNTIME_OTHER
+} pt_runtime_kind;
+pt_runtime_kind pt_runtime_kind_of(const char *name);
+/* HIP (ROCm) rather than CUDA: "hipLaunchKernel", "hipMemcpyAsync". */
+bool pt_runtime_is_hip(const char *name);
+
 /* "ring", "tree", "sendrecv", "nvls", "collnet", "alltoall" or "other". */
 const char *pt_collective_pattern(const char *kernel_name, size_t n);
 /* "nvlink", "xgmi", "pcie" or "network" from the GPU model and whether the group fits in

@@ -712,7 +712,8 @@ typedef struct open_frame {
     size_t first_segment;  /* its exclusive segments are segments[first_segment..] */
     uint32_t stack;
     bool comm;             /* inside a collective: its time is communication, not Python */
-    bool may_wait;         /* a C call, an operator or an annotation: it can block */
+    bool may_wait;         /* a C call or an operator: it can block */
+    bool annotation;       /* a label around code: its own time is never Python work */
 } open_frame;
 
 typedef struct call_walk {
@@ -818,10 +819,10 @@ static int64_t handed_off_ns(const call_walk *w, const open_frame *f, const segm
 }
 
 /* Interpreter code is work by definition; builtins ("<built-in method run_backward>",
- * "<method 'item' ...>"), operators and annotations may block. */
+ * "<method 'item' ...>") and operators may block. */
 static bool may_wait(reducer *r, const cpu_rec *e)
 {
-    if (e->kind == PT_CPU_OPERATOR || e->kind == PT_CPU_ANNOTATION)
+    if (e->kind == PT_CPU_OPERATOR)
         return true;
     const char *name = pt_strtab_get(&r->s->names, e->name);
     size_t n = pt_strtab_len(&r->s->names, e->name);
@@ -851,7 +852,10 @@ static void settle_frame(reducer *r, call_walk *w, const open_frame *f)
     int64_t own = 0;
     for (size_t k = 0; k < nseg; k++)
         own += seg[k].end - seg[k].start;
-    bool waiting = f->may_wait && own > 0 && (double)handed_off_ns(w, f, seg, nseg, own) >= WAITING_SHARE * (double)own;
+    /* An annotation ("## backward ##", record_function ranges) wraps code; time in it
+     * outside every traced call is the wait for what it wraps, or untraced. */
+    bool waiting = f->annotation ||
+                   (f->may_wait && own > 0 && (double)handed_off_ns(w, f, seg, nseg, own) >= WAITING_SHARE * (double)own);
     if (nseg) {
         func_acc *acc = func_get(r, PT_CLASS_PYTHON, f->stack);
         for (size_t k = 0; k < nseg; k++) {
@@ -919,7 +923,9 @@ static void account_python(reducer *r, call_walk *w)
             f->max_ns = PT_MAX(f->max_ns, end - e->start);
         }
         PT_GROW(w->frames, w->frame_cap, w->depth + 1);
-        w->frames[w->depth++] = (open_frame){e->start, end, e->start, e->tid, w->segment_count, id, comm, may_wait(r, e)};
+        w->frames[w->depth++] = (open_frame){e->start,      end,  e->start,        e->tid,
+                                             w->segment_count, id, comm, may_wait(r, e),
+                                             e->kind == PT_CPU_ANNOTATION};
     }
     while (w->depth)
         close_frame(r, w);

@@ -34,8 +34,9 @@
 #define STEP_SIGMAS 4.0
 #define SPREAD_SIGMAS 5.0
 #define MORE_CALLS_SHARE 0.05 /* more calls: at least one more per step, and 5% more */
-#define UNIFORM_FACTOR 1.2    /* a host is slow when its calls take 1.2x as long ... */
-#define UNIFORM_SHARE 0.6     /* ... over 60% of its CPU-side time ... */
+#define UNIFORM_FACTOR 1.05   /* a host is slow when its calls take (typically) 1.05x as long ... */
+#define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side time is in calls slowed by at least
+                                 half that factor: similar, not one slow operator */
 #define UNIFORM_MIN_FUNCTIONS 5 /* ... judged on at least this many functions */
 #define EXPLAINED_SHARE 0.5   /* a function explains a straggler when it covers half its lead */
 
@@ -302,14 +303,14 @@ static int by_ratio(const void *x, const void *y)
 }
 
 /* Worker w's per-call time against the others', over the CPU-side functions most workers
- * run as often as w does; each weighted by w's time in it. Returns the share of that time
- * in calls at least UNIFORM_FACTOR slower; *median_ratio is the weighted median. */
+ * run as often as w does; each weighted by w's time in it. *median_ratio is the weighted
+ * median; returns the share of w's time in calls slowed by at least half of it. */
 static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
 {
     per_call *items = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *items);
     double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
     size_t k = 0;
-    double total = 0, slow = 0;
+    double total = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         const pt_function_summary *mine = row->by_worker[w];
@@ -333,8 +334,6 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
         double weight = (double)mine->total_ns / 1e6 / a->steps[w];
         items[k++] = (per_call){((double)mine->total_ns / (double)mine->count) / theirs, weight};
         total += weight;
-        if (items[k - 1].ratio >= UNIFORM_FACTOR)
-            slow += weight;
     }
     qsort(items, k, sizeof *items, by_ratio);
     double half = 0;
@@ -346,6 +345,10 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
             break;
         }
     }
+    double slow = 0;
+    for (size_t i = 0; i < k; i++)
+        if (items[i].ratio >= 1 + (*median_ratio - 1) / 2)
+            slow += items[i].weight;
     *compared = k;
     free(items);
     free(others);
@@ -389,7 +392,7 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         double excess = real_excess(a, &v, w, false), factor;
         size_t compared;
         if (excess <= 0 || !holds_others_up(c, w) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
-            compared < UNIFORM_MIN_FUNCTIONS)
+            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
         if (!f) {

@@ -511,40 +511,31 @@ static const char *class_noun(pt_class cls)
     return nouns[cls];
 }
 
-static const char *slower_advice(pt_class cls)
-{
-    switch (cls) {
-    case PT_CLASS_COMPUTE:
-        return "the same kernels, as many calls, run slower there: its GPU is slower than its peers': check that "
-               "GPU's clocks, temperature, power limit and ECC errors, or move the job off it";
-    case PT_CLASS_MEMORY:
-        return "the same copies take longer there: check that host's PCIe link and whether its buffers are pinned";
-    case PT_CLASS_RUNTIME:
-        return "the same calls take longer there: the CPU cannot launch work fast enough, so the GPU waits: look "
-               "for CPU contention on that host (other processes, too few cores per rank, CPU frequency, NUMA)";
-    default:
-        return "the other workers wait in collectives meanwhile: speed up or overlap this code there (data "
-               "loading, garbage collection, logging, I/O)";
-    }
-}
+/* Per class: what to do when the same calls take longer there ... */
+static const char *const slower_advice[PT_CLASS_COUNT] = {
+    "the same kernels, as many calls, run slower there: its GPU is slower than its peers': check that GPU's "
+    "clocks, temperature, power limit and ECC errors, or move the job off it",
+    "the same copies take longer there: check that host's PCIe link and whether its buffers are pinned",
+    "the others wait for it",
+    "the same calls take longer there: the CPU cannot launch work fast enough, so the GPU waits: look for CPU "
+    "contention on that host (other processes, too few cores per rank, CPU frequency, NUMA)",
+    "the other workers wait in collectives meanwhile: speed up or overlap this code there (data loading, garbage "
+    "collection, logging, I/O)",
+};
 
-static const char *extra_work_advice(pt_class cls)
-{
-    switch (cls) {
-    case PT_CLASS_MEMORY:
-        return "copies the others do not make (synchronous copies such as .item(), .cpu() or .to() without "
-               "non_blocking stall the step): remove them or make them asynchronous";
-    case PT_CLASS_RUNTIME:
-        return "calls the others do not make (a synchronize or blocking copy per call stalls the step): remove "
-               "them from the step";
-    case PT_CLASS_PYTHON:
-        return "work the others do not do, while they wait in collectives: a rank-specific code path (data "
-               "loading, garbage collection, logging, I/O); remove it, overlap it or spread it across ranks";
-    default:
-        return "extra work on this rank only, such as a rank-specific code path or uneven data: remove it or "
-               "balance it across ranks";
-    }
-}
+/* ... and when it does what the others do not. */
+static const char *const extra_work_advice[PT_CLASS_COUNT] = {
+    "extra work on this rank only, such as a rank-specific code path or uneven data: remove it or balance it "
+    "across ranks",
+    "copies the others do not make (synchronous copies such as .item(), .cpu() or .to() without non_blocking "
+    "stall the step): remove them or make them asynchronous",
+    "extra work on this rank only, such as a rank-specific code path or uneven data: remove it or balance it "
+    "across ranks",
+    "calls the others do not make (a synchronize or blocking copy per call stalls the step): remove them from the "
+    "step",
+    "work the others do not do, while they wait in collectives: a rank-specific code path (data loading, garbage "
+    "collection, logging, I/O); remove it, overlap it or spread it across ranks",
+};
 
 static void describe_peer_finding(const pt_analysis *a, finding *f)
 {
@@ -560,26 +551,26 @@ static void describe_peer_finding(const pt_analysis *a, finding *f)
                       f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
                       shown, f->calls, f->calls == 1 ? "" : "s");
         pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact), extra_work_advice(f->cls));
+        pt_buf_printf(&s, " per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact), extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_MORE_CALLS:
         pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
                       f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
         pt_put_ms(&s, excess);
         pt_buf_printf(&s, " more per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
-                      extra_work_advice(f->cls));
+                      extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_SLOWER:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, excess);
         pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%s of the step); "
-                          "%s.", class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice(f->cls));
+                          "%s.", class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
         break;
     default:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, excess);
         pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%s of the step); %s.",
-                      class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice(f->cls));
+                      class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
         break;
     }
     f->summary = pt_buf_take(&s);

@@ -34,9 +34,10 @@
 #define STEP_SIGMAS 4.0
 #define SPREAD_SIGMAS 5.0
 #define MORE_CALLS_SHARE 0.05 /* more calls: at least one more per step, and 5% more */
-#define UNIFORM_FACTOR 1.05   /* a host is slow when its calls take (typically) 1.05x as long ... */
-#define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side time is in calls slowed by at least
-                                 half that factor: similar, not one slow operator */
+#define UNIFORM_FACTOR 1.05   /* a host is slow when its calls typically take 1.05x as long ... */
+#define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side functions, holding 60% of its
+                                 CPU-side time, are slowed by at least half that factor:
+                                 similar everywhere, not one slow call (a sleep) */
 #define UNIFORM_MIN_FUNCTIONS 5 /* ... judged on at least this many functions */
 #define EXPLAINED_SHARE 0.5   /* a function explains a straggler when it covers half its lead */
 
@@ -303,8 +304,9 @@ static int by_ratio(const void *x, const void *y)
 }
 
 /* Worker w's per-call time against the others', over the CPU-side functions most workers
- * run as often as w does; each weighted by w's time in it. *median_ratio is the weighted
- * median; returns the share of w's time in calls slowed by at least half of it. */
+ * run as often as w does. *median_ratio is the typical function's ratio; returns the
+ * smaller of two shares slowed by at least half of it: of the functions, and of w's time
+ * in them (so that neither one long call nor many negligible ones decide). */
 static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
 {
     per_call *items = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *items);
@@ -336,24 +338,17 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
         total += weight;
     }
     qsort(items, k, sizeof *items, by_ratio);
-    double half = 0;
-    *median_ratio = 1;
-    for (size_t i = 0; i < k; i++) {
-        half += items[i].weight;
-        if (half >= total / 2) {
-            *median_ratio = items[i].ratio;
-            break;
-        }
-    }
+    *median_ratio = k ? items[k / 2].ratio : 1;
     double slow = 0;
+    size_t slowed = 0;
     for (size_t i = 0; i < k; i++)
         if (items[i].ratio >= 1 + (*median_ratio - 1) / 2)
-            slow += items[i].weight;
+            slow += items[i].weight, slowed++;
     *compared = k;
     free(items);
     free(others);
     free(calls);
-    return total > 0 ? slow / total : 0;
+    return total > 0 ? fmin(slow / total, (double)slowed / (double)k) : 0;
 }
 
 static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)

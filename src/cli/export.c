@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *out)
 {
@@ -61,9 +62,19 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static int export_trace(const char *input, const char *output)
 {
     pt_error err = {{0}};
+    if (same_file(input, output)) { /* opening the output would truncate the input */
+        pt_cli_print(stderr, "perftracker: %s: the output is the same file as the input\n", output);
+        return PT_EXIT_FAILURE;
+    }
     pt_kineto_writer *w = pt_kineto_writer_open(output, ends_with(output, ".gz"), &err);
     if (!w) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", output, err.message);

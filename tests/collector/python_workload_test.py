@@ -194,13 +194,15 @@ def workload_checks(workdir, cli):
     # A sleep never ends early, and the trace sees it inside the workload's own
     # perf_counter_ns() bracket, so: calls x nominal <= traced <= the brackets of the
     # longest `calls` sleeps of that kind (whichever steps the window held). Neither bound
-    # depends on the machine's load. The slack covers only the two clocks' rates (the
-    # collector may read the TSC; perf_counter is CLOCK_MONOTONIC, slewed by NTP).
+    # depends on the machine's load. The 1% slack covers only the two clocks: the
+    # collector reads the TSC and maps it onto CLOCK_MONOTONIC through the window's first
+    # and last step marks, so a rare preemption between the two reads there skews the map
+    # by a fraction of a percent; perf_counter_ns is CLOCK_MONOTONIC itself.
     ms = 1_000_000
 
     def check_sleeps(what, traced_ns, calls, nominal_ms, measured):
-        lower = calls * nominal_ms * ms * (1 - 1e-3)
-        upper = sum(sorted(measured, reverse=True)[:calls]) * (1 + 1e-3) + calls * 20_000
+        lower = calls * nominal_ms * ms * (1 - 1e-2)
+        upper = sum(sorted(measured, reverse=True)[:calls]) * (1 + 1e-2) + calls * 20_000
         print("%s: %d sleeps traced as %.3f ms, bounds %.3f..%.3f ms" % (what, calls, traced_ns / ms, lower / ms,
                                                                         upper / ms))
         check(len(measured) >= calls and lower <= traced_ns <= upper,

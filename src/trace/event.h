@@ -12,7 +12,6 @@
 #ifndef PT_TRACE_EVENT_H
 #define PT_TRACE_EVENT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +25,17 @@ typedef enum pt_event_kind {
     PT_EVENT_COUNTER,     /* one hardware sample: name = metric, value */
     PT_EVENT_KIND_COUNT
 } pt_event_kind;
+
+/* What a CPU event is, when the producer says. It decides whether the event's own time can
+ * be waiting rather than work (summarize.c): a Python function runs the interpreter, but a
+ * C call or an operator may block on another thread or the GPU, and an annotation is a
+ * label around code, not code. PT_CPU_UNKNOWN: the summarizer tells by the name. */
+typedef enum pt_cpu_kind {
+    PT_CPU_UNKNOWN = 0,
+    PT_CPU_PYTHON,     /* python_function: "file.py(12): f", or a builtin "<built-in method x>" */
+    PT_CPU_OPERATOR,   /* cpu_op: "aten::mm", autograd nodes, c10d ops */
+    PT_CPU_ANNOTATION  /* user_annotation: record_function ranges, "## backward ##" */
+} pt_cpu_kind;
 
 /* What an NCCL kernel's args say about its collective, when the profiler recorded it. */
 typedef struct pt_collective {
@@ -46,14 +56,13 @@ typedef struct pt_event {
     int64_t tid;            /* CPU thread id, or GPU stream */
     int32_t device;         /* GPU ordinal, -1 for CPU events */
     int32_t depth;          /* CPU call depth when the producer knows it, else -1 */
+    pt_cpu_kind cpu_kind;   /* PT_EVENT_CPU only */
     int32_t grid[3];        /* kernels; zeros when unknown */
     int32_t block[3];
     int64_t bytes;          /* memcpy/memset size, 0 when unknown */
     int64_t step;           /* PT_EVENT_STEP: N of ProfilerStep#N, else -1 */
     double value;           /* PT_EVENT_COUNTER sample */
     pt_collective coll;
-    bool user_annotation;   /* PT_EVENT_CPU: a range the program marked (record_function),
-                               not an operator; writers keep the distinction */
 } pt_event;
 
 /* Where the worker's global rank came from; reported so users can trust it or not. */

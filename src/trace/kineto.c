@@ -323,12 +323,20 @@ static int scan_separator(const char **pp, const char *end, char close, bool *mo
 
 /* ------------------------------------------------------------ one event */
 
-enum { CATEGORY_IGNORED = -1, CATEGORY_ABSENT = -2 }; /* besides the pt_event_kind values */
+enum { CATEGORY_IGNORED = -1, CATEGORY_ABSENT = -2 }; /* raw_event.category besides the kinds */
 
 typedef struct raw_event {
     char ph;
-    int category;            /* pt_event_kind, CATEGORY_IGNORED or CATEGORY_ABSENT (no "cat") */
-    bool user_annotation;
+    int category;            /* pt_event_kind, -1 ignored, -2 unknown */
+    pt_cpu_kind cpu_kind;
+    bool has_ts, has_dur;
+    const char *name;
+    size_t name_len;
+    bool name_escaped;
+    int64_t ts_ns, dur_ns;
+    int64_t tid, pid;
+    int64_t stream;
+    bool has_stream;
     bool pid_is_name;        /* pid was a string without a number in it ("CPU functions") */
     const char *pid_text, *tid_text; /* pid and tid when they were strings (without escapes) */
     size_t pid_text_len, tid_text_len;
@@ -338,14 +346,6 @@ typedef struct raw_event {
     size_t md_key_len, md_text_len;
     bool md_text_escaped, has_md_value;
     int64_t md_number;
-    bool has_ts, has_dur;
-    const char *name;
-    size_t name_len;
-    bool name_escaped;
-    int64_t ts_ns, dur_ns;
-    int64_t tid, pid;
-    int64_t stream;
-    bool has_stream;
     pt_event ev;             /* args land here directly */
     const char *coll_name;
     size_t coll_name_len;
@@ -363,27 +363,28 @@ static bool equals_ignoring_case(const char *lower, const char *s, size_t n)
     return lower[n] == '\0';
 }
 
-static int category_kind(const char *s, size_t n, bool *user_annotation)
+static int category_kind(const char *s, size_t n, pt_cpu_kind *cpu_kind)
 {
     static const struct {
         const char *name;
         int kind;
+        pt_cpu_kind cpu_kind;
     } table[] = {
-        {"kernel", PT_EVENT_GPU_KERNEL},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY},
-        {"memcpy", PT_EVENT_GPU_MEMCPY},   {"gpu_memset", PT_EVENT_GPU_MEMSET},
-        {"memset", PT_EVENT_GPU_MEMSET},   {"cuda_runtime", PT_EVENT_RUNTIME},
-        {"runtime", PT_EVENT_RUNTIME},     {"cuda_driver", PT_EVENT_RUNTIME},
-        {"cpu_op", PT_EVENT_CPU},          {"operator", PT_EVENT_CPU},
-        {"python_function", PT_EVENT_CPU}, {"user_annotation", PT_EVENT_CPU},
+        {"kernel", PT_EVENT_GPU_KERNEL, PT_CPU_UNKNOWN},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},
+        {"memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},   {"gpu_memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},
+        {"memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},   {"cuda_runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
+        {"runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},     {"cuda_driver", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
+        {"cpu_op", PT_EVENT_CPU, PT_CPU_OPERATOR},         {"operator", PT_EVENT_CPU, PT_CPU_OPERATOR},
+        {"python_function", PT_EVENT_CPU, PT_CPU_PYTHON},  {"user_annotation", PT_EVENT_CPU, PT_CPU_ANNOTATION},
     };
-    *user_annotation = false;
+    *cpu_kind = PT_CPU_UNKNOWN;
     for (size_t i = 0; i < PT_ARRAY_LEN(table); i++) {
         if (equals_ignoring_case(table[i].name, s, n)) {
-            *user_annotation = i == PT_ARRAY_LEN(table) - 1;
+            *cpu_kind = table[i].cpu_kind;
             return table[i].kind;
         }
     }
-    return CATEGORY_IGNORED;
+    return -1;
 }
 
 /* Bytes per element of the dtype names PyTorch writes into NCCL kernel args. */
@@ -631,7 +632,7 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
         case 3:
             if (KEY_IS("cat") && *p == '"') {
                 TRY(scan_string(&p, end, &body, &n, &esc));
-                re->category = category_kind(body, n, &re->user_annotation);
+                re->category = category_kind(body, n, &re->cpu_kind);
             } else if (KEY_IS("dur")) {
                 TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
             } else if (KEY_IS("tid")) {
@@ -717,25 +718,26 @@ static void deliver_metadata(kineto_reader *kr, const raw_event *re)
 }
 
 /* The legacy profiler's events carry no "cat": kernels sit under pid "CUDA functions"
- * with the device as tid; everything else is a CPU operator (or a record_function range,
- * which that format cannot tell apart, so ProfilerStep#N is looked for in every one). */
-static void classify_uncategorised(raw_event *re, bool *may_be_step)
+ * with the device as tid; the rest are CPU operators and record_function ranges, which
+ * that format cannot tell apart (PT_CPU_UNKNOWN: the summarizer tells by the name), except
+ * that ProfilerStep#N is a step. */
+static void classify_uncategorised(raw_event *re)
 {
     if (re->legacy_kernel) {
         re->category = PT_EVENT_GPU_KERNEL;
         re->ev.device = (int32_t)(re->tid < 0 ? 0 : re->tid > INT32_MAX ? INT32_MAX : re->tid);
         re->tid = 0; /* the stream is not recorded */
-    } else {
-        re->category = PT_EVENT_CPU;
-        *may_be_step = true;
+        return;
     }
+    re->category = PT_EVENT_CPU;
+    if (re->name && !re->name_escaped && parse_step_number(re->name, re->name_len) >= 0)
+        re->cpu_kind = PT_CPU_ANNOTATION;
 }
 
 static int deliver(kineto_reader *kr, raw_event *re)
 {
     kr->events_seen++;
     pt_event *ev = &re->ev;
-    bool may_be_step = re->user_annotation;
     if (re->ph == 'M') {
         deliver_metadata(kr, re);
         return 0;
@@ -746,11 +748,9 @@ static int deliver(kineto_reader *kr, raw_event *re)
         ev->kind = PT_EVENT_COUNTER;
         ev->value = re->counter_value;
     } else {
-        if (re->ph != 'X')
-            return 0;
-        if (re->category == CATEGORY_ABSENT)
-            classify_uncategorised(re, &may_be_step);
-        if (re->category < 0)
+        if (re->ph == 'X' && re->category == CATEGORY_ABSENT)
+            classify_uncategorised(re);
+        if (re->ph != 'X' || re->category < 0)
             return 0;
         if (!re->has_ts || !re->has_dur || re->dur_ns < 0 || !re->name) {
             kr->events_malformed++;
@@ -781,14 +781,12 @@ static int deliver(kineto_reader *kr, raw_event *re)
         else
             ev->coll.name = re->coll_name, ev->coll.name_len = re->coll_name_len;
     }
-    if (ev->kind == PT_EVENT_CPU)
-        ev->user_annotation = re->user_annotation;
-    if (may_be_step) {
+    ev->cpu_kind = ev->kind == PT_EVENT_CPU ? re->cpu_kind : PT_CPU_UNKNOWN;
+    if (re->cpu_kind == PT_CPU_ANNOTATION) {
         int64_t step = parse_step_number(ev->name, ev->name_len);
         if (step >= 0) {
             ev->kind = PT_EVENT_STEP;
             ev->step = step;
-            ev->user_annotation = false;
         }
     }
     return kr->sink->on_event(kr->sink->ctx, ev);

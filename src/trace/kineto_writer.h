@@ -14,9 +14,9 @@
  *   GPU_MEMCPY   cat "gpu_memcpy" (name is the kind), args device, stream, bytes
  *   GPU_MEMSET   cat "gpu_memset", same args
  *   RUNTIME      cat "cuda_runtime", or "cuda_driver" for cu* driver calls
- *   CPU          cat "user_annotation" for marked ranges (ev.user_annotation),
- *                "python_function" for Python frames ("file.py(12): f", "<built-in
- *                ...>"), else "cpu_op"
+ *   CPU          by ev.cpu_kind: "user_annotation", "python_function" or "cpu_op";
+ *                when unknown, "python_function" for Python frames ("file.py(12): f",
+ *                "<built-in ...>"), else "cpu_op"
  *   STEP         cat "user_annotation", name "ProfilerStep#<step>"
  *   COUNTER      ph "C", args {"value": v}
  *   metadata     ph "M" (process and thread names), given by pt_kineto_writer_metadata

@@ -297,6 +297,8 @@ static int read_events(native_reader *r, const unsigned char *p, const unsigned 
         pt_event_init(&ev, kind);
         ev.tid = pt_unzigzag(tid);
         ev.device = (int32_t)pt_unzigzag(device);
+        if (kind == PT_EVENT_CPU) /* the collector's CPU events are its profile hook's frames */
+            ev.cpu_kind = PT_CPU_PYTHON;
         for (unsigned c = 0; c < set->count; c++)
             if (fill_event(r, &ev, (pt_native_column)set->columns[c], r->columns[(size_t)c * count + i]) != 0)
                 return -1;

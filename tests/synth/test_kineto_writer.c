@@ -137,7 +137,7 @@ static size_t sample_events(pt_event *out)
                     1234567800001, 1, 4243);
     out[n++] = make(PT_EVENT_CPU, weird_name, 1234567800002, 7, 4242);
     pt_event note = make(PT_EVENT_CPU, "## forward ##", 1234567800003, 9, 4242);
-    note.user_annotation = true;
+    note.cpu_kind = PT_CPU_ANNOTATION;
     out[n++] = note;
     pt_event st = make(PT_EVENT_STEP, "ProfilerStep#12", 1234567000000, 100000000, 4242);
     st.step = 12;
@@ -242,7 +242,8 @@ static void assert_same_event(const pt_event *want, const captured *got)
         assert_int_equal(ev->device, -1);
         break;
     }
-    assert_int_equal(ev->user_annotation, want->user_annotation);
+    if (want->kind == PT_EVENT_CPU) /* what the reader says unasked is its own business */
+        assert_int_equal(ev->cpu_kind == PT_CPU_ANNOTATION, want->cpu_kind == PT_CPU_ANNOTATION);
 }
 
 

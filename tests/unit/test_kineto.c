@@ -216,7 +216,7 @@ static void test_legacy_profiler_array(void **state)
     assert_string_equal(c.names[0], "aten::zeros");
     assert_int_equal(c.events[0].tid, 1);
     assert_int_equal(c.events[0].device, -1);
-    assert_false(c.events[0].user_annotation); /* the format cannot tell ops from ranges */
+    assert_int_equal(c.events[0].cpu_kind, PT_CPU_UNKNOWN); /* the format cannot tell ops from ranges */
     assert_int_equal(c.events[1].kind, PT_EVENT_STEP);
     assert_int_equal(c.events[1].step, 4);
     assert_true(c.events[1].ts_ns == 217000 && c.events[1].dur_ns == 441000);
@@ -234,7 +234,7 @@ static void test_legacy_profiler_array(void **state)
 }
 
 /* Process and thread names reach on_metadata with their ids as written (a string pid
- * stays a string); user annotations other than steps are flagged as such. */
+ * stays a string); user annotations other than steps keep their kind. */
 static void test_metadata_and_annotations(void **state)
 {
     (void)state;
@@ -260,8 +260,8 @@ static void test_metadata_and_annotations(void **state)
     assert_string_equal(c.metadata[2], "thread_name 0 7 name='stream 7 '");
     assert_int_equal(c.count, 2);
     assert_int_equal(c.events[0].kind, PT_EVENT_CPU);
-    assert_true(c.events[0].user_annotation);
-    assert_false(c.events[1].user_annotation);
+    assert_int_equal(c.events[0].cpu_kind, PT_CPU_ANNOTATION);
+    assert_int_equal(c.events[1].cpu_kind, PT_CPU_OPERATOR);
     assert_int_equal(meta.pid, 4037);
     /* A sink without on_metadata still reads the trace. */
     char *path = temp_file(text, strlen(text), false);

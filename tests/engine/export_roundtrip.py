@@ -2,8 +2,9 @@
 thread names, labels, sort order) and every user annotation, as they were, next to the
 events; and a gzip output is always named .gz.
 
-Checked on a hand-made Kineto trace and a synthetic one (always), and on every real trace in ../shared/data/traces (skips, 77, when that folder is
-absent, after the other checks have run)."""
+Checked on a hand-made Kineto trace and a synthetic one (always), and on every real trace
+in ../shared/data/traces (skips, 77, when that folder is absent, after the other checks
+have run)."""
 import glob
 import gzip
 import json

@@ -112,7 +112,8 @@ assert stats["windows_failed"] >= 1 or stats["last_error"], stats
 '''
 
 
-@scenario(expect_log=r"failed: cannot run /nonexistent/perftracker-does-not-exist", env={"PERFTRACKER_CLI": "/nonexistent/perftracker-does-not-exist"})
+@scenario(expect_log=r"failed: cannot run /nonexistent/perftracker-does-not-exist",
+          env={"PERFTRACKER_CLI": "/nonexistent/perftracker-does-not-exist"})
 def summarizer_missing(work):
     out = os.path.join(work, "nocli-out")
     fresh(out)

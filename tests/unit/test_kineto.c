@@ -248,7 +248,8 @@ static void test_metadata_and_annotations(void **state)
         " {\"ph\": \"M\", \"name\": \"no_args\", \"pid\": 0, \"tid\": 7},\n"
         " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"## forward ##\", \"pid\": 4037, \"tid\": 4037, "
         "\"ts\": 10, \"dur\": 5},\n"
-        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 4037, \"tid\": 4037, \"ts\": 11, \"dur\": 1}\n"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 4037, \"tid\": 4037, "
+        "\"ts\": 11, \"dur\": 1}\n"
         "]}";
     collected c;
     pt_trace_meta meta;

@@ -2,7 +2,9 @@
  * in them, sorted), without libFuzzer. This is how saved crashers and the seed corpora
  * become ordinary regression tests in every build tree (ASan+UBSan with gcc included):
  * a fixed bug stays fixed. Prints how many inputs ran; a failing input aborts with the
- * sanitizer's or the target's report, naming the file on the line before. */
+ * sanitizer's or the target's report, naming the file on the line before. An argument
+ * that yields no input (an empty or unreadable corpus directory) fails the run: a replay
+ * of nothing would pass while testing nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include "fuzz_common.h"
 
@@ -61,8 +63,10 @@ static void replay(const char *path)
         return;
     }
     DIR *dir = opendir(path);
-    if (!dir)
-        return;
+    if (!dir) {
+        fprintf(stderr, "replay: cannot open directory %s\n", path);
+        exit(2);
+    }
     char **names = NULL;
     size_t count = 0, cap = 0;
     struct dirent *de;
@@ -74,7 +78,8 @@ static void replay(const char *path)
         names[count++] = strdup(de->d_name);
     }
     closedir(dir);
-    qsort(names, count, sizeof *names, compare_names);
+    if (count)
+        qsort(names, count, sizeof *names, compare_names);
     for (size_t i = 0; i < count; i++) {
         size_t n = strlen(path) + strlen(names[i]) + 2;
         char *child = malloc(n);
@@ -92,8 +97,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s INPUT_OR_DIR...\n", argv[0]);
         return 2;
     }
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
+        size_t before = replayed;
         replay(argv[i]);
+        if (replayed == before) {
+            fprintf(stderr, "replay: %s holds no input: an empty corpus tests nothing\n", argv[i]);
+            return 1;
+        }
+    }
     printf("replayed %zu inputs, all passed\n", replayed);
     return 0;
 }

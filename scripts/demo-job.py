@@ -32,8 +32,10 @@ def parse_args():
     p.add_argument("--hang-at", type=int, default=-1, metavar="STEP",
                    help="the highest rank sleeps forever in this step (to see a hang reported)")
     p.add_argument("--slow-after", type=int, default=-1, metavar="STEP",
-                   help="from this step on the highest rank makes every step 25%% slower (to see the "
+                   help="from this step on the highest rank makes every step --slow-by slower (to see the "
                         "automatic trigger fire)")
+    p.add_argument("--slow-by", type=float, default=0.25, metavar="FRACTION",
+                   help="how much slower --slow-after makes each step (default 0.25: 25%%)")
     return p.parse_args()
 
 
@@ -45,7 +47,7 @@ def launch(args):
     env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the cores
     argv = [sys.executable, os.path.abspath(__file__), "--iters", str(args.iters), "--sleep-scale",
             str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every),
-            "--hang-at", str(args.hang_at), "--slow-after", str(args.slow_after)]
+            "--hang-at", str(args.hang_at), "--slow-after", str(args.slow_after), "--slow-by", str(args.slow_by)]
     procs = []
     for rank in range(args.launch):
         env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
@@ -94,7 +96,7 @@ def train(args):
             while True:  # a hung worker: the others will wait for it in dist.barrier()
                 time.sleep(3600)
         if i == args.slow_after and rank == dist.get_world_size() - 1:
-            extra = 0.25 * (time.perf_counter() - loop_start) / max(i, 1)  # the job gets slower
+            extra = args.slow_by * (time.perf_counter() - loop_start) / max(i, 1)  # the job gets slower
         time.sleep(rank * args.sleep_scale + extra)
         if rank == 0 and args.print_every and i % args.print_every == 0:
             print("Epoch:", i, flush=True)

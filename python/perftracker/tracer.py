@@ -27,15 +27,22 @@ def _log(message):
         pass
 
 
+_ENV_INT_LIMIT = 1 << 62
+
+
 def _env_int(name, default):
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         _log("ignoring %s=%r (not an integer)" % (name, value))
         return default
+    if not -_ENV_INT_LIMIT <= number <= _ENV_INT_LIMIT:  # the C core takes 64-bit sizes
+        _log("ignoring %s=%r (out of range)" % (name, value))
+        return default
+    return number
 
 
 def _env_flag(name, default):

@@ -30,6 +30,8 @@
 typedef struct input_list {
     char **paths;
     size_t count, cap;
+    struct input_file_id { dev_t dev; ino_t ino; const char *path; } *ids; /* the regular files in paths */
+    size_t id_count, id_cap;
 } input_list;
 
 typedef struct job_state {
@@ -58,10 +60,25 @@ static void usage(FILE *out)
             DEFAULT_OUT);
 }
 
-static void add_input(input_list *list, const char *path)
+/* One file is one worker however often it is named (a repeated argument, a directory and
+ * a file in it, a symlink, a hard link): read twice, it would be two identical workers
+ * with one rank. Files are told apart by device and inode, not by name. Returns NULL
+ * when path was added, else the name under which that file already is an input. */
+static const char *add_input(input_list *list, const char *path)
 {
+    struct stat st;
+    bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    for (size_t i = 0; regular && i < list->id_count; i++)
+        if (list->ids[i].dev == st.st_dev && list->ids[i].ino == st.st_ino)
+            return list->ids[i].path;
     PT_GROW(list->paths, list->cap, list->count + 1);
-    list->paths[list->count++] = pt_xstrdup(path);
+    list->paths[list->count] = pt_xstrdup(path);
+    if (regular) {
+        PT_GROW(list->ids, list->id_cap, list->id_count + 1);
+        list->ids[list->id_count++] = (struct input_file_id){st.st_dev, st.st_ino, list->paths[list->count]};
+    }
+    list->count++;
+    return NULL;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -96,7 +113,11 @@ static int expand(input_list *list, const char *arg)
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        add_input(list, arg);
+        const char *same = add_input(list, arg);
+        if (same && strcmp(same, arg) == 0)
+            pt_cli_print(stderr, "perftracker: note: %s is named twice: analysed once\n", arg);
+        else if (same)
+            pt_cli_print(stderr, "perftracker: note: %s is the same file as %s: analysed once\n", arg, same);
         return 0;
     }
     DIR *dir = opendir(arg);
@@ -104,7 +125,7 @@ static int expand(input_list *list, const char *arg)
         pt_cli_print(stderr, "perftracker: %s: cannot open directory\n", arg);
         return -1;
     }
-    size_t first = list->count;
+    size_t first = list->count, named = 0, repeated = 0;
     struct dirent *de;
     pt_buf path = PT_BUF_INIT;
     while ((de = readdir(dir)) != NULL) {
@@ -115,14 +136,17 @@ static int expand(input_list *list, const char *arg)
         /* Whatever is named like a worker file is an input, even a dangling symlink, a
          * FIFO or a directory: reading it fails with a warning naming it, instead of the
          * worker vanishing silently. */
-        add_input(list, path.data);
+        named++;
+        repeated += add_input(list, path.data) != NULL;
     }
     closedir(dir);
     pt_buf_free(&path);
-    if (list->count > first)
-        qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
-    else
+    qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
+    if (named == 0)
         pt_cli_print(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
+    else if (repeated)
+        pt_cli_print(stderr, "perftracker: note: %zu of the files in %s were already named: each is analysed once\n",
+                     repeated, arg);
     return 0;
 }
 
@@ -352,5 +376,6 @@ int cmd_analyze(int argc, char **argv)
     free(js.summaries);
     free(js.errors);
     free(inputs.paths);
+    free(inputs.ids);
     return rc;
 }

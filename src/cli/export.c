@@ -1,28 +1,33 @@
 /* export.c -- `perftracker export TRACE -o OUT.json[.gz]`: any trace perftracker reads
  * (its native raw trace above all) as Chrome/Perfetto JSON, for Perfetto UI or
  * chrome://tracing. The reader streams straight into the Kineto writer, so a trace of any
- * size is converted in constant memory. */
+ * size is converted in constant memory. A Kineto input keeps its process and thread names
+ * (the "M" records) and its user annotations. A gzip output always ends in .gz, so that
+ * viewers and `analyze` see what it is. */
 #include "cli/cli.h"
 #include "trace/kineto_writer.h"
 #include "trace/reader.h"
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker export TRACE -o OUT [--gzip]\n"
                  "  Convert a trace (a perftracker raw trace, or Kineto JSON) to Chrome/Perfetto JSON\n"
                  "  that Perfetto UI (ui.perfetto.dev) and chrome://tracing open.\n"
-                 "  -o OUT   the JSON file to write (gzip-compressed when OUT ends in .gz or with --gzip)\n");
+                 "  -o OUT   the JSON file to write (gzip-compressed when OUT ends in .gz)\n"
+                 "  --gzip   compress; OUT gets \".gz\" appended when it lacks it\n");
 }
 
 typedef struct export_state {
     pt_kineto_writer *writer;
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
     bool meta_given;
-    uint64_t events;
+    uint64_t events, metadata;
 } export_state;
 
 /* The raw trace's facts come before its events, so the writer gets the process id and
@@ -38,16 +43,60 @@ static int on_event(void *ctx, const pt_event *ev)
     return pt_kineto_writer_event(s->writer, ev);
 }
 
+static void on_metadata(void *ctx, const pt_trace_metadata *md)
+{
+    export_state *s = ctx;
+    s->metadata++;
+    pt_kineto_writer_metadata(s->writer, md);
+}
+
 static void on_warning(void *ctx, const char *message)
 {
     (void)ctx;
-    fprintf(stderr, "perftracker: warning: %s\n", message);
+    pt_cli_print(stderr, "perftracker: warning: %s\n", message);
 }
 
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int export_trace(const char *input, const char *output)
+{
+    pt_error err = {{0}};
+    if (same_file(input, output)) { /* opening the output would truncate the input */
+        pt_cli_print(stderr, "perftracker: %s: the output is the same file as the input\n", output);
+        return PT_EXIT_FAILURE;
+    }
+    pt_kineto_writer *w = pt_kineto_writer_open(output, ends_with(output, ".gz"), &err);
+    if (!w) {
+        pt_cli_print(stderr, "perftracker: %s: %s\n", output, err.message);
+        return PT_EXIT_FAILURE;
+    }
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    export_state s = {w, &meta, false, 0, 0};
+    pt_trace_sink sink = {&s, on_event, on_warning, on_metadata};
+    if (pt_trace_read(input, &sink, &meta, NULL, &err) != 0) {
+        pt_cli_print(stderr, "perftracker: %s: %s\n", input, err.message);
+        pt_kineto_writer_discard(w); /* a half-read trace must not look like a whole one */
+        return PT_EXIT_FAILURE;
+    }
+    pt_kineto_writer_meta(w, &meta);
+    if (pt_kineto_writer_close(w, &err) != 0) {
+        pt_cli_print(stderr, "perftracker: %s: %s\n", output, err.message);
+        return PT_EXIT_FAILURE;
+    }
+    pt_cli_print(stderr, "perftracker: %s: %llu events and %llu metadata records written to %s\n", input,
+                 (unsigned long long)s.events, (unsigned long long)s.metadata, output);
+    return PT_EXIT_OK;
 }
 
 int cmd_export(int argc, char **argv)
@@ -68,26 +117,15 @@ int cmd_export(int argc, char **argv)
     }
     if (!input || !output)
         return usage(stderr), PT_EXIT_USAGE;
-    pt_error err = {{0}};
-    pt_kineto_writer *w = pt_kineto_writer_open(output, gzip || ends_with(output, ".gz"), &err);
-    if (!w) {
-        fprintf(stderr, "perftracker: %s: %s\n", output, err.message);
-        return PT_EXIT_FAILURE;
+    char *gz_name = NULL;
+    if (gzip && !ends_with(output, ".gz")) {
+        size_t n = strlen(output) + 4;
+        gz_name = pt_xmalloc(n);
+        snprintf(gz_name, n, "%s.gz", output);
+        pt_cli_print(stderr, "perftracker: --gzip: writing %s (a gzip file is named .gz)\n", gz_name);
+        output = gz_name;
     }
-    pt_trace_meta meta;
-    pt_trace_meta_init(&meta);
-    export_state s = {w, &meta, false, 0};
-    pt_trace_sink sink = {&s, on_event, on_warning};
-    if (pt_trace_read(input, &sink, &meta, NULL, &err) != 0) {
-        fprintf(stderr, "perftracker: %s: %s\n", input, err.message);
-        pt_kineto_writer_discard(w); /* a half-read trace must not look like a whole one */
-        return PT_EXIT_FAILURE;
-    }
-    pt_kineto_writer_meta(w, &meta);
-    if (pt_kineto_writer_close(w, &err) != 0) {
-        fprintf(stderr, "perftracker: %s: %s\n", output, err.message);
-        return PT_EXIT_FAILURE;
-    }
-    fprintf(stderr, "perftracker: %s: %llu events written to %s\n", input, (unsigned long long)s.events, output);
-    return PT_EXIT_OK;
+    int rc = export_trace(input, output);
+    free(gz_name);
+    return rc;
 }

@@ -54,6 +54,7 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
     pt_json_add(j, "pid", pt_json_int(s->pid));
     pt_json_add(j, "device", pt_json_string(s->device_name ? s->device_name : ""));
     pt_json_add(j, "producer", pt_json_string(s->producer ? s->producer : ""));
+    pt_json_add(j, "backend", pt_json_string(s->backend ? s->backend : ""));
     pt_json_add(j, "events", pt_json_int((int64_t)s->events));
     pt_json_add(j, "window_start_ns", pt_json_int(s->window_start_ns));
     pt_json_add(j, "window_ms", ns_ms(s->window_ns));

@@ -96,13 +96,33 @@ void pt_trace_meta_init(pt_trace_meta *meta);
 /* Fills the fields dst does not know yet from src (for traces read in parallel spans). */
 void pt_trace_meta_merge(pt_trace_meta *dst, const pt_trace_meta *src);
 
+/* A Chrome-trace metadata record ("ph":"M"): what a viewer calls a process or a thread
+ * (process_name, thread_name, process_labels, *_sort_index). The analysis has no use for
+ * them; a writer that converts a trace keeps them. Strings are valid during the callback
+ * only, like an event's. */
+typedef struct pt_trace_metadata {
+    const char *name;       /* "process_name", "thread_name", ... */
+    size_t name_len;
+    int64_t pid, tid;
+    const char *pid_text;   /* the pid as the trace wrote it when that was a string, else NULL */
+    size_t pid_text_len;
+    const char *tid_text;   /* likewise */
+    size_t tid_text_len;
+    const char *key;        /* its one argument: "name", "labels", "sort_index", ... */
+    size_t key_len;
+    const char *text;       /* the argument's value when it is a string, else NULL */
+    size_t text_len;
+    int64_t number;         /* the value when it is an integer */
+} pt_trace_metadata;
+
 /* A sink receives every event; returning non-zero stops the reader (it reports an error).
  * on_warning is optional and receives one human sentence (no file name: the caller adds
- * it). */
+ * it). on_metadata is optional: readers skip metadata records when it is NULL. */
 typedef struct pt_trace_sink {
     void *ctx;
     int (*on_event)(void *ctx, const pt_event *ev);
     void (*on_warning)(void *ctx, const char *message);
+    void (*on_metadata)(void *ctx, const pt_trace_metadata *md);
 } pt_trace_sink;
 
 void pt_event_init(pt_event *ev, pt_event_kind kind);

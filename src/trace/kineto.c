@@ -20,10 +20,15 @@
  * with a depth counter, never recursion, so deep nesting cannot overflow the stack.
  * A NUL written after the valid bytes stops every scanning loop without bounds checks.
  *
- * Variants handled: top-level object or bare event list; CUDA and ROCm; the old category
- * names (Operator, Runtime, Kernel, Memcpy, Memset, async_cpu_to_gpu flows); ts as Unix
- * epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur as integers or
- * fractions; tid/pid as numbers or strings. */
+ * Variants handled: top-level object or bare event list (the "JSON array format"); CUDA
+ * and ROCm; the old category names (Operator, Runtime, Kernel, Memcpy, Memset,
+ * async_cpu_to_gpu flows); the legacy profiler's events without "cat" (torch.autograd.
+ * profiler and CPU-only builds: pid "CPU functions" for operators, "CUDA functions" for
+ * kernels); ts as Unix epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur
+ * as integers or fractions; tid/pid as numbers or strings.
+ *
+ * Metadata records ("ph":"M": process and thread names) go to the sink's on_metadata
+ * when it has one, so a converted trace keeps them; the analysis does not ask for them. */
 #define _POSIX_C_SOURCE 200809L
 #include "trace/reader.h"
 #include "util/json.h"
@@ -54,7 +59,7 @@ typedef struct kineto_reader {
     uint64_t discarded;  /* bytes dropped from the front of buf so far */
     size_t max_event;
     pt_buf scratch;      /* unescaped names */
-    pt_buf coll_scratch; /* unescaped collective names */
+    pt_buf coll_scratch; /* unescaped collective names and metadata values */
     const char *bad_what;
     int64_t events_seen, events_malformed, events_oversized;
     bool saw_trace_events;
@@ -318,6 +323,8 @@ static int scan_separator(const char **pp, const char *end, char close, bool *mo
 
 /* ------------------------------------------------------------ one event */
 
+enum { CATEGORY_IGNORED = -1, CATEGORY_ABSENT = -2 }; /* raw_event.category besides the kinds */
+
 typedef struct raw_event {
     char ph;
     int category;            /* pt_event_kind, -1 ignored, -2 unknown */
@@ -330,6 +337,15 @@ typedef struct raw_event {
     int64_t tid, pid;
     int64_t stream;
     bool has_stream;
+    bool pid_is_name;        /* pid was a string without a number in it ("CPU functions") */
+    const char *pid_text, *tid_text; /* pid and tid when they were strings (without escapes) */
+    size_t pid_text_len, tid_text_len;
+    bool legacy_kernel;      /* pid "CUDA functions": a kernel in the legacy profiler's format */
+    /* "ph":"M" records: their one argument (args {"name": "python3"}, {"sort_index": 7}). */
+    const char *md_key, *md_text;
+    size_t md_key_len, md_text_len;
+    bool md_text_escaped, has_md_value;
+    int64_t md_number;
     pt_event ev;             /* args land here directly */
     const char *coll_name;
     size_t coll_name_len;
@@ -469,6 +485,24 @@ static int open_object(const char **pp, const char *end, bool *empty)
     return SCAN_OK;
 }
 
+/* A metadata record keeps its first argument that is a string or an integer. */
+static int scan_metadata_value(const char **pp, const char *end, const char *key, size_t key_len, raw_event *re)
+{
+    const char *p = *pp;
+    bool plain_key = memchr(key, '\\', key_len) == NULL;
+    if (re->has_md_value || !plain_key || (*p != '"' && *p != '-' && (*p < '0' || *p > '9')))
+        return skip_value(pp, end);
+    if (*p == '"') {
+        TRY(scan_string(pp, end, &re->md_text, &re->md_text_len, &re->md_text_escaped));
+        re->has_md_value = true;
+    } else {
+        TRY(scan_held_number(pp, end, 0, &re->md_number, &re->has_md_value));
+    }
+    if (re->has_md_value)
+        re->md_key = key, re->md_key_len = key_len;
+    return SCAN_OK;
+}
+
 static int scan_args(const char **pp, const char *end, raw_event *re)
 {
     const char *p = *pp;
@@ -485,7 +519,9 @@ static int scan_args(const char **pp, const char *end, raw_event *re)
         size_t key_len;
         TRY(scan_key(&p, end, &key, &key_len));
         int64_t v;
-        if (KEY_IS("grid")) {
+        if (re->ph == 'M') {
+            TRY(scan_metadata_value(&p, end, key, key_len, re));
+        } else if (KEY_IS("grid")) {
             TRY(scan_dim3(&p, end, re->ev.grid));
         } else if (KEY_IS("block")) {
             TRY(scan_dim3(&p, end, re->ev.block));
@@ -528,34 +564,44 @@ static int scan_args(const char **pp, const char *end, raw_event *re)
     return SCAN_OK;
 }
 
-/* Reads any JSON scalar-or-string id (pid/tid) as an integer; strings are hashed. */
-static int scan_id(const char **pp, const char *end, int64_t *out)
+/* Reads any JSON scalar-or-string id (pid/tid) as an integer. Strings keep their first
+ * number ("stream 7"); names without one ("CPU functions") are hashed, and *named says so.
+ * *text is the string itself (NULL for numbers, and for strings with escapes). */
+static int scan_id(const char **pp, const char *end, int64_t *out, const char **text, size_t *text_len, bool *named)
 {
-    if (**pp == '"') {
-        const char *body;
-        size_t n;
-        bool esc;
-        TRY(scan_string(pp, end, &body, &n, &esc));
-        /* "stream 7" style ids keep their number; other names are hashed. */
-        int64_t v = 0;
-        bool digits = false;
-        for (size_t i = 0; i < n; i++) {
-            if (body[i] >= '0' && body[i] <= '9')
-                v = v * 10 + (body[i] - '0'), digits = true;
-            else if (digits)
-                break;
-        }
-        *out = digits ? v : (int64_t)(pt_hash_bytes(body, n) & 0x3fffffffffffffffLL);
-        return SCAN_OK;
+    *named = false;
+    *text = NULL;
+    if (**pp != '"')
+        return scan_int(pp, end, out);
+    const char *body;
+    size_t n;
+    bool esc;
+    TRY(scan_string(pp, end, &body, &n, &esc));
+    if (!esc)
+        *text = body, *text_len = n;
+    int64_t v = 0;
+    bool digits = false;
+    for (size_t i = 0; i < n && v < INT64_MAX / 20; i++) {
+        if (body[i] >= '0' && body[i] <= '9')
+            v = v * 10 + (body[i] - '0'), digits = true;
+        else if (digits)
+            break;
     }
-    return scan_int(pp, end, out);
+    *named = !digits;
+    *out = digits ? v : (int64_t)(pt_hash_bytes(body, n) & 0x3fffffffffffffffLL);
+    return SCAN_OK;
+}
+
+static bool text_is(const char *text, size_t n, const char *literal)
+{
+    return text && n == strlen(literal) && memcmp(text, literal, n) == 0;
 }
 
 static int scan_event(const char **pp, const char *end, raw_event *re)
 {
     const char *p = *pp;
     memset(re, 0, offsetof(raw_event, ev));
-    re->category = -2;
+    re->category = CATEGORY_ABSENT;
     pt_event_init(&re->ev, PT_EVENT_CPU);
     re->has_counter_value = false;
     re->coll_name = NULL;
@@ -590,9 +636,11 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
             } else if (KEY_IS("dur")) {
                 TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
             } else if (KEY_IS("tid")) {
-                TRY(scan_id(&p, end, &re->tid));
+                bool named;
+                TRY(scan_id(&p, end, &re->tid, &re->tid_text, &re->tid_text_len, &named));
             } else if (KEY_IS("pid")) {
-                TRY(scan_id(&p, end, &re->pid));
+                TRY(scan_id(&p, end, &re->pid, &re->pid_text, &re->pid_text_len, &re->pid_is_name));
+                re->legacy_kernel = text_is(re->pid_text, re->pid_text_len, "CUDA functions");
             } else {
                 TRY(skip_value(&p, end));
             }
@@ -646,16 +694,62 @@ static int64_t parse_step_number(const char *name, size_t n)
     return v;
 }
 
+static void deliver_metadata(kineto_reader *kr, const raw_event *re)
+{
+    if (!kr->sink->on_metadata || !re->name || !re->has_md_value)
+        return;
+    pt_trace_metadata md = {0};
+    if (re->name_escaped)
+        md.name = unescaped(&kr->scratch, re->name, re->name_len, &md.name_len);
+    else
+        md.name = re->name, md.name_len = re->name_len;
+    md.pid = re->pid;
+    md.tid = re->tid;
+    md.pid_text = re->pid_text, md.pid_text_len = re->pid_text_len;
+    md.tid_text = re->tid_text, md.tid_text_len = re->tid_text_len;
+    md.key = re->md_key;
+    md.key_len = re->md_key_len;
+    if (re->md_text && re->md_text_escaped)
+        md.text = unescaped(&kr->coll_scratch, re->md_text, re->md_text_len, &md.text_len);
+    else
+        md.text = re->md_text, md.text_len = re->md_text_len;
+    md.number = re->md_number;
+    kr->sink->on_metadata(kr->sink->ctx, &md);
+}
+
+/* The legacy profiler's events carry no "cat": kernels sit under pid "CUDA functions"
+ * with the device as tid; the rest are CPU operators and record_function ranges, which
+ * that format cannot tell apart (PT_CPU_UNKNOWN: the summarizer tells by the name), except
+ * that ProfilerStep#N is a step. */
+static void classify_uncategorised(raw_event *re)
+{
+    if (re->legacy_kernel) {
+        re->category = PT_EVENT_GPU_KERNEL;
+        re->ev.device = (int32_t)(re->tid < 0 ? 0 : re->tid > INT32_MAX ? INT32_MAX : re->tid);
+        re->tid = 0; /* the stream is not recorded */
+        return;
+    }
+    re->category = PT_EVENT_CPU;
+    if (re->name && !re->name_escaped && parse_step_number(re->name, re->name_len) >= 0)
+        re->cpu_kind = PT_CPU_ANNOTATION;
+}
+
 static int deliver(kineto_reader *kr, raw_event *re)
 {
     kr->events_seen++;
     pt_event *ev = &re->ev;
+    if (re->ph == 'M') {
+        deliver_metadata(kr, re);
+        return 0;
+    }
     if (re->ph == 'C') {
         if (!re->has_ts || !re->has_counter_value || !re->name)
             return 0;
         ev->kind = PT_EVENT_COUNTER;
         ev->value = re->counter_value;
     } else {
+        if (re->ph == 'X' && re->category == CATEGORY_ABSENT)
+            classify_uncategorised(re);
         if (re->ph != 'X' || re->category < 0)
             return 0;
         if (!re->has_ts || !re->has_dur || re->dur_ns < 0 || !re->name) {
@@ -674,7 +768,7 @@ static int deliver(kineto_reader *kr, raw_event *re)
             ev->device = (int32_t)re->pid;
     } else {
         ev->device = -1;
-        if (kr->meta->pid < 0 && ev->kind == PT_EVENT_CPU)
+        if (kr->meta->pid < 0 && ev->kind == PT_EVENT_CPU && !re->pid_is_name)
             kr->meta->pid = re->pid;
     }
     if (re->name_escaped)

@@ -198,6 +198,19 @@ static bool is_python_frame(const char *s, size_t n)
     return false;
 }
 
+/* The event's own kind when its producer said, else Python frames by their names. */
+static const char *cpu_category(const pt_event *ev)
+{
+    switch (ev->cpu_kind) {
+    case PT_CPU_ANNOTATION: return "{\"ph\":\"X\",\"cat\":\"user_annotation\"";
+    case PT_CPU_PYTHON: return "{\"ph\":\"X\",\"cat\":\"python_function\"";
+    case PT_CPU_OPERATOR: return "{\"ph\":\"X\",\"cat\":\"cpu_op\"";
+    case PT_CPU_UNKNOWN: break;
+    }
+    return is_python_frame(ev->name, ev->name_len) ? "{\"ph\":\"X\",\"cat\":\"python_function\""
+                                                   : "{\"ph\":\"X\",\"cat\":\"cpu_op\"";
+}
+
 /* Driver API calls are cuXxx; runtime calls are cudaXxx (and hipXxx on ROCm). */
 static bool is_driver_call(const char *s, size_t n)
 {
@@ -364,8 +377,7 @@ int pt_kineto_writer_event(pt_kineto_writer *w, const pt_event *ev)
                                                                              : "{\"ph\":\"X\",\"cat\":\"cuda_runtime\"");
         break;
     case PT_EVENT_CPU:
-        write_cpu_side_event(w, ev, is_python_frame(ev->name, ev->name_len) ? "{\"ph\":\"X\",\"cat\":\"python_function\""
-                                                                              : "{\"ph\":\"X\",\"cat\":\"cpu_op\"");
+        write_cpu_side_event(w, ev, cpu_category(ev));
         break;
     case PT_EVENT_STEP:
         write_step(w, ev);
@@ -379,14 +391,49 @@ int pt_kineto_writer_event(pt_kineto_writer *w, const pt_event *ev)
     return w->failed ? -1 : 0;
 }
 
+/* `,"pid":7` or `,"pid":"Spans"`: an id as the trace had it. */
+static void put_id(pt_kineto_writer *w, const char *key, int64_t number, const char *text, size_t text_len)
+{
+    pt_buf_puts(&w->buf, key);
+    if (text)
+        put_string(w, text, text_len);
+    else
+        pt_buf_printf(&w->buf, "%lld", (long long)number);
+}
+
+/* `{"ph":"M","name":..,"pid":..,"tid":..,"args":{KEY:VALUE}}` */
+int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md)
+{
+    if (w->failed)
+        return -1;
+    open_event(w, "{\"ph\":\"M\"");
+    put_string(w, md->name, md->name_len);
+    put_id(w, ",\"pid\":", md->pid, md->pid_text, md->pid_text_len);
+    put_id(w, ",\"tid\":", md->tid, md->tid_text, md->tid_text_len);
+    pt_buf_puts(&w->buf, ",\"args\":{");
+    put_string(w, md->key, md->key_len);
+    pt_buf_putc(&w->buf, ':');
+    if (md->text)
+        put_string(w, md->text, md->text_len);
+    else
+        pt_buf_printf(&w->buf, "%lld", (long long)md->number);
+    pt_buf_puts(&w->buf, "}}");
+    return w->failed ? -1 : 0;
+}
+
 static int sink_event(void *ctx, const pt_event *ev)
 {
     return pt_kineto_writer_event(ctx, ev);
 }
 
+static void sink_metadata(void *ctx, const pt_trace_metadata *md)
+{
+    pt_kineto_writer_metadata(ctx, md);
+}
+
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w)
 {
-    pt_trace_sink sink = {w, sink_event, NULL};
+    pt_trace_sink sink = {w, sink_event, NULL, sink_metadata};
     return sink;
 }
 

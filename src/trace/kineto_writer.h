@@ -14,10 +14,12 @@
  *   GPU_MEMCPY   cat "gpu_memcpy" (name is the kind), args device, stream, bytes
  *   GPU_MEMSET   cat "gpu_memset", same args
  *   RUNTIME      cat "cuda_runtime", or "cuda_driver" for cu* driver calls
- *   CPU          cat "python_function" for Python frames ("file.py(12): f", "<built-in
- *                ...>"), else "cpu_op"
+ *   CPU          by ev.cpu_kind: "user_annotation", "python_function" or "cpu_op";
+ *                when unknown, "python_function" for Python frames ("file.py(12): f",
+ *                "<built-in ...>"), else "cpu_op"
  *   STEP         cat "user_annotation", name "ProfilerStep#<step>"
  *   COUNTER      ph "C", args {"value": v}
+ *   metadata     ph "M" (process and thread names), given by pt_kineto_writer_metadata
  * CPU-side events carry the process id given by pt_kineto_writer_meta, so call it before
  * the first event; the top-level members (distributedInfo, deviceProperties,
  * baseTimeNanoseconds, host) are written at close, from the last meta given.
@@ -42,7 +44,10 @@ pt_kineto_writer *pt_kineto_writer_open(const char *path, bool gzip, pt_error *e
 void pt_kineto_writer_meta(pt_kineto_writer *w, const pt_trace_meta *meta);
 /* 0, or -1 once any write failed (the error is kept for close). */
 int pt_kineto_writer_event(pt_kineto_writer *w, const pt_event *ev);
-/* A sink that writes every event it receives, so a reader can stream into the writer. */
+/* A metadata record (a process or thread name), written where it comes in the stream. */
+int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md);
+/* A sink that writes every event and metadata record it receives, so a reader can stream
+ * into the writer. */
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w);
 /* JSON bytes produced so far (before compression). */
 uint64_t pt_kineto_writer_bytes(const pt_kineto_writer *w);

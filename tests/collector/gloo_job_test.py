@@ -9,9 +9,16 @@ dist.barrier(). Ranks are launched here with MASTER_ADDR/MASTER_PORT/RANK/WORLD_
 LOCAL_RANK (Debian's torchrun crashes). Each rank profiles the same window by itself
 (PerfTracker(wait=..., steps=...)), without hardware sampling: all four ranks share one
 host, so host metrics differ between them only by the noise of whatever else runs on the
-machine, and that noise is not what this test is about. The report must put rank 3 and time.sleep first,
-every worker must be named by its real rank, and the barrier must be recognised as
-communication, longest on the ranks that wait for rank 3 (the straggler waits least).
+machine, and that noise is not what this test is about. The report must put rank 3 and
+time.sleep first (a finding naming rank 3 alone, not one common to all workers), every
+worker must be named by its real rank and carry the gloo backend, and the barrier must be
+recognised as communication, longest on the ranks that wait for rank 3 (the straggler
+waits least).
+
+Timing: the barrier waits are compared by their median over the profiled steps, and the
+margin asked is half of rank 3's extra sleep (150 ms), so one step disturbed by a loaded
+machine cannot fail the test; ctest also runs it alone (RUN_SERIAL: four ranks fill two
+cores).
 
 usage: gloo_job_test.py WORKDIR   (exit 77 = skipped: no torch with gloo here)
 """
@@ -130,18 +137,20 @@ def main():
         stem = name[:-len(".ptrace")]
         summary = json.loads(subprocess.run([cli, "summarize", os.path.join(traces, "summaries", stem + ".ptsum"),
                                              "--json"], capture_output=True, text=True, check=True).stdout)
-        check(summary["backend"] == "gloo" if "backend" in summary else True, "backend gloo: %s" % name)
+        check(summary.get("backend") == "gloo", "%s: backend gloo, got %r" % (name, summary.get("backend")))
         comm = [f for f in summary["functions"] if f["class"] == "communication"
                 and f["name"].endswith("distributed_c10d.py: barrier")]
         check(len(comm) == 1, "%s: barrier recognised as communication: %s"
               % (name, [f["name"] for f in summary["functions"] if f["class"] == "communication"]))
         if comm:
-            barrier_ms[summary["rank"]] = comm[0]["total_ms"] / max(comm[0]["count"], 1)
+            check(comm[0]["count"] >= STEPS, "%s: %d barrier calls, expected one per profiled step"
+                  % (name, comm[0]["count"]))
+            barrier_ms[summary["rank"]] = comm[0]["median_ms"]
     check(sorted(barrier_ms) == list(range(WORLD)), "every rank known from torch.distributed: %s" % barrier_ms)
     if len(barrier_ms) == WORLD:
         check(min(barrier_ms, key=barrier_ms.get) == 3, "rank 3 waits least in the barrier: %s" % barrier_ms)
-        check(min(barrier_ms[r] for r in range(3)) > barrier_ms[3] + 1000 * EXTRA_SLEEP * 0.8,
-              "ranks 0-2 wait for rank 3's extra sleep: %s" % barrier_ms)
+        check(min(barrier_ms[r] for r in range(3)) > barrier_ms[3] + 1000 * EXTRA_SLEEP * 0.5,
+              "ranks 0-2 wait for rank 3's extra sleep (median barrier ms): %s" % barrier_ms)
 
     report_dir = os.path.join(workdir, "report")
     analyze = subprocess.run([cli, "analyze", "--quiet", "-o", report_dir, traces], capture_output=True, text=True)
@@ -157,7 +166,9 @@ def main():
     if findings:
         first = findings[0]
         print("first finding:", json.dumps(first)[:600])
-        check(3 in first["workers"], "the first finding names rank 3: %s" % first["workers"])
+        check(first["workers"] == [3] and not first["all_workers"],
+              "the first finding names rank 3 alone: workers %s, all_workers %s"
+              % (first["workers"], first["all_workers"]))
         check(first["function"].endswith("<built-in function sleep>"),
               "the first finding is time.sleep: %s" % first["function"])
         values = {int(k): v for k, v in first.get("evidence", {}).get("values", {}).items()}

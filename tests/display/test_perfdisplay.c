@@ -1,5 +1,6 @@
 /* pt_perfdisplay_write (src/report/perfdisplay.c): the folder it writes, byte for byte, and
- * what it refuses. */
+ * what it refuses; and the page compiled into the binary is the one in web/ (PT_WEB_DIR),
+ * byte for byte, with no page file left out. */
 #define _XOPEN_SOURCE 700
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,6 +183,79 @@ static void test_rewrites_in_place_and_drops_stale_optional_files(void **state)
     }
 }
 
+/* Where an asset comes from: web/<basename> for the page, the npm tree for the charts. */
+static void asset_source(const char *asset_path, char *out, size_t size)
+{
+    const char *base = strrchr(asset_path, '/') ? strrchr(asset_path, '/') + 1 : asset_path;
+    if (strncmp(base, "echarts.", 8) == 0) {
+        const char *file = strcmp(base, "echarts.min.js") == 0 ? "dist/echarts.min.js"
+                           : strcmp(base, "echarts.LICENSE.txt") == 0 ? "LICENSE"
+                                                                       : "NOTICE";
+        snprintf(out, size, "%s/%s", PT_ECHARTS_DIR, file);
+    } else {
+        snprintf(out, size, "%s/%s", PT_WEB_DIR, base);
+    }
+}
+
+static void test_embedded_assets_are_the_web_sources(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < pt_perfdisplay_asset_count; i++) {
+        const pt_perfdisplay_asset *a = &pt_perfdisplay_assets[i];
+        char source[2 * PATH_MAX];
+        asset_source(a->path, source, sizeof source);
+        size_t len = 0;
+        char *dir = strdup(source), *slash = strrchr(dir, '/');
+        *slash = '\0';
+        char *data = read_all(dir, slash + 1, &len);
+        if (!data)
+            fail_msg("%s: its source %s cannot be read", a->path, source);
+        if (len != a->size || memcmp(data, a->data, len) != 0)
+            fail_msg("%s differs from %s (%zu bytes embedded, %zu on disk): the build is stale", a->path, source,
+                     a->size, len);
+        struct stat st;
+        assert_int_equal(stat(source, &st), 0);
+        assert_int_equal((st.st_mode & 0111) != 0, a->executable);
+        free(data);
+        free(dir);
+    }
+}
+
+/* Every page file in web/ is embedded: a new script or stylesheet cannot be forgotten in
+ * web/CMakeLists.txt. */
+static void test_every_page_file_is_embedded(void **state)
+{
+    (void)state;
+    static const char *const page_suffixes[] = {".html", ".js", ".css"};
+    static const char *const page_files[] = {"app.py", "README.txt"};
+    DIR *d = opendir(PT_WEB_DIR);
+    assert_non_null(d);
+    size_t checked = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        bool page = false;
+        size_t n = strlen(e->d_name);
+        for (size_t k = 0; k < sizeof page_suffixes / sizeof *page_suffixes; k++) {
+            size_t m = strlen(page_suffixes[k]);
+            page |= n > m && strcmp(e->d_name + n - m, page_suffixes[k]) == 0;
+        }
+        for (size_t k = 0; k < sizeof page_files / sizeof *page_files; k++)
+            page |= strcmp(e->d_name, page_files[k]) == 0;
+        if (!page)
+            continue;
+        bool embedded = false;
+        for (size_t i = 0; i < pt_perfdisplay_asset_count && !embedded; i++) {
+            const char *path = pt_perfdisplay_assets[i].path;
+            const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+            embedded = strcmp(base, e->d_name) == 0;
+        }
+        if (!embedded)
+            fail_msg("web/%s is not embedded in the binary (web/CMakeLists.txt, page_files)", e->d_name);
+        checked++;
+    }
+    closedir(d);
+    assert_true(checked >= 6); /* index.html, four scripts, style.css, app.py, README.txt */
+}
+
 static void test_has_charts_matches_the_table(void **state)
 {
     (void)state;
@@ -217,6 +291,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuses_a_report_that_is_not_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rewrites_in_place_and_drops_stale_optional_files, setup, teardown),
         cmocka_unit_test(test_has_charts_matches_the_table),
+        cmocka_unit_test(test_embedded_assets_are_the_web_sources),
+        cmocka_unit_test(test_every_page_file_is_embedded),
         cmocka_unit_test_setup_teardown(test_unwritable_destination_is_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

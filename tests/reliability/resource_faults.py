@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Resource faults for `perftracker analyze`: nothing is lost, nothing half-written.
 
-usage: resource_faults.py WORKDIR [CASE...]   (PT_CLI: the perftracker binary,
-PT_MAKE_SEEDS: fuzz/make_seeds for the native writer)
+usage: resource_faults.py WORKDIR [--group plain|mount] [CASE...]   (PT_CLI: the
+perftracker binary, PT_MAKE_SEEDS: fuzz/make_seeds for the native writer)
 
-Cases (each prints one line; a case that needs a privilege the machine lacks SKIPs
-itself and says why, the others still run):
+Cases (each prints one line; a case that needs what the machine lacks -- mount, or
+PT_MAKE_SEEDS -- SKIPs and says why, the others still run, and the run then exits 77 so
+that ctest shows it skipped). --group mount runs the cases that need mount, --group plain
+the others; ctest registers the two groups as two tests, so a machine without mount
+privileges skips only the first.
   out_dir_missing          -o a/b/c that does not exist: created, report written (exit 0)
   out_dir_under_a_file     -o FILE/sub: exit 1 with one line naming the path, no crash
   out_dir_read_only        -o on a tmpfs mounted read-only (needs mount): exit 1, one line
@@ -33,10 +36,17 @@ import time
 CLI = os.environ.get("PT_CLI", "perftracker")
 MAKE_SEEDS = os.environ.get("PT_MAKE_SEEDS", "")
 CASES = {}
+NEEDS_MOUNT = set()
+SKIPPED = 77
 
 
 def case(fn):
     CASES[fn.__name__] = fn
+    return fn
+
+
+def needs_mount(fn):
+    NEEDS_MOUNT.add(fn.__name__)
     return fn
 
 
@@ -127,6 +137,7 @@ def out_dir_under_a_file(work, problems):
 
 
 @case
+@needs_mount
 def out_dir_read_only(work, problems):
     target = os.path.join(work, "ro")
     try_mount(target, "ro,size=1m")
@@ -159,6 +170,7 @@ OLD_REPORT = b'{"report_version": 1, "note": "yesterday\'s report, must survive"
 
 
 @case
+@needs_mount
 def disk_full_tmpfs(work, problems):
     target = os.path.join(work, "full")
     try_mount(target, "size=64k")
@@ -285,15 +297,20 @@ def main():
         sys.exit(__doc__)
     work = os.path.abspath(sys.argv[1])
     os.makedirs(work, exist_ok=True)
-    selected = sys.argv[2:] or list(CASES)
-    failures, skipped = [], 0
+    args = sys.argv[2:]
+    group = None
+    if args[:1] == ["--group"] and len(args) > 1 and args[1] in ("plain", "mount"):
+        group, args = args[1], args[2:]
+    selected = args or [name for name in CASES
+                        if group is None or (name in NEEDS_MOUNT) == (group == "mount")]
+    failures, skipped = [], []
     for name in selected:
         problems = []
         try:
             detail = CASES[name](work, problems)
         except Skip as why:
             print(f"SKIP {name}: {why}")
-            skipped += 1
+            skipped.append(f"{name} ({why})")
             continue
         except (AssertionError, subprocess.SubprocessError, OSError) as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
@@ -303,7 +320,11 @@ def main():
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    print(f"PASS: {len(selected) - skipped} resource-fault cases ({skipped} skipped)")
+    if skipped:
+        print(f"SKIP: {len(skipped)} of {len(selected)} cases could not run here: {'; '.join(skipped)} "
+              f"(the other {len(selected) - len(skipped)} passed)")
+        sys.exit(SKIPPED)
+    print(f"PASS: {len(selected)} resource-fault cases")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 /* The Kineto writer against the project's own reader: every event kind written and read
  * back with its values exact (times to the nanosecond, names with characters that need
- * escaping, collective args), plain and gzip; the byte counter agrees with the file;
- * failures leave no file behind. */
+ * escaping, collective args, user annotations, process and thread names), plain and gzip;
+ * the byte counter agrees with the file; failures leave no file behind. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +28,8 @@ typedef struct capture {
     captured *items;
     size_t count, cap;
     int warnings;
+    char metadata[4][320]; /* "name pid tid key=value" */
+    size_t metadata_count;
 } capture;
 
 static int on_event(void *ctx, const pt_event *ev)
@@ -42,6 +44,29 @@ static int on_event(void *ctx, const pt_event *ev)
     k->name = strndup(ev->name, ev->name_len);
     k->coll_name = ev->coll.name ? strndup(ev->coll.name, ev->coll.name_len) : NULL;
     return 0;
+}
+
+static void describe_metadata(const pt_trace_metadata *md, char *out, size_t size)
+{
+    char pid[48], value[64];
+    if (md->pid_text)
+        snprintf(pid, sizeof pid, "'%.*s'", (int)md->pid_text_len, md->pid_text);
+    else
+        snprintf(pid, sizeof pid, "%lld", (long long)md->pid);
+    if (md->text)
+        snprintf(value, sizeof value, "'%.*s'", (int)md->text_len, md->text);
+    else
+        snprintf(value, sizeof value, "%lld", (long long)md->number);
+    snprintf(out, size, "%.*s %s %lld %.*s=%s", (int)md->name_len, md->name, pid, (long long)md->tid,
+             (int)md->key_len, md->key, value);
+}
+
+static void on_metadata(void *ctx, const pt_trace_metadata *md)
+{
+    capture *c = ctx;
+    if (c->metadata_count < 4)
+        describe_metadata(md, c->metadata[c->metadata_count], sizeof c->metadata[0]);
+    c->metadata_count++;
 }
 
 static void on_warning(void *ctx, const char *message)
@@ -111,6 +136,9 @@ static size_t sample_events(pt_event *out)
     out[n++] = make(PT_EVENT_CPU, "<built-in method run_backward of torch._C._EngineBase object at 0x7f3c>",
                     1234567800001, 1, 4243);
     out[n++] = make(PT_EVENT_CPU, weird_name, 1234567800002, 7, 4242);
+    pt_event note = make(PT_EVENT_CPU, "## forward ##", 1234567800003, 9, 4242);
+    note.cpu_kind = PT_CPU_ANNOTATION;
+    out[n++] = note;
     pt_event st = make(PT_EVENT_STEP, "ProfilerStep#12", 1234567000000, 100000000, 4242);
     st.step = 12;
     out[n++] = st;
@@ -135,6 +163,16 @@ static void sample_meta(pt_trace_meta *m)
     snprintf(m->producer, sizeof m->producer, "test");
 }
 
+/* Two process/thread names, one with a string pid and a value that needs escaping. */
+static const pt_trace_metadata sample_metadata[] = {
+    {"process_name", 12, 4242, 0, NULL, 0, NULL, 0, "name", 4, "python3 \"train\" <1>", 19, 0},
+    {"process_sort_index", 18, 0, 0, "Spans", 5, NULL, 0, "sort_index", 10, NULL, 0, 536870912},
+};
+static const char *const sample_metadata_described[] = {
+    "process_name 4242 0 name='python3 \"train\" <1>'",
+    "process_sort_index 'Spans' 0 sort_index=536870912",
+};
+
 static char *temp_path(const char *suffix)
 {
     char *path = malloc(256);
@@ -150,6 +188,8 @@ static int write_file(const char *path, bool gz, const pt_event *events, size_t 
     pt_trace_meta meta;
     sample_meta(&meta);
     pt_kineto_writer_meta(w, &meta);
+    for (size_t i = 0; i < PT_ARRAY_LEN(sample_metadata); i++)
+        assert_int_equal(pt_kineto_writer_metadata(w, &sample_metadata[i]), 0);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(pt_kineto_writer_event(w, &events[i]), 0);
     if (bytes)
@@ -202,7 +242,10 @@ static void assert_same_event(const pt_event *want, const captured *got)
         assert_int_equal(ev->device, -1);
         break;
     }
+    if (want->kind == PT_EVENT_CPU) /* what the reader says unasked is its own business */
+        assert_int_equal(ev->cpu_kind == PT_CPU_ANNOTATION, want->cpu_kind == PT_CPU_ANNOTATION);
 }
+
 
 static void round_trip(bool gz)
 {
@@ -212,7 +255,7 @@ static void round_trip(bool gz)
     assert_int_equal(write_file(path, gz, events, n, NULL), 0);
 
     capture c = {0};
-    pt_trace_sink sink = {&c, on_event, on_warning};
+    pt_trace_sink sink = {&c, on_event, on_warning, on_metadata};
     pt_trace_meta meta;
     pt_trace_meta_init(&meta);
     pt_error err = {{0}};
@@ -223,6 +266,9 @@ static void round_trip(bool gz)
     assert_int_equal(c.count, n);
     for (size_t i = 0; i < n; i++)
         assert_same_event(&events[i], &c.items[i]);
+    assert_int_equal(c.metadata_count, PT_ARRAY_LEN(sample_metadata));
+    for (size_t i = 0; i < PT_ARRAY_LEN(sample_metadata); i++)
+        assert_string_equal(c.metadata[i], sample_metadata_described[i]);
 
     pt_trace_meta want;
     sample_meta(&want);
@@ -273,9 +319,15 @@ static void test_names_escaped(void **state)
     assert_non_null(strstr(buf, "\"cat\":\"cpu_op\",\"name\":\"aten::linear\""));
     assert_non_null(strstr(buf, "\"cat\":\"cuda_driver\",\"name\":\"cuLaunchKernel\""));
     assert_non_null(strstr(buf, "\"ts\":1234567890.123,\"dur\":456.789"));
-    /* The counter mode agrees with the file: the bytes reported before close plus the
-     * top-level members written at close. */
-    assert_true(counted > 0 && counted < len);
+    assert_non_null(strstr(buf, "\"cat\":\"user_annotation\",\"name\":\"## forward ##\""));
+    assert_non_null(strstr(buf, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":\"Spans\",\"tid\":0,"
+                                "\"args\":{\"sort_index\":536870912}}"));
+    /* The byte counter agrees with the file: read before close, it is exactly where the
+     * last event ends and the top-level members written at close begin. */
+    static const char tail[] = "\n],\n\"baseTimeNanoseconds\":";
+    assert_true(counted > 0 && counted + sizeof tail - 1 < len);
+    assert_memory_equal(buf + counted, tail, sizeof tail - 1);
+    assert_int_equal(buf[counted - 1], '}');
     unlink(path);
     free(path);
 }

@@ -22,6 +22,8 @@ typedef struct collected {
     int64_t dur_sum;
     int warnings;
     char last_warning[256];
+    size_t metadata_count;
+    char metadata[8][320]; /* "name pid tid key=value" */
 } collected;
 
 static int collect(void *ctx, const pt_event *ev)
@@ -37,6 +39,26 @@ static int collect(void *ctx, const pt_event *ev)
         c->count++;
     }
     return 0;
+}
+
+static void got_metadata(void *ctx, const pt_trace_metadata *md)
+{
+    collected *c = ctx;
+    if (c->metadata_count < 8) {
+        char pid[64], tid[64], value[64];
+        if (md->pid_text)
+            snprintf(pid, sizeof pid, "'%.*s'", (int)md->pid_text_len, md->pid_text);
+        else
+            snprintf(pid, sizeof pid, "%lld", (long long)md->pid);
+        snprintf(tid, sizeof tid, "%lld", (long long)md->tid);
+        if (md->text)
+            snprintf(value, sizeof value, "'%.*s'", (int)md->text_len, md->text);
+        else
+            snprintf(value, sizeof value, "%lld", (long long)md->number);
+        snprintf(c->metadata[c->metadata_count], sizeof c->metadata[0], "%.*s %s %s %.*s=%s", (int)md->name_len,
+                 md->name, pid, tid, (int)md->key_len, md->key, value);
+    }
+    c->metadata_count++;
 }
 
 static void warned(void *ctx, const char *msg)
@@ -68,7 +90,7 @@ static int read_text(const char *text, bool gzip, size_t max_event, collected *c
 {
     char *path = temp_file(text, strlen(text), gzip);
     memset(c, 0, sizeof *c);
-    pt_trace_sink sink = {c, collect, warned};
+    pt_trace_sink sink = {c, collect, warned, got_metadata};
     pt_read_options opts = {NULL, NULL, max_event};
     pt_trace_meta_init(meta);
     memset(err, 0, sizeof *err);
@@ -163,6 +185,97 @@ static void test_bare_list(void **state)
     assert_int_equal(meta.rank, -1);
 }
 
+/* What torch.autograd.profiler's export_chrome_trace writes (torch 1.x, and every CPU-only
+ * build): a bare list, no "cat", pid "CPU functions" for operators and record_function
+ * ranges, "CUDA functions" with tid = device for kernels (older versions), flows with
+ * cat "cpu_to_cuda", and remote events whose tid is a sentence. */
+static const char legacy_trace[] =
+    "[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 159, \"dur\": 32, \"tid\": 1, \"pid\": \"CPU functions\", "
+    "\"args\": {}}, "
+    "{\"name\": \"ProfilerStep#4\", \"ph\": \"X\", \"ts\": 217, \"dur\": 441, \"tid\": 1, \"pid\": \"CPU functions\", "
+    "\"args\": {}}, "
+    "{\"name\": \"aten::mm\", \"ph\": \"X\", \"ts\": 258.5, \"dur\": 190, \"tid\": 1, \"pid\": \"CPU functions\", "
+    "\"args\": {}}, "
+    "{\"name\": \"aten::mm\", \"ph\": \"s\", \"ts\": 258, \"tid\": 1, \"pid\": \"CPU functions\", \"id\": 0, "
+    "\"cat\": \"cpu_to_cuda\", \"args\": {}}, "
+    "{\"name\": \"gemm_kernel\", \"ph\": \"X\", \"ts\": 270, \"dur\": 12, \"tid\": 1, \"pid\": \"CUDA functions\", "
+    "\"args\": {}}, "
+    "{\"name\": \"rpc_async\", \"ph\": \"X\", \"ts\": 300, \"dur\": 2, \"tid\": \" node_id:0, thread_id:7 \", "
+    "\"pid\": \"CPU functions\", \"args\": {}}]";
+
+static void test_legacy_profiler_array(void **state)
+{
+    (void)state;
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    assert_int_equal(read_text(legacy_trace, false, 0, &c, &meta, &err), 0);
+    assert_int_equal(c.count, 5); /* the flow is not a timed event */
+    assert_int_equal(c.warnings, 0);
+    assert_int_equal(c.events[0].kind, PT_EVENT_CPU);
+    assert_string_equal(c.names[0], "aten::zeros");
+    assert_int_equal(c.events[0].tid, 1);
+    assert_int_equal(c.events[0].device, -1);
+    assert_int_equal(c.events[0].cpu_kind, PT_CPU_UNKNOWN); /* the format cannot tell ops from ranges */
+    assert_int_equal(c.events[1].kind, PT_EVENT_STEP);
+    assert_int_equal(c.events[1].step, 4);
+    assert_true(c.events[1].ts_ns == 217000 && c.events[1].dur_ns == 441000);
+    assert_int_equal(c.events[2].kind, PT_EVENT_CPU);
+    assert_true(c.events[2].ts_ns == 258500);
+    assert_int_equal(c.events[3].kind, PT_EVENT_GPU_KERNEL);
+    assert_string_equal(c.names[3], "gemm_kernel");
+    assert_int_equal(c.events[3].device, 1);
+    assert_int_equal(c.events[3].tid, 0);
+    assert_int_equal(c.events[4].kind, PT_EVENT_CPU);
+    assert_int_equal(c.events[4].tid, 0); /* the first number of " node_id:0, thread_id:7 " */
+    /* "CPU functions" is a label, not a process id. */
+    assert_int_equal(meta.pid, -1);
+    assert_int_equal(meta.rank, -1);
+}
+
+/* Process and thread names reach on_metadata with their ids as written (a string pid
+ * stays a string); user annotations other than steps keep their kind. */
+static void test_metadata_and_annotations(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"traceEvents\": [\n"
+        " {\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 4037, \"tid\": 0, \"ts\": 1, "
+        "\"args\": {\"name\": \"trainer \\\"0\\\"\"}},\n"
+        " {\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": \"Spans\", \"tid\": 0, "
+        "\"args\": {\"sort_index\": 536870912}},\n"
+        " {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 7, \"args\": {\"name\": \"stream 7 \"}},\n"
+        " {\"ph\": \"M\", \"name\": \"no_args\", \"pid\": 0, \"tid\": 7},\n"
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"## forward ##\", \"pid\": 4037, \"tid\": 4037, "
+        "\"ts\": 10, \"dur\": 5},\n"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 4037, \"tid\": 4037, "
+        "\"ts\": 11, \"dur\": 1}\n"
+        "]}";
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    assert_int_equal(read_text(text, false, 0, &c, &meta, &err), 0);
+    assert_int_equal(c.metadata_count, 3); /* a record without a value is not passed on */
+    assert_string_equal(c.metadata[0], "process_name 4037 0 name='trainer \"0\"'");
+    assert_string_equal(c.metadata[1], "process_sort_index 'Spans' 0 sort_index=536870912");
+    assert_string_equal(c.metadata[2], "thread_name 0 7 name='stream 7 '");
+    assert_int_equal(c.count, 2);
+    assert_int_equal(c.events[0].kind, PT_EVENT_CPU);
+    assert_int_equal(c.events[0].cpu_kind, PT_CPU_ANNOTATION);
+    assert_int_equal(c.events[1].cpu_kind, PT_CPU_OPERATOR);
+    assert_int_equal(meta.pid, 4037);
+    /* A sink without on_metadata still reads the trace. */
+    char *path = temp_file(text, strlen(text), false);
+    memset(&c, 0, sizeof c);
+    pt_trace_sink sink = {&c, collect, warned};
+    pt_trace_meta_init(&meta);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(pt_trace_read(path, &sink, &meta, NULL, &err), 0);
+    assert_int_equal(c.count, 2);
+    unlink(path);
+    free(path);
+}
+
 static void test_many_events_small_buffer(void **state)
 {
     (void)state;
@@ -247,6 +360,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_trace_plain_and_gzip), cmocka_unit_test(test_bare_list),
+        cmocka_unit_test(test_legacy_profiler_array), cmocka_unit_test(test_metadata_and_annotations),
         cmocka_unit_test(test_many_events_small_buffer), cmocka_unit_test(test_oversized_event_is_skipped),
         cmocka_unit_test(test_errors),
     };

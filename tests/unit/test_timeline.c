@@ -1,4 +1,6 @@
-/* Interval unions, coverage queries and the radix sort, checked against brute force. */
+/* Interval unions, coverage queries and the radix sort, checked against brute force: a
+ * timeline is sorted, disjoint and covers exactly its intervals; the sort's output is a
+ * permutation of its input, in key order, stable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,20 @@ static int64_t brute_covered(const pt_interval *iv, size_t n, int64_t a, int64_t
     return total;
 }
 
+/* spans sorted, disjoint and not touching; prefix sums consistent. */
+static void check_well_formed(const pt_timeline *t)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        assert_true(t->spans[i].start < t->spans[i].end);
+        if (i)
+            assert_true(t->spans[i - 1].end < t->spans[i].start);
+        assert_true(t->prefix[i] == sum);
+        sum += t->spans[i].end - t->spans[i].start;
+    }
+    assert_true(pt_timeline_total(t) == sum);
+}
+
 static void test_covered_matches_brute_force(void **state)
 {
     (void)state;
@@ -33,6 +49,7 @@ static void test_covered_matches_brute_force(void **state)
         }
         pt_timeline t;
         pt_timeline_build(&t, iv, n);
+        check_well_formed(&t);
         for (int q = 0; q < 50; q++) {
             int64_t a = rand() % 600 - 50, b = a + rand() % 200;
             assert_int_equal(pt_timeline_covered(&t, a, b), brute_covered(iv, n, a, b));
@@ -50,12 +67,37 @@ static void test_union(void **state)
     pt_timeline_build(&ta, a, 2);
     pt_timeline_build(&tb, b, 2);
     pt_timeline_union(&tu, &ta, &tb);
+    check_well_formed(&tu);
     assert_int_equal(tu.count, 2);
+    assert_true(tu.spans[0].start == 0 && tu.spans[0].end == 30);
+    assert_true(tu.spans[1].start == 40 && tu.spans[1].end == 50);
     assert_int_equal(pt_timeline_total(&tu), 40);
     assert_int_equal(pt_timeline_covered(&tu, 28, 45), 7);
     pt_timeline_free(&ta);
     pt_timeline_free(&tb);
     pt_timeline_free(&tu);
+}
+
+/* order[] holds each of 0..n-1 exactly once. */
+static void check_permutation(const uint32_t *order, size_t n)
+{
+    unsigned char *seen = calloc(n ? n : 1, 1);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(order[i] < n);
+        assert_false(seen[order[i]]);
+        seen[order[i]] = 1;
+    }
+    free(seen);
+}
+
+static void check_stable_order(const uint64_t *keys, const uint32_t *order, size_t n)
+{
+    check_permutation(order, n);
+    for (size_t i = 1; i < n; i++) {
+        assert_true(keys[order[i - 1]] <= keys[order[i]]);
+        if (keys[order[i - 1]] == keys[order[i]])
+            assert_true(order[i - 1] < order[i]);
+    }
 }
 
 static void test_radix_order_is_stable_sort(void **state)
@@ -68,18 +110,53 @@ static void test_radix_order_is_stable_sort(void **state)
     for (size_t i = 0; i < N; i++)
         keys[i] = (uint64_t)(rand() % 100) << (i % 2 ? 40 : 0);
     pt_radix_order(keys, N, order);
-    for (size_t i = 1; i < N; i++) {
-        assert_true(keys[order[i - 1]] <= keys[order[i]]);
-        if (keys[order[i - 1]] == keys[order[i]])
-            assert_true(order[i - 1] < order[i]);
-    }
+    check_stable_order(keys, order, N);
+    /* Keys using all 64 bits, including the top one. */
+    for (size_t i = 0; i < N; i++)
+        keys[i] = ((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)(i % 3) ^ (i % 5 ? 0 : UINT64_MAX);
+    pt_radix_order(keys, N, order);
+    check_stable_order(keys, order, N);
+    /* The edges: nothing, one key, all keys equal. */
+    pt_radix_order(keys, 0, order);
+    pt_radix_order(keys, 1, order);
+    assert_int_equal(order[0], 0);
+    for (size_t i = 0; i < N; i++)
+        keys[i] = 42;
+    pt_radix_order(keys, N, order);
+    check_stable_order(keys, order, N);
     free(keys);
+    free(order);
+}
+
+/* Sorting by two keys, least significant first, gives lexicographic order, and stays a
+ * permutation. */
+static void test_radix_reorder_sorts_by_two_keys(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    uint64_t *major = malloc(N * sizeof *major), *minor = malloc(N * sizeof *minor);
+    uint32_t *order = malloc(N * sizeof *order);
+    srand(13);
+    for (size_t i = 0; i < N; i++)
+        major[i] = (uint64_t)(rand() % 17), minor[i] = (uint64_t)rand() << (i % 3 ? 20 : 0);
+    pt_radix_order(minor, N, order);
+    pt_radix_reorder(major, N, order);
+    check_permutation(order, N);
+    for (size_t i = 1; i < N; i++) {
+        uint32_t a = order[i - 1], b = order[i];
+        assert_true(major[a] < major[b] || (major[a] == major[b] && minor[a] <= minor[b]));
+        if (major[a] == major[b] && minor[a] == minor[b])
+            assert_true(a < b);
+    }
+    free(major);
+    free(minor);
     free(order);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_covered_matches_brute_force),
-                                       cmocka_unit_test(test_union), cmocka_unit_test(test_radix_order_is_stable_sort)};
+                                       cmocka_unit_test(test_union), cmocka_unit_test(test_radix_order_is_stable_sort),
+                                       cmocka_unit_test(test_radix_reorder_sorts_by_two_keys)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

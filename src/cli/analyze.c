@@ -354,3 +354,58 @@ int cmd_analyze(int argc, char **argv)
     free(inputs.paths);
     return rc;
 }
+
+/* ------------------------------------------------------------ for other commands */
+
+bool pt_cli_is_worker_file(const char *name)
+{
+    return looks_like_worker_file(name);
+}
+
+int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job)
+{
+    memset(job, 0, sizeof *job);
+    input_list inputs = {0};
+    int rc = 0;
+    for (size_t i = 0; i < path_count && rc == 0; i++)
+        rc = expand(&inputs, paths[i]);
+    size_t n = rc == 0 ? inputs.count : 0;
+    job_state js = {0};
+    js.inputs = &inputs;
+    js.summaries = pt_xcalloc(n, sizeof *js.summaries);
+    js.errors = pt_xcalloc(n, sizeof *js.errors);
+    js.threads = threads;
+    if (n) {
+        summarize_all(&js, threads);
+        assign_missing_ranks(&js);
+    }
+    job->workers = pt_xmalloc((n ? n : 1) * sizeof *job->workers);
+    job->failures = pt_xmalloc((n ? n : 1) * sizeof *job->failures);
+    for (size_t i = 0; i < n; i++) {
+        if (js.summaries[i]) {
+            job->workers[job->worker_count++] = js.summaries[i];
+            continue;
+        }
+        pt_buf why = PT_BUF_INIT;
+        pt_buf_printf(&why, "%s: %s", inputs.paths[i], js.errors[i]);
+        job->failures[job->failure_count++] = pt_buf_take(&why);
+        free(js.errors[i]);
+    }
+    for (size_t i = 0; i < inputs.count; i++)
+        free(inputs.paths[i]);
+    free(inputs.paths);
+    free(js.summaries);
+    free(js.errors);
+    return rc;
+}
+
+void pt_cli_job_free(pt_cli_job *job)
+{
+    for (size_t i = 0; i < job->worker_count; i++)
+        pt_summary_free(job->workers[i]);
+    for (size_t i = 0; i < job->failure_count; i++)
+        free(job->failures[i]);
+    free(job->workers);
+    free(job->failures);
+    memset(job, 0, sizeof *job);
+}

@@ -278,6 +278,10 @@ static void add_function(diff_ctx *d, fn_list *list, const pt_fn_row *row)
 {
     size_t wb = workers_running(&d->before, row->cls, row->name);
     size_t wa = workers_running(&d->after, row->cls, row->name);
+    /* Absent from a run that lists only part of the class (a report.json): it may have
+     * run there below the list's cut, so there is nothing to compare it with. */
+    if ((wb == 0 && !d->before.run->complete[row->cls]) || (wa == 0 && !d->after.run->complete[row->cls]))
+        return;
     fn_change f = {row->cls, row->name, row->group, FN_CHANGED, {0}, NAN, NAN, NAN, NAN, NAN, NAN, wb, wa, 0};
     if (wb == 0 && d->before.run->complete[row->cls])
         f.kind = FN_ADDED;
@@ -780,14 +784,17 @@ static void add_notes(pt_json *notes, const diff_ctx *d)
     double ws_a = pt_json_get_number(pt_json_get(d->after.run->report, "job"), "world_size", 0);
     if (ws_b > 0 && ws_a > 0 && ws_b != ws_a)
         note(notes, "The runs come from jobs of different sizes (world size %g and %g).", ws_b, ws_a);
+    bool reports[2] = {d->before.run->source == PT_RUN_REPORT, d->after.run->source == PT_RUN_REPORT};
+    if (reports[0] || reports[1])
+        note(notes, "%s, which carr%s less than traces or summaries: bottleneck ratios of the 10 costliest "
+                    "kernels, of runtime calls over 0.1%% and of Python stacks over 1%% on some worker, and no execution "
+                    "counts or total times. A kernel, runtime call or Python stack it does not list is not compared; "
+                    "only memory operations and collectives are judged added or removed.",
+             reports[0] && reports[1] ? "BEFORE and AFTER are report.json files" : reports[0] ? "BEFORE is a report.json"
+                                                                                      : "AFTER is a report.json",
+             reports[0] && reports[1] ? "y" : "ies");
     for (int i = 0; i < 2; i++) {
         const side *s = sides[i];
-        if (s->run->source == PT_RUN_REPORT)
-            note(notes, "%s is a report.json, which carries less than traces or summaries: bottleneck ratios of the "
-                        "10 costliest kernels, of runtime calls over 0.1%% and of Python stacks over 1%% on some "
-                        "worker, and no execution counts or total times. A function it does not list counts as 0, and "
-                        "only memory operations and collectives are judged added or removed.",
-                 names[i]);
         if (!isfinite(s->noise[PT_STEP_DURATION]))
             note(notes, "%s has fewer than two profiled steps on most workers, so its step-to-step noise is unknown: "
                         "its changes are judged by size (%g%% of the step time)%s.",

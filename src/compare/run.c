@@ -72,6 +72,14 @@ static int64_t ns_of(const pt_json *object, const char *key)
     return isfinite(ms) && ms > 0 && ms < 1e12 ? (int64_t)llround(ms * MS) : 0;
 }
 
+/* An integer field, or fallback when it is absent, not a number or out of [lo, hi]
+ * (a hostile report must not reach an out-of-range conversion). */
+static int64_t int_of(const pt_json *object, const char *key, int64_t fallback, double lo, double hi)
+{
+    double v = pt_json_get_number(object, key, NAN);
+    return v >= lo && v <= hi ? (int64_t)v : fallback;
+}
+
 static void add_steps(pt_worker_summary *s, const pt_json *steps)
 {
     s->steps = pt_xcalloc(steps->count ? steps->count : 1, sizeof *s->steps);
@@ -81,7 +89,7 @@ static void add_steps(pt_worker_summary *s, const pt_json *steps)
         if (in->type != PT_JSON_OBJECT)
             continue;
         pt_step_summary *st = &s->steps[s->step_count++];
-        st->step = (int64_t)pt_json_get_number(in, "step", (double)i);
+        st->step = int_of(in, "step", (int64_t)i, 0, 9e15);
         st->start_ns = start;
         st->dur_ns = ns_of(in, "ms");
         for (int c = 0; c < PT_CLASS_COUNT; c++) {
@@ -114,9 +122,9 @@ static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
     pt_worker_summary *s = pt_summary_new();
     s->name = pt_xstrdup(pt_json_get_string(w, "name", ""));
     s->host = pt_xstrdup(pt_json_get_string(w, "host", ""));
-    s->rank = (int32_t)pt_json_get_number(w, "rank", -1);
-    s->local_rank = (int32_t)pt_json_get_number(w, "local_rank", -1);
-    s->pid = (int64_t)pt_json_get_number(w, "pid", -1);
+    s->rank = (int32_t)int_of(w, "rank", -1, 0, PT_MAX_WORLD_SIZE);
+    s->local_rank = (int32_t)int_of(w, "local_rank", -1, 0, PT_MAX_WORLD_SIZE);
+    s->pid = int_of(w, "pid", -1, 0, 9e15);
     s->world_size = world_size;
     const pt_json *steps = pt_json_get(w, "steps");
     if (steps && steps->type == PT_JSON_ARRAY && steps->count)
@@ -245,7 +253,7 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
         pt_json_free(report);
         return -1;
     }
-    int32_t world_size = (int32_t)pt_json_get_number(pt_json_get(report, "job"), "world_size", -1);
+    int32_t world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
     rebuild r = {pt_xmalloc((list->count ? list->count : 1) * sizeof *r.workers), 0, {0}};
     pt_strtab_init(&r.names);
     for (size_t i = 0; i < list->count; i++) {

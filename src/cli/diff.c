@@ -170,16 +170,11 @@ static int read_job_run(pt_diff_run *run, pt_cli_job *job, const char *label, co
     return 0;
 }
 
-static int read_run(const char *arg, int threads, pt_diff_run *run, pt_cli_job *job, bool *partial)
+static int read_run(const char *label, input_kind kind, const char *path, int threads, pt_diff_run *run,
+                    pt_cli_job *job, bool *partial)
 {
-    input_kind kind;
-    pt_buf path = PT_BUF_INIT;
-    int rc = classify(arg, &kind, &path);
-    if (rc == 0)
-        rc = kind == INPUT_REPORT ? read_report_run(run, arg, path.data)
-                                  : read_job_run(run, job, arg, path.data, kind, threads, partial);
-    pt_buf_free(&path);
-    return rc;
+    return kind == INPUT_REPORT ? read_report_run(run, label, path)
+                                : read_job_run(run, job, label, path, kind, threads, partial);
 }
 
 static int parse_args(int argc, char **argv, const char **out_dir, int *threads, bool *quiet, const char **runs)
@@ -227,11 +222,18 @@ int cmd_diff(int argc, char **argv)
 
     pt_diff_run runs[2];
     pt_cli_job jobs[2];
+    input_kind kinds[2];
+    pt_buf paths[2] = {PT_BUF_INIT, PT_BUF_INIT};
     memset(runs, 0, sizeof runs);
     memset(jobs, 0, sizeof jobs);
     int rc = PT_EXIT_OK;
+    /* Both arguments are checked before either is read: reading a large run only to find
+     * the other misspelt wastes minutes. */
     for (int i = 0; i < 2 && rc == PT_EXIT_OK; i++)
-        if (read_run(args[i], threads, &runs[i], &jobs[i], &partial) != 0)
+        if (classify(args[i], &kinds[i], &paths[i]) != 0)
+            rc = PT_EXIT_FAILURE;
+    for (int i = 0; i < 2 && rc == PT_EXIT_OK; i++)
+        if (read_run(args[i], kinds[i], paths[i].data, threads, &runs[i], &jobs[i], &partial) != 0)
             rc = PT_EXIT_FAILURE;
     if (rc == PT_EXIT_OK) {
         pt_json *diff = pt_diff(&runs[0], &runs[1], NULL);
@@ -255,6 +257,7 @@ int cmd_diff(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         pt_diff_run_free(&runs[i]);
         pt_cli_job_free(&jobs[i]);
+        pt_buf_free(&paths[i]);
     }
     return rc;
 }

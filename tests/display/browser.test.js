@@ -2,7 +2,7 @@
 /* browser.test.js -- PerfDisplay in headless Debian Chromium, driven by playwright-core.
  *
  *   node browser.test.js --server app.py|perftracker --perftracker BIN --work DIR
- *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated]
+ *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated|diff]
  *        [--workers 8 --fault-rank 5]
  *
  * A PerfDisplay folder for a job with a known fault (fixture.py: `perftracker synth
@@ -13,7 +13,8 @@
  * heatmap's culprit row is red on the canvas and marked; the hostile names
  * (<img src=x onerror=alert(1)>) render as text with no dialog and no <img>; nothing is
  * fetched from outside the folder; the page also works from file:// and without the chart
- * library. Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
+ * library. With --source diff the page is a `perftracker diff` and diff_checks.js checks it.
+ * Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
  * playwright-core, 1 on any failed check.
  */
 'use strict';
@@ -21,6 +22,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { execFileSync, spawn } = require('child_process');
+const { runDiff } = require('./diff_checks.js');
 
 const SKIP = 77;
 const CHROMIUM = process.env.PT_CHROMIUM || '/usr/bin/chromium';
@@ -306,7 +308,8 @@ async function main() {
       timeout: 60000
     });
     browser.setDefaultTimeout(30000);
-    await run(args, browser, base, displayDir, facts);
+    if (args.source === 'diff') await runDiff({ args, check, visit }, browser, base, displayDir, facts);
+    else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));
   } finally {

@@ -27,6 +27,17 @@ typedef struct pt_cli_job {
     char **failures;
     size_t failure_count;
 } pt_cli_job;
+/* Options of the commands that read jobs (options.c). pt_cli_job_option looks at argv[*i]:
+ * 1 when it was one of them (its value consumed), 0 when it is not an option (an input),
+ * -1 on a bad or unknown option (printed). -h prints usage and exits. */
+typedef struct pt_cli_job_options {
+    const char *command;      /* "analyze", "diff": for messages */
+    void (*usage)(FILE *out);
+    const char *out_dir;
+    int threads;
+    bool quiet;
+} pt_cli_job_options;
+int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o);
 int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job);
 void pt_cli_job_free(pt_cli_job *job);
 bool pt_cli_is_worker_file(const char *name);

@@ -177,32 +177,20 @@ static int read_run(const char *label, input_kind kind, const char *path, int th
                                 : read_job_run(run, job, label, path, kind, threads, partial);
 }
 
-static int parse_args(int argc, char **argv, const char **out_dir, int *threads, bool *quiet, const char **runs)
+static int parse_args(int argc, char **argv, pt_cli_job_options *o, const char **runs)
 {
     int positional = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            *out_dir = argv[++i];
-        } else if ((strcmp(argv[i], "-j") == 0 && i + 1 < argc) || (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])) {
-            *threads = atoi(argv[i][2] ? argv[i] + 2 : argv[++i]);
-            if (*threads < 1 || *threads > 256) {
-                pt_cli_print(stderr, "perftracker: -j wants 1..256 threads\n");
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            *quiet = true;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            exit(PT_EXIT_OK);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            pt_cli_print(stderr, "perftracker: diff: unknown option %s\n", argv[i]);
+        int taken = pt_cli_job_option(argc, argv, &i, o);
+        if (taken < 0)
             return -1;
-        } else if (positional < 2) {
-            runs[positional++] = argv[i];
-        } else {
+        if (taken)
+            continue;
+        if (positional == 2) {
             pt_cli_print(stderr, "perftracker: diff: compares two runs; %s is a third\n", argv[i]);
             return -1;
         }
+        runs[positional++] = argv[i];
     }
     if (positional != 2) {
         usage(stderr);
@@ -213,12 +201,14 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
 
 int cmd_diff(int argc, char **argv)
 {
-    const char *out_dir = DEFAULT_OUT, *args[2] = {NULL, NULL};
+    const char *args[2] = {NULL, NULL};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cpus > 0 ? (int)cpus : 1;
-    bool quiet = false, partial = false;
-    if (parse_args(argc, argv, &out_dir, &threads, &quiet, args) != 0)
+    pt_cli_job_options o = {"diff", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false};
+    if (parse_args(argc, argv, &o, args) != 0)
         return PT_EXIT_USAGE;
+    const char *out_dir = o.out_dir;
+    int threads = o.threads;
+    bool quiet = o.quiet, partial = false;
 
     pt_diff_run runs[2];
     pt_cli_job jobs[2];

@@ -223,28 +223,12 @@ static void assign_missing_ranks(job_state *js)
     free(used);
 }
 
-static int parse_args(int argc, char **argv, const char **out_dir, int *threads, bool *quiet, input_list *inputs)
+static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *inputs)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            *out_dir = argv[++i];
-        } else if ((strcmp(argv[i], "-j") == 0 && i + 1 < argc) || (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])) {
-            *threads = atoi(argv[i][2] ? argv[i] + 2 : argv[++i]);
-            if (*threads < 1 || *threads > 256) {
-                pt_cli_print(stderr, "perftracker: -j wants 1..256 threads\n");
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            *quiet = true;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            exit(PT_EXIT_OK);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            pt_cli_print(stderr, "perftracker: analyze: unknown option %s\n", argv[i]);
+        int taken = pt_cli_job_option(argc, argv, &i, o);
+        if (taken < 0 || (taken == 0 && expand(inputs, argv[i]) != 0))
             return -1;
-        } else if (expand(inputs, argv[i]) != 0) {
-            return -1;
-        }
     }
     if (inputs->count == 0) {
         usage(stderr);
@@ -255,13 +239,14 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
 
 int cmd_analyze(int argc, char **argv)
 {
-    const char *out_dir = DEFAULT_OUT;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cpus > 0 ? (int)cpus : 1;
-    bool quiet = false;
+    pt_cli_job_options o = {"analyze", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false};
     input_list inputs = {0};
-    if (parse_args(argc, argv, &out_dir, &threads, &quiet, &inputs) != 0)
+    if (parse_args(argc, argv, &o, &inputs) != 0)
         return PT_EXIT_USAGE;
+    const char *out_dir = o.out_dir;
+    int threads = o.threads;
+    bool quiet = o.quiet;
 
     size_t n = inputs.count;
     job_state js = {0};

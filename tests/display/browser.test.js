@@ -111,16 +111,24 @@ async function visit(page, hash) {
   await page.waitForSelector('section.view[data-view="' + id + '"]');
 }
 
-async function run(args, browser, base, displayDir, facts) {
+/* The page to test, its screenshot folder, and what it does that it must not: dialogs,
+ * script errors, requests outside the folder. */
+async function openPage(args, browser, base) {
   const shots = path.join(args.work, 'screenshots', args.server);
   fs.mkdirSync(shots, { recursive: true });
   const page = browser.pages()[0] || await browser.newPage();
   await page.setViewportSize({ width: 1400, height: 900 });
-  const dialogs = [], errors = [], foreign = [];
-  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) foreign.push(r.url()); });
+  const seen = { dialogs: [], errors: [], foreign: [] };
+  page.on('dialog', (d) => { seen.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  page.on('pageerror', (e) => seen.errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') seen.errors.push(m.text()); });
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) seen.foreign.push(r.url()); });
+  return { page, shots, seen };
+}
+
+async function run(args, browser, base, displayDir, facts) {
+  const { page, shots, seen } = await openPage(args, browser, base);
+  const { dialogs, errors, foreign } = seen;
 
   await page.goto(base);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
@@ -308,7 +316,7 @@ async function main() {
       timeout: 60000
     });
     browser.setDefaultTimeout(30000);
-    if (args.source === 'diff') await runDiff({ args, check, visit }, browser, base, displayDir, facts);
+    if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
     else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));

@@ -18,15 +18,8 @@ async function tableRows(page) {
 
 async function runDiff(t, browser, base, displayDir, facts) {
   const { args, check, visit } = t;
-  const shots = path.join(args.work, 'screenshots', args.server);
-  require('fs').mkdirSync(shots, { recursive: true });
-  const page = browser.pages()[0] || await browser.newPage();
-  await page.setViewportSize({ width: 1400, height: 900 });
-  const dialogs = [], errors = [], foreign = [];
-  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) foreign.push(r.url()); });
+  const { page, shots, seen } = await t.openPage(args, browser, base);
+  const { dialogs, errors, foreign } = seen;
 
   await page.goto(base);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });

@@ -251,7 +251,7 @@
       (D.comparison ? ' · ' + D.comparison : '') + (D.generated_at ? ' · ' + D.generated_at : '');
     var badge = document.getElementById('verdict-badge');
     badge.textContent = verdict.change || 'no verdict';
-    badge.className = 'badge ' + ({ slower: 'hang', faster: 'healthy', unchanged: '' }[verdict.change] || '');
+    badge.className = 'badge ' + ({ slower: 'hang', hang: 'hang', faster: 'healthy', unchanged: '' }[verdict.change] || '');
     buildNav();
     window.addEventListener('hashchange', route);
     route();

@@ -687,13 +687,48 @@ static size_t significant_functions(const fn_list *fns)
     return n;
 }
 
-static pt_json *verdict_json(const change *parts, const fn_list *fns, bool paired)
+/* The first hang finding of a run's diagnosis, or NULL. */
+static const pt_json *hang_of(const pt_diff_run *run)
+{
+    const pt_json *findings = findings_of(run);
+    for (size_t i = 0; findings && i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "category", ""), "hang") == 0)
+            return findings->items[i];
+    return NULL;
+}
+
+/* A run that hangs says more than any step time: its diagnosis's hang finding leads. */
+static bool explain_hang(pt_buf *out, pt_json *v, pt_json *cause, const pt_diff_run *before, const pt_diff_run *after)
+{
+    const pt_json *hang_b = hang_of(before), *hang_a = hang_of(after);
+    if (hang_a && !hang_b) {
+        pt_json_add(v, "change", pt_json_string("hang"));
+        pt_buf_printf(out, "AFTER hangs and BEFORE did not: %s", pt_json_get_string(hang_a, "summary", ""));
+        const pt_json *fn = pt_json_get(hang_a, "function");
+        pt_json_add(cause, "class", pt_json_string("hang"));
+        pt_json_add(cause, "function", fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null());
+        pt_json *ranks = pt_json_add(cause, "ranks", pt_json_array());
+        const pt_json *w = pt_json_get(hang_a, "workers");
+        for (size_t i = 0; w && w->type == PT_JSON_ARRAY && i < w->count; i++)
+            if (w->items[i]->type == PT_JSON_NUMBER)
+                pt_json_push(ranks, pt_json_int((int64_t)w->items[i]->number));
+        return true;
+    }
+    if (hang_b && !hang_a)
+        pt_buf_puts(out, "BEFORE hung and AFTER does not. ");
+    return false;
+}
+
+static pt_json *verdict_json(const change *parts, const fn_list *fns, bool paired, const pt_diff_run *before,
+                             const pt_diff_run *after)
 {
     const change *step = &parts[PT_STEP_DURATION];
     pt_json *v = pt_json_object();
     pt_buf s = PT_BUF_INIT;
     pt_json *cause = pt_json_object();
-    if (step->significant) {
+    if (explain_hang(&s, v, cause, before, after)) {
+        /* the hang is the verdict */
+    } else if (step->significant) {
         double sign = step->delta > 0 ? 1 : -1;
         pt_json_add(v, "change", pt_json_string(sign > 0 ? "slower" : "faster"));
         pt_buf_puts(&s, "AFTER is ");
@@ -888,7 +923,7 @@ pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char
     pt_json_add(doc, "before", run_json(&d.before, &parts[PT_STEP_DURATION], true));
     pt_json_add(doc, "after", run_json(&d.after, &parts[PT_STEP_DURATION], false));
     pt_json_add(doc, "comparison", pt_json_string(d.paired ? "rank by rank" : "median worker"));
-    pt_json_add(doc, "verdict", verdict_json(parts, &fns, d.paired));
+    pt_json_add(doc, "verdict", verdict_json(parts, &fns, d.paired, before, after));
     pt_json *step = pt_json_add(doc, "step_time", pt_json_object());
     add_change(step, &parts[PT_STEP_DURATION]);
     pt_json *classes = pt_json_add(doc, "classes", pt_json_array());

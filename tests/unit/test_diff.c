@@ -4,7 +4,7 @@
  * What must hold: a job against itself, or against another healthy seed, shows no
  * significant change; an injected fault is named (the rank, the class, and the function
  * synth's answer key gives), in both directions; a change on every worker is named without
- * ranks; a new function is listed as added; runs rebuilt from report.json find the same
+ * ranks; a new function is listed as added; a hang leads the verdict; runs rebuilt from report.json find the same
  * cause and say they carry less; runs of different sizes compare by the median worker. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -223,6 +223,27 @@ static void test_slow_dataloader_names_the_stack(void **state)
     free_job(&slow);
 }
 
+static void test_hang_leads_the_verdict(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), hung = make_job(PT_FAULT_HANG, 1, 8, 3);
+    const pt_json *expected = pt_json_get(hung.expected, "findings")->items[0];
+    pt_json *d = diff_jobs(&healthy, &hung);
+    assert_string_equal(change_of(d), "hang");
+    const pt_json *ranks = pt_json_get(cause_of(d), "ranks");
+    assert_string_equal(pt_json_get_string(cause_of(d), "class", ""), "hang");
+    assert_int_equal(ranks->count, 1);
+    assert_int_equal(ranks->items[0]->integer, pt_json_get(expected, "workers")->items[0]->integer);
+    assert_non_null(strstr(pt_json_get_string(pt_json_get(d, "verdict"), "sentence", ""), "AFTER hangs"));
+    pt_json_free(d);
+    d = diff_jobs(&hung, &healthy);
+    assert_string_not_equal(change_of(d), "hang");
+    assert_non_null(strstr(pt_json_get_string(pt_json_get(d, "verdict"), "sentence", ""), "BEFORE hung"));
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&hung);
+}
+
 static void test_common_memcpy_is_added_on_every_worker(void **state)
 {
     (void)state;
@@ -365,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_slow_gpu_names_the_rank_and_kernel),
         cmocka_unit_test(test_slow_dataloader_names_the_stack),
         cmocka_unit_test(test_common_memcpy_is_added_on_every_worker),
+        cmocka_unit_test(test_hang_leads_the_verdict),
         cmocka_unit_test(test_reports_find_the_same_cause),
         cmocka_unit_test(test_not_a_report_is_refused),
         cmocka_unit_test(test_different_sizes_compare_median_workers),

@@ -850,9 +850,9 @@ static void add_notes(pt_json *notes, const diff_ctx *d)
 
 /* ------------------------------------------------------------ the document */
 
-static void add_function_lists(pt_json *doc, fn_list *fns)
+/* fns is sorted by score (largest change first). */
+static void add_function_lists(pt_json *doc, const fn_list *fns)
 {
-    qsort(fns->items, fns->count, sizeof *fns->items, by_score);
     pt_json *changed = pt_json_add(doc, "functions", pt_json_array());
     pt_json *added = pt_json_array(), *removed = pt_json_array();
     size_t counts[3] = {0, 0, 0};

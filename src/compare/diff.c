@@ -24,12 +24,18 @@
  *     across its steps, the median over workers, over sqrt(steps)) and, with three or more
  *     workers, the spread across workers (a median of n has error 1.25 sigma / sqrt(n)).
  *     Summaries carry per-step times per class but not per function, so a function is
- *     given its class's step noise (an upper bound when one function dominates the class);
+ *     given its class's step noise scaled by the square root of its share of the class
+ *     (function_noise);
  *   - material: at least MATERIAL_SHARE of the step time, the seed's 1% threshold.
- * Rank-by-rank, a rank stands out when its change differs from the median rank's change
- * by more than RANK_SIGMAS robust sigmas (MAD) of the ranks' changes, and by more than the
- * step noise and RANK_MATERIAL_SHARE of the step time. Without two steps per worker the step noise is
- * unknown and the diff says so: changes are then judged by size and spread only.
+ * Rank by rank, a rank stands out when its change differs from the median rank's change
+ * by more than RANK_SIGMAS robust sigmas (MAD) of the ranks' changes, and by more than
+ * the step noise and RANK_MATERIAL_SHARE of the step time. Without two steps per worker
+ * the step noise is unknown and the diff says so: changes are then judged by size and
+ * spread only.
+ *
+ * A hang in AFTER (its diagnosis's hang finding) is the verdict whatever the step times
+ * say. Findings of both runs' diagnoses are matched by category and function, so the diff
+ * also lists what AFTER's diagnosis gained or lost.
  *
  * Cost: one pt_analysis per run (linear in workers x functions), then for each function
  * a few medians over workers (quickselect). Memory is a few arrays of n doubles. */

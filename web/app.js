@@ -1,4 +1,5 @@
-/* app.js -- PerfDisplay: the report (window.PT_REPORT, from data.js) as a page.
+/* app.js -- PerfDisplay: the report (window.PT_REPORT, from data.js) as a page. A diff
+ * (`perftracker diff`) arrives the same way and is drawn by diff.js.
  *
  * Design: a static single page with hash routes (#/<view>?key=..&finding=..), so links
  * work from file:// and from both servers, and the back button works. Each route renders
@@ -24,6 +25,7 @@
       el('code', null, 'perftracker analyze -o OUT'), '.'));
     return;
   }
+  if (R.diff_version !== undefined) { PD.renderDiff(R); return; } /* a diff: diff.js draws it */
 
   /* The report, indexed ------------------------------------------------------------ */
   var job = R.job || {}, diagnosis = R.diagnosis || {}, findings = diagnosis.findings || [];

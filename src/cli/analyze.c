@@ -247,28 +247,12 @@ static void assign_missing_ranks(job_state *js)
     free(used);
 }
 
-static int parse_args(int argc, char **argv, const char **out_dir, int *threads, bool *quiet, input_list *inputs)
+static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *inputs)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            *out_dir = argv[++i];
-        } else if ((strcmp(argv[i], "-j") == 0 && i + 1 < argc) || (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])) {
-            *threads = atoi(argv[i][2] ? argv[i] + 2 : argv[++i]);
-            if (*threads < 1 || *threads > 256) {
-                pt_cli_print(stderr, "perftracker: -j wants 1..256 threads\n");
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            *quiet = true;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            exit(PT_EXIT_OK);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            pt_cli_print(stderr, "perftracker: analyze: unknown option %s\n", argv[i]);
+        int taken = pt_cli_job_option(argc, argv, &i, o);
+        if (taken < 0 || (taken == 0 && expand(inputs, argv[i]) != 0))
             return -1;
-        } else if (expand(inputs, argv[i]) != 0) {
-            return -1;
-        }
     }
     if (inputs->count == 0) {
         usage(stderr);
@@ -279,13 +263,14 @@ static int parse_args(int argc, char **argv, const char **out_dir, int *threads,
 
 int cmd_analyze(int argc, char **argv)
 {
-    const char *out_dir = DEFAULT_OUT;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cpus > 0 ? (int)cpus : 1;
-    bool quiet = false;
+    pt_cli_job_options o = {"analyze", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false};
     input_list inputs = {0};
-    if (parse_args(argc, argv, &out_dir, &threads, &quiet, &inputs) != 0)
+    if (parse_args(argc, argv, &o, &inputs) != 0)
         return PT_EXIT_USAGE;
+    const char *out_dir = o.out_dir;
+    int threads = o.threads;
+    bool quiet = o.quiet;
 
     size_t n = inputs.count;
     job_state js = {0};
@@ -378,4 +363,59 @@ int cmd_analyze(int argc, char **argv)
     free(inputs.paths);
     free(inputs.ids);
     return rc;
+}
+
+/* ------------------------------------------------------------ for other commands */
+
+bool pt_cli_is_worker_file(const char *name)
+{
+    return looks_like_worker_file(name);
+}
+
+int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job)
+{
+    memset(job, 0, sizeof *job);
+    input_list inputs = {0};
+    int rc = 0;
+    for (size_t i = 0; i < path_count && rc == 0; i++)
+        rc = expand(&inputs, paths[i]);
+    size_t n = rc == 0 ? inputs.count : 0;
+    job_state js = {0};
+    js.inputs = &inputs;
+    js.summaries = pt_xcalloc(n, sizeof *js.summaries);
+    js.errors = pt_xcalloc(n, sizeof *js.errors);
+    js.threads = threads;
+    if (n) {
+        summarize_all(&js, threads);
+        assign_missing_ranks(&js);
+    }
+    job->workers = pt_xmalloc((n ? n : 1) * sizeof *job->workers);
+    job->failures = pt_xmalloc((n ? n : 1) * sizeof *job->failures);
+    for (size_t i = 0; i < n; i++) {
+        if (js.summaries[i]) {
+            job->workers[job->worker_count++] = js.summaries[i];
+            continue;
+        }
+        pt_buf why = PT_BUF_INIT;
+        pt_buf_printf(&why, "%s: %s", inputs.paths[i], js.errors[i]);
+        job->failures[job->failure_count++] = pt_buf_take(&why);
+        free(js.errors[i]);
+    }
+    for (size_t i = 0; i < inputs.count; i++)
+        free(inputs.paths[i]);
+    free(inputs.paths);
+    free(js.summaries);
+    free(js.errors);
+    return rc;
+}
+
+void pt_cli_job_free(pt_cli_job *job)
+{
+    for (size_t i = 0; i < job->worker_count; i++)
+        pt_summary_free(job->workers[i]);
+    for (size_t i = 0; i < job->failure_count; i++)
+        free(job->failures[i]);
+    free(job->workers);
+    free(job->failures);
+    memset(job, 0, sizeof *job);
 }

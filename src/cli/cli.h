@@ -3,6 +3,7 @@
 #ifndef PT_CLI_CLI_H
 #define PT_CLI_CLI_H
 
+#include "summarize/summary.h"
 #include "util/common.h"
 
 #include <stdio.h>
@@ -13,6 +14,33 @@ int cmd_synth(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_display(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+
+/* One job's inputs read as `analyze` reads them (analyze.c), for the commands that compare
+ * jobs: files and directories expanded, summarized in parallel with progress, ranks
+ * assigned. Unreadable inputs are kept as "path: why" lines; a path that does not exist
+ * is printed and makes it return -1. pt_cli_is_worker_file says whether a directory entry
+ * is a trace or summary by its name. */
+typedef struct pt_cli_job {
+    pt_worker_summary **workers;
+    size_t worker_count;
+    char **failures;
+    size_t failure_count;
+} pt_cli_job;
+/* Options of the commands that read jobs (options.c). pt_cli_job_option looks at argv[*i]:
+ * 1 when it was one of them (its value consumed), 0 when it is not an option (an input),
+ * -1 on a bad or unknown option (printed). -h prints usage and exits. */
+typedef struct pt_cli_job_options {
+    const char *command;      /* "analyze", "diff": for messages */
+    void (*usage)(FILE *out);
+    const char *out_dir;
+    int threads;
+    bool quiet;
+} pt_cli_job_options;
+int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o);
+int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job);
+void pt_cli_job_free(pt_cli_job *job);
+bool pt_cli_is_worker_file(const char *name);
 
 /* fprintf for everything the CLI prints: control characters from hostile inputs (file,
  * function and worker names, warnings) become '?' (terminal.c). */

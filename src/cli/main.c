@@ -14,6 +14,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"analyze", cmd_analyze, "analyze traces or summaries of one job and write the report"},
+    {"diff", cmd_diff, "compare two runs (traces, summaries or reports): what changed and why"},
     {"summarize", cmd_summarize, "reduce one worker's trace to its summary (the per-worker step)"},
     {"synth", cmd_synth, "generate a synthetic multi-worker job with injected faults"},
     {"export", cmd_export, "convert a raw trace to Chrome/Perfetto JSON"},

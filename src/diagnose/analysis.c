@@ -34,6 +34,39 @@ static void align_steps(pt_analysis *a)
     a->function_steps = per_function ? a->aligned_steps : 0;
 }
 
+double pt_step_part_ms(const pt_step_summary *step, int part)
+{
+    if (part == PT_STEP_DURATION)
+        return (double)step->dur_ns / 1e6;
+    if (part == PT_STEP_IDLE)
+        return (double)step->idle_ns / 1e6;
+    return (double)step->exposed_ns[part] / 1e6;
+}
+
+double pt_step_sd_ms(const pt_worker_summary *s, int part)
+{
+    if (s->step_count < 2)
+        return NAN;
+    double *values = pt_xmalloc(s->step_count * sizeof *values);
+    for (size_t i = 0; i < s->step_count; i++)
+        values[i] = pt_step_part_ms(&s->steps[i], part);
+    double sd = pt_sample_sd(values, s->step_count);
+    free(values);
+    return sd;
+}
+
+double pt_step_noise_ms(pt_worker_summary *const *workers, size_t n, int part)
+{
+    double *sd = pt_xmalloc((n ? n : 1) * sizeof *sd);
+    size_t m = 0;
+    for (size_t w = 0; w < n; w++)
+        if (workers[w]->step_count >= 2)
+            sd[m++] = pt_step_sd_ms(workers[w], part);
+    double noise = 2 * m >= n && m > 0 ? pt_median(sd, m) : INFINITY;
+    free(sd);
+    return noise;
+}
+
 void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
 {
     memset(a, 0, sizeof *a);
@@ -81,6 +114,23 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     pt_buf_free(&key);
     a->median_step_ms = pt_median_of(a->step_ms, n, a->scratch);
     align_steps(a);
+}
+
+static int by_rank(const void *x, const void *y)
+{
+    const pt_worker_summary *a = *(pt_worker_summary *const *)x, *b = *(pt_worker_summary *const *)y;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+void pt_analysis_init_by_rank(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
+{
+    pt_worker_summary **sorted = pt_xmalloc((n ? n : 1) * sizeof *sorted);
+    memcpy(sorted, workers, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_rank);
+    pt_analysis_init(a, sorted, n);
+    free(sorted);
 }
 
 void pt_analysis_free(pt_analysis *a)
@@ -238,6 +288,10 @@ void pt_short_function_name(pt_class cls, const char *name, pt_buf *out)
             pt_buf_puts(out, "... > ");
         for (const char *p = start; *p; p++)
             *p == '|' ? pt_buf_puts(out, " > ") : pt_buf_putc(out, *p);
+        return;
+    }
+    if (cls == PT_CLASS_MEMORY || cls == PT_CLASS_RUNTIME) {
+        pt_buf_puts(out, name); /* already short; "(Device -> Device)" is part of the name */
         return;
     }
     /* Kernels: drop "void ", template arguments and the parameter list. */

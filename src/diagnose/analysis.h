@@ -46,7 +46,18 @@ typedef struct pt_analysis {
     double *scratch2;             /* n doubles */
 } pt_analysis;
 
+/* The parts of a step: the classes' exposed time (0..PT_CLASS_COUNT-1), idle, duration. */
+enum { PT_STEP_IDLE = PT_CLASS_COUNT, PT_STEP_DURATION, PT_STEP_PART_COUNT };
+double pt_step_part_ms(const pt_step_summary *step, int part);
+/* Standard deviation of one part across a worker's steps (ms); NAN below two steps. */
+double pt_step_sd_ms(const pt_worker_summary *s, int part);
+/* Typical step-to-step variation of a part: the median over workers of pt_step_sd_ms, or
+ * INFINITY when fewer than half the workers have two steps. */
+double pt_step_noise_ms(pt_worker_summary *const *workers, size_t n, int part);
+
 void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n);
+/* The same for workers in any order: they are sorted by rank (then name) first. */
+void pt_analysis_init_by_rank(pt_analysis *a, pt_worker_summary *const *workers, size_t n);
 void pt_analysis_free(pt_analysis *a);
 
 /* Row of (cls, name), or NULL. */

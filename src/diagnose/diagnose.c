@@ -8,26 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static int by_rank(const void *x, const void *y)
-{
-    const pt_worker_summary *a = *(pt_worker_summary *const *)x, *b = *(pt_worker_summary *const *)y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
-}
-
-/* SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the timestamp, so two runs
- * over the same inputs give byte-identical reports. */
-static void iso_now(char *buf, size_t cap)
-{
-    const char *fixed = getenv("SOURCE_DATE_EPOCH");
-    time_t now = fixed && *fixed ? (time_t)strtoll(fixed, NULL, 10) : time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
 
 static int32_t world_size_of(const pt_job_input *job, const pt_analysis *a)
 {
@@ -230,12 +210,8 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
 
 pt_json *pt_diagnose(const pt_job_input *job)
 {
-    pt_worker_summary **sorted = pt_xmalloc((job->worker_count ? job->worker_count : 1) * sizeof *sorted);
-    memcpy(sorted, job->workers, job->worker_count * sizeof *sorted);
-    qsort(sorted, job->worker_count, sizeof *sorted, by_rank);
     pt_analysis a;
-    pt_analysis_init(&a, sorted, job->worker_count);
-    free(sorted);
+    pt_analysis_init_by_rank(&a, job->workers, job->worker_count);
 
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
     pt_json *diagnosis = pt_build_diagnosis(&a, status);
@@ -255,7 +231,7 @@ pt_json *pt_diagnose(const pt_job_input *job)
     pt_json *report = pt_json_object();
     char now[32];
     if (!job->generated_at)
-        iso_now(now, sizeof now);
+        pt_iso_now(now, sizeof now);
     pt_json_add(report, "report_version", pt_json_int(1));
     pt_json_add(report, "perftracker_version", pt_json_string(PT_VERSION));
     pt_json_add(report, "generated_at", pt_json_string(job->generated_at ? job->generated_at : now));

@@ -26,6 +26,7 @@
  * plus idle) is compared like everything else; a straggler no finding names yet is
  * explained by its largest excess covering half its lead, else as untraced time. */
 #include "diagnose/finding.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,15 +69,6 @@ static void values_free(peer_values *v)
     free(v->step_median);
 }
 
-static double sample_sd(const double *x, size_t k)
-{
-    double sum = 0, sq = 0;
-    for (size_t i = 0; i < k; i++)
-        sum += x[i], sq += x[i] * x[i];
-    double var = (sq - sum * sum / (double)k) / (double)(k - 1);
-    return var > 0 ? sqrt(var) : 0;
-}
-
 /* The typical worker, and how far above it chance reaches (see the header comment). */
 static void measure(const pt_analysis *a, peer_values *v)
 {
@@ -86,7 +78,7 @@ static void measure(const pt_analysis *a, peer_values *v)
     if (v->steps) {
         double *column = pt_xmalloc(n * sizeof *column);
         for (size_t w = 0; w < n; w++)
-            column[w] = sample_sd(v->per_step + w * v->steps, v->steps);
+            column[w] = pt_sample_sd(v->per_step + w * v->steps, v->steps);
         noise = pt_median_of(column, n, a->scratch), sigmas = STEP_SIGMAS;
         for (size_t s = 0; s < v->steps; s++) {
             for (size_t w = 0; w < n; w++)

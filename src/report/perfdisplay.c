@@ -7,7 +7,8 @@
  * escapes '<', '>' and '&' and replaces invalid UTF-8, so no report content, however
  * hostile its kernel or function names, can end the script or become markup; and parsing
  * first means a truncated report fails here, loudly, instead of as a blank page. report.json
- * keeps the caller's bytes for people and tools.
+ * keeps the caller's bytes for people and tools. A diff (`perftracker diff`) is shown by the
+ * same page (app.js hands it to diff.js) and kept as diff.json instead.
  *
  * Every file is written to a temporary name and renamed into place, so a reader (or a
  * server already running on the folder) sees the old file or the new one, never half.
@@ -92,6 +93,10 @@ static int write_report_data(const char *dir, const char *report_json, size_t re
         pt_error_set(err, "the report is not a JSON object");
         return -1;
     }
+    /* A diff (perftracker diff) keeps its own name beside the page; the other name goes,
+     * so a folder never holds a stale document of the other kind. */
+    bool is_diff = pt_json_get(report, "diff_version") != NULL;
+    const char *name = is_diff ? "diff.json" : "report.json";
     pt_buf compact = PT_BUF_INIT;
     pt_json_write(&compact, report, -1);
     pt_json_free(report);
@@ -101,7 +106,13 @@ static int write_report_data(const char *dir, const char *report_json, size_t re
     const void *json_parts[] = {report_json};
     int rc = write_file(dir, "data.js", js_parts, js_sizes, 3, false, err);
     if (rc == 0)
-        rc = write_file(dir, "report.json", json_parts, &report_len, 1, false, err);
+        rc = write_file(dir, name, json_parts, &report_len, 1, false, err);
+    if (rc == 0) {
+        pt_buf other = PT_BUF_INIT;
+        pt_buf_printf(&other, "%s/%s", dir, is_diff ? "report.json" : "diff.json");
+        unlink(other.data); /* usually not there */
+        pt_buf_free(&other);
+    }
     pt_buf_free(&compact);
     return rc;
 }

@@ -16,7 +16,8 @@
 /* Writes the folder display_dir itself (e.g. "OUT/PerfDisplay"), creating it and its
  * parents when missing and replacing the files of an earlier PerfDisplay there; each file
  * appears complete or not at all. report_json is the whole report.json document; it must
- * parse as JSON (it is re-serialised, HTML-safe, into data.js). 0 or -1 with err. */
+ * parse as JSON (it is re-serialised, HTML-safe, into data.js). A diff document (with
+ * "diff_version") is kept as diff.json instead of report.json. 0 or -1 with err. */
 int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_t report_len,
                          pt_error *err);
 

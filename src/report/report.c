@@ -7,14 +7,14 @@
 
 #include <time.h>
 
-int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
+int pt_report_write_document(const char *out_dir, const char *file_name, const pt_json *doc, pt_error *err)
 {
     if (pt_make_dirs(out_dir, err) != 0)
         return -1;
     pt_buf json = PT_BUF_INIT, path = PT_BUF_INIT;
-    pt_json_write(&json, report, 2);
+    pt_json_write(&json, doc, 2);
     pt_buf_putc(&json, '\n');
-    pt_buf_printf(&path, "%s/report.json", out_dir);
+    pt_buf_printf(&path, "%s/%s", out_dir, file_name);
     const void *parts[] = {json.data};
     size_t sizes[] = {json.len};
     int rc = pt_write_file_atomic(path.data, parts, sizes, 1, 0644, err);
@@ -26,6 +26,11 @@ int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
     pt_buf_free(&json);
     pt_buf_free(&path);
     return rc;
+}
+
+int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
+{
+    return pt_report_write_document(out_dir, "report.json", report, err);
 }
 
 /* ------------------------------------------------------------ log lines */

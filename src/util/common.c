@@ -89,3 +89,14 @@ const char *pt_basename(const char *path)
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
 }
+
+/* SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the timestamp, so two runs
+ * over the same inputs give byte-identical documents. */
+void pt_iso_now(char *buf, size_t cap)
+{
+    const char *fixed = getenv("SOURCE_DATE_EPOCH");
+    time_t now = fixed && *fixed ? (time_t)strtoll(fixed, NULL, 10) : time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

@@ -46,6 +46,8 @@ void pt_error_set(pt_error *err, const char *fmt, ...) PT_PRINTF(2, 3);
 int64_t pt_now_ns(void);
 /* Wall clock in Unix-epoch nanoseconds. */
 int64_t pt_wall_ns(void);
+/* Now as ISO-8601 UTC ("2026-11-29T07:30:00Z"), or SOURCE_DATE_EPOCH when set. */
+void pt_iso_now(char *buf, size_t cap);
 
 /* The value of one hexadecimal digit (either case), or -1. */
 static inline int pt_hex_digit(char c)

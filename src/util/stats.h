@@ -11,5 +11,7 @@
 double pt_median(double *values, size_t n);
 int64_t pt_median_i64(int64_t *values, size_t n);
 double pt_mean(const double *values, size_t n);
+/* Sample standard deviation (n - 1); 0 below two values. */
+double pt_sample_sd(const double *values, size_t n);
 
 #endif

@@ -2,7 +2,7 @@
 /* browser.test.js -- PerfDisplay in headless Debian Chromium, driven by playwright-core.
  *
  *   node browser.test.js --server app.py|perftracker --perftracker BIN --work DIR
- *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated]
+ *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated|diff]
  *        [--workers 8 --fault-rank 5]
  *
  * A PerfDisplay folder for a job with a known fault (fixture.py: `perftracker synth
@@ -13,7 +13,8 @@
  * heatmap's culprit row is red on the canvas and marked; the hostile names
  * (<img src=x onerror=alert(1)>) render as text with no dialog and no <img>; nothing is
  * fetched from outside the folder; the page also works from file:// and without the chart
- * library. Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
+ * library. With --source diff the page is a `perftracker diff` and diff_checks.js checks it.
+ * Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
  * playwright-core, 1 on any failed check.
  */
 'use strict';
@@ -21,6 +22,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { execFileSync, spawn } = require('child_process');
+const { runDiff } = require('./diff_checks.js');
 
 const SKIP = 77;
 const CHROMIUM = process.env.PT_CHROMIUM || '/usr/bin/chromium';
@@ -109,16 +111,24 @@ async function visit(page, hash) {
   await page.waitForSelector('section.view[data-view="' + id + '"]');
 }
 
-async function run(args, browser, base, displayDir, facts) {
+/* The page to test, its screenshot folder, and what it does that it must not: dialogs,
+ * script errors, requests outside the folder. */
+async function openPage(args, browser, base) {
   const shots = path.join(args.work, 'screenshots', args.server);
   fs.mkdirSync(shots, { recursive: true });
   const page = browser.pages()[0] || await browser.newPage();
   await page.setViewportSize({ width: 1400, height: 900 });
-  const dialogs = [], errors = [], foreign = [];
-  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) foreign.push(r.url()); });
+  const seen = { dialogs: [], errors: [], foreign: [] };
+  page.on('dialog', (d) => { seen.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  page.on('pageerror', (e) => seen.errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') seen.errors.push(m.text()); });
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) seen.foreign.push(r.url()); });
+  return { page, shots, seen };
+}
+
+async function run(args, browser, base, displayDir, facts) {
+  const { page, shots, seen } = await openPage(args, browser, base);
+  const { dialogs, errors, foreign } = seen;
 
   await page.goto(base);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
@@ -306,7 +316,8 @@ async function main() {
       timeout: 60000
     });
     browser.setDefaultTimeout(30000);
-    await run(args, browser, base, displayDir, facts);
+    if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
+    else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));
   } finally {

@@ -14,6 +14,8 @@ Sources:
              a Python frame train.py: <img ...>), and `perftracker analyze -o DIR/out` writes
              report.json and PerfDisplay/. The expected culprit comes from synth's
              expected.json, not from the report under test.
+  diff       `perftracker diff` of a healthy synth job against the same job with slow_gpu and
+             the hostile names (prepare_diff); the page is the diff's PerfDisplay.
   generated  make_report.py: a report written directly (schema of docs/report-schema.md),
              for what synth does not produce: 4096 workers in seconds, a Hardware section,
              raw traces (DIR/out/raw_trace/, served by the raw_trace mapping), warnings, and
@@ -100,10 +102,38 @@ def hostile_places(report):
     }
 
 
+def prepare_diff(work, out, perftracker, workers, fault_rank):
+    """`perftracker diff` of a healthy job against the same job with a slow GPU on fault_rank,
+    whose traces also carry the hostile names: in the diff they are functions added (the
+    renamed kernel and Python frame) and removed (their old names)."""
+    runs = {}
+    for name, fault in (("before", "none"), ("after", "slow_gpu")):
+        runs[name] = os.path.join(work, name)
+        shutil.rmtree(runs[name], ignore_errors=True)
+        subprocess.check_call([perftracker, "synth", "--fault", fault, "--rank", str(fault_rank), "-n", str(workers),
+                               "--seed", "1", "-o", runs[name]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(runs["after"], "expected.json")) as f:
+        expected = json.load(f)["findings"][0]
+    make_hostile(runs["after"])
+    subprocess.check_call([perftracker, "diff", "--quiet", "-o", out, runs["before"], runs["after"]],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(out, "diff.json")) as f:
+        diff = json.load(f)
+    added = [f["name"] for f in diff["added"]]
+    return os.path.join(out, "PerfDisplay"), {
+        "fault_rank": expected["workers"][0], "fault_function": expected["function"], "xss": XSS,
+        "xss_kernel": next((n for n in added if n.startswith(XSS)), None),
+        "xss_stack": next((n for n in added if n.endswith(XSS)), None),
+        "renamed_kernel": next((f["name"] for f in diff["removed"] if HOSTILE_KERNEL_PART in f["name"]), None),
+        "workers": workers, "source": "diff"}
+
+
 def prepare(work, perftracker, source="synth", workers=8, fault_rank=5):
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
+    if source == "diff":
+        return prepare_diff(work, out, perftracker, workers, fault_rank)
     if source == "synth" and workers > 64:
         raise SystemExit("fixture.py: synth writes ~1 MB of trace per worker; use --source generated above 64 workers")
     make = from_synth if source == "synth" else from_generator
@@ -143,7 +173,7 @@ def main():
     prep = sub.add_parser("prepare")
     prep.add_argument("--work", required=True)
     prep.add_argument("--perftracker", required=True)
-    prep.add_argument("--source", choices=("synth", "generated"), default="synth")
+    prep.add_argument("--source", choices=("synth", "generated", "diff"), default="synth")
     prep.add_argument("--workers", type=int, default=8)
     prep.add_argument("--fault-rank", type=int, default=5)
     serve = sub.add_parser("serve", help="exec the server (it prints its URL first)")

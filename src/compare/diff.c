@@ -1,0 +1,954 @@
+/* diff.c -- what changed between two runs: step time, each class's exposed time and every
+ * function's time per step, judged against noise, then a verdict sentence.
+ *
+ * Design. Each run is analysed as the diagnosis analyses a job (pt_analysis: workers
+ * sorted by rank, one row per function), and every figure is per step and per worker:
+ * a worker's step time is its profiled window over its steps, a class's or a function's
+ * time is its exposed (bottleneck) time over the steps, so the classes and idle add up to
+ * the step time and a function's change is its share of the step-time change. A run's
+ * figure is its median worker's, so runs of different sizes compare (8 workers against 16
+ * is a fair question about the typical worker) and one straggler does not move it.
+ *
+ * When both runs have the same ranks, workers are also compared rank by rank: a change
+ * confined to a few ranks (a slow GPU, a slow data loader on one host) leaves the median
+ * worker almost untouched, but that rank's change stands out from the others' changes.
+ * This matters because of how synchronous jobs show a straggler: everyone else waits for
+ * it in collectives, so the median worker's communication grows by the straggler's extra
+ * time. The verdict therefore follows the paper's rule and judges a worker by what it does
+ * instead of waiting: when some ranks grew in compute, memory, runtime or Python while the
+ * median worker's communication (or idle time) grew, those ranks are the cause.
+ *
+ * Noise. A change counts only when it is both significant and material:
+ *   - significant: larger than SIGMAS standard errors of the difference, where a run's
+ *     standard error combines the step-to-step variation (a worker's standard deviation
+ *     across its steps, the median over workers, over sqrt(steps)) and, with three or more
+ *     workers, the spread across workers (a median of n has error 1.25 sigma / sqrt(n)).
+ *     Summaries carry per-step times per class but not per function, so a function is
+ *     given its class's step noise scaled by the square root of its share of the class
+ *     (function_noise);
+ *   - material: at least MATERIAL_SHARE of the step time, the seed's 1% threshold.
+ * Rank by rank, a rank stands out when its change differs from the median rank's change
+ * by more than RANK_SIGMAS robust sigmas (MAD) of the ranks' changes, and by more than
+ * the step noise and RANK_MATERIAL_SHARE of the step time. Without two steps per worker
+ * the step noise is unknown and the diff says so: changes are then judged by size and
+ * spread only.
+ *
+ * A hang in AFTER (its diagnosis's hang finding) is the verdict whatever the step times
+ * say. Findings of both runs' diagnoses are matched by category and function, so the diff
+ * also lists what AFTER's diagnosis gained or lost.
+ *
+ * Cost: one pt_analysis per run (linear in workers x functions), then for each function
+ * a few medians over workers (quickselect). Memory is a few arrays of n doubles. */
+#include "compare/diff.h"
+#include "diagnose/analysis.h"
+#include "util/stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIGMAS 3.0
+#define RANK_SIGMAS 4.0
+#define MATERIAL_SHARE 0.01
+/* A claim about a few ranks needs more: the workers of one healthy job differ persistently
+ * by a percent or two (GPU clocks, host speed), and a rerun reshuffles who is fastest. The
+ * diagnosis uses the same 2% of the step before it names some workers (findings.c). */
+#define RANK_MATERIAL_SHARE 0.02
+#define MEDIAN_ERROR 1.2533  /* standard error of a median, in sigma / sqrt(n) */
+#define MIN_SPREAD_WORKERS 3 /* fewer workers say nothing about their spread */
+#define MAX_CHANGED 100
+#define MAX_LISTED 200
+#define MAX_RANKS 16
+#define NAME_CHARS 96        /* a function's short name in a sentence */
+
+static const char *const part_labels[PT_STEP_PART_COUNT] = {
+    "GPU compute", "GPU memory operations", "communication", "CUDA runtime", "Python", "idle", "step"};
+
+/* ------------------------------------------------------------ one run, prepared */
+
+typedef struct side {
+    const pt_diff_run *run;
+    pt_analysis a;                     /* workers sorted by rank */
+    double steps;                      /* median profiled steps per worker */
+    double noise[PT_STEP_PART_COUNT];  /* typical step-to-step sd (ms); non-finite: unknown */
+} side;
+
+static void side_init(side *s, const pt_diff_run *run)
+{
+    s->run = run;
+    pt_analysis_init_by_rank(&s->a, run->workers, run->worker_count);
+    s->steps = s->a.n ? pt_median_of(s->a.steps, s->a.n, s->a.scratch) : 1;
+    for (int p = 0; p < PT_STEP_PART_COUNT; p++)
+        s->noise[p] = pt_step_noise_ms(s->a.workers, s->a.n, p);
+}
+
+/* Per-worker value of a part of the step, per step (ms). */
+static void part_values(const side *s, int part, double *out)
+{
+    if (part < PT_CLASS_COUNT) {
+        pt_class_exposed_ms(&s->a, (pt_class)part, out);
+        return;
+    }
+    for (size_t w = 0; w < s->a.n; w++) {
+        const pt_worker_summary *ws = s->a.workers[w];
+        double ns = part == PT_STEP_IDLE ? (double)ws->idle_ns : (double)ws->window_ns;
+        out[w] = ns / 1e6 / s->a.steps[w];
+    }
+}
+
+typedef enum fn_measure { EXPOSED, TOTAL, CALLS, PER_CALL } fn_measure;
+
+/* Per-worker value of a function (0 where the worker did not run it; NAN for PER_CALL). */
+static void function_values(const side *s, pt_class cls, const char *name, fn_measure m, double *out)
+{
+    const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
+    for (size_t w = 0; w < s->a.n; w++) {
+        const pt_function_summary *f = row ? row->by_worker[w] : NULL;
+        double steps = s->a.steps[w];
+        switch (m) {
+        case EXPOSED: out[w] = f ? (double)f->exposed_ns / 1e6 / steps : 0; break;
+        case TOTAL: out[w] = f ? (double)f->total_ns / 1e6 / steps : 0; break;
+        case CALLS: out[w] = f ? (double)f->count / steps : 0; break;
+        case PER_CALL: out[w] = f && f->count ? (double)f->median_ns / 1e6 : NAN; break;
+        }
+    }
+}
+
+/* Median over the workers with a value (PER_CALL skips those without). */
+static double typical(const double *v, size_t n, double *scratch)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            scratch[m++] = v[i];
+    return m ? pt_median(scratch, m) : NAN;
+}
+
+static size_t workers_running(const side *s, pt_class cls, const char *name)
+{
+    const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
+    size_t m = 0;
+    for (size_t w = 0; row && w < s->a.n; w++)
+        m += row->by_worker[w] != NULL;
+    return m;
+}
+
+/* ------------------------------------------------------------ comparing one figure */
+
+typedef struct rank_change {
+    int32_t rank;
+    double before, after;
+} rank_change;
+
+typedef struct change {
+    double before, after, delta, threshold;
+    bool significant;
+    rank_change ranks[MAX_RANKS];      /* standouts, largest change first */
+    size_t rank_count;                 /* listed */
+    size_t ranks_standing_out;         /* in all */
+} change;
+
+typedef struct diff_ctx {
+    side before, after;
+    bool paired;                       /* same ranks: compare rank by rank */
+    double floor_ms;                   /* material: MATERIAL_SHARE of the step time */
+    double *b, *a, *scratch;           /* per-worker values; scratch holds 2 x max n */
+} diff_ctx;
+
+static double finite_or_zero(double v)
+{
+    return isfinite(v) ? v : 0;
+}
+
+static double standard_error(const side *s, const double *v, double step_noise, double *scratch)
+{
+    double noise = finite_or_zero(step_noise);
+    double var = noise * noise / fmax(s->steps, 1);
+    if (s->a.n >= MIN_SPREAD_WORKERS) {
+        pt_spread sp = pt_spread_of(v, s->a.n, scratch);
+        double se = MEDIAN_ERROR * sp.sigma / sqrt((double)s->a.n);
+        var += se * se;
+    }
+    return sqrt(var);
+}
+
+static int by_rank_change(const void *x, const void *y)
+{
+    const rank_change *p = x, *q = y;
+    double dp = fabs(p->after - p->before), dq = fabs(q->after - q->before);
+    if (dp != dq)
+        return dp > dq ? -1 : 1;
+    return (p->rank > q->rank) - (p->rank < q->rank);
+}
+
+/* Ranks whose change differs from the median rank's change beyond noise. */
+static void find_standouts(diff_ctx *d, double noise_b, double noise_a, change *c)
+{
+    size_t n = d->before.a.n;
+    if (!d->paired || n < MIN_SPREAD_WORKERS)
+        return;
+    double *delta = d->scratch + 2 * n; /* scratch has 3n */
+    for (size_t w = 0; w < n; w++)
+        delta[w] = d->a[w] - d->b[w];
+    pt_spread sp = pt_spread_of(delta, n, d->scratch);
+    double nb = finite_or_zero(noise_b), na = finite_or_zero(noise_a);
+    double per_rank = sqrt(nb * nb / fmax(d->before.steps, 1) + na * na / fmax(d->after.steps, 1));
+    double floor = d->floor_ms * (RANK_MATERIAL_SHARE / MATERIAL_SHARE);
+    double threshold = fmax(fmax(RANK_SIGMAS * sp.sigma, SIGMAS * per_rank), floor);
+    rank_change all[MAX_RANKS + 1];
+    for (size_t w = 0; w < n; w++) {
+        if (!(fabs(delta[w] - sp.median) > threshold) || !(fabs(delta[w]) > floor))
+            continue;
+        c->ranks_standing_out++;
+        rank_change rc = {pt_worker_rank(&d->after.a, w), d->b[w], d->a[w]};
+        /* Keep the MAX_RANKS largest: insert, sort, drop the last. */
+        size_t k = c->rank_count;
+        memcpy(all, c->ranks, k * sizeof *all);
+        all[k++] = rc;
+        qsort(all, k, sizeof *all, by_rank_change);
+        c->rank_count = k > MAX_RANKS ? MAX_RANKS : k;
+        memcpy(c->ranks, all, c->rank_count * sizeof *all);
+    }
+}
+
+/* Compares d->b (before's workers) with d->a (after's), both filled by the caller. */
+static change compare(diff_ctx *d, double noise_b, double noise_a)
+{
+    change c;
+    memset(&c, 0, sizeof c);
+    c.before = d->before.a.n ? pt_median_of(d->b, d->before.a.n, d->scratch) : 0;
+    c.after = d->after.a.n ? pt_median_of(d->a, d->after.a.n, d->scratch) : 0;
+    c.delta = c.after - c.before;
+    double se_b = standard_error(&d->before, d->b, noise_b, d->scratch);
+    double se_a = standard_error(&d->after, d->a, noise_a, d->scratch);
+    c.threshold = fmax(SIGMAS * sqrt(se_b * se_b + se_a * se_a), d->floor_ms);
+    c.significant = fabs(c.delta) > c.threshold;
+    find_standouts(d, noise_b, noise_a, &c);
+    return c;
+}
+
+static change compare_part(diff_ctx *d, int part)
+{
+    part_values(&d->before, part, d->b);
+    part_values(&d->after, part, d->a);
+    return compare(d, d->before.noise[part], d->after.noise[part]);
+}
+
+/* ------------------------------------------------------------ functions */
+
+typedef enum fn_kind { FN_CHANGED, FN_ADDED, FN_REMOVED } fn_kind;
+
+typedef struct fn_change {
+    pt_class cls;
+    const char *name, *group;
+    fn_kind kind;
+    change exposed;
+    double total_b, total_a, calls_b, calls_a, per_call_b, per_call_a; /* NAN: unknown */
+    size_t workers_b, workers_a;
+    double score;                      /* how much it changed, for ordering; 0: not beyond noise */
+} fn_change;
+
+typedef struct fn_list {
+    fn_change *items;
+    size_t count, cap;
+} fn_list;
+
+static double typical_measure(diff_ctx *d, const side *s, const fn_change *f, fn_measure m, double *buf)
+{
+    if (!s->run->counts_known && m != PER_CALL)
+        return NAN;
+    function_values(s, f->cls, f->name, m, buf);
+    return typical(buf, s->a.n, d->scratch);
+}
+
+static double change_score(const change *c)
+{
+    double score = c->significant ? fabs(c->delta) : 0;
+    for (size_t i = 0; i < c->rank_count; i++)
+        score = fmax(score, fabs(c->ranks[i].after - c->ranks[i].before));
+    return score;
+}
+
+/* A function's step-to-step noise, which summaries do not carry: its class's noise,
+ * scaled as if the class's variance were spread over its functions in proportion to their
+ * time (independent pieces: variance adds, so sigma goes with the square root of the
+ * share). Never more than the class's own noise. */
+static double function_noise(diff_ctx *d, const side *s, const double *values, pt_class cls)
+{
+    if (s->a.n == 0 || !isfinite(s->noise[cls]))
+        return s->noise[cls];
+    double fn = pt_median_of(values, s->a.n, d->scratch);
+    double *class_values = d->scratch + s->a.n;
+    pt_class_exposed_ms(&s->a, cls, class_values);
+    double total = pt_median_of(class_values, s->a.n, d->scratch);
+    double share = total > 0 ? fmin(fmax(fn / total, 0), 1) : 1;
+    return s->noise[cls] * sqrt(share);
+}
+
+static void add_function(diff_ctx *d, fn_list *list, const pt_fn_row *row)
+{
+    size_t wb = workers_running(&d->before, row->cls, row->name);
+    size_t wa = workers_running(&d->after, row->cls, row->name);
+    /* Absent from a run that lists only part of the class (a report.json): it may have
+     * run there below the list's cut, so there is nothing to compare it with. */
+    if ((wb == 0 && !d->before.run->complete[row->cls]) || (wa == 0 && !d->after.run->complete[row->cls]))
+        return;
+    fn_change f = {row->cls, row->name, row->group, FN_CHANGED, {0}, NAN, NAN, NAN, NAN, NAN, NAN, wb, wa, 0};
+    if (wb == 0 && d->before.run->complete[row->cls])
+        f.kind = FN_ADDED;
+    else if (wa == 0 && d->after.run->complete[row->cls])
+        f.kind = FN_REMOVED;
+    function_values(&d->before, f.cls, f.name, EXPOSED, d->b);
+    function_values(&d->after, f.cls, f.name, EXPOSED, d->a);
+    f.exposed = compare(d, function_noise(d, &d->before, d->b, f.cls), function_noise(d, &d->after, d->a, f.cls));
+    f.score = change_score(&f.exposed);
+    double *buf = d->scratch + 2 * (d->before.a.n > d->after.a.n ? d->before.a.n : d->after.a.n);
+    f.total_b = typical_measure(d, &d->before, &f, TOTAL, buf);
+    f.total_a = typical_measure(d, &d->after, &f, TOTAL, buf);
+    f.calls_b = typical_measure(d, &d->before, &f, CALLS, buf);
+    f.calls_a = typical_measure(d, &d->after, &f, CALLS, buf);
+    f.per_call_b = typical_measure(d, &d->before, &f, PER_CALL, buf);
+    f.per_call_a = typical_measure(d, &d->after, &f, PER_CALL, buf);
+    PT_GROW(list->items, list->cap, list->count + 1);
+    list->items[list->count++] = f;
+}
+
+static void collect_functions(diff_ctx *d, fn_list *list)
+{
+    for (size_t i = 0; i < d->before.a.row_count; i++)
+        add_function(d, list, &d->before.a.rows[i]);
+    for (size_t i = 0; i < d->after.a.row_count; i++) {
+        const pt_fn_row *row = &d->after.a.rows[i];
+        if (!pt_analysis_row(&d->before.a, row->cls, row->name))
+            add_function(d, list, row);
+    }
+}
+
+static int by_score(const void *x, const void *y)
+{
+    const fn_change *p = x, *q = y;
+    if (p->score != q->score)
+        return p->score > q->score ? -1 : 1;
+    double tp = fmax(p->exposed.before, p->exposed.after), tq = fmax(q->exposed.before, q->exposed.after);
+    if (tp != tq)
+        return tp > tq ? -1 : 1;
+    if (p->cls != q->cls)
+        return p->cls < q->cls ? -1 : 1;
+    return strcmp(p->name, q->name);
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static pt_json *number_or_null(double v)
+{
+    return isfinite(v) ? pt_json_number_rounded(v, 6) : pt_json_null();
+}
+
+static pt_json *ranks_json(const change *c)
+{
+    pt_json *list = pt_json_array();
+    for (size_t i = 0; i < c->rank_count; i++) {
+        pt_json *r = pt_json_push(list, pt_json_object());
+        pt_json_add(r, "rank", pt_json_int(c->ranks[i].rank));
+        pt_json_add(r, "before_ms", number_or_null(c->ranks[i].before));
+        pt_json_add(r, "after_ms", number_or_null(c->ranks[i].after));
+        pt_json_add(r, "delta_ms", number_or_null(c->ranks[i].after - c->ranks[i].before));
+    }
+    return list;
+}
+
+static void add_change(pt_json *j, const change *c)
+{
+    pt_json_add(j, "before_ms", number_or_null(c->before));
+    pt_json_add(j, "after_ms", number_or_null(c->after));
+    pt_json_add(j, "delta_ms", number_or_null(c->delta));
+    pt_json_add(j, "delta_pct", c->before > 0 ? number_or_null(100 * c->delta / c->before) : pt_json_null());
+    pt_json_add(j, "threshold_ms", number_or_null(c->threshold));
+    pt_json_add(j, "significant", pt_json_bool(c->significant));
+    pt_json_add(j, "ranks", ranks_json(c));
+    if (c->ranks_standing_out > c->rank_count)
+        pt_json_add(j, "ranks_standing_out", pt_json_int((int64_t)c->ranks_standing_out));
+}
+
+static pt_json *function_json(const fn_change *f)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "class", pt_json_string(pt_class_name(f->cls)));
+    pt_json_add(j, "name", pt_json_string(f->name));
+    if (f->group)
+        pt_json_add(j, "group", pt_json_string(f->group));
+    add_change(j, &f->exposed);
+    pt_json_add(j, "before_total_ms", number_or_null(f->total_b));
+    pt_json_add(j, "after_total_ms", number_or_null(f->total_a));
+    pt_json_add(j, "before_calls", number_or_null(f->calls_b));
+    pt_json_add(j, "after_calls", number_or_null(f->calls_a));
+    pt_json_add(j, "before_ms_per_call", number_or_null(f->per_call_b));
+    pt_json_add(j, "after_ms_per_call", number_or_null(f->per_call_a));
+    pt_json_add(j, "before_workers", pt_json_int((int64_t)f->workers_b));
+    pt_json_add(j, "after_workers", pt_json_int((int64_t)f->workers_a));
+    return j;
+}
+
+static const char *source_name(pt_run_source s)
+{
+    return s == PT_RUN_TRACES ? "traces" : s == PT_RUN_SUMMARIES ? "summaries" : "report";
+}
+
+/* The distinct GPU models of a run, up to four. */
+static pt_json *devices_json(const side *s)
+{
+    pt_json *list = pt_json_array();
+    for (size_t w = 0; w < s->a.n && list->count < 4; w++) {
+        const char *dev = s->a.workers[w]->device_name;
+        bool seen = !dev || !*dev;
+        for (size_t i = 0; !seen && i < list->count; i++)
+            seen = strcmp(list->items[i]->string, dev) == 0;
+        if (!seen)
+            pt_json_push(list, pt_json_string(dev));
+    }
+    return list;
+}
+
+static pt_json *run_json(const side *s, const change *step, bool before)
+{
+    const pt_json *report = s->run->report;
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "input", pt_json_string(s->run->label));
+    pt_json_add(j, "source", pt_json_string(source_name(s->run->source)));
+    pt_json_add(j, "workers", pt_json_int((int64_t)s->a.n));
+    pt_json_add(j, "world_size", number_or_null(pt_json_get_number(pt_json_get(report, "job"), "world_size", NAN)));
+    pt_json_add(j, "steps", number_or_null(s->steps));
+    pt_json_add(j, "step_time_ms", number_or_null(before ? step->before : step->after));
+    pt_json_add(j, "devices", devices_json(s));
+    pt_json_add(j, "verdict", pt_json_string(pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "unknown")));
+    return j;
+}
+
+/* ------------------------------------------------------------ findings: new, resolved */
+
+static const pt_json *findings_of(const pt_diff_run *run)
+{
+    const pt_json *f = pt_json_get(pt_json_get(run->report, "diagnosis"), "findings");
+    return f && f->type == PT_JSON_ARRAY ? f : NULL;
+}
+
+static bool same_finding(const pt_json *x, const pt_json *y)
+{
+    return strcmp(pt_json_get_string(x, "category", ""), pt_json_get_string(y, "category", "")) == 0 &&
+           strcmp(pt_json_get_string(x, "function", ""), pt_json_get_string(y, "function", "")) == 0;
+}
+
+static const pt_json *find_same(const pt_json *findings, const pt_json *f)
+{
+    for (size_t i = 0; findings && i < findings->count; i++)
+        if (same_finding(findings->items[i], f))
+            return findings->items[i];
+    return NULL;
+}
+
+static pt_json *finding_json(const pt_json *f, const pt_json *other)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "category", pt_json_string(pt_json_get_string(f, "category", "other")));
+    const pt_json *fn = pt_json_get(f, "function");
+    pt_json_add(j, "function", fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null());
+    pt_json *workers = pt_json_add(j, "workers", pt_json_array());
+    const pt_json *ranks = pt_json_get(f, "workers");
+    for (size_t i = 0; ranks && ranks->type == PT_JSON_ARRAY && i < ranks->count; i++)
+        if (ranks->items[i]->type == PT_JSON_NUMBER)
+            pt_json_push(workers, pt_json_int((int64_t)ranks->items[i]->number));
+    const pt_json *all = pt_json_get(f, "all_workers");
+    pt_json_add(j, "all_workers", pt_json_bool(all && all->type == PT_JSON_BOOL && all->boolean));
+    pt_json_add(j, "impact", number_or_null(pt_json_get_number(f, "impact", NAN)));
+    if (other)
+        pt_json_add(j, "impact_before", number_or_null(pt_json_get_number(other, "impact", NAN)));
+    pt_json_add(j, "summary", pt_json_string(pt_json_get_string(f, "summary", "")));
+    return j;
+}
+
+static pt_json *findings_json(const pt_diff_run *before, const pt_diff_run *after)
+{
+    const pt_json *fb = findings_of(before), *fa = findings_of(after);
+    pt_json *j = pt_json_object();
+    pt_json *added = pt_json_add(j, "new", pt_json_array());
+    pt_json *resolved = pt_json_add(j, "resolved", pt_json_array());
+    pt_json *persisting = pt_json_add(j, "persisting", pt_json_array());
+    for (size_t i = 0; fa && i < fa->count; i++) {
+        const pt_json *was = find_same(fb, fa->items[i]);
+        pt_json_push(was ? persisting : added, finding_json(fa->items[i], was));
+    }
+    for (size_t i = 0; fb && i < fb->count; i++)
+        if (!find_same(fa, fb->items[i]))
+            pt_json_push(resolved, finding_json(fb->items[i], NULL));
+    return j;
+}
+
+/* ------------------------------------------------------------ the verdict */
+
+static void put_ms(pt_buf *out, double ms)
+{
+    double a = fabs(ms);
+    pt_buf_printf(out, a >= 1000 ? "%.0f ms" : a >= 0.1 ? "%.3g ms" : "%.2g ms", ms);
+}
+
+static void put_signed_ms(pt_buf *out, double ms)
+{
+    pt_buf_puts(out, ms >= 0 ? "+" : "\xe2\x88\x92"); /* U+2212 minus */
+    put_ms(out, fabs(ms));
+}
+
+static void put_capitalized(pt_buf *out, const char *text)
+{
+    pt_buf_putc(out, text[0] >= 'a' && text[0] <= 'z' ? (char)(text[0] - 'a' + 'A') : text[0]);
+    pt_buf_puts(out, text + 1);
+}
+
+static void put_function(pt_buf *out, const fn_change *f)
+{
+    pt_buf name = PT_BUF_INIT;
+    pt_short_function_name(f->cls, f->name, &name);
+    if (name.len > NAME_CHARS)
+        pt_buf_puts(out, "..."), pt_buf_append(out, name.data + name.len - NAME_CHARS, NAME_CHARS);
+    else
+        pt_buf_append(out, name.data, name.len);
+    pt_buf_free(&name);
+}
+
+static void put_ranks(pt_buf *out, const rank_change *ranks, size_t n, size_t total)
+{
+    pt_buf_puts(out, n == 1 && total == 1 ? "Rank " : "Ranks ");
+    for (size_t i = 0; i < n && i < 4; i++)
+        pt_buf_printf(out, "%s%d", i == 0 ? "" : i + 1 == n && total == n ? " and " : ", ", ranks[i].rank);
+    if (total > 4)
+        pt_buf_printf(out, " and %zu more", total - 4);
+}
+
+/* The function of a class that moved most in direction sign: on the median worker, or
+ * on the ranks of ranks_of when given. It attributes a class's change that is beyond
+ * noise, so a function needs only be material (over floor), not beyond noise by itself:
+ * a class's change can be spread over many functions, each within noise. */
+static const fn_change *top_function(const fn_list *fns, pt_class cls, double sign, const change *ranks_of,
+                                     double floor)
+{
+    const fn_change *best = NULL;
+    double best_delta = 0;
+    for (size_t i = 0; i < fns->count; i++) {
+        const fn_change *f = &fns->items[i];
+        if (f->cls != cls)
+            continue;
+        double delta = !ranks_of && fabs(f->exposed.delta) > floor ? f->exposed.delta : 0;
+        for (size_t k = 0; ranks_of && k < f->exposed.rank_count; k++)
+            for (size_t r = 0; r < ranks_of->rank_count; r++)
+                if (f->exposed.ranks[k].rank == ranks_of->ranks[r].rank) {
+                    double dr = f->exposed.ranks[k].after - f->exposed.ranks[k].before;
+                    delta = sign * dr > sign * delta ? dr : delta;
+                }
+        if (sign * delta > sign * best_delta)
+            best = f, best_delta = delta;
+    }
+    return best;
+}
+
+/* "most in NAME (+4.5 ms[, 774 calls per step instead of 3])" */
+static void put_most_in(pt_buf *out, const fn_change *f, double delta)
+{
+    if (!f)
+        return;
+    pt_buf_puts(out, ", most in ");
+    put_function(out, f);
+    pt_buf_puts(out, " (");
+    put_signed_ms(out, delta);
+    if (f->kind == FN_ADDED)
+        pt_buf_puts(out, ", new");
+    else if (f->kind == FN_REMOVED)
+        pt_buf_puts(out, ", gone");
+    else if (isfinite(f->calls_b) && isfinite(f->calls_a) && fabs(f->calls_a - f->calls_b) >= 0.5 &&
+             fabs(f->calls_a - f->calls_b) > 0.1 * fmax(f->calls_b, 1))
+        pt_buf_printf(out, ", %.4g calls per step instead of %.4g", f->calls_a, f->calls_b);
+    pt_buf_putc(out, ')');
+}
+
+static double rank_delta_of(const fn_change *f, const change *ranks_of)
+{
+    double best = 0;
+    for (size_t k = 0; k < f->exposed.rank_count; k++)
+        for (size_t r = 0; r < ranks_of->rank_count; r++)
+            if (f->exposed.ranks[k].rank == ranks_of->ranks[r].rank) {
+                double dr = f->exposed.ranks[k].after - f->exposed.ranks[k].before;
+                best = fabs(dr) > fabs(best) ? dr : best;
+            }
+    return best;
+}
+
+/* A straggler: ranks whose non-communication time moved in direction sign while the
+ * median worker's waiting (communication or idle) moved the same way. Returns the class,
+ * or -1. */
+static int find_straggler_class(const change *parts, double sign)
+{
+    int best = -1;
+    double best_delta = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        if (c == PT_CLASS_COMM)
+            continue;
+        for (size_t r = 0; r < parts[c].rank_count; r++) {
+            double dr = parts[c].ranks[r].after - parts[c].ranks[r].before;
+            if (sign * (dr - parts[c].delta) > 0 && sign * dr > best_delta)
+                best = c, best_delta = sign * dr;
+        }
+    }
+    return best;
+}
+
+static bool others_wait(const change *parts, double sign)
+{
+    const change *comm = &parts[PT_CLASS_COMM], *idle = &parts[PT_STEP_IDLE];
+    return (comm->significant && sign * comm->delta > 0) || (idle->significant && sign * idle->delta > 0);
+}
+
+static void explain_straggler(pt_buf *out, pt_json *cause, const change *parts, const fn_list *fns, int cls,
+                              double sign)
+{
+    /* The ranks that moved in this direction. */
+    change moved = parts[cls];
+    moved.rank_count = 0;
+    for (size_t r = 0; r < parts[cls].rank_count; r++)
+        if (sign * (parts[cls].ranks[r].after - parts[cls].ranks[r].before - parts[cls].delta) > 0)
+            moved.ranks[moved.rank_count++] = parts[cls].ranks[r];
+    double dr = moved.ranks[0].after - moved.ranks[0].before;
+    put_ranks(out, moved.ranks, moved.rank_count, moved.rank_count);
+    pt_buf_printf(out, ": %s time %s by ", part_labels[cls], sign > 0 ? "grew" : "fell");
+    put_ms(out, fabs(dr));
+    pt_buf_puts(out, " per step");
+    const fn_change *f = top_function(fns, (pt_class)cls, sign, &moved, 0);
+    put_most_in(out, f, f ? rank_delta_of(f, &moved) : 0);
+    bool one = moved.rank_count == 1;
+    if (others_wait(parts, sign)) {
+        const change *wait = parts[PT_CLASS_COMM].significant ? &parts[PT_CLASS_COMM] : &parts[PT_STEP_IDLE];
+        pt_buf_printf(out, "; the other workers %s for %s %s (%s ", sign > 0 ? "wait" : "no longer wait",
+                      one ? "it" : "them", wait == &parts[PT_CLASS_COMM] ? "in collectives" : "idle",
+                      part_labels[wait == &parts[PT_CLASS_COMM] ? PT_CLASS_COMM : PT_STEP_IDLE]);
+        put_signed_ms(out, wait->delta);
+        pt_buf_puts(out, " per step on the median worker)");
+    }
+    pt_buf_puts(out, ".");
+    pt_json_add(cause, "class", pt_json_string(pt_class_name((pt_class)cls)));
+    pt_json_add(cause, "function", f ? pt_json_string(f->name) : pt_json_null());
+    pt_json *ranks = pt_json_add(cause, "ranks", pt_json_array());
+    for (size_t r = 0; r < moved.rank_count; r++)
+        pt_json_push(ranks, pt_json_int(moved.ranks[r].rank));
+}
+
+/* The median worker's classes that moved most in direction sign (two at most). */
+static void explain_typical(pt_buf *out, pt_json *cause, const change *parts, const fn_list *fns, double sign)
+{
+    int order[PT_CLASS_COUNT], n = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        if (parts[c].significant && sign * parts[c].delta > 0)
+            order[n++] = c;
+    for (int i = 1; i < n; i++) /* insertion sort by |delta|, n <= 5 */
+        for (int k = i; k > 0 && fabs(parts[order[k]].delta) > fabs(parts[order[k - 1]].delta); k--) {
+            int t = order[k];
+            order[k] = order[k - 1], order[k - 1] = t;
+        }
+    if (n == 0) {
+        const change *idle = &parts[PT_STEP_IDLE];
+        pt_buf_printf(out, "No class of activity explains it%s", idle->significant ? ": idle time " : ".");
+        if (idle->significant) {
+            put_signed_ms(out, idle->delta);
+            pt_buf_puts(out, " per step (waiting on something the trace does not show).");
+        }
+        pt_json_add(cause, "class", pt_json_string(idle->significant ? "idle" : ""));
+        pt_json_add(cause, "function", pt_json_null());
+        pt_json_add(cause, "ranks", pt_json_array());
+        return;
+    }
+    const fn_change *first = NULL;
+    for (int i = 0; i < n && i < 2; i++) {
+        int c = order[i];
+        const fn_change *f = top_function(fns, (pt_class)c, sign, NULL,
+                                          MATERIAL_SHARE * fmax(parts[PT_STEP_DURATION].before, parts[PT_STEP_DURATION].after));
+        first = i == 0 ? f : first;
+        if (i == 0) {
+            put_capitalized(out, part_labels[c]);
+            pt_buf_printf(out, " time %s by ", sign > 0 ? "grew" : "fell");
+            put_ms(out, fabs(parts[c].delta));
+            pt_buf_puts(out, " per step");
+        } else {
+            pt_buf_printf(out, "; %s ", part_labels[c]);
+            put_signed_ms(out, parts[c].delta);
+        }
+        put_most_in(out, f, f ? f->exposed.delta : 0);
+    }
+    pt_buf_puts(out, ".");
+    pt_json_add(cause, "class", pt_json_string(pt_class_name((pt_class)order[0])));
+    pt_json_add(cause, "function", first ? pt_json_string(first->name) : pt_json_null());
+    pt_json_add(cause, "ranks", pt_json_array());
+}
+
+static size_t significant_functions(const fn_list *fns)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fns->count; i++)
+        n += fns->items[i].score > 0;
+    return n;
+}
+
+/* The first hang finding of a run's diagnosis, or NULL. */
+static const pt_json *hang_of(const pt_diff_run *run)
+{
+    const pt_json *findings = findings_of(run);
+    for (size_t i = 0; findings && i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "category", ""), "hang") == 0)
+            return findings->items[i];
+    return NULL;
+}
+
+/* A run that hangs says more than any step time: its diagnosis's hang finding leads. */
+static bool explain_hang(pt_buf *out, pt_json *v, pt_json *cause, const pt_diff_run *before, const pt_diff_run *after)
+{
+    const pt_json *hang_b = hang_of(before), *hang_a = hang_of(after);
+    if (hang_a && !hang_b) {
+        pt_json_add(v, "change", pt_json_string("hang"));
+        pt_buf_printf(out, "AFTER hangs and BEFORE did not: %s", pt_json_get_string(hang_a, "summary", ""));
+        const pt_json *fn = pt_json_get(hang_a, "function");
+        pt_json_add(cause, "class", pt_json_string("hang"));
+        pt_json_add(cause, "function", fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null());
+        pt_json *ranks = pt_json_add(cause, "ranks", pt_json_array());
+        const pt_json *w = pt_json_get(hang_a, "workers");
+        for (size_t i = 0; w && w->type == PT_JSON_ARRAY && i < w->count; i++)
+            if (w->items[i]->type == PT_JSON_NUMBER)
+                pt_json_push(ranks, pt_json_int((int64_t)w->items[i]->number));
+        return true;
+    }
+    if (hang_b && !hang_a)
+        pt_buf_puts(out, "BEFORE hung and AFTER does not. ");
+    return false;
+}
+
+static pt_json *verdict_json(const change *parts, const fn_list *fns, bool paired, const pt_diff_run *before,
+                             const pt_diff_run *after)
+{
+    const change *step = &parts[PT_STEP_DURATION];
+    pt_json *v = pt_json_object();
+    pt_buf s = PT_BUF_INIT;
+    pt_json *cause = pt_json_object();
+    if (explain_hang(&s, v, cause, before, after)) {
+        /* the hang is the verdict */
+    } else if (step->significant) {
+        double sign = step->delta > 0 ? 1 : -1;
+        pt_json_add(v, "change", pt_json_string(sign > 0 ? "slower" : "faster"));
+        pt_buf_puts(&s, "AFTER is ");
+        put_ms(&s, fabs(step->delta));
+        if (step->before > 0)
+            pt_buf_printf(&s, " (%.3g%%)", 100 * fabs(step->delta) / step->before);
+        pt_buf_printf(&s, " %s per step than BEFORE (", sign > 0 ? "slower" : "faster");
+        put_ms(&s, step->before);
+        pt_buf_puts(&s, " \xe2\x86\x92 "); /* U+2192 arrow */
+        put_ms(&s, step->after);
+        pt_buf_puts(&s, "). ");
+        int straggler = paired ? find_straggler_class(parts, sign) : -1;
+        if (straggler >= 0)
+            explain_straggler(&s, cause, parts, fns, straggler, sign);
+        else
+            explain_typical(&s, cause, parts, fns, sign);
+    } else {
+        pt_json_add(v, "change", pt_json_string("unchanged"));
+        pt_buf_puts(&s, "Step time did not change beyond noise (");
+        put_ms(&s, step->before);
+        pt_buf_puts(&s, " \xe2\x86\x92 ");
+        put_ms(&s, step->after);
+        pt_buf_puts(&s, ", threshold \xc2\xb1");
+        put_ms(&s, step->threshold);
+        size_t changed = significant_functions(fns);
+        if (changed == 0) {
+            pt_buf_puts(&s, ") and no function's time per step changed beyond noise.");
+            pt_json_free(cause);
+            cause = NULL;
+        } else {
+            const fn_change *f = &fns->items[0]; /* sorted: the largest change */
+            pt_buf_puts(&s, "), but ");
+            put_function(&s, f);
+            pt_buf_puts(&s, " changed by ");
+            put_signed_ms(&s, f->exposed.significant ? f->exposed.delta : rank_delta_of(f, &f->exposed));
+            pt_buf_printf(&s, " per step%s", f->exposed.significant ? "" : " on some ranks");
+            if (changed > 1)
+                pt_buf_printf(&s, " (and %zu more function%s)", changed - 1, changed > 2 ? "s" : "");
+            pt_buf_puts(&s, ".");
+            pt_json_add(cause, "class", pt_json_string(pt_class_name(f->cls)));
+            pt_json_add(cause, "function", pt_json_string(f->name));
+            pt_json *ranks = pt_json_add(cause, "ranks", pt_json_array());
+            for (size_t r = 0; r < f->exposed.rank_count; r++)
+                pt_json_push(ranks, pt_json_int(f->exposed.ranks[r].rank));
+        }
+    }
+    pt_json_add(v, "sentence", pt_json_string(pt_buf_cstr(&s)));
+    pt_json_add(v, "cause", cause ? cause : pt_json_null());
+    pt_buf_free(&s);
+    return v;
+}
+
+/* ------------------------------------------------------------ notes */
+
+static bool same_ranks(const side *b, const side *a)
+{
+    if (b->a.n != a->a.n || b->a.n == 0)
+        return false;
+    for (size_t w = 0; w < b->a.n; w++)
+        if (pt_worker_rank(&b->a, w) != pt_worker_rank(&a->a, w))
+            return false;
+    return true;
+}
+
+static void note(pt_json *notes, const char *fmt, ...) PT_PRINTF(2, 3);
+static void note(pt_json *notes, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    pt_json_push(notes, pt_json_string(text));
+}
+
+static void add_notes(pt_json *notes, const diff_ctx *d)
+{
+    const side *sides[2] = {&d->before, &d->after};
+    static const char *const names[2] = {"BEFORE", "AFTER"};
+    if (d->paired)
+        note(notes, "Both runs have the same %zu rank%s: figures are the median worker's, and ranks whose change "
+                    "stands out from the others' are listed.",
+             d->before.a.n, d->before.a.n == 1 ? "" : "s");
+    else if (d->before.a.n == 1 && d->after.a.n == 1)
+        note(notes, "Each run has one worker (BEFORE rank %d, AFTER rank %d): the two are compared directly.",
+             pt_worker_rank(&d->before.a, 0), pt_worker_rank(&d->after.a, 0));
+    else
+        note(notes, "BEFORE has %zu worker%s and AFTER %zu%s: figures are the median worker's (per-worker "
+                    "medians), not rank by rank.",
+             d->before.a.n, d->before.a.n == 1 ? "" : "s", d->after.a.n,
+             d->before.a.n == d->after.a.n ? ", with other ranks" : "");
+    double ws_b = pt_json_get_number(pt_json_get(d->before.run->report, "job"), "world_size", 0);
+    double ws_a = pt_json_get_number(pt_json_get(d->after.run->report, "job"), "world_size", 0);
+    if (ws_b > 0 && ws_a > 0 && ws_b != ws_a)
+        note(notes, "The runs come from jobs of different sizes (world size %g and %g).", ws_b, ws_a);
+    bool reports[2] = {d->before.run->source == PT_RUN_REPORT, d->after.run->source == PT_RUN_REPORT};
+    if (reports[0] || reports[1])
+        note(notes, "%s, which carr%s less than traces or summaries: bottleneck ratios of the 10 costliest "
+                    "kernels, of runtime calls over 0.1%% and of Python stacks over 1%% on some worker, and no execution "
+                    "counts or total times. A kernel, runtime call or Python stack it does not list is not compared; "
+                    "only memory operations and collectives are judged added or removed.",
+             reports[0] && reports[1] ? "BEFORE and AFTER are report.json files" : reports[0] ? "BEFORE is a report.json"
+                                                                                      : "AFTER is a report.json",
+             reports[0] && reports[1] ? "y" : "ies");
+    for (int i = 0; i < 2; i++) {
+        const side *s = sides[i];
+        if (!isfinite(s->noise[PT_STEP_DURATION]))
+            note(notes, "%s has fewer than two profiled steps on most workers, so its step-to-step noise is unknown: "
+                        "its changes are judged by size (%g%% of the step time)%s.",
+                 names[i], 100 * MATERIAL_SHARE, s->a.n >= MIN_SPREAD_WORKERS ? " and by the spread across workers" : "");
+    }
+    pt_json *db = devices_json(&d->before), *da = devices_json(&d->after);
+    if (db->count && da->count && strcmp(db->items[0]->string, da->items[0]->string) != 0)
+        note(notes, "The runs used different GPUs (%s; %s): kernel times are not comparable one for one.",
+             db->items[0]->string, da->items[0]->string);
+    pt_json_free(db);
+    pt_json_free(da);
+}
+
+/* ------------------------------------------------------------ the document */
+
+/* fns is sorted by score (largest change first). */
+static void add_function_lists(pt_json *doc, const fn_list *fns)
+{
+    pt_json *changed = pt_json_add(doc, "functions", pt_json_array());
+    pt_json *added = pt_json_array(), *removed = pt_json_array();
+    size_t counts[3] = {0, 0, 0};
+    for (size_t i = 0; i < fns->count; i++) {
+        const fn_change *f = &fns->items[i];
+        if (f->kind == FN_CHANGED && f->score == 0)
+            continue;
+        pt_json *list = f->kind == FN_ADDED ? added : f->kind == FN_REMOVED ? removed : changed;
+        if (counts[f->kind]++ < (f->kind == FN_CHANGED ? MAX_CHANGED : MAX_LISTED))
+            pt_json_push(list, function_json(f));
+    }
+    pt_json_add(doc, "functions_changed", pt_json_int((int64_t)counts[FN_CHANGED]));
+    pt_json_add(doc, "functions_compared", pt_json_int((int64_t)fns->count));
+    pt_json_add(doc, "added", added);
+    pt_json_add(doc, "added_count", pt_json_int((int64_t)counts[FN_ADDED]));
+    pt_json_add(doc, "removed", removed);
+    pt_json_add(doc, "removed_count", pt_json_int((int64_t)counts[FN_REMOVED]));
+}
+
+static void add_warnings(pt_json *doc, const pt_diff_run *before, const pt_diff_run *after)
+{
+    pt_json *list = pt_json_add(doc, "warnings", pt_json_array());
+    const pt_diff_run *runs[2] = {before, after};
+    static const char *const names[2] = {"BEFORE", "AFTER"};
+    pt_buf line = PT_BUF_INIT;
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; k < runs[i]->warning_count; k++) {
+            pt_buf_reset(&line);
+            pt_buf_printf(&line, "%s: %s", names[i], runs[i]->warnings[k]);
+            pt_json_push(list, pt_json_string(line.data));
+        }
+    pt_buf_free(&line);
+}
+
+pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char *generated_at)
+{
+    diff_ctx d;
+    memset(&d, 0, sizeof d);
+    side_init(&d.before, before);
+    side_init(&d.after, after);
+    d.paired = same_ranks(&d.before, &d.after);
+    size_t n = d.before.a.n > d.after.a.n ? d.before.a.n : d.after.a.n;
+    d.b = pt_xcalloc(n + 1, sizeof *d.b);
+    d.a = pt_xcalloc(n + 1, sizeof *d.a);
+    d.scratch = pt_xcalloc(3 * n + 3, sizeof *d.scratch);
+
+    /* The floor first: it needs the step times, which are compared with it. */
+    part_values(&d.before, PT_STEP_DURATION, d.b);
+    part_values(&d.after, PT_STEP_DURATION, d.a);
+    double step_b = d.before.a.n ? pt_median_of(d.b, d.before.a.n, d.scratch) : 0;
+    double step_a = d.after.a.n ? pt_median_of(d.a, d.after.a.n, d.scratch) : 0;
+    d.floor_ms = MATERIAL_SHARE * fmax(step_b, step_a);
+
+    change parts[PT_STEP_PART_COUNT];
+    for (int p = 0; p < PT_STEP_PART_COUNT; p++)
+        parts[p] = compare_part(&d, p);
+    fn_list fns = {0};
+    collect_functions(&d, &fns);
+    qsort(fns.items, fns.count, sizeof *fns.items, by_score);
+
+    pt_json *doc = pt_json_object();
+    char now[32];
+    if (!generated_at)
+        pt_iso_now(now, sizeof now);
+    pt_json_add(doc, "diff_version", pt_json_int(1));
+    pt_json_add(doc, "perftracker_version", pt_json_string(PT_VERSION));
+    pt_json_add(doc, "generated_at", pt_json_string(generated_at ? generated_at : now));
+    pt_json_add(doc, "before", run_json(&d.before, &parts[PT_STEP_DURATION], true));
+    pt_json_add(doc, "after", run_json(&d.after, &parts[PT_STEP_DURATION], false));
+    pt_json_add(doc, "comparison", pt_json_string(d.paired ? "rank by rank" : "median worker"));
+    pt_json_add(doc, "verdict", verdict_json(parts, &fns, d.paired, before, after));
+    pt_json *step = pt_json_add(doc, "step_time", pt_json_object());
+    add_change(step, &parts[PT_STEP_DURATION]);
+    pt_json *classes = pt_json_add(doc, "classes", pt_json_array());
+    for (int p = 0; p <= PT_STEP_IDLE; p++) {
+        pt_json *c = pt_json_push(classes, pt_json_object());
+        pt_json_add(c, "class", pt_json_string(p == PT_STEP_IDLE ? "idle" : pt_class_name((pt_class)p)));
+        add_change(c, &parts[p]);
+    }
+    add_function_lists(doc, &fns);
+    pt_json_add(doc, "findings", findings_json(before, after));
+    pt_json *notes = pt_json_add(doc, "notes", pt_json_array());
+    add_notes(notes, &d);
+    add_warnings(doc, before, after);
+
+    free(fns.items);
+    free(d.b);
+    free(d.a);
+    free(d.scratch);
+    pt_analysis_free(&d.before.a);
+    pt_analysis_free(&d.after.a);
+    return doc;
+}

@@ -1,0 +1,285 @@
+/* run.c -- the runs a diff compares: worker summaries as they are, or rebuilt from a
+ * report.json.
+ *
+ * A report is the reduce step's output, so it has already lost most of what a summary
+ * holds. Rebuilding summaries from it keeps one comparison for every kind of input: the
+ * diff never learns where a run came from, only what the run can tell (pt_diff_run's
+ * counts_known and complete[]). What a report gives, per worker:
+ *   - the step time and the per-step breakdown by class ("workers"[].steps), so step time,
+ *     class times and their step-to-step noise are as good as from summaries;
+ *   - bottleneck ratios of functions, which become exposed time (ratio x window): per
+ *     worker where the section names the worker ("Python functions", "abnormal_workers",
+ *     "Communication" features), else the section's job-wide figure for every worker;
+ *   - nothing about executions or total time, and only functions above the sections' cuts
+ *     (the 10 costliest kernels, runtime calls over 0.1%, Python stacks over 1% on some
+ *     worker). Memory operations and collectives are listed whole.
+ * Nothing is invented beyond that: a function a report does not list is absent. */
+#include "compare/diff.h"
+#include "diagnose/diagnose.h"
+#include "util/strtab.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MS 1e6
+
+void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_source source,
+                                pt_worker_summary **workers, size_t count)
+{
+    memset(run, 0, sizeof *run);
+    run->label = pt_xstrdup(label);
+    run->source = source;
+    run->workers = workers;
+    run->worker_count = count;
+    run->counts_known = true;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        run->complete[c] = true;
+    pt_job_input job = {workers, count, -1, NULL, 0, NULL, NULL, 0, NULL};
+    run->report = pt_diagnose(&job);
+}
+
+void pt_diff_run_warn(pt_diff_run *run, const char *warning)
+{
+    run->warnings = pt_xrealloc(run->warnings, (run->warning_count + 1) * sizeof *run->warnings);
+    run->warnings[run->warning_count++] = pt_xstrdup(warning);
+}
+
+void pt_diff_run_free(pt_diff_run *run)
+{
+    if (run->owns_workers) {
+        for (size_t w = 0; w < run->worker_count; w++)
+            pt_summary_free(run->workers[w]);
+        free(run->workers);
+    }
+    for (size_t i = 0; i < run->warning_count; i++)
+        free(run->warnings[i]);
+    free(run->warnings);
+    free(run->label);
+    pt_json_free(run->report);
+    memset(run, 0, sizeof *run);
+}
+
+/* ------------------------------------------------------------ rebuilding workers */
+
+/* The report's per-step keys, in class order, then idle. */
+static const char *const part_keys[PT_CLASS_COUNT + 1] = {"compute_ms", "memory_ms", "communication_ms",
+                                                          "runtime_ms", "python_ms", "idle_ms"};
+
+static int64_t ns_of(const pt_json *object, const char *key)
+{
+    double ms = pt_json_get_number(object, key, 0);
+    return isfinite(ms) && ms > 0 && ms < 1e12 ? (int64_t)llround(ms * MS) : 0;
+}
+
+/* An integer field, or fallback when it is absent, not a number or out of [lo, hi]
+ * (a hostile report must not reach an out-of-range conversion). */
+static int64_t int_of(const pt_json *object, const char *key, int64_t fallback, double lo, double hi)
+{
+    double v = pt_json_get_number(object, key, NAN);
+    return v >= lo && v <= hi ? (int64_t)v : fallback;
+}
+
+static void add_steps(pt_worker_summary *s, const pt_json *steps)
+{
+    s->steps = pt_xcalloc(steps->count ? steps->count : 1, sizeof *s->steps);
+    int64_t start = 0;
+    for (size_t i = 0; i < steps->count; i++) {
+        const pt_json *in = steps->items[i];
+        if (in->type != PT_JSON_OBJECT)
+            continue;
+        pt_step_summary *st = &s->steps[s->step_count++];
+        st->step = int_of(in, "step", (int64_t)i, 0, 9e15);
+        st->start_ns = start;
+        st->dur_ns = ns_of(in, "ms");
+        for (int c = 0; c < PT_CLASS_COUNT; c++) {
+            st->exposed_ns[c] = ns_of(in, part_keys[c]);
+            s->exposed_ns[c] += st->exposed_ns[c];
+        }
+        st->idle_ns = ns_of(in, part_keys[PT_CLASS_COUNT]);
+        s->idle_ns += st->idle_ns;
+        s->window_ns += st->dur_ns;
+        start += st->dur_ns;
+    }
+}
+
+/* A worker without per-step data: one step of its breakdown. */
+static void add_breakdown(pt_worker_summary *s, const pt_json *breakdown, double step_ms)
+{
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        s->exposed_ns[c] = ns_of(breakdown, part_keys[c]);
+    s->idle_ns = ns_of(breakdown, part_keys[PT_CLASS_COUNT]);
+    s->window_ns = (int64_t)llround(step_ms * MS);
+}
+
+static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
+{
+    const char *status = pt_json_get_string(w, "status", "normal");
+    const pt_json *step_time = pt_json_get(w, "step_time_ms");
+    if (strcmp(status, "missing") == 0 || strcmp(status, "error") == 0 || !step_time ||
+        step_time->type != PT_JSON_NUMBER || !(step_time->number > 0))
+        return NULL;
+    pt_worker_summary *s = pt_summary_new();
+    s->name = pt_xstrdup(pt_json_get_string(w, "name", ""));
+    s->host = pt_xstrdup(pt_json_get_string(w, "host", ""));
+    s->rank = (int32_t)int_of(w, "rank", -1, 0, PT_MAX_WORLD_SIZE);
+    s->local_rank = (int32_t)int_of(w, "local_rank", -1, 0, PT_MAX_WORLD_SIZE);
+    s->pid = int_of(w, "pid", -1, 0, 9e15);
+    s->world_size = world_size;
+    const pt_json *steps = pt_json_get(w, "steps");
+    if (steps && steps->type == PT_JSON_ARRAY && steps->count)
+        add_steps(s, steps);
+    if (s->window_ns <= 0) {
+        s->step_count = 0;
+        add_breakdown(s, pt_json_get(w, "breakdown"), step_time->number);
+    }
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        s->union_ns[c] = s->exposed_ns[c]; /* overlap is not in a report */
+    return s;
+}
+
+/* ------------------------------------------------------------ rebuilding functions */
+
+typedef struct rebuild {
+    pt_worker_summary **workers;
+    size_t n;
+    pt_strtab names;     /* worker name -> index, for the sections' worker keys */
+} rebuild;
+
+static void add_function(pt_worker_summary *s, pt_class cls, const char *name, const char *group, double ratio,
+                         double median_ms)
+{
+    if (!(ratio > 0) || !isfinite(ratio) || s->window_ns <= 0)
+        return;
+    s->functions = pt_xrealloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
+    pt_function_summary *f = &s->functions[s->function_count++];
+    memset(f, 0, sizeof *f);
+    f->cls = cls;
+    f->name = pt_xstrdup(name);
+    f->group = group ? pt_xstrdup(group) : NULL;
+    f->exposed_ns = (int64_t)llround(fmin(ratio, 1.0) * (double)s->window_ns);
+    f->median_ns = median_ms > 0 && isfinite(median_ms) ? (int64_t)llround(median_ms * MS) : 0;
+}
+
+static long worker_index(const rebuild *r, const char *name)
+{
+    uint32_t id = pt_strtab_find(&r->names, name, strlen(name));
+    return id == UINT32_MAX ? -1 : (long)id;
+}
+
+/* Every worker that ran the class gets job_ratio, except those the per-worker object
+ * names (worker name -> ratio), which get their own. */
+static void add_to_workers(const rebuild *r, pt_class cls, const char *name, const char *group, double job_ratio,
+                           const pt_json *per_worker, double median_ms)
+{
+    for (size_t w = 0; w < r->n; w++) {
+        const pt_json *own = per_worker ? pt_json_get(per_worker, r->workers[w]->name) : NULL;
+        double ratio = own && own->type == PT_JSON_NUMBER ? own->number : job_ratio;
+        if (own || r->workers[w]->exposed_ns[cls] > 0)
+            add_function(r->workers[w], cls, name, group, ratio, median_ms);
+    }
+}
+
+static void rebuild_compute(const rebuild *r, const pt_json *section)
+{
+    const pt_json *major = pt_json_get(section, "major_kernel_executions");
+    for (size_t i = 0; major && major->type == PT_JSON_OBJECT && i < major->count; i++)
+        add_to_workers(r, PT_CLASS_COMPUTE, major->keys[i], NULL,
+                       pt_json_get_number(major->items[i], "bottleneck ratio (in [0,1])", 0), NULL,
+                       pt_json_get_number(major->items[i], "median cost per execution (ms)", 0));
+}
+
+/* "GPU memory operations" and "CUDA Runtime": {name: {"avg bottleneck ratio (in [0,1])",
+ * "abnormal_workers": {worker: ratio}}}. */
+static void rebuild_average_sections(const rebuild *r, const pt_json *section, pt_class cls)
+{
+    for (size_t i = 0; section && section->type == PT_JSON_OBJECT && i < section->count; i++) {
+        const pt_json *e = section->items[i];
+        add_to_workers(r, cls, section->keys[i], NULL, pt_json_get_number(e, "avg bottleneck ratio (in [0,1])", 0),
+                       pt_json_get(e, "abnormal_workers"), 0);
+    }
+}
+
+static double features_ratio(const pt_json *holder)
+{
+    return pt_json_get_number(pt_json_get(holder, "features"), "bottleneck ratio (in [0,1])", 0);
+}
+
+static void rebuild_communication(const rebuild *r, const pt_json *section)
+{
+    for (size_t g = 0; section && section->type == PT_JSON_OBJECT && g < section->count; g++) {
+        const pt_json *kernels = section->items[g];
+        for (size_t k = 0; kernels->type == PT_JSON_OBJECT && k < kernels->count; k++) {
+            const pt_json *e = kernels->items[k];
+            /* The abnormal workers' own features, as {worker: ratio}. */
+            pt_json *own = pt_json_object();
+            const pt_json *abnormal = pt_json_get(e, "abnormal_workers");
+            for (size_t i = 0; abnormal && abnormal->type == PT_JSON_ARRAY && i < abnormal->count; i++) {
+                const char *worker = pt_json_get_string(abnormal->items[i], "worker", NULL);
+                if (worker)
+                    pt_json_set(own, worker, pt_json_number(features_ratio(abnormal->items[i])));
+            }
+            add_to_workers(r, PT_CLASS_COMM, kernels->keys[k], section->keys[g],
+                           features_ratio(pt_json_get(e, "example_of_normal_worker")), own, 0);
+            pt_json_free(own);
+        }
+    }
+}
+
+static void rebuild_python(const rebuild *r, const pt_json *section)
+{
+    for (size_t i = 0; section && section->type == PT_JSON_OBJECT && i < section->count; i++) {
+        const pt_json *shares = section->items[i];
+        for (size_t k = 0; shares->type == PT_JSON_OBJECT && k < shares->count; k++) {
+            long w = worker_index(r, shares->keys[k]);
+            if (w >= 0 && shares->items[k]->type == PT_JSON_NUMBER)
+                add_function(r->workers[w], PT_CLASS_PYTHON, section->keys[i], NULL, shares->items[k]->number, 0);
+        }
+    }
+}
+
+int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, pt_error *err)
+{
+    memset(run, 0, sizeof *run);
+    const pt_json *version = pt_json_get(report, "report_version");
+    const pt_json *list = pt_json_get(report, "workers");
+    if (!version || version->type != PT_JSON_NUMBER || !list || list->type != PT_JSON_ARRAY) {
+        pt_error_set(err, "%s: not a perftracker report.json (no report_version or workers)", label);
+        pt_json_free(report);
+        return -1;
+    }
+    if (version->number != 1) {
+        pt_error_set(err, "%s: report_version %g is not one this perftracker reads (1)", label, version->number);
+        pt_json_free(report);
+        return -1;
+    }
+    int32_t world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
+    rebuild r = {pt_xmalloc((list->count ? list->count : 1) * sizeof *r.workers), 0, {0}};
+    pt_strtab_init(&r.names);
+    for (size_t i = 0; i < list->count; i++) {
+        pt_worker_summary *s = worker_from_json(list->items[i], world_size);
+        if (!s)
+            continue;
+        if (pt_strtab_intern(&r.names, s->name, strlen(s->name)) != r.n) {
+            pt_summary_free(s); /* a second worker of the same name: the sections cannot tell them apart */
+            continue;
+        }
+        r.workers[r.n++] = s;
+    }
+    rebuild_compute(&r, pt_json_get(report, "GPU Compute"));
+    rebuild_average_sections(&r, pt_json_get(report, "GPU memory operations"), PT_CLASS_MEMORY);
+    rebuild_communication(&r, pt_json_get(report, "Communication"));
+    rebuild_average_sections(&r, pt_json_get(report, "CUDA Runtime"), PT_CLASS_RUNTIME);
+    rebuild_python(&r, pt_json_get(report, "Python functions"));
+    pt_strtab_free(&r.names);
+
+    run->label = pt_xstrdup(label);
+    run->source = PT_RUN_REPORT;
+    run->workers = r.workers;
+    run->worker_count = r.n;
+    run->owns_workers = true;
+    run->report = report;
+    run->counts_known = false;
+    run->complete[PT_CLASS_MEMORY] = run->complete[PT_CLASS_COMM] = true;
+    return 0;
+}

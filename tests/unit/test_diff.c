@@ -1,0 +1,396 @@
+/* The diff (compare/diff.c) on synthetic jobs with a known change: summaries of
+ * `perftracker synth` jobs built in memory (pt_synth -> pt_summarizer), compared.
+ *
+ * What must hold: a job against itself, or against another healthy seed, shows no
+ * significant change; an injected fault is named (the rank, the class, and the function
+ * synth's answer key gives), in both directions; a change on every worker is named without
+ * ranks; a new function is listed as added; a hang leads the verdict; runs rebuilt from report.json find the same
+ * cause and say they carry less; runs of different sizes compare by the median worker. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/diff.h"
+#include "diagnose/diagnose.h"
+#include "summarize/summarize.h"
+#include "synth/synth.h"
+
+typedef struct job {
+    pt_worker_summary **workers;
+    size_t n;
+    pt_json *expected; /* synth's answer key */
+} job;
+
+static job make_job(pt_fault_kind fault, uint64_t seed, int workers, int steps)
+{
+    pt_synth_job spec;
+    pt_synth_job_init(&spec);
+    spec.fault = fault;
+    spec.seed = seed;
+    spec.workers = workers;
+    spec.steps = steps;
+    pt_error err = {{0}};
+    pt_synth_plan *plan = pt_synth_plan_new(&spec, &err);
+    assert_non_null(plan);
+    job j = {calloc((size_t)workers, sizeof *j.workers), (size_t)workers, pt_synth_plan_expected(plan)};
+    for (int r = 0; r < workers; r++) {
+        pt_summarizer *s = pt_summarizer_new();
+        pt_trace_sink sink = pt_summarizer_sink(s);
+        pt_trace_meta meta;
+        assert_int_equal(pt_synth_plan_worker(plan, r, &sink, &meta, &err), 0);
+        char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
+        pt_synth_plan_worker_stem(plan, r, stem, sizeof stem);
+        snprintf(name, sizeof name, "%s.json", stem);
+        j.workers[r] = pt_summarizer_finish(s, &meta, name, &err);
+        assert_non_null(j.workers[r]);
+        pt_summarizer_free(s);
+    }
+    pt_synth_plan_free(plan);
+    return j;
+}
+
+static void free_job(job *j)
+{
+    for (size_t i = 0; i < j->n; i++)
+        pt_summary_free(j->workers[i]);
+    free(j->workers);
+    pt_json_free(j->expected);
+}
+
+static const char *expected_function(const job *j)
+{
+    const pt_json *findings = pt_json_get(j->expected, "findings");
+    assert_true(findings && findings->count >= 1);
+    return pt_json_get_string(findings->items[0], "function", "");
+}
+
+static pt_json *diff_jobs(job *before, job *after)
+{
+    pt_diff_run b, a;
+    pt_diff_run_from_summaries(&b, "before", PT_RUN_TRACES, before->workers, before->n);
+    pt_diff_run_from_summaries(&a, "after", PT_RUN_TRACES, after->workers, after->n);
+    pt_json *d = pt_diff(&b, &a, "2026-01-01T00:00:00Z");
+    pt_diff_run_free(&b);
+    pt_diff_run_free(&a);
+    return d;
+}
+
+static const char *change_of(const pt_json *d)
+{
+    return pt_json_get_string(pt_json_get(d, "verdict"), "change", "");
+}
+
+static const pt_json *cause_of(const pt_json *d)
+{
+    return pt_json_get(pt_json_get(d, "verdict"), "cause");
+}
+
+static bool significant(const pt_json *entry)
+{
+    const pt_json *s = pt_json_get(entry, "significant");
+    return s && s->type == PT_JSON_BOOL && s->boolean;
+}
+
+static size_t significant_entries(const pt_json *d, const char *list)
+{
+    const pt_json *l = pt_json_get(d, list);
+    size_t n = 0;
+    for (size_t i = 0; l && i < l->count; i++)
+        n += significant(l->items[i]) || pt_json_get(l->items[i], "ranks")->count > 0;
+    return n;
+}
+
+static void assert_nothing_changed(const pt_json *d)
+{
+    assert_string_equal(change_of(d), "unchanged");
+    assert_false(significant(pt_json_get(d, "step_time")));
+    const pt_json *classes = pt_json_get(d, "classes");
+    assert_int_equal(classes->count, PT_CLASS_COUNT + 1);
+    for (size_t i = 0; i < classes->count; i++) {
+        assert_false(significant(classes->items[i]));
+        assert_int_equal(pt_json_get(classes->items[i], "ranks")->count, 0);
+    }
+    assert_int_equal(pt_json_get(d, "functions")->count, 0);
+    assert_int_equal(pt_json_get_number(d, "functions_changed", -1), 0);
+    assert_int_equal(significant_entries(d, "added") + significant_entries(d, "removed"), 0);
+    assert_true(cause_of(d)->type == PT_JSON_NULL);
+    assert_true(pt_json_get_number(d, "functions_compared", 0) > 10);
+}
+
+/* The function entry of that name in a list, or NULL. */
+static const pt_json *entry_named(const pt_json *d, const char *list, const char *name)
+{
+    const pt_json *l = pt_json_get(d, list);
+    for (size_t i = 0; l && i < l->count; i++)
+        if (strcmp(pt_json_get_string(l->items[i], "name", ""), name) == 0)
+            return l->items[i];
+    return NULL;
+}
+
+static void assert_cause(const pt_json *d, const char *cls, const char *function, int rank)
+{
+    const pt_json *cause = cause_of(d);
+    assert_string_equal(pt_json_get_string(cause, "class", ""), cls);
+    assert_string_equal(pt_json_get_string(cause, "function", ""), function);
+    const pt_json *ranks = pt_json_get(cause, "ranks");
+    if (rank < 0) {
+        assert_int_equal(ranks->count, 0);
+    } else {
+        assert_int_equal(ranks->count, 1);
+        assert_int_equal(ranks->items[0]->integer, rank);
+    }
+}
+
+static void test_job_against_itself_is_unchanged(void **state)
+{
+    (void)state;
+    job a = make_job(PT_FAULT_NONE, 1, 8, 3), b = make_job(PT_FAULT_NONE, 1, 8, 3);
+    pt_json *d = diff_jobs(&a, &b);
+    assert_nothing_changed(d);
+    assert_string_equal(pt_json_get_string(d, "comparison", ""), "rank by rank");
+    assert_int_equal(pt_json_get_number(d, "added_count", -1), 0);
+    assert_int_equal(pt_json_get_number(d, "removed_count", -1), 0);
+    pt_json_free(d);
+    free_job(&a);
+    free_job(&b);
+}
+
+static void test_another_healthy_seed_is_unchanged(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 2; seed <= 6; seed++) {
+        job a = make_job(PT_FAULT_NONE, 1, 8, 3), b = make_job(PT_FAULT_NONE, seed, 8, 3);
+        pt_json *d = diff_jobs(&a, &b);
+        assert_nothing_changed(d);
+        /* The seeds really differ: the step times are not identical. */
+        const pt_json *step = pt_json_get(d, "step_time");
+        assert_true(pt_json_get_number(step, "delta_ms", 0) != 0);
+        pt_json_free(d);
+        free_job(&a);
+        free_job(&b);
+    }
+}
+
+static void test_slow_gpu_names_the_rank_and_kernel(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), slow = make_job(PT_FAULT_SLOW_GPU, 1, 8, 3);
+    const char *kernel = expected_function(&slow);
+    pt_json *d = diff_jobs(&healthy, &slow);
+    assert_string_equal(change_of(d), "slower");
+    assert_cause(d, "compute", kernel, 7);
+    const char *sentence = pt_json_get_string(pt_json_get(d, "verdict"), "sentence", "");
+    assert_non_null(strstr(sentence, "Rank 7"));
+    assert_non_null(strstr(sentence, "flash_bwd"));
+    assert_non_null(strstr(sentence, "wait for it in collectives"));
+    /* The kernel is listed with rank 7's change; the median worker's communication grew. */
+    const pt_json *k = entry_named(d, "functions", kernel);
+    assert_non_null(k);
+    assert_int_equal(pt_json_get_number(pt_json_get(k, "ranks")->items[0], "rank", -1), 7);
+    assert_true(pt_json_get_number(pt_json_get(k, "ranks")->items[0], "delta_ms", 0) > 1);
+    const pt_json *comm = pt_json_get(d, "classes")->items[PT_CLASS_COMM];
+    assert_true(significant(comm) && pt_json_get_number(comm, "delta_ms", 0) > 10);
+    /* The new finding of AFTER's diagnosis is the same kernel. */
+    const pt_json *fresh = pt_json_get(pt_json_get(d, "findings"), "new");
+    assert_true(fresh->count >= 1);
+    assert_string_equal(pt_json_get_string(fresh->items[0], "function", ""), kernel);
+    pt_json_free(d);
+
+    d = diff_jobs(&slow, &healthy); /* the fix */
+    assert_string_equal(change_of(d), "faster");
+    assert_cause(d, "compute", kernel, 7);
+    assert_non_null(strstr(pt_json_get_string(pt_json_get(d, "verdict"), "sentence", ""), "no longer wait"));
+    assert_true(pt_json_get(pt_json_get(d, "findings"), "resolved")->count >= 1);
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&slow);
+}
+
+static void test_slow_dataloader_names_the_stack(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), slow = make_job(PT_FAULT_SLOW_DATALOADER, 1, 8, 3);
+    pt_json *d = diff_jobs(&healthy, &slow);
+    assert_string_equal(change_of(d), "slower");
+    assert_cause(d, "python", expected_function(&slow), 7);
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&slow);
+}
+
+static void test_hang_leads_the_verdict(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), hung = make_job(PT_FAULT_HANG, 1, 8, 3);
+    const pt_json *expected = pt_json_get(hung.expected, "findings")->items[0];
+    pt_json *d = diff_jobs(&healthy, &hung);
+    assert_string_equal(change_of(d), "hang");
+    const pt_json *ranks = pt_json_get(cause_of(d), "ranks");
+    assert_string_equal(pt_json_get_string(cause_of(d), "class", ""), "hang");
+    assert_int_equal(ranks->count, 1);
+    assert_int_equal(ranks->items[0]->integer, pt_json_get(expected, "workers")->items[0]->integer);
+    assert_non_null(strstr(pt_json_get_string(pt_json_get(d, "verdict"), "sentence", ""), "AFTER hangs"));
+    pt_json_free(d);
+    d = diff_jobs(&hung, &healthy);
+    assert_string_not_equal(change_of(d), "hang");
+    assert_non_null(strstr(pt_json_get_string(pt_json_get(d, "verdict"), "sentence", ""), "BEFORE hung"));
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&hung);
+}
+
+static void test_common_memcpy_is_added_on_every_worker(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), copies = make_job(PT_FAULT_COMMON_MEMCPY, 1, 8, 3);
+    const char *kind = expected_function(&copies);
+    pt_json *d = diff_jobs(&healthy, &copies);
+    assert_string_equal(change_of(d), "slower");
+    assert_cause(d, "memory", kind, -1);
+    const pt_json *added = entry_named(d, "added", kind);
+    assert_non_null(added);
+    assert_true(significant(added));
+    assert_int_equal(pt_json_get_number(added, "after_workers", 0), 8);
+    assert_true(pt_json_get_number(added, "after_calls", 0) >= 12); /* one per block, 12 blocks */
+    assert_true(pt_json_get(added, "before_calls")->number == 0);
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&copies);
+}
+
+/* The runs as report.json files would give them. */
+static void run_from_report(pt_diff_run *run, job *j)
+{
+    pt_job_input input = {j->workers, j->n, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    pt_json *report = pt_diagnose(&input);
+    /* Through text, as a file would be read. */
+    pt_buf text = PT_BUF_INIT;
+    pt_json_write(&text, report, -1);
+    pt_json_free(report);
+    pt_error err = {{0}};
+    pt_json *parsed = pt_json_parse(text.data, text.len, 64, &err);
+    pt_buf_free(&text);
+    assert_non_null(parsed);
+    assert_int_equal(pt_diff_run_from_report(run, "report.json", parsed, &err), 0);
+}
+
+static void test_reports_find_the_same_cause(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), slow = make_job(PT_FAULT_SLOW_DATALOADER, 1, 8, 3);
+    pt_diff_run b, a;
+    run_from_report(&b, &healthy);
+    run_from_report(&a, &slow);
+    assert_int_equal(b.worker_count, 8);
+    pt_json *d = pt_diff(&b, &a, NULL);
+    assert_string_equal(change_of(d), "slower");
+    assert_cause(d, "python", expected_function(&slow), 7);
+    assert_string_equal(pt_json_get_string(pt_json_get(d, "before"), "source", ""), "report");
+    const pt_json *notes = pt_json_get(d, "notes");
+    bool said = false;
+    for (size_t i = 0; i < notes->count; i++)
+        said |= strstr(notes->items[i]->string, "report.json") != NULL;
+    assert_true(said);
+    const pt_json *comm = entry_named(d, "functions", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned "
+                                                      "long, ncclWork*)");
+    assert_non_null(comm);
+    assert_true(pt_json_get(comm, "before_calls")->type == PT_JSON_NULL); /* reports carry no counts */
+    pt_json_free(d);
+
+    /* A report against itself: nothing changed. */
+    pt_diff_run b2;
+    run_from_report(&b2, &healthy);
+    d = pt_diff(&b, &b2, NULL);
+    assert_nothing_changed(d);
+    pt_json_free(d);
+    pt_diff_run_free(&b);
+    pt_diff_run_free(&b2);
+    pt_diff_run_free(&a);
+    free_job(&healthy);
+    free_job(&slow);
+}
+
+static void test_not_a_report_is_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "{}", "{\"report_version\": 2, \"workers\": []}", "{\"report_version\": 1, \"workers\": {}}",
+        "{\"report_version\": \"1\", \"workers\": []}", "[1, 2]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_error err = {{0}};
+        pt_json *doc = pt_json_parse(bad[i], strlen(bad[i]), 64, &err);
+        assert_non_null(doc);
+        pt_diff_run run;
+        assert_int_equal(pt_diff_run_from_report(&run, "x.json", doc, &err), -1);
+        assert_non_null(strstr(err.message, "x.json"));
+    }
+    /* Workers of the wrong shape are skipped, not trusted. */
+    const char *odd = "{\"report_version\": 1, \"workers\": [1, {\"name\": \"w\", \"step_time_ms\": \"fast\"},"
+                      " {\"name\": \"ok\", \"rank\": 0, \"step_time_ms\": 10, \"steps\": [7, {\"ms\": 10,"
+                      " \"compute_ms\": 9, \"idle_ms\": 1}]}], \"Python functions\": {\"a.py: f\": {\"ok\": 0.5,"
+                      " \"nobody\": 0.9}}, \"GPU Compute\": [], \"Communication\": {\"g\": 3}}";
+    pt_error err = {{0}};
+    pt_json *doc = pt_json_parse(odd, strlen(odd), 64, &err);
+    pt_diff_run run;
+    assert_int_equal(pt_diff_run_from_report(&run, "odd.json", doc, &err), 0);
+    assert_int_equal(run.worker_count, 1);
+    assert_int_equal(run.workers[0]->step_count, 1);
+    assert_int_equal(run.workers[0]->function_count, 1);
+    assert_int_equal(run.workers[0]->functions[0].exposed_ns, 5000000);
+    pt_diff_run_free(&run);
+}
+
+static void test_different_sizes_compare_median_workers(void **state)
+{
+    (void)state;
+    job eight = make_job(PT_FAULT_NONE, 1, 8, 3), four = make_job(PT_FAULT_SLOW_GPU, 1, 4, 3);
+    pt_json *d = diff_jobs(&eight, &four);
+    assert_string_equal(pt_json_get_string(d, "comparison", ""), "median worker");
+    const pt_json *fns = pt_json_get(d, "functions");
+    for (size_t i = 0; i < fns->count; i++)
+        assert_int_equal(pt_json_get(fns->items[i], "ranks")->count, 0);
+    /* One slow rank of four: the median worker waits for it in collectives. */
+    assert_string_equal(change_of(d), "slower");
+    assert_string_equal(pt_json_get_string(cause_of(d), "class", ""), "communication");
+    pt_json_free(d);
+    free_job(&eight);
+    free_job(&four);
+}
+
+static void test_one_step_says_noise_is_unknown(void **state)
+{
+    (void)state;
+    job a = make_job(PT_FAULT_NONE, 1, 8, 1), b = make_job(PT_FAULT_NONE, 2, 8, 1);
+    pt_json *d = diff_jobs(&a, &b);
+    assert_nothing_changed(d);
+    const pt_json *notes = pt_json_get(d, "notes");
+    bool said = false;
+    for (size_t i = 0; i < notes->count; i++)
+        said |= strstr(notes->items[i]->string, "noise is unknown") != NULL;
+    assert_true(said);
+    pt_json_free(d);
+    free_job(&a);
+    free_job(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_against_itself_is_unchanged),
+        cmocka_unit_test(test_another_healthy_seed_is_unchanged),
+        cmocka_unit_test(test_slow_gpu_names_the_rank_and_kernel),
+        cmocka_unit_test(test_slow_dataloader_names_the_stack),
+        cmocka_unit_test(test_common_memcpy_is_added_on_every_worker),
+        cmocka_unit_test(test_hang_leads_the_verdict),
+        cmocka_unit_test(test_reports_find_the_same_cause),
+        cmocka_unit_test(test_not_a_report_is_refused),
+        cmocka_unit_test(test_different_sizes_compare_median_workers),
+        cmocka_unit_test(test_one_step_says_noise_is_unknown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -404,6 +404,7 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
     for (size_t i = 0; i < inputs.count; i++)
         free(inputs.paths[i]);
     free(inputs.paths);
+    free(inputs.ids);
     free(js.summaries);
     free(js.errors);
     return rc;

@@ -198,6 +198,23 @@ static bool is_python_frame(const char *s, size_t n)
     return false;
 }
 
+/* The producer's kind when it says, else told by the name. */
+static const char *cpu_category(const pt_event *ev)
+{
+    switch (ev->cpu_kind) {
+    case PT_CPU_PYTHON:
+        return "{\"ph\":\"X\",\"cat\":\"python_function\"";
+    case PT_CPU_OPERATOR:
+        return "{\"ph\":\"X\",\"cat\":\"cpu_op\"";
+    case PT_CPU_ANNOTATION:
+        return "{\"ph\":\"X\",\"cat\":\"user_annotation\"";
+    case PT_CPU_UNKNOWN:
+        break;
+    }
+    return is_python_frame(ev->name, ev->name_len) ? "{\"ph\":\"X\",\"cat\":\"python_function\""
+                                                   : "{\"ph\":\"X\",\"cat\":\"cpu_op\"";
+}
+
 /* Driver API calls are cuXxx; runtime calls are cudaXxx (and hipXxx on ROCm). */
 static bool is_driver_call(const char *s, size_t n)
 {
@@ -364,8 +381,7 @@ int pt_kineto_writer_event(pt_kineto_writer *w, const pt_event *ev)
                                                                              : "{\"ph\":\"X\",\"cat\":\"cuda_runtime\"");
         break;
     case PT_EVENT_CPU:
-        write_cpu_side_event(w, ev, is_python_frame(ev->name, ev->name_len) ? "{\"ph\":\"X\",\"cat\":\"python_function\""
-                                                                              : "{\"ph\":\"X\",\"cat\":\"cpu_op\"");
+        write_cpu_side_event(w, ev, cpu_category(ev));
         break;
     case PT_EVENT_STEP:
         write_step(w, ev);

@@ -14,8 +14,9 @@
  *   GPU_MEMCPY   cat "gpu_memcpy" (name is the kind), args device, stream, bytes
  *   GPU_MEMSET   cat "gpu_memset", same args
  *   RUNTIME      cat "cuda_runtime", or "cuda_driver" for cu* driver calls
- *   CPU          cat "python_function" for Python frames ("file.py(12): f", "<built-in
- *                ...>"), else "cpu_op"
+ *   CPU          by cpu_kind: "python_function", "cpu_op" or "user_annotation"; when
+ *                unknown, "python_function" for Python frames ("file.py(12): f",
+ *                "<built-in ...>"), else "cpu_op"
  *   STEP         cat "user_annotation", name "ProfilerStep#<step>"
  *   COUNTER      ph "C", args {"value": v}
  * CPU-side events carry the process id given by pt_kineto_writer_meta, so call it before

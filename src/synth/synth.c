@@ -555,7 +555,7 @@ static void emit_gloo_thread(sim *s, int b, int64_t handed_over, int64_t copied)
         return;
     gloo_work g;
     gloo_copy_back(s, b, &g);
-    int64_t sync_start = pickup + 2000;
+    int64_t sync_start = pickup + scaled(2000, cpu_factor(s, 1));
     int64_t sync_end = PT_MAX(sync_start + g.sync_call, copied + SYNC_RETURN_NS);
     int64_t end = PT_MIN(g.done, s->stop_at);
     emit_cpu(em, "gloo:all_reduce", 15, PT_CPU_ANNOTATION, pickup, end - pickup, tid);

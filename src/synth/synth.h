@@ -68,8 +68,8 @@ typedef struct pt_synth_job {
     pt_synth_backend backend;
     double noise;         /* 0: a few percent of jitter. X in (0, 0.5]: every GPU op's time
                              varies by +-X, every CPU op's by +-2.5X (at most 90%), and a
-                             quarter of (rank, step) pairs run all that step's kernels up
-                             to 2X slower (processes time-sharing one GPU) */
+                             quarter of (rank, step) pairs run all that step's kernels
+                             X/2 to 3X/2 slower (processes time-sharing one GPU) */
 } pt_synth_job;
 
 /* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy, nccl, no

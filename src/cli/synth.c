@@ -62,6 +62,13 @@ static void usage(FILE *out)
             "  --severity X        extra step time on the faulty rank, as a fraction of a healthy\n"
             "                      step (default 0.3; common_memcpy 0.11, ~10%% of the step)\n"
             "  --hang-step K       hang: the step index it stops in (default: the last)\n"
+            "  --backend B         nccl (default: all-reduce kernels on a GPU stream) or gloo\n"
+            "                      (all-reduces on two CPU threads, each bucket copied to the\n"
+            "                      host and back; backward blocks until the last one is done)\n"
+            "  --noise X           0 (default: a few %% of jitter) to %g: every GPU op's time\n"
+            "                      varies by +-X, every CPU op's by +-2.5X (at most 90%%), and\n"
+            "                      a quarter of (rank, step) pairs run that step's kernels\n"
+            "                      X/2 to 3X/2 slower, as processes sharing one GPU do\n"
             "  --seed S            random seed (default 1); same seed, same bytes\n"
             "  --format F          kineto (default, .json), kineto-gz (.json.gz), or summary\n"
             "                      (<stem>.ptsum: summarized in memory, no JSON written; fast)\n"
@@ -74,7 +81,7 @@ static void usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "Exit status: 0 written; 1 a file could not be written; 2 bad command line.\n",
-            SIZE_MB_DEFAULT_LAYERS);
+            PT_SYNTH_MAX_NOISE, SIZE_MB_DEFAULT_LAYERS);
 }
 
 /* ------------------------------------------------------------ option parsing */
@@ -289,7 +296,7 @@ static int write_expected(const pt_synth_plan *plan, const char *dir, pt_error *
 /* ------------------------------------------------------------ the command */
 
 enum { OPT_FAULT = 256, OPT_RANK, OPT_STEPS, OPT_LAYERS, OPT_GPUS, OPT_SEVERITY, OPT_SEED, OPT_FORMAT,
-       OPT_SIZE_MB, OPT_HANG_STEP, OPT_QUIET };
+       OPT_SIZE_MB, OPT_HANG_STEP, OPT_BACKEND, OPT_NOISE, OPT_QUIET };
 
 int cmd_synth(int argc, char **argv)
 {
@@ -305,6 +312,8 @@ int cmd_synth(int argc, char **argv)
         {"format", required_argument, NULL, OPT_FORMAT},
         {"size-mb", required_argument, NULL, OPT_SIZE_MB},
         {"hang-step", required_argument, NULL, OPT_HANG_STEP},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"noise", required_argument, NULL, OPT_NOISE},
         {"threads", required_argument, NULL, 'j'},
         {"output", required_argument, NULL, 'o'},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -362,6 +371,13 @@ int cmd_synth(int argc, char **argv)
             break;
         case OPT_HANG_STEP:
             bad = parse_int(optarg, 0, 10000000, &job.hang_step);
+            break;
+        case OPT_BACKEND:
+            bad = pt_synth_backend_parse(optarg, &job.backend);
+            break;
+        case OPT_NOISE:
+            job.noise = strtod(optarg, &end);
+            bad = *end || end == optarg || !(job.noise >= 0 && job.noise <= PT_SYNTH_MAX_NOISE);
             break;
         case 'j':
             bad = parse_int(optarg, 1, 1024, &threads);

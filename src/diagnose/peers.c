@@ -11,11 +11,12 @@
  *  - Calls (exact). Identical ranks make identical calls even when durations are noisy,
  *    so a worker running a function the others do not (or barely), or calling it more
  *    often, does extra work; it is named when the excess clears the floor (3% of a step).
- *  - Time (statistical). Same calls, more time: the excess must clear the noise, 4x each
- *    worker's own step-to-step spread of that function (the median over workers), or 5x
- *    the spread across workers when steps cannot be compared, and hold in every step (all
- *    but one of four or more): four processes sharing a GPU inflate one step here and
- *    another there, which is not a slow worker.
+ *  - Time (statistical). Same calls, more time: the excess must clear the noise, 5
+ *    sigma of what is left of each worker's per-step values once each step's median is
+ *    taken out (over sqrt(steps) for the mean), or 5 sigma of the spread across workers
+ *    when steps cannot be compared, and hold in every step (all but one of four or
+ *    more): four processes sharing a GPU inflate one step here and another there, which
+ *    is not a slow worker.
  * Whole classes are judged the same way, for slowness spread over many functions (a
  * uniformly slower GPU), and named by the function with the largest excess.
  * A host whose CPU is contended or throttled slows everything the CPU does by a similar
@@ -26,19 +27,19 @@
  * plus idle) is compared like everything else; a straggler no finding names yet is
  * explained by its largest excess covering half its lead, else as untraced time. */
 #include "diagnose/finding.h"
+#include "summarize/classify.h"
 #include "util/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_SIGMAS 4.0
+#define STEP_SIGMAS 5.0
 #define SPREAD_SIGMAS 5.0
 #define MORE_CALLS_SHARE 0.05 /* more calls: at least one more per step, and 5% more */
 #define UNIFORM_FACTOR 1.05   /* a host is slow when its calls typically take 1.05x as long ... */
-#define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side functions, holding 60% of its
-                                 CPU-side time, are slowed by at least half that factor:
-                                 similar everywhere, not one slow call (a sleep) */
+#define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side functions are slowed by at least
+                                 half that factor: similar everywhere, not one slow call */
 #define UNIFORM_MIN_FUNCTIONS 5 /* ... judged on at least this many functions */
 #define EXPLAINED_SHARE 0.5   /* a function explains a straggler when it covers half its lead */
 
@@ -49,7 +50,8 @@ typedef struct peer_values {
     double *mean;        /* [w]: ms per step */
     double *per_step;    /* [w * steps + s], when steps >= 2 */
     double median;       /* the typical worker */
-    double threshold;    /* statistical: what clears the noise (never under the floor) */
+    double threshold;    /* statistical: what clears the typical worker's noise (never under the floor) */
+    double *own_noise;   /* [w]: that worker's own step-to-step spread (steps >= 2) */
     double *step_median; /* [s] */
 } peer_values;
 
@@ -60,6 +62,7 @@ static void values_init(peer_values *v, const pt_analysis *a, size_t steps)
     v->mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->mean);
     v->per_step = pt_xmalloc((a->n * v->steps + 1) * sizeof *v->per_step);
     v->step_median = pt_xmalloc((v->steps + 1) * sizeof *v->step_median);
+    v->own_noise = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->own_noise);
 }
 
 static void values_free(peer_values *v)
@@ -67,29 +70,44 @@ static void values_free(peer_values *v)
     free(v->mean);
     free(v->per_step);
     free(v->step_median);
+    free(v->own_noise);
 }
 
-/* The typical worker, and how far above it chance reaches (see the header comment). */
+/* The typical worker, and how far above it chance reaches (see the header comment).
+ * Step by step: in each step the typical worker is the median, and what remains of
+ * every worker's value is its residual; a step that is slow for everyone (the step
+ * everybody waited for one straggler) moves the median, not the residuals. The noise is
+ * each worker's own step-to-step spread of its residuals (the median over workers: a
+ * rank whose kernels a shared GPU slowed in one step and not the next is noisy, not
+ * slow), and a mean over S steps must clear STEP_SIGMAS of it divided by sqrt(S): of
+ * the typical worker's spread, and of the worker's own when that is larger (a rank
+ * ahead by 3, 3 and 11 ms in three steps is not reliably ahead). */
 static void measure(const pt_analysis *a, peer_values *v)
 {
-    size_t n = a->n;
-    v->median = pt_median_of(v->mean, n, a->scratch);
-    double noise, sigmas;
-    if (v->steps) {
-        double *column = pt_xmalloc(n * sizeof *column);
-        for (size_t w = 0; w < n; w++)
-            column[w] = pt_sample_sd(v->per_step + w * v->steps, v->steps);
-        noise = pt_median_of(column, n, a->scratch), sigmas = STEP_SIGMAS;
-        for (size_t s = 0; s < v->steps; s++) {
-            for (size_t w = 0; w < n; w++)
-                column[w] = v->per_step[w * v->steps + s];
-            v->step_median[s] = pt_median_of(column, n, a->scratch);
-        }
-        free(column);
-    } else {
-        noise = pt_spread_of(v->mean, n, a->scratch).sigma, sigmas = SPREAD_SIGMAS;
+    size_t n = a->n, steps = v->steps;
+    if (!steps) {
+        pt_spread spread = pt_spread_of(v->mean, n, a->scratch);
+        v->median = spread.median;
+        v->threshold = fmax(pt_floor_ms(a), SPREAD_SIGMAS * spread.sigma);
+        return;
     }
-    v->threshold = fmax(pt_floor_ms(a), sigmas * noise);
+    double *column = pt_xmalloc((n + 1) * steps * sizeof *column);
+    v->median = 0;
+    for (size_t s = 0; s < steps; s++) {
+        for (size_t w = 0; w < n; w++)
+            column[w] = v->per_step[w * steps + s];
+        v->step_median[s] = pt_median_of(column, n, a->scratch);
+        v->median += v->step_median[s] / (double)steps;
+    }
+    double *residual = column + n * steps;
+    for (size_t w = 0; w < n; w++) {
+        for (size_t s = 0; s < steps; s++)
+            residual[s] = v->per_step[w * steps + s] - v->step_median[s];
+        column[w] = v->own_noise[w] = pt_sample_sd(residual, steps);
+    }
+    double sigma = pt_median(column, n);
+    free(column);
+    v->threshold = fmax(pt_floor_ms(a), STEP_SIGMAS * sigma / sqrt((double)steps));
 }
 
 /* Above the typical worker in every step (all but one of four or more), not in one. */
@@ -109,6 +127,8 @@ static double real_excess(const pt_analysis *a, const peer_values *v, size_t w, 
 {
     double excess = v->mean[w] - v->median;
     double threshold = exact ? pt_floor_ms(a) : v->threshold;
+    if (!exact && v->steps)
+        threshold = fmax(threshold, STEP_SIGMAS * v->own_noise[w] / sqrt((double)v->steps));
     return excess > threshold && above_in_steps(v, w) ? excess : 0;
 }
 
@@ -133,6 +153,7 @@ static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
  * waits as long as they do) costs the job nothing; its excess is noise or slack. */
 typedef struct peer_context {
     bool *host_slow;   /* [w]: named by a host finding; its CPU-side functions are not */
+    double *extra_cpu; /* [w]: CPU-side excess already named as extra calls */
     double *lead;      /* [w]: how much less than the typical worker it waits, when real */
     bool has_waiting;  /* the workers wait at all (collectives, or idle between them) */
 } peer_context;
@@ -188,7 +209,9 @@ static bool cpu_side(pt_class cls)
 
 /* ------------------------------------------------------------ functions and classes */
 
-static void peer_rows(const pt_analysis *a, finding_list *list, const peer_context *c)
+/* One pass over the functions: the exact evidence (extra calls) first, then, once slow
+ * hosts are known, more time in the same calls. */
+static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c, bool exact_pass)
 {
     peer_values v;
     values_init(&v, a, a->function_steps);
@@ -201,16 +224,18 @@ static void peer_rows(const pt_analysis *a, finding_list *list, const peer_conte
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
         for (size_t w = 0; w < a->n; w++) {
-            if (v.mean[w] <= v.median || (c->host_slow[w] && cpu_side(row->cls)))
+            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)))
                 continue;
             pt_evidence evidence = call_evidence(calls[w], peer_calls);
             bool exact = evidence != PT_EVIDENCE_SLOWER;
-            if (!exact && !holds_others_up(c, w))
+            if (exact != exact_pass || (!exact && !holds_others_up(c, w)))
                 continue;
             double excess = real_excess(a, &v, w, exact);
             if (excess > 0) {
                 named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
                 name_on_row(a, list, row, &who);
+                if (cpu_side(row->cls))
+                    c->extra_cpu[w] += excess;
             }
         }
     }
@@ -285,30 +310,21 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
 
 /* ------------------------------------------------------------ slow hosts */
 
-typedef struct per_call {
-    double ratio, weight;
-} per_call;
-
-static int by_ratio(const void *x, const void *y)
-{
-    double a = ((const per_call *)x)->ratio, b = ((const per_call *)y)->ratio;
-    return (a > b) - (a < b);
-}
-
 /* Worker w's per-call time against the others', over the CPU-side functions most workers
- * run as often as w does. *median_ratio is the typical function's ratio; returns the
- * smaller of two shares slowed by at least half of it: of the functions, and of w's time
- * in them (so that neither one long call nor many negligible ones decide). */
+ * run as often as w does, counted alike whatever their time (one long call, a sleep, must
+ * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
+ * *median_ratio is the typical function's ratio; returns the share of functions slowed
+ * by at least half of it. */
 static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
 {
-    per_call *items = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *items);
+    double *ratios = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ratios);
     double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
     size_t k = 0;
-    double total = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         const pt_function_summary *mine = row->by_worker[w];
-        if (!cpu_side(row->cls) || !mine || !mine->count || !mine->total_ns)
+        if (!cpu_side(row->cls) || !mine || !mine->count || !mine->total_ns ||
+            (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
@@ -325,22 +341,17 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
         double theirs = pt_median_of(others, m, a->scratch);
         if (theirs <= 0)
             continue;
-        double weight = (double)mine->total_ns / 1e6 / a->steps[w];
-        items[k++] = (per_call){((double)mine->total_ns / (double)mine->count) / theirs, weight};
-        total += weight;
+        ratios[k++] = ((double)mine->total_ns / (double)mine->count) / theirs;
     }
-    qsort(items, k, sizeof *items, by_ratio);
-    *median_ratio = k ? items[k / 2].ratio : 1;
-    double slow = 0;
+    *median_ratio = k ? pt_median(ratios, k) : 1; /* reorders ratios; the count below does not mind */
     size_t slowed = 0;
     for (size_t i = 0; i < k; i++)
-        if (items[i].ratio >= 1 + (*median_ratio - 1) / 2)
-            slow += items[i].weight, slowed++;
+        slowed += ratios[i] >= 1 + (*median_ratio - 1) / 2;
     *compared = k;
-    free(items);
+    free(ratios);
     free(others);
     free(calls);
-    return total > 0 ? fmin(slow / total, (double)slowed / (double)k) : 0;
+    return k ? (double)slowed / (double)k : 0;
 }
 
 static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)
@@ -378,8 +389,10 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
     for (size_t w = 0; w < a->n; w++) {
         double excess = real_excess(a, &v, w, false), factor;
         size_t compared;
-        if (excess <= 0 || !holds_others_up(c, w) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
-            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
+        /* Extra work explains it (a gc.collect slows what runs after it too). */
+        if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
+            slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE || compared < UNIFORM_MIN_FUNCTIONS ||
+            factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
         if (!f) {
@@ -575,12 +588,14 @@ static int by_index(const void *x, const void *y)
 void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers)
 {
     size_t first = list->count;
-    peer_context c = {pt_xcalloc(a->n ? a->n : 1, sizeof *c.host_slow), pt_xcalloc(a->n ? a->n : 1, sizeof *c.lead),
-                      false};
+    size_t n = a->n ? a->n : 1;
+    peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
+                      pt_xcalloc(n, sizeof *c.lead), false};
     double typical_wait;
     measure_leads(a, &c, &typical_wait);
+    peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
-    peer_rows(a, list, &c);
+    peer_rows(a, list, &c, false);
     peer_classes(a, list, &c);
     if (explain_stragglers)
         stragglers(a, list, &c, typical_wait);
@@ -603,5 +618,6 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
         describe_peer_finding(a, f);
     }
     free(c.host_slow);
+    free(c.extra_cpu);
     free(c.lead);
 }

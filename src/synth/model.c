@@ -6,6 +6,16 @@
  * loss, the backward pass on the autograd thread with one gradient all-reduce per bucket
  * of three blocks (the last bucket also holds the embedding), the fused AdamW step, then
  * loss.item(), whose synchronize blocks the CPU until the GPU is done, and logging.
+ * Frames are filed as a torch 2.x Kineto trace files them: Python frames
+ * (python_function), operators and autograd nodes (cpu_op), record_function ranges
+ * (user_annotation: DistributedDataParallel.forward, Optimizer.step#AdamW.step).
+ *
+ * The backend decides how a ready bucket is reduced. NCCL: the DDP hook launches an
+ * all-reduce kernel on the NCCL stream. Gloo: the hook (c10d::allreduce_) copies the
+ * bucket to pinned host memory on a side stream and hands it to a gloo thread, which
+ * all-reduces it on the CPU and copies it back; DDP's finalize, at the end of the
+ * backward, waits for every bucket and copies it into the gradients, so the main
+ * thread's run_backward stays blocked until the last all-reduce is done.
  *
  * Nominal durations are chosen so a healthy step is ~80-105 ms with GPU utilisation of
  * ~70-80%, exposed communication well under 30%, every copy kind well under 1% and every
@@ -63,10 +73,17 @@ static const synth_kernel kernels[K_COUNT] = {
 
 const char *const synth_outer_frames[2] = {"train.py(131): <module>", "train.py(97): train"};
 
-/* Parameters per transformer block and in the (tied) embedding, fp32 gradients. */
+/* Parameters per transformer block and in the (tied) embedding, fp32 gradients. Gloo
+ * copies every bucket through the host and reduces it on the CPU, so its job reduces
+ * gradients sized as gloo jobs' are: an eighth of a block's per bucket and a 1 M
+ * embedding (the kernels stay the same). Its copies then cost ~1% of the step, as on
+ * real gloo jobs, even when a straggler leaves them nothing to hide behind; the full
+ * gradients would cost 10%. */
 #define BLOCK_PARAMS 9437184
 #define EMBED_PARAMS 49152000
 #define BLOCKS_PER_BUCKET 3
+#define GLOO_BUCKET_PARAMS (BLOCK_PARAMS / 8)
+#define GLOO_EMBED_PARAMS 1048576
 
 /* ------------------------------------------------------------ builder */
 
@@ -87,14 +104,29 @@ static synth_op *add(synth_program *p, synth_op_kind kind, synth_scale scale, co
     return op;
 }
 
+/* Opens a frame of the given Kineto kind, then spends pre_us inside it. */
+static synth_op *push(synth_program *p, synth_scale scale, pt_cpu_kind cpu_kind, const char *name, double pre_us)
+{
+    synth_op *op = add(p, OP_PUSH, scale, name);
+    op->cpu_kind = (uint8_t)cpu_kind;
+    op->cpu_ns = us(pre_us);
+    return op;
+}
+
 static void py(synth_program *p, const char *frame, double pre_us)
 {
-    add(p, OP_PUSH, SCALE_PYTHON, frame)->cpu_ns = us(pre_us);
+    push(p, SCALE_PYTHON, PT_CPU_PYTHON, frame, pre_us);
 }
 
 static void aten(synth_program *p, const char *op_name, double pre_us)
 {
-    add(p, OP_PUSH, SCALE_OPERATOR, op_name)->cpu_ns = us(pre_us);
+    push(p, SCALE_OPERATOR, PT_CPU_OPERATOR, op_name, pre_us);
+}
+
+/* A record_function range (torch.profiler's user_annotation). */
+static void annotation(synth_program *p, const char *label, double pre_us)
+{
+    push(p, SCALE_PYTHON, PT_CPU_ANNOTATION, label, pre_us);
 }
 
 static void pop(synth_program *p, double post_us)
@@ -155,11 +187,11 @@ static void data_loading(synth_program *p)
 {
     py(p, "torch/utils/data/dataloader.py(631): __next__", 35);
     py(p, "torch/utils/data/dataloader.py(675): _next_data", 20);
-    add(p, OP_PUSH, SCALE_DATALOADER, "torch/utils/data/_utils/fetch.py(51): fetch")->cpu_ns = us(3000);
+    push(p, SCALE_DATALOADER, PT_CPU_PYTHON, "torch/utils/data/_utils/fetch.py(51): fetch", 3000);
     pop_python(p, 5);
     pop_python(p, 10);
     pop_python(p, 8);
-    add(p, OP_PUSH, SCALE_GC, "<built-in function collect>")->cpu_ns = us(150);
+    push(p, SCALE_GC, PT_CPU_PYTHON, "<built-in function collect>", 150);
     pop_python(p, 1);
 }
 
@@ -198,8 +230,9 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
 static void forward(synth_program *p, const pt_synth_job *job)
 {
     py(p, "torch/nn/modules/module.py(1527): _call_impl", 6);
-    py(p, "torch/nn/parallel/distributed.py(1519): forward", 25);
-    py(p, "torch/nn/parallel/distributed.py(1355): _run_ddp_forward", 10);
+    py(p, "torch/nn/parallel/distributed.py(1693): forward", 15);
+    annotation(p, "DistributedDataParallel.forward", 10);
+    py(p, "torch/nn/parallel/distributed.py(1519): _run_ddp_forward", 10);
     py(p, "torch/nn/modules/module.py(1527): _call_impl", 6);
     py(p, "model.py(88): forward", 10);
     operator_kernel(p, "aten::embedding", "aten::index_select", K_EMBED, 60);
@@ -208,7 +241,8 @@ static void forward(synth_program *p, const pt_synth_job *job)
     pop_python(p, 4);
     pop_python(p, 2);
     pop_python(p, 3);
-    pop_python(p, 8);
+    pop_python(p, 4);
+    pop_python(p, 4);
     pop_python(p, 2);
     py(p, "torch/nn/functional.py(3059): cross_entropy", 12);
     aten(p, "aten::cross_entropy_loss", 5);
@@ -218,18 +252,28 @@ static void forward(synth_program *p, const pt_synth_job *job)
     pop_python(p, 2);
 }
 
-/* One autograd node: evaluate_function: X -> X -> its kernels, each under one operator. */
+/* A parameter's gradient is final: the engine runs its AccumulateGrad node. */
+static void accumulate_grad(synth_program *p)
+{
+    aten(p, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 6);
+    aten(p, "torch::autograd::AccumulateGrad", 3);
+    pop(p, 2);
+    pop(p, 2);
+}
+
+/* One autograd node: evaluate_function: X -> X -> its kernels, each under one operator;
+ * then, when it produced parameter gradients, their AccumulateGrad node. */
 static void node(synth_program *p, const char *evaluate, const char *node_name, const char *op_name,
-                 const int *kernel_ids, const double *gpu_us, int n)
+                 const int *kernel_ids, const double *gpu_us, int n, bool params)
 {
     aten(p, evaluate, 9);
     aten(p, node_name, 6);
     for (int i = 0; i < n; i++)
         operator_kernel(p, op_name, NULL, kernel_ids[i], gpu_us[i]);
     pop(p, 2);
-    aten(p, "torch::autograd::AccumulateGrad", 3);
-    pop(p, 2);
-    pop(p, 4);
+    pop(p, 3);
+    if (params)
+        accumulate_grad(p);
 }
 
 static void linear_backward(synth_program *p, int dgrad, int wgrad, double dgrad_us, double wgrad_us)
@@ -241,6 +285,7 @@ static void linear_backward(synth_program *p, int dgrad, int wgrad, double dgrad
     operator_kernel(p, "aten::sum", NULL, K_REDUCE, 20);
     pop(p, 2);
     pop(p, 4);
+    accumulate_grad(p);
 }
 
 static void block_backward(synth_program *p)
@@ -251,34 +296,75 @@ static void block_backward(synth_program *p)
     static const double gelu_us[] = {72};
     static const int flash[] = {K_FLASH_BWD};
     static const double flash_us[] = {990};
-    node(p, "autograd::engine::evaluate_function: AddBackward0", "AddBackward0", NULL, NULL, NULL, 0);
+    node(p, "autograd::engine::evaluate_function: AddBackward0", "AddBackward0", NULL, NULL, NULL, 0, false);
     linear_backward(p, K_GEMM_FC2_DGRAD, K_GEMM_FC2_WGRAD, 415, 430);
-    node(p, "autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0", "aten::gelu_backward", gelu, gelu_us, 1);
+    node(p, "autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0", "aten::gelu_backward", gelu, gelu_us,
+         1, false);
     linear_backward(p, K_GEMM_FC1_DGRAD, K_GEMM_FC1_WGRAD, 420, 440);
     node(p, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "NativeLayerNormBackward0",
-         "aten::native_layer_norm_backward", ln, ln_us, 2);
-    node(p, "autograd::engine::evaluate_function: AddBackward0", "AddBackward0", NULL, NULL, NULL, 0);
+         "aten::native_layer_norm_backward", ln, ln_us, 2, true);
+    node(p, "autograd::engine::evaluate_function: AddBackward0", "AddBackward0", NULL, NULL, NULL, 0, false);
     linear_backward(p, K_GEMM_OUT_DGRAD, K_GEMM_OUT_WGRAD, 110, 115);
     node(p, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
-         "ScaledDotProductFlashAttentionBackward0", "aten::_flash_attention_backward", flash, flash_us, 1);
+         "ScaledDotProductFlashAttentionBackward0", "aten::_flash_attention_backward", flash, flash_us, 1, false);
     linear_backward(p, K_GEMM_QKV_DGRAD, K_GEMM_QKV_WGRAD, 310, 325);
     node(p, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "NativeLayerNormBackward0",
-         "aten::native_layer_norm_backward", ln, ln_us, 2);
+         "aten::native_layer_norm_backward", ln, ln_us, 2, true);
 }
 
-/* DDP's reducer hook: the bucket is ready, its all-reduce is launched on the NCCL stream. */
+/* DDP copying a reduced bucket into the gradients, within the device: bytes per ns. */
+#define DEVICE_COPY_BW 1500.0
+
+/* The last gradient of a bucket is final: DDP's reducer hook, inside that parameter's
+ * AccumulateGrad node, reduces the bucket. NCCL: an all-reduce kernel launched on the
+ * NCCL stream. Gloo: c10d::allreduce_ copies the bucket to the host on a side stream and
+ * hands it to a gloo thread (the interpreter writes that thread's events). */
 static void bucket_all_reduce(synth_program *p, int64_t nelems)
 {
     if (p->buckets >= SYNTH_MAX_BUCKETS)
         return;
-    aten(p, "nccl:all_reduce", 12);
-    aten(p, "record_param_comms", 6);
-    synth_op *op = add(p, OP_BUCKET, SCALE_LAUNCH, "cudaLaunchKernel");
-    op->index = (uint16_t)p->buckets;
-    op->cpu_ns = us(7);
+    aten(p, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 6);
+    aten(p, "torch::autograd::AccumulateGrad", 3);
     pop(p, 2);
-    pop(p, 3);
+    synth_op *op;
+    if (p->backend == PT_SYNTH_GLOO) {
+        aten(p, "c10d::allreduce_", 30);
+        aten(p, "aten::copy_", 6);
+        op = add(p, OP_GLOO_BUCKET, SCALE_LAUNCH, "Memcpy DtoH (Device -> Pinned)");
+        op->cpu_ns = us(12);
+        op->bytes = nelems * 4;
+        op->gpu_ns = (int64_t)((double)op->bytes / SYNTH_PINNED_COPY_BW);
+        pop(p, 3);
+        pop(p, 25);
+    } else {
+        aten(p, "nccl:all_reduce", 12);
+        aten(p, "record_param_comms", 6);
+        op = add(p, OP_BUCKET, SCALE_LAUNCH, "cudaLaunchKernel");
+        op->cpu_ns = us(7);
+        pop(p, 2);
+        pop(p, 3);
+    }
+    op->index = (uint16_t)p->buckets;
+    pop(p, 2);
     p->bucket_nelems[p->buckets++] = nelems;
+}
+
+/* Gloo: DDP's finalize, the engine's last callback, on the autograd thread. For every
+ * bucket in order it waits for the all-reduce and the copy back (the compute stream waits
+ * too), then copies the bucket into the parameters' gradients. */
+static void finalize_buckets(synth_program *p)
+{
+    for (int b = 0; b < p->buckets; b++) {
+        synth_op *wait = add(p, OP_FINALIZE, SCALE_LAUNCH, "cudaStreamWaitEvent");
+        wait->index = (uint16_t)b;
+        wait->cpu_ns = us(4);
+        aten(p, "torch.distributed.ddp.reducer::copy_bucket_to_grad", 3);
+        aten(p, "aten::copy_", 2);
+        int64_t bytes = p->bucket_nelems[b] * 4;
+        copy(p, OP_COPY, SCALE_FIXED, "Memcpy DtoD (Device -> Device)", bytes, (double)bytes / DEVICE_COPY_BW / 1000.0);
+        pop(p, 2);
+        pop(p, 2);
+    }
 }
 
 static void backward(synth_program *p, const pt_synth_job *job)
@@ -289,26 +375,31 @@ static void backward(synth_program *p, const pt_synth_job *job)
     static const double softmax_us[] = {130};
     static const int embed[] = {K_EMBED_BWD};
     static const double embed_us[] = {240};
-    py(p, "torch/_tensor.py(522): backward", 15);
-    py(p, "torch/autograd/__init__.py(266): backward", 20);
-    py(p, "torch/autograd/graph.py(744): _engine_run_backward", 8);
+    py(p, "torch/_tensor.py(576): backward", 15);
+    py(p, "torch/autograd/__init__.py(253): backward", 20);
+    py(p, "torch/autograd/graph.py(860): _engine_run_backward", 8);
     py(p, "<built-in method run_backward of torch._C._EngineBase object at 0x7f3c2a1e5b40>", 25);
     add(p, OP_FORK, SCALE_FIXED, NULL);
     node(p, "autograd::engine::evaluate_function: NllLossBackward0", "NllLossBackward0", "aten::nll_loss_backward",
-         loss, loss_us, 1);
+         loss, loss_us, 1, false);
     node(p, "autograd::engine::evaluate_function: LogSoftmaxBackward0", "LogSoftmaxBackward0",
-         "aten::_log_softmax_backward_data", softmax, softmax_us, 1);
+         "aten::_log_softmax_backward_data", softmax, softmax_us, 1, false);
+    bool gloo = p->backend == PT_SYNTH_GLOO;
+    int per_bucket = gloo ? 1 : BLOCKS_PER_BUCKET;
+    int64_t block_params = gloo ? GLOO_BUCKET_PARAMS : BLOCK_PARAMS;
     int in_bucket = 0;
     for (int layer = job->layers - 1; layer >= 0; layer--) {
         block_backward(p);
-        if (++in_bucket == BLOCKS_PER_BUCKET && layer > 0) {
-            bucket_all_reduce(p, (int64_t)in_bucket * BLOCK_PARAMS);
+        if (++in_bucket == per_bucket && layer > 0) {
+            bucket_all_reduce(p, (int64_t)in_bucket * block_params);
             in_bucket = 0;
         }
     }
     node(p, "autograd::engine::evaluate_function: EmbeddingBackward0", "EmbeddingBackward0",
-         "aten::embedding_dense_backward", embed, embed_us, 1);
-    bucket_all_reduce(p, (int64_t)in_bucket * BLOCK_PARAMS + EMBED_PARAMS);
+         "aten::embedding_dense_backward", embed, embed_us, 1, false);
+    bucket_all_reduce(p, (int64_t)in_bucket * block_params + (gloo ? GLOO_EMBED_PARAMS : EMBED_PARAMS));
+    if (gloo)
+        finalize_buckets(p);
     add(p, OP_JOIN, SCALE_FIXED, NULL);
     pop_python(p, 30);
     pop_python(p, 3);
@@ -319,8 +410,10 @@ static void backward(synth_program *p, const pt_synth_job *job)
 static void optimizer_step(synth_program *p)
 {
     py(p, "torch/optim/optimizer.py(373): wrapper", 30);
-    py(p, "torch/optim/adamw.py(187): step", 180);
-    add(p, OP_WAIT_COMM, SCALE_FIXED, "cudaStreamWaitEvent")->cpu_ns = us(3);
+    annotation(p, "Optimizer.step#AdamW.step", 12);
+    py(p, "torch/optim/adamw.py(187): step", 168);
+    if (p->backend == PT_SYNTH_NCCL) /* gloo: finalize already waited */
+        add(p, OP_WAIT_COMM, SCALE_LAUNCH, "cudaStreamWaitEvent")->cpu_ns = us(3);
     py(p, "torch/optim/adamw.py(335): adamw", 20);
     py(p, "torch/optim/adamw.py(678): _fused_adamw", 60);
     aten(p, "aten::_fused_adamw_", 25);
@@ -330,7 +423,8 @@ static void optimizer_step(synth_program *p)
     pop_python(p, 4);
     pop_python(p, 2);
     pop_python(p, 6);
-    pop_python(p, 10);
+    pop_python(p, 5);
+    pop_python(p, 5);
 }
 
 /* loss.item(): a 4-byte copy, then a synchronize that blocks until the GPU is done. */
@@ -339,7 +433,7 @@ static void loss_item(synth_program *p)
     aten(p, "aten::item", 5);
     aten(p, "aten::_local_scalar_dense", 7);
     copy(p, OP_COPY, SCALE_FIXED, "Memcpy DtoH (Device -> Pinned)", 4, 2);
-    add(p, OP_SYNC, SCALE_FIXED, "cudaStreamSynchronize")->cpu_ns = us(4);
+    add(p, OP_SYNC, SCALE_LAUNCH, "cudaStreamSynchronize")->cpu_ns = us(4);
     pop(p, 3);
     pop(p, 2);
 }
@@ -350,6 +444,7 @@ void synth_program_build(synth_program *p, const pt_synth_job *job)
     p->kernels = kernels;
     p->kernel_count = K_COUNT;
     p->nccl_kernel = K_NCCL_ALLREDUCE;
+    p->backend = job->backend;
     data_loading(p);
     py(p, "train.py(58): train_step", 40);
     py(p, "torch/optim/optimizer.py(803): zero_grad", 900);
@@ -365,14 +460,14 @@ void synth_program_build(synth_program *p, const pt_synth_job *job)
             p->ops[i].faulty_only = true;
     }
     backward(p, job);
-    p->phase_c = p->count; /* optimizer_step's first op after this index is OP_WAIT_COMM */
     optimizer_step(p);
     loss_item(p);
     pop_python(p, 15); /* train_step */
     py(p, "train.py(74): log_metrics", 2800);
     pop_python(p, 5);
-    for (size_t i = p->phase_c; i < p->count; i++)
-        if (p->ops[i].kind == OP_WAIT_COMM) {
+    p->phase_c = p->count;
+    for (size_t i = 0; i < p->count; i++)
+        if (p->ops[i].kind == OP_WAIT_COMM || p->ops[i].kind == OP_FINALIZE) {
             p->phase_c = i;
             break;
         }

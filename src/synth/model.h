@@ -14,13 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which fault knob stretches an op's time on a faulty rank. */
+/* Which fault knob stretches an op's time on a faulty rank. Every CPU-side duration
+ * (frames, operators, runtime calls) also stretches with cpu_contention's one factor. */
 typedef enum synth_scale {
     SCALE_PYTHON,     /* Python frame CPU time */
-    SCALE_OPERATOR,   /* ATen operator CPU time (cpu_contention) */
-    SCALE_LAUNCH,     /* cudaLaunchKernel / cudaMemcpyAsync call (cpu_contention) */
+    SCALE_OPERATOR,   /* ATen operator CPU time */
+    SCALE_LAUNCH,     /* cudaLaunchKernel / cudaMemcpyAsync call */
     SCALE_KERNEL,     /* compute kernel duration (slow_gpu) */
-    SCALE_FIXED,      /* not stretched: NCCL, memcpy, syncs */
+    SCALE_FIXED,      /* GPU side not stretched: collectives, memcpy, syncs */
     SCALE_DATALOADER, /* + the slow_dataloader extra */
     SCALE_GC,         /* + the gc_pause extra */
     SCALE_DTOD,       /* duration is the common_memcpy knob */
@@ -34,9 +35,13 @@ typedef enum synth_op_kind {
     OP_COPY,       /* cudaMemcpyAsync, then a memcpy of kind `name` on the compute stream */
     OP_COPY_SYNC,  /* cudaMemcpy: the CPU blocks until the copy has run */
     OP_BUCKET,     /* cudaLaunchKernel of gradient bucket `index`'s all-reduce, NCCL stream */
+    OP_GLOO_BUCKET,/* gloo: bucket `index` copied to the host on a side stream (cudaMemcpyAsync),
+                      then all-reduced by a gloo thread, which copies it back */
+    OP_FINALIZE,   /* gloo: DDP's finalize waits for bucket `index`'s all-reduce and copy back
+                      (the CPU blocks, the compute stream waits: cudaStreamWaitEvent) */
     OP_FORK,       /* the autograd thread takes over from the main thread */
     OP_JOIN,       /* the main thread resumes when the autograd thread is done */
-    OP_WAIT_COMM,  /* cudaStreamWaitEvent: the compute stream waits for the last all-reduce */
+    OP_WAIT_COMM,  /* NCCL: cudaStreamWaitEvent, the compute stream waits for the last all-reduce */
     OP_SYNC,       /* cudaStreamSynchronize: the CPU waits for the compute stream */
     OP_HANG        /* where a hung worker stops, in its hang step */
 } synth_op_kind;
@@ -50,6 +55,7 @@ typedef struct synth_kernel {
 typedef struct synth_op {
     uint8_t kind;        /* synth_op_kind */
     uint8_t scale;       /* synth_scale */
+    uint8_t cpu_kind;    /* OP_PUSH: pt_cpu_kind, what Kineto files the frame under */
     bool faulty_only;    /* present only on the faulty ranks (the blocking copy) */
     uint16_t index;      /* kernel (OP_LAUNCH) or bucket (OP_BUCKET) */
     const char *name;    /* frame name or memcpy kind */
@@ -60,11 +66,15 @@ typedef struct synth_op {
 } synth_op;
 
 #define SYNTH_MAX_BUCKETS 256
+/* Gloo: a bucket's copies between device and pinned host memory, bytes per ns (PCIe). */
+#define SYNTH_PINNED_COPY_BW 50.0
 
 typedef struct synth_program {
     synth_op *ops;
     size_t count, cap;
-    size_t phase_c;                 /* index of OP_WAIT_COMM: ops before it never wait on peers */
+    size_t phase_c;                 /* the first op that waits on peers (OP_WAIT_COMM or OP_FINALIZE):
+                                       ops before it never do */
+    pt_synth_backend backend;
     int buckets;
     int64_t bucket_nelems[SYNTH_MAX_BUCKETS];
     const synth_kernel *kernels;    /* indexed by synth_op.index */

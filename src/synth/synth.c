@@ -8,19 +8,31 @@
  * CPU clock to the stream's. Durations are the nominal ones times this worker's fault
  * knobs, its persistent speed (+-1% GPU, +-2% CPU) and a bounded per-op jitter, drawn
  * from an RNG seeded by (seed, rank, step), so any worker's step can be replayed alone.
+ * With `noise`, the jitter widens and some (rank, step) pairs run every kernel of the
+ * step slower, as processes time-sharing one GPU do.
  *
- * Lock-step. Until the optimizer, nothing a worker does waits on its peers: the compute
- * stream never waits on the NCCL stream before then, and all-reduce launches do not
- * block the CPU. So the plan runs that first phase for every worker and keeps only, per
- * bucket, the latest moment any worker was ready: end[k] = max(latest ready[k],
- * end[k-1]) + transfer[k], the same on every rank. The second phase (optimizer,
- * loss.item(), logging) then gives each worker's next step start. Per step that is
- * O(workers x ops) work and O(workers) memory; emitting a worker later replays its steps
- * with the stored starts and ends, so the events come out without holding any of them.
+ * Gloo. A ready bucket is copied to the host on its own side stream; a gloo thread (two,
+ * taking buckets in turn) waits for that copy (cudaStreamSynchronize), takes part in the
+ * CPU all-reduce until its common end, then copies the bucket back. The gloo threads'
+ * events are written when the bucket is handed over, from the bucket's end time and
+ * draws that depend only on (seed, rank, step, bucket), never on the op stream's RNG, so
+ * a replay with or without the ends draws the same numbers. DDP's finalize (OP_FINALIZE)
+ * then blocks the autograd thread, and with it the main thread's run_backward, until each
+ * bucket is back.
+ *
+ * Lock-step. Until the first op that waits on peers (the optimizer's wait for the last
+ * NCCL all-reduce; gloo's finalize), nothing a worker does depends on them: the compute
+ * stream does not wait for the collectives, and handing a bucket over does not block the
+ * CPU. So the plan runs that first phase for every worker and keeps only, per bucket,
+ * the latest moment any worker was ready: end[k] = max(latest ready[k], end[k-1]) +
+ * transfer[k], the same on every rank. The second phase then gives each worker's next
+ * step start. Per step that is O(workers x ops) work and O(workers) memory; emitting a
+ * worker later replays its steps with the stored starts and ends, so the events come out
+ * without holding any of them.
  *
  * Faults are knobs calibrated once per plan: the knob is searched (bisection on a
  * jitter-free replay of one worker alone) so that the faulty worker's step grows by
- * `severity` of a healthy one, whatever the mechanism (slower kernels, starved launches,
+ * `severity` of a healthy one, whatever the mechanism (slower kernels, a slower host CPU,
  * a longer data loader, a blocking copy). A hang is not a knob: the hung worker's replay
  * stops at the op marked for it, its all-reduces never become ready, their ends are
  * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at). */
@@ -43,6 +55,14 @@
 #define SYNC_RETURN_NS 3000
 #define COMPUTE_STREAM 7
 #define NCCL_STREAM 28
+#define GLOO_STREAM_BASE 84             /* bucket b's copies: stream 84 + 4b, as torch's pool numbers them */
+#define GLOO_THREADS 2
+#define GLOO_THREAD_TID 16              /* gloo thread i: pid + 16 + i */
+#define AUTOGRAD_THREAD_TID 37          /* pid + 37 */
+#define GLOO_PICKUP_NS 40000            /* a gloo thread takes a handed-over bucket */
+#define GLOO_BUSBW 3.0                  /* bytes/ns a CPU (gloo, TCP) all-reduce reaches */
+#define NOISE_INFLATED_SHARE 0.25       /* (rank, step) pairs whose kernels run slower */
+#define MAX_CPU_SPREAD 0.9
 #define DEVICE_NAME "NVIDIA H100 80GB HBM3"
 #define NVLINK_BUSBW 60.0              /* bytes/ns (GB/s) an all-reduce reaches in a node */
 #define NETWORK_BUSBW 30.0             /* ... and across nodes */
@@ -52,6 +72,23 @@
                                           began: past the 5 steps after which a hang is declared */
 
 /* ------------------------------------------------------------ names */
+
+static const char *const backend_names[] = {"nccl", "gloo"};
+
+const char *pt_synth_backend_name(pt_synth_backend backend)
+{
+    return backend == PT_SYNTH_GLOO ? backend_names[1] : backend_names[0];
+}
+
+int pt_synth_backend_parse(const char *name, pt_synth_backend *backend)
+{
+    for (int i = 0; i < (int)PT_ARRAY_LEN(backend_names); i++)
+        if (strcmp(name, backend_names[i]) == 0) {
+            *backend = (pt_synth_backend)i;
+            return 0;
+        }
+    return -1;
+}
 
 static const char *const fault_names[PT_FAULT_KIND_COUNT] = {
     "none", "slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause",
@@ -87,6 +124,8 @@ void pt_synth_job_init(pt_synth_job *job)
     job->seed = 1;
     job->fault = PT_FAULT_NONE;
     job->hang_step = -1;
+    job->backend = PT_SYNTH_NCCL;
+    job->noise = 0;
 }
 
 /* ------------------------------------------------------------ randomness */
@@ -112,11 +151,24 @@ static double draw(uint64_t *state)
     return (double)(z >> 11) * 0x1.0p-52 - 1.0;
 }
 
+/* Purposes of the stateless draws (stream_seed's last argument): each (rank, step)
+ * draws them from a seed of its own, so no op's draw moves another's. */
+enum {
+    DRAW_OPS = 0xA,          /* the op stream, phase one */
+    DRAW_OPS_PHASE_C = 0xC,  /* the op stream, phase two */
+    DRAW_SPEED = 0x5,        /* persistent speed (step 0) */
+    DRAW_START = 0x7,        /* first step start (step 0) */
+    DRAW_TRANSFER = 0xE,     /* all-reduce transfer times (rank 0xffffffff) */
+    DRAW_INFLATION = 0x1F,   /* noise: this step's kernels run slower */
+    DRAW_GLOO = 0x40         /* + bucket: the gloo thread's calls and copy back */
+};
+
 /* ------------------------------------------------------------ the plan */
 
 typedef struct knobs {
     bool faulty;
-    double kernel, launch, op;        /* multipliers */
+    double kernel;                    /* compute kernel time multiplier */
+    double cpu;                       /* every CPU-side duration's multiplier */
     int64_t dataloader_extra_ns, gc_extra_ns;
     int64_t dtoh_ns;                  /* the blocking copy's duration */
 } knobs;
@@ -128,6 +180,7 @@ struct pt_synth_plan {
     int64_t dtod_ns;                  /* common_memcpy: each DtoD copy */
     int64_t healthy_step_ns;          /* jitter-free step of one worker alone */
     int64_t transfer_ns[SYNTH_MAX_BUCKETS]; /* nominal all-reduce time per bucket */
+    double gpu_spread, cpu_spread;    /* per-op jitter: +- this fraction */
     int steps_run;                    /* steps simulated: through the hang step if any */
     int64_t *start;                   /* [step][rank], steps_run + 1 rows */
     int64_t *end;                     /* [step][bucket] all-reduce end on every rank */
@@ -153,14 +206,17 @@ typedef struct frame {
     const char *name;
     size_t name_len;
     int64_t start;
+    pt_cpu_kind cpu_kind;
 } frame;
+
+enum { MAIN_THREAD, AUTOGRAD_THREAD, GLOO_THREAD_0, THREAD_COUNT = GLOO_THREAD_0 + GLOO_THREADS };
 
 typedef struct emitter {
     pt_trace_sink *sink;
-    int64_t tid[2];                   /* main thread, autograd thread */
+    int64_t tid[THREAD_COUNT];        /* main, autograd, gloo threads */
     int32_t device;
     int32_t world_size;
-    frame stack[2][MAX_FRAME_DEPTH];
+    frame stack[2][MAX_FRAME_DEPTH];  /* main and autograd: frames the program opens */
     int depth[2];
     int refused;                      /* the sink said stop */
 } emitter;
@@ -188,6 +244,20 @@ static void emit_span(emitter *em, pt_event_kind kind, const char *name, size_t 
     pt_event ev;
     span_event(&ev, kind, name, name_len, start, dur, tid);
     emit(em, &ev);
+}
+
+static void emit_cpu(emitter *em, const char *name, size_t name_len, pt_cpu_kind cpu_kind, int64_t start, int64_t dur,
+                     int64_t tid)
+{
+    pt_event ev;
+    span_event(&ev, PT_EVENT_CPU, name, name_len, start, dur, tid);
+    ev.cpu_kind = cpu_kind;
+    emit(em, &ev);
+}
+
+static void emit_frame(emitter *em, const frame *f, int64_t end, int64_t tid)
+{
+    emit_cpu(em, f->name, f->name_len, f->cpu_kind, f->start, PT_MAX(end - f->start, 0), tid);
 }
 
 static void emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t name_len, const synth_kernel *k,
@@ -228,10 +298,8 @@ static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, i
 static void close_frames(emitter *em, int64_t t)
 {
     for (int th = 0; th < 2; th++)
-        while (em->depth[th] > 0) {
-            frame *f = &em->stack[th][--em->depth[th]];
-            emit_span(em, PT_EVENT_CPU, f->name, f->name_len, f->start, PT_MAX(t - f->start, 0), em->tid[th]);
-        }
+        while (em->depth[th] > 0)
+            emit_frame(em, &em->stack[th][--em->depth[th]], t, em->tid[th]);
 }
 
 /* The trace ends while frames are open: like the profiler, which writes an operator or
@@ -248,9 +316,11 @@ typedef struct sim {
     const knobs *knobs;
     bool faulty;
     bool nominal;                     /* no jitter, unit speed: calibration */
+    int rank, step;
     uint64_t rng;
     uint64_t rng_phase_c;             /* the second phase draws from its own stream */
     double speed_gpu, speed_cpu;
+    double kernel_inflation;          /* noise: this step's kernels run this much slower */
     int64_t cpu[2];
     int thread;
     int64_t gpu_free;                 /* compute stream */
@@ -274,33 +344,32 @@ static int64_t scaled(int64_t ns, double factor)
     return ns ? (int64_t)llround((double)ns * factor) : 0;
 }
 
-static int64_t cpu_time(sim *s, const synth_op *op)
+/* The time a CPU-side duration takes on this worker: nominal x jitter x its persistent
+ * speed x the host knob (cpu_contention stretches all of them alike). */
+static double cpu_factor(const sim *s, double jitter)
 {
-    double f = jitter_factor(s, CPU_JITTER) * s->speed_cpu;
-    switch (op->scale) {
-    case SCALE_OPERATOR:
-        return scaled(op->cpu_ns, f * s->knobs->op);
-    case SCALE_DATALOADER:
-        return scaled(op->cpu_ns, f) + s->knobs->dataloader_extra_ns;
-    case SCALE_GC:
-        return scaled(op->cpu_ns, f) + s->knobs->gc_extra_ns;
-    default:
-        return scaled(op->cpu_ns, f);
-    }
+    return jitter * s->speed_cpu * s->knobs->cpu;
 }
 
-/* Runtime calls that launch work (and the DDP hook's launch) stretch with cpu_contention. */
-static int64_t call_time(sim *s, const synth_op *op)
+static int64_t cpu_time(sim *s, const synth_op *op)
 {
-    return scaled(op->cpu_ns, jitter_factor(s, CPU_JITTER) * s->speed_cpu * s->knobs->launch);
+    int64_t t = scaled(op->cpu_ns, cpu_factor(s, jitter_factor(s, s->plan->cpu_spread)));
+    switch (op->scale) {
+    case SCALE_DATALOADER:
+        return t + s->knobs->dataloader_extra_ns;
+    case SCALE_GC:
+        return t + s->knobs->gc_extra_ns;
+    default:
+        return t;
+    }
 }
 
 static int64_t gpu_time(sim *s, const synth_op *op)
 {
-    double f = jitter_factor(s, GPU_JITTER);
+    double f = jitter_factor(s, s->plan->gpu_spread);
     switch (op->scale) {
     case SCALE_KERNEL:
-        return scaled(op->gpu_ns, f * s->speed_gpu * s->knobs->kernel);
+        return scaled(op->gpu_ns, f * s->speed_gpu * s->knobs->kernel * s->kernel_inflation);
     case SCALE_DTOD:
         return scaled(s->plan->dtod_ns, f);
     case SCALE_DTOH:
@@ -324,7 +393,7 @@ static void op_push(sim *s, const synth_op *op)
         emitter *em = s->em;
         int d = em->depth[s->thread];
         if (d < MAX_FRAME_DEPTH)
-            em->stack[s->thread][d] = (frame){op->name, op->name_len, s->cpu[s->thread]};
+            em->stack[s->thread][d] = (frame){op->name, op->name_len, s->cpu[s->thread], (pt_cpu_kind)op->cpu_kind};
         em->depth[s->thread] = d + 1;
     }
     s->cpu[s->thread] += cpu_time(s, op);
@@ -336,10 +405,8 @@ static void op_pop(sim *s, const synth_op *op)
     if (s->em && s->em->depth[s->thread] > 0) {
         emitter *em = s->em;
         int d = --em->depth[s->thread];
-        if (d < MAX_FRAME_DEPTH) {
-            frame *f = &em->stack[s->thread][d];
-            emit_span(em, PT_EVENT_CPU, f->name, f->name_len, f->start, s->cpu[s->thread] - f->start, em->tid[s->thread]);
-        }
+        if (d < MAX_FRAME_DEPTH)
+            emit_frame(em, &em->stack[s->thread][d], s->cpu[s->thread], em->tid[s->thread]);
     }
 }
 
@@ -348,7 +415,7 @@ static void op_pop(sim *s, const synth_op *op)
 static int64_t call_async(sim *s, const synth_op *op, const char *api, size_t api_len, int64_t *dur)
 {
     int64_t call_start = s->cpu[s->thread];
-    int64_t call = call_time(s, op);
+    int64_t call = cpu_time(s, op);
     *dur = gpu_time(s, op);
     s->cpu[s->thread] += call;
     int64_t start = queue_on_stream(s, s->cpu[s->thread], *dur);
@@ -389,7 +456,7 @@ static void op_copy(sim *s, const synth_op *op)
 static void op_copy_sync(sim *s, const synth_op *op)
 {
     int64_t call_start = s->cpu[s->thread];
-    int64_t call = call_time(s, op);
+    int64_t call = cpu_time(s, op);
     int64_t dur = gpu_time(s, op);
     int64_t start = queue_on_stream(s, call_start + call, dur);
     int64_t end = s->gpu_free;
@@ -405,7 +472,7 @@ static void op_copy_sync(sim *s, const synth_op *op)
 static void op_bucket(sim *s, const synth_op *op)
 {
     int64_t call_start = s->cpu[s->thread];
-    int64_t call = call_time(s, op);
+    int64_t call = cpu_time(s, op);
     s->cpu[s->thread] += call;
     /* The NCCL stream waits for the gradients: everything queued on the compute stream. */
     int b = op->index;
@@ -423,10 +490,134 @@ static void op_bucket(sim *s, const synth_op *op)
     }
 }
 
+/* ------------------------------------------------------------ gloo */
+
+/* A gloo thread's work on bucket b once its all-reduce has ended (coll_end[b]): the copy
+ * back to the device, and when the thread is done. Drawn from (seed, rank, step, b)
+ * alone, so the thread's events (written when the bucket is handed over) and DDP's
+ * finalize (in the second phase) agree without sharing any state. */
+typedef struct gloo_work {
+    int64_t sync_call;               /* cudaStreamSynchronize's own cost */
+    int64_t copy_start, copy_dur;    /* aten::copy_ */
+    int64_t call_start, call_dur;    /* its cudaMemcpyAsync */
+    int64_t htod_start, htod_dur;    /* the copy back on the bucket's stream */
+    int64_t done;                    /* the thread is done: DDP's future completes */
+} gloo_work;
+
+static void gloo_copy_back(const sim *s, int b, gloo_work *g)
+{
+    const pt_synth_plan *p = s->plan;
+    uint64_t rng = mix64(stream_seed(p->job.seed, (uint64_t)s->rank, (uint64_t)s->step, DRAW_GLOO) ^ (uint64_t)(b + 1));
+    double cpu = s->nominal ? 0 : p->cpu_spread, gpu = s->nominal ? 0 : p->gpu_spread;
+    double d[6];
+    for (int i = 0; i < 6; i++)
+        d[i] = draw(&rng);
+    g->sync_call = scaled(6000, cpu_factor(s, 1 + cpu * d[0]));
+    int64_t end = s->coll_end[b];
+    if (end >= NEVER) {
+        g->copy_start = g->call_start = g->htod_start = g->done = NEVER;
+        g->copy_dur = g->call_dur = g->htod_dur = 0;
+        return;
+    }
+    g->copy_start = end + scaled(15000, cpu_factor(s, 1 + cpu * d[1]));
+    g->call_start = g->copy_start + scaled(4000, cpu_factor(s, 1 + cpu * d[2]));
+    g->call_dur = scaled(20000, cpu_factor(s, 1 + cpu * d[3]));
+    g->copy_dur = g->call_start + g->call_dur + scaled(3000, cpu_factor(s, 1 + cpu * d[4])) - g->copy_start;
+    g->htod_start = g->call_start + g->call_dur + LAUNCH_LATENCY_NS;
+    double bytes = (double)p->prog.bucket_nelems[b] * 4;
+    g->htod_dur = scaled((int64_t)(bytes / SYNTH_PINNED_COPY_BW), 1 + gpu * d[5]);
+    g->done = g->copy_start + g->copy_dur + scaled(5000, cpu_factor(s, 1));
+}
+
+/* When the bucket's gloo thread takes it: after the hand-over, and after that thread's
+ * previous bucket. */
+static int64_t gloo_pickup(const sim *s, int b, int64_t handed_over)
+{
+    int64_t t = handed_over + scaled(GLOO_PICKUP_NS, cpu_factor(s, 1));
+    if (b >= GLOO_THREADS) {
+        gloo_work prev;
+        gloo_copy_back(s, b - GLOO_THREADS, &prev);
+        t = PT_MAX(t, prev.done);
+    }
+    return t;
+}
+
+/* The gloo thread's events for bucket b: gloo:all_reduce (a user_annotation, as torch
+ * writes it) from pick-up to done, holding the wait for the copy to the host, then, after
+ * the all-reduce's common end, the copy back. What is still running when the profiler
+ * stops (a hang) is cut there; what never started is not written. */
+static void emit_gloo_thread(sim *s, int b, int64_t handed_over, int64_t copied)
+{
+    emitter *em = s->em;
+    int64_t tid = em->tid[GLOO_THREAD_0 + b % GLOO_THREADS];
+    int64_t pickup = gloo_pickup(s, b, handed_over);
+    if (pickup >= s->stop_at)
+        return;
+    gloo_work g;
+    gloo_copy_back(s, b, &g);
+    int64_t sync_start = pickup + scaled(2000, cpu_factor(s, 1));
+    int64_t sync_end = PT_MAX(sync_start + g.sync_call, copied + SYNC_RETURN_NS);
+    int64_t end = PT_MIN(g.done, s->stop_at);
+    emit_cpu(em, "gloo:all_reduce", 15, PT_CPU_ANNOTATION, pickup, end - pickup, tid);
+    if (sync_end <= end)
+        emit_span(em, PT_EVENT_RUNTIME, "cudaStreamSynchronize", 21, sync_start, sync_end - sync_start, tid);
+    if (g.done > s->stop_at)
+        return;
+    emit_cpu(em, "aten::copy_", 11, PT_CPU_OPERATOR, g.copy_start, g.copy_dur, tid);
+    emit_span(em, PT_EVENT_RUNTIME, "cudaMemcpyAsync", 15, g.call_start, g.call_dur, tid);
+    emit_gpu(em, PT_EVENT_GPU_MEMCPY, "Memcpy HtoD (Pinned -> Device)", 30, NULL, g.htod_start, g.htod_dur,
+             GLOO_STREAM_BASE + 4 * b, s->plan->prog.bucket_nelems[b] * 4);
+}
+
+/* c10d::allreduce_'s copy of bucket b to pinned host memory, on the bucket's side
+ * stream once the compute stream has produced it; the bucket is ready for the CPU
+ * all-reduce when the copy is done. */
+static void op_gloo_bucket(sim *s, const synth_op *op)
+{
+    int b = op->index;
+    int64_t call_start = s->cpu[s->thread];
+    int64_t call = cpu_time(s, op);
+    int64_t dur = gpu_time(s, op);
+    s->cpu[s->thread] += call;
+    int64_t start = PT_MAX(s->cpu[s->thread] + LAUNCH_LATENCY_NS, s->gpu_free);
+    int64_t copied = start >= NEVER ? NEVER : start + dur;
+    s->ready[b] = copied >= NEVER ? NEVER : copied + SYNC_RETURN_NS;
+    if (!s->em || !s->coll_end)
+        return;
+    emit_span(s->em, PT_EVENT_RUNTIME, "cudaMemcpyAsync", 15, call_start, call, s->em->tid[s->thread]);
+    if (start >= NEVER)
+        return;
+    emit_gpu(s->em, PT_EVENT_GPU_MEMCPY, op->name, op->name_len, NULL, start, dur, GLOO_STREAM_BASE + 4 * b, op->bytes);
+    emit_gloo_thread(s, b, s->cpu[s->thread], copied);
+}
+
+/* DDP's finalize for bucket b: the autograd thread blocks (nothing is written for the
+ * wait) until the gloo thread is done, then makes the compute stream wait for the copy
+ * back (cudaStreamWaitEvent). */
+static void op_finalize(sim *s, const synth_op *op)
+{
+    gloo_work g;
+    gloo_copy_back(s, op->index, &g);
+    if (g.done >= s->stop_at) { /* a peer never came: the profiler stops us */
+        s->cpu[s->thread] = s->stop_at;
+        s->stopped = true;
+        s->stopped_at = s->stop_at;
+        return;
+    }
+    int64_t call_start = PT_MAX(s->cpu[s->thread], g.done);
+    int64_t call = cpu_time(s, op);
+    s->cpu[s->thread] = call_start + call;
+    s->gpu_free = PT_MAX(s->gpu_free, g.htod_start + g.htod_dur);
+    if (s->em)
+        emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
+}
+
+/* ------------------------------------------------------------ waits and the loop */
+
 static void op_wait_comm(sim *s, const synth_op *op)
 {
     int64_t call_start = s->cpu[s->thread];
-    int64_t call = call_time(s, op);
+    int64_t call = cpu_time(s, op);
     s->cpu[s->thread] += call;
     int64_t last = s->coll_end[s->plan->prog.buckets - 1];
     s->gpu_free = last >= NEVER ? NEVER : PT_MAX(s->gpu_free, last);
@@ -437,7 +628,7 @@ static void op_wait_comm(sim *s, const synth_op *op)
 static void op_sync(sim *s, const synth_op *op)
 {
     int64_t call_start = s->cpu[s->thread];
-    int64_t done = PT_MAX(call_start + call_time(s, op), s->gpu_free >= NEVER ? NEVER : s->gpu_free + SYNC_RETURN_NS);
+    int64_t done = PT_MAX(call_start + cpu_time(s, op), s->gpu_free >= NEVER ? NEVER : s->gpu_free + SYNC_RETURN_NS);
     if (done >= s->stop_at) { /* waiting for a peer that never comes: the profiler stops us */
         done = s->stop_at;
         s->stopped = true;
@@ -466,6 +657,8 @@ static void run(sim *s, size_t from, size_t to)
         case OP_COPY: op_copy(s, op); break;
         case OP_COPY_SYNC: op_copy_sync(s, op); break;
         case OP_BUCKET: op_bucket(s, op); break;
+        case OP_GLOO_BUCKET: op_gloo_bucket(s, op); break;
+        case OP_FINALIZE: op_finalize(s, op); break;
         case OP_WAIT_COMM: op_wait_comm(s, op); break;
         case OP_SYNC: op_sync(s, op); break;
         case OP_FORK:
@@ -493,11 +686,19 @@ static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_
     s->plan = p;
     s->knobs = rank_knobs(p, rank);
     s->faulty = is_faulty(p, rank);
-    s->rng = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, 0xA);
-    s->rng_phase_c = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, 0xC);
-    uint64_t speed = stream_seed(p->job.seed, (uint64_t)rank, 0, 0x5);
+    s->rank = rank;
+    s->step = step;
+    s->rng = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, DRAW_OPS);
+    s->rng_phase_c = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, DRAW_OPS_PHASE_C);
+    uint64_t speed = stream_seed(p->job.seed, (uint64_t)rank, 0, DRAW_SPEED);
     s->speed_gpu = 1.0 + 0.01 * draw(&speed);
     s->speed_cpu = 1.0 + 0.02 * draw(&speed);
+    s->kernel_inflation = 1.0;
+    if (p->job.noise > 0) {
+        uint64_t rng = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, DRAW_INFLATION);
+        if ((draw(&rng) + 1.0) / 2.0 < NOISE_INFLATED_SHARE)
+            s->kernel_inflation = 1.0 + p->job.noise * (1.0 + 0.5 * draw(&rng));
+    }
     s->cpu[0] = s->cpu[1] = t;
     s->gpu_free = t;
     s->stop_at = p->stop_at;
@@ -508,7 +709,7 @@ static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_
 /* The idle gap between one step's end and the next one's start (the loop's own work). */
 static int64_t step_gap(sim *s)
 {
-    return scaled(20000, jitter_factor(s, CPU_JITTER));
+    return scaled(20000, cpu_factor(s, jitter_factor(s, s->plan->cpu_spread)));
 }
 
 /* ------------------------------------------------------------ calibration */
@@ -524,6 +725,7 @@ static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, bool faulty
     s.hang_here = false;
     s.nominal = true;
     s.speed_gpu = s.speed_cpu = 1.0;
+    s.kernel_inflation = 1.0;
     s.stop_at = NEVER;
     run(&s, 0, p->prog.phase_c);
     int64_t end[SYNTH_MAX_BUCKETS], last = 0;
@@ -537,7 +739,7 @@ static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, bool faulty
 typedef void (*knob_setter)(pt_synth_plan *p, knobs *k, double value);
 
 static void set_slow_gpu(pt_synth_plan *p, knobs *k, double v) { (void)p, k->kernel = v; }
-static void set_contention(pt_synth_plan *p, knobs *k, double v) { (void)p, k->launch = v, k->op = 1 + (v - 1) / 4; }
+static void set_contention(pt_synth_plan *p, knobs *k, double v) { (void)p, k->cpu = v; }
 static void set_dataloader(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dataloader_extra_ns = (int64_t)v; }
 static void set_gc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->gc_extra_ns = (int64_t)v; }
 static void set_dtoh(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dtoh_ns = (int64_t)v; }
@@ -563,7 +765,7 @@ static void calibrate(pt_synth_plan *p, knobs *k, knob_setter set, double lo, do
 
 static void calibrate_fault(pt_synth_plan *p)
 {
-    p->healthy = (knobs){false, 1, 1, 1, 0, 0, 0};
+    p->healthy = (knobs){false, 1, 1, 0, 0, 0};
     p->faulty = p->healthy;
     p->faulty.faulty = true;
     p->healthy_step_ns = isolated_step(p, &p->healthy, false);
@@ -599,7 +801,7 @@ static void calibrate_fault(pt_synth_plan *p)
 static void set_transfers(pt_synth_plan *p)
 {
     int n = p->job.workers;
-    double busbw = n <= p->job.gpus_per_node ? NVLINK_BUSBW : NETWORK_BUSBW;
+    double busbw = p->job.backend == PT_SYNTH_GLOO ? GLOO_BUSBW : n <= p->job.gpus_per_node ? NVLINK_BUSBW : NETWORK_BUSBW;
     for (int b = 0; b < p->prog.buckets; b++) {
         double bytes = (double)p->prog.bucket_nelems[b] * 4;
         double t = n > 1 ? 2.0 * (n - 1) / n * bytes / busbw : 10000;
@@ -617,16 +819,22 @@ static int64_t *end_row(const pt_synth_plan *p, int step)
     return p->end + (size_t)step * (size_t)p->prog.buckets;
 }
 
+/* Where a worker's first phase left it: the second resumes from here. */
+typedef struct resume_point {
+    int64_t cpu[2];
+    int64_t gpu_free;
+    int thread;
+} resume_point;
+
 /* The lock-step schedule: per step, every worker's first phase, the all-reduce ends,
  * then every worker's second phase. */
 static void schedule(pt_synth_plan *p)
 {
     int w = p->job.workers, nb = p->prog.buckets;
-    int64_t *phase_a_cpu = pt_xmalloc((size_t)w * sizeof *phase_a_cpu);
-    int64_t *phase_a_gpu = pt_xmalloc((size_t)w * sizeof *phase_a_gpu);
+    resume_point *resume = pt_xmalloc((size_t)w * sizeof *resume);
     int64_t *row0 = start_row(p, 0);
     for (int r = 0; r < w; r++) {
-        uint64_t rng = stream_seed(p->job.seed, (uint64_t)r, 0, 0x7);
+        uint64_t rng = stream_seed(p->job.seed, (uint64_t)r, 0, DRAW_START);
         row0[r] = FIRST_STEP_TS_NS + (int64_t)llround((draw(&rng) + 1.0) * 150000.0);
     }
     p->stop_at = NEVER;
@@ -647,11 +855,10 @@ static void schedule(pt_synth_plan *p)
             }
             for (int b = 0; b < nb; b++)
                 latest[b] = PT_MAX(latest[b], s.ready[b]);
-            phase_a_cpu[r] = s.cpu[0];
-            phase_a_gpu[r] = s.gpu_free;
+            resume[r] = (resume_point){{s.cpu[0], s.cpu[1]}, s.gpu_free, s.thread};
         }
         int64_t *ends = end_row(p, step), last = 0;
-        uint64_t rng = stream_seed(p->job.seed, 0xffffffffu, (uint64_t)step, 0xE);
+        uint64_t rng = stream_seed(p->job.seed, 0xffffffffu, (uint64_t)step, DRAW_TRANSFER);
         for (int b = 0; b < nb; b++) {
             int64_t transfer = scaled(p->transfer_ns[b], 1.0 + GPU_JITTER * draw(&rng));
             int64_t arrived = PT_MAX(latest[b], last);
@@ -669,16 +876,17 @@ static void schedule(pt_synth_plan *p)
             sim s;
             sim_begin(&s, p, r, step, 0, NULL);
             s.stop_at = NEVER;
-            s.cpu[0] = phase_a_cpu[r];
-            s.gpu_free = phase_a_gpu[r];
+            s.cpu[0] = resume[r].cpu[0];
+            s.cpu[1] = resume[r].cpu[1];
+            s.gpu_free = resume[r].gpu_free;
+            s.thread = resume[r].thread;
             s.coll_end = ends;
             s.rng = s.rng_phase_c;
             run(&s, p->prog.phase_c, p->prog.count);
             next[r] = s.cpu[0] + step_gap(&s);
         }
     }
-    free(phase_a_cpu);
-    free(phase_a_gpu);
+    free(resume);
 }
 
 /* ------------------------------------------------------------ plan lifecycle */
@@ -703,6 +911,14 @@ static int resolve_job(pt_synth_job *job, pt_error *err)
     }
     if ((int)job->fault < 0 || job->fault >= PT_FAULT_KIND_COUNT) {
         pt_error_set(err, "unknown fault kind %d", (int)job->fault);
+        return -1;
+    }
+    if (job->backend != PT_SYNTH_NCCL && job->backend != PT_SYNTH_GLOO) {
+        pt_error_set(err, "unknown backend %d", (int)job->backend);
+        return -1;
+    }
+    if (!(job->noise >= 0 && job->noise <= PT_SYNTH_MAX_NOISE)) {
+        pt_error_set(err, "noise must be in [0, %g]", PT_SYNTH_MAX_NOISE);
         return -1;
     }
     if (job->severity == 0)
@@ -771,6 +987,9 @@ pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job_in, pt_error *err)
         return NULL;
     pt_synth_plan *p = pt_xcalloc(1, sizeof *p);
     p->job = job;
+    p->gpu_spread = job.noise > 0 ? PT_MAX(GPU_JITTER, job.noise) : GPU_JITTER;
+    p->cpu_spread = job.noise > 0 ? PT_MIN(MAX_CPU_SPREAD, PT_MAX(CPU_JITTER, job.noise * CPU_JITTER / GPU_JITTER))
+                                  : CPU_JITTER;
     synth_program_build(&p->prog, &job);
     set_transfers(p);
     p->stop_at = NEVER;
@@ -812,7 +1031,7 @@ void pt_synth_plan_meta(const pt_synth_plan *p, int rank, pt_trace_meta *meta)
     meta->world_size = p->job.workers;
     meta->pid = worker_pid(rank);
     snprintf(meta->host, sizeof meta->host, "node%d", rank / p->job.gpus_per_node);
-    snprintf(meta->backend, sizeof meta->backend, "nccl");
+    snprintf(meta->backend, sizeof meta->backend, "%s", pt_synth_backend_name(p->job.backend));
     snprintf(meta->device_name, sizeof meta->device_name, "%s", DEVICE_NAME);
     meta->device_count = p->job.gpus_per_node;
     meta->clock_origin_ns = CLOCK_ORIGIN_NS;
@@ -868,14 +1087,17 @@ int pt_synth_plan_worker(const pt_synth_plan *p, int rank, pt_trace_sink *sink, 
     pt_synth_plan_meta(p, rank, meta);
     emitter *em = pt_xcalloc(1, sizeof *em);
     em->sink = sink;
-    em->tid[0] = meta->pid;
-    em->tid[1] = meta->pid + 37;
+    em->tid[MAIN_THREAD] = meta->pid;
+    em->tid[AUTOGRAD_THREAD] = meta->pid + AUTOGRAD_THREAD_TID;
+    for (int i = 0; i < GLOO_THREADS; i++)
+        em->tid[GLOO_THREAD_0 + i] = meta->pid + GLOO_THREAD_TID + i;
     em->device = meta->local_rank;
     em->world_size = p->job.workers;
     /* The training loop's own frames enclose every step. */
     int64_t first = start_row(p, 0)[rank];
     for (int i = 0; i < 2; i++)
-        em->stack[0][em->depth[0]++] = (frame){synth_outer_frames[i], strlen(synth_outer_frames[i]), first - 300000 + i * 100000};
+        em->stack[0][em->depth[0]++] =
+            (frame){synth_outer_frames[i], strlen(synth_outer_frames[i]), first - 300000 + i * 100000, PT_CPU_PYTHON};
     int64_t trace_end = 0;
     for (int step = 0; step < p->steps_run && !trace_end && !em->refused; step++)
         trace_end = emit_worker_step(p, rank, step, em);
@@ -994,6 +1216,8 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
     pt_json_add(root, "steps", pt_json_int(job->steps));
     pt_json_add(root, "layers", pt_json_int(job->layers));
     pt_json_add(root, "seed", pt_json_int((int64_t)job->seed));
+    pt_json_add(root, "backend", pt_json_string(pt_synth_backend_name(job->backend)));
+    pt_json_add(root, "noise", pt_json_number(job->noise));
     pt_json_add(root, "healthy_step_ms", pt_json_number_rounded((double)p->healthy_step_ns / 1e6, 6));
     pt_json *findings = pt_json_add(root, "findings", pt_json_array());
     if (job->fault == PT_FAULT_NONE)
@@ -1046,7 +1270,8 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
     if (job->fault == PT_FAULT_HANG) {
         const synth_kernel *k = &p->prog.kernels[p->prog.nccl_kernel];
         pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + job->hang_step));
-        pt_json_add(f, "others_blocked_in", pt_json_string_n(k->name, k->name_len));
+        pt_json_add(f, "others_blocked_in", job->backend == PT_SYNTH_GLOO ? pt_json_string("gloo:all_reduce")
+                                                                         : pt_json_string_n(k->name, k->name_len));
     }
     free(function);
     return root;

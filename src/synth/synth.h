@@ -2,17 +2,21 @@
  *
  * The generator produces, for every worker of a data-parallel PyTorch training job, the
  * events a PyTorch-profiler (Kineto) trace of it would hold: Python frames, ATen
- * operators, CUDA runtime calls, compute kernels, memory copies and NCCL all-reduces,
- * step by step. It is how the analysis is tested (a fault is injected, the report must
- * name it) and benchmarked at scale (thousands of workers, gigabyte traces).
+ * operators and annotations (each with its Kineto category), CUDA runtime calls,
+ * compute kernels, memory copies and gradient all-reduces, step by step, on the threads
+ * real jobs use (main, autograd, and gloo's two when the backend is gloo). It is how the
+ * analysis is tested (a fault is injected, the report must name it) and benchmarked at
+ * scale (thousands of workers, gigabyte traces).
  *
  * The timing is causal and lock-step across workers: a kernel starts after its launch
- * call and after its stream predecessor; an all-reduce kernel starts on a worker when
- * that worker gets there and ends on every worker at the same moment, after the last one
- * arrived plus the transfer time, so healthy workers show long NCCL kernels (waiting) and
- * a straggler the shortest. Workers differ by a few percent of seeded, bounded jitter, so
- * no two healthy workers are identical and none looks faulty. docs/synth.md describes the
- * modelled step, the faults and what the analysis is expected to find.
+ * call and after its stream predecessor; an all-reduce (an NCCL kernel, or a gloo
+ * thread's gloo:all_reduce) starts on a worker when that worker gets there and ends on
+ * every worker at the same moment, after the last one arrived plus the transfer time, so
+ * healthy workers show long all-reduces (waiting) and a straggler the shortest. Workers
+ * differ by a few percent of seeded, bounded jitter, so no two healthy workers are
+ * identical and none looks faulty; `noise` adds the much larger, step-wise noise of
+ * processes sharing one GPU. docs/synth.md describes the modelled step, the faults and
+ * what the analysis is expected to find.
  *
  * Cost: pt_synth_plan_new() simulates every worker once to fix the collectives' end times
  * (O(workers x steps x ops), about 20 us per worker-step); then each worker's events are
@@ -40,7 +44,12 @@ typedef enum pt_fault_kind {
     PT_FAULT_KIND_COUNT
 } pt_fault_kind;
 
+/* Where the gradient all-reduces run: NCCL kernels on a GPU stream, or gloo on CPU
+ * threads (each bucket copied to the host and back). */
+typedef enum pt_synth_backend { PT_SYNTH_NCCL, PT_SYNTH_GLOO } pt_synth_backend;
+
 #define PT_SYNTH_MAX_FAULT_RANKS 8
+#define PT_SYNTH_MAX_NOISE 0.5
 #define PT_SYNTH_MAX_WORKERS (1 << 20)
 #define PT_SYNTH_MAX_LAYERS 512
 
@@ -56,13 +65,21 @@ typedef struct pt_synth_job {
     double severity;      /* extra step time as a fraction of a healthy step; 0: the
                              fault's default (0.3; common_memcpy 0.11, ~10% of the step) */
     int hang_step;        /* hang: the step index (0-based) it stops in; -1: the last */
+    pt_synth_backend backend;
+    double noise;         /* 0: a few percent of jitter. X in (0, 0.5]: every GPU op's time
+                             varies by +-X, every CPU op's by +-2.5X (at most 90%), and a
+                             quarter of (rank, step) pairs run all that step's kernels
+                             X/2 to 3X/2 slower (processes time-sharing one GPU) */
 } pt_synth_job;
 
-/* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy. */
+/* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy, nccl, no
+ * noise. */
 void pt_synth_job_init(pt_synth_job *job);
 
 const char *pt_fault_name(pt_fault_kind kind);  /* "slow_gpu", ... */
 int pt_fault_parse(const char *name, pt_fault_kind *kind); /* 0, or -1 when unknown */
+const char *pt_synth_backend_name(pt_synth_backend backend); /* "nccl", "gloo" */
+int pt_synth_backend_parse(const char *name, pt_synth_backend *backend); /* 0, or -1 */
 
 typedef struct pt_synth_plan pt_synth_plan;
 
@@ -91,11 +108,12 @@ int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_t
 
 /* What the analysis should find, as JSON:
  *   {"fault": "slow_gpu", "verdict": "healthy"|"degraded"|"hang", "severity": 0.3,
- *    "workers": 8, "steps": 3, "seed": 1,
+ *    "workers": 8, "steps": 3, "seed": 1, "backend": "nccl", "noise": 0,
  *    "findings": [ {"category": "gpu_compute", "function": "<key as the summary keys it>",
  *                   "workers": [7], "all_workers": false, "worker_names": ["node0_7_10007.json"]} ]}
  * findings is empty for a healthy job; for a hang, "function" is null, "hang_step" is the
- * ProfilerStep it stopped in and "others_blocked_in" the NCCL kernel the others wait in. 0, or -1 with err set when the job is invalid. */
+ * ProfilerStep it stopped in and "others_blocked_in" what the others wait in (the NCCL
+ * kernel, or gloo:all_reduce). 0, or -1 with err set when the job is invalid. */
 int pt_synth_expected(const pt_synth_job *job, pt_json **out, pt_error *err);
 pt_json *pt_synth_plan_expected(const pt_synth_plan *plan);
 

@@ -11,7 +11,10 @@ Usage: check_generated.py PERFTRACKER WORKDIR
 3. The all-reduces are lock-step: the i-th one ends at the same time on every rank.
 4. The injected fault is where expected.json says: the faulty rank's named kernel is
    slower than everyone else's.
-5. The CLI: --help, bad options (exit 2), --format summary, --size-mb.
+5. A gloo job (--backend gloo --noise 0.2): no NCCL kernel, distributedInfo backend
+   gloo, gloo:all_reduce user_annotations on two threads of their own, the straggler
+   waiting least in them, and the same seed giving the same bytes.
+6. The CLI: --help, bad options (exit 2), --format summary, --size-mb.
 """
 import collections
 import decimal
@@ -58,12 +61,16 @@ def load(path):
         return json.load(f, parse_float=decimal.Decimal)
 
 
-def check_trace(path, doc, world):
+def profiler_steps(events):
+    return [ev for ev in events if ev.get("cat") == "user_annotation" and ev["name"].startswith("ProfilerStep#")]
+
+
+def check_trace(path, doc, world, backend="nccl"):
     name = os.path.basename(path)
     info = doc.get("distributedInfo", {})
     rank = info.get("rank")
-    check(info.get("world_size") == world and info.get("backend") == "nccl", f"{name}: distributedInfo {info}")
-    m = re.fullmatch(r"node(\d+)_(\d+)_(\d+)\.json\.gz", name)
+    check(info.get("world_size") == world and info.get("backend") == backend, f"{name}: distributedInfo {info}")
+    m = re.fullmatch(r"node(\d+)_(\d+)_(\d+)\.json(\.gz)?", name)
     check(m is not None, f"{name}: not <host>_<local_rank>_<pid>.json.gz")
     if m:
         check(int(m.group(1)) == rank // 8 and int(m.group(2)) == rank % 8, f"{name}: host/local rank vs rank {rank}")
@@ -87,7 +94,7 @@ def check_trace(path, doc, world):
             break
     for cat in ("kernel", "gpu_memcpy", "cuda_runtime", "cpu_op", "python_function", "user_annotation"):
         check(cats[cat] > 0, f"{name}: no {cat} events")
-    steps = [ev for ev in events if ev.get("cat") == "user_annotation"]
+    steps = profiler_steps(events)
     check([s["name"] for s in steps] == ["ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12"],
           f"{name}: steps {[s['name'] for s in steps]}")
     return rank, events
@@ -96,7 +103,7 @@ def check_trace(path, doc, world):
 def kernel_totals(events):
     """Per kernel key: executions and nanoseconds inside the profiled window (first step
     start to last step end), clipped to it: the summarizer's definition."""
-    steps = [ev for ev in events if ev.get("cat") == "user_annotation"]
+    steps = profiler_steps(events)
     w0 = min(ns(s["ts"]) for s in steps)
     w1 = max(ns(s["ts"]) + ns(s["dur"]) for s in steps)
     totals = collections.defaultdict(lambda: [0, 0])
@@ -111,6 +118,36 @@ def kernel_totals(events):
         t[0] += 1
         t[1] += max(0, min(b, w1) - max(a, w0))
     return totals
+
+
+def check_gloo_job():
+    out = os.path.join(WORK, "gloo")
+    args = ("synth", "--backend", "gloo", "--noise", "0.2", "--fault", "slow_dataloader", "-n", "4", "--seed", "5",
+            "--quiet")
+    run(*args, "-o", out)
+    run(*args, "-o", out + "-again")
+    paths = sorted(glob.glob(os.path.join(out, "*.json")))
+    paths = [p for p in paths if not p.endswith("expected.json")]
+    check(len(paths) == 4, f"gloo: expected 4 traces, found {paths}")
+    in_gloo = {}
+    for path in paths:
+        with open(path) as f:
+            raw = f.read()
+        with open(os.path.join(out + "-again", os.path.basename(path))) as f:
+            check(f.read() == raw, f"{path}: the same seed gave other bytes")
+        rank, events = check_trace(path, json.loads(raw, parse_float=decimal.Decimal), 4, "gloo")
+        check(not any(e.get("cat") == "kernel" and e["name"].startswith("nccl") for e in events), f"{path}: NCCL kernel")
+        gloo = [e for e in events if e["name"] == "gloo:all_reduce"]
+        check(gloo and all(e.get("cat") == "user_annotation" for e in gloo), f"{path}: gloo:all_reduce events")
+        main_tid = profiler_steps(events)[0]["tid"]
+        autograd = {e["tid"] for e in events if e["name"].startswith("autograd::engine::evaluate_function: ")}
+        threads = {e["tid"] for e in gloo}
+        check(len(threads) == 2 and main_tid not in threads and not threads & autograd, f"{path}: gloo threads {threads}")
+        in_gloo[rank] = sum(ns(e["dur"]) for e in gloo)
+    expected = json.load(open(os.path.join(out, "expected.json")))
+    check(expected["backend"] == "gloo" and expected["noise"] == 0.2, f"gloo expected.json {expected}")
+    check(in_gloo and min(in_gloo, key=in_gloo.get) == expected["findings"][0]["workers"][0],
+          f"the straggler does not wait least in gloo:all_reduce: {in_gloo}")
 
 
 def main():
@@ -150,9 +187,13 @@ def main():
     check(all(e == ends[0] for e in ends) and len(ends[0]) > 0, "all-reduce ends differ across ranks")
     check(medians[3] > 1.2 * max(medians[r] for r in (0, 1, 2)), f"faulty kernel medians {medians}")
 
+    check_gloo_job()
+
     # The CLI.
     helped = run("synth", "--help")
-    check("--size-mb" in helped.stdout and "--fault" in helped.stdout, "--help lacks options")
+    check(all(o in helped.stdout for o in ("--size-mb", "--fault", "--backend", "--noise")), "--help lacks options")
+    run("synth", "--backend", "mpi", "-o", os.path.join(WORK, "x"), expect=2)
+    run("synth", "--noise", "0.9", "-o", os.path.join(WORK, "x"), expect=2)
     run("synth", "--fault", "nope", "-o", os.path.join(WORK, "x"), expect=2)
     run("synth", "-n", "0", "-o", os.path.join(WORK, "x"), expect=2)
     run("synth", "--fault", "two_slow", "-n", "2", "-o", os.path.join(WORK, "x"), expect=2)

@@ -249,12 +249,6 @@ void pt_summarizer_free(pt_summarizer *s)
 
 /* ------------------------------------------------------------ reduction state */
 
-/* One clipped execution of a function (or one exclusive segment of a Python frame). */
-typedef struct func_interval {
-    int64_t start, end;
-    uint32_t func;
-} func_interval;
-
 /* One function being accumulated: (class, id) where id is a kernel key, a name or a
  * Python stack, depending on the class. */
 typedef struct func_acc {
@@ -263,6 +257,9 @@ typedef struct func_acc {
     uint64_t count;
     int64_t total_ns, exposed_ns, max_ns;
     int64_t waiting_ns;  /* Python: own time spent blocked (see account_python) */
+    pt_interval *calls;  /* clipped executions (Python: exclusive work segments), in
+                            arrival order, settled at the end (settle_functions) */
+    size_t call_count, call_cap;
     double tput_sum, tput_sq, busbw_sum;
     uint64_t tput_n;
     uint32_t group_name; /* communication: interned "link pattern" */
@@ -288,8 +285,6 @@ typedef struct reducer {
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
     bool has_gpu_collectives;
     uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
-    func_interval *intervals;              /* every clipped execution, settled at the end */
-    size_t interval_count, interval_cap;
     int64_t *step_exposed;                 /* [func * step_values + step] */
     size_t step_values;                    /* steps with per-function values, 0 if none */
 } reducer;
@@ -328,7 +323,13 @@ static func_acc *func_get(reducer *r, pt_class cls, uint32_t id)
     uint32_t key[2] = {(uint32_t)cls, id};
     uint32_t index = pt_strtab_intern(&r->func_index, (const char *)key, sizeof key);
     if (index == r->funcs_count) {
+        size_t old_cap = r->funcs_cap;
         PT_GROW(r->funcs, r->funcs_cap, r->funcs_count + 1);
+        if (r->funcs_cap != old_cap && r->step_values) { /* one row of step values per function */
+            r->step_exposed = pt_xrealloc(r->step_exposed, r->funcs_cap * r->step_values * sizeof *r->step_exposed);
+            memset(r->step_exposed + old_cap * r->step_values, 0,
+                   (r->funcs_cap - old_cap) * r->step_values * sizeof *r->step_exposed);
+        }
         func_acc *f = &r->funcs[r->funcs_count++];
         memset(f, 0, sizeof *f);
         f->cls = cls;
@@ -341,12 +342,38 @@ static func_acc *func_get(reducer *r, pt_class cls, uint32_t id)
 /* Exposed time is settled once every execution is known (settle_functions): the union of
  * a function's executions, not their sum, so calls running at once on several threads
  * count once. */
-static void log_interval(reducer *r, const func_acc *f, int64_t a, int64_t b)
+static void log_interval(func_acc *f, int64_t a, int64_t b)
 {
     if (b <= a)
         return;
-    PT_GROW(r->intervals, r->interval_cap, r->interval_count + 1);
-    r->intervals[r->interval_count++] = (func_interval){a, b, (uint32_t)(f - r->funcs)};
+    PT_GROW(f->calls, f->call_cap, f->call_count + 1);
+    f->calls[f->call_count++] = (pt_interval){a, b};
+}
+
+static int cmp_interval(const void *a, const void *b)
+{
+    const pt_interval *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Adds [a, b)'s exposed time to the steps it falls in. Steps are sorted and disjoint
+ * (dedupe_steps), so the first is found by binary search. */
+static void add_step_exposure(reducer *r, size_t func, const pt_timeline *above, int64_t a, int64_t b)
+{
+    const step_rec *steps = r->s->steps;
+    size_t lo = 0, hi = r->step_values;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (steps[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k < r->step_values && steps[k].start < b; k++) {
+        int64_t x = PT_MAX(a, steps[k].start), y = PT_MIN(b, steps[k].end);
+        if (y > x)
+            r->step_exposed[func * r->step_values + k] += (y - x) - pt_timeline_covered(above, x, y);
+    }
 }
 
 /* Accounts one execution of a span-like activity of class cls. */
@@ -359,7 +386,7 @@ static func_acc *account_span(reducer *r, pt_class cls, uint32_t id, int64_t sta
     int64_t len = clip(r, &a, &b) ? b - a : 0;
     f->count++;
     f->total_ns = add_saturating(f->total_ns, len);
-    log_interval(r, f, a, b);
+    log_interval(f, a, b);
     if (end - start > f->max_ns)
         f->max_ns = end - start;
     if (r->exec_count == r->exec_cap) {
@@ -723,7 +750,9 @@ typedef struct call_walk {
     size_t segment_count, segment_cap;
     envelope *envelopes;   /* sorted by start */
     size_t envelope_count;
-    interval_vec work;     /* exclusive time that is work: the Python layer */
+    interval_vec busy;     /* this thread: its top-level frames, in time order */
+    interval_vec waiting;  /* this thread: the exclusive segments that are waiting */
+    interval_vec work;     /* every thread's busy time less its waiting: the Python layer */
 } call_walk;
 
 static int cmp_envelope(const void *a, const void *b)
@@ -844,6 +873,45 @@ static void push_segment(reducer *r, call_walk *w, const open_frame *f, int64_t 
     w->segments[w->segment_count++] = (segment){a, b, f->stack};
 }
 
+/* One exclusive segment of work: a Python stack's exposed time is the part no higher
+ * class covers. Accounted at once: a frame's segments never overlap one another on its
+ * thread, and a stack is per thread in practice (its root frame names the thread's
+ * entry point). */
+static void account_work(reducer *r, func_acc *acc, int64_t a, int64_t b)
+{
+    const pt_timeline *above = &r->layer[PT_CLASS_PYTHON];
+    acc->total_ns = add_saturating(acc->total_ns, b - a);
+    acc->exposed_ns = add_saturating(acc->exposed_ns, (b - a) - pt_timeline_covered(above, a, b));
+    if (r->step_values)
+        add_step_exposure(r, (size_t)(acc - r->funcs), above, a, b);
+}
+
+/* A thread's work is its busy time (its top-level frames) less its waiting segments:
+ * added to the Python layer when the walk leaves the thread. */
+static void finish_thread(call_walk *w)
+{
+    interval_vec *busy = &w->busy, *wait = &w->waiting;
+    qsort(wait->items, wait->count, sizeof *wait->items, cmp_interval);
+    size_t k = 0;
+    for (size_t i = 0; i < busy->count; i++) {
+        int64_t a = busy->items[i].start, b = busy->items[i].end;
+        for (; k < wait->count && wait->items[k].start < b; k++) {
+            if (wait->items[k].end <= a)
+                continue;
+            if (wait->items[k].start > a) {
+                PT_GROW(w->work.items, w->work.cap, w->work.count + 1);
+                w->work.items[w->work.count++] = (pt_interval){a, wait->items[k].start};
+            }
+            a = PT_MAX(a, wait->items[k].end);
+        }
+        if (b > a) {
+            PT_GROW(w->work.items, w->work.cap, w->work.count + 1);
+            w->work.items[w->work.count++] = (pt_interval){a, b};
+        }
+    }
+    busy->count = wait->count = 0;
+}
+
 /* A closing frame's exclusive segments become its stack's work, or its waiting. */
 static void settle_frame(reducer *r, call_walk *w, const open_frame *f)
 {
@@ -861,11 +929,11 @@ static void settle_frame(reducer *r, call_walk *w, const open_frame *f)
         for (size_t k = 0; k < nseg; k++) {
             if (waiting) {
                 acc->waiting_ns = add_saturating(acc->waiting_ns, seg[k].end - seg[k].start);
-                continue;
+                PT_GROW(w->waiting.items, w->waiting.cap, w->waiting.count + 1);
+                w->waiting.items[w->waiting.count++] = (pt_interval){seg[k].start, seg[k].end};
+            } else {
+                account_work(r, acc, seg[k].start, seg[k].end);
             }
-            log_interval(r, acc, seg[k].start, seg[k].end);
-            PT_GROW(w->work.items, w->work.cap, w->work.count + 1);
-            w->work.items[w->work.count++] = (pt_interval){seg[k].start, seg[k].end};
         }
     }
     w->segment_count = f->first_segment;
@@ -885,6 +953,8 @@ static void free_call_walk(call_walk *w)
     free(w->frames);
     free(w->segments);
     free(w->envelopes);
+    free(w->busy.items);
+    free(w->waiting.items);
     free(w->work.items);
 }
 
@@ -901,9 +971,11 @@ static void account_python(reducer *r, call_walk *w)
     sort_cpu_events(s, order);
     for (size_t k = 0; k < n; k++) {
         const cpu_rec *e = &s->cpu[order[k]];
-        if (w->depth && e->tid != w->frames[0].tid)
+        if (w->depth && e->tid != w->frames[0].tid) {
             while (w->depth)
                 close_frame(r, w);
+            finish_thread(w);
+        }
         while (w->depth && w->frames[w->depth - 1].end <= e->start)
             close_frame(r, w);
         int64_t end = e->end;
@@ -915,6 +987,8 @@ static void account_python(reducer *r, call_walk *w)
             end = PT_MIN(end, top->end); /* a child cannot outlive its parent */
             parent = top->stack;
             comm |= top->comm;
+        } else {
+            add_clipped(r, &w->busy, e->start, end);
         }
         uint32_t id = stack_intern(r, parent, normalized_frame(r, e->name));
         if (in_window(r, e->start, end)) {
@@ -929,6 +1003,7 @@ static void account_python(reducer *r, call_walk *w)
     }
     while (w->depth)
         close_frame(r, w);
+    finish_thread(w);
     free(order);
 }
 
@@ -975,62 +1050,24 @@ static int64_t *compute_medians(reducer *r)
 
 /* ------------------------------------------------------------ exposed time */
 
-static int cmp_interval(const void *a, const void *b)
-{
-    const func_interval *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
-}
-
-/* Adds [a, b)'s exposed time to the steps it falls in. Steps are sorted and disjoint
- * (dedupe_steps), so the first is found by binary search. */
-static void add_step_exposure(reducer *r, size_t func, const pt_timeline *above, int64_t a, int64_t b)
-{
-    const step_rec *steps = r->s->steps;
-    size_t lo = 0, hi = r->step_values;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (steps[mid].end <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t k = lo; k < r->step_values && steps[k].start < b; k++) {
-        int64_t x = PT_MAX(a, steps[k].start), y = PT_MIN(b, steps[k].end);
-        if (y > x)
-            r->step_exposed[func * r->step_values + k] += (y - x) - pt_timeline_covered(above, x, y);
-    }
-}
-
 /* Per function: the union of its executions, its exposed part (not covered by a higher
- * class), and that per step. A counting sort by function keeps each function's
- * intervals in arrival order, which is nearly always time order; a group is sorted only
- * when it is not. CPU-side functions report the union as their total (a call on two
- * threads at once is busy once); GPU kernels keep the summed duration, the seed's
- * per-kernel execution time. */
+ * class), and that per step. Each function's executions arrive in nearly always time
+ * order and are sorted only when they are not; they are freed as soon as they are
+ * settled. CPU-side functions report the union as their total (a call on two threads at
+ * once is busy once); GPU kernels keep the summed duration, the seed's per-kernel
+ * execution time. */
 static void settle_functions(reducer *r)
 {
-    size_t nf = r->funcs_count, n = r->interval_count;
-    r->step_values = r->s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? r->s->steps_count : 0;
-    r->step_exposed = pt_xcalloc(nf * r->step_values + 1, sizeof *r->step_exposed);
-    size_t *offset = pt_xcalloc(nf + 1, sizeof *offset);
-    for (size_t i = 0; i < n; i++)
-        offset[r->intervals[i].func + 1]++;
-    for (size_t f = 0; f < nf; f++)
-        offset[f + 1] += offset[f];
-    func_interval *grouped = pt_xmalloc((n ? n : 1) * sizeof *grouped);
-    size_t *fill = pt_xmalloc((nf ? nf : 1) * sizeof *fill);
-    memcpy(fill, offset, nf * sizeof *fill);
-    for (size_t i = 0; i < n; i++)
-        grouped[fill[r->intervals[i].func]++] = r->intervals[i];
+    size_t nf = r->funcs_count;
     for (size_t f = 0; f < nf; f++) {
-        func_interval *g = grouped + offset[f];
-        size_t k = offset[f + 1] - offset[f];
+        func_acc *acc = &r->funcs[f];
+        pt_interval *g = acc->calls;
+        size_t k = acc->call_count;
         bool sorted = true;
         for (size_t i = 1; i < k && sorted; i++)
             sorted = g[i - 1].start <= g[i].start;
         if (!sorted)
             qsort(g, k, sizeof *g, cmp_interval);
-        func_acc *acc = &r->funcs[f];
         const pt_timeline *above = &r->layer[acc->cls];
         int64_t busy = 0, exposed = 0;
         for (size_t i = 0; i < k;) {
@@ -1042,15 +1079,16 @@ static void settle_functions(reducer *r)
             if (r->step_values)
                 add_step_exposure(r, f, above, a, b);
         }
+        free(acc->calls);
+        acc->calls = NULL;
+        if (acc->cls == PT_CLASS_PYTHON) { /* accounted segment by segment (account_work) */
+            acc->total_ns = add_saturating(acc->total_ns, acc->waiting_ns);
+            continue;
+        }
         acc->exposed_ns = exposed;
-        if (acc->cls == PT_CLASS_PYTHON)
-            acc->total_ns = add_saturating(busy, acc->waiting_ns);
-        else if (acc->cls != PT_CLASS_COMPUTE && acc->cls != PT_CLASS_MEMORY)
+        if (acc->cls != PT_CLASS_COMPUTE && acc->cls != PT_CLASS_MEMORY)
             acc->total_ns = busy;
     }
-    free(fill);
-    free(grouped);
-    free(offset);
 }
 
 /* ------------------------------------------------------------ output */
@@ -1414,6 +1452,7 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
         return NULL;
     }
     pt_strtab_init(&r.func_index);
+    r.step_values = s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? s->steps_count : 0;
     pt_strtab_init(&r.stacks);
     cover_name(&r, (uint32_t)s->names.count);
 
@@ -1440,8 +1479,10 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     account_python(&r, &walk);
     add_layer(&r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
     free_call_walk(&walk);
-    settle_functions(&r);
     int64_t *medians = compute_medians(&r);
+    free(r.exec_func), r.exec_func = NULL;
+    free(r.exec_dur), r.exec_dur = NULL;
+    settle_functions(&r);
 
     /* Event times are within time_in_range; an origin beyond 2116 is no clock and could
      * overflow the sum (a hostile trace's baseTimeNanoseconds or clock_origin_ns). */
@@ -1474,7 +1515,6 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     free(r.normalized);
     free(r.cpu_comm);
     free(r.kernel_comm);
-    free(r.intervals);
     free(r.step_exposed);
     return out;
 }

@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh --build    only what `make` needs
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev
+build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev nettle-dev
             python3-dev clang libclang-rt-14-dev)
 test_pkgs=(libcmocka-dev python3-torch python3-pandas python3-numpy chromium nodejs npm
            valgrind procps time)

@@ -13,10 +13,13 @@ int cmd_synth(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_display(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
 
 /* fprintf for everything the CLI prints: control characters from hostile inputs (file,
  * function and worker names, warnings) become '?' (terminal.c). */
 void pt_cli_print(FILE *out, const char *fmt, ...) PT_PRINTF(2, 3);
+/* Each '\n'-separated line of text, after prefix, through pt_cli_print. */
+void pt_cli_print_lines(FILE *out, const char *prefix, const char *text);
 
 /* Exit statuses, documented in README.md. */
 enum {

@@ -18,6 +18,14 @@ static void usage(FILE *out)
                  "  -o OUT   the JSON file to write (gzip-compressed when OUT ends in .gz or with --gzip)\n");
 }
 
+/* What was wrong, then the usage (exit status 2). */
+static int usage_error(const char *what, const char *arg)
+{
+    pt_cli_print(stderr, "perftracker export: %s%s%s\n\n", what, arg ? ": " : "", arg ? arg : "");
+    usage(stderr);
+    return PT_EXIT_USAGE;
+}
+
 typedef struct export_state {
     pt_kineto_writer *writer;
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
@@ -61,13 +69,18 @@ int cmd_export(int argc, char **argv)
             gzip = true;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return usage(stdout), PT_EXIT_OK;
-        else if (argv[i][0] == '-' || input)
-            return usage(stderr), PT_EXIT_USAGE;
+        else if (argv[i][0] == '-')
+            return usage_error(strcmp(argv[i], "-o") == 0 ? "-o needs the JSON file to write" : "unknown option",
+                               argv[i]);
+        else if (input)
+            return usage_error("one trace at a time; a second was given", argv[i]);
         else
             input = argv[i];
     }
-    if (!input || !output)
-        return usage(stderr), PT_EXIT_USAGE;
+    if (!input)
+        return usage_error("which trace? give TRACE", NULL);
+    if (!output)
+        return usage_error("-o OUT is missing (the JSON file to write)", NULL);
     pt_error err = {{0}};
     pt_kineto_writer *w = pt_kineto_writer_open(output, gzip || ends_with(output, ".gz"), &err);
     if (!w) {

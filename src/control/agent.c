@@ -384,6 +384,10 @@ static void deliver_finished_window(pt_agent *a)
     pthread_mutex_unlock(&a->mailbox_lock);
     if (!w.present)
         return;
+    /* Where it stands first, so the coordinator's step counts (and the CLI's progress)
+     * are current when the summary lands. */
+    sample_status(a, pt_now_ns());
+    send_heartbeat(a, pt_now_ns());
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
     m.round = a->armed_round;

@@ -182,9 +182,9 @@ static void explain_unreachable(const target *t, pt_error *err, pt_trigger_resul
                      (long long)t->pid, t->connect_host, (unsigned)t->env.coordinator_port, why);
         return;
     }
-    pt_error_set(err, "no running job found: nothing answers at %s:%u, where this shell's %s says the job's "
-                 "coordinator is (%s)", t->env.coordinator_host, (unsigned)t->env.coordinator_port,
-                 t->env.master_port > 0 ? "MASTER_ADDR/MASTER_PORT" : "--coordinator", why);
+    pt_error_set(err, "no running job found: nothing answers at %s:%u, where %s puts the job's coordinator (%s)",
+                 t->env.coordinator_host, (unsigned)t->env.coordinator_port,
+                 t->env.master_port > 0 ? "MASTER_ADDR/MASTER_PORT in this shell" : "the environment", why);
     pt_job_list jobs;
     pt_jobs_list(&jobs);
     pt_buf lines = PT_BUF_INIT;
@@ -228,10 +228,17 @@ static int connect_to_job(target *t, char *name, size_t cap, pt_trigger_result *
     return fd;
 }
 
+static bool secret_configured(void)
+{
+    return pt_env_str("PERFTRACKER_SECRET", NULL) || pt_env_str("PERFTRACKER_SECRET_FILE", NULL);
+}
+
+/* A secret set in this shell wins, as it does for the job; else the key file the job file
+ * names; else the key file the environment's coordinator address names. */
 static int load_key(const target *t, const char *name, pt_key *key, pt_error *err)
 {
     char why[300];
-    if (t->key_file[0]) {
+    if (t->key_file[0] && !secret_configured()) {
         if (pt_auth_read_key_file(t->key_file, key, err) == 0)
             return 0;
         snprintf(why, sizeof why, "%.290s", err->message);
@@ -239,7 +246,7 @@ static int load_key(const target *t, const char *name, pt_key *key, pt_error *er
                      "the job's user", name, why);
         return -1;
     }
-    if (t->registered && !pt_env_str("PERFTRACKER_SECRET", NULL) && !pt_env_str("PERFTRACKER_SECRET_FILE", NULL)) {
+    if (t->registered && !t->key_file[0] && !secret_configured()) {
         pt_error_set(err, "the job at %s takes its keys from PERFTRACKER_SECRET (or PERFTRACKER_SECRET_FILE): set "
                      "the same in this shell", name);
         return -1;
@@ -429,9 +436,16 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
         snprintf(output_dir, sizeof output_dir, "%s", req->output_dir);
     else
         pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
-    if (await_challenge(&conn, server_nonce, name, err) != 0 || load_key(&t, name, &key, err) != 0 ||
-        authenticate(&conn, &key, server_nonce, err) != 0 ||
-        pt_round_make_dir(output_dir, out->round_dir, sizeof out->round_dir, err) != 0)
+    if (await_challenge(&conn, server_nonce, name, err) != 0 || load_key(&t, name, &key, err) != 0)
+        goto done;
+    if (authenticate(&conn, &key, server_nonce, err) != 0) {
+        if (t.key_file[0] && secret_configured())
+            snprintf(out->hint, sizeof out->hint, "the job does not use PERFTRACKER_SECRET: its key is in %s, "
+                     "which this shell ignores while PERFTRACKER_SECRET or PERFTRACKER_SECRET_FILE is set\n",
+                     t.key_file);
+        goto done;
+    }
+    if (pt_round_make_dir(output_dir, out->round_dir, sizeof out->round_dir, err) != 0)
         goto done;
     if (obs && obs->connected)
         obs->connected(obs->ctx, name, out->round_dir, note);

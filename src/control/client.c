@@ -145,7 +145,7 @@ static int find_job(const pt_trigger_request *req, target *t, pt_trigger_result 
     } else if (jobs.count == 1) {
         picked = &jobs.jobs[0];
     } else if (jobs.count > 1) {
-        picked = env_rc == 0 ? pt_jobs_match_env(&jobs, &env) : NULL;
+        picked = env_rc >= 0 ? pt_jobs_match_env(&jobs, &env) : NULL; /* MASTER_PORT alone will do */
         if (!picked) {
             pt_buf lines = PT_BUF_INIT;
             pt_jobs_format(&jobs, &lines);

@@ -349,21 +349,28 @@ static void test_job_env_torchrun_and_slurm(void **state)
     assert_string_equal(name, ".._evil_host_3_4711.json");
 }
 
+/* A 4-worker job on 127.0.0.1:master_port whose runtime directory is dir/keys (dir: a
+ * mkdtemp template, filled in). */
+static void job_in_temp_dir(char *dir, char *key_dir, size_t cap, const char *master_port, pt_job_env *env)
+{
+    clear_job_env();
+    assert_non_null(mkdtemp(dir));
+    snprintf(key_dir, cap, "%s/keys", dir);
+    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", master_port, 1);
+    setenv("WORLD_SIZE", "4", 1);
+    pt_error err;
+    assert_int_equal(pt_job_env_read(env, false, &err), 0);
+}
+
 static void test_keys_secret_file_and_key_dir(void **state)
 {
     (void)state;
-    clear_job_env();
-    char dir[] = "/tmp/pt-test-keys-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char key_dir[128];
-    snprintf(key_dir, sizeof key_dir, "%s/keys", dir);
-    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", "29500", 1);
-    setenv("WORLD_SIZE", "4", 1);
+    char dir[] = "/tmp/pt-test-keys-XXXXXX", key_dir[128];
     pt_job_env env;
     pt_error err;
-    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    job_in_temp_dir(dir, key_dir, sizeof key_dir, "29500", &env);
 
     /* Without a secret: rank 0 writes a fresh random control key, the CLI reads it. */
     pt_key made, loaded, again;
@@ -425,19 +432,11 @@ static void test_keys_secret_file_and_key_dir(void **state)
 static void test_job_files_live_and_stale(void **state)
 {
     (void)state;
-    clear_job_env();
-    char dir[] = "/tmp/pt-test-jobs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char key_dir[128], outside[160];
-    snprintf(key_dir, sizeof key_dir, "%s/keys", dir);
-    snprintf(outside, sizeof outside, "%s/control-elsewhere-1.key", dir);
-    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", "29600", 1);
-    setenv("WORLD_SIZE", "4", 1);
+    char dir[] = "/tmp/pt-test-jobs-XXXXXX", key_dir[128], outside[160];
     pt_job_env env;
     pt_error err;
-    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    job_in_temp_dir(dir, key_dir, sizeof key_dir, "29600", &env);
+    snprintf(outside, sizeof outside, "%s/control-elsewhere-1.key", dir);
     pt_key key;
     assert_int_equal(pt_auth_create_control_key(&env, &key, &err), 0);
     assert_int_equal(pt_auth_write_key_file(&key, &err), 0);

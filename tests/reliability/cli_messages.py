@@ -6,8 +6,7 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   analyze_one_rank      one rank's traces of a 4-rank job: exit 0, the absent ranks a note
   analyze_hang          a hang verdict: exit 3, and stderr says why
   synth_bad_fault       --fault bogus names --fault and lists the kinds; exit 2
-  summarize_without_o   says that -o SUMMARY (or --json) is missing; exit 2
-  export_without_o      says that -o OUT is missing; exit 2
+  without_o             summarize and export say that -o is missing; exit 2
   display_outer_folder  `display OUT` suggests OUT/PerfDisplay; exit 1
   unwritable_output     analyze and summarize with an -o that cannot be written, and an
                         input that blocks whoever reads it (a FIFO with no writer): exit 1
@@ -84,23 +83,17 @@ def synth_bad_fault(work, problems):
 
 
 @case
-def summarize_without_o(work, problems):
+def without_o(work, problems):
+    """summarize and export: the reason comes before the usage text."""
     trace = os.path.join(synth(work, "healthy"), "node0_0_10000.json")
-    rc, _, err = run("summarize", trace)
-    expect(rc == 2, f"exit {rc}, expected 2", problems)
-    line = err.splitlines()[0] if err else ""
-    expect("-o SUMMARY is missing" in line, f"no reason before the usage: {line!r}", problems)
-    return line
-
-
-@case
-def export_without_o(work, problems):
-    trace = os.path.join(synth(work, "healthy"), "node0_0_10000.json")
-    rc, _, err = run("export", trace)
-    expect(rc == 2, f"exit {rc}, expected 2", problems)
-    line = err.splitlines()[0] if err else ""
-    expect("-o OUT is missing" in line, f"no reason before the usage: {line!r}", problems)
-    return line
+    said = []
+    for command, reason in (("summarize", "-o SUMMARY is missing"), ("export", "-o OUT is missing")):
+        rc, _, err = run(command, trace)
+        expect(rc == 2, f"{command}: exit {rc}, expected 2", problems)
+        line = err.splitlines()[0] if err else ""
+        expect(reason in line, f"{command}: no reason before the usage: {line!r}", problems)
+        said.append(line)
+    return " / ".join(said)
 
 
 @case

@@ -53,13 +53,16 @@ def enter_namespaces():
 
 
 def fresh_machine(repo, build):
+    """Returns where the build under test is now: REPO/build, which the README names (bound
+    there first, in case the build itself lives under the /tmp about to be hidden)."""
     sh("ip", "link", "set", "lo", "up")
     sh("mount", "--make-rprivate", "/")
-    sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
     here = os.path.join(repo, "build")
-    if os.path.realpath(build) != os.path.realpath(here):  # the README says build/: this build is it
+    if os.path.realpath(build) != os.path.realpath(here):
         os.makedirs(here, exist_ok=True)
         sh("mount", "--bind", build, here)
+    sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    return here
 
 
 def readme_block(repo):
@@ -172,8 +175,9 @@ def main():
     if sys.argv[5] == "readme" and subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
                                                   capture_output=True).returncode != 0:
         skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
-    fresh_machine(repo, build)
-    SCENARIOS[sys.argv[5]](cli, fake, repo, build)
+    here = fresh_machine(repo, build)
+    cli, fake = (os.path.join(here, os.path.relpath(p, build)) for p in (cli, fake))
+    SCENARIOS[sys.argv[5]](cli, fake, repo, here)
     return 0
 
 

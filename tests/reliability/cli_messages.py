@@ -8,9 +8,9 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   synth_bad_fault       --fault bogus names --fault and lists the kinds; exit 2
   without_o             summarize and export say that -o is missing; exit 2
   display_outer_folder  `display OUT` suggests OUT/PerfDisplay; exit 1
-  unwritable_output     analyze and summarize with an -o that cannot be written, and an
-                        input that blocks whoever reads it (a FIFO with no writer): exit 1
-                        at once, naming the path -- nothing is read first
+  unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
+                        naming the path, and nothing said about the input (a FIFO, which
+                        reading would either refuse or block on): it was not read first
 Each case prints one line; the script fails if any case does."""
 import json
 import os
@@ -128,6 +128,7 @@ def unwritable_output(work, problems):
         expect(rc == 1, f"{args[0]}: exit {rc}, expected 1", problems)
         lines = [line for line in err.splitlines() if blocker in line]
         expect(lines, f"{args[0]}: no stderr line names {blocker}: {err[-300:]}", problems)
+        expect(fifo not in err, f"{args[0]}: the input was read before -o was checked: {err[-300:]}", problems)
         said += lines[:1]
     return " / ".join(said)
 

@@ -5,11 +5,13 @@
 #   scripts/install-deps.sh --build    only what `make` needs
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev nettle-dev
+build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttpd-dev
             python3-dev clang libclang-rt-14-dev)
 test_pkgs=(libcmocka-dev python3-torch python3-pandas python3-numpy chromium nodejs npm
            valgrind procps time)
 
+# nettle: the control plane's HMAC-SHA256 and constant-time comparison (src/control/auth.c).
+build_pkgs+=(nettle-dev)
 want=("${build_pkgs[@]}")
 [[ "${1:-}" == "--build" ]] || want+=("${test_pkgs[@]}")
 

@@ -224,7 +224,11 @@ static int connect_to_job(target *t, char *name, size_t cap, pt_trigger_result *
     }
     if (fd < 0)
         explain_unreachable(t, err, out);
-    snprintf(name, cap, "%s:%u", t->connect_host, (unsigned)port);
+    if (t->registered) /* say which job was picked, since nobody named it */
+        snprintf(name, cap, "%s:%u (job %d, rank 0 is pid %lld)", t->connect_host, (unsigned)port,
+                 t->env.master_port > 0 ? (int)t->env.master_port : (int)port, (long long)t->pid);
+    else
+        snprintf(name, cap, "%s:%u", t->connect_host, (unsigned)port);
     return fd;
 }
 
@@ -420,7 +424,7 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     memset(out, 0, sizeof *out);
     target t;
     pt_key key;
-    char name[PT_HOST_MAX + 16];
+    char name[PT_HOST_MAX + 80];
     uint8_t server_nonce[PT_CTL_NONCE_BYTES];
     if (find_job(req, &t, out, err) != 0)
         return -1;

@@ -20,8 +20,9 @@ def check_case(fault, workers, seed, fmt, extra, tmp):
     where = f"{fault} n={workers} seed={seed} {fmt} {' '.join(extra)}"
     check_schema(report, where)
     diagnosis = report["diagnosis"]
-    if rc != 0:
-        sys.exit(f"FAIL: {where}: analyze exited {rc}")
+    want_rc = 3 if expected["verdict"] == "hang" else 0  # a hang verdict exits 3 (README)
+    if rc != want_rc:
+        sys.exit(f"FAIL: {where}: analyze exited {rc}, expected {want_rc}")
     if diagnosis["verdict"] != expected["verdict"]:
         sys.exit(f"FAIL: {where}: verdict {diagnosis['verdict']} != {expected['verdict']}: {diagnosis['findings']}")
     if not expected["findings"]:

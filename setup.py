@@ -9,7 +9,7 @@ CMake build has made the C parts:
   perftracker/bin/perftracker   the CLI, which workers spawn to summarize their traces
                                 and which the `perftracker` / `c4d_perftracker` commands run
 Build files go to build-pip/, away from the `make` trees. Needs cmake, a C compiler,
-python3-dev, libzstd-dev and zlib1g-dev (scripts/install-deps.sh --build).
+python3-dev, libzstd-dev, zlib1g-dev and nettle-dev (scripts/install-deps.sh --build).
 
 Direct use: python3 setup.py [WHEEL_DIR]   (builds the wheel into WHEEL_DIR, default dist/)
 """

@@ -77,7 +77,7 @@ for attempt in $(seq 1 90); do
     rc=$?
     set -e
     # Retry only while the job is still starting (its coordinator not up yet).
-    if ((rc == 1)) && grep -q "no job key\|cannot connect" "$work/cli.err"; then
+    if ((rc == 1)) && grep -q "no running job found" "$work/cli.err"; then
         kill -0 "$job" 2>/dev/null || { echo "demo: the job exited:" >&2; tail -20 "$work/job.log" >&2; exit 1; }
         sleep 1
         continue

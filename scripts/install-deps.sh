@@ -11,6 +11,8 @@ build_pkgs=(build-essential cmake pkg-config zlib1g-dev libzstd-dev libmicrohttp
 test_pkgs=(python3-torch python3-pandas python3-numpy chromium nodejs npm
            valgrind procps time)
 
+# nettle: the control plane's HMAC-SHA256 and constant-time comparison (src/control/auth.c).
+build_pkgs+=(nettle-dev)
 want=("${build_pkgs[@]}")
 [[ "${1:-}" == "--build" ]] || want+=("${test_pkgs[@]}")
 

@@ -11,6 +11,7 @@ import glob
 import os
 import shutil
 import socket
+import stat
 import sys
 import sysconfig
 
@@ -50,6 +51,31 @@ def _env_flag(name, default):
     if not value:
         return default
     return value not in ("0", "false", "no", "off")
+
+
+def _default_output_dir():
+    """The vendor's shared /tmp/perftracker/output, or, when this user cannot write there
+    (another user created it), this user's own private /tmp/perftracker-<uid>/output --
+    the policy the CLI follows too (src/control/round.c), said in one log line."""
+    try:
+        os.makedirs(_DEFAULT_OUTPUT_DIR, exist_ok=True)
+        if os.access(_DEFAULT_OUTPUT_DIR, os.W_OK | os.X_OK):
+            return _DEFAULT_OUTPUT_DIR
+        why = "is not writable by this user"
+    except OSError as exc:
+        why = "cannot be created (%s)" % (exc.strerror or exc)
+    own = "/tmp/perftracker-%d" % os.geteuid()
+    try:
+        os.mkdir(own, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(own)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise OSError("%s %s, and %s is not this user's private directory" % (_DEFAULT_OUTPUT_DIR, why, own))
+    fallback = os.path.join(own, "output")
+    _log("%s %s; writing to %s instead (output_dir= or PERFTRACKER_OUTPUT_DIR chooses the folder)"
+         % (_DEFAULT_OUTPUT_DIR, why, fallback))
+    return fallback
 
 
 def _identity():
@@ -204,7 +230,7 @@ class PerfTracker(_perftracker.Tracer):
             if summarize is None:
                 summarize = _env_flag("PERFTRACKER_SUMMARIZE", True)
             if local:
-                output_dir = os.path.abspath(output_dir or _DEFAULT_OUTPUT_DIR)
+                output_dir = os.path.abspath(output_dir or _default_output_dir())
                 os.makedirs(output_dir, exist_ok=True)
                 self.output_dir = output_dir
             if auto_trigger is None:

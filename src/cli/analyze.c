@@ -4,8 +4,10 @@
  * and summarize each one (a trace is streamed; a summary file is just read). Each file
  * is independent, so one unreadable file costs only itself: it is named on stderr and in
  * the report's warnings, and the report is built from everyone else. Then the reduce
- * step (pt_diagnose) and the writers. Exit status: 0 all inputs read, 3 report written
- * but some inputs unreadable or ranks missing, 1 nothing to analyse, 2 usage. */
+ * step (pt_diagnose) and the writers. Exit status: 0 all inputs read (ranks of the job
+ * that were not given are a note, not a failure), 3 report written but some inputs
+ * unreadable or the verdict is a hang, 1 nothing to analyse or -o not writable (checked
+ * before reading anything), 2 usage. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -55,8 +57,9 @@ static void usage(FILE *out)
             "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
             "  --quiet      do not print the report sections\n"
-            "Exit status: 0 every input read; 3 report written, some inputs unreadable or ranks\n"
-            "missing; 1 nothing could be analysed; 2 bad command line.\n",
+            "Exit status: 0 every input read (ranks not given are noted, not failed); 3 report\n"
+            "written, but some inputs were unreadable or the verdict is a hang; 1 nothing could\n"
+            "be analysed, or OUT is not writable; 2 bad command line.\n",
             DEFAULT_OUT);
 }
 
@@ -261,6 +264,13 @@ static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *
     return 0;
 }
 
+/* Offline, ranks that were not given are information (one rank's traces of a big job is a
+ * normal thing to analyse), not a failure: diagnose.c's warning for them prints as a note. */
+static bool about_missing_ranks(const char *warning)
+{
+    return strstr(warning, " of the job has no trace:") || strstr(warning, " of the job have no trace:");
+}
+
 int cmd_analyze(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -271,6 +281,15 @@ int cmd_analyze(int argc, char **argv)
     const char *out_dir = o.out_dir;
     int threads = o.threads;
     bool quiet = o.quiet;
+    pt_error out_err = {{0}};
+    if (pt_check_writable(out_dir, true, &out_err) != 0) { /* before hours of reading, not after */
+        pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
+        for (size_t i = 0; i < inputs.count; i++)
+            free(inputs.paths[i]);
+        free(inputs.paths);
+        free(inputs.ids);
+        return PT_EXIT_FAILURE;
+    }
 
     size_t n = inputs.count;
     job_state js = {0};
@@ -325,7 +344,8 @@ int cmd_analyze(int argc, char **argv)
     for (size_t i = 0; all_warnings && i < all_warnings->count; i++) {
         const pt_json *w = all_warnings->items[i];
         if (w->type == PT_JSON_STRING && pt_strtab_find(&printed, w->string, w->string_len) == UINT32_MAX)
-            pt_cli_print(stderr, "perftracker: warning: %s\n", w->string);
+            pt_cli_print(stderr, "perftracker: %s: %s%s\n", about_missing_ranks(w->string) ? "note" : "warning",
+                         w->string, about_missing_ranks(w->string) ? " (not given to this analysis)" : "");
     }
     pt_strtab_free(&printed);
     pt_error err = {{0}};
@@ -340,9 +360,11 @@ int cmd_analyze(int argc, char **argv)
             pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
             pt_buf_free(&log);
         }
-        const pt_json *missing = pt_json_get(pt_json_get(report, "job"), "missing_ranks");
-        if (rc == PT_EXIT_OK && (nfailed || (missing && missing->count)))
+        const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
+        if (rc == PT_EXIT_OK && (nfailed || strcmp(verdict, "hang") == 0))
             rc = PT_EXIT_PARTIAL;
+        if (strcmp(verdict, "hang") == 0)
+            pt_cli_print(stderr, "perftracker: the verdict is a hang (exit status 3)\n");
         pt_cli_print(stderr, "perftracker: report written to %s/report.json; open %s/PerfDisplay (python3 app.py)\n",
                 out_dir, out_dir);
     }

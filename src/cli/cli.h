@@ -41,10 +41,13 @@ int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o);
 int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job);
 void pt_cli_job_free(pt_cli_job *job);
 bool pt_cli_is_worker_file(const char *name);
+int cmd_jobs(int argc, char **argv);
 
 /* fprintf for everything the CLI prints: control characters from hostile inputs (file,
  * function and worker names, warnings) become '?' (terminal.c). */
 void pt_cli_print(FILE *out, const char *fmt, ...) PT_PRINTF(2, 3);
+/* Each '\n'-separated line of text, after prefix, through pt_cli_print. */
+void pt_cli_print_lines(FILE *out, const char *prefix, const char *text);
 
 /* Exit statuses, documented in README.md. */
 enum {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_REPORT_BYTES ((size_t)4 << 30)
 
@@ -31,6 +32,27 @@ static void usage(FILE *out)
             "  --report FILE    first write DIR from this report.json\n"
             "  --no-serve       only write DIR (with --report), do not serve\n"
             "  -h, --help       this help\n");
+}
+
+static bool has_file(const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%.4096s/%.64s", dir, name);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* `perftracker display OUT` for the folder analyze or the trigger wrote: the page is in
+ * OUT/PerfDisplay. Said after the server refused DIR (site.c decides what a page is). */
+static void suggest_inner_folder(const char *dir)
+{
+    char inner[4120];
+    snprintf(inner, sizeof inner, "%.4096s%sPerfDisplay", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/");
+    if (has_file(inner, "index.html"))
+        pt_cli_print(stderr, "perftracker display: the page is in %s: run perftracker display %s\n", inner, inner);
+    else if (has_file(dir, "report.json"))
+        pt_cli_print(stderr, "perftracker display: %s holds a report.json: write its page with perftracker display "
+                             "--report %s/report.json %s\n", dir, dir, inner);
 }
 
 static int write_display(const char *report_path, const char *dir)
@@ -62,7 +84,8 @@ static int serve(const pt_display_options *options)
     pt_error err = {{0}};
     pt_display_server *server = pt_display_start(options, &err);
     if (!server) {
-        fprintf(stderr, "perftracker display: %s\n", err.message);
+        pt_cli_print(stderr, "perftracker display: %s\n", err.message);
+        suggest_inner_folder(options->dir);
         return PT_EXIT_FAILURE;
     }
     const char *host = pt_display_bind_address(server);

@@ -23,6 +23,14 @@ static void usage(FILE *out)
                  "  --gzip   compress; OUT gets \".gz\" appended when it lacks it\n");
 }
 
+/* What was wrong, then the usage (exit status 2). */
+static int usage_error(const char *what, const char *arg)
+{
+    pt_cli_print(stderr, "perftracker export: %s%s%s\n\n", what, arg ? ": " : "", arg ? arg : "");
+    usage(stderr);
+    return PT_EXIT_USAGE;
+}
+
 typedef struct export_state {
     pt_kineto_writer *writer;
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
@@ -110,13 +118,18 @@ int cmd_export(int argc, char **argv)
             gzip = true;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return usage(stdout), PT_EXIT_OK;
-        else if (argv[i][0] == '-' || input)
-            return usage(stderr), PT_EXIT_USAGE;
+        else if (argv[i][0] == '-')
+            return usage_error(strcmp(argv[i], "-o") == 0 ? "-o needs the JSON file to write" : "unknown option",
+                               argv[i]);
+        else if (input)
+            return usage_error("one trace at a time; a second was given", argv[i]);
         else
             input = argv[i];
     }
-    if (!input || !output)
-        return usage(stderr), PT_EXIT_USAGE;
+    if (!input)
+        return usage_error("which trace? give TRACE", NULL);
+    if (!output)
+        return usage_error("-o OUT is missing (the JSON file to write)", NULL);
     char *gz_name = NULL;
     if (gzip && !ends_with(output, ".gz")) {
         size_t n = strlen(output) + 4;

@@ -20,6 +20,7 @@ static const command commands[] = {
     {"export", cmd_export, "convert a raw trace to Chrome/Perfetto JSON"},
     {"display", cmd_display, "serve a PerfDisplay folder on http://127.0.0.1:5000/"},
     {"trigger", cmd_trigger, "profile a running job now (same as --trigger-on)"},
+    {"jobs", cmd_jobs, "list the running jobs on this machine that the trigger can profile"},
 };
 
 static void usage(FILE *out)

@@ -5,6 +5,7 @@
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "summarize/summary_json.h"
+#include "util/output.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,14 @@ static void usage(FILE *out)
                  "  Reduce one worker's trace (Kineto JSON, .gz, or a perftracker raw trace) to its\n"
                  "  summary file (docs/summary-format.md), which `perftracker analyze` also reads.\n"
                  "  --json   print the summary as JSON on stdout (with or without -o)\n");
+}
+
+/* What was wrong, then the usage (exit status 2). */
+static int usage_error(const char *what, const char *arg)
+{
+    pt_cli_print(stderr, "perftracker summarize: %s%s%s\n\n", what, arg ? ": " : "", arg ? arg : "");
+    usage(stderr);
+    return PT_EXIT_USAGE;
 }
 
 /* Large traces take seconds: show the bytes read (the reader calls back per buffer). */
@@ -37,14 +46,23 @@ int cmd_summarize(int argc, char **argv)
             json = true;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return usage(stdout), PT_EXIT_OK;
-        else if (argv[i][0] == '-' || input)
-            return usage(stderr), PT_EXIT_USAGE;
+        else if (argv[i][0] == '-')
+            return usage_error(strcmp(argv[i], "-o") == 0 ? "-o needs the summary file to write" : "unknown option",
+                               argv[i]);
+        else if (input)
+            return usage_error("one trace at a time; a second was given", argv[i]);
         else
             input = argv[i];
     }
-    if (!input || (!output && !json))
-        return usage(stderr), PT_EXIT_USAGE;
+    if (!input)
+        return usage_error("which trace? give TRACE", NULL);
+    if (!output && !json)
+        return usage_error("-o SUMMARY is missing (the file to write), or --json to print the summary", NULL);
     pt_error err = {{0}};
+    if (output && pt_check_writable(output, false, &err) != 0) { /* before reading a trace of gigabytes */
+        pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        return PT_EXIT_FAILURE;
+    }
     pt_progress bar = {0};
     pt_read_options opts = {on_bytes, &bar, 0, 1};
     pt_worker_summary *s = pt_load_worker(input, &opts, &err);

@@ -298,6 +298,25 @@ static int write_expected(const pt_synth_plan *plan, const char *dir, pt_error *
 enum { OPT_FAULT = 256, OPT_RANK, OPT_STEPS, OPT_LAYERS, OPT_GPUS, OPT_SEVERITY, OPT_SEED, OPT_FORMAT,
        OPT_SIZE_MB, OPT_HANG_STEP, OPT_BACKEND, OPT_NOISE, OPT_QUIET };
 
+/* Names the option as the user wrote it (getopt's argv[optind - 1] is the value, not the
+ * option, for "--fault bogus"), and for --fault the kinds there are. */
+static void report_bad_value(int c, int option_index, const struct option *options, const char *value)
+{
+    char name[64];
+    if (option_index >= 0)
+        snprintf(name, sizeof name, "--%s", options[option_index].name);
+    else
+        snprintf(name, sizeof name, "-%c", c);
+    pt_cli_print(stderr, "perftracker synth: bad value '%s' for option %s", value, name);
+    if (c == OPT_FAULT) {
+        fprintf(stderr, " (kinds:");
+        for (int k = 0; k < PT_FAULT_KIND_COUNT; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", pt_fault_name((pt_fault_kind)k));
+        fputc(')', stderr);
+    }
+    fputc('\n', stderr);
+}
+
 int cmd_synth(int argc, char **argv)
 {
     static const struct option long_options[] = {
@@ -330,7 +349,8 @@ int cmd_synth(int argc, char **argv)
     bool layers_given = false, quiet = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "n:j:o:h", long_options, NULL)) != -1) {
+    int option_index = -1;
+    while ((option_index = -1, c = getopt_long(argc, argv, "n:j:o:h", long_options, &option_index)) != -1) {
         int bad = 0;
         char *end = NULL;
         switch (c) {
@@ -396,7 +416,7 @@ int cmd_synth(int argc, char **argv)
             return PT_EXIT_USAGE;
         }
         if (bad) {
-            fprintf(stderr, "perftracker synth: bad value '%s' for option %s\n", optarg, argv[optind - 1]);
+            report_bad_value(c, option_index, long_options, optarg);
             return PT_EXIT_USAGE;
         }
     }

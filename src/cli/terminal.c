@@ -8,6 +8,7 @@
 #include "util/buf.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 void pt_cli_print(FILE *out, const char *fmt, ...)
 {
@@ -37,4 +38,14 @@ void pt_cli_print(FILE *out, const char *fmt, ...)
     }
     fwrite(b.data, 1, b.len, out);
     pt_buf_free(&b);
+}
+
+void pt_cli_print_lines(FILE *out, const char *prefix, const char *text)
+{
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        int n = end ? (int)(end - line) : (int)strlen(line);
+        pt_cli_print(out, "%s%.*s\n", prefix, n, line);
+        line += n + (end ? 1 : 0);
+    }
 }

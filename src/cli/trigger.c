@@ -1,30 +1,22 @@
 /* trigger.c -- `perftracker --trigger-on --auto-analyze [options]` (also `c4d_perftracker
  * ...`, the vendor's name, and `perftracker trigger ...`): profile the running job now.
  *
- * Run in the shell of the job's master container: the environment there (MASTER_ADDR,
- * MASTER_PORT) says where the job's coordinator is, and the key file rank 0 wrote proves
- * this user may trigger. The work is pt_trigger_run (src/control/client.c); this file
- * parses the vendor's flags, prints progress on stderr and the report's sections on
- * stdout. Exit status: 0 every worker profiled; 3 report written but some workers
- * failed, hung or went missing; 1 no report; 2 bad command line. */
+ * Run on the machine of the job's rank 0 (the master container), as the job's user: the
+ * job file rank 0 published there says where the job's coordinator is and where its key
+ * is, so the shell needs no variables (--job, or MASTER_ADDR/MASTER_PORT, picks one of
+ * several jobs). The work is pt_trigger_run (src/control/client.c); this file parses the
+ * vendor's flags, prints progress on stderr and the report's sections on stdout. Exit
+ * status: 0 every worker profiled; 3 report written but some workers failed, hung or
+ * went missing (each named on stderr); 1 no report; 2 bad command line. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "control/client.h"
+#include "control/round.h"
 #include "report/report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define DEFAULT_OUTPUT_DIR "/tmp/perftracker/output"
-
-typedef struct printer {
-    pt_ctl_progress last;
-    int64_t start_step;
-    int32_t wait, steps;
-    int64_t last_print_ns;
-    bool started;
-} printer;
 
 static void usage(FILE *out)
 {
@@ -33,21 +25,25 @@ static void usage(FILE *out)
             "                   [--output-dir DIR] [--save-raw-trace none|master|all]\n"
             "       (also: c4d_perftracker ..., perftracker trigger ...)\n"
             "  Profile every worker of the running job for N steps and write the report to\n"
-            "  DIR/<timestamp>/ (report.json, PerfDisplay/, raw_trace/). Run it in the shell of\n"
-            "  the job's master (rank 0) container: MASTER_ADDR/MASTER_PORT locate the job.\n"
+            "  DIR/<timestamp>/ (report.json, PerfDisplay/, raw_trace/). Run it on the machine of\n"
+            "  the job's rank 0, as the job's user: it finds the running job by itself\n"
+            "  (`perftracker jobs` lists them).\n"
             "  --wait N           steps to wait before profiling (default 5)\n"
             "  --steps N          steps to profile (default 2; 2-3 recommended)\n"
-            "  --output-dir DIR   where the round folder goes (default %s)\n"
+            "  --output-dir DIR   where the round folder goes (default %s, or\n"
+            "                     /tmp/perftracker-<uid>/output when another user owns that)\n"
             "  --save-raw-trace W keep raw traces of none (default), master (rank 0) or all\n"
             "                     workers, in <round>/raw_trace/; with none each worker deletes\n"
             "                     its trace once it is summarized\n"
             "  --auto-analyze     write the report (without it only the summaries are kept)\n"
             "  --timeout S        give up on workers after S seconds (default: from step time)\n"
-            "  --coordinator H:P  the coordinator's address, if the environment lacks it\n"
+            "  --job ID           which job, when several run here (ID: the JOB column of\n"
+            "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
+            "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"
             "  --quiet            do not print the report sections\n"
             "Exit status: 0 every worker profiled; 3 report written, some workers failed, hung or\n"
             "missing; 1 no report; 2 bad command line.\n",
-            DEFAULT_OUTPUT_DIR);
+            PT_DEFAULT_OUTPUT_DIR);
 }
 
 /* "--flag value" or "--flag=value". */
@@ -111,6 +107,8 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
             req->timeout_ms = (int64_t)seconds * 1000;
         } else if ((v = option_value(argc, argv, &i, "--coordinator"))) {
             req->coordinator = v;
+        } else if ((v = option_value(argc, argv, &i, "--job"))) {
+            req->job = v;
         } else {
             fprintf(stderr, "perftracker: unknown option %s\n\n", argv[i]);
             usage(stderr);
@@ -127,9 +125,37 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
 
 /* ---------------------------------------------------------------- progress on stderr */
 
-static void on_connected(void *ctx, const char *coordinator, const char *round_dir)
+/* A round can take minutes (a long --wait or --steps, slow steps): the line must keep
+ * moving. Milestones (workers reached, traces written, summaries, failures) print within
+ * half a second; step counts at most every 5 s; and a line that changed nothing is
+ * repeated every 30 s with the time elapsed, so a quiet round is never mistaken for a
+ * stuck CLI. */
+#define MILESTONE_NS 500000000LL
+#define STEPS_NS (5 * 1000000000LL)
+#define STILL_NS (30 * 1000000000LL)
+#define FAILURES_LISTED 32
+
+typedef struct progress_line {
+    int32_t armed, traces, summaries, failed, hung;
+    int64_t waited, profiled;
+} progress_line;
+
+typedef struct printer {
+    int64_t start_step;
+    int32_t wait, steps;
+    int64_t began_ns, last_print_ns;
+    progress_line shown;
+    int32_t joined_shown;
+    bool started, printed;
+    pt_buf failures;           /* "rank 0 (missing), rank 3 (hang)" for the closing line */
+    int32_t failures_count;
+} printer;
+
+static void on_connected(void *ctx, const char *coordinator, const char *round_dir, const char *note)
 {
     (void)ctx;
+    if (note[0])
+        pt_cli_print(stderr, "perftracker: %s\n", note);
     fprintf(stderr, "perftracker: connected to the job's coordinator at %s\n", coordinator);
     fprintf(stderr, "perftracker: round folder %s\n", round_dir);
 }
@@ -144,64 +170,110 @@ static void on_started(void *ctx, uint32_t round, int64_t start_step, int32_t st
             (long long)start_step, (long long)(start_step + steps - 1), p->world_size, p->connected);
 }
 
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 static void on_progress(void *ctx, const pt_ctl_progress *p)
 {
     printer *pr = ctx;
     int64_t now = pt_now_ns();
-    bool changed = memcmp(&pr->last, p, sizeof *p) != 0;
-    bool final = p->summaries + p->failed >= p->world_size;
+    int64_t since = now - pr->last_print_ns;
+    int elapsed = (int)((now - pr->began_ns) / 1000000000LL);
     if (!pr->started) { /* the coordinator is still waiting for workers to join */
-        if (changed)
-            fprintf(stderr, "perftracker: waiting for workers to join: %d/%d connected\n", p->connected,
-                    p->world_size);
-        pr->last = *p;
+        if (p->connected != pr->joined_shown || since >= STILL_NS) {
+            fprintf(stderr, "perftracker: [%d:%02d] waiting for workers to join: %d/%d connected\n", elapsed / 60,
+                    elapsed % 60, p->connected, p->world_size);
+            pr->joined_shown = p->connected;
+            pr->last_print_ns = now;
+        }
         return;
     }
-    if (!changed || (!final && now - pr->last_print_ns < 500000000LL))
+    /* The slowest worker decides both step counts: the round waits for it. */
+    progress_line line = {p->armed, p->traces_written, p->summaries, p->failed, p->hung, 0, 0};
+    if (p->min_step >= 0) {
+        line.waited = clamp64(p->min_step - (pr->start_step - pr->wait), 0, pr->wait);
+        line.profiled = clamp64(p->min_step - pr->start_step, 0, pr->steps);
+    }
+    bool milestone = line.armed != pr->shown.armed || line.traces != pr->shown.traces ||
+                     line.summaries != pr->shown.summaries || line.failed != pr->shown.failed ||
+                     line.hung != pr->shown.hung;
+    bool stepped = line.waited != pr->shown.waited || line.profiled != pr->shown.profiled;
+    bool final = p->summaries + p->failed >= p->world_size;
+    bool due = !pr->printed || (final && (milestone || stepped)) || (milestone && since >= MILESTONE_NS) ||
+               (stepped && since >= STEPS_NS) || since >= STILL_NS;
+    if (!due)
         return;
-    int64_t base = pr->start_step - pr->wait;
-    int64_t waited = p->min_step < 0 ? 0 : PT_MAX(0, PT_MIN(p->min_step - base, (int64_t)pr->wait));
-    fprintf(stderr, "perftracker: workers reached %d/%d | steps waited %lld/%d | traces written %d/%d | "
-                    "summaries received %d/%d",
-            p->armed, p->world_size, (long long)waited, pr->wait, p->traces_written, p->world_size, p->summaries,
-            p->world_size);
+    fprintf(stderr, "perftracker: [%d:%02d] workers reached %d/%d | steps waited %lld/%d | steps profiled %lld/%d | "
+                    "traces written %d/%d | summaries received %d/%d",
+            elapsed / 60, elapsed % 60, p->armed, p->world_size, (long long)line.waited, pr->wait,
+            (long long)line.profiled, pr->steps, p->traces_written, p->world_size, p->summaries, p->world_size);
     if (p->failed)
         fprintf(stderr, " | failed %d", p->failed);
     if (p->hung)
         fprintf(stderr, " (%d hung)", p->hung);
     fputc('\n', stderr);
-    pr->last = *p;
+    pr->shown = line;
+    pr->printed = true;
     pr->last_print_ns = now;
 }
 
 static void on_worker(void *ctx, const pt_trigger_worker_event *e)
 {
-    (void)ctx;
-    if (e->kind == 0)
-        return; /* one line per summary would drown a big job's progress */
+    printer *pr = ctx;
+    char who[PT_HOST_MAX + 64];
+    if (e->host[0] || e->pid >= 0)
+        snprintf(who, sizeof who, "rank %d (%s, pid %lld)", e->rank, e->host[0] ? e->host : "?", (long long)e->pid);
+    else
+        snprintf(who, sizeof who, "rank %d", e->rank);
     /* Host and text come from the worker: filtered, they cannot drive the terminal. */
-    pt_cli_print(stderr, "perftracker: rank %d (%s, pid %lld): %s%s%s\n", e->rank, e->host[0] ? e->host : "?",
-                 (long long)e->pid, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "", e->text);
+    if (e->kind == 0) { /* one line per summary would drown a big job's progress */
+        if (e->steps < pr->steps)
+            pt_cli_print(stderr, "perftracker: %s: profiled %d of the %d steps asked: its window was cut short (the "
+                                 "job ended inside it)\n", who, e->steps, pr->steps);
+        return;
+    }
+    pt_cli_print(stderr, "perftracker: %s: %s%s%s\n", who, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "",
+                 e->text);
+    if (pr->failures_count++ < FAILURES_LISTED)
+        pt_buf_printf(&pr->failures, "%srank %d (%s)", pr->failures.len ? ", " : "", e->rank,
+                      pt_ctl_failure_name(e->kind));
+}
+
+/* The last word on stderr: how many workers the report stands on, and who is not in it. */
+static void print_outcome(printer *pr, const pt_trigger_result *result)
+{
+    if (!result->failed && result->summaries >= result->world_size)
+        return;
+    pt_cli_print(stderr, "perftracker: %d of %d workers profiled; without a profile: %s%s\n", result->summaries,
+                 result->world_size, pt_buf_cstr(&pr->failures), pr->failures_count > FAILURES_LISTED ? ", ..." : "");
 }
 
 int cmd_trigger(int argc, char **argv)
 {
-    pt_trigger_request req = {5, 2, PT_SAVE_RAW_NONE, DEFAULT_OUTPUT_DIR, false, 0, NULL};
+    pt_trigger_request req = {5, 2, PT_SAVE_RAW_NONE, NULL, false, 0, NULL, NULL};
     bool quiet = false;
     if (parse_args(argc, argv, &req, &quiet) != 0)
         return PT_EXIT_USAGE;
     printer pr = {0};
     pr.wait = req.wait;
-    pr.last.min_step = -2;
+    pr.steps = req.steps;
+    pr.began_ns = pt_now_ns();
+    pr.failures = (pt_buf)PT_BUF_INIT;
     pt_trigger_observer obs = {&pr, on_connected, on_started, on_progress, on_worker};
     pt_trigger_result result;
     pt_error err = {{0}};
     if (pt_trigger_run(&req, &obs, &result, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        pt_cli_print_lines(stderr, "perftracker: ", result.hint);
+        pt_buf_free(&pr.failures);
         return PT_EXIT_FAILURE;
     }
-    int rc = result.failed || result.coordinator_lost || result.summaries < result.world_size ? PT_EXIT_PARTIAL
-                                                                                             : PT_EXIT_OK;
+    print_outcome(&pr, &result);
+    pt_buf_free(&pr.failures);
+    /* Missing workers are a failure of the round, whatever else it found. */
+    int rc = result.failed || result.summaries < result.world_size ? PT_EXIT_PARTIAL : PT_EXIT_OK;
     if (!result.report) {
         fprintf(stderr, "perftracker: %d summaries in %s/summaries (analyze them with: perftracker analyze -o %s "
                         "%s/summaries)\n",

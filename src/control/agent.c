@@ -384,6 +384,10 @@ static void deliver_finished_window(pt_agent *a)
     pthread_mutex_unlock(&a->mailbox_lock);
     if (!w.present)
         return;
+    /* Where it stands first, so the coordinator's step counts (and the CLI's progress)
+     * are current when the summary lands. */
+    sample_status(a, pt_now_ns());
+    send_heartbeat(a, pt_now_ns());
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
     m.round = a->armed_round;
@@ -425,15 +429,24 @@ static void service_socket(pt_agent *a, short revents, int64_t now)
         link_down(a, now, next_backoff(a), err.message);
 }
 
+/* The process is leaving: a window it finished on the way out (the job ended inside it)
+ * still goes to the coordinator, then BYE, so the round hears "exited" only from a
+ * worker that had nothing more to send. */
 static void say_goodbye(pt_agent *a)
 {
     if (a->link != LINK_READY)
         return;
+    pthread_mutex_lock(&a->mailbox_lock);
+    bool had_summary = a->mailbox.present;
+    pthread_mutex_unlock(&a->mailbox_lock);
+    deliver_finished_window(a);
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_BYE);
     send_or_drop(a, &m);
     pt_error err;
-    int64_t give_up = pt_now_ns() + 200000000LL; /* never hold up the process's exit */
+    /* Never hold up the process's exit for long: a summary is tens of KB, on loopback or
+     * the job's own network. */
+    int64_t give_up = pt_now_ns() + (had_summary ? 2000000000LL : 200000000LL);
     while (pt_conn_pending(&a->conn) > 0 && pt_now_ns() < give_up) {
         if (pt_conn_flush(&a->conn, &err) != 0)
             break;
@@ -639,6 +652,10 @@ void pt_agent_stop(void)
     pthread_mutex_lock(&process_lock);
     if (process_owner == getpid()) { /* in a forked child the threads do not exist */
         pt_agent_destroy(process_agent, true);
+        /* Rank 0 hosts the coordinator: the other workers may still be sending what they
+         * profiled as the job ends, and the CLI waits for it. */
+        pt_coordinator_drain(process_coordinator,
+                             pt_env_int("PERFTRACKER_EXIT_TIMEOUT", 60, 0, 3600) * 1000000000LL);
         pt_coordinator_stop(process_coordinator);
     }
     process_agent = NULL, process_coordinator = NULL;

@@ -3,10 +3,16 @@
  * Keys are always 32 bytes: a configured secret of any length is stretched by HMAC with a
  * per-role label, so the agent key never equals the control key and a leaked agent key
  * (the weaker, environment-derived one) cannot trigger rounds. The key file is written
- * with mkstemp (0600) and renamed into place inside a directory we own with mode 0700,
- * and read back only if nobody else could have written or read it. */
+ * with mkstemp (0600) and renamed into place inside a directory we own with mode 0700
+ * (jobfile.h's runtime directory), and read back only if nobody else could have written
+ * or read it.
+ *
+ * The cryptography is nettle's (HMAC-SHA256, and memeql_sec for comparing proofs in
+ * constant time): a maintained library Debian ships, and already in the process wherever
+ * GnuTLS is. Only the concatenation of parts and the key handling are ours. */
 #define _GNU_SOURCE
 #include "control/auth.h"
+#include "control/jobfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -19,7 +25,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
+
 #define SECRET_MAX 4096
+
+void pt_hmac_sha256(const void *key, size_t key_len, const void *const *parts, const size_t *part_lens,
+                    size_t part_count, uint8_t out[PT_SHA256_BYTES])
+{
+    struct hmac_sha256_ctx ctx;
+    hmac_sha256_set_key(&ctx, key_len, key);
+    for (size_t i = 0; i < part_count; i++)
+        hmac_sha256_update(&ctx, part_lens[i], parts[i]);
+    hmac_sha256_digest(&ctx, PT_SHA256_BYTES, out);
+    memset(&ctx, 0, sizeof ctx); /* it holds the key's pads */
+}
+
+bool pt_equal_ct(const void *a, const void *b, size_t n)
+{
+    return memeql_sec(a, b, n) != 0;
+}
 
 int pt_random_bytes(void *buf, size_t n, pt_error *err)
 {
@@ -120,6 +145,7 @@ static int key_from_configured_secret(pt_key *key, const char *role, pt_error *e
 {
     char secret[SECRET_MAX];
     size_t len = 0;
+    key->file[0] = '\0';
     int found = configured_secret(secret, &len, key->source, sizeof key->source, err);
     if (found > 0)
         derive(secret, len, role, key->bytes);
@@ -145,40 +171,10 @@ int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err)
 
 void pt_auth_key_file_path(const pt_job_env *env, char *dst, size_t cap)
 {
-    char dir[1024];
-    const char *configured = pt_env_str("PERFTRACKER_KEY_DIR", NULL);
-    if (configured)
-        snprintf(dir, sizeof dir, "%s", configured);
-    else
-        snprintf(dir, sizeof dir, "/tmp/perftracker-%u", (unsigned)geteuid());
-    char host[PT_HOST_MAX];
-    size_t i = 0;
-    for (const char *p = env->coordinator_host; *p && i + 1 < sizeof host; p++)
-        host[i++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-') ? *p : '_';
-    host[i] = '\0';
+    char dir[1024], host[PT_HOST_MAX];
+    pt_runtime_dir(dir, sizeof dir);
+    pt_runtime_safe_host(env->coordinator_host, host, sizeof host);
     snprintf(dst, cap, "%s/control-%s-%u.key", dir, host, (unsigned)env->coordinator_port);
-}
-
-/* mkdir with 0700, then insist that what is there is our own private directory (a /tmp
- * path another user created first must not receive the key). */
-static int ensure_private_dir(const char *file_path, pt_error *err)
-{
-    char dir[1500];
-    snprintf(dir, sizeof dir, "%s", file_path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        pt_error_set(err, "cannot create %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-        pt_error_set(err, "%s is not a private directory of this user (mode 0700 expected)", dir);
-        return -1;
-    }
-    return 0;
 }
 
 static void to_hex(const uint8_t *bytes, size_t n, char *out)
@@ -208,31 +204,24 @@ int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err
     int found = key_from_configured_secret(key, "control", err);
     if (found != 0)
         return found < 0 ? -1 : 0;
-    char path[1400], tmp[1420];
-    pt_auth_key_file_path(env, path, sizeof path);
-    if (ensure_private_dir(path, err) != 0 || pt_random_bytes(key->bytes, PT_KEY_BYTES, err) != 0)
+    if (pt_random_bytes(key->bytes, PT_KEY_BYTES, err) != 0)
         return -1;
-    char hex[2 * PT_KEY_BYTES + 2];
-    to_hex(key->bytes, PT_KEY_BYTES, hex);
-    strcat(hex, "\n");
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-    int fd = mkstemp(tmp); /* 0600 */
-    if (fd < 0) {
-        pt_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    ssize_t wrote = write(fd, hex, strlen(hex));
-    int close_rc = close(fd);
-    if (wrote != (ssize_t)strlen(hex) || close_rc != 0 || rename(tmp, path) != 0) {
-        pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    snprintf(key->source, sizeof key->source, "key file %s", path);
+    pt_auth_key_file_path(env, key->file, sizeof key->file);
+    snprintf(key->source, sizeof key->source, "key file %s", key->file);
     return 0;
 }
 
-static int read_key_file(const char *path, pt_key *key, pt_error *err)
+int pt_auth_write_key_file(const pt_key *key, pt_error *err)
+{
+    if (!key->file[0])
+        return 0;
+    char hex[2 * PT_KEY_BYTES + 2];
+    to_hex(key->bytes, PT_KEY_BYTES, hex);
+    strcat(hex, "\n");
+    return pt_runtime_write_private(key->file, hex, strlen(hex), err);
+}
+
+int pt_auth_read_key_file(const char *path, pt_key *key, pt_error *err)
 {
     char text[256];
     ssize_t n = read_small_file(path, text, sizeof text, err);
@@ -243,6 +232,7 @@ static int read_key_file(const char *path, pt_key *key, pt_error *err)
         return -1;
     }
     snprintf(key->source, sizeof key->source, "key file %s", path);
+    snprintf(key->file, sizeof key->file, "%s", path);
     return 0;
 }
 
@@ -257,7 +247,7 @@ static int read_other_users_key(const char *own_path, pt_key *key)
     glob_t found;
     int rc = -1;
     if (glob(pattern, 0, NULL, &found) == 0 && found.gl_pathc == 1)
-        rc = read_key_file(found.gl_pathv[0], key, NULL);
+        rc = pt_auth_read_key_file(found.gl_pathv[0], key, NULL);
     globfree(&found);
     return rc;
 }
@@ -269,7 +259,7 @@ int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
         return found < 0 ? -1 : 0;
     char path[1400];
     pt_auth_key_file_path(env, path, sizeof path);
-    if (read_key_file(path, key, err) == 0 || read_other_users_key(path, key) == 0)
+    if (pt_auth_read_key_file(path, key, err) == 0 || read_other_users_key(path, key) == 0)
         return 0;
     char why[sizeof err->message];
     snprintf(why, sizeof why, "%.400s", err ? err->message : path);

@@ -19,28 +19,43 @@
 
 #include "control/job_env.h"
 #include "control/protocol.h"
-#include "control/sha256.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PT_KEY_BYTES 32
+#define PT_SHA256_BYTES 32
 
 typedef struct pt_key {
     uint8_t bytes[PT_KEY_BYTES];
     char source[1536]; /* where it came from, for log lines */
+    char file[1400];   /* the key file it was read from or written to; "" for a configured secret */
 } pt_key;
+
+/* HMAC-SHA256 (nettle's) over the concatenation of `parts`, so callers need not build
+ * one buffer. */
+void pt_hmac_sha256(const void *key, size_t key_len, const void *const *parts, const size_t *part_lens,
+                    size_t part_count, uint8_t out[PT_SHA256_BYTES]);
+/* Compares in time independent of the contents (nettle's memeql_sec). */
+bool pt_equal_ct(const void *a, const void *b, size_t n);
 
 /* Fills buf with cryptographically random bytes (getrandom). 0 or -1. */
 int pt_random_bytes(void *buf, size_t n, pt_error *err);
 
 /* The agent key. 0 or -1 (an unreadable PERFTRACKER_SECRET_FILE). */
 int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err);
-/* Rank 0: makes a fresh control key and publishes it in the key file (unless a secret is
- * configured). 0 or -1. */
+/* Rank 0: makes a fresh control key (unless a secret is configured) and names its key file
+ * in key->file ("" with a secret). 0 or -1. */
 int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* Publishes the key in key->file (0600, in the private runtime directory); nothing for a
+ * configured secret. The coordinator does this once it listens, so a job that cannot
+ * start never replaces another job's key, and removes the file when it stops. 0 or -1. */
+int pt_auth_write_key_file(const pt_key *key, pt_error *err);
 /* The CLI: the configured secret, else the key file rank 0 wrote. 0 or -1. */
 int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* The control key from a key file named by a job file (private to its owner). 0 or -1. */
+int pt_auth_read_key_file(const char *path, pt_key *key, pt_error *err);
 /* Where the control key file lives for this job (dst of cap bytes). */
 void pt_auth_key_file_path(const pt_job_env *env, char *dst, size_t cap);
 

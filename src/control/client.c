@@ -6,6 +6,7 @@
  * summaries, which the diagnosis needs anyway. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/client.h"
+#include "control/discover.h"
 #include "control/net.h"
 #include "control/round.h"
 
@@ -55,60 +56,231 @@ static int send_all(pt_conn *c, const pt_ctl_msg *m, pt_error *err)
     return 0;
 }
 
-static int find_job(const pt_trigger_request *req, pt_job_env *env, pt_error *err)
+/* Which job, where to reach it, and where its control key is. */
+typedef struct target {
+    pt_job_env env;            /* coordinator_host/port name the job (key file name, messages) */
+    char connect_host[PT_HOST_MAX];
+    char key_file[PT_RUNTIME_PATH_MAX]; /* from a job file; "" = the secret or the env's key file */
+    bool registered;           /* found through a job file */
+    int64_t pid;               /* rank 0's, when registered */
+} target;
+
+static void set_hint(pt_trigger_result *out, const pt_buf *lines)
 {
-    pt_error env_err;
-    int rc = pt_job_env_read(env, false, &env_err);
-    if (req->coordinator) {
-        const char *colon = strrchr(req->coordinator, ':');
-        long port = colon ? strtol(colon + 1, NULL, 10) : 0;
-        if (!colon || colon == req->coordinator || port <= 0 || port > 65535 ||
-            (size_t)(colon - req->coordinator) >= sizeof env->coordinator_host) {
-            pt_error_set(err, "--coordinator wants host:port, not '%s'", req->coordinator);
-            return -1;
-        }
-        snprintf(env->coordinator_host, sizeof env->coordinator_host, "%.*s", (int)(colon - req->coordinator),
-                 req->coordinator);
-        env->coordinator_port = (uint16_t)port;
-        return 0;
-    }
-    if (rc != 0) {
-        pt_error_set(err, "cannot find the job: %s. Run this in the shell of the job's master (rank 0) container, "
-                     "where MASTER_ADDR and MASTER_PORT are set, or pass --coordinator HOST:PORT", env_err.message);
+    snprintf(out->hint, sizeof out->hint, "%s", lines->len ? lines->data : "");
+}
+
+static void target_from_record(target *t, const pt_job_record *r)
+{
+    memset(t, 0, sizeof *t);
+    t->env.master_port = r->master_port;
+    t->env.world_size = r->world_size;
+    snprintf(t->env.master_addr, sizeof t->env.master_addr, "%s", r->master_addr);
+    snprintf(t->env.coordinator_host, sizeof t->env.coordinator_host, "%s", r->coordinator_host);
+    t->env.coordinator_port = r->port;
+    snprintf(t->connect_host, sizeof t->connect_host, "%s", r->connect_host);
+    snprintf(t->key_file, sizeof t->key_file, "%s", r->key_file);
+    t->registered = true;
+    t->pid = r->pid;
+}
+
+static int target_from_flag(target *t, const char *spec, pt_error *err)
+{
+    memset(t, 0, sizeof *t);
+    const char *colon = strrchr(spec, ':');
+    long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+    if (!colon || colon == spec || port <= 0 || port > 65535 ||
+        (size_t)(colon - spec) >= sizeof t->env.coordinator_host) {
+        pt_error_set(err, "--coordinator wants host:port, not '%s'", spec);
         return -1;
     }
+    snprintf(t->env.coordinator_host, sizeof t->env.coordinator_host, "%.*s", (int)(colon - spec), spec);
+    t->env.coordinator_port = (uint16_t)port;
+    snprintf(t->connect_host, sizeof t->connect_host, "%s", t->env.coordinator_host);
     return 0;
 }
 
-/* MASTER_ADDR first; a single-node job's coordinator listens on loopback only. */
-static int connect_to_job(const pt_job_env *env, char *name, size_t cap, pt_error *err)
+/* No job file names the job: say so, and what was found instead. */
+static int no_job_found(const pt_job_list *jobs, pt_trigger_result *out, pt_error *err)
 {
-    int fd = pt_net_connect(env->coordinator_host, env->coordinator_port, CONNECT_TIMEOUT_MS, err);
-    const char *host = env->coordinator_host;
-    if (fd < 0 && strcmp(host, "127.0.0.1") != 0 && pt_net_is_local_address(host)) {
+    pt_error_set(err, "no running job found: no job has registered in %s (a job's rank 0 does when its training "
+                 "script constructs PerfTracker())", jobs->dir);
+    pt_buf lines = PT_BUF_INIT;
+    pt_jobs_explain(jobs, &lines);
+    if (lines.len == 0)
+        pt_buf_puts(&lines, "no process of this user here is a worker of a distributed job (RANK and MASTER_PORT "
+                            "in its environment). Start the training with PerfTracker() in its script and "
+                            "perftracker importable there; this shell needs nothing else.\n");
+    set_hint(out, &lines);
+    pt_buf_free(&lines);
+    return -1;
+}
+
+/* The job to trigger: --coordinator; else the job files (the one running job, or the one
+ * --job or this shell's MASTER_ADDR/MASTER_PORT picks); else the environment alone, as
+ * before job files existed (a job whose rank 0 publishes elsewhere, PERFTRACKER_SECRET). */
+static int find_job(const pt_trigger_request *req, target *t, pt_trigger_result *out, pt_error *err)
+{
+    if (req->coordinator)
+        return target_from_flag(t, req->coordinator, err);
+    pt_job_env env;
+    pt_error env_err;
+    int env_rc = pt_job_env_read(&env, false, &env_err);
+    pt_job_list jobs;
+    pt_jobs_list(&jobs);
+    const pt_job_record *picked = NULL;
+    int rc = 0;
+    if (req->job) {
+        picked = pt_jobs_find(&jobs, req->job);
+        if (!picked) {
+            pt_buf lines = PT_BUF_INIT;
+            if (jobs.count)
+                pt_jobs_format(&jobs, &lines);
+            set_hint(out, &lines);
+            pt_buf_free(&lines);
+            pt_error_set(err, "no running job has the ID %s (%zu running: `perftracker jobs` lists them)", req->job,
+                         jobs.count);
+            rc = -1;
+        }
+    } else if (jobs.count == 1) {
+        picked = &jobs.jobs[0];
+    } else if (jobs.count > 1) {
+        picked = env_rc >= 0 ? pt_jobs_match_env(&jobs, &env) : NULL; /* MASTER_PORT alone will do */
+        if (!picked) {
+            pt_buf lines = PT_BUF_INIT;
+            pt_jobs_format(&jobs, &lines);
+            set_hint(out, &lines);
+            pt_buf_free(&lines);
+            pt_error_set(err, "%zu jobs are running on this machine; pick one with --job ID (the JOB column below)",
+                         jobs.count);
+            rc = -1;
+        }
+    } else if (env_rc == 0) {
+        memset(t, 0, sizeof *t);
+        t->env = env;
+        snprintf(t->connect_host, sizeof t->connect_host, "%s", env.coordinator_host);
+    } else if (env_rc < 0) {
+        pt_error_set(err, "%s", env_err.message);
+        rc = -1;
+    } else {
+        rc = no_job_found(&jobs, out, err);
+    }
+    if (picked)
+        target_from_record(t, picked);
+    pt_job_list_free(&jobs);
+    return rc;
+}
+
+/* Without a job file, a failed connection usually means there is no job with the
+ * collector: say what MASTER_ADDR/MASTER_PORT pointed at, and what runs instead. */
+static void explain_unreachable(const target *t, pt_error *err, pt_trigger_result *out)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%.250s", err->message);
+    if (t->registered) {
+        pt_error_set(err, "cannot reach the coordinator of the job rank 0 (pid %lld) registered, at %s:%u: %s",
+                     (long long)t->pid, t->connect_host, (unsigned)t->env.coordinator_port, why);
+        return;
+    }
+    pt_error_set(err, "no running job found: nothing answers at %s:%u, where %s puts the job's coordinator (%s)",
+                 t->env.coordinator_host, (unsigned)t->env.coordinator_port,
+                 t->env.master_port > 0 ? "MASTER_ADDR/MASTER_PORT in this shell" : "the environment", why);
+    pt_job_list jobs;
+    pt_jobs_list(&jobs);
+    pt_buf lines = PT_BUF_INIT;
+    pt_jobs_explain(&jobs, &lines);
+    pt_job_list_free(&jobs);
+    if (lines.len == 0 && t->env.master_port > 0) {
+        pt_error probe_err;
+        int fd = pt_net_connect(t->connect_host, (uint16_t)t->env.master_port, CONNECT_TIMEOUT_MS, &probe_err);
+        if (fd >= 0) {
+            close(fd);
+            pt_buf_printf(&lines, "something listens on MASTER_PORT %d (the job's rendezvous), so a job runs, but "
+                                  "without the perftracker collector or with its coordinator elsewhere "
+                                  "(PERFTRACKER_PORT)\n", (int)t->env.master_port);
+        }
+    }
+    if (lines.len == 0)
+        pt_buf_puts(&lines, "Is the training running, with PerfTracker() in its training script and perftracker "
+                            "importable there?\n");
+    set_hint(out, &lines);
+    pt_buf_free(&lines);
+}
+
+/* A single-node job's coordinator listens on loopback only: MASTER_ADDR first, then
+ * 127.0.0.1 when MASTER_ADDR is one of ours. */
+static int connect_to_job(target *t, char *name, size_t cap, pt_trigger_result *out, pt_error *err)
+{
+    uint16_t port = t->env.coordinator_port;
+    int fd = pt_net_connect(t->connect_host, port, CONNECT_TIMEOUT_MS, err);
+    if (fd < 0 && !t->registered && strcmp(t->connect_host, "127.0.0.1") != 0 &&
+        pt_net_is_local_address(t->connect_host)) {
         pt_error first = *err;
-        host = "127.0.0.1";
-        fd = pt_net_connect(host, env->coordinator_port, CONNECT_TIMEOUT_MS, err);
-        if (fd < 0)
+        fd = pt_net_connect("127.0.0.1", port, CONNECT_TIMEOUT_MS, err);
+        if (fd >= 0)
+            snprintf(t->connect_host, sizeof t->connect_host, "127.0.0.1");
+        else
             *err = first;
     }
     if (fd < 0)
-        pt_error_set(err, "%s (is the job running, with PerfTracker() in its training script?)", err->message);
-    snprintf(name, cap, "%s:%u", host, (unsigned)env->coordinator_port);
+        explain_unreachable(t, err, out);
+    if (t->registered) /* say which job was picked, since nobody named it */
+        snprintf(name, cap, "%s:%u (job %d, rank 0 is pid %lld)", t->connect_host, (unsigned)port,
+                 t->env.master_port > 0 ? (int)t->env.master_port : (int)port, (long long)t->pid);
+    else
+        snprintf(name, cap, "%s:%u", t->connect_host, (unsigned)port);
     return fd;
 }
 
-static int authenticate(pt_conn *c, const pt_key *key, pt_error *err)
+static bool secret_configured(void)
+{
+    return pt_env_str("PERFTRACKER_SECRET", NULL) || pt_env_str("PERFTRACKER_SECRET_FILE", NULL);
+}
+
+/* A secret set in this shell wins, as it does for the job; else the key file the job file
+ * names; else the key file the environment's coordinator address names. */
+static int load_key(const target *t, const char *name, pt_key *key, pt_error *err)
+{
+    char why[300];
+    if (t->key_file[0] && !secret_configured()) {
+        if (pt_auth_read_key_file(t->key_file, key, err) == 0)
+            return 0;
+        snprintf(why, sizeof why, "%.290s", err->message);
+        pt_error_set(err, "the job's coordinator answers at %s, but its key is not readable here (%s): run this as "
+                     "the job's user", name, why);
+        return -1;
+    }
+    if (t->registered && !t->key_file[0] && !secret_configured()) {
+        pt_error_set(err, "the job at %s takes its keys from PERFTRACKER_SECRET (or PERFTRACKER_SECRET_FILE): set "
+                     "the same in this shell", name);
+        return -1;
+    }
+    if (pt_auth_load_control_key(&t->env, key, err) == 0)
+        return 0;
+    snprintf(why, sizeof why, "%.290s", err->message);
+    pt_error_set(err, "the job's coordinator answers at %s, but this shell has no key for it (%s)", name, why);
+    return -1;
+}
+
+/* The handshake, in two halves around loading the key: the coordinator's greeting
+ * proves it is one before we say that its key is missing. */
+static int await_challenge(pt_conn *c, uint8_t server_nonce[PT_CTL_NONCE_BYTES], const char *name, pt_error *err)
 {
     pt_ctl_msg m;
     int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
     if (got <= 0 || m.type != PT_CTL_CHALLENGE || m.version != PT_CTL_VERSION) {
         if (got >= 0)
-            pt_error_set(err, "the peer did not greet like a perftracker coordinator");
+            pt_error_set(err, "the peer at %s did not greet like a perftracker coordinator", name);
         return -1;
     }
-    uint8_t server_nonce[PT_CTL_NONCE_BYTES];
-    memcpy(server_nonce, m.nonce, sizeof server_nonce);
+    memcpy(server_nonce, m.nonce, PT_CTL_NONCE_BYTES);
+    return 0;
+}
+
+static int authenticate(pt_conn *c, const pt_key *key, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                        pt_error *err)
+{
+    pt_ctl_msg m;
     pt_ctl_msg auth;
     pt_ctl_msg_init(&auth, PT_CTL_AUTH);
     auth.role = PT_CTL_ROLE_CONTROL;
@@ -119,7 +291,7 @@ static int authenticate(pt_conn *c, const pt_key *key, pt_error *err)
     memcpy(client_nonce, auth.nonce, sizeof client_nonce);
     if (send_all(c, &auth, err) != 0)
         return -1;
-    got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
+    int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
     if (got > 0 && m.type == PT_CTL_REFUSED) {
         char why[256];
         pt_ctl_copy_str(why, sizeof why, m.text);
@@ -136,7 +308,7 @@ static int authenticate(pt_conn *c, const pt_key *key, pt_error *err)
     return 0;
 }
 
-static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, int kind)
+static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, int kind, int32_t steps)
 {
     if (!obs || !obs->worker)
         return;
@@ -144,13 +316,34 @@ static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, in
     pt_ctl_copy_str(host, sizeof host, m->worker.host);
     pt_ctl_copy_str(text, sizeof text, kind ? m->text : (pt_ctl_bytes){NULL, 0});
     pt_ctl_copy_str(path, sizeof path, kind ? (pt_ctl_bytes){NULL, 0} : m->path);
-    pt_trigger_worker_event e = {m->worker.rank, host, m->worker.pid, kind, text, path};
+    pt_trigger_worker_event e = {m->worker.rank, host, m->worker.pid, kind, text, path, steps};
     obs->worker(obs->ctx, &e);
+}
+
+/* The coordinator lives in rank 0's process: when it goes away, every worker whose
+ * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped. */
+static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_observer *obs)
+{
+    for (int32_t rank = 0; rank < world_size; rank++) {
+        if (pt_round_has_rank(r, rank))
+            continue;
+        const char *text = rank == 0 ? "its process hosted the job's coordinator, which went away before its "
+                                       "summary arrived (the process ended or died)"
+                                     : "the job's coordinator (in rank 0's process) went away before this worker's "
+                                       "summary arrived";
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
+        m.worker = (pt_ctl_worker){rank, -1, world_size, -1, -1, {NULL, 0}};
+        m.kind = PT_FAIL_COORDINATOR_LOST;
+        m.text = pt_ctl_str(text);
+        pt_round_add_failure(r, &m.worker, m.kind, -1, 0, text, NULL);
+        worker_event(obs, &m, m.kind, 0);
+    }
 }
 
 /* Reads the round's messages into r until ROUND_DONE. 0, or -1 when the coordinator said
  * no (err) -- losing the coordinator midway is not an error, it is recorded. */
-static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_observer *obs,
+static int collect(pt_conn *c, pt_round **r, const char *dir, int32_t steps_asked, const pt_trigger_observer *obs,
                    pt_trigger_result *out, pt_error *err)
 {
     int64_t last_heard = pt_now_ns();
@@ -170,6 +363,7 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_o
             out->coordinator_lost = true;
             pt_round_add_warning(*r, "the connection to the coordinator was lost before the round ended (%s); "
                                      "workers not heard from are missing", got < 0 ? rerr.message : "silence");
+            name_the_unheard(*r, out->world_size, obs);
             return 0;
         }
         last_heard = now;
@@ -193,12 +387,18 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_o
             if (!*r)
                 break;
             pt_ctl_copy_str(path, sizeof path, m.path);
-            if (pt_round_add_summary(*r, &m.worker, path, m.blob.data, m.blob.len, &rerr) != 0) {
+            int steps = pt_round_add_summary(*r, &m.worker, path, m.blob.data, m.blob.len, &rerr);
+            if (steps < 0) {
                 m.text = pt_ctl_str(rerr.message);
-                worker_event(obs, &m, PT_FAIL_BAD_SUMMARY);
-            } else {
-                worker_event(obs, &m, 0);
+                worker_event(obs, &m, PT_FAIL_BAD_SUMMARY, 0);
+                break;
             }
+            if (steps < steps_asked) {
+                out->cut_short++;
+                pt_round_add_warning(*r, "rank %d: profiled %d of the %d steps asked: its window was cut short (the "
+                                         "job ended inside it)", m.worker.rank, steps, steps_asked);
+            }
+            worker_event(obs, &m, 0, steps);
             break;
         case PT_CTL_WORKER_FAILED:
             if (!*r)
@@ -206,7 +406,7 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_o
             pt_ctl_copy_str(text, sizeof text, m.text);
             pt_ctl_copy_str(stack, sizeof stack, m.stack);
             pt_round_add_failure(*r, &m.worker, m.kind, m.steps_done, m.stalled_ns, text, stack);
-            worker_event(obs, &m, m.kind);
+            worker_event(obs, &m, m.kind, 0);
             break;
         case PT_CTL_ROUND_DONE:
             if (obs && obs->progress)
@@ -222,24 +422,37 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
                    pt_error *err)
 {
     memset(out, 0, sizeof *out);
-    pt_job_env env;
+    target t;
     pt_key key;
-    char name[PT_HOST_MAX + 16];
-    if (find_job(req, &env, err) != 0 || pt_auth_load_control_key(&env, &key, err) != 0)
+    char name[PT_HOST_MAX + 80];
+    uint8_t server_nonce[PT_CTL_NONCE_BYTES];
+    if (find_job(req, &t, out, err) != 0)
         return -1;
-    int fd = connect_to_job(&env, name, sizeof name, err);
+    int fd = connect_to_job(&t, name, sizeof name, out, err);
     if (fd < 0)
         return -1;
     pt_conn conn;
     pt_conn_init(&conn, fd, 1u << 20);
     pt_round *r = NULL;
     int rc = -1;
-    if (authenticate(&conn, &key, err) != 0 ||
-        pt_round_make_dir(req->output_dir ? req->output_dir : "/tmp/perftracker/output", out->round_dir,
-                          sizeof out->round_dir, err) != 0)
+    char output_dir[PT_CTL_MAX_PATH], note[512] = "";
+    if (req->output_dir)
+        snprintf(output_dir, sizeof output_dir, "%s", req->output_dir);
+    else
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+    if (await_challenge(&conn, server_nonce, name, err) != 0 || load_key(&t, name, &key, err) != 0)
+        goto done;
+    if (authenticate(&conn, &key, server_nonce, err) != 0) {
+        if (t.key_file[0] && secret_configured())
+            snprintf(out->hint, sizeof out->hint, "the job does not use PERFTRACKER_SECRET: its key is in %s, "
+                     "which this shell ignores while PERFTRACKER_SECRET or PERFTRACKER_SECRET_FILE is set\n",
+                     t.key_file);
+        goto done;
+    }
+    if (pt_round_make_dir(output_dir, out->round_dir, sizeof out->round_dir, err) != 0)
         goto done;
     if (obs && obs->connected)
-        obs->connected(obs->ctx, name, out->round_dir);
+        obs->connected(obs->ctx, name, out->round_dir, note);
 
     char raw_dir[sizeof out->round_dir + 16];
     snprintf(raw_dir, sizeof raw_dir, "%s/raw_trace", out->round_dir);
@@ -250,7 +463,7 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     trigger.save_raw = (uint8_t)req->save_raw;
     trigger.timeout_ms = req->timeout_ms;
     trigger.path = pt_ctl_str(req->save_raw == PT_SAVE_RAW_NONE ? "" : raw_dir);
-    if (send_all(&conn, &trigger, err) != 0 || collect(&conn, &r, out->round_dir, obs, out, err) != 0) {
+    if (send_all(&conn, &trigger, err) != 0 || collect(&conn, &r, out->round_dir, req->steps, obs, out, err) != 0) {
         rmdir(out->round_dir); /* nothing was collected: leave no empty round behind */
         goto done;
     }

@@ -1,11 +1,14 @@
 /* client.h -- the trigger workflow as a library call: what `perftracker --trigger-on
  * --auto-analyze` does between parsing its options and printing.
  *
- * Connects to the job's coordinator (found from the environment, like the workers find
- * it), proves it holds the control key, asks for a round, collects every worker's
- * summary or failure into <output_dir>/<timestamp>/ as they arrive, and, with
- * auto_analyze, writes the report there (report.json, PerfDisplay/). Progress goes to an
- * observer; nothing here prints. */
+ * Finds the running job (the job files rank 0 publishes, discover.h; one job is taken,
+ * several are told apart by --job or MASTER_ADDR/MASTER_PORT; without job files the
+ * environment names the coordinator, as the workers find it), proves it holds the
+ * control key, asks for a round, collects every worker's summary or failure into
+ * <output_dir>/<timestamp>/ as they arrive, and, with auto_analyze, writes the report
+ * there (report.json, PerfDisplay/). If the coordinator goes away first (it lives in
+ * rank 0's process), every worker not heard from is recorded by rank as missing. Progress
+ * goes to an observer; nothing here prints. */
 #ifndef PT_CONTROL_CLIENT_H
 #define PT_CONTROL_CLIENT_H
 
@@ -17,10 +20,12 @@ typedef struct pt_trigger_request {
     int32_t wait;              /* steps before the window (default 5) */
     int32_t steps;             /* steps profiled (default 2) */
     pt_ctl_save_raw save_raw;
-    const char *output_dir;    /* default /tmp/perftracker/output */
+    const char *output_dir;    /* NULL: /tmp/perftracker/output, or the user's own folder when
+                                  that is not writable (pt_round_default_output_dir) */
     bool auto_analyze;         /* false: only collect the summaries */
     int64_t timeout_ms;        /* 0: the coordinator derives one from the step time */
-    const char *coordinator;   /* "host:port" overriding the environment, or NULL */
+    const char *coordinator;   /* "host:port" overriding everything else, or NULL */
+    const char *job;           /* --job ID (`perftracker jobs`), or NULL */
 } pt_trigger_request;
 
 /* One worker's outcome as it arrives (kind 0 = a summary). */
@@ -31,11 +36,13 @@ typedef struct pt_trigger_worker_event {
     int kind;                  /* 0 or pt_ctl_failure */
     const char *text;
     const char *raw_trace_path;
+    int32_t steps;             /* a summary's profiled steps (fewer than asked: cut short) */
 } pt_trigger_worker_event;
 
 typedef struct pt_trigger_observer {
     void *ctx;
-    void (*connected)(void *ctx, const char *coordinator, const char *round_dir);
+    /* note: what was done about the output folder ("" when nothing needed saying) */
+    void (*connected)(void *ctx, const char *coordinator, const char *round_dir, const char *note);
     void (*started)(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p);
     void (*progress)(void *ctx, const pt_ctl_progress *p);
     void (*worker)(void *ctx, const pt_trigger_worker_event *e);
@@ -47,12 +54,15 @@ typedef struct pt_trigger_result {
     int32_t world_size;
     int32_t summaries;
     int32_t failed;            /* workers without a profile, hangs included */
+    int32_t cut_short;         /* summaries of fewer steps than asked */
     bool coordinator_lost;     /* the round ended because the coordinator went away */
+    char hint[4096];           /* on failure: lines that explain err ('\n'-separated), or "" */
 } pt_trigger_result;
 
 /* Runs one round. 0: the round ended and (with auto_analyze) the report is written;
- * -1: err says why (cannot reach or authenticate to the coordinator, it refused the round,
- * or the report could not be written). */
+ * -1: err says why (no running job found, cannot reach or authenticate to the
+ * coordinator, it refused the round, or the report could not be written), and hint may
+ * add what was found instead. */
 int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs, pt_trigger_result *out,
                    pt_error *err);
 

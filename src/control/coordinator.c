@@ -30,6 +30,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SEC 1000000000LL
@@ -111,6 +112,7 @@ struct pt_coordinator {
     int64_t next_auto_ns, last_tick_ns, last_busy_log_ns;
     pthread_mutex_t stats_lock;
     pt_coordinator_stats stats;
+    pid_t owner;           /* the process that may remove the published files */
 };
 
 static void finish_round(pt_coordinator *c, int64_t now);
@@ -126,7 +128,7 @@ void pt_coordinator_config_defaults(pt_coordinator_config *cfg)
     cfg->probe_timeout_ns = 3 * SEC;
     cfg->handshake_timeout_ns = 10 * SEC;
     cfg->join_grace_ns = 10 * SEC;
-    snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "/tmp/perftracker/output");
+    cfg->auto_output_dir[0] = '\0'; /* the default, with its per-user fallback */
     cfg->auto_wait = 5;
     cfg->auto_steps = 2;
     cfg->auto_interval_ns = 600 * SEC;
@@ -155,8 +157,7 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
     cfg->heartbeat_timeout_ns = pt_env_int("PERFTRACKER_HEARTBEAT_TIMEOUT_S", 30, 1, 86400) * SEC;
     cfg->summary_timeout_ns = pt_env_int("PERFTRACKER_SUMMARY_TIMEOUT_S", 300, 1, 86400) * SEC;
     cfg->join_grace_ns = pt_env_int("PERFTRACKER_JOIN_GRACE_S", 10, 0, 3600) * SEC;
-    snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "%s",
-             pt_env_str("PERFTRACKER_AUTO_OUTPUT_DIR", "/tmp/perftracker/output"));
+    snprintf(cfg->auto_output_dir, sizeof cfg->auto_output_dir, "%s", pt_env_str("PERFTRACKER_AUTO_OUTPUT_DIR", ""));
     cfg->auto_wait = (int32_t)pt_env_int("PERFTRACKER_AUTO_WAIT", 5, 0, 100000);
     cfg->auto_steps = (int32_t)pt_env_int("PERFTRACKER_AUTO_STEPS", 2, 1, 1000);
     cfg->auto_save_raw = parse_save_raw(pt_env_str("PERFTRACKER_AUTO_SAVE_RAW", "none"));
@@ -164,7 +165,38 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
     snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[coordinator]: ");
     if (pt_auth_agent_key(env, &cfg->agent_key, err) != 0 || pt_auth_create_control_key(env, &cfg->control_key, err) != 0)
         return -1;
+    cfg->publish = true;
+    pt_job_record_for_self(&cfg->job, env);
+    snprintf(cfg->job.key_file, sizeof cfg->job.key_file, "%s", cfg->control_key.file);
     return 0;
+}
+
+/* The job file: where a CLI on this machine reaches us. Loopback and wildcard binds are
+ * reached on 127.0.0.1; a specific address there. */
+static void publish_job_file(pt_coordinator *c)
+{
+    pt_job_record *job = &c->cfg.job;
+    const char *bind = c->cfg.bind_addr;
+    bool any = strcmp(bind, "0.0.0.0") == 0 || strcmp(bind, "::") == 0 || strncmp(bind, "127.", 4) == 0;
+    snprintf(job->connect_host, sizeof job->connect_host, "%s", any ? "127.0.0.1" : bind);
+    job->port = c->port;
+    pt_error err;
+    if (pt_job_file_write(job, &err) != 0) {
+        pt_ctl_logf(&c->cfg.log, "the CLI will not find this job by itself (%s); give it MASTER_ADDR/MASTER_PORT "
+                    "or --coordinator", err.message);
+        job->file[0] = '\0';
+    }
+}
+
+/* At a clean stop nothing may stay behind that says a job runs here. */
+static void unpublish(pt_coordinator *c)
+{
+    if (!c->cfg.publish || c->owner != getpid())
+        return;
+    if (c->cfg.job.file[0])
+        unlink(c->cfg.job.file);
+    if (c->cfg.control_key.file[0])
+        unlink(c->cfg.control_key.file);
 }
 
 /* ---------------------------------------------------------------- peers */
@@ -249,7 +281,7 @@ static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summ
         char path[PT_CTL_MAX_PATH];
         pt_ctl_copy_str(path, sizeof path, summary->path);
         pt_error err;
-        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, &err) != 0)
+        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, &err) < 0)
             pt_ctl_logf(&c->cfg.log, "round %u: rank %d sent a bad summary: %s", r->id, rank, err.message);
         return;
     }
@@ -650,7 +682,14 @@ static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *
     char dir[PT_CTL_MAX_PATH];
     pt_error err;
     round *r = new_round(c, hang ? ROUND_HANG_REPORT : ROUND_AUTO, now);
-    if (!r || pt_round_make_dir(c->cfg.auto_output_dir, dir, sizeof dir, &err) != 0) {
+    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
+    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
+    if (!output_dir[0]) {
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+        if (note[0])
+            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
+    }
+    if (!r || pt_round_make_dir(output_dir, dir, sizeof dir, &err) != 0) {
         pt_ctl_logf(&c->cfg.log, "cannot start an automatic round: %s", r ? err.message : "out of memory");
         free_round(r);
         return;
@@ -952,8 +991,14 @@ static void tick(pt_coordinator *c, int64_t now)
     int32_t agents = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
         agents += c->workers[i].peer != NULL;
+    size_t unsent = 0;
+    for (size_t i = 0; i < c->peer_count; i++)
+        if (c->peers[i]->kind == PEER_CONTROL && !c->peers[i]->dead)
+            unsent += pt_conn_pending(&c->peers[i]->conn);
     pthread_mutex_lock(&c->stats_lock);
     c->stats.agents = agents;
+    c->stats.round_running = c->round != NULL;
+    c->stats.unsent_bytes = unsent;
     pthread_mutex_unlock(&c->stats_lock);
 }
 
@@ -1025,6 +1070,7 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
         return NULL;
     }
     c->cfg = *cfg;
+    c->owner = getpid();
     c->epoll_fd = c->wake_fd = -1;
     pthread_mutex_init(&c->stats_lock, NULL);
     raise_fd_limit(c);
@@ -1037,6 +1083,12 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
         epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->wake_fd, &wev) != 0) {
         if (c->listen_fd >= 0)
             pt_error_set(err, "cannot set up the coordinator's event loop: %s", strerror(errno));
+        c->cfg.publish = false; /* the port may be another job's: its files are not ours */
+        pt_coordinator_stop(c);
+        return NULL;
+    }
+    if (c->cfg.publish && pt_auth_write_key_file(&c->cfg.control_key, err) != 0) {
+        c->cfg.publish = false;
         pt_coordinator_stop(c);
         return NULL;
     }
@@ -1053,6 +1105,8 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
     }
     pt_ctl_logf(&c->cfg.log, "listening on %s:%u for %d workers (control key: %s)", cfg->bind_addr,
                 (unsigned)c->port, cfg->world_size, cfg->control_key.source);
+    if (c->cfg.publish)
+        publish_job_file(c);
     return c;
 }
 
@@ -1068,10 +1122,36 @@ void pt_coordinator_stats_get(pt_coordinator *c, pt_coordinator_stats *out)
     pthread_mutex_unlock(&c->stats_lock);
 }
 
+void pt_coordinator_drain(pt_coordinator *c, int64_t timeout_ns)
+{
+    if (!c || !c->thread_started)
+        return;
+    int64_t deadline = pt_now_ns() + timeout_ns;
+    bool said = false;
+    for (;;) {
+        pt_coordinator_stats s;
+        nanosleep(&(struct timespec){0, TICK_NS}, NULL); /* a tick, so the stats are current */
+        pt_coordinator_stats_get(c, &s);
+        if (!s.round_running && s.unsent_bytes == 0)
+            return;
+        if (pt_now_ns() >= deadline) {
+            pt_ctl_logf(&c->cfg.log, "exiting with the round unfinished: the workers not yet heard from are "
+                        "reported missing");
+            return;
+        }
+        if (!said && s.round_running) {
+            pt_ctl_logf(&c->cfg.log, "the job is ending during a round: waiting up to %.0f s for the workers' "
+                        "summaries", (double)timeout_ns / 1e9);
+            said = true;
+        }
+    }
+}
+
 void pt_coordinator_stop(pt_coordinator *c)
 {
     if (!c)
         return;
+    unpublish(c);
     if (c->thread_started) {
         atomic_store(&c->stop, true);
         uint64_t one = 1;

@@ -11,6 +11,7 @@
 #define PT_CONTROL_COORDINATOR_H
 
 #include "control/auth.h"
+#include "control/jobfile.h"
 #include "control/net.h"
 
 typedef struct pt_coordinator_config {
@@ -26,10 +27,16 @@ typedef struct pt_coordinator_config {
     int64_t join_grace_ns;         /* a trigger waits this long for workers still joining:
                                       PERFTRACKER_JOIN_GRACE_S, default 10 s */
     /* Automatic rounds. */
-    char auto_output_dir[1024];    /* PERFTRACKER_AUTO_OUTPUT_DIR, default /tmp/perftracker/output */
+    char auto_output_dir[1024];    /* PERFTRACKER_AUTO_OUTPUT_DIR; "" = /tmp/perftracker/output, or
+                                      the user's own folder when that is not writable */
     int32_t auto_wait, auto_steps; /* PERFTRACKER_AUTO_WAIT (5), PERFTRACKER_AUTO_STEPS (2) */
     uint8_t auto_save_raw;         /* PERFTRACKER_AUTO_SAVE_RAW none|master|all (none) */
     int64_t auto_interval_ns;      /* at most one automatic round per this (PERFTRACKER_AUTO_INTERVAL_S) */
+    /* A job's coordinator (pt_coordinator_config_from_env) publishes a job file once it
+     * listens, so the CLI finds it, and removes that file and the control key file when it
+     * stops; tests' coordinators publish nothing. */
+    bool publish;
+    pt_job_record job;             /* what the job file says (port and address filled at start) */
     pt_ctl_log log;
 } pt_coordinator_config;
 
@@ -41,6 +48,8 @@ typedef struct pt_coordinator_stats {
     uint32_t rounds_finished;
     uint32_t auto_rounds;
     uint32_t refused;          /* handshakes that failed authentication */
+    bool round_running;        /* as of the last tick (every 50 ms) */
+    size_t unsent_bytes;       /* queued for CLIs, as of the last tick */
     char last_report_dir[1024]; /* the last automatic round's directory, "" when none */
 } pt_coordinator_stats;
 
@@ -52,6 +61,11 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
 pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error *err);
 uint16_t pt_coordinator_port(const pt_coordinator *c);
 void pt_coordinator_stats_get(pt_coordinator *c, pt_coordinator_stats *out);
-void pt_coordinator_stop(pt_coordinator *c); /* NULL is fine */
+/* Before stopping at the process's exit: waits (at most timeout_ns) while a round is
+ * running and its results are still on their way to the CLI, so that the workers
+ * finishing their windows as the job ends are not lost with rank 0's process. */
+void pt_coordinator_drain(pt_coordinator *c, int64_t timeout_ns);
+/* Stops the thread, closes every connection and removes the published files. NULL is fine. */
+void pt_coordinator_stop(pt_coordinator *c);
 
 #endif

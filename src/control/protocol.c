@@ -112,6 +112,7 @@ const char *pt_ctl_failure_name(int kind)
         [PT_FAIL_NOT_REACHED] = "did not reach the window", [PT_FAIL_NO_SUMMARY] = "no summary",
         [PT_FAIL_ERROR] = "collector error", [PT_FAIL_UNRESPONSIVE] = "unresponsive",
         [PT_FAIL_BAD_SUMMARY] = "bad summary", [PT_FAIL_NOT_PROFILED] = "not profiled",
+        [PT_FAIL_COORDINATOR_LOST] = "missing",
     };
     if (kind > 0 && (size_t)kind < PT_ARRAY_LEN(names) && names[kind])
         return names[kind];

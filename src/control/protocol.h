@@ -73,7 +73,9 @@ typedef enum pt_ctl_failure {
     PT_FAIL_ERROR,               /* its collector reported a failure (text) */
     PT_FAIL_UNRESPONSIVE,        /* heartbeats stopped (frozen process or lost node) */
     PT_FAIL_BAD_SUMMARY,         /* a summary arrived but did not decode */
-    PT_FAIL_NOT_PROFILED         /* still stepping, but a hang report profiles nobody */
+    PT_FAIL_NOT_PROFILED,        /* still stepping, but a hang report profiles nobody */
+    PT_FAIL_COORDINATOR_LOST     /* the CLI lost the coordinator (in rank 0's process) before
+                                    this worker's outcome arrived; never sent on the wire */
 } pt_ctl_failure;
 
 const char *pt_ctl_failure_name(int kind); /* "died", "hang", ... */

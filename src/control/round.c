@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "control/round.h"
 #include "control/job_env.h"
+#include "control/jobfile.h"
 #include "diagnose/diagnose.h"
 #include "report/report.h"
 #include "summarize/summary_io.h"
@@ -70,6 +71,44 @@ int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *e
     return -1;
 }
 
+/* Usable: it exists (or can be made) and this user may create a round folder in it. */
+static bool writable_dir(const char *dir, pt_error *err)
+{
+    if (pt_make_dirs(dir, err) != 0)
+        return false;
+    if (access(dir, W_OK | X_OK) != 0) {
+        int why = errno;
+        struct stat st;
+        if (stat(dir, &st) == 0 && st.st_uid != geteuid())
+            pt_error_set(err, "%s belongs to another user (uid %u) and this one (uid %u) cannot write there", dir,
+                         (unsigned)st.st_uid, (unsigned)geteuid());
+        else
+            pt_error_set(err, "cannot write to %s: %s", dir, strerror(why));
+        return false;
+    }
+    return true;
+}
+
+void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_cap)
+{
+    pt_error why;
+    note[0] = '\0';
+    snprintf(dst, cap, "%s", PT_DEFAULT_OUTPUT_DIR);
+    if (writable_dir(PT_DEFAULT_OUTPUT_DIR, &why))
+        return;
+    /* The shared folder is a convenience, not worth failing over: this user's own folder
+     * beside its runtime files, which nobody else can have created (it is checked to be
+     * private), keeps the reports out of other users' reach as well. */
+    char own[64];
+    snprintf(own, sizeof own, "/tmp/perftracker-%u", (unsigned)geteuid());
+    pt_error ignored;
+    if (pt_runtime_dir_ensure(own, &ignored) != 0)
+        return; /* leave the shared folder: creating the round there names the problem */
+    snprintf(dst, cap, "%s/output", own);
+    snprintf(note, note_cap, "%.300s; writing to %.100s instead (--output-dir chooses the folder)", why.message,
+             dst);
+}
+
 pt_round *pt_round_new(const char *round_dir, int32_t world_size)
 {
     pt_round *r = pt_xcalloc(1, sizeof *r);
@@ -104,9 +143,20 @@ static outcome *add_outcome(pt_round *r, const pt_ctl_worker *w)
     memset(o, 0, sizeof *o);
     o->rank = w->rank;
     char name[PT_HOST_MAX + 64];
-    worker_name(w, ".ptrace", name, sizeof name);
+    if (w->host.len == 0 && w->pid < 0) /* never heard from: nothing but its rank is known */
+        snprintf(name, sizeof name, "rank%d", (int)w->rank);
+    else
+        worker_name(w, ".ptrace", name, sizeof name);
     o->name = pt_xstrdup(name);
     return o;
+}
+
+bool pt_round_has_rank(const pt_round *r, int32_t rank)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->outcomes[i].rank == rank)
+            return true;
+    return false;
 }
 
 /* The bytes as received, before anything can go wrong with them. */
@@ -152,7 +202,7 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
     o->summary = s;
     o->raw_trace_path = raw_trace_path && *raw_trace_path ? pt_xstrdup(raw_trace_path) : NULL;
     r->summaries++;
-    return 0;
+    return (int)PT_MIN(s->step_count, (size_t)INT32_MAX);
 }
 
 /* A hung worker has no profile, only where it stopped: a summary with hang_step set,

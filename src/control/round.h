@@ -20,10 +20,18 @@ typedef struct pt_round pt_round;
  * path in dst. 0 or -1. */
 int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err);
 
+#define PT_DEFAULT_OUTPUT_DIR "/tmp/perftracker/output"
+/* Where rounds go when nobody chose: the vendor's shared PT_DEFAULT_OUTPUT_DIR, or, when
+ * this user cannot write there (another user created it), this user's own private
+ * /tmp/perftracker-<uid>/output. note receives one sentence saying what was done ("" when
+ * the shared folder is used). */
+void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_cap);
+
 /* Collects into round_dir (created by pt_round_make_dir); world_size may be -1. */
 pt_round *pt_round_new(const char *round_dir, int32_t world_size);
-/* Decodes and keeps one worker's summary. A summary that does not decode is recorded as a
- * failure (PT_FAIL_BAD_SUMMARY) and -1 is returned with err set. */
+/* Decodes and keeps one worker's summary; returns how many steps it profiled. A summary
+ * that does not decode is recorded as a failure (PT_FAIL_BAD_SUMMARY) and -1 is returned
+ * with err set. */
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
                          size_t len, pt_error *err);
 /* A worker with no summary: why (pt_ctl_failure), where it was, and what it said. */
@@ -32,6 +40,8 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
 /* Adds a warning line to the report (e.g. "the coordinator connection was lost"). */
 void pt_round_add_warning(pt_round *r, const char *fmt, ...) PT_PRINTF(2, 3);
 
+/* Whether rank has an outcome (a summary or a failure) yet. */
+bool pt_round_has_rank(const pt_round *r, int32_t rank);
 size_t pt_round_summary_count(const pt_round *r);
 size_t pt_round_failure_count(const pt_round *r); /* hangs included */
 const char *pt_round_dir(const pt_round *r);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,5 +81,33 @@ int pt_make_dirs(const char *path, pt_error *err)
         rc = -1;
     }
     pt_buf_free(&b);
+    return rc;
+}
+
+int pt_check_writable(const char *path, bool is_dir, pt_error *err)
+{
+    pt_buf dir = PT_BUF_INIT;
+    const char *slash = strrchr(path, '/');
+    if (is_dir)
+        pt_buf_puts(&dir, path);
+    else if (slash)
+        pt_buf_append(&dir, path, slash == path ? 1 : (size_t)(slash - path));
+    else
+        pt_buf_puts(&dir, ".");
+    int rc = is_dir ? pt_make_dirs(dir.data, err) : 0;
+    if (rc == 0) {
+        pt_buf probe = PT_BUF_INIT;
+        pt_buf_printf(&probe, "%s/.perftracker-probe-XXXXXX", dir.data);
+        int fd = mkstemp(probe.data);
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe.data);
+        } else {
+            pt_error_set(err, "cannot write to %s: %s", is_dir ? path : dir.data, strerror(errno));
+            rc = -1;
+        }
+        pt_buf_free(&probe);
+    }
+    pt_buf_free(&dir);
     return rc;
 }

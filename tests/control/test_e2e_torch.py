@@ -3,7 +3,7 @@
 matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI triggered from
 another process.
 
-    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang|auto]
+    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang|auto|ends-mid-window|no-collector]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -12,12 +12,19 @@ the round must end by itself with a "hang" finding naming rank 3 only.
 auto: PERFTRACKER_AUTO_TRIGGER=1 and no CLI; at step 200 the job gets twice as slow, and
 the job must profile itself after that (not before) and leave a report in
 PERFTRACKER_AUTO_OUTPUT_DIR.
+ends-mid-window: --steps 1000 on a job that ends about 100 steps later: every rank, rank 0
+(whose process hosts the coordinator) included, is either in the report with its cut-short
+window or named on stderr and in the warnings, and the exit status says which.
+no-collector: the job runs without the collector (PYTHONPATH forgotten; the script's
+try/except swallows the ImportError): the trigger says no job was found, why, and names
+rank 0's process as running without the collector.
 
 Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
 module."""
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,7 +62,7 @@ def trigger(cli, env, out_dir, deadline, extra):
     cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "2", "--steps", "2", "--output-dir", out_dir, *extra]
     while True:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        starting = r.returncode == 1 and ("cannot connect" in r.stderr or "no job key" in r.stderr)
+        starting = r.returncode == 1 and "no running job found" in r.stderr
         if not starting or time.time() > deadline:
             return r
         time.sleep(1)
@@ -114,9 +121,52 @@ def check_auto(job, log, tmp):
     return 0
 
 
+def check_ends_mid_window(r, tmp, context):
+    """Nobody lost silently: each rank has a (cut-short) profile or is named."""
+    rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+    assert len(rounds) == 1, "report.json: %s%s" % (rounds, context)
+    with open(rounds[0]) as f:
+        report = json.load(f)
+    profiled = {w["rank"] for w in report["workers"] if w["status"] in ("normal", "slow")}
+    for rank in range(4):
+        if rank in profiled:
+            assert re.search(r"^perftracker: rank %d \(.*\): profiled \d+ of the 1000 steps asked" % rank, r.stderr,
+                             re.M), "rank %d's window was cut short without a word%s" % (rank, context)
+            continue
+        assert re.search(r"^perftracker: rank %d\b" % rank, r.stderr, re.M), \
+            "rank %d has no profile and stderr does not name it%s" % (rank, context)
+        assert any(w.startswith("rank %d " % rank) for w in report["warnings"]), \
+            "rank %d is not named in the warnings: %s" % (rank, report["warnings"])
+    want = 0 if profiled == {0, 1, 2, 3} else 3
+    assert r.returncode == want, "exit %d with ranks %s profiled (want %d)%s" % (r.returncode, sorted(profiled),
+                                                                               want, context)
+    assert 0 in profiled, "rank 0's summary was lost at the job's end (the coordinator must wait for it)%s" % context
+    print("e2e ends-mid-window: ranks %s profiled, exit %d" % (sorted(profiled), r.returncode))
+    return 0
+
+
+def check_no_collector(cli, env, job, context_log):
+    """PYTHONPATH forgotten: the job runs, perftracker is not in it."""
+    deadline = time.time() + 120
+    while True:  # until rank 0 runs (its environment is what the explanation reads)
+        r = subprocess.run([cli, "--trigger-on", "--auto-analyze"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        if "without the perftracker collector" in r.stderr or time.time() > deadline or job.poll() is not None:
+            break
+        time.sleep(1)
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], context_log()[-3000:])
+    assert r.returncode == 1, "exit %d%s" % (r.returncode, context)
+    assert re.match(r"perftracker: no running job found: \S", r.stderr), "no reason given%s" % context
+    line = next((line for line in r.stderr.splitlines() if "without the perftracker collector" in line), "")
+    assert re.search(r"pid \d+ \(.*demo-job\.py.*\) is rank 0 of a job with MASTER_PORT %s" % env["MASTER_PORT"], line) \
+        and "PYTHONPATH" in line, "the job without the collector is not named%s" % context
+    print("e2e no-collector: " + line)
+    return 0
+
+
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
-    if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto"):
+    if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -141,6 +191,11 @@ def main():
         shape = ["--sleep-scale", "0.1", "--size", "300", "--hang-at", "1"]
         env["PERFTRACKER_HANG_MIN_MS"] = "3000"
     iters = "100000"
+    if scenario == "ends-mid-window":
+        shape = ["--sleep-scale", "0.05", "--size", "64"]
+        iters = "150"
+    if scenario == "no-collector":
+        del env["PYTHONPATH"]
     if scenario == "auto":
         shape = ["--sleep-scale", "0.02", "--size", "64", "--slow-after", "200", "--slow-by", "1.0"]
         iters = "400"
@@ -157,14 +212,32 @@ def main():
     try:
         if scenario == "auto":
             return check_auto(job, log, tmp)
-        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120,
-                    [] if hang else ["--save-raw-trace", "all"])
+
+        def job_log():
+            log.flush()
+            log.seek(0)
+            return log.read()
+
+        if scenario == "no-collector":
+            return check_no_collector(cli, env, job, job_log)
+        extra = [] if hang else ["--save-raw-trace", "all"]
+        if scenario == "ends-mid-window":
+            extra = ["--steps", "1000"]
+        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120, extra)
         log.flush()
         log.seek(0)
         job_log = log.read()
         context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log[-4000:])
         if hang:
             return check_hang(r, tmp, context)
+        if scenario == "ends-mid-window":
+            check_ends_mid_window(r, tmp, context)
+            # The job ended by itself: rank 0 cleaned up, so no stale key or job file misleads
+            # the next trigger.
+            assert job.wait(timeout=300) == 0, "the job failed%s" % context
+            left = os.listdir(env["PERFTRACKER_KEY_DIR"])
+            assert left == [], "a clean exit left %s in the runtime directory" % left
+            return 0
         assert r.returncode == 0, "the CLI exited %d%s" % (r.returncode, context)
         rounds = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
         assert len(rounds) == 1, "report.json: %s%s" % (rounds, context)

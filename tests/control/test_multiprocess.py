@@ -8,7 +8,14 @@ through the environment exactly as a user in the master's shell finds the job.
 Scenarios: scale (1024 workers in 4 processes), killed (SIGKILL mid-window), hung,
 wrong-secret, save-master (via the c4d_perftracker name), two-nodes (two network
 namespaces joined by a veth pair: a real multi-node job; skipped, exit 77, without root
-and iproute2). Each asserts on the report the round wrote, not only on exit codes."""
+and iproute2), no-job (no job, a job that ended, a job that was killed: each says why,
+and a clean exit leaves no files), discover (the trigger finds a job with no
+MASTER_ADDR/MASTER_PORT in its shell; `perftracker jobs`; two jobs told apart by --job or
+the environment), rank0-lost (rank 0's process, which hosts the coordinator, killed in
+the window: every worker not heard from is named, rank 0 first), long-round (a 200-step
+window: the progress line keeps moving). Each asserts on what the user sees (exit
+status, stderr) and on the report the round wrote."""
+import re
 import json
 import os
 import shutil
@@ -70,10 +77,12 @@ class Job:
                     raise AssertionError("a fake_workers process exited early:\n" + self.log_text())
             assert line.startswith("ready"), "workers did not join in time:\n" + self.log_text()
 
-    def trigger(self, *args, name=None, env=None, timeout=240, netns=None):
+    def trigger(self, *args, name=None, env=None, timeout=240, netns=None, unset=()):
         argv0 = name or self.cli
         run_env = dict(self.env)
         run_env.update(env or {})
+        for k in unset:
+            run_env.pop(k, None)
         cmd = [argv0, "--trigger-on", "--auto-analyze", "--output-dir", os.path.join(self.tmp, "out"), *args]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
@@ -102,6 +111,7 @@ class Job:
                 p.wait()
         for f in self.logs:
             f.close()
+        self.procs, self.logs = [], []
 
 
 def round_dir(result):
@@ -270,6 +280,126 @@ def scenario_two_nodes(job):
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
+def runtime_files(job):
+    d = job.env["PERFTRACKER_KEY_DIR"]
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def check_no_job(r, why, job=None):
+    """Exit 1 and a first line that says why -- never the old empty reason."""
+    check(r.returncode == 1, "exit status %d (want 1: no job)" % r.returncode, r, job)
+    first = r.stderr.splitlines()[0] if r.stderr else ""
+    check(re.match(r"perftracker: no running job found: \S", first), "no reason on the first line: %r" % first, r)
+    check("perftracker:  " not in r.stderr, "an empty message", r)
+    check(why in r.stderr, "stderr does not say %r" % why, r, job)
+
+
+NO_JOB_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+
+
+def scenario_no_job(job):
+    """No job; a job that exited cleanly (no files left, so no stale key); a job killed
+    with SIGKILL (its stale files recognised and removed). Each with and without
+    MASTER_ADDR/MASTER_PORT in the trigger's shell."""
+    r = job.trigger("--wait", "1", unset=NO_JOB_ENV)
+    check_no_job(r, "no job has registered in " + job.env["PERFTRACKER_KEY_DIR"])
+    r = job.trigger("--wait", "1")
+    check_no_job(r, "nothing answers at 127.0.0.1:%d" % (int(job.env["MASTER_PORT"]) + 1))
+    check("Connection refused" in r.stderr, "the reason (connection refused) is missing", r)
+
+    job.start(0, 2)
+    job.wait_ready()
+    check(any(f.startswith("job-") for f in runtime_files(job)), "the running job published no job file: %s"
+          % runtime_files(job), None, job)
+    job.stop()
+    check(runtime_files(job) == [], "a clean exit left files behind: %s" % runtime_files(job), None, job)
+    for unset in ((), NO_JOB_ENV):
+        r = job.trigger("--wait", "1", unset=unset)
+        check_no_job(r, "no running job found", job)
+
+    victim = job.start(0, 2)
+    job.wait_ready()
+    victim.kill()
+    victim.wait()
+    check(any(f.endswith(".key") for f in runtime_files(job)), "SIGKILL left no key file to test with", None, job)
+    r = job.trigger("--wait", "1", unset=NO_JOB_ENV)
+    check_no_job(r, "is no longer running; its files were removed", job)
+    check(runtime_files(job) == [], "stale files were not removed: %s" % runtime_files(job), r)
+    print("no-job: " + r.stderr.splitlines()[0])
+
+
+def scenario_discover(job):
+    """A shell with no MASTER_ADDR/MASTER_PORT finds the one running job; with two jobs
+    it says how to pick one, and --job or MASTER_PORT picks it."""
+    job.start(0, 2)
+    job.wait_ready()
+    jobs = subprocess.run([job.cli, "jobs"], env=job.env, capture_output=True, text=True, timeout=60)
+    check(jobs.returncode == 0, "perftracker jobs exited %d" % jobs.returncode, jobs)
+    first_port = job.env["MASTER_PORT"]
+    rows = [line.split() for line in jobs.stdout.splitlines()[1:]]
+    check([row[0] for row in rows] == [first_port], "perftracker jobs does not list the job:\n" + jobs.stdout, jobs)
+    r = job.trigger("--wait", "1", "--steps", "2", unset=NO_JOB_ENV)
+    check(r.returncode == 0, "exit status %d without MASTER_ADDR/MASTER_PORT" % r.returncode, r, job)
+    check(load_report(r)["job"]["workers_analyzed"] == 2, "not both workers", r)
+
+    second = Job(job.cli, job.fake, 3, job.tmp, job.step_ms)
+    second.env["PERFTRACKER_KEY_DIR"] = job.env["PERFTRACKER_KEY_DIR"]
+    try:
+        second.start(0, 3)
+        second.wait_ready()
+        r = job.trigger("--wait", "1", unset=NO_JOB_ENV)
+        check(r.returncode == 1 and "2 jobs are running on this machine; pick one with --job ID" in r.stderr,
+              "two jobs, no choice: exit %d" % r.returncode, r)
+        check(first_port in r.stderr and second.env["MASTER_PORT"] in r.stderr, "the jobs are not listed", r)
+        r = job.trigger("--wait", "1", "--job", second.env["MASTER_PORT"], unset=NO_JOB_ENV)
+        check(r.returncode == 0 and load_report(r)["job"]["workers_analyzed"] == 3, "--job did not pick the "
+              "3-worker job (exit %d)" % r.returncode, r)
+        r = job.trigger("--wait", "1", unset=("MASTER_ADDR",))  # MASTER_PORT of the first job picks it
+        check(r.returncode == 0 and load_report(r)["job"]["workers_analyzed"] == 2, "MASTER_PORT did not pick "
+              "the 2-worker job (exit %d)" % r.returncode, r)
+    finally:
+        second.stop()
+    print("discover: ok")
+
+
+def scenario_rank0_lost(job):
+    """Rank 0's process is SIGKILLed in the window, and the coordinator with it: the CLI
+    names every rank it did not hear from (rank 0 above all) on stderr and in the
+    report's warnings, and exits 3."""
+    job.start(1, 3)
+    victim = job.start(0, 1, "--special-rank", "0", "--die-in-window")
+    job.wait_ready()
+    r = job.trigger("--wait", "3", "--steps", "2")
+    check(victim.wait(timeout=30) == -9, "rank 0's process was not killed", r, job)
+    check(r.returncode == 3, "exit status %d (want 3: workers missing)" % r.returncode, r, job)
+    check(re.search(r"^perftracker: rank 0: missing: its process hosted the job's coordinator", r.stderr, re.M),
+          "stderr does not name rank 0", r, job)
+    report = load_report(r)
+    profiled = {w["rank"] for w in report["workers"] if w["status"] in ("normal", "slow")}
+    for rank in range(4):
+        named = re.search(r"^perftracker: rank %d\b.*: (missing|died|exited)" % rank, r.stderr, re.M)
+        warned = any(w.startswith("rank %d " % rank) for w in report["warnings"])
+        check(rank in profiled or (named and warned), "rank %d is neither profiled nor named (stderr and "
+              "warnings)" % rank, r, job)
+    check(0 not in profiled and worker(report, 0)["status"] == "error", "rank 0: %s" % worker(report, 0), r)
+    check(re.search(r"^perftracker: %d of 4 workers profiled; without a profile: rank 0 \(missing\)"
+                    % len(profiled), r.stderr, re.M), "no closing line naming rank 0", r)
+    print("rank0-lost: " + next(line for line in r.stderr.splitlines() if "rank 0:" in line))
+
+
+def scenario_long_round(job):
+    """A window of 200 steps of 60 ms: the progress line keeps moving through it."""
+    job.start(0, 4)
+    job.wait_ready()
+    r = job.trigger("--wait", "2", "--steps", "200", timeout=400)
+    check(r.returncode == 0, "exit status %d" % r.returncode, r, job)
+    profiled = [int(m) for m in re.findall(r"steps profiled (\d+)/200", r.stderr)]
+    check(len(set(profiled)) >= 3, "the progress did not move through the window: %s" % profiled, r)
+    check(profiled == sorted(profiled), "the progress went backwards: %s" % profiled, r)
+    check(profiled[-1] == 200, "the last line does not show the whole window: %s" % profiled, r)
+    print("long-round: steps profiled %s" % profiled)
+
+
 SCENARIOS = {
     "scale": (1024, scenario_scale, 50),
     "killed": (4, scenario_killed, 20),
@@ -277,6 +407,10 @@ SCENARIOS = {
     "wrong-secret": (2, scenario_wrong_secret, 20),
     "save-master": (4, scenario_save_master, 20),
     "two-nodes": (4, scenario_two_nodes, 20),
+    "no-job": (2, scenario_no_job, 20),
+    "discover": (2, scenario_discover, 20),
+    "rank0-lost": (4, scenario_rank0_lost, 20),
+    "long-round": (4, scenario_long_round, 60),
 }
 
 

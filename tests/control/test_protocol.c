@@ -1,6 +1,7 @@
-/* The control plane's pure parts: SHA-256/HMAC against the published vectors, the frame
- * codec (round trips, partial input, malformed input), the handshake proofs and keys,
- * the environment reader, and the automatic trigger's step statistics. */
+/* The control plane's pure parts: HMAC-SHA256 (nettle's, as auth.c calls it) against the
+ * published RFC 4231 vectors, the frame codec (round trips, partial input, malformed
+ * input), the handshake proofs and keys, job files, the environment reader, and the
+ * automatic trigger's step statistics. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,49 +16,15 @@
 
 #include "control/auth.h"
 #include "control/autotrigger.h"
+#include "control/discover.h"
 #include "control/job_env.h"
+#include "control/jobfile.h"
 #include "control/protocol.h"
-#include "control/sha256.h"
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
 {
     for (size_t i = 0; i < n; i++)
         sprintf(out + 2 * i, "%02x", bytes[i]);
-}
-
-static void assert_sha256(const void *data, size_t n, const char *expected)
-{
-    uint8_t digest[32];
-    char text[65];
-    pt_sha256(data, n, digest);
-    hex(digest, 32, text);
-    assert_string_equal(text, expected);
-}
-
-static void test_sha256_vectors(void **state)
-{
-    (void)state;
-    assert_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    assert_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    assert_sha256(two_blocks, strlen(two_blocks), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    char *million = malloc(1000000);
-    memset(million, 'a', 1000000);
-    assert_sha256(million, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-    /* The same bytes fed in odd-sized pieces give the same digest. */
-    pt_sha256_ctx h;
-    pt_sha256_init(&h);
-    for (size_t off = 0; off < 1000000;) {
-        size_t piece = PT_MIN((size_t)(off % 97 + 1), 1000000 - off);
-        pt_sha256_update(&h, million + off, piece);
-        off += piece;
-    }
-    uint8_t digest[32];
-    char text[65];
-    pt_sha256_final(&h, digest);
-    hex(digest, 32, text);
-    assert_string_equal(text, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-    free(million);
 }
 
 static void assert_hmac(const void *key, size_t key_len, const char *data, const char *expected)
@@ -77,6 +44,18 @@ static void test_hmac_rfc4231(void **state)
     uint8_t key1[20];
     memset(key1, 0x0b, sizeof key1);
     assert_hmac(key1, 20, "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    uint8_t key3[20], data3[51];
+    memset(key3, 0xaa, sizeof key3);
+    memset(data3, 0xdd, 50);
+    data3[50] = '\0';
+    assert_hmac(key3, 20, (const char *)data3, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+    uint8_t key4[25];
+    for (int i = 0; i < 25; i++)
+        key4[i] = (uint8_t)(i + 1);
+    char data4[51];
+    memset(data4, 0xcd, 50);
+    data4[50] = '\0';
+    assert_hmac(key4, 25, data4, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
     assert_hmac("Jefe", 4, "what do ya want for nothing?",
                 "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     uint8_t long_key[131];
@@ -95,6 +74,21 @@ static void test_hmac_rfc4231(void **state)
     pt_hmac_sha256("Jefe", 4, parts, lens, 2, mac);
     hex(mac, 32, text);
     assert_string_equal(text, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+static void test_equal_ct(void **state)
+{
+    (void)state;
+    uint8_t a[32], b[32];
+    memset(a, 7, sizeof a);
+    memcpy(b, a, sizeof b);
+    assert_true(pt_equal_ct(a, b, 32));
+    assert_true(pt_equal_ct(a, b, 0));
+    for (size_t i = 0; i < 32; i += 31) { /* a difference at either end is found */
+        b[i] ^= 0x80;
+        assert_false(pt_equal_ct(a, b, 32));
+        b[i] ^= 0x80;
+    }
 }
 
 /* ---------------------------------------------------------------- codec */
@@ -355,26 +349,35 @@ static void test_job_env_torchrun_and_slurm(void **state)
     assert_string_equal(name, ".._evil_host_3_4711.json");
 }
 
+/* A 4-worker job on 127.0.0.1:master_port whose runtime directory is dir/keys (dir: a
+ * mkdtemp template, filled in). */
+static void job_in_temp_dir(char *dir, char *key_dir, size_t cap, const char *master_port, pt_job_env *env)
+{
+    clear_job_env();
+    assert_non_null(mkdtemp(dir));
+    snprintf(key_dir, cap, "%s/keys", dir);
+    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", master_port, 1);
+    setenv("WORLD_SIZE", "4", 1);
+    pt_error err;
+    assert_int_equal(pt_job_env_read(env, false, &err), 0);
+}
+
 static void test_keys_secret_file_and_key_dir(void **state)
 {
     (void)state;
-    clear_job_env();
-    char dir[] = "/tmp/pt-test-keys-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char key_dir[128];
-    snprintf(key_dir, sizeof key_dir, "%s/keys", dir);
-    setenv("PERFTRACKER_KEY_DIR", key_dir, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", "29500", 1);
-    setenv("WORLD_SIZE", "4", 1);
+    char dir[] = "/tmp/pt-test-keys-XXXXXX", key_dir[128];
     pt_job_env env;
     pt_error err;
-    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    job_in_temp_dir(dir, key_dir, sizeof key_dir, "29500", &env);
 
     /* Without a secret: rank 0 writes a fresh random control key, the CLI reads it. */
     pt_key made, loaded, again;
     assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), -1); /* no file yet */
     assert_int_equal(pt_auth_create_control_key(&env, &made, &err), 0);
+    assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), -1); /* written only once it listens */
+    assert_int_equal(pt_auth_write_key_file(&made, &err), 0);
     assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), 0);
     assert_memory_equal(made.bytes, loaded.bytes, PT_KEY_BYTES);
     char path[1500];
@@ -385,6 +388,7 @@ static void test_keys_secret_file_and_key_dir(void **state)
     assert_int_equal(stat(key_dir, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0700);
     assert_int_equal(pt_auth_create_control_key(&env, &again, &err), 0); /* a restart gets a new key */
+    assert_int_equal(pt_auth_write_key_file(&again, &err), 0);
     assert_false(pt_equal_ct(made.bytes, again.bytes, PT_KEY_BYTES));
     /* A key file others can read is not trusted. */
     chmod(path, 0644);
@@ -417,6 +421,92 @@ static void test_keys_secret_file_and_key_dir(void **state)
 
     unlink(secret_path);
     unlink(path);
+    rmdir(key_dir);
+    rmdir(dir);
+    clear_job_env();
+}
+
+/* A job file says where the job is; a stale one (its process gone: a mismatching start
+ * time stands for a reused pid) is removed with the key file beside it, and a key file
+ * named elsewhere is neither offered nor removed. */
+static void test_job_files_live_and_stale(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pt-test-jobs-XXXXXX", key_dir[128], outside[160];
+    pt_job_env env;
+    pt_error err;
+    job_in_temp_dir(dir, key_dir, sizeof key_dir, "29600", &env);
+    snprintf(outside, sizeof outside, "%s/control-elsewhere-1.key", dir);
+    pt_key key;
+    assert_int_equal(pt_auth_create_control_key(&env, &key, &err), 0);
+    assert_int_equal(pt_auth_write_key_file(&key, &err), 0);
+
+    pt_job_record live, back;
+    pt_job_record_for_self(&live, &env);
+    snprintf(live.connect_host, sizeof live.connect_host, "127.0.0.1");
+    snprintf(live.key_file, sizeof live.key_file, "%s", key.file);
+    snprintf(live.command, sizeof live.command, "python3 train.py\n--evil");
+    assert_int_equal(pt_job_file_write(&live, &err), 0);
+    assert_int_equal(pt_job_file_read(live.file, &back, &err), 0);
+    assert_int_equal(back.pid, getpid());
+    assert_int_equal(back.port, 29601);
+    assert_int_equal(back.master_port, 29600);
+    assert_int_equal(back.world_size, 4);
+    assert_string_equal(back.key_file, key.file);
+    assert_string_equal(back.command, "python3 train.py?--evil"); /* one line, always */
+    assert_true(pt_job_record_alive(&back));
+    struct stat st;
+    assert_int_equal(stat(live.file, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    pt_job_env other = env;
+    other.coordinator_port = 29701;
+    other.master_port = 29700;
+    pt_key stale_key;
+    assert_int_equal(pt_auth_create_control_key(&other, &stale_key, &err), 0);
+    assert_int_equal(pt_auth_write_key_file(&stale_key, &err), 0);
+    pt_job_record stale;
+    pt_job_record_for_self(&stale, &other);
+    stale.start_ticks += 1; /* this pid, but another process's start: gone */
+    snprintf(stale.connect_host, sizeof stale.connect_host, "127.0.0.1");
+    snprintf(stale.key_file, sizeof stale.key_file, "%s", stale_key.file);
+    assert_int_equal(pt_job_file_write(&stale, &err), 0);
+    assert_false(pt_job_record_alive(&stale));
+
+    other.coordinator_port = 29801;
+    other.master_port = 29800;
+    pt_job_record foreign;
+    pt_job_record_for_self(&foreign, &other);
+    snprintf(foreign.connect_host, sizeof foreign.connect_host, "127.0.0.1");
+    snprintf(foreign.key_file, sizeof foreign.key_file, "%s", outside);
+    foreign.start_ticks += 1;
+    assert_int_equal(pt_job_file_write(&foreign, &err), 0);
+    int fd = open(outside, O_CREAT | O_WRONLY, 0600);
+    close(fd);
+
+    pt_job_list jobs;
+    pt_jobs_list(&jobs);
+    assert_int_equal(jobs.count, 1);
+    assert_int_equal(jobs.jobs[0].master_port, 29600);
+    assert_int_equal(jobs.stale_count, 2);
+    assert_true(jobs.stale_removed[0] && jobs.stale_removed[1]);
+    assert_int_equal(access(stale.file, F_OK), -1);
+    assert_int_equal(access(stale_key.file, F_OK), -1);     /* its key, beside it, went too */
+    assert_int_equal(access(outside, F_OK), 0);             /* a path named elsewhere is left alone */
+    assert_int_equal(access(key.file, F_OK), 0);
+    assert_ptr_equal(pt_jobs_find(&jobs, "29600"), &jobs.jobs[0]);
+    assert_ptr_equal(pt_jobs_find(&jobs, "29601"), &jobs.jobs[0]);
+    assert_null(pt_jobs_find(&jobs, "29700"));
+    assert_ptr_equal(pt_jobs_match_env(&jobs, &env), &jobs.jobs[0]);
+    pt_buf lines = PT_BUF_INIT;
+    pt_jobs_explain(&jobs, &lines);
+    assert_non_null(strstr(pt_buf_cstr(&lines), "MASTER_PORT 29700) is no longer running; its files were removed"));
+    pt_buf_free(&lines);
+    pt_job_list_free(&jobs);
+
+    unlink(live.file);
+    unlink(key.file);
+    unlink(outside);
     rmdir(key_dir);
     rmdir(dir);
     clear_job_env();
@@ -503,8 +593,8 @@ static void test_hang_is_five_mean_steps_and_a_floor(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_hmac_rfc4231),
+        cmocka_unit_test(test_equal_ct),
         cmocka_unit_test(test_round_trip_every_field),
         cmocka_unit_test(test_partial_frames_need_more),
         cmocka_unit_test(test_malformed_frames_rejected),
@@ -512,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_proofs_depend_on_key_role_and_nonces),
         cmocka_unit_test(test_job_env_torchrun_and_slurm),
         cmocka_unit_test(test_keys_secret_file_and_key_dir),
+        cmocka_unit_test(test_job_files_live_and_stale),
         cmocka_unit_test(test_slowdown_needs_five_percent),
         cmocka_unit_test(test_noise_raises_the_bar),
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),

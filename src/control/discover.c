@@ -1,0 +1,337 @@
+/* discover.c -- find the running jobs on this machine (discover.h).
+ *
+ * The job files say where each job's coordinator is; a file whose process is gone is
+ * stale, and removed when it is ours (with its key file, but only a key file beside it:
+ * a path read from a file is never trusted further than its own directory). When no job
+ * is found, /proc says why: a process whose environment has RANK and MASTER_PORT is a
+ * worker of a distributed job; the collector's extension in its memory map says whether
+ * perftracker runs in it. Cost: one directory read, and for the explanation one pass over
+ * /proc reading the environ of the processes this user may read (milliseconds); this runs
+ * in the CLI only. */
+#define _GNU_SOURCE
+#include "control/discover.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ENVIRON_MAX (256u << 10)
+
+static bool key_file_beside(const pt_job_record *r)
+{
+    const char *slash = strrchr(r->file, '/');
+    size_t dir_len = slash ? (size_t)(slash - r->file) : 0;
+    const char *name = r->key_file + dir_len + 1;
+    size_t n = strlen(name);
+    return r->key_file[0] && strncmp(r->key_file, r->file, dir_len + 1) == 0 && !strchr(name, '/') &&
+           strncmp(name, "control-", 8) == 0 && n > 12 && strcmp(name + n - 4, ".key") == 0;
+}
+
+static void remove_stale(const pt_job_record *r, bool *removed)
+{
+    *removed = false;
+    if (r->uid != (uint32_t)geteuid())
+        return;
+    if (unlink(r->file) == 0 || errno == ENOENT) {
+        *removed = true;
+        if (key_file_beside(r))
+            unlink(r->key_file);
+    }
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const pt_job_record *x = a, *y = b;
+    return x->started < y->started ? -1 : x->started > y->started ? 1 : strcmp(x->file, y->file);
+}
+
+static void add_file(pt_job_list *l, const char *path, size_t *cap, size_t *stale_cap)
+{
+    pt_job_record r;
+    if (pt_job_file_read(path, &r, NULL) != 0)
+        return;
+    if (!key_file_beside(&r))
+        r.key_file[0] = '\0'; /* a key elsewhere is not this job's to offer */
+    if (pt_job_record_alive(&r)) {
+        PT_GROW(l->jobs, *cap, l->count + 1);
+        l->jobs[l->count++] = r;
+        return;
+    }
+    PT_GROW(l->stale, *stale_cap, l->stale_count + 1);
+    size_t removed_cap = *stale_cap;
+    l->stale_removed = pt_xrealloc(l->stale_removed, removed_cap * sizeof *l->stale_removed);
+    remove_stale(&r, &l->stale_removed[l->stale_count]);
+    l->stale[l->stale_count++] = r;
+}
+
+/* root in the master's shell may trigger a job another user runs: every user's default
+ * runtime directory is read. */
+static bool everyone(void)
+{
+    return geteuid() == 0 && !pt_env_str("PERFTRACKER_KEY_DIR", NULL);
+}
+
+void pt_jobs_list(pt_job_list *out)
+{
+    memset(out, 0, sizeof *out);
+    pt_runtime_dir(out->dir, sizeof out->dir);
+    char pattern[PT_RUNTIME_PATH_MAX + 32];
+    if (everyone())
+        snprintf(pattern, sizeof pattern, "/tmp/perftracker-*/job-*.info");
+    else
+        snprintf(pattern, sizeof pattern, "%s/job-*.info", out->dir);
+    glob_t found;
+    size_t cap = 0, stale_cap = 0;
+    if (glob(pattern, 0, NULL, &found) == 0)
+        for (size_t i = 0; i < found.gl_pathc; i++)
+            add_file(out, found.gl_pathv[i], &cap, &stale_cap);
+    globfree(&found);
+    if (out->count > 1)
+        qsort(out->jobs, out->count, sizeof *out->jobs, by_start);
+}
+
+void pt_job_list_free(pt_job_list *l)
+{
+    free(l->jobs);
+    free(l->stale);
+    free(l->stale_removed);
+    memset(l, 0, sizeof *l);
+}
+
+static int32_t job_id(const pt_job_record *r)
+{
+    return r->master_port > 0 ? r->master_port : (int32_t)r->port;
+}
+
+const pt_job_record *pt_jobs_find(const pt_job_list *l, const char *id)
+{
+    char *end;
+    long long v = strtoll(id, &end, 10);
+    if (*id == '\0' || *end != '\0')
+        return NULL;
+    for (size_t i = 0; i < l->count; i++)
+        if (job_id(&l->jobs[i]) == v)
+            return &l->jobs[i];
+    for (size_t i = 0; i < l->count; i++)
+        if (l->jobs[i].port == v || l->jobs[i].pid == v)
+            return &l->jobs[i];
+    return NULL;
+}
+
+const pt_job_record *pt_jobs_match_env(const pt_job_list *l, const pt_job_env *env)
+{
+    const pt_job_record *match = NULL;
+    for (size_t i = 0; i < l->count; i++) {
+        const pt_job_record *r = &l->jobs[i];
+        bool same = (env->master_port > 0 && r->master_port == env->master_port) ||
+                    (env->coordinator_port && r->port == env->coordinator_port);
+        if (same && match)
+            return NULL; /* the environment does not tell them apart */
+        if (same)
+            match = r;
+    }
+    return match;
+}
+
+static void user_name(uint32_t uid, char *dst, size_t cap)
+{
+    struct passwd pw, *found = NULL;
+    char buf[1024];
+    if (getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &found) == 0 && found)
+        snprintf(dst, cap, "%s", found->pw_name);
+    else
+        snprintf(dst, cap, "%u", (unsigned)uid);
+}
+
+void pt_jobs_format(const pt_job_list *l, pt_buf *out)
+{
+    pt_buf_printf(out, "%-7s %-8s %-10s %-7s %-21s %-19s %s\n", "JOB", "PID", "USER", "WORKERS", "COORDINATOR",
+                  "STARTED", "COMMAND");
+    for (size_t i = 0; i < l->count; i++) {
+        const pt_job_record *r = &l->jobs[i];
+        char user[64], started[32] = "?", where[PT_HOST_MAX + 8];
+        user_name(r->uid, user, sizeof user);
+        time_t t = (time_t)r->started;
+        struct tm tm;
+        if (localtime_r(&t, &tm))
+            strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", &tm);
+        snprintf(where, sizeof where, "%s:%u", r->connect_host, (unsigned)r->port);
+        pt_buf_printf(out, "%-7d %-8lld %-10s %-7d %-21s %-19s %s\n", (int)job_id(r), (long long)r->pid, user,
+                      (int)r->world_size, where, started, r->command[0] ? r->command : "?");
+    }
+}
+
+/* ---------------------------------------------------------------- /proc */
+
+/* Reads a whole small /proc file (environ, maps) into a fresh buffer; NULL when unreadable. */
+static char *read_proc(int64_t pid, const char *what, size_t max, size_t *len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%lld/%s", (long long)pid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    pt_buf b = PT_BUF_INIT;
+    char chunk[16384];
+    ssize_t n;
+    while (b.len < max && (n = read(fd, chunk, sizeof chunk)) > 0)
+        pt_buf_append(&b, chunk, (size_t)n);
+    close(fd);
+    *len = b.len;
+    pt_buf_append(&b, "", 1); /* NUL-terminated for strstr */
+    return pt_buf_take(&b);
+}
+
+static const char *environ_value(const char *env, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t off = 0; off < len; off += strlen(env + off) + 1)
+        if (strncmp(env + off, name, n) == 0 && env[off + n] == '=')
+            return env + off + n + 1;
+    return NULL;
+}
+
+/* Fills p from a process's environment; false when it is not a worker of a job. */
+static bool read_worker(int64_t pid, pt_job_process *p)
+{
+    size_t len = 0;
+    char *env = read_proc(pid, "environ", ENVIRON_MAX, &len);
+    if (!env)
+        return false;
+    const char *rank = environ_value(env, len, "RANK");
+    const char *port = environ_value(env, len, "MASTER_PORT");
+    bool worker = rank && port && *rank && *port;
+    if (worker) {
+        memset(p, 0, sizeof *p);
+        p->pid = pid;
+        p->rank = (int32_t)strtol(rank, NULL, 10);
+        p->master_port = (int32_t)strtol(port, NULL, 10);
+        const char *agent = environ_value(env, len, "PERFTRACKER_AGENT");
+        p->agent_disabled = agent && strcmp(agent, "0") == 0;
+        const char *dir = environ_value(env, len, "PERFTRACKER_KEY_DIR");
+        if (dir && *dir)
+            snprintf(p->key_dir, sizeof p->key_dir, "%s", dir);
+    }
+    free(env);
+    if (!worker)
+        return false;
+    char *maps = read_proc(pid, "maps", 64u << 20, &len);
+    p->has_collector = maps && strstr(maps, "/_perftracker") != NULL;
+    free(maps);
+    pt_process_command(pid, p->command, sizeof p->command);
+    return true;
+}
+
+size_t pt_jobs_scan_processes(const pt_job_list *l, pt_job_process **out)
+{
+    *out = NULL;
+    size_t count = 0, cap = 0;
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return 0;
+    int64_t self = (int64_t)getpid();
+    struct dirent *de;
+    while ((de = readdir(proc)) != NULL) {
+        char *end;
+        long long pid = strtoll(de->d_name, &end, 10);
+        pt_job_process p;
+        if (*end || pid <= 0 || pid == self || !read_worker(pid, &p))
+            continue;
+        if (!p.key_dir[0]) { /* its default: /tmp/perftracker-<its uid> */
+            char path[64];
+            struct stat st;
+            snprintf(path, sizeof path, "/proc/%lld", pid);
+            if (stat(path, &st) == 0)
+                snprintf(p.key_dir, sizeof p.key_dir, "/tmp/perftracker-%u", (unsigned)st.st_uid);
+        }
+        size_t same = count;
+        for (size_t i = 0; i < count; i++)
+            if ((*out)[i].master_port == p.master_port)
+                same = i;
+        if (same < count && (*out)[same].rank <= p.rank)
+            continue; /* one process per job: the lowest rank */
+        if (same == count) {
+            PT_GROW(*out, cap, count + 1);
+            count++;
+        }
+        (*out)[same] = p;
+    }
+    closedir(proc);
+    for (size_t i = 0; i < count; i++)
+        for (size_t k = 0; k < l->count; k++)
+            if (l->jobs[k].pid == (*out)[i].pid || l->jobs[k].master_port == (*out)[i].master_port)
+                (*out)[i].registered = true;
+    return count;
+}
+
+/* Where this build's collector package is, for the PYTHONPATH hint: <bin>/../python. */
+static void collector_path_hint(char *dst, size_t cap)
+{
+    dst[0] = '\0';
+    char exe[PT_RUNTIME_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    char probe[PT_RUNTIME_PATH_MAX + 64];
+    snprintf(probe, sizeof probe, "%s/python/perftracker/__init__.py", exe);
+    if (access(probe, R_OK) == 0)
+        snprintf(dst, cap, "%.1300s/python", exe);
+}
+
+static void explain_process(const pt_job_process *p, const pt_job_list *l, pt_buf *out)
+{
+    pt_buf_printf(out, "pid %lld (%s) is rank %d of a job with MASTER_PORT %d ", (long long)p->pid,
+                  p->command[0] ? p->command : "?", (int)p->rank, (int)p->master_port);
+    if (!p->has_collector) {
+        char hint[PT_RUNTIME_PATH_MAX];
+        collector_path_hint(hint, sizeof hint);
+        pt_buf_printf(out, "that runs without the perftracker collector: its training script did not load it. Is "
+                           "perftracker importable there (%s%s%s) and is PerfTracker() constructed?\n",
+                      hint[0] ? "PYTHONPATH=" : "installed, or PYTHONPATH=<build>/python", hint,
+                      hint[0] ? ", for this build" : "");
+    } else if (p->agent_disabled) {
+        pt_buf_puts(out, "that runs the collector with PERFTRACKER_AGENT=0, which turns the control plane off\n");
+    } else if (p->rank != 0) {
+        pt_buf_puts(out, "whose rank 0 is not on this machine (or not readable by this user): run this in rank "
+                         "0's container as the job's user\n");
+    } else if (strcmp(p->key_dir, l->dir) != 0 && !everyone()) {
+        pt_buf_printf(out, "that registers in %s, not in %s where this shell looks: run this as the job's user "
+                           "with the job's PERFTRACKER_KEY_DIR\n", p->key_dir, l->dir);
+    } else {
+        pt_buf_puts(out, "that runs the collector but has not registered: if it just started, try again in a few "
+                         "seconds; otherwise its log says why its coordinator did not start "
+                         "(\"perftracker[coordinator]: ...\")\n");
+    }
+}
+
+void pt_jobs_explain(const pt_job_list *l, pt_buf *out)
+{
+    for (size_t i = 0; i < l->stale_count; i++) {
+        const pt_job_record *r = &l->stale[i];
+        pt_buf_printf(out, "the job that registered in %s (pid %lld, MASTER_PORT %d) is no longer running%s\n",
+                      r->file, (long long)r->pid, (int)r->master_port,
+                      l->stale_removed[i] ? "; its files were removed" : "");
+    }
+    pt_job_process *procs;
+    size_t n = pt_jobs_scan_processes(l, &procs);
+    for (size_t i = 0; i < n; i++)
+        if (!procs[i].registered)
+            explain_process(&procs[i], l, out);
+    free(procs);
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The trigger on a machine as a new user finds it: a private /tmp, /proc and network (Linux
+namespaces), so nothing another test or job left behind -- and no variable of ours -- helps.
+
+    test_fresh_machine.py PERFTRACKER FAKE_WORKERS REPO BUILD_DIR {readme|shared-output}
+
+readme: the commands of README.md's "Use" section (the block that runs the seed's example
+job), word for word from the repository root, in a shell with no MASTER_ADDR, MASTER_PORT
+or PERFTRACKER_* variable. `make` is skipped (this build is the one under test, mounted
+as build/); the trigger is re-run while it says the job is still starting, as a person
+would. The report must exist under /tmp/perftracker/output and name rank 3's sleep.
+shared-output: /tmp/perftracker/output belongs to another user. A job and the trigger of a
+second, unprivileged user: the trigger says what it does instead and writes its report in
+that user's own /tmp/perftracker-<uid>/output; the collector's own default does the same.
+
+Needs root, unshare and iproute2 (to make the namespaces and act as two users); skips
+(exit 77) without them."""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+SKIP = 77
+TORCH_PYTHON = "/usr/bin/python3"
+OWNER_UID, USER_UID = 64001, 64002  # the folder's owner, and the user who triggers
+CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(SKIP)
+
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def enter_namespaces():
+    """Re-runs this script as pid 1 of fresh mount, pid and network namespaces."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        skip("needs root, unshare and iproute2 for private namespaces")
+    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--net", "--mount-proc", "true"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        skip("cannot create namespaces here: %s" % probe.stderr.decode().strip())
+    env = dict(os.environ, PT_FRESH_INSIDE="1")
+    return subprocess.run(["unshare", "--mount", "--pid", "--fork", "--net", "--mount-proc", sys.executable,
+                           os.path.abspath(__file__), *sys.argv[1:]], env=env).returncode
+
+
+def fresh_machine(repo, build):
+    """Returns where the build under test is now: REPO/build, which the README names (bound
+    there first, in case the build itself lives under the /tmp about to be hidden)."""
+    sh("ip", "link", "set", "lo", "up")
+    sh("mount", "--make-rprivate", "/")
+    here = os.path.join(repo, "build")
+    if os.path.realpath(build) != os.path.realpath(here):
+        os.makedirs(here, exist_ok=True)
+        sh("mount", "--bind", build, here)
+    sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    return here
+
+
+def readme_block(repo):
+    """The fenced block of README.md's "Use" section that runs the example job."""
+    text = open(os.path.join(repo, "README.md")).read()
+    use = re.search(r"^## Use\n(.*?)^## ", text, re.M | re.S)
+    assert use, "README.md has no '## Use' section"
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", use.group(1), re.M | re.S)
+    block = next((b for b in blocks if "demo-job.py" in b), None)
+    assert block, "the Use section has no block running scripts/demo-job.py"
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def run_line(line, repo, retry_while=None, deadline=None):
+    while True:
+        r = subprocess.run(["bash", "-c", line], cwd=repo, env=CLEAN_ENV, capture_output=True, text=True,
+                           timeout=600)
+        print("$ %s\n  exit %d\n%s%s" % (line, r.returncode, r.stdout[-1500:], r.stderr[-1500:]))
+        if not retry_while or retry_while not in r.stdout + r.stderr or time.time() > deadline:
+            return r
+        time.sleep(2)
+
+
+def scenario_readme(cli, fake, repo, build):
+    lines = readme_block(repo)
+    job = [line for line in lines if line.split("#")[0].rstrip().endswith("&")]
+    assert len(job) == 1, "the block should start exactly one job in the background: %s" % lines
+    deadline = time.time() + 240
+    results = []
+    for line in lines:
+        if line.startswith("make"):
+            continue  # the build under test
+        if line in job:
+            subprocess.run(["bash", "-c", line], cwd=repo, env=CLEAN_ENV)
+            continue
+        # Someone who sees "no running job" right after starting the job waits and retries.
+        results.append((line, run_line(line, repo, "no running job", deadline)))
+    trigger = next(r for line, r in results if "--trigger-on" in line)
+    assert trigger.returncode == 0, "the README's trigger exited %d" % trigger.returncode
+    listing = next(r for line, r in results if line.split("#")[0].split()[-1] == "jobs")
+    assert "demo-job.py" in listing.stdout, "`perftracker jobs` did not list the job"
+    reports = glob.glob("/tmp/perftracker/output/*/report.json")
+    assert len(reports) == 1, "reports: %s" % reports
+    report = json.load(open(reports[0]))
+    assert report["job"]["workers_analyzed"] == 4, report["job"]
+    top = report["diagnosis"]["findings"][0]
+    assert 3 in top["workers"] and "sleep" in top["function"], json.dumps(top, indent=1)
+    print("readme: ok; %s" % top["summary"])
+
+
+def as_user(uid):
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+
+
+def scenario_shared_output(cli, fake, repo, build):
+    shared = "/tmp/perftracker/output"
+    os.makedirs(shared)
+    for path in ("/tmp/perftracker", shared):
+        os.chown(path, OWNER_UID, OWNER_UID)
+        os.chmod(path, 0o755)
+    own = "/tmp/perftracker-%d" % USER_UID
+    job_env = dict(CLEAN_ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    job = subprocess.Popen(as_user(USER_UID) + [fake, "--world", "2", "--first", "0", "--count", "2", "--step-ms",
+                                                 "20", "--seconds", "300"],
+                           env=job_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = job.stdout.readline()
+        assert line.startswith("ready"), "the job did not start: %s" % job.stderr.read()
+        r = subprocess.run(as_user(USER_UID) + [cli, "--trigger-on", "--auto-analyze", "--wait", "1"],
+                           env=CLEAN_ENV, capture_output=True, text=True, timeout=300)
+        print(r.stderr)
+        assert r.returncode == 0, "the trigger exited %d" % r.returncode
+        said = "%s belongs to another user (uid %d) and this one (uid %d) cannot write there; writing to " \
+               "%s/output instead" % (shared, OWNER_UID, USER_UID, own)
+        assert said in r.stderr, "the trigger did not say what it did"
+        reports = glob.glob(own + "/output/*/report.json")
+        assert len(reports) == 1 and os.stat(reports[0]).st_uid == USER_UID, "reports: %s" % reports
+        assert os.stat(own).st_mode & 0o777 == 0o700, "%s is not private" % own
+        assert os.listdir(shared) == [], "something was written into the other user's folder"
+    finally:
+        job.terminate()
+        job.wait(timeout=30)
+
+    # The collector's own default (PerfTracker(wait=..., steps=...) without output_dir).
+    script = ("from perftracker import PerfTracker, wait_idle\n"
+              "t = PerfTracker(wait=0, steps=1)\n"
+              "for _ in range(3):\n    t.step()\n"
+              "assert wait_idle(120)\n")
+    env = dict(CLEAN_ENV, PYTHONPATH=os.path.join(build, "python"), PERFTRACKER_AGENT="0", PERFTRACKER_GPU="0")
+    r = subprocess.run(as_user(USER_UID) + [TORCH_PYTHON, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=300)
+    print(r.stderr)
+    assert r.returncode == 0, "the collector script failed"
+    assert "%s is not writable by this user; writing to %s/output instead" % (shared, own) in r.stderr, \
+        "the collector did not say where its output went"
+    assert glob.glob(own + "/output/*.ptrace"), "no raw trace in %s/output: %s" % (own, os.listdir(own + "/output"))
+    print("shared-output: ok")
+
+
+SCENARIOS = {"readme": scenario_readme, "shared-output": scenario_shared_output}
+
+
+def main():
+    if len(sys.argv) != 6 or sys.argv[5] not in SCENARIOS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cli, fake, repo, build = (os.path.abspath(a) for a in sys.argv[1:5])
+    if not os.environ.get("PT_FRESH_INSIDE"):
+        return enter_namespaces()
+    if sys.argv[5] == "readme" and subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
+                                                  capture_output=True).returncode != 0:
+        skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
+    here = fresh_machine(repo, build)
+    cli, fake = (os.path.join(here, os.path.relpath(p, build)) for p in (cli, fake))
+    SCENARIOS[sys.argv[5]](cli, fake, repo, here)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""What the offline commands say and how they exit, through the real CLI (issue 11).
+
+usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
+
+  analyze_one_rank      one rank's traces of a 4-rank job: exit 0, the absent ranks a note
+  analyze_hang          a hang verdict: exit 3, and stderr says why
+  synth_bad_fault       --fault bogus names --fault and lists the kinds; exit 2
+  without_o             summarize and export say that -o is missing; exit 2
+  display_outer_folder  `display OUT` suggests OUT/PerfDisplay; exit 1
+  unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
+                        naming the path, and nothing said about the input (a FIFO, which
+                        reading would either refuse or block on): it was not read first
+Each case prints one line; the script fails if any case does."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+CLI = os.environ.get("PT_CLI", "perftracker")
+CASES = {}
+TIMEOUT_S = 120
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def run(*args, timeout=TIMEOUT_S):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def synth(work, name, *args):
+    out = os.path.join(work, name)
+    if not os.path.exists(os.path.join(out, "expected.json")):
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run([CLI, "synth", "-n", "4", "--steps", "3", "--layers", "2", "--quiet", *args, "-o", out],
+                       check=True, capture_output=True)
+    return out
+
+
+def expect(cond, what, problems):
+    if not cond:
+        problems.append(what)
+
+
+@case
+def analyze_one_rank(work, problems):
+    job = synth(work, "healthy")
+    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "one-out"), os.path.join(job, "node0_1_10001.json"))
+    expect(rc == 0, f"exit {rc}, expected 0 (ranks not given are not a failure): {err[-400:]}", problems)
+    notes = [line for line in err.splitlines() if line.startswith("perftracker: note: 3 ranks of the job")]
+    expect(notes, f"no note about the ranks not given: {err[-400:]}", problems)
+    expect("warning: 3 ranks" not in err, "the ranks not given are still a warning", problems)
+    report = json.load(open(os.path.join(work, "one-out", "report.json")))
+    expect(report["job"]["missing_ranks"] == [0, 2, 3], f"missing_ranks {report['job']['missing_ranks']}", problems)
+    return notes[0] if notes else ""
+
+
+@case
+def analyze_hang(work, problems):
+    job = synth(work, "hang", "--fault", "hang")
+    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "hang-out"), job)
+    report = json.load(open(os.path.join(work, "hang-out", "report.json")))
+    expect(report["diagnosis"]["verdict"] == "hang", f"verdict {report['diagnosis']['verdict']}", problems)
+    expect(rc == 3, f"exit {rc} on a hang verdict, expected 3", problems)
+    lines = [line for line in err.splitlines() if "verdict is a hang" in line]
+    expect(lines, f"stderr does not say why the exit is 3: {err[-300:]}", problems)
+    return lines[0] if lines else ""
+
+
+@case
+def synth_bad_fault(work, problems):
+    rc, _, err = run("synth", "--fault", "bogus", "-o", os.path.join(work, "never"))
+    expect(rc == 2, f"exit {rc}, expected 2", problems)
+    line = err.strip().splitlines()[0] if err.strip() else ""
+    expect("'bogus' for option --fault" in line, f"the option is not named: {line!r}", problems)
+    expect("slow_gpu" in line and "hang" in line, f"the kinds are not listed: {line!r}", problems)
+    return line
+
+
+@case
+def without_o(work, problems):
+    """summarize and export: the reason comes before the usage text."""
+    trace = os.path.join(synth(work, "healthy"), "node0_0_10000.json")
+    said = []
+    for command, reason in (("summarize", "-o SUMMARY is missing"), ("export", "-o OUT is missing")):
+        rc, _, err = run(command, trace)
+        expect(rc == 2, f"{command}: exit {rc}, expected 2", problems)
+        line = err.splitlines()[0] if err else ""
+        expect(reason in line, f"{command}: no reason before the usage: {line!r}", problems)
+        said.append(line)
+    return " / ".join(said)
+
+
+@case
+def display_outer_folder(work, problems):
+    out = os.path.join(work, "display-out")
+    run("analyze", "-q", "-o", out, synth(work, "healthy"))
+    rc, _, err = run("display", "--port", "0", out, timeout=30)
+    expect(rc == 1, f"exit {rc}, expected 1", problems)
+    inner = os.path.join(out, "PerfDisplay")
+    lines = [line for line in err.splitlines() if f"run perftracker display {inner}" in line]
+    expect(lines, f"no suggestion of {inner}: {err[-300:]}", problems)
+    return lines[0] if lines else ""
+
+
+@case
+def unwritable_output(work, problems):
+    fifo = os.path.join(work, "blocks-its-reader.json")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    blocker = os.path.join(work, "a-file")
+    with open(blocker, "w") as f:
+        f.write("not a directory\n")
+    said = []
+    for args in (["analyze", "-o", os.path.join(blocker, "out"), fifo],
+                 ["summarize", fifo, "-o", os.path.join(blocker, "x.ptsum")]):
+        try:
+            rc, _, err = run(*args, timeout=60)
+        except subprocess.TimeoutExpired:
+            problems.append(f"{args[0]}: read its input before finding that -o cannot be written (still blocked "
+                            "on the FIFO after 60 s)")
+            continue
+        expect(rc == 1, f"{args[0]}: exit {rc}, expected 1", problems)
+        lines = [line for line in err.splitlines() if blocker in line]
+        expect(lines, f"{args[0]}: no stderr line names {blocker}: {err[-300:]}", problems)
+        expect(fifo not in err, f"{args[0]}: the input was read before -o was checked: {err[-300:]}", problems)
+        said += lines[:1]
+    return " / ".join(said)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    work = os.path.abspath(sys.argv[1])
+    os.makedirs(work, exist_ok=True)
+    failed = 0
+    for name, fn in CASES.items():
+        problems = []
+        try:
+            said = fn(work, problems)
+        except Exception as e:  # a case that crashes is a failure, the others still run
+            problems.append(f"{type(e).__name__}: {e}")
+            said = ""
+        if problems:
+            failed += 1
+            print(f"FAIL {name}: " + "; ".join(problems))
+        else:
+            print(f"ok   {name}: {said}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -685,14 +685,15 @@ static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
     (void)self;
     static char *keywords[] = {"cli_path", "summary_dir", "sample_period_us", "gpm_period_ms", "gpu",
                                "cupti_libs", "gpu_uuid", "gpu_index", "max_events", "max_gpu_events",
-                               "max_samples", "prefixes", "identity", "agent", "auto_trigger", "quiet", NULL};
+                               "max_samples", "prefixes", "identity", "agent", "auto_trigger", "quiet",
+                               "cuda_api_count", NULL};
     const char *cli = "", *summary_dir = "", *uuid = "";
-    int period = 100, gpm_ms = 100, gpu = 1, gpu_index = -1, agent = 1, auto_trigger = 0, quiet = 0;
+    int period = 100, gpm_ms = 100, gpu = 1, gpu_index = -1, agent = 1, auto_trigger = 0, quiet = 0, api_count = 1;
     Py_ssize_t max_events = 4 << 20, max_gpu = 1 << 20, max_samples = 2 << 20;
     PyObject *libs = NULL, *prefixes = NULL, *identity = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ssiipOsinnnOOppp", keywords, &cli, &summary_dir, &period, &gpm_ms,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ssiipOsinnnOOpppp", keywords, &cli, &summary_dir, &period, &gpm_ms,
                                      &gpu, &libs, &uuid, &gpu_index, &max_events, &max_gpu, &max_samples, &prefixes,
-                                     &identity, &agent, &auto_trigger, &quiet))
+                                     &identity, &agent, &auto_trigger, &quiet, &api_count))
         return NULL;
     if (M.started)
         Py_RETURN_FALSE;
@@ -710,6 +711,7 @@ static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
     cfg.gpm_period_ms = gpm_ms;
     cfg.gpu = gpu != 0;
     cfg.cupti_libs = (const char *const *)M.cupti_libs;
+    cfg.count_api_calls = api_count != 0;
     snprintf(cfg.gpu_uuid, sizeof cfg.gpu_uuid, "%s", uuid);
     cfg.gpu_index = gpu_index;
     snprintf(cfg.cli_path, sizeof cfg.cli_path, "%s", cli);
@@ -755,14 +757,17 @@ static PyObject *mod_stats(PyObject *self, PyObject *unused)
     pt_collector_stats_get(&s);
     int64_t steps, last, mean;
     pt_collector_status(&steps, &last, &mean);
-    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:O,s:L,s:O,s:O}", "steps_done",
+    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:d,s:K,s:K,s:O,s:L,s:O,s:O}",
+                         "steps_done",
                          (long long)s.steps_done, "windows_done", (long long)s.windows_done, "windows_failed",
                          (long long)s.windows_failed, "last_status", s.last_status, "last_trace", s.last_trace,
                          "last_summary", s.last_summary, "last_error", s.last_error, "last_dropped",
                          (unsigned long long)s.last_dropped, "last_cpu_records",
                          (unsigned long long)s.last_cpu_records, "last_gpu_records",
                          (unsigned long long)s.last_gpu_records, "last_samples", (unsigned long long)s.last_samples,
-                         "last_sample_period_us", s.last_sample_period_us, "busy", s.busy ? Py_True : Py_False,
+                         "last_sample_period_us", s.last_sample_period_us, "last_sampler_cpu_pct",
+                         s.last_sampler_cpu_pct, "last_api_recorded", (unsigned long long)s.last_api_recorded,
+                         "last_api_counted", (unsigned long long)s.last_api_counted, "busy", s.busy ? Py_True : Py_False,
                          "mean_step_ns", (long long)mean, "agent", M.agent_running ? Py_True : Py_False,
                          "cupti_compiled", pt_cupti_compiled() ? Py_True : Py_False);
 }

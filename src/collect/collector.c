@@ -437,6 +437,7 @@ static void record_result(const pt_window *w, const window_result *res)
     s->last_samples = w->sample_count;
     s->last_sample_period_us = w->sample_period_us;
     s->last_sampler_cpu_pct = w->sampler_cpu_pct;
+    snprintf(s->last_sampler_reads, sizeof s->last_sampler_reads, "%s", w->sampler_reads);
     s->last_api_recorded = w->api_recorded;
     s->last_api_counted = w->api_counted;
     C.busy = false;

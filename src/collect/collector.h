@@ -56,6 +56,7 @@ typedef struct pt_collector_stats {
     uint64_t last_samples;
     int32_t last_sample_period_us;
     double last_sampler_cpu_pct;   /* the sampler thread's CPU time / its wall time, % of a core */
+    char last_sampler_reads[256];  /* mean cost and count of each kind of sampler read */
     uint64_t last_api_recorded;    /* CUDA API calls recorded / only counted */
     uint64_t last_api_counted;
     bool busy;                     /* a window is armed, open or being written */

@@ -1097,7 +1097,7 @@ static PyObject *mod_stats(PyObject *self, PyObject *unused)
     pt_collector_stats_get(&s);
     int64_t steps, last, mean;
     pt_collector_status(&steps, &last, &mean);
-    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:d,s:K,s:K,s:O,s:L,s:O,s:O}",
+    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:d,s:s,s:K,s:K,s:O,s:L,s:O,s:O}",
                          "steps_done",
                          (long long)s.steps_done, "windows_done", (long long)s.windows_done, "windows_failed",
                          (long long)s.windows_failed, "last_status", s.last_status, "last_trace", s.last_trace,
@@ -1106,7 +1106,7 @@ static PyObject *mod_stats(PyObject *self, PyObject *unused)
                          (unsigned long long)s.last_cpu_records, "last_gpu_records",
                          (unsigned long long)s.last_gpu_records, "last_samples", (unsigned long long)s.last_samples,
                          "last_sample_period_us", s.last_sample_period_us, "last_sampler_cpu_pct",
-                         s.last_sampler_cpu_pct, "last_api_recorded", (unsigned long long)s.last_api_recorded,
+                         s.last_sampler_cpu_pct, "last_sampler_reads", s.last_sampler_reads, "last_api_recorded", (unsigned long long)s.last_api_recorded,
                          "last_api_counted", (unsigned long long)s.last_api_counted, "busy", s.busy ? Py_True : Py_False,
                          "mean_step_ns", (long long)mean, "agent", M.agent_running ? Py_True : Py_False,
                          "cupti_compiled", pt_cupti_compiled() ? Py_True : Py_False);

@@ -333,12 +333,18 @@ static void report(pt_sampler *s)
         pt_window_fact_int(w, "hw_sampler_cpu_ns", s->cpu_ns);
         pt_window_fact_int(w, "hw_sampler_wall_ns", wall);
     }
+    size_t used = 0;
     for (int k = 0; k < COST_COUNT; k++) {
         if (!s->reads[k])
             continue;
         char key[64];
         snprintf(key, sizeof key, "hw_read_ns.%s", cost_names[k]);
         pt_window_fact_int(w, key, s->cost_ns[k] / s->reads[k]);
+        int n = snprintf(w->sampler_reads + used, sizeof w->sampler_reads - used, "%s%s %.1f us x %lld",
+                         used ? ", " : "", cost_names[k], (double)s->cost_ns[k] / (double)s->reads[k] / 1000.0,
+                         (long long)s->reads[k]);
+        if (n > 0)
+            used = PT_MIN(used + (size_t)n, sizeof w->sampler_reads - 1);
     }
     bool polled = s->cfg.nvml && (~pt_nvml_buffered(s->cfg.nvml) & ((1u << PT_NVML_FAST) - 1));
     if (polled && w->sample_period_us > 2 * s->cfg.period_us)

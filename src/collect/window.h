@@ -100,6 +100,7 @@ typedef struct pt_window {
     uint64_t samples_dropped;
     int32_t sample_period_us;      /* achieved, -1 when not sampled */
     double sampler_cpu_pct;        /* the sampler thread's CPU share of one core, -1 when not sampled */
+    char sampler_reads[256];       /* what each kind of read cost: "nvml_buffered 40 us x 300, ..." */
 
     pthread_mutex_t warn_lock;
     char warnings[PT_MAX_WARNINGS][256];

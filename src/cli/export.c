@@ -1,8 +1,10 @@
 /* export.c -- `perftracker export TRACE -o OUT.json[.gz]`: any trace perftracker reads
  * (its native raw trace above all) as Chrome/Perfetto JSON, for Perfetto UI or
  * chrome://tracing. The reader streams straight into the Kineto writer, so a trace of any
- * size is converted in constant memory. */
+ * size is converted in constant memory (plus each distinct kernel name: mangled ones are
+ * demangled, once each, as Kineto writes them). */
 #include "cli/cli.h"
+#include "summarize/demangle.h"
 #include "trace/kineto_writer.h"
 #include "trace/reader.h"
 
@@ -23,6 +25,8 @@ typedef struct export_state {
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
     bool meta_given;
     uint64_t events;
+    pt_demangler demangler;
+    pt_strtab kernel_names;
 } export_state;
 
 /* The raw trace's facts come before its events, so the writer gets the process id and
@@ -35,6 +39,13 @@ static int on_event(void *ctx, const pt_event *ev)
         s->meta_given = true;
     }
     s->events++;
+    if (ev->kind == PT_EVENT_GPU_KERNEL && pt_is_mangled(ev->name, ev->name_len)) {
+        uint32_t id = pt_demangler_intern(&s->demangler, &s->kernel_names, ev->name, ev->name_len);
+        pt_event shown = *ev;
+        shown.name = pt_strtab_get(&s->kernel_names, id);
+        shown.name_len = pt_strtab_len(&s->kernel_names, id);
+        return pt_kineto_writer_event(s->writer, &shown);
+    }
     return pt_kineto_writer_event(s->writer, ev);
 }
 
@@ -77,8 +88,13 @@ int cmd_export(int argc, char **argv)
     pt_trace_meta meta;
     pt_trace_meta_init(&meta);
     export_state s = {w, &meta, false, 0};
+    pt_demangler_init(&s.demangler);
+    pt_strtab_init(&s.kernel_names);
     pt_trace_sink sink = {&s, on_event, on_warning};
-    if (pt_trace_read(input, &sink, &meta, NULL, &err) != 0) {
+    int rc = pt_trace_read(input, &sink, &meta, NULL, &err);
+    pt_demangler_free(&s.demangler);
+    pt_strtab_free(&s.kernel_names);
+    if (rc != 0) {
         fprintf(stderr, "perftracker: %s: %s\n", input, err.message);
         pt_kineto_writer_discard(w); /* a half-read trace must not look like a whole one */
         return PT_EXIT_FAILURE;

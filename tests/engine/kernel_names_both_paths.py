@@ -4,11 +4,12 @@ names) and once by perftracker's collector (native_healthy, the linkage names CU
 reports). Summarized, every compute kernel key (name + grid + block) the native trace
 keeps must be a key of the Kineto trace, with no mangled name left. (The summaries may
 keep different small kernels: two runs, each summary capped to the kernels that matter.)"""
+import gzip
 import json
 import os
 import sys
 
-from engine_common import TRACES, require_traces, run
+from engine_common import TRACES, TempDir, require_traces, run
 
 
 def kernel_keys(path):
@@ -32,6 +33,16 @@ def main():
     if only_native:
         sys.exit(f"FAIL: {len(only_native)} of {len(ours)} native kernel keys are not in the Kineto trace, e.g. "
                  f"{only_native[0][:200]}")
+    # `perftracker export` shows the same names as Kineto too.
+    with TempDir() as tmp:
+        exported = os.path.join(tmp, "native.json")
+        run("export", native, "-o", exported)
+        with open(exported) as f:
+            names = {e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+    with gzip.open(kineto, "rt") as f:
+        kineto_names = {e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+    if not names or not names <= kineto_names:
+        sys.exit(f"FAIL: exported kernel names not in the Kineto trace, e.g. {sorted(names - kineto_names)[:1]}")
     print(f"PASS: all {len(ours)} kernel keys of {os.path.basename(native)} are keys of {os.path.basename(kineto)} "
           f"({len(theirs)} keys)")
 

@@ -79,20 +79,20 @@ def run_plain():
     return timed(workload), 0
 
 
-def run_null_hook():
-    t0 = clock()
-    _perftracker._null_profile(True)
-    workload()
-    _perftracker._null_profile(False)
-    return clock() - t0, 0
+def null_hook_runner(switch):
+    """The workload under a do-nothing hook that switch(True) installs and switch(False)
+    removes."""
+    def run():
+        t0 = clock()
+        switch(True)
+        workload()
+        switch(False)
+        return clock() - t0, 0
+    return run
 
 
-def run_null_monitoring():
-    t0 = clock()
-    _perftracker._null_monitoring(True)
-    workload()
-    _perftracker._null_monitoring(False)
-    return clock() - t0, 0
+run_null_hook = null_hook_runner(_perftracker._null_profile)
+run_null_monitoring = null_hook_runner(lambda on: _perftracker._null_monitoring(on))
 
 
 def run_perftracker(tracer, outdir):

@@ -74,23 +74,17 @@ typedef struct call {
 
 #ifdef PT_HAVE_CUPTI
 /* Through the real CUPTI callback, with the structs CUPTI passes. */
-static void enter(pt_api_recorder *r, call *c)
+static void callback(pt_api_recorder *r, call *c, CUpti_ApiCallbackSite site)
 {
     CUpti_CallbackData data;
     memset(&data, 0, sizeof data);
-    data.callbackSite = CUPTI_API_ENTER;
+    data.callbackSite = site;
     data.correlationData = &c->correlation;
     pt_cupti_api_callback(r, c->domain ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, c->cbid, &data);
 }
 
-static void leave(pt_api_recorder *r, call *c)
-{
-    CUpti_CallbackData data;
-    memset(&data, 0, sizeof data);
-    data.callbackSite = CUPTI_API_EXIT;
-    data.correlationData = &c->correlation;
-    pt_cupti_api_callback(r, c->domain ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, c->cbid, &data);
-}
+static void enter(pt_api_recorder *r, call *c) { callback(r, c, CUPTI_API_ENTER); }
+static void leave(pt_api_recorder *r, call *c) { callback(r, c, CUPTI_API_EXIT); }
 #else
 static void enter(pt_api_recorder *r, call *c) { pt_api_enter(r, c->domain, c->cbid, &c->correlation); }
 static void leave(pt_api_recorder *r, call *c) { pt_api_exit(r, c->domain, c->cbid, &c->correlation); }

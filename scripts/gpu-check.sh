@@ -151,6 +151,8 @@ for name in files:
                                                           "cudaGetLastError", "cuKernelGetName", "cuCtxGetCurrent")))
     checks = [("kernels", cats.get("kernel", 0) > 0), ("memcpy", cats.get("gpu_memcpy", 0) > 0),
               ("kernel-launch runtime calls", runtime > 0), ("NVML samples", len(gpu_metrics) > 0),
+              ("NVML utilization/clock/power (the driver's buffered samples)",
+               any(m.endswith((".util", ".sm_clock_mhz", ".power_w")) for m in gpu_metrics)),
               ("only kept API calls recorded %s" % (unkept or ""), not unkept)]
     for what, good in checks:
         bad += not good

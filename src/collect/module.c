@@ -812,11 +812,12 @@ static void end_window(void)
 {
     pt_window *w = pt_collector_window();
 #ifdef PT_MONITORING
-    monitoring_stop();
-#endif
+    monitoring_stop(); /* threading's and sys.setprofile's hooks were never touched */
+#else
     uninstall_all();
     set_threading_hook(M.saved_thread_hook, NULL);
     Py_CLEAR(M.saved_thread_hook);
+#endif
     pt_window_close_threads(w);
     release_held();
     pt_collector_end_window();
@@ -1169,10 +1170,11 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused)
     if (pt_collector_window()) {
 #ifdef PT_MONITORING
         monitoring_stop();
-#endif
+#else
         PyEval_SetProfile(NULL, NULL);
         set_threading_hook(M.saved_thread_hook, NULL);
         Py_CLEAR(M.saved_thread_hook);
+#endif
         M.held_count = 0; /* the references belong to the parent's window: leaked, not released */
     }
     pt_collector_after_fork_child();

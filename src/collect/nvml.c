@@ -175,16 +175,28 @@ static void setup_gpm(pt_nvml *n)
 }
 
 /* A metric is buffered when the driver answers for its sample type (NOT_FOUND only
- * means no sample is newer than the time asked). */
+ * means no sample is newer than the time asked) and stamps its samples with the wall
+ * clock in microseconds, as NVML documents; a buffer whose newest sample is more than a
+ * minute away from now is not trusted, and that metric is polled instead. */
 static void setup_buffered(pt_nvml *n)
 {
     if (!n->api.samples)
         return;
     for (int i = 0; i < PT_NVML_FAST; i++) {
         int type = 0;
-        unsigned int count = 0;
-        nvmlReturn_t rc = n->api.samples(n->device, fast_sampling[i], 0, &type, &count, NULL);
-        if ((rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_FOUND) && count <= MAX_BUFFERED)
+        unsigned int count = MAX_BUFFERED;
+        nvmlReturn_t rc = n->api.samples(n->device, fast_sampling[i], 0, &type, &count, n->sample_buf);
+        if (rc == NVML_ERROR_NOT_FOUND) {
+            n->buffered |= 1u << i;
+            continue;
+        }
+        if (rc != NVML_SUCCESS)
+            continue;
+        unsigned long long newest = 0;
+        for (unsigned k = 0; k < PT_MIN(count, (unsigned)MAX_BUFFERED); k++)
+            newest = PT_MAX(newest, n->sample_buf[k].timeStamp);
+        long long now_us = (long long)(pt_wall_ns() / 1000);
+        if (count == 0 || llabs((long long)newest - now_us) < 60LL * 1000000)
             n->buffered |= 1u << i;
     }
 }

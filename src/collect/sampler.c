@@ -242,7 +242,7 @@ static void *sampler_main(void *arg)
         else
             sleep_until(next);
     }
-    if (nvml) /* the last samples the driver took before the window closed */
+    if (nvml && s->ticks) /* the last samples the driver took before the window closed */
         sample_buffered(s);
     s->cpu_ns = cpu_time_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     return NULL;

@@ -49,7 +49,7 @@ int pt_api_recorder_init(pt_api_recorder *r, size_t max_records)
         pt_api_recorder_free(r);
         return -1;
     }
-    atomic_init(&r->generation, 1);
+    atomic_init(&r->generation, 0); /* no thread matches before the first window */
     return 0;
 }
 
@@ -69,9 +69,14 @@ void pt_api_recorder_classify(pt_api_recorder *r, const char *(*name)(void *ctx,
             r->kept[d][cbid] = pt_cuda_api_kept(name(ctx, d, cbid));
 }
 
+/* Generations are unique across recorders, so a thread-local naming a freed recorder's
+ * slot never matches a later recorder that happens to live at the same address. */
+static atomic_uint next_generation = 1;
+
 void pt_api_recorder_begin(pt_api_recorder *r)
 {
-    atomic_fetch_add_explicit(&r->generation, 1, memory_order_release);
+    unsigned generation = atomic_fetch_add_explicit(&next_generation, 1, memory_order_relaxed) + 1;
+    atomic_store_explicit(&r->generation, generation, memory_order_release);
 }
 
 /* ------------------------------------------------------------ the hot path */

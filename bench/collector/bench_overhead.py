@@ -5,7 +5,8 @@
 2. A call-heavy pure-Python workload (recursion, small methods, builtins) run plain, under
    a do-nothing C profile hook (what CPython charges for any profile hook: on 3.11 it
    switches the interpreter to its slower tracing dispatch and builds a frame object per
-   call), under perftracker's window, under cProfile and under torch.profiler(
+   call; on 3.12+ also under do-nothing sys.monitoring callbacks for the events
+   perftracker's 3.12 hook takes), under perftracker's window, under cProfile and under torch.profiler(
    with_stack=True) when torch is importable. Rounds alternate; medians of the thread's
    CPU time are reported (wall time on a shared machine is mostly other people's load).
    The target is that perftracker adds less than half of cProfile's added time.
@@ -78,12 +79,20 @@ def run_plain():
     return timed(workload), 0
 
 
-def run_null_hook():
-    t0 = clock()
-    _perftracker._null_profile(True)
-    workload()
-    _perftracker._null_profile(False)
-    return clock() - t0, 0
+def null_hook_runner(switch):
+    """The workload under a do-nothing hook that switch(True) installs and switch(False)
+    removes."""
+    def run():
+        t0 = clock()
+        switch(True)
+        workload()
+        switch(False)
+        return clock() - t0, 0
+    return run
+
+
+run_null_hook = null_hook_runner(_perftracker._null_profile)
+run_null_monitoring = null_hook_runner(lambda on: _perftracker._null_monitoring(on))
 
 
 def run_perftracker(tracer, outdir):
@@ -174,8 +183,10 @@ def main():
     tracer = PerfTracker()
     outdir = os.path.join(workdir, "window")
     torch_run, torch_note = torch_runner()
-    runners = {"plain": run_plain, "do-nothing profile hook": run_null_hook,
-               "perftracker": lambda: run_perftracker(tracer, outdir), "cProfile": run_cprofile}
+    runners = {"plain": run_plain, "do-nothing profile hook": run_null_hook}
+    if sys.version_info >= (3, 12):   # perftracker's hook is sys.monitoring there
+        runners["do-nothing monitoring hook"] = run_null_monitoring
+    runners.update({"perftracker": lambda: run_perftracker(tracer, outdir), "cProfile": run_cprofile})
     if torch_run:
         runners["torch.profiler(with_stack=True)"] = torch_run
     for fn in runners.values():  # warm up caches and lazy imports
@@ -196,11 +207,12 @@ def main():
         print("   %-34s %8.1f ms  added %7.1f ms (%5.1f%%)  events recorded: %s"
               % (name, med[name] * 1e3, added * 1e3, 100 * added / base, events[name]))
     ours, theirs = med["perftracker"] - base, med["cProfile"] - base
-    floor = med["do-nothing profile hook"] - base
+    floor_name = "do-nothing monitoring hook" if sys.version_info >= (3, 12) else "do-nothing profile hook"
+    floor = med[floor_name] - base
     print("   perftracker's added time / cProfile's: %.2f (target < 0.5: %s)"
           % (ours / theirs, "met" if ours < 0.5 * theirs else "NOT met"))
-    print("   above the do-nothing hook: perftracker %.1f ms, cProfile %.1f ms (ratio %.2f); the hook alone is "
-          "%.0f%% of cProfile's added time" % ((ours - floor) * 1e3, (theirs - floor) * 1e3,
+    print("   above the %s: perftracker %.1f ms, cProfile %.1f ms (ratio %.2f); that hook alone is "
+          "%.0f%% of cProfile's added time" % (floor_name, (ours - floor) * 1e3, (theirs - floor) * 1e3,
                                               (ours - floor) / (theirs - floor), 100 * floor / theirs))
     if torch_run:
         print("   torch.profiler: %s" % torch_note)

@@ -185,6 +185,7 @@ def _start(summary_dir, auto_trigger, sample_period_us):
         agent=_env_flag("PERFTRACKER_AGENT", True),
         auto_trigger=auto_trigger,
         quiet=_env_flag("PERFTRACKER_QUIET", False),
+        cuda_api_count=_env_flag("PERFTRACKER_CUDA_API_COUNT", True),
     )
     if started and not _started:
         _started = True

@@ -1,10 +1,12 @@
 /* export.c -- `perftracker export TRACE -o OUT.json[.gz]`: any trace perftracker reads
  * (its native raw trace above all) as Chrome/Perfetto JSON, for Perfetto UI or
  * chrome://tracing. The reader streams straight into the Kineto writer, so a trace of any
- * size is converted in constant memory. A Kineto input keeps its process and thread names
+ * size is converted in constant memory (plus each distinct kernel name: mangled ones are
+ * demangled, once each, as Kineto writes them). A Kineto input keeps its process and thread names
  * (the "M" records) and its user annotations. A gzip output always ends in .gz, so that
  * viewers and `analyze` see what it is. */
 #include "cli/cli.h"
+#include "summarize/demangle.h"
 #include "trace/kineto_writer.h"
 #include "trace/reader.h"
 
@@ -36,6 +38,8 @@ typedef struct export_state {
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
     bool meta_given;
     uint64_t events, metadata;
+    pt_demangler demangler;
+    pt_strtab kernel_names;
 } export_state;
 
 /* The raw trace's facts come before its events, so the writer gets the process id and
@@ -48,6 +52,13 @@ static int on_event(void *ctx, const pt_event *ev)
         s->meta_given = true;
     }
     s->events++;
+    if (ev->kind == PT_EVENT_GPU_KERNEL && pt_is_mangled(ev->name, ev->name_len)) {
+        uint32_t id = pt_demangler_intern(&s->demangler, &s->kernel_names, ev->name, ev->name_len);
+        pt_event shown = *ev;
+        shown.name = pt_strtab_get(&s->kernel_names, id);
+        shown.name_len = pt_strtab_len(&s->kernel_names, id);
+        return pt_kineto_writer_event(s->writer, &shown);
+    }
     return pt_kineto_writer_event(s->writer, ev);
 }
 
@@ -91,8 +102,13 @@ static int export_trace(const char *input, const char *output)
     pt_trace_meta meta;
     pt_trace_meta_init(&meta);
     export_state s = {w, &meta, false, 0, 0};
+    pt_demangler_init(&s.demangler);
+    pt_strtab_init(&s.kernel_names);
     pt_trace_sink sink = {&s, on_event, on_warning, on_metadata};
-    if (pt_trace_read(input, &sink, &meta, NULL, &err) != 0) {
+    int rc = pt_trace_read(input, &sink, &meta, NULL, &err);
+    pt_demangler_free(&s.demangler);
+    pt_strtab_free(&s.kernel_names);
+    if (rc != 0) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", input, err.message);
         pt_kineto_writer_discard(w); /* a half-read trace must not look like a whole one */
         return PT_EXIT_FAILURE;

@@ -175,7 +175,8 @@ void pt_collector_start_sources(bool cuda_in_use)
         why = "GPU collection is disabled (PERFTRACKER_GPU=0)";
     else if (!cuda_in_use)
         why = "no CUDA device is in use by this process";
-    else if (pt_cupti_start(w, C.cfg.cupti_libs, &err) == 0)
+    else if (pt_cupti_start(w, &(pt_cupti_config){C.cfg.cupti_libs, C.cfg.limits.max_gpu_records,
+                                                  C.cfg.count_api_calls}, &err) == 0)
         C.cupti_on = true;
     else
         why = err.message;
@@ -435,6 +436,10 @@ static void record_result(const pt_window *w, const window_result *res)
     s->last_gpu_records = w->gpu_count;
     s->last_samples = w->sample_count;
     s->last_sample_period_us = w->sample_period_us;
+    s->last_sampler_cpu_pct = w->sampler_cpu_pct;
+    snprintf(s->last_sampler_reads, sizeof s->last_sampler_reads, "%s", w->sampler_reads);
+    s->last_api_recorded = w->api_recorded;
+    s->last_api_counted = w->api_counted;
     C.busy = false;
     C.writing = false;
     pthread_cond_broadcast(&C.changed);

@@ -25,6 +25,7 @@ typedef struct pt_collect_config {
     int32_t gpm_period_ms;
     bool gpu;                      /* try CUPTI when a window opens */
     const char *const *cupti_libs; /* NULL-terminated candidates, or NULL */
+    bool count_api_calls;          /* count every CUDA API call, not only the kept ones */
     char gpu_uuid[96];             /* NVML device to sample ("" = by gpu_index) */
     int32_t gpu_index;             /* -1: none */
     char cli_path[PATH_MAX];       /* the perftracker binary that summarizes ("" = none) */
@@ -54,6 +55,10 @@ typedef struct pt_collector_stats {
     uint64_t last_gpu_records;
     uint64_t last_samples;
     int32_t last_sample_period_us;
+    double last_sampler_cpu_pct;   /* the sampler thread's CPU time / its wall time, % of a core */
+    char last_sampler_reads[256];  /* mean cost and count of each kind of sampler read */
+    uint64_t last_api_recorded;    /* CUDA API calls recorded / only counted */
+    uint64_t last_api_counted;
     bool busy;                     /* a window is armed, open or being written */
 } pt_collector_stats;
 

@@ -1,24 +1,30 @@
-/* cupti.c -- CUPTI Activity API through dlopen (see cupti.h).
+/* cupti.c -- CUPTI through dlopen (see cupti.h).
  *
- * Lifecycle: the library is loaded and the buffer callbacks registered on the first
- * window (once per process; CUPTI allows one subscriber). Each window enables the
- * activity kinds, and disables them at its end; the writer thread then forces a flush,
- * which hands every pending buffer to buffer_completed, and detaches the window. Buffers
- * that CUPTI returns later (nothing is attached) are freed unread.
+ * Lifecycle: the library is loaded, the buffer callbacks registered and the buffer pool
+ * allocated on the first window (once per process). Each window subscribes to the
+ * runtime and driver callbacks and enables the activity kinds; its end disables them;
+ * the writer thread then forces a flush (every buffer comes back), converts the
+ * completed buffers and drains the API recorder into the window, and unsubscribes, so
+ * another tool may subscribe between windows.
  *
- * Cost: CUPTI's own (records are written by the driver); ours is one conversion per
- * record on CUPTI's thread, plus one lock per buffer (8 MB, thousands of records). */
+ * Cost on the training threads: CUPTI's own per kernel/memcpy/memset record, plus per API
+ * call one callback that counts it and, for the few kept calls, reads the clock twice
+ * (cupti_api.c). Buffers come from a pool of BUFFER_COUNT preallocated ones (a malloc
+ * only when CUPTI wants more), and a completed buffer costs one compare-and-swap. All
+ * conversion (names, memcpy kinds, NCCL collectives) happens on the writer thread after
+ * the window. */
 #define _GNU_SOURCE
 #include "collect/cupti.h"
+#include "collect/cupti_api.h"
 #include "collect/cupti_convert.h"
 
 #ifndef PT_HAVE_CUPTI
 
 bool pt_cupti_compiled(void) { return false; }
 
-int pt_cupti_start(pt_window *w, const char *const *lib_candidates, pt_error *err)
+int pt_cupti_start(pt_window *w, const pt_cupti_config *cfg, pt_error *err)
 {
-    (void)w, (void)lib_candidates;
+    (void)w, (void)cfg;
     pt_error_set(err, "this build has no CUPTI support (CUPTI headers were not found when it was compiled)");
     return -1;
 }
@@ -32,16 +38,26 @@ void pt_cupti_after_fork_child(void) {}
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BUFFER_BYTES (8u << 20)
-#define BUFFER_ALIGN 8
+/* 4 MB holds ~20,000 kernel records, a few steps of a launch-bound model; CUPTI returns a
+ * buffer when it is full or flushed, and asks for the next. */
+#define BUFFER_BYTES (4u << 20)
+#define BUFFER_COUNT 8
 
 static const CUpti_ActivityKind kinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
 };
+
+typedef struct activity_buffer {
+    struct activity_buffer *next; /* on the completed list */
+    size_t valid;
+    atomic_bool busy;             /* handed to CUPTI, or waiting to be converted */
+    bool pooled;
+    _Alignas(16) uint8_t data[];  /* what CUPTI fills (it wants 8-byte alignment) */
+} activity_buffer;
 
 typedef struct cupti_api {
     CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
@@ -54,17 +70,33 @@ typedef struct cupti_api {
     CUptiResult (*timestamp)(uint64_t *);
     CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc);
     CUptiResult (*result_string)(CUptiResult, const char **);
+    CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+    CUptiResult (*enable_domain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+    CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+    CUptiResult (*enable_runtime_api)(CUpti_CallbackId, uint8_t); /* CUDA 12.x+ */
 } cupti_api;
 
 static struct {
-    pthread_mutex_t lock;   /* guards window and the fields below it */
+    pthread_mutex_t lock;          /* window lifecycle only; never taken by a callback */
     void *lib;
     cupti_api api;
     bool registered;
-    bool own_clock;         /* CUPTI uses our timestamps */
-    pt_window *window;      /* where completed buffers go; NULL between windows */
+    bool own_clock;                /* CUPTI uses our timestamps */
+    pt_window *window;             /* the window being recorded or flushed; NULL between */
     int64_t clock_offset_ns;
-    char *(*cxa_demangle)(const char *, char *, size_t *, int *);
+
+    pt_api_recorder recorder;
+    bool recorder_ready;
+    CUpti_SubscriberHandle subscriber;
+    bool subscribed;               /* this window's API calls come through callbacks */
+    bool count_all;                /* ... every call (else the kept ones only) */
+    bool runtime_activity;         /* fallback: kept runtime calls as activity records */
+
+    activity_buffer *pool[BUFFER_COUNT];
+    _Atomic(activity_buffer *) completed; /* pushed by buffer_completed, taken by the flush */
+    _Atomic uint64_t extra_buffers;       /* buffers beyond the pool (malloc'd) */
+    _Atomic uint64_t dropped_records;     /* records CUPTI itself dropped */
 } g = {PTHREAD_MUTEX_INITIALIZER};
 
 bool pt_cupti_compiled(void) { return true; }
@@ -98,6 +130,11 @@ static bool resolve(void *lib)
     SYM(timestamp, "cuptiGetTimestamp");
     SYM(register_timestamp, "cuptiActivityRegisterTimestampCallback");
     SYM(result_string, "cuptiGetResultString");
+    SYM(subscribe, "cuptiSubscribe");
+    SYM(unsubscribe, "cuptiUnsubscribe");
+    SYM(enable_domain, "cuptiEnableDomain");
+    SYM(enable_callback, "cuptiEnableCallback");
+    SYM(enable_runtime_api, "cuptiActivityEnableRuntimeApi");
 #undef SYM
     return a->register_callbacks && a->enable && a->disable && a->flush_all && a->next_record && a->timestamp;
 }
@@ -117,7 +154,6 @@ static bool load(const char *const *candidates, pt_error *err)
         void *lib = dlopen(*name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         if (lib && resolve(lib)) {
             g.lib = lib;
-            *(void **)(&g.cxa_demangle) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
             return true;
         }
         if (lib)
@@ -130,7 +166,6 @@ static bool load(const char *const *candidates, pt_error *err)
             continue;
         if (resolve(lib)) {
             g.lib = lib;
-            *(void **)(&g.cxa_demangle) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
             return true;
         }
         dlclose(lib);
@@ -138,23 +173,6 @@ static bool load(const char *const *candidates, pt_error *err)
     pt_error_set(err, "libcupti was not found (looked in the torch wheel, /usr/local/cuda and the library path; "
                       "set PERFTRACKER_CUPTI_LIB)");
     return false;
-}
-
-/* ------------------------------------------------------------ buffers */
-
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, BUFFER_ALIGN, BUFFER_BYTES) != 0)
-        p = NULL;
-    *buffer = p;
-    *size = p ? BUFFER_BYTES : 0;
-    *max_records = 0;
-}
-
-static uint32_t intern_cb(void *ctx, const char *s, size_t n)
-{
-    return pt_window_name(ctx, s, n);
 }
 
 static const char *api_name_cb(void *ctx, int domain, uint32_t cbid)
@@ -168,42 +186,178 @@ static const char *api_name_cb(void *ctx, int domain, uint32_t cbid)
     return name;
 }
 
-static char *demangle_cb(void *ctx, const char *mangled)
+/* ------------------------------------------------------------ activity buffers */
+
+static activity_buffer *new_buffer(bool pooled)
 {
-    (void)ctx;
-    if (!g.cxa_demangle || strncmp(mangled, "_Z", 2) != 0)
+    activity_buffer *b = NULL;
+    if (posix_memalign((void **)&b, 64, sizeof *b + BUFFER_BYTES) != 0)
         return NULL;
-    int status = -1;
-    char *out = g.cxa_demangle(mangled, NULL, NULL, &status);
-    if (status != 0) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    b->next = NULL;
+    b->valid = 0;
+    atomic_init(&b->busy, false);
+    b->pooled = pooled;
+    return b;
 }
 
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    pthread_mutex_lock(&g.lock);
-    pt_window *w = g.window;
-    if (w && valid > 0) {
-        pt_cupti_names names = {w, intern_cb, api_name_cb, demangle_cb};
+    activity_buffer *b = NULL;
+    for (int i = 0; i < BUFFER_COUNT && !b; i++) {
+        bool idle = false;
+        if (g.pool[i] && atomic_compare_exchange_strong(&g.pool[i]->busy, &idle, true))
+            b = g.pool[i];
+    }
+    if (!b && (b = new_buffer(false)) != NULL) {
+        atomic_store(&b->busy, true);
+        atomic_fetch_add_explicit(&g.extra_buffers, 1, memory_order_relaxed);
+    }
+    *buffer = b ? b->data : NULL;
+    *size = b ? BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static activity_buffer *buffer_of(uint8_t *data)
+{
+    return (activity_buffer *)(data - offsetof(activity_buffer, data));
+}
+
+/* CUPTI's thread (or a flushing one): hand the buffer over and return at once. */
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *data, size_t size, size_t valid)
+{
+    (void)size;
+    if (!data)
+        return;
+    size_t dropped = 0;
+    if (g.api.dropped && g.api.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        atomic_fetch_add_explicit(&g.dropped_records, dropped, memory_order_relaxed);
+    activity_buffer *b = buffer_of(data);
+    b->valid = valid;
+    activity_buffer *head = atomic_load_explicit(&g.completed, memory_order_relaxed);
+    do
+        b->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&g.completed, &head, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static void release_buffer(activity_buffer *b)
+{
+    if (b->pooled)
+        atomic_store(&b->busy, false);
+    else
+        free(b);
+}
+
+static uint32_t intern_cb(void *ctx, const char *s, size_t n)
+{
+    return pt_window_name(ctx, s, n);
+}
+
+/* Converts the completed buffers into w (NULL: discards them), oldest first. */
+static void take_completed(pt_window *w)
+{
+    activity_buffer *list = atomic_exchange_explicit(&g.completed, NULL, memory_order_acquire), *ordered = NULL;
+    while (list) { /* the list is newest first */
+        activity_buffer *next = list->next;
+        list->next = ordered;
+        ordered = list;
+        list = next;
+    }
+    pt_cupti_names names = {w, intern_cb, api_name_cb};
+    while (ordered) {
+        activity_buffer *b = ordered;
+        ordered = b->next;
         CUpti_Activity *record = NULL;
-        while (g.api.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+        while (w && b->valid && g.api.next_record(b->data, b->valid, &record) == CUPTI_SUCCESS) {
             pt_gpu_record r;
             if (pt_cupti_convert(record, &names, g.clock_offset_ns, &r))
                 pt_window_add_gpu(w, &r);
         }
-        size_t dropped = 0;
-        if (g.api.dropped && g.api.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
-            pthread_mutex_lock(&w->gpu_lock);
-            w->gpu_dropped += dropped;
-            pthread_mutex_unlock(&w->gpu_lock);
-        }
+        release_buffer(b);
     }
-    pthread_mutex_unlock(&g.lock);
-    (void)size;
-    free(buffer);
+}
+
+/* ------------------------------------------------------------ API calls */
+
+static bool set_runtime_activity(bool on)
+{
+    bool ok = g.api.enable_runtime_api != NULL;
+    for (uint32_t cbid = 0; ok && cbid < PT_API_MAX_CBID - 1; cbid++)
+        if (g.recorder.kept[0][cbid])
+            ok = g.api.enable_runtime_api(cbid, on) == CUPTI_SUCCESS;
+    return ok;
+}
+
+static void set_api_callbacks(bool on)
+{
+    static const CUpti_CallbackDomain domains[PT_API_DOMAINS] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                                 CUPTI_CB_DOMAIN_DRIVER_API};
+    for (int d = 0; d < PT_API_DOMAINS; d++) {
+        if (g.count_all) {
+            g.api.enable_domain(on, g.subscriber, domains[d]);
+            continue;
+        }
+        for (uint32_t cbid = 0; cbid < PT_API_MAX_CBID - 1; cbid++)
+            if (g.recorder.kept[d][cbid])
+                g.api.enable_callback(on, g.subscriber, domains[d], cbid);
+    }
+}
+
+/* Subscribes for this window's API calls, or falls back to activity records for the
+ * kept runtime calls when another tool holds CUPTI's subscription. */
+static void start_api(pt_window *w, const pt_cupti_config *cfg)
+{
+    g.subscribed = g.runtime_activity = false;
+    if (!g.recorder_ready) {
+        if (pt_api_recorder_init(&g.recorder, PT_MAX(cfg->max_api_records, 1)) != 0) {
+            pt_window_warn(w, "CUDA API calls not recorded: out of memory for their records");
+            return;
+        }
+        pt_api_recorder_classify(&g.recorder, api_name_cb, NULL);
+        g.recorder_ready = true;
+    }
+    pt_api_recorder_begin(&g.recorder);
+    CUptiResult rc = g.api.subscribe && g.api.enable_domain && g.api.enable_callback
+                         ? g.api.subscribe(&g.subscriber, pt_cupti_api_callback, &g.recorder)
+                         : CUPTI_ERROR_NOT_SUPPORTED;
+    if (rc == CUPTI_SUCCESS) {
+        g.subscribed = true;
+        g.count_all = cfg->count_api_calls;
+        set_api_callbacks(true);
+        return;
+    }
+    if (set_runtime_activity(true)) {
+        g.runtime_activity = true;
+        pt_window_warn(w, "CUDA API calls beyond the kept ones are not counted, and driver calls not recorded: "
+                          "another tool holds CUPTI's callback subscription (%s)", result_text(rc));
+    } else {
+        pt_window_warn(w, "CUDA API calls not recorded: CUPTI's callback subscription is taken (%s)",
+                       result_text(rc));
+    }
+}
+
+static void stop_api(void)
+{
+    if (g.subscribed)
+        set_api_callbacks(false);
+    if (g.runtime_activity)
+        set_runtime_activity(false);
+}
+
+/* Writer thread, after the flush: the API records and counts into w, then let go of
+ * the subscription. */
+static void finish_api(pt_window *w)
+{
+    if (g.subscribed) {
+        pt_api_totals t = pt_api_recorder_drain(&g.recorder, w, api_name_cb, NULL);
+        w->api_recorded = t.recorded;
+        w->api_counted = t.counted + t.nested_driver;
+        if (!g.count_all)
+            pt_window_warn(w, "CUDA API calls beyond the kept ones were not counted (PERFTRACKER_CUDA_API_COUNT=0)");
+        g.api.unsubscribe(g.subscriber);
+        g.subscribed = false;
+    }
+    g.runtime_activity = false;
 }
 
 /* ------------------------------------------------------------ windows */
@@ -212,6 +366,8 @@ static int setup_once(pt_error *err)
 {
     if (g.registered)
         return 0;
+    for (int i = 0; i < BUFFER_COUNT; i++)
+        g.pool[i] = new_buffer(true); /* NULL is tolerated: CUPTI then gets malloc'd ones */
     CUptiResult rc = g.api.register_callbacks(buffer_requested, buffer_completed);
     if (rc != CUPTI_SUCCESS) {
         pt_error_set(err, "CUPTI refused our buffers: %s", result_text(rc));
@@ -222,12 +378,15 @@ static int setup_once(pt_error *err)
     return 0;
 }
 
-int pt_cupti_start(pt_window *w, const char *const *lib_candidates, pt_error *err)
+int pt_cupti_start(pt_window *w, const pt_cupti_config *cfg, pt_error *err)
 {
     pthread_mutex_lock(&g.lock);
     int result = -1;
-    if (!load(lib_candidates, err) || setup_once(err) != 0)
+    if (!load(cfg->libs, err) || setup_once(err) != 0)
         goto out;
+    take_completed(NULL); /* anything CUPTI returned between windows */
+    atomic_store(&g.extra_buffers, 0);
+    atomic_store(&g.dropped_records, 0);
     g.clock_offset_ns = 0;
     if (!g.own_clock) {
         uint64_t theirs = 0;
@@ -243,6 +402,7 @@ int pt_cupti_start(pt_window *w, const char *const *lib_candidates, pt_error *er
             goto out;
         }
     }
+    start_api(w, cfg);
     g.window = w;
     result = 0;
 out:
@@ -253,27 +413,32 @@ out:
 void pt_cupti_stop(void)
 {
     pthread_mutex_lock(&g.lock);
-    bool active = g.window != NULL;
+    if (g.window) {
+        stop_api();
+        for (size_t i = 0; i < PT_ARRAY_LEN(kinds); i++)
+            g.api.disable(kinds[i]);
+    }
     pthread_mutex_unlock(&g.lock);
-    if (!active)
-        return;
-    for (size_t i = 0; i < PT_ARRAY_LEN(kinds); i++)
-        g.api.disable(kinds[i]);
 }
 
 void pt_cupti_flush(pt_window *w)
 {
     pthread_mutex_lock(&g.lock);
-    bool ours = g.window == w && w;
-    pthread_mutex_unlock(&g.lock);
-    if (!ours)
+    if (!w || g.window != w) {
+        pthread_mutex_unlock(&g.lock);
         return;
-    /* Outside our lock: the flush calls buffer_completed, which takes it. */
+    }
+    /* Every buffer comes back through buffer_completed, which takes no lock. */
     g.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    pthread_mutex_lock(&g.lock);
+    take_completed(w);
+    finish_api(w);
+    uint64_t dropped = atomic_exchange(&g.dropped_records, 0), extra = atomic_load(&g.extra_buffers);
+    if (extra)
+        pt_window_fact_int(w, "cupti_extra_buffers", (int64_t)extra);
     g.window = NULL;
     pthread_mutex_unlock(&g.lock);
     pthread_mutex_lock(&w->gpu_lock);
+    w->gpu_dropped += dropped;
     w->gpu_closed = true;
     pthread_mutex_unlock(&w->gpu_lock);
 }
@@ -282,6 +447,7 @@ void pt_cupti_after_fork_child(void)
 {
     pthread_mutex_init(&g.lock, NULL);
     g.window = NULL;
+    g.subscribed = g.runtime_activity = false;
 }
 
 #endif

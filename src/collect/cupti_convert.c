@@ -42,11 +42,20 @@ bool pt_nccl_kernel_collective(const char *name, const char **collective, int32_
         {"Broadcast", "broadcast"},   {"Reduce", "reduce"},       {"SendRecv", "sendrecv"},
         {"AllToAll", "alltoall"},     {"Send", "send"},           {"Recv", "recv"},
     };
+    const char *end = NULL;
+    if (name[0] == '_' && name[1] == 'Z' && name[2] >= '1' && name[2] <= '9') {
+        /* A mangled function name: "_Z" <length> <identifier> <parameter types>. */
+        char *after;
+        unsigned long n = strtoul(name + 2, &after, 10);
+        end = after + strnlen(after, n);
+        name = after;
+    }
     if (strncmp(name, "ncclDevKernel_", 14) != 0 && strncmp(name, "ncclKernel_", 11) != 0)
         return false;
     *collective = NULL;
     *dtype_bytes = 0;
-    const char *end = strchr(name, '(');
+    if (!end)
+        end = strchr(name, '(');
     if (!end)
         end = name + strlen(name);
     for (const char *t = strchr(name, '_') + 1; t < end;) {
@@ -62,6 +71,15 @@ bool pt_nccl_kernel_collective(const char *name, const char **collective, int32_
         t = stop + 1;
     }
     return *collective != NULL;
+}
+
+size_t pt_cuda_api_name_len(const char *name)
+{
+    size_t n = strlen(name);
+    const char *version = strstr(name, "_v"); /* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel" */
+    if (version && version[2] >= '0' && version[2] <= '9')
+        n = (size_t)(version - name);
+    return n;
 }
 
 #ifdef PT_HAVE_CUPTI
@@ -100,16 +118,13 @@ static void convert_kernel(const kernel_record *k, const pt_cupti_names *names, 
     out->grid[0] = k->gridX, out->grid[1] = k->gridY, out->grid[2] = k->gridZ;
     out->block[0] = k->blockX, out->block[1] = k->blockY, out->block[2] = k->blockZ;
     const char *name = k->name ? k->name : "<unnamed kernel>";
-    char *demangled = names->demangle ? names->demangle(names->ctx, name) : NULL;
-    const char *shown = demangled ? demangled : name;
-    out->name = names->intern(names->ctx, shown, strlen(shown));
+    out->name = names->intern(names->ctx, name, strlen(name));
     const char *collective;
     int32_t dtype;
-    if (pt_nccl_kernel_collective(shown, &collective, &dtype)) {
+    if (pt_nccl_kernel_collective(name, &collective, &dtype)) {
         out->coll_name = names->intern(names->ctx, collective, strlen(collective));
         out->dtype_bytes = dtype;
     }
-    free(demangled);
 }
 
 static void convert_memcpy(const memcpy_record *m, const pt_cupti_names *names, pt_gpu_record *out)
@@ -145,10 +160,7 @@ static void convert_api(const CUpti_ActivityAPI *a, int domain, const pt_cupti_n
         snprintf(fallback, sizeof fallback, "%s API %u", domain ? "driver" : "runtime", (unsigned)a->cbid);
         name = fallback;
     }
-    size_t n = strlen(name);
-    const char *version = strstr(name, "_v"); /* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel" */
-    if (version && version[2] >= '0' && version[2] <= '9')
-        n = (size_t)(version - name);
+    size_t n = pt_cuda_api_name_len(name);
     out->kind = PT_EVENT_RUNTIME;
     out->start_ns = (int64_t)a->start, out->end_ns = (int64_t)a->end;
     out->device = -1;

@@ -75,7 +75,8 @@ static struct {
 
 static PyObject *tracer_step(PyObject *self, PyObject *unused);
 /* Our own step() is not recorded: it is the window's boundary, not the program's work. */
-#define IS_STEP(fn) ((fn)->m_ml->ml_meth == (PyCFunction)tracer_step)
+#define IS_STEP_DEF(ml) ((ml)->ml_meth == (PyCFunction)tracer_step)
+#define IS_STEP(fn) IS_STEP_DEF((fn)->m_ml)
 
 /* ------------------------------------------------------------ names */
 
@@ -113,13 +114,14 @@ static int format_code_name(PyCodeObject *code, char *out, size_t cap)
     return snprintf(out, cap, "%s: %s", trim_path(utf8_or(code->co_filename, "?")), utf8_or(code->co_name, "?"));
 }
 
-/* What repr() of a builtin says, with the address cut to "0x" as the seed's keys have it. */
-static int format_cfunction_name(PyCFunctionObject *fn, char *out, size_t cap)
+/* What repr() of a builtin says, with the address cut to "0x" as the seed's keys have it.
+ * ml and self: a builtin's method def and what it is bound to (NULL or a module for a
+ * function). */
+static int format_c_name(const PyMethodDef *ml, PyObject *self, char *out, size_t cap)
 {
-    PyObject *self = fn->m_self;
     if (!self || PyModule_Check(self))
-        return snprintf(out, cap, "<built-in function %s>", fn->m_ml->ml_name);
-    return snprintf(out, cap, "<built-in method %s of %s object at 0x>", fn->m_ml->ml_name, Py_TYPE(self)->tp_name);
+        return snprintf(out, cap, "<built-in function %s>", ml->ml_name);
+    return snprintf(out, cap, "<built-in method %s of %s object at 0x>", ml->ml_name, Py_TYPE(self)->tp_name);
 }
 
 static bool hold(PyObject *o)
@@ -173,25 +175,28 @@ static uint32_t code_name(pt_window *w, PyCodeObject *code)
     return id;
 }
 
-static inline const void *cfunction_type_key(PyCFunctionObject *fn)
+/* A builtin is named by its method def and the type it is bound to: the same key whether
+ * the call came as a bound builtin (3.11's hook) or as a method descriptor and its self
+ * (3.12's CALL event). keep: what to hold so the method def outlives the window. */
+static uint32_t c_name(pt_window *w, PyMethodDef *ml, PyObject *self, PyObject *keep)
 {
-    PyObject *self = fn->m_self;
-    return self && !PyModule_Check(self) ? (const void *)Py_TYPE(self) : NULL;
-}
-
-static uint32_t cfunction_name(pt_window *w, PyCFunctionObject *fn)
-{
-    const void *type = cfunction_type_key(fn);
-    uint32_t id = pt_functab_find(&w->funcs, fn->m_ml, type);
+    const void *type = self && !PyModule_Check(self) ? (const void *)Py_TYPE(self) : NULL;
+    uint32_t id = pt_functab_find(&w->funcs, ml, type);
     if (PT_LIKELY(id != PT_FUNC_NONE))
         return id;
     PyObject *etype, *value, *tb;
     PyErr_Fetch(&etype, &value, &tb);
     char name[NAME_MAX_BYTES];
-    PyObject *keep = type ? (PyObject *)type : (PyObject *)fn; /* the method def lives as long as its owner */
-    id = name_first_sight(w, fn->m_ml, type, keep, name, format_cfunction_name(fn, name, sizeof name));
+    if (type) /* the method def lives as long as its owner */
+        keep = (PyObject *)type;
+    id = name_first_sight(w, ml, type, keep, name, format_c_name(ml, self, name, sizeof name));
     PyErr_Restore(etype, value, tb);
     return id;
+}
+
+static inline uint32_t cfunction_name(pt_window *w, PyCFunctionObject *fn)
+{
+    return c_name(w, fn->m_ml, fn->m_self, (PyObject *)fn);
 }
 
 /* ------------------------------------------------------------ the hook */
@@ -367,6 +372,329 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *args)
 
 static PyMethodDef bootstrap_def = {"_thread_bootstrap", thread_bootstrap, METH_VARARGS, NULL};
 
+/* ------------------------------------------------------------ the 3.12+ hook: sys.monitoring */
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* On 3.12 the legacy profile hook is emulated on top of sys.monitoring: an extra layer
+ * per event, and a bound builtin object created for every method-descriptor call. PEP
+ * 669 lets a tool register its own callables per event instead; ours are C objects
+ * called through vectorcall (no argument tuple, no bound method), and a C call arrives as
+ * (callable, self), named without allocating. Events are global: every thread's calls
+ * arrive, including threads C code started, so a thread finds its log through a
+ * thread-local (generation, log) pair, made on its first event of the window. */
+#define PT_MONITORING 1
+
+enum { MON_START, MON_RETURN, MON_CALL, MON_C_RETURN, MON_NULL, MON_KINDS };
+
+typedef struct MonitorCallback {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+} MonitorCallback;
+
+static PyTypeObject MonitorCallback_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "perftracker._perftracker.MonitorCallback",
+    .tp_basicsize = sizeof(MonitorCallback),
+    .tp_vectorcall_offset = offsetof(MonitorCallback, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A sys.monitoring callback in C (internal).",
+};
+
+#define MON_PREPARED_MAX 256
+static struct {
+    int tool;                        /* our sys.monitoring tool id, -1 when none */
+    uint64_t generation;             /* one per window (and per null-hook run) */
+    pt_window *window;
+    PyObject *missing;               /* sys.monitoring.MISSING: a CALL without self */
+    PyObject *disable;               /* sys.monitoring.DISABLE */
+    struct {
+        PyThreadState *ts;
+        pt_thread_log *log;
+    } prepared[MON_PREPARED_MAX];    /* threads that existed when the window opened */
+    size_t prepared_count;
+} MON = {.tool = -1};
+
+/* Which log the thread that holds the GIL writes to. Events arrive under the GIL, so a
+ * one-entry cache keyed by the thread state answers almost every event (a thread-local
+ * would cost a __tls_get_addr call per event in a dlopen'd module); a thread switch
+ * looks the thread up in MON.threads. */
+#define MON_THREADS_MAX 4096
+static struct {
+    PyThreadState *ts;
+    pt_thread_log *log;              /* NULL: this thread is not recorded */
+    uint64_t generation;
+} mon_last;
+static struct {
+    PyThreadState *ts;
+    pt_thread_log *log;
+    uint64_t generation;
+} mon_threads[MON_THREADS_MAX];
+static size_t mon_thread_count;
+
+/* A thread's first event in this window: its prepared log, or a new one with the frames
+ * it is already running entered (all of them, or all but the innermost when the event
+ * itself starts that frame). */
+static pt_thread_log *mon_new_thread(PyThreadState *ts, bool starting)
+{
+    pt_thread_log *log = NULL;
+    for (size_t i = 0; i < MON.prepared_count && !log; i++)
+        if (MON.prepared[i].ts == ts)
+            log = MON.prepared[i].log;
+    if (!log && (log = pt_window_add_thread(MON.window, (int64_t)syscall(SYS_gettid))) != NULL) {
+        PyFrameObject *frame = PyThreadState_GetFrame(ts);
+        PyFrameObject *outer = starting && frame ? PyFrame_GetBack(frame) : NULL;
+        enter_running_frames(MON.window, log, starting ? outer : frame, pt_ticks());
+        Py_XDECREF(outer);
+        Py_XDECREF(frame);
+    }
+    return log;
+}
+
+static pt_thread_log *mon_switch_thread(PyThreadState *ts, bool starting)
+{
+    size_t i = 0;
+    while (i < mon_thread_count && mon_threads[i].ts != ts)
+        i++;
+    if (i == mon_thread_count || mon_threads[i].generation != MON.generation) {
+        pt_thread_log *log = mon_new_thread(ts, starting);
+        if (i == mon_thread_count && mon_thread_count < MON_THREADS_MAX)
+            mon_thread_count++;
+        if (i < mon_thread_count) {
+            mon_threads[i].ts = ts;
+            mon_threads[i].log = log;
+            mon_threads[i].generation = MON.generation;
+        }
+        mon_last.ts = ts, mon_last.log = log, mon_last.generation = MON.generation;
+        return log;
+    }
+    mon_last.ts = ts, mon_last.log = mon_threads[i].log, mon_last.generation = MON.generation;
+    return mon_last.log;
+}
+
+static inline pt_thread_log *mon_log(bool starting)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    if (PT_LIKELY(mon_last.ts == ts && mon_last.generation == MON.generation))
+        return mon_last.log;
+    return mon_switch_thread(ts, starting);
+}
+
+/* PY_START, PY_RESUME, PY_THROW: (code, offset[, exception]) */
+static PyObject *mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)self, (void)nargsf, (void)kwnames;
+    int64_t now = pt_ticks();
+    pt_thread_log *t = mon_log(true);
+    if (PT_LIKELY(t != NULL)) {
+        PyCodeObject *code = (PyCodeObject *)args[0];
+        pt_thread_log_enter(t, code, code_name(MON.window, code), now);
+    }
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN, PY_YIELD, PY_UNWIND: (code, offset, value) */
+static PyObject *mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)self, (void)nargsf, (void)kwnames;
+    int64_t now = pt_ticks();
+    pt_thread_log *t = mon_log(false);
+    if (PT_LIKELY(t != NULL))
+        pt_thread_log_leave(t, args[0], now);
+    Py_RETURN_NONE;
+}
+
+/* The builtin a CALL or C_RETURN event is about, as (method def, self); false for calls
+ * of anything else (Python functions, types, ...), which have their own events or none,
+ * as in the legacy hook. */
+static inline bool c_call_target(PyObject *callable, PyObject *arg0, PyMethodDef **ml, PyObject **self)
+{
+    if (PyCFunction_Check(callable)) {
+        *ml = ((PyCFunctionObject *)callable)->m_ml;
+        *self = ((PyCFunctionObject *)callable)->m_self;
+        return true;
+    }
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && arg0 != MON.missing) {
+        *ml = ((PyMethodDescrObject *)callable)->d_method;
+        *self = arg0;
+        return true;
+    }
+    return false;
+}
+
+/* CALL: (code, offset, callable, arg0). A call site that calls a Python function or a
+ * class is switched off for us (DISABLE): those calls are recorded by their own
+ * PY_START (or not at all, as classes in the legacy hook), and a third of all events
+ * in call-heavy code are such CALLs. The cost: should that same site later call a
+ * builtin, the builtin's time shows as its caller's. */
+static PyObject *mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)self, (void)nargsf, (void)kwnames;
+    PyObject *callable = args[2];
+    if (Py_IS_TYPE(callable, &PyFunction_Type) || PyType_Check(callable))
+        return Py_NewRef(MON.disable);
+    int64_t now = pt_ticks();
+    PyMethodDef *ml;
+    PyObject *bound;
+    if (!c_call_target(callable, args[3], &ml, &bound) || IS_STEP_DEF(ml))
+        Py_RETURN_NONE;
+    pt_thread_log *t = mon_log(false);
+    if (PT_LIKELY(t != NULL))
+        pt_thread_log_enter(t, ml, c_name(MON.window, ml, bound, callable), now);
+    Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE: (code, offset, callable, arg0) */
+static PyObject *mon_c_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)self, (void)nargsf, (void)kwnames;
+    int64_t now = pt_ticks();
+    PyMethodDef *ml;
+    PyObject *bound;
+    if (!c_call_target(args[2], args[3], &ml, &bound) || IS_STEP_DEF(ml))
+        Py_RETURN_NONE;
+    pt_thread_log *t = mon_log(false);
+    if (PT_LIKELY(t != NULL))
+        pt_thread_log_leave(t, ml, now);
+    Py_RETURN_NONE;
+}
+
+/* What CPython charges for any monitoring callback (benchmarks). */
+static PyObject *mon_null(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)self, (void)args, (void)nargsf, (void)kwnames;
+    Py_RETURN_NONE;
+}
+
+/* Each event the hook takes, and the callback it goes to (as in cProfile's 3.12 table). */
+static const struct {
+    const char *event;
+    int kind;
+} mon_events[] = {
+    {"PY_START", MON_START},   {"PY_RESUME", MON_START}, {"PY_THROW", MON_START},
+    {"PY_RETURN", MON_RETURN}, {"PY_YIELD", MON_RETURN}, {"PY_UNWIND", MON_RETURN},
+    {"CALL", MON_CALL},        {"C_RETURN", MON_C_RETURN}, {"C_RAISE", MON_C_RETURN},
+};
+
+static PyObject *monitoring_module(void)
+{
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *mon = sys ? PyObject_GetAttrString(sys, "monitoring") : NULL;
+    Py_XDECREF(sys);
+    return mon;
+}
+
+static bool call_ok(PyObject *result)
+{
+    Py_XDECREF(result);
+    return result != NULL;
+}
+
+/* Stops our events and frees the tool id (no-op when not in use). */
+static void monitoring_stop(void)
+{
+    if (MON.tool < 0)
+        return;
+    PyObject *mon = monitoring_module();
+    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    if (mon && events) {
+        call_ok(PyObject_CallMethod(mon, "set_events", "ii", MON.tool, 0));
+        for (size_t i = 0; i < PT_ARRAY_LEN(mon_events); i++) {
+            PyObject *bit = PyObject_GetAttrString(events, mon_events[i].event);
+            if (bit)
+                call_ok(PyObject_CallMethod(mon, "register_callback", "iOO", MON.tool, bit, Py_None));
+            Py_XDECREF(bit);
+        }
+        call_ok(PyObject_CallMethod(mon, "free_tool_id", "i", MON.tool));
+    }
+    PyErr_Clear();
+    Py_XDECREF(events);
+    Py_XDECREF(mon);
+    MON.tool = -1;
+    MON.window = NULL;
+    MON.generation++; /* stale thread-locals never match again */
+}
+
+/* Takes a free tool id (never cProfile's PROFILER_ID, so both can run), registers one
+ * callback object per kind and turns the events on. false with why set on failure. */
+static bool monitoring_start(bool null_hook, const char **why)
+{
+    static const vectorcallfunc functions[MON_KINDS] = {mon_start, mon_return, mon_call, mon_c_return, mon_null};
+    PyObject *mon = monitoring_module(), *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    PyObject *callbacks[MON_KINDS] = {NULL};
+    bool ok = false;
+    *why = "sys.monitoring is unavailable";
+    if (!mon || !events)
+        goto out;
+    if (!MON.missing)
+        MON.missing = PyObject_GetAttrString(mon, "MISSING");
+    if (!MON.disable)
+        MON.disable = PyObject_GetAttrString(mon, "DISABLE");
+    if (!MON.missing || !MON.disable)
+        goto out;
+    for (int id = 4; id >= 3 && MON.tool < 0; id--) {
+        PyObject *owner = PyObject_CallMethod(mon, "get_tool", "i", id);
+        if (owner == Py_None && call_ok(PyObject_CallMethod(mon, "use_tool_id", "is", id, "perftracker")))
+            MON.tool = id;
+        Py_XDECREF(owner);
+    }
+    *why = "no free sys.monitoring tool id (other tools hold 3 and 4)";
+    if (MON.tool < 0)
+        goto out;
+    for (int k = 0; k < MON_KINDS; k++) {
+        MonitorCallback *cb = PyObject_New(MonitorCallback, &MonitorCallback_Type);
+        if (!cb)
+            goto out;
+        cb->vectorcall = functions[k];
+        callbacks[k] = (PyObject *)cb;
+    }
+    long mask = 0;
+    *why = "sys.monitoring refused the callbacks";
+    for (size_t i = 0; i < PT_ARRAY_LEN(mon_events); i++) {
+        PyObject *bit = PyObject_GetAttrString(events, mon_events[i].event);
+        PyObject *cb = callbacks[null_hook ? MON_NULL : mon_events[i].kind];
+        bool registered = bit && call_ok(PyObject_CallMethod(mon, "register_callback", "iOO", MON.tool, bit, cb));
+        mask |= bit ? PyLong_AsLong(bit) : 0;
+        Py_XDECREF(bit);
+        if (!registered)
+            goto out;
+    }
+    MON.generation++;
+    ok = call_ok(PyObject_CallMethod(mon, "set_events", "il", MON.tool, mask));
+out:
+    for (int k = 0; k < MON_KINDS; k++)
+        Py_XDECREF(callbacks[k]);
+    Py_XDECREF(events);
+    Py_XDECREF(mon);
+    PyErr_Clear();
+    if (!ok)
+        monitoring_stop();
+    return ok;
+}
+
+/* Opens the window's recording: every existing thread's running frames are entered at
+ * the window's start, then the events go on. */
+static bool monitoring_begin(pt_window *w, int64_t start, const char **why)
+{
+    MON.window = w;
+    MON.prepared_count = 0;
+    mon_thread_count = 0; /* thread states of earlier windows may have been freed and reused */
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts && MON.prepared_count < MON_PREPARED_MAX;
+         ts = PyThreadState_Next(ts)) {
+        int64_t tid = ts == me ? (int64_t)syscall(SYS_gettid) : (int64_t)ts->native_thread_id;
+        pt_thread_log *log = pt_window_add_thread(w, tid);
+        if (!log)
+            break;
+        PyFrameObject *frame = PyThreadState_GetFrame(ts);
+        enter_running_frames(w, log, frame, start);
+        Py_XDECREF(frame);
+        MON.prepared[MON.prepared_count].ts = ts;
+        MON.prepared[MON.prepared_count++].log = log;
+    }
+    return monitoring_start(false, why);
+}
+#endif
+
 /* ------------------------------------------------------------ windows */
 
 static void set_threading_hook(PyObject *hook, PyObject **previous)
@@ -440,6 +768,15 @@ static void begin_window(void)
     bool cuda = fill_identity(w);
     PyThreadState *me = PyThreadState_Get();
     M.training_tstate = me;
+#ifdef PT_MONITORING
+    pt_collector_start_sources(cuda);
+    const char *why;
+    if (!monitoring_begin(w, w->tick_begin, &why)) {
+        release_held();
+        pt_collector_abort_window(why);
+    }
+    return;
+#endif
     if (me->c_profilefunc && !is_our_hook(me)) {
         pt_collector_abort_window("another profiler (cProfile or sys.setprofile) is active on the training thread");
         return;
@@ -474,9 +811,13 @@ static void begin_window(void)
 static void end_window(void)
 {
     pt_window *w = pt_collector_window();
+#ifdef PT_MONITORING
+    monitoring_stop(); /* threading's and sys.setprofile's hooks were never touched */
+#else
     uninstall_all();
     set_threading_hook(M.saved_thread_hook, NULL);
     Py_CLEAR(M.saved_thread_hook);
+#endif
     pt_window_close_threads(w);
     release_held();
     pt_collector_end_window();
@@ -685,14 +1026,15 @@ static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
     (void)self;
     static char *keywords[] = {"cli_path", "summary_dir", "sample_period_us", "gpm_period_ms", "gpu",
                                "cupti_libs", "gpu_uuid", "gpu_index", "max_events", "max_gpu_events",
-                               "max_samples", "prefixes", "identity", "agent", "auto_trigger", "quiet", NULL};
+                               "max_samples", "prefixes", "identity", "agent", "auto_trigger", "quiet",
+                               "cuda_api_count", NULL};
     const char *cli = "", *summary_dir = "", *uuid = "";
-    int period = 100, gpm_ms = 100, gpu = 1, gpu_index = -1, agent = 1, auto_trigger = 0, quiet = 0;
+    int period = 100, gpm_ms = 100, gpu = 1, gpu_index = -1, agent = 1, auto_trigger = 0, quiet = 0, api_count = 1;
     Py_ssize_t max_events = 4 << 20, max_gpu = 1 << 20, max_samples = 2 << 20;
     PyObject *libs = NULL, *prefixes = NULL, *identity = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ssiipOsinnnOOppp", keywords, &cli, &summary_dir, &period, &gpm_ms,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ssiipOsinnnOOpppp", keywords, &cli, &summary_dir, &period, &gpm_ms,
                                      &gpu, &libs, &uuid, &gpu_index, &max_events, &max_gpu, &max_samples, &prefixes,
-                                     &identity, &agent, &auto_trigger, &quiet))
+                                     &identity, &agent, &auto_trigger, &quiet, &api_count))
         return NULL;
     if (M.started)
         Py_RETURN_FALSE;
@@ -710,6 +1052,7 @@ static PyObject *mod_start(PyObject *self, PyObject *args, PyObject *kw)
     cfg.gpm_period_ms = gpm_ms;
     cfg.gpu = gpu != 0;
     cfg.cupti_libs = (const char *const *)M.cupti_libs;
+    cfg.count_api_calls = api_count != 0;
     snprintf(cfg.gpu_uuid, sizeof cfg.gpu_uuid, "%s", uuid);
     cfg.gpu_index = gpu_index;
     snprintf(cfg.cli_path, sizeof cfg.cli_path, "%s", cli);
@@ -755,14 +1098,17 @@ static PyObject *mod_stats(PyObject *self, PyObject *unused)
     pt_collector_stats_get(&s);
     int64_t steps, last, mean;
     pt_collector_status(&steps, &last, &mean);
-    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:O,s:L,s:O,s:O}", "steps_done",
+    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:d,s:s,s:K,s:K,s:O,s:L,s:O,s:O}",
+                         "steps_done",
                          (long long)s.steps_done, "windows_done", (long long)s.windows_done, "windows_failed",
                          (long long)s.windows_failed, "last_status", s.last_status, "last_trace", s.last_trace,
                          "last_summary", s.last_summary, "last_error", s.last_error, "last_dropped",
                          (unsigned long long)s.last_dropped, "last_cpu_records",
                          (unsigned long long)s.last_cpu_records, "last_gpu_records",
                          (unsigned long long)s.last_gpu_records, "last_samples", (unsigned long long)s.last_samples,
-                         "last_sample_period_us", s.last_sample_period_us, "busy", s.busy ? Py_True : Py_False,
+                         "last_sample_period_us", s.last_sample_period_us, "last_sampler_cpu_pct",
+                         s.last_sampler_cpu_pct, "last_sampler_reads", s.last_sampler_reads, "last_api_recorded", (unsigned long long)s.last_api_recorded,
+                         "last_api_counted", (unsigned long long)s.last_api_counted, "busy", s.busy ? Py_True : Py_False,
                          "mean_step_ns", (long long)mean, "agent", M.agent_running ? Py_True : Py_False,
                          "cupti_compiled", pt_cupti_compiled() ? Py_True : Py_False);
 }
@@ -822,9 +1168,13 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     if (pt_collector_window()) {
+#ifdef PT_MONITORING
+        monitoring_stop();
+#else
         PyEval_SetProfile(NULL, NULL);
         set_threading_hook(M.saved_thread_hook, NULL);
         Py_CLEAR(M.saved_thread_hook);
+#endif
         M.held_count = 0; /* the references belong to the parent's window: leaked, not released */
     }
     pt_collector_after_fork_child();
@@ -841,7 +1191,7 @@ static PyObject *mod_frame_name(PyObject *self, PyObject *obj)
     if (PyCode_Check(obj))
         format_code_name((PyCodeObject *)obj, name, sizeof name);
     else if (PyCFunction_Check(obj))
-        format_cfunction_name((PyCFunctionObject *)obj, name, sizeof name);
+        format_c_name(((PyCFunctionObject *)obj)->m_ml, ((PyCFunctionObject *)obj)->m_self, name, sizeof name);
     else
         return PyErr_Format(PyExc_TypeError, "expected a code object or a builtin function");
     return PyUnicode_FromString(name);
@@ -862,6 +1212,24 @@ static PyObject *mod_null_profile(PyObject *self, PyObject *enable)
     Py_RETURN_NONE;
 }
 
+/* Benchmark baseline on 3.12+: do-nothing C callbacks for the events our hook takes. */
+static PyObject *mod_null_monitoring(PyObject *self, PyObject *enable)
+{
+    (void)self;
+#ifdef PT_MONITORING
+    const char *why = NULL;
+    if (!PyObject_IsTrue(enable))
+        monitoring_stop();
+    else if (MON.tool >= 0 || !monitoring_start(true, &why))
+        return PyErr_Format(PyExc_RuntimeError, "cannot install the null monitoring hook: %s",
+                            why ? why : "the tool is in use");
+    Py_RETURN_NONE;
+#else
+    (void)enable;
+    return PyErr_Format(PyExc_RuntimeError, "sys.monitoring needs Python 3.12");
+#endif
+}
+
 static PyObject *mod_set_prefixes(PyObject *self, PyObject *list)
 {
     (void)self;
@@ -879,6 +1247,8 @@ static PyMethodDef module_methods[] = {
     {"frame_name", mod_frame_name, METH_O, "The hook's name for a code object or builtin (tests)."},
     {"set_prefixes", mod_set_prefixes, METH_O, "Path prefixes cut from file names, longest first."},
     {"_null_profile", mod_null_profile, METH_O, "Install (True) or remove a do-nothing profile hook (benchmarks)."},
+    {"_null_monitoring", mod_null_monitoring, METH_O,
+     "Install (True) or remove do-nothing sys.monitoring callbacks for the hook's events (3.12+ benchmarks)."},
     {"_training_stack", mod_training_stack, METH_NOARGS, "The agent's view of the training thread's stack (tests)."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's collector in a forked child."},
     {NULL, NULL, 0, NULL},
@@ -893,6 +1263,10 @@ PyMODINIT_FUNC PyInit__perftracker(void)
 {
     if (PyType_Ready(&Tracer_Type) < 0 || PyType_Ready(&ThreadRecorder_Type) < 0)
         return NULL;
+#ifdef PT_MONITORING
+    if (PyType_Ready(&MonitorCallback_Type) < 0)
+        return NULL;
+#endif
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;

@@ -28,6 +28,27 @@ typedef struct {
     nvmlGpmMetric_t metrics[PT_NVML_GPM];
 } gpm_metrics_get;
 typedef struct { unsigned int version, isSupportedDevice; } nvmlGpmSupport_t;
+/* nvmlDeviceGetSamples: nvmlSamplingType_t, nvmlValueType_t, nvmlSample_t. */
+enum { NVML_TOTAL_POWER_SAMPLES = 0, NVML_GPU_UTILIZATION_SAMPLES = 1, NVML_PROCESSOR_CLK_SAMPLES = 5 };
+enum { NVML_VALUE_TYPE_DOUBLE, NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_LONG,
+       NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_INT };
+enum { NVML_ERROR_NOT_FOUND = 6 };
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+} nvmlValue_t;
+typedef struct {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+/* The sampling type of each fast metric, in the order of pt_nvml_fast_names. */
+static const int fast_sampling[PT_NVML_FAST] = {NVML_GPU_UTILIZATION_SAMPLES, NVML_PROCESSOR_CLK_SAMPLES,
+                                                 NVML_TOTAL_POWER_SAMPLES};
+#define MAX_BUFFERED 1024
 enum { GPM_METRICS_GET_VERSION = 1, GPM_SUPPORT_VERSION = 1 };
 /* NVML_GPM_METRIC_* ids, in the order of pt_nvml_gpm_names. */
 static const unsigned gpm_ids[PT_NVML_GPM] = {2, 3, 5, 10, 20, 21, 61, 60};
@@ -50,6 +71,7 @@ typedef struct nvml_api {
     nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
     nvmlReturn_t (*power)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);
+    nvmlReturn_t (*samples)(nvmlDevice_t, int, unsigned long long, int *, unsigned int *, nvmlSample_t *);
     /* GPM: optional (older drivers lack it) */
     nvmlReturn_t (*gpm_support)(nvmlDevice_t, nvmlGpmSupport_t *);
     nvmlReturn_t (*gpm_alloc)(nvmlGpmSample_t *);
@@ -67,6 +89,9 @@ struct pt_nvml {
     bool gpm;
     nvmlGpmSample_t gpm_samples[2];
     int gpm_latest; /* index of the newest sample, -1 before the first */
+    unsigned buffered;                       /* fast metrics read from the driver's buffer */
+    unsigned long long last_seen[PT_NVML_FAST]; /* newest buffered sample read, epoch us */
+    nvmlSample_t sample_buf[MAX_BUFFERED];
 };
 
 static bool load(pt_nvml *n, pt_error *err)
@@ -88,6 +113,7 @@ static bool load(pt_nvml *n, pt_error *err)
     SYM(memory, "nvmlDeviceGetMemoryInfo");
     SYM(power, "nvmlDeviceGetPowerUsage");
     SYM(clock, "nvmlDeviceGetClockInfo");
+    SYM(samples, "nvmlDeviceGetSamples");
     SYM(gpm_support, "nvmlGpmQueryDeviceSupport");
     SYM(gpm_alloc, "nvmlGpmSampleAlloc");
     SYM(gpm_free, "nvmlGpmSampleFree");
@@ -148,6 +174,33 @@ static void setup_gpm(pt_nvml *n)
     n->gpm = true;
 }
 
+/* A metric is buffered when the driver answers for its sample type (NOT_FOUND only
+ * means no sample is newer than the time asked) and stamps its samples with the wall
+ * clock in microseconds, as NVML documents; a buffer whose newest sample is more than a
+ * minute away from now is not trusted, and that metric is polled instead. */
+static void setup_buffered(pt_nvml *n)
+{
+    if (!n->api.samples)
+        return;
+    for (int i = 0; i < PT_NVML_FAST; i++) {
+        int type = 0;
+        unsigned int count = MAX_BUFFERED;
+        nvmlReturn_t rc = n->api.samples(n->device, fast_sampling[i], 0, &type, &count, n->sample_buf);
+        if (rc == NVML_ERROR_NOT_FOUND) {
+            n->buffered |= 1u << i;
+            continue;
+        }
+        if (rc != NVML_SUCCESS)
+            continue;
+        unsigned long long newest = 0;
+        for (unsigned k = 0; k < PT_MIN(count, (unsigned)MAX_BUFFERED); k++)
+            newest = PT_MAX(newest, n->sample_buf[k].timeStamp);
+        long long now_us = (long long)(pt_wall_ns() / 1000);
+        if (count == 0 || llabs((long long)newest - now_us) < 60LL * 1000000)
+            n->buffered |= 1u << i;
+    }
+}
+
 pt_nvml *pt_nvml_open(const char *uuid, int index, pt_error *err)
 {
     pt_nvml *n = calloc(1, sizeof *n);
@@ -178,6 +231,7 @@ pt_nvml *pt_nvml_open(const char *uuid, int index, pt_error *err)
     if (n->api.name(n->device, n->name, sizeof n->name) != NVML_SUCCESS)
         snprintf(n->name, sizeof n->name, "NVIDIA GPU");
     setup_gpm(n);
+    setup_buffered(n);
     return n;
 }
 
@@ -198,16 +252,56 @@ const char *pt_nvml_device_name(const pt_nvml *n) { return n->name; }
 int pt_nvml_device_index(const pt_nvml *n) { return n->index; }
 bool pt_nvml_has_gpm(const pt_nvml *n) { return n->gpm; }
 
-unsigned pt_nvml_read_fast(pt_nvml *n, double out[PT_NVML_FAST])
+unsigned pt_nvml_buffered(const pt_nvml *n) { return n->buffered; }
+
+static double sample_value(int type, nvmlValue_t v)
+{
+    switch (type) {
+    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: return v.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return (double)v.ulVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return (double)v.ullVal;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return (double)v.sllVal;
+    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
+    default: return 0;
+    }
+}
+
+unsigned pt_nvml_read_buffered(pt_nvml *n, uint64_t since_epoch_us,
+                               void (*fn)(void *ctx, int metric, uint64_t epoch_us, double value), void *ctx)
+{
+    unsigned total = 0;
+    for (int i = 0; i < PT_NVML_FAST; i++) {
+        if (!(n->buffered & (1u << i)))
+            continue;
+        unsigned long long since = PT_MAX(n->last_seen[i], (unsigned long long)since_epoch_us);
+        int type = 0;
+        unsigned int count = MAX_BUFFERED;
+        if (n->api.samples(n->device, fast_sampling[i], since, &type, &count, n->sample_buf) != NVML_SUCCESS)
+            continue;
+        for (unsigned k = 0; k < PT_MIN(count, (unsigned)MAX_BUFFERED); k++) {
+            const nvmlSample_t *smp = &n->sample_buf[k];
+            if (smp->timeStamp <= since)
+                continue;
+            double value = sample_value(type, smp->sampleValue);
+            fn(ctx, i, smp->timeStamp, i == 2 ? value / 1000.0 : value); /* power: mW -> W */
+            n->last_seen[i] = PT_MAX(n->last_seen[i], smp->timeStamp);
+            total++;
+        }
+    }
+    return total;
+}
+
+unsigned pt_nvml_read_fast(pt_nvml *n, unsigned which, double out[PT_NVML_FAST])
 {
     unsigned valid = 0;
     nvmlUtilization_t u;
     unsigned int v;
-    if (n->api.utilization(n->device, &u) == NVML_SUCCESS)
+    if ((which & 1u << 0) && n->api.utilization(n->device, &u) == NVML_SUCCESS)
         out[0] = u.gpu, valid |= 1u << 0;
-    if (n->api.clock(n->device, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
+    if ((which & 1u << 1) && n->api.clock(n->device, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
         out[1] = v, valid |= 1u << 1;
-    if (n->api.power(n->device, &v) == NVML_SUCCESS)
+    if ((which & 1u << 2) && n->api.power(n->device, &v) == NVML_SUCCESS)
         out[2] = v / 1000.0, valid |= 1u << 2; /* mW -> W */
     return valid;
 }

@@ -22,6 +22,15 @@ enum { M_PROC_CPU, M_HOST_CPU, M_HOST_MEM, M_PROC_RSS, M_HOST_COUNT };
 static const char *const host_names[M_HOST_COUNT] = {"proc.cpu_util", "host.cpu_util", "host.mem_used",
                                                      "proc.rss_mb"};
 
+/* Where the sampler's time goes, per kind of read: how the costly reads are found. */
+enum { COST_NVML_POLLED, COST_NVML_BUFFERED, COST_NVML_MEMORY, COST_NVML_GPM, COST_HOST, COST_COUNT };
+static const char *const cost_names[COST_COUNT] = {"nvml_polled", "nvml_buffered", "nvml_memory", "nvml_gpm", "host"};
+
+/* The polled tier and GPM stretch their period so that their reads stay under these
+ * shares of one core, whatever a read costs on this machine. */
+#define POLLED_CPU_BUDGET 0.02
+#define GPM_CPU_BUDGET 0.005
+
 struct pt_sampler {
     pt_window *w;
     pt_sampler_config cfg;
@@ -32,6 +41,9 @@ struct pt_sampler {
     uint32_t host_ids[M_HOST_COUNT];
     uint32_t fast_ids[PT_NVML_FAST], slow_ids[PT_NVML_SLOW], gpm_ids[PT_NVML_GPM];
     int64_t ticks, first_tick_ns, last_tick_ns;
+    int64_t cpu_ns;                          /* the thread's CPU time, sampled at its end */
+    int64_t cost_ns[COST_COUNT], reads[COST_COUNT];
+    int64_t fast_count[PT_NVML_FAST], fast_first[PT_NVML_FAST], fast_last[PT_NVML_FAST];
 };
 
 static int64_t cpu_time_ns(clockid_t clock)
@@ -109,30 +121,70 @@ static void sample_process_cpu(pt_sampler *s, int64_t now)
     h->prev_cpu_ns = cpu, h->prev_tick_ns = now;
 }
 
-static void sample_fast(pt_sampler *s, int64_t now)
+static void add_fast(pt_sampler *s, int metric, int64_t ts, double value)
 {
-    double v[PT_NVML_FAST];
-    unsigned valid = pt_nvml_read_fast(s->cfg.nvml, v);
-    for (int i = 0; i < PT_NVML_FAST; i++)
-        if (valid & (1u << i))
-            add_sample(s, s->fast_ids[i], now, v[i]);
+    if (!s->fast_count[metric]++)
+        s->fast_first[metric] = ts;
+    s->fast_last[metric] = ts;
+    add_sample(s, s->fast_ids[metric], ts, value);
 }
 
-static void sample_gpu_slow(pt_sampler *s, int64_t now, bool gpm_due)
+/* Charges the time since *since to one kind of read; returns the read's cost. */
+static int64_t charge(pt_sampler *s, int kind, int64_t *since)
 {
-    if (!s->cfg.nvml)
-        return;
-    double v[PT_NVML_GPM];
+    int64_t now = pt_now_ns(), cost = now - *since;
+    s->cost_ns[kind] += cost;
+    s->reads[kind]++;
+    *since = now;
+    return cost;
+}
+
+static int64_t sample_polled(pt_sampler *s, unsigned which, int64_t now)
+{
+    double v[PT_NVML_FAST];
+    int64_t t = now;
+    unsigned valid = pt_nvml_read_fast(s->cfg.nvml, which, v);
+    for (int i = 0; i < PT_NVML_FAST; i++)
+        if (valid & (1u << i))
+            add_fast(s, i, now, v[i]);
+    return charge(s, COST_NVML_POLLED, &t);
+}
+
+static void buffered_sample(void *ctx, int metric, uint64_t epoch_us, double value)
+{
+    pt_sampler *s = ctx;
+    /* The driver stamps samples with the wall clock; the trace's times are monotonic. */
+    add_fast(s, metric, (int64_t)epoch_us * 1000 - s->w->wall_origin_ns, value);
+}
+
+static void sample_buffered(pt_sampler *s)
+{
+    int64_t t = pt_now_ns();
+    uint64_t since = (uint64_t)((s->first_tick_ns + s->w->wall_origin_ns) / 1000);
+    pt_nvml_read_buffered(s->cfg.nvml, since, buffered_sample, s);
+    charge(s, COST_NVML_BUFFERED, &t);
+}
+
+static void sample_memory(pt_sampler *s, int64_t now)
+{
+    double v[PT_NVML_SLOW];
+    int64_t t = now;
     unsigned valid = pt_nvml_read_slow(s->cfg.nvml, v);
     for (int i = 0; i < PT_NVML_SLOW; i++)
         if (valid & (1u << i))
             add_sample(s, s->slow_ids[i], now, v[i]);
-    if (!gpm_due)
-        return;
-    valid = pt_nvml_read_gpm(s->cfg.nvml, v);
+    charge(s, COST_NVML_MEMORY, &t);
+}
+
+static int64_t sample_gpm(pt_sampler *s, int64_t now)
+{
+    double v[PT_NVML_GPM];
+    int64_t t = now;
+    unsigned valid = pt_nvml_read_gpm(s->cfg.nvml, v);
     for (int i = 0; i < PT_NVML_GPM; i++)
         if (valid & (1u << i))
             add_sample(s, s->gpm_ids[i], now, v[i]);
+    return charge(s, COST_NVML_GPM, &t);
 }
 
 static void sleep_until(int64_t deadline)
@@ -145,11 +197,16 @@ static void sleep_until(int64_t deadline)
 static void *sampler_main(void *arg)
 {
     pt_sampler *s = arg;
-    /* Without a GPU there is nothing that changes faster than the host tier: the thread
-     * then wakes every 10 ms instead of every period (each wake-up costs CPU). */
-    int64_t period = s->cfg.nvml ? (int64_t)s->cfg.period_us * 1000 : PT_MAX((int64_t)s->cfg.period_us * 1000,
-                                                                             SLOW_PERIOD_NS);
-    int64_t gpm_period = (int64_t)PT_MAX(s->cfg.gpm_period_ms, 1) * 1000000;
+    int64_t cpu_start = cpu_time_ns(CLOCK_THREAD_CPUTIME_ID);
+    pt_nvml *nvml = s->cfg.nvml;
+    /* Polled: the fast metrics the driver does not buffer. Without any, nothing changes
+     * faster than the 10 ms tier, and the thread wakes only then (each wake-up costs CPU:
+     * at 100 us, about a fifth of a core on a small VM). */
+    unsigned polled = nvml ? ~pt_nvml_buffered(nvml) & ((1u << PT_NVML_FAST) - 1) : 0;
+    int64_t asked = (int64_t)s->cfg.period_us * 1000;
+    int64_t period = polled ? asked : PT_MAX(asked, SLOW_PERIOD_NS);
+    int64_t gpm_asked = (int64_t)PT_MAX(s->cfg.gpm_period_ms, 1) * 1000000, gpm_period = gpm_asked;
+    int64_t polled_cost = 0; /* running mean of one polled read */
     int64_t next = pt_now_ns(), next_slow = next, next_gpm = next;
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         int64_t now = pt_now_ns();
@@ -157,16 +214,26 @@ static void *sampler_main(void *arg)
             s->first_tick_ns = now;
         s->last_tick_ns = now;
         s->ticks++;
-        if (s->cfg.nvml)
-            sample_fast(s, now);
+        if (polled) {
+            int64_t cost = sample_polled(s, polled, now);
+            polled_cost = polled_cost ? polled_cost + (cost - polled_cost) / 8 : cost;
+            period = PT_MAX(asked, (int64_t)((double)polled_cost / POLLED_CPU_BUDGET));
+        }
         if (now >= next_slow) {
-            bool gpm_due = now >= next_gpm;
+            int64_t t = now;
             sample_process_cpu(s, now);
             sample_host_slow(s, now);
-            sample_gpu_slow(s, now, gpm_due);
+            charge(s, COST_HOST, &t);
+            if (nvml) {
+                sample_buffered(s);
+                sample_memory(s, now);
+                if (now >= next_gpm && pt_nvml_has_gpm(nvml)) {
+                    int64_t cost = sample_gpm(s, now);
+                    gpm_period = PT_MAX(gpm_asked, (int64_t)((double)cost / GPM_CPU_BUDGET));
+                    next_gpm = now + gpm_period;
+                }
+            }
             next_slow = now + SLOW_PERIOD_NS;
-            if (gpm_due)
-                next_gpm = now + gpm_period;
         }
         next += period;
         int64_t after = pt_now_ns();
@@ -175,6 +242,9 @@ static void *sampler_main(void *arg)
         else
             sleep_until(next);
     }
+    if (nvml && s->ticks) /* the last samples the driver took before the window closed */
+        sample_buffered(s);
+    s->cpu_ns = cpu_time_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     return NULL;
 }
 
@@ -233,6 +303,58 @@ static void close_fd(int fd)
         close(fd);
 }
 
+/* The achieved period: the shortest mean interval between samples of one fast GPU
+ * metric (the data's real resolution, buffered or polled), else between wake-ups. */
+static int64_t achieved_period_ns(const pt_sampler *s)
+{
+    int64_t best = 0;
+    for (int i = 0; i < PT_NVML_FAST; i++) {
+        if (s->fast_count[i] < 2)
+            continue;
+        int64_t mean = (s->fast_last[i] - s->fast_first[i]) / (s->fast_count[i] - 1);
+        if (mean > 0 && (!best || mean < best))
+            best = mean;
+    }
+    if (!best && s->ticks > 1)
+        best = (s->last_tick_ns - s->first_tick_ns) / (s->ticks - 1);
+    return best;
+}
+
+/* Writes the achieved period, the sampler's CPU share and what each kind of read cost
+ * into the window (the trace's META). */
+static void report(pt_sampler *s)
+{
+    pt_window *w = s->w;
+    int64_t period = achieved_period_ns(s), wall = s->last_tick_ns - s->first_tick_ns;
+    if (period > 0)
+        w->sample_period_us = (int32_t)PT_MAX(period / 1000, 1);
+    if (wall > 0) {
+        w->sampler_cpu_pct = 100.0 * (double)s->cpu_ns / (double)wall;
+        pt_window_fact_int(w, "hw_sampler_cpu_ns", s->cpu_ns);
+        pt_window_fact_int(w, "hw_sampler_wall_ns", wall);
+    }
+    size_t used = 0;
+    for (int k = 0; k < COST_COUNT; k++) {
+        if (!s->reads[k])
+            continue;
+        char key[64];
+        snprintf(key, sizeof key, "hw_read_ns.%s", cost_names[k]);
+        pt_window_fact_int(w, key, s->cost_ns[k] / s->reads[k]);
+        int n = snprintf(w->sampler_reads + used, sizeof w->sampler_reads - used, "%s%s %.1f us x %lld",
+                         used ? ", " : "", cost_names[k], (double)s->cost_ns[k] / (double)s->reads[k] / 1000.0,
+                         (long long)s->reads[k]);
+        if (n > 0)
+            used = PT_MIN(used + (size_t)n, sizeof w->sampler_reads - 1);
+    }
+    bool polled = s->cfg.nvml && (~pt_nvml_buffered(s->cfg.nvml) & ((1u << PT_NVML_FAST) - 1));
+    if (polled && w->sample_period_us > 2 * s->cfg.period_us)
+        pt_window_warn(w, "the hardware sampler achieved one sample every %d us (asked for %d us; a read costs "
+                          "%lld us here, and the sampler keeps its reads under %.0f%% of a core)",
+                       w->sample_period_us, s->cfg.period_us,
+                       (long long)(s->cost_ns[COST_NVML_POLLED] / PT_MAX(s->reads[COST_NVML_POLLED], 1) / 1000),
+                       100 * POLLED_CPU_BUDGET);
+}
+
 void pt_sampler_stop(pt_sampler *s)
 {
     if (!s)
@@ -240,12 +362,7 @@ void pt_sampler_stop(pt_sampler *s)
     if (s->started) {
         atomic_store(&s->stop, true);
         pthread_join(s->thread, NULL);
-        if (s->ticks > 1)
-            s->w->sample_period_us =
-                (int32_t)((s->last_tick_ns - s->first_tick_ns) / (s->ticks - 1) / 1000);
-        if (s->cfg.nvml && s->w->sample_period_us > 2 * s->cfg.period_us)
-            pt_window_warn(s->w, "the hardware sampler achieved one sample every %d us (asked for %d us)",
-                           s->w->sample_period_us, s->cfg.period_us);
+        report(s);
     }
     close_fd(s->host.stat_fd);
     close_fd(s->host.meminfo_fd);

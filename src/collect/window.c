@@ -27,6 +27,7 @@ pt_window *pt_window_open(const pt_window_plan *plan, const pt_window_limits *li
     w->tick_begin = w->tick_end = pt_ticks();
     pt_trace_meta_init(&w->meta);
     w->sample_period_us = -1;
+    w->sampler_cpu_pct = -1;
     pthread_mutex_init(&w->names_lock, NULL);
     pthread_mutex_init(&w->gpu_lock, NULL);
     pthread_mutex_init(&w->warn_lock, NULL);
@@ -67,6 +68,7 @@ void pt_window_free(pt_window *w)
     free(w->step_marks);
     free(w->gpu);
     free(w->samples);
+    free(w->facts);
     pthread_mutex_destroy(&w->names_lock);
     pthread_mutex_destroy(&w->gpu_lock);
     pthread_mutex_destroy(&w->warn_lock);
@@ -105,6 +107,25 @@ void pt_window_warn(pt_window *w, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(w->warnings[w->warning_count++], sizeof w->warnings[0], fmt, ap);
         va_end(ap);
+    }
+    pthread_mutex_unlock(&w->warn_lock);
+}
+
+void pt_window_fact_int(pt_window *w, const char *key, int64_t value)
+{
+    pthread_mutex_lock(&w->warn_lock);
+    if (w->fact_count == w->fact_cap) {
+        size_t cap = w->fact_cap ? 2 * w->fact_cap : 64;
+        pt_window_fact *facts = realloc(w->facts, cap * sizeof *facts);
+        if (facts) {
+            w->facts = facts;
+            w->fact_cap = cap;
+        }
+    }
+    if (w->fact_count < w->fact_cap) {
+        pt_window_fact *f = &w->facts[w->fact_count++];
+        snprintf(f->key, sizeof f->key, "%s", key);
+        f->value = value;
     }
     pthread_mutex_unlock(&w->warn_lock);
 }
@@ -270,6 +291,8 @@ static int write_facts(trace_out *o)
     rc |= pt_native_writer_fact_int(o->nw, "hw_samples", (int64_t)w->sample_count);
     for (int i = 0; i < w->warning_count; i++)
         rc |= pt_native_writer_fact(o->nw, "warning", w->warnings[i]);
+    for (size_t i = 0; i < w->fact_count; i++)
+        rc |= pt_native_writer_fact_int(o->nw, w->facts[i].key, w->facts[i].value);
     return rc ? -1 : 0;
 }
 

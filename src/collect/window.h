@@ -6,7 +6,8 @@
  * to the writer thread, which writes it (pt_window_write) and frees it. Each kind of data
  * has exactly one writer while the window is open:
  *   CPU records  their own thread (under the GIL), chunks from the shared arena;
- *   GPU records  CUPTI's callback thread, under gpu_lock (the writer also flushes);
+ *   GPU records  the writer thread after the window (CUPTI's buffers and the API
+ *                recorder are converted there), under gpu_lock;
  *   counters     the sampler thread; read only after it is joined;
  *   names        whoever interns, under names_lock (once per distinct name).
  * All memory is reserved when the window opens; a full buffer drops and counts.
@@ -53,6 +54,12 @@ typedef struct pt_window_plan {
     char raw_path[PATH_MAX]; /* "" = private temp file, deleted after summarizing */
 } pt_window_plan;
 
+/* A number the trace carries as a META fact (API call counts, the sampler's cost). */
+typedef struct pt_window_fact {
+    char key[128];
+    int64_t value;
+} pt_window_fact;
+
 typedef struct pt_window_limits {
     size_t max_cpu_records;
     size_t max_gpu_records;
@@ -85,15 +92,22 @@ typedef struct pt_window {
     size_t gpu_count, gpu_cap;
     uint64_t gpu_dropped;
     bool gpu_closed;               /* no more GPU records accepted */
+    uint64_t api_recorded;         /* CUDA API calls recorded / only counted (writer thread) */
+    uint64_t api_counted;
 
     pt_counter_record *samples;    /* sampler thread only */
     size_t sample_count, sample_cap;
     uint64_t samples_dropped;
     int32_t sample_period_us;      /* achieved, -1 when not sampled */
+    double sampler_cpu_pct;        /* the sampler thread's CPU share of one core, -1 when not sampled */
+    char sampler_reads[256];       /* what each kind of read cost: "nvml_buffered 40 us x 300, ..." */
 
     pthread_mutex_t warn_lock;
     char warnings[PT_MAX_WARNINGS][256];
     int warning_count;
+
+    pt_window_fact *facts;         /* under warn_lock */
+    size_t fact_count, fact_cap;
 } pt_window;
 
 pt_window *pt_window_open(const pt_window_plan *plan, const pt_window_limits *limits, int64_t first_step,
@@ -109,6 +123,8 @@ pt_thread_log *pt_window_add_thread(pt_window *w, int64_t tid);
 uint32_t pt_window_name(pt_window *w, const char *s, size_t n);
 /* A sentence that travels in the trace as a warning (thread-safe; the first 16 kept). */
 void pt_window_warn(pt_window *w, const char *fmt, ...) PT_PRINTF(2, 3);
+/* A numeric fact for the trace's META (thread-safe; dropped when memory is short). */
+void pt_window_fact_int(pt_window *w, const char *key, int64_t value);
 /* A step() boundary inside the window. */
 void pt_window_mark_step(pt_window *w, int64_t now);
 /* Adds one GPU record (thread-safe); counts a drop when full or closed. */

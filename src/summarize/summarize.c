@@ -19,6 +19,7 @@
  * Memory is the compact records: ~30 bytes per kept event, a few percent of the JSON. */
 #include "summarize/summarize.h"
 #include "summarize/classify.h"
+#include "summarize/demangle.h"
 #include "summarize/summary_io.h"
 #include "summarize/timeline.h"
 #include "util/buf.h"
@@ -98,6 +99,7 @@ static kernel_key kernel_key_of(const pt_strtab *keys, uint32_t id)
 struct pt_summarizer {
     pt_strtab names;
     pt_strtab kernel_keys; /* binary kernel_key -> id */
+    pt_demangler kernel_names; /* native traces' mangled kernel names -> Kineto's text */
     DEFINE_VEC(span_rec, kernels);
     DEFINE_VEC(coll_rec, colls);
     DEFINE_VEC(span_rec, memops);
@@ -159,7 +161,7 @@ static int on_event(void *ctx, const pt_event *ev)
     int64_t end = ev->ts_ns + ev->dur_ns;
     switch (ev->kind) {
     case PT_EVENT_GPU_KERNEL: {
-        kernel_key k = {pt_strtab_intern(&s->names, ev->name, ev->name_len),
+        kernel_key k = {pt_demangler_intern(&s->kernel_names, &s->names, ev->name, ev->name_len),
                         {ev->grid[0], ev->grid[1], ev->grid[2]},
                         {ev->block[0], ev->block[1], ev->block[2]}};
         span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->kernel_keys, (const char *)&k, sizeof k), NO_ID};
@@ -219,6 +221,7 @@ pt_summarizer *pt_summarizer_new(void)
     s->max_kept = budget && atoll(budget) > 0 ? (uint64_t)atoll(budget) : DEFAULT_MAX_EVENTS;
     pt_strtab_init(&s->names);
     pt_strtab_init(&s->kernel_keys);
+    pt_demangler_init(&s->kernel_names);
     return s;
 }
 
@@ -234,6 +237,7 @@ void pt_summarizer_free(pt_summarizer *s)
         return;
     pt_strtab_free(&s->names);
     pt_strtab_free(&s->kernel_keys);
+    pt_demangler_free(&s->kernel_names);
     for (size_t i = 0; i < s->warnings_count; i++)
         free(s->warnings[i]);
     free(s->warnings);

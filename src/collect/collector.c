@@ -187,6 +187,9 @@ void pt_collector_start_sources(bool cuda_in_use)
                                         "host metrics only", why);
         C.gpu_reported = true;
     }
+    /* The first step starts now that recording does: starting CUPTI and the sampler
+     * (tens of milliseconds) is the collector's time, not the job's first step. */
+    pt_window_restart_first_step(w, pt_now_ns(), pt_ticks());
 }
 
 static void stop_sources(void)

@@ -130,6 +130,14 @@ void pt_window_fact_int(pt_window *w, const char *key, int64_t value)
     pthread_mutex_unlock(&w->warn_lock);
 }
 
+void pt_window_restart_first_step(pt_window *w, int64_t now, int64_t tick)
+{
+    if (w->marks == 1) {
+        w->step_marks[0] = now;
+        w->tick_begin = w->tick_end = tick;
+    }
+}
+
 void pt_window_mark_step(pt_window *w, int64_t now)
 {
     if (w->marks <= w->plan.steps)

@@ -127,6 +127,9 @@ void pt_window_warn(pt_window *w, const char *fmt, ...) PT_PRINTF(2, 3);
 void pt_window_fact_int(pt_window *w, const char *key, int64_t value);
 /* A step() boundary inside the window. */
 void pt_window_mark_step(pt_window *w, int64_t now);
+/* Moves the window's start (its first step mark and the matching clock reading) to now,
+ * before anything is recorded: the window opens in step(), recording starts later. */
+void pt_window_restart_first_step(pt_window *w, int64_t now, int64_t tick);
 /* Adds one GPU record (thread-safe); counts a drop when full or closed. */
 void pt_window_add_gpu(pt_window *w, const pt_gpu_record *r);
 /* Closes every thread's open calls at the window's last step (tick_end); the recorders

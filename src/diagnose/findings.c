@@ -68,16 +68,10 @@ static const hardware_rule hardware_rules[] = {
      "its host CPU is busier than its peers': other processes compete with the training process"},
 };
 
-static bool suffix_is(const char *name, const char *suffix)
-{
-    size_t n = strlen(name), m = strlen(suffix);
-    return n >= m && strcmp(name + n - m, suffix) == 0;
-}
-
 static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char *suffix)
 {
     for (size_t i = 0; i < s->metric_count; i++)
-        if (suffix_is(s->metrics[i].name, suffix))
+        if (pt_ends_with(s->metrics[i].name, suffix))
             return &s->metrics[i];
     return NULL;
 }

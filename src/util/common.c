@@ -90,6 +90,12 @@ const char *pt_basename(const char *path)
     return slash ? slash + 1 : path;
 }
 
+bool pt_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
 /* SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the timestamp, so two runs
  * over the same inputs give byte-identical documents. */
 void pt_iso_now(char *buf, size_t cap)

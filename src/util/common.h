@@ -6,6 +6,7 @@
 #ifndef PT_UTIL_COMMON_H
 #define PT_UTIL_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,5 +64,7 @@ static inline int pt_hex_digit(char c)
 
 /* The last path component of path (no allocation). */
 const char *pt_basename(const char *path);
+/* Whether s ends with suffix ("" ends every string). */
+bool pt_ends_with(const char *s, const char *suffix);
 
 #endif

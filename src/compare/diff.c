@@ -176,9 +176,8 @@ static int by_rank_change(const void *x, const void *y)
 {
     const rank_change *p = x, *q = y;
     double dp = fabs(p->after - p->before), dq = fabs(q->after - q->before);
-    if (dp != dq)
-        return dp > dq ? -1 : 1;
-    return (p->rank > q->rank) - (p->rank < q->rank);
+    int order = pt_cmp_desc(dp, dq);
+    return order ? order : pt_cmp_i64(p->rank, q->rank);
 }
 
 /* Ranks whose change differs from the median rank's change beyond noise. */
@@ -327,14 +326,13 @@ static void collect_functions(diff_ctx *d, fn_list *list)
 static int by_score(const void *x, const void *y)
 {
     const fn_change *p = x, *q = y;
-    if (p->score != q->score)
-        return p->score > q->score ? -1 : 1;
     double tp = fmax(p->exposed.before, p->exposed.after), tq = fmax(q->exposed.before, q->exposed.after);
-    if (tp != tq)
-        return tp > tq ? -1 : 1;
-    if (p->cls != q->cls)
-        return p->cls < q->cls ? -1 : 1;
-    return strcmp(p->name, q->name);
+    int order = pt_cmp_desc(p->score, q->score);
+    if (order == 0)
+        order = pt_cmp_desc(tp, tq);
+    if (order == 0)
+        order = pt_cmp_i64(p->cls, q->cls);
+    return order ? order : strcmp(p->name, q->name);
 }
 
 /* ------------------------------------------------------------ JSON */

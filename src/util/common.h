@@ -36,6 +36,17 @@ char *pt_xstrndup(const char *s, size_t n);
 void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size);
 #define PT_GROW(arr, cap, need) pt_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
+/* Three-way comparisons for qsort comparators (-1, 0, 1); pt_cmp_desc puts the larger
+ * double first. NaN has no order: keep it out of what is sorted. */
+static inline int pt_cmp_i64(int64_t x, int64_t y)
+{
+    return (x > y) - (x < y);
+}
+static inline int pt_cmp_desc(double x, double y)
+{
+    return x == y ? 0 : x > y ? -1 : 1;
+}
+
 /* An error a library call hands back instead of printing: one sentence. */
 typedef struct pt_error {
     char message[512];

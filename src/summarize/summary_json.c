@@ -8,13 +8,19 @@ static pt_json *ns_ms(int64_t ns)
     return pt_json_number((double)ns / 1e6);
 }
 
-static pt_json *function_json(const pt_function_summary *f)
+pt_json *pt_function_json_object(pt_class cls, const char *name, const char *group)
 {
     pt_json *j = pt_json_object();
-    pt_json_add(j, "class", pt_json_string(pt_class_name(f->cls)));
-    pt_json_add(j, "name", pt_json_string(f->name));
-    if (f->group)
-        pt_json_add(j, "group", pt_json_string(f->group));
+    pt_json_add(j, "class", pt_json_string(pt_class_name(cls)));
+    pt_json_add(j, "name", pt_json_string(name));
+    if (group)
+        pt_json_add(j, "group", pt_json_string(group));
+    return j;
+}
+
+static pt_json *function_json(const pt_function_summary *f)
+{
+    pt_json *j = pt_function_json_object(f->cls, f->name, f->group);
     pt_json_add(j, "count", pt_json_int((int64_t)f->count));
     pt_json_add(j, "total_ms", ns_ms(f->total_ns));
     pt_json_add(j, "exposed_ms", ns_ms(f->exposed_ns));

@@ -278,9 +278,7 @@ int cmd_analyze(int argc, char **argv)
     pt_error out_err = {{0}};
     if (pt_check_writable(out_dir, true, &out_err) != 0) { /* before hours of reading, not after */
         pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
-        for (size_t i = 0; i < inputs.count; i++)
-            free(inputs.paths[i]);
-        free(inputs.paths);
+        pt_free_strings(inputs.paths, inputs.count);
         free(inputs.ids);
         return PT_EXIT_FAILURE;
     }
@@ -360,9 +358,7 @@ int cmd_analyze(int argc, char **argv)
         free(js.errors[i]);
         free(inputs.paths[i]);
     }
-    for (size_t i = 0; i < nfailed; i++)
-        free(warnings[i]);
-    free(warnings);
+    pt_free_strings(warnings, nfailed);
     free(failed_ranks);
     free(failed_names);
     free(ok);
@@ -426,9 +422,7 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
         job->failures[job->failure_count++] = pt_buf_take(&why);
         free(js.errors[i]);
     }
-    for (size_t i = 0; i < inputs.count; i++)
-        free(inputs.paths[i]);
-    free(inputs.paths);
+    pt_free_strings(inputs.paths, inputs.count);
     free(inputs.ids);
     free(js.summaries);
     free(js.errors);
@@ -439,9 +433,7 @@ void pt_cli_job_free(pt_cli_job *job)
 {
     for (size_t i = 0; i < job->worker_count; i++)
         pt_summary_free(job->workers[i]);
-    for (size_t i = 0; i < job->failure_count; i++)
-        free(job->failures[i]);
+    pt_free_strings(job->failures, job->failure_count);
     free(job->workers);
-    free(job->failures);
     memset(job, 0, sizeof *job);
 }

@@ -322,10 +322,8 @@ void pt_round_free(pt_round *r)
         free(r->outcomes[i].name);
         free(r->outcomes[i].raw_trace_path);
     }
-    for (size_t i = 0; i < r->warning_count; i++)
-        free(r->warnings[i]);
+    pt_free_strings(r->warnings, r->warning_count);
     free(r->outcomes);
-    free(r->warnings);
     free(r->dir);
     free(r);
 }

@@ -238,9 +238,7 @@ void pt_summarizer_free(pt_summarizer *s)
     pt_strtab_free(&s->names);
     pt_strtab_free(&s->kernel_keys);
     pt_demangler_free(&s->kernel_names);
-    for (size_t i = 0; i < s->warnings_count; i++)
-        free(s->warnings[i]);
-    free(s->warnings);
+    pt_free_strings(s->warnings, s->warnings_count);
     free(s->kernels);
     free(s->colls);
     free(s->memops);

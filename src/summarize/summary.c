@@ -36,11 +36,9 @@ void pt_summary_free(pt_worker_summary *s)
     }
     for (size_t i = 0; i < s->metric_count; i++)
         free(s->metrics[i].name);
-    for (size_t i = 0; i < s->warning_count; i++)
-        free(s->warnings[i]);
+    pt_free_strings(s->warnings, s->warning_count);
     free(s->functions);
     free(s->metrics);
-    free(s->warnings);
     free(s->steps);
     free(s->name);
     free(s->host);

@@ -363,9 +363,7 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
         if (c->version >= 2)
             decode_step_values(c, s, f);
     }
-    for (size_t i = 0; i < nstrings; i++)
-        free(strings[i]);
-    free(strings);
+    pt_free_strings(strings, nstrings);
 }
 
 static void decode_metrics(cursor *c, pt_worker_summary *s)

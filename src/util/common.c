@@ -49,6 +49,13 @@ char *pt_xstrndup(const char *s, size_t n)
     return d;
 }
 
+void pt_free_strings(char **strings, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(strings[i]);
+    free(strings);
+}
+
 void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size)
 {
     if (need <= *cap)

@@ -32,6 +32,9 @@ void *pt_xrealloc(void *p, size_t n);
 char *pt_xstrdup(const char *s);
 char *pt_xstrndup(const char *s, size_t n);
 
+/* Frees strings[0..count) and the array that holds them. */
+void pt_free_strings(char **strings, size_t count);
+
 /* Grow *items (of elem_size each) so that it holds at least need elements. */
 void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size);
 #define PT_GROW(arr, cap, need) pt_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))

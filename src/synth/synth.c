@@ -39,6 +39,7 @@
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"
+#include "summarize/summarize.h"
 #include "util/buf.h"
 
 #include <math.h>
@@ -1119,6 +1120,32 @@ int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_t
     int rc = pt_synth_plan_worker(p, rank, sink, meta, err);
     pt_synth_plan_free(p);
     return rc;
+}
+
+pt_worker_summary *pt_synth_plan_summary(const pt_synth_plan *p, int rank, pt_error *err)
+{
+    pt_summarizer *sz = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(sz);
+    pt_trace_meta meta;
+    pt_worker_summary *s = NULL;
+    if (pt_synth_plan_worker(p, rank, &sink, &meta, err) == 0) {
+        char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
+        pt_synth_plan_worker_stem(p, rank, stem, sizeof stem);
+        snprintf(name, sizeof name, "%s.json", stem);
+        s = pt_summarizer_finish(sz, &meta, name, err);
+    }
+    pt_summarizer_free(sz);
+    return s;
+}
+
+pt_worker_summary *pt_synth_summary(const pt_synth_job *job, int rank, pt_error *err)
+{
+    pt_synth_plan *p = pt_synth_plan_new(job, err);
+    if (!p)
+        return NULL;
+    pt_worker_summary *s = pt_synth_plan_summary(p, rank, err);
+    pt_synth_plan_free(p);
+    return s;
 }
 
 /* ------------------------------------------------------------ expected findings */

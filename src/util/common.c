@@ -49,6 +49,15 @@ char *pt_xstrndup(const char *s, size_t n)
     return d;
 }
 
+char *pt_xvformat(size_t max, const char *fmt, va_list ap)
+{
+    char *s = pt_xmalloc(max);
+    int n = vsnprintf(s, max, fmt, ap);
+    size_t len = n < 0 ? 0 : PT_MIN((size_t)n, max - 1);
+    s[len] = '\0';
+    return pt_xrealloc(s, len + 1);
+}
+
 void pt_free_strings(char **strings, size_t count)
 {
     for (size_t i = 0; i < count; i++)

@@ -31,6 +31,8 @@ void *pt_xcalloc(size_t n, size_t size);
 void *pt_xrealloc(void *p, size_t n);
 char *pt_xstrdup(const char *s);
 char *pt_xstrndup(const char *s, size_t n);
+/* vprintf's text as a new string, cut to max - 1 bytes as a char[max] would cut it. */
+char *pt_xvformat(size_t max, const char *fmt, va_list ap);
 
 /* Frees strings[0..count) and the array that holds them. */
 void pt_free_strings(char **strings, size_t count);

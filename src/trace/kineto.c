@@ -390,17 +390,16 @@ static int category_kind(const char *s, size_t n, pt_cpu_kind *cpu_kind)
 /* Bytes per element of the dtype names PyTorch writes into NCCL kernel args. */
 static int32_t dtype_bytes(const char *s, size_t n)
 {
-    static const struct {
-        const char *name;
-        int32_t bytes;
-    } table[] = {
-        {"double", 8},   {"long", 8},   {"int64", 8},    {"float", 4}, {"int", 4},
-        {"int32", 4},    {"half", 2},   {"bfloat16", 2}, {"short", 2}, {"float16", 2},
-        {"byte", 1},     {"char", 1},   {"bool", 1},     {"int8", 1},  {"uint8", 1},
+    static const char *const names_by_size[][5] = {
+        {"byte", "char", "bool", "int8", "uint8"}, /* 1 byte */
+        {"half", "bfloat16", "short", "float16"},  /* 2 */
+        {"float", "int", "int32"},                 /* 4 */
+        {"double", "long", "int64"},               /* 8 */
     };
-    for (size_t i = 0; i < PT_ARRAY_LEN(table); i++)
-        if (equals_ignoring_case(table[i].name, s, n))
-            return table[i].bytes;
+    for (size_t size = 0; size < PT_ARRAY_LEN(names_by_size); size++)
+        for (size_t i = 0; i < PT_ARRAY_LEN(names_by_size[size]) && names_by_size[size][i]; i++)
+            if (equals_ignoring_case(names_by_size[size][i], s, n))
+                return (int32_t)1 << size;
     if (n >= 6 && equals_ignoring_case("float8", s, 6))
         return 1;
     return 0;

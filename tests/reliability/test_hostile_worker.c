@@ -11,6 +11,7 @@
  *      with a warning, and the report is sized by the job's world size; a host name full
  *      of "../" and markup names a file inside <round>/summaries/, nowhere else. */
 #define _GNU_SOURCE
+#include "check.h"
 #include "control/auth.h"
 #include "control/coordinator.h"
 #include "control/net.h"
@@ -26,18 +27,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 /* ------------------------------------------------------------ 1. hostile JOINs */
 

@@ -36,10 +36,7 @@ typedef struct worker_events {
 static int collect_event(void *ctx, const pt_event *ev)
 {
     worker_events *w = ctx;
-    if (w->count == w->cap) {
-        w->cap = w->cap ? w->cap * 2 : 1024;
-        w->items = realloc(w->items, w->cap * sizeof *w->items);
-    }
+    PT_GROW(w->items, w->cap, w->count + 1);
     rec *r = &w->items[w->count];
     r->ev = *ev;
     r->name = strndup(ev->name, ev->name_len);

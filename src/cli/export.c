@@ -116,7 +116,7 @@ int cmd_export(int argc, char **argv)
     if (!pt_cli_parse_trace_args(argc, argv, &a, &status))
         return status;
     if (!a.output)
-        return pt_cli_usage_error("export", usage, "-o OUT is missing (the JSON file to write)", NULL);
+        return pt_cli_usage_error(a.command, usage, "-o OUT is missing (the JSON file to write)", NULL);
     const char *input = a.input, *output = a.output;
     bool gzip = a.flag_given;
     char *gz_name = NULL;

@@ -36,7 +36,7 @@ int cmd_summarize(int argc, char **argv)
     const char *input = a.input, *output = a.output;
     bool json = a.flag_given;
     if (!output && !json)
-        return pt_cli_usage_error("summarize", usage,
+        return pt_cli_usage_error(a.command, usage,
                                   "-o SUMMARY is missing (the file to write), or --json to print the summary", NULL);
     pt_error err = {{0}};
     if (output && pt_check_writable(output, false, &err) != 0) { /* before reading a trace of gigabytes */

@@ -893,7 +893,8 @@ static void account_work(reducer *r, func_acc *acc, int64_t a, int64_t b)
 static void finish_thread(call_walk *w)
 {
     interval_vec *busy = &w->busy, *wait = &w->waiting;
-    qsort(wait->items, wait->count, sizeof *wait->items, cmp_interval);
+    if (wait->count) /* never qsort(NULL, 0): UB */
+        qsort(wait->items, wait->count, sizeof *wait->items, cmp_interval);
     size_t k = 0;
     for (size_t i = 0; i < busy->count; i++) {
         int64_t a = busy->items[i].start, b = busy->items[i].end;

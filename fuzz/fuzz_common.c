@@ -68,17 +68,11 @@ static pt_worker_summary *reference_worker(void)
         pt_synth_job job;
         pt_synth_job_init(&job);
         job.workers = 2, job.steps = 2, job.layers = 1;
-        pt_summarizer *sz = pt_summarizer_new();
-        pt_trace_sink sink = pt_summarizer_sink(sz);
-        pt_trace_meta meta;
-        pt_trace_meta_init(&meta);
         pt_error err = {{0}};
-        PT_FUZZ_CHECK(pt_synth_worker(&job, 1, &sink, &meta, &err) == 0, "synthesising the reference worker");
-        pt_worker_summary *s = pt_summarizer_finish(sz, &meta, "node0_1_10001.json", &err);
-        PT_FUZZ_CHECK(s != NULL, "summarising the reference worker");
+        pt_worker_summary *s = pt_synth_summary(&job, 1, &err);
+        PT_FUZZ_CHECK(s != NULL, "synthesising and summarising the reference worker");
         pt_summary_encode(s, &reference);
         pt_summary_free(s);
-        pt_summarizer_free(sz);
     }
     pt_error err = {{0}};
     pt_worker_summary *s = pt_summary_decode(reference.data, reference.len, &err);

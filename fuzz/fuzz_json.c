@@ -38,27 +38,40 @@ static bool valid_utf8(const unsigned char *s, size_t n)
     return true;
 }
 
+/* v written into out (emptied first; indent as pt_json_write takes it). */
+static void rewrite(pt_buf *out, const pt_json *v, int indent)
+{
+    pt_buf_reset(out);
+    pt_json_write(out, v, indent);
+}
+
+/* The writer's text parsed back; what names the check that fails when it does not. */
+static pt_json *parse_back(const pt_buf *text, const char *what)
+{
+    pt_error err = {{0}};
+    pt_json *v = pt_json_parse(text->data, text->len, 1 << 20, &err);
+    PT_FUZZ_CHECK(v != NULL, what);
+    return v;
+}
+
+static bool same_text(const pt_buf *a, const pt_buf *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
 static void check_tree_round_trip(const pt_json *v)
 {
     pt_buf once = PT_BUF_INIT, twice = PT_BUF_INIT, pretty = PT_BUF_INIT;
-    pt_json_write(&once, v, -1);
-    pt_error err = {{0}};
-    pt_json *again = pt_json_parse(once.data, once.len, 1 << 20, &err);
-    PT_FUZZ_CHECK(again != NULL, "the writer's output does not parse back");
-    pt_json_write(&twice, again, -1);
-    pt_json *normal = pt_json_parse(twice.data, twice.len, 1 << 20, &err);
-    PT_FUZZ_CHECK(normal != NULL, "the writer's output does not parse back (second pass)");
-    pt_buf_reset(&once);
-    pt_json_write(&once, normal, -1);
-    PT_FUZZ_CHECK(once.len == twice.len && memcmp(once.data, twice.data, once.len) == 0,
-                  "write(parse(write(v))) differs from write(v)");
-    pt_json_write(&pretty, normal, 2);
-    pt_json *from_pretty = pt_json_parse(pretty.data, pretty.len, 1 << 20, &err);
-    PT_FUZZ_CHECK(from_pretty != NULL, "pretty output does not parse back");
-    pt_buf_reset(&once);
-    pt_json_write(&once, from_pretty, -1);
-    PT_FUZZ_CHECK(once.len == twice.len && memcmp(once.data, twice.data, once.len) == 0,
-                  "pretty and compact output disagree");
+    rewrite(&once, v, -1);
+    pt_json *again = parse_back(&once, "the writer's output does not parse back");
+    rewrite(&twice, again, -1);
+    pt_json *normal = parse_back(&twice, "the writer's output does not parse back (second pass)");
+    rewrite(&once, normal, -1);
+    PT_FUZZ_CHECK(same_text(&once, &twice), "write(parse(write(v))) differs from write(v)");
+    rewrite(&pretty, normal, 2);
+    pt_json *from_pretty = parse_back(&pretty, "pretty output does not parse back");
+    rewrite(&once, from_pretty, -1);
+    PT_FUZZ_CHECK(same_text(&once, &twice), "pretty and compact output disagree");
     for (size_t i = 0; i < twice.len; i++) {
         unsigned char c = (unsigned char)twice.data[i];
         PT_FUZZ_CHECK(c != '<' && c != '>' && c != '&', "raw '<', '>' or '&' in the writer's output");

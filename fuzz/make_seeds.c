@@ -170,17 +170,8 @@ static void write_kineto(const pt_synth_plan *plan, int rank, const char *path, 
 
 static pt_worker_summary *synth_summary(const pt_synth_plan *plan, int rank)
 {
-    pt_summarizer *sz = pt_summarizer_new();
-    pt_trace_sink sink = pt_summarizer_sink(sz);
-    pt_trace_meta meta;
     pt_error err = {{0}};
-    char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
-    pt_synth_plan_worker_stem(plan, rank, stem, sizeof stem);
-    snprintf(name, sizeof name, "%s.json", stem);
-    pt_worker_summary *s = NULL;
-    if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) == 0)
-        s = pt_summarizer_finish(sz, &meta, name, &err);
-    pt_summarizer_free(sz);
+    pt_worker_summary *s = pt_synth_plan_summary(plan, rank, &err);
     if (!s)
         die("summarize", err.message);
     return s;

@@ -111,6 +111,12 @@
   function later(part) { mounted.push(part); return part.node; }
 
   /* Shared pieces --------------------------------------------------------------------- */
+  /* A page's title, then how to read it. */
+  function heading(node, title, intro, fields) {
+    node.appendChild(el('h1', null, title));
+    node.appendChild(howTo(intro, fields));
+  }
+
   function howTo(intro, fields) {
     return el('details', { className: 'howto', attrs: { open: '' } },
       el('summary', null, 'How to read this'),
@@ -293,12 +299,11 @@
 
   /* Workers --------------------------------------------------------------------------- */
   function renderWorkers(node, params) {
-    node.appendChild(el('h1', null, 'Workers'));
-    node.appendChild(howTo('One row per worker (rank). Step time is the median duration of the profiled steps. Each step\'s time is split into exposed time by priority: GPU compute first, then memory operations, communication, CUDA runtime, Python, and idle for the rest, so the parts add up to the step time. In a synchronous job every worker\'s step takes about as long, so look at the split: the straggler computes longer and communicates less, because the others wait for it inside their collectives.', [
+    heading(node, 'Workers', 'One row per worker (rank). Step time is the median duration of the profiled steps. Each step\'s time is split into exposed time by priority: GPU compute first, then memory operations, communication, CUDA runtime, Python, and idle for the rest, so the parts add up to the step time. In a synchronous job every worker\'s step takes about as long, so look at the split: the straggler computes longer and communicates less, because the others wait for it inside their collectives.', [
       ['status', 'normal, slow (named in a finding), hang, missing (expected but never reported) or error (its trace could not be read).'],
       ['GPU utilization', 'share of the profiled window with a compute kernel running.'],
       ['rank source', 'where the rank came from: distributedInfo in the trace, the file name, the file order, or the collector.']
-    ]));
+    ]);
     node.appendChild(breakdownLegend());
     if (workers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
     var detail = el('div', { id: 'worker-detail' });
@@ -401,12 +406,11 @@
   /* Heatmap --------------------------------------------------------------------------- */
   function renderHeatmap(node, params) {
     var h = section('Heatmap');
-    node.appendChild(el('h1', null, 'Heatmap: workers × functions'));
-    node.appendChild(howTo('Each row is a worker (rank), each column a function: a kernel, a memory operation, a collective, a CUDA runtime call or a Python call stack. "Deviation from median" colours a cell by how much longer (red) or shorter (blue) that worker spent in the function than the median worker did, as a share of the step time; a faulty worker is a row that stands out. "Time share" colours by the function\'s bottleneck ratio on that worker instead. Remember the straggler rule: the worker that arrives last at a collective spends the least time in it (blue), because the others wait for it (red) — judge a worker by what it does instead of waiting.', [
+    heading(node, 'Heatmap: workers × functions', 'Each row is a worker (rank), each column a function: a kernel, a memory operation, a collective, a CUDA runtime call or a Python call stack. "Deviation from median" colours a cell by how much longer (red) or shorter (blue) that worker spent in the function than the median worker did, as a share of the step time; a faulty worker is a row that stands out. "Time share" colours by the function\'s bottleneck ratio on that worker instead. Remember the straggler rule: the worker that arrives last at a collective spends the least time in it (blue), because the others wait for it (red) — judge a worker by what it does instead of waiting.', [
       ['▶ red row label', 'a worker named in a finding.'],
       ['"Largest excess first"', 'orders the rows by each worker\'s largest excess over the median outside communication: the slowest workers come first.'],
       ['strip on the right', 'every worker at once, red by that same excess (several workers per pixel when there are many; the largest shows). Click it to jump.']
-    ]));
+    ]);
     if (!(h.ranks || []).length || !(h.functions || []).length) {
       node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));
       return;
@@ -430,14 +434,13 @@
   /* GPU Compute ------------------------------------------------------------------------ */
   function renderGpuCompute(node, params) {
     var s = section('GPU Compute'), key = matchKey(params);
-    node.appendChild(el('h1', null, 'GPU Compute'));
-    node.appendChild(howTo('How busy each GPU was with compute kernels, which kernels cost the most, and which workers ran the same kernels slower than the others.', [
+    heading(node, 'GPU Compute', 'How busy each GPU was with compute kernels, which kernels cost the most, and which workers ran the same kernels slower than the others.', [
       ['min/median/max GPU utilization (in [0,1])', 'across workers, the share of the profiled window with a compute kernel running: 0.28 means the GPU computed 28% of the time.'],
       ['workers with abnormal GPU utilization', 'workers whose utilization is far from the others, with their utilization. Empty means every worker is normal.'],
       ['major_kernel_executions', 'the kernels that cost the most. The key is the kernel name followed by its grid and block (name320_1_1|512_1_1); each has the median cost of one execution and its bottleneck ratio, the share of end-to-end time it takes.'],
       ['workers with potential GPU issues', 'workers whose kernels run slower than the same kernels elsewhere. Empty means all are normal.'],
       ['detailed report', 'present when the list above is not empty: which worker ran which kernel slower, and by how much.']
-    ]));
+    ]);
     var util = s['min/median/max GPU utilization (in [0,1])'] || [];
     node.appendChild(statCards([['min GPU utilization', fmt.pct(util[0])], ['median GPU utilization', fmt.pct(util[1])], ['max GPU utilization', fmt.pct(util[2])]]));
 
@@ -507,11 +510,10 @@
 
   function renderGpuMemory(node, params) {
     var s = section('GPU memory operations'), key = matchKey(params);
-    node.appendChild(el('h1', null, 'GPU memory operations'));
-    node.appendChild(howTo('One entry per kind of memory operation (Memcpy HtoD, DtoH, DtoD, Memset, …).', [
+    heading(node, 'GPU memory operations', 'One entry per kind of memory operation (Memcpy HtoD, DtoH, DtoD, Memset, …).', [
       ['avg bottleneck ratio (in [0,1])', 'on average over workers, the share of end-to-end time spent in this operation and not hidden under GPU compute: 0.0105 means 1.05%.'],
       ['abnormal_workers', 'the workers whose bottleneck ratio for this operation is above 0.01 (1%), the threshold for memory operations, with their ratio.']
-    ]));
+    ]);
     var kinds = entries(s);
     node.appendChild(table({
       rows: kinds, sort: { column: 1, descending: true },
@@ -539,13 +541,12 @@
   function renderCommunication(node, params) {
     var key = matchKey(params), rows = communicationRows();
     var matches = function (r) { return key !== null && (r.group === key || r.kernel === key || r.group + '|' + r.kernel === key); };
-    node.appendChild(el('h1', null, 'Communication'));
-    node.appendChild(howTo('Collectives grouped by link and pattern ("nvlink ring", "pcie sendrecv", …), then by NCCL kernel. In a collective the worker that arrives last shows the shortest kernel, because the others wait for it inside theirs: long communication on most workers usually means one slow worker elsewhere, not a slow network.', [
+    heading(node, 'Communication', 'Collectives grouped by link and pattern ("nvlink ring", "pcie sendrecv", …), then by NCCL kernel. In a collective the worker that arrives last shows the shortest kernel, because the others wait for it inside theirs: long communication on most workers usually means one slow worker elsewhere, not a slow network.', [
       ['example_of_normal_worker', 'a typical worker for this kernel and its features; "different from other workers" counts the workers whose features differ from it.'],
       ['bottleneck ratio (in [0,1])', 'share of end-to-end time in this collective that does not overlap computation.'],
       ['avg throughput (%)', 'bus bandwidth as a percentage of the link\'s peak; throughput std (%) is its spread across calls. Kernels without message sizes report 0.'],
       ['abnormal_workers', 'workers whose features are unlike the others, with their features.']
-    ]));
+    ]);
     var f = function (o, k) { return (o || {})[k]; };
     node.appendChild(table({
       rows: rows, sort: { column: 4, descending: true },
@@ -580,12 +581,11 @@
   /* CUDA Runtime ------------------------------------------------------------------------- */
   function renderCudaRuntime(node, params) {
     var s = section('CUDA Runtime'), key = matchKey(params);
-    node.appendChild(el('h1', null, 'CUDA Runtime'));
-    node.appendChild(howTo('One entry per CUDA runtime API the workers call (cudaLaunchKernel, cudaMemcpyAsync, …): the CPU-side cost of driving the GPU.', [
+    heading(node, 'CUDA Runtime', 'One entry per CUDA runtime API the workers call (cudaLaunchKernel, cudaMemcpyAsync, …): the CPU-side cost of driving the GPU.', [
       ['avg bottleneck ratio (in [0,1])', 'on average, the share of end-to-end time in this call that does not overlap computation: time the GPU waited for the CPU to launch work.'],
       ['avg execution time / monitoring duration (in [0,1])', 'the share of the profiled window spent in this call, overlap included.'],
       ['abnormal_workers', 'workers whose bottleneck ratio is above 0.01 (1%), the threshold for runtime calls, with their ratio.']
-    ]));
+    ]);
     node.appendChild(table({
       rows: entries(s), sort: { column: 1, descending: true },
       highlight: key !== null ? function (e) { return e[0] === key; } : null,
@@ -601,10 +601,9 @@
   /* Python functions --------------------------------------------------------------------- */
   function renderPython(node, params) {
     var s = section('Python functions'), key = matchKey(params);
-    node.appendChild(el('h1', null, 'Python functions'));
-    node.appendChild(howTo('Python functions that take more than 1% of end-to-end time on some worker, not counting time that overlaps GPU compute, communication or other operations. Each is keyed by its full call stack, frames joined with "|", outermost first; the table shows the innermost frame, hover for the whole stack, click for the workers.', [
+    heading(node, 'Python functions', 'Python functions that take more than 1% of end-to-end time on some worker, not counting time that overlaps GPU compute, communication or other operations. Each is keyed by its full call stack, frames joined with "|", outermost first; the table shows the innermost frame, hover for the whole stack, click for the workers.', [
       ['value', 'for every worker over 1%, the share of end-to-end time this stack takes on it.']
-    ]));
+    ]);
     var rows = entries(s).map(function (e) {
       var shares = entries(e[1]).map(function (w) { return w[1]; });
       var top = entries(e[1]).sort(function (a, b) { return b[1] - a[1]; })[0];
@@ -643,12 +642,11 @@
   function renderHardware(node, params) {
     var s = section('Hardware'), key = matchKey(params);
     var metrics = entries(s.metrics), perWorker = entries(s.workers), series = s.series || {};
-    node.appendChild(el('h1', null, 'Hardware'));
-    node.appendChild(howTo('GPU, NVLink, PCIe and DRAM metrics the collector sampled during the profiled window (the seed samples every 100 µs).', [
+    heading(node, 'Hardware', 'GPU, NVLink, PCIe and DRAM metrics the collector sampled during the profiled window (the seed samples every 100 µs).', [
       ['min/median/max', 'across workers, of each worker\'s average.'],
       ['per worker', 'each worker\'s average, minimum and maximum; a worker far from the others is worth a look next to the findings.'],
       ['samples', 'the metric over time for a few workers (the report keeps series for at most 64 workers): the culprits first.']
-    ]));
+    ]);
     node.appendChild(table({
       rows: metrics, highlight: key !== null ? function (e) { return e[0] === key; } : null,
       columns: [{ label: 'metric', value: function (e) { return e[0]; } },
@@ -716,8 +714,7 @@
 
   /* Warnings and raw traces ------------------------------------------------------------------- */
   function renderWarnings(node) {
-    node.appendChild(el('h1', null, 'Warnings'));
-    node.appendChild(howTo('Problems with the input that did not stop the analysis: a rank guessed from a file name, a trace cut short, a worker that never reported. The diagnosis above is only as complete as these allow.'));
+    heading(node, 'Warnings', 'Problems with the input that did not stop the analysis: a rank guessed from a file name, a trace cut short, a worker that never reported. The diagnosis above is only as complete as these allow.');
     node.appendChild(el('ul', { className: 'plain', id: 'warnings' }, (R.warnings || []).map(function (w) { return el('li', null, String(w)); })));
   }
 
@@ -729,8 +726,7 @@
 
   function renderTraces(node) {
     var rows = workers.filter(function (w) { return w.raw_trace; });
-    node.appendChild(el('h1', null, 'Raw traces'));
-    node.appendChild(howTo('The raw traces saved with --save-raw-trace (master: rank 0 only; all: every worker), for confirming a diagnosis by hand. One worker\'s trace can be hundreds of MB. To open one in Perfetto (ui.perfetto.dev) or chrome://tracing, convert it to Chrome trace JSON first:'));
+    heading(node, 'Raw traces', 'The raw traces saved with --save-raw-trace (master: rank 0 only; all: every worker), for confirming a diagnosis by hand. One worker\'s trace can be hundreds of MB. To open one in Perfetto (ui.perfetto.dev) or chrome://tracing, convert it to Chrome trace JSON first:');
     node.appendChild(el('code', { className: 'cmd' }, 'perftracker export raw_trace/<file> -o <file>.json'));
     node.appendChild(table({
       rows: rows, filter: 'Filter workers',

@@ -84,12 +84,6 @@ static const char *add_input(input_list *list, const char *path)
     return NULL;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* Which directory entries are worker files: traces and summaries by extension; the
  * report and the synthetic generator's answer key are not. */
 static bool looks_like_worker_file(const char *name)
@@ -98,7 +92,7 @@ static bool looks_like_worker_file(const char *name)
         return false;
     static const char *const suffixes[] = {".json", ".json.gz", ".gz", ".ptsum", ".ptrace", ".zst"};
     for (size_t i = 0; i < PT_ARRAY_LEN(suffixes); i++)
-        if (ends_with(name, suffixes[i]))
+        if (pt_ends_with(name, suffixes[i]))
             return true;
     return false;
 }
@@ -284,9 +278,7 @@ int cmd_analyze(int argc, char **argv)
     pt_error out_err = {{0}};
     if (pt_check_writable(out_dir, true, &out_err) != 0) { /* before hours of reading, not after */
         pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
-        for (size_t i = 0; i < inputs.count; i++)
-            free(inputs.paths[i]);
-        free(inputs.paths);
+        pt_free_strings(inputs.paths, inputs.count);
         free(inputs.ids);
         return PT_EXIT_FAILURE;
     }
@@ -348,18 +340,10 @@ int cmd_analyze(int argc, char **argv)
                          w->string, about_missing_ranks(w->string) ? " (not given to this analysis)" : "");
     }
     pt_strtab_free(&printed);
-    pt_error err = {{0}};
     int rc = nok == 0 ? PT_EXIT_FAILURE : PT_EXIT_OK;
-    if (pt_report_write(out_dir, report, &err) != 0) {
-        pt_cli_print(stderr, "perftracker: %s\n", err.message);
+    if (pt_cli_write_document(out_dir, "report.json", report, pt_report_render_log, quiet) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
-        if (!quiet) {
-            pt_buf log = PT_BUF_INIT;
-            pt_report_render_log(report, &log);
-            pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
-            pt_buf_free(&log);
-        }
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
         if (rc == PT_EXIT_OK && (nfailed || strcmp(verdict, "hang") == 0))
             rc = PT_EXIT_PARTIAL;
@@ -374,9 +358,7 @@ int cmd_analyze(int argc, char **argv)
         free(js.errors[i]);
         free(inputs.paths[i]);
     }
-    for (size_t i = 0; i < nfailed; i++)
-        free(warnings[i]);
-    free(warnings);
+    pt_free_strings(warnings, nfailed);
     free(failed_ranks);
     free(failed_names);
     free(ok);
@@ -392,6 +374,23 @@ int cmd_analyze(int argc, char **argv)
 bool pt_cli_is_worker_file(const char *name)
 {
     return looks_like_worker_file(name);
+}
+
+int pt_cli_write_document(const char *out_dir, const char *file_name, const pt_json *doc,
+                          void (*render)(const pt_json *doc, pt_buf *out), bool quiet)
+{
+    pt_error err = {{0}};
+    if (pt_report_write_document(out_dir, file_name, doc, &err) != 0) {
+        pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        return -1;
+    }
+    if (!quiet) {
+        pt_buf text = PT_BUF_INIT;
+        render(doc, &text);
+        pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
+        pt_buf_free(&text);
+    }
+    return 0;
 }
 
 int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job)
@@ -423,9 +422,7 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
         job->failures[job->failure_count++] = pt_buf_take(&why);
         free(js.errors[i]);
     }
-    for (size_t i = 0; i < inputs.count; i++)
-        free(inputs.paths[i]);
-    free(inputs.paths);
+    pt_free_strings(inputs.paths, inputs.count);
     free(inputs.ids);
     free(js.summaries);
     free(js.errors);
@@ -436,9 +433,7 @@ void pt_cli_job_free(pt_cli_job *job)
 {
     for (size_t i = 0; i < job->worker_count; i++)
         pt_summary_free(job->workers[i]);
-    for (size_t i = 0; i < job->failure_count; i++)
-        free(job->failures[i]);
+    pt_free_strings(job->failures, job->failure_count);
     free(job->workers);
-    free(job->failures);
     memset(job, 0, sizeof *job);
 }

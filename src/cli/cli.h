@@ -4,6 +4,8 @@
 #define PT_CLI_CLI_H
 
 #include "summarize/summary.h"
+#include "util/buf.h"
+#include "util/json.h"
 #include "util/common.h"
 
 #include <stdio.h>
@@ -38,9 +40,30 @@ typedef struct pt_cli_job_options {
     bool quiet;
 } pt_cli_job_options;
 int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o);
+
+/* The commands that turn one trace into one file (summarize, export): TRACE, -o OUT and
+ * one flag of their own, parsed one way (options.c). */
+typedef struct pt_cli_trace_args {
+    const char *command;     /* "summarize", "export": for messages */
+    void (*usage)(FILE *out);
+    const char *flag;        /* the command's own flag ("--json", "--gzip") */
+    const char *output_what; /* what -o names, for "-o needs ..." */
+    const char *input;       /* parsed: the trace */
+    const char *output;      /* parsed: -o's value, or NULL */
+    bool flag_given;         /* parsed */
+} pt_cli_trace_args;
+/* true when the command goes on (input set); false when it ends now with *exit_status:
+ * after --help, or after a usage error (printed with the usage). */
+bool pt_cli_parse_trace_args(int argc, char **argv, pt_cli_trace_args *a, int *exit_status);
+/* "perftracker COMMAND: WHAT[: ARG]", then the usage, on stderr; returns PT_EXIT_USAGE. */
+int pt_cli_usage_error(const char *command, void (*usage)(FILE *out), const char *what, const char *arg);
 int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job);
 void pt_cli_job_free(pt_cli_job *job);
 bool pt_cli_is_worker_file(const char *name);
+/* Writes doc as out_dir/file_name with its PerfDisplay folder, then, unless quiet, prints
+ * what render makes of it on stdout. 0, or -1 when it could not be written (printed). */
+int pt_cli_write_document(const char *out_dir, const char *file_name, const pt_json *doc,
+                          void (*render)(const pt_json *doc, pt_buf *out), bool quiet);
 int cmd_jobs(int argc, char **argv);
 
 /* fprintf for everything the CLI prints: control characters from hostile inputs (file,

@@ -44,17 +44,11 @@ static void usage(FILE *out)
 
 typedef enum input_kind { INPUT_TRACES, INPUT_SUMMARIES, INPUT_REPORT } input_kind;
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* The first key of a JSON document, when it is one of perftracker's ("report_version",
  * "diff_version"): the writer puts it first. Traces are not parsed here. */
 static const char *document_kind(const char *path)
 {
-    if (!ends_with(path, ".json"))
+    if (!pt_ends_with(path, ".json"))
         return NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -90,7 +84,7 @@ static int classify_dir(const char *dir, input_kind *kind, pt_buf *path)
         diff |= strcmp(de->d_name, "diff.json") == 0;
         if (pt_cli_is_worker_file(de->d_name) && strcmp(de->d_name, "diff.json") != 0) {
             workers++;
-            summaries += ends_with(de->d_name, ".ptsum");
+            summaries += pt_ends_with(de->d_name, ".ptsum");
         }
     }
     closedir(d);
@@ -125,7 +119,7 @@ static int classify(const char *arg, input_kind *kind, pt_buf *path)
         return -1;
     }
     pt_buf_puts(path, arg);
-    *kind = doc ? INPUT_REPORT : ends_with(arg, ".ptsum") ? INPUT_SUMMARIES : INPUT_TRACES;
+    *kind = doc ? INPUT_REPORT : pt_ends_with(arg, ".ptsum") ? INPUT_SUMMARIES : INPUT_TRACES;
     return 0;
 }
 
@@ -227,17 +221,9 @@ int cmd_diff(int argc, char **argv)
             rc = PT_EXIT_FAILURE;
     if (rc == PT_EXIT_OK) {
         pt_json *diff = pt_diff(&runs[0], &runs[1], NULL);
-        pt_error err = {{0}};
-        if (pt_report_write_document(out_dir, "diff.json", diff, &err) != 0) {
-            pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        if (pt_cli_write_document(out_dir, "diff.json", diff, pt_diff_render_text, quiet) != 0) {
             rc = PT_EXIT_FAILURE;
         } else {
-            if (!quiet) {
-                pt_buf text = PT_BUF_INIT;
-                pt_diff_render_text(diff, &text);
-                pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
-                pt_buf_free(&text);
-            }
             pt_cli_print(stderr, "perftracker: diff written to %s/diff.json; open %s/PerfDisplay (python3 app.py)\n",
                          out_dir, out_dir);
             rc = partial ? PT_EXIT_PARTIAL : PT_EXIT_OK;

@@ -25,14 +25,6 @@ static void usage(FILE *out)
                  "  --gzip   compress; OUT gets \".gz\" appended when it lacks it\n");
 }
 
-/* What was wrong, then the usage (exit status 2). */
-static int usage_error(const char *what, const char *arg)
-{
-    pt_cli_print(stderr, "perftracker export: %s%s%s\n\n", what, arg ? ": " : "", arg ? arg : "");
-    usage(stderr);
-    return PT_EXIT_USAGE;
-}
-
 typedef struct export_state {
     pt_kineto_writer *writer;
     const pt_trace_meta *meta; /* the reader's, filled as it goes */
@@ -75,12 +67,6 @@ static void on_warning(void *ctx, const char *message)
     pt_cli_print(stderr, "perftracker: warning: %s\n", message);
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static bool same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
@@ -94,7 +80,7 @@ static int export_trace(const char *input, const char *output)
         pt_cli_print(stderr, "perftracker: %s: the output is the same file as the input\n", output);
         return PT_EXIT_FAILURE;
     }
-    pt_kineto_writer *w = pt_kineto_writer_open(output, ends_with(output, ".gz"), &err);
+    pt_kineto_writer *w = pt_kineto_writer_open(output, pt_ends_with(output, ".gz"), &err);
     if (!w) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", output, err.message);
         return PT_EXIT_FAILURE;
@@ -125,29 +111,16 @@ static int export_trace(const char *input, const char *output)
 
 int cmd_export(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL;
-    bool gzip = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-            output = argv[++i];
-        else if (strcmp(argv[i], "--gzip") == 0)
-            gzip = true;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return usage(stdout), PT_EXIT_OK;
-        else if (argv[i][0] == '-')
-            return usage_error(strcmp(argv[i], "-o") == 0 ? "-o needs the JSON file to write" : "unknown option",
-                               argv[i]);
-        else if (input)
-            return usage_error("one trace at a time; a second was given", argv[i]);
-        else
-            input = argv[i];
-    }
-    if (!input)
-        return usage_error("which trace? give TRACE", NULL);
-    if (!output)
-        return usage_error("-o OUT is missing (the JSON file to write)", NULL);
+    pt_cli_trace_args a = {"export", usage, "--gzip", "the JSON file to write", NULL, NULL, false};
+    int status;
+    if (!pt_cli_parse_trace_args(argc, argv, &a, &status))
+        return status;
+    if (!a.output)
+        return pt_cli_usage_error(a.command, usage, "-o OUT is missing (the JSON file to write)", NULL);
+    const char *input = a.input, *output = a.output;
+    bool gzip = a.flag_given;
     char *gz_name = NULL;
-    if (gzip && !ends_with(output, ".gz")) {
+    if (gzip && !pt_ends_with(output, ".gz")) {
         size_t n = strlen(output) + 4;
         gz_name = pt_xmalloc(n);
         snprintf(gz_name, n, "%s.gz", output);

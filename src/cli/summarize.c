@@ -18,14 +18,6 @@ static void usage(FILE *out)
                  "  --json   print the summary as JSON on stdout (with or without -o)\n");
 }
 
-/* What was wrong, then the usage (exit status 2). */
-static int usage_error(const char *what, const char *arg)
-{
-    pt_cli_print(stderr, "perftracker summarize: %s%s%s\n\n", what, arg ? ": " : "", arg ? arg : "");
-    usage(stderr);
-    return PT_EXIT_USAGE;
-}
-
 /* Large traces take seconds: show the bytes read (the reader calls back per buffer). */
 static void on_bytes(void *ctx, uint64_t done, uint64_t total)
 {
@@ -37,27 +29,15 @@ static void on_bytes(void *ctx, uint64_t done, uint64_t total)
 
 int cmd_summarize(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-            output = argv[++i];
-        else if (strcmp(argv[i], "--json") == 0)
-            json = true;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return usage(stdout), PT_EXIT_OK;
-        else if (argv[i][0] == '-')
-            return usage_error(strcmp(argv[i], "-o") == 0 ? "-o needs the summary file to write" : "unknown option",
-                               argv[i]);
-        else if (input)
-            return usage_error("one trace at a time; a second was given", argv[i]);
-        else
-            input = argv[i];
-    }
-    if (!input)
-        return usage_error("which trace? give TRACE", NULL);
+    pt_cli_trace_args a = {"summarize", usage, "--json", "the summary file to write", NULL, NULL, false};
+    int status;
+    if (!pt_cli_parse_trace_args(argc, argv, &a, &status))
+        return status;
+    const char *input = a.input, *output = a.output;
+    bool json = a.flag_given;
     if (!output && !json)
-        return usage_error("-o SUMMARY is missing (the file to write), or --json to print the summary", NULL);
+        return pt_cli_usage_error(a.command, usage,
+                                  "-o SUMMARY is missing (the file to write), or --json to print the summary", NULL);
     pt_error err = {{0}};
     if (output && pt_check_writable(output, false, &err) != 0) { /* before reading a trace of gigabytes */
         pt_cli_print(stderr, "perftracker: %s\n", err.message);

@@ -10,7 +10,6 @@
 #include "cli/cli.h"
 #include "cli/progress.h"
 #include "report/report.h"
-#include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "synth/synth.h"
 #include "trace/kineto_writer.h"
@@ -161,21 +160,13 @@ static int write_trace(synth_run *run, int rank, const char *stem, pt_error *err
  * workers the same way whichever form was analysed. */
 static int write_summary(synth_run *run, int rank, const char *stem, pt_error *err)
 {
-    pt_summarizer *s = pt_summarizer_new();
-    pt_trace_sink sink = pt_summarizer_sink(s);
-    pt_trace_meta meta;
-    int rc = -1;
-    if (pt_synth_plan_worker(run->plan, rank, &sink, &meta, err) == 0) {
-        char name[PT_NAME_MAX + 8], path[4096];
-        snprintf(name, sizeof name, "%s.json", stem);
-        pt_worker_summary *summary = pt_summarizer_finish(s, &meta, name, err);
-        if (summary) {
-            snprintf(path, sizeof path, "%s/%s.ptsum", run->out_dir, stem);
-            rc = pt_summary_write_file(summary, path, err);
-            pt_summary_free(summary);
-        }
-    }
-    pt_summarizer_free(s);
+    pt_worker_summary *summary = pt_synth_plan_summary(run->plan, rank, err);
+    if (!summary)
+        return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.ptsum", run->out_dir, stem);
+    int rc = pt_summary_write_file(summary, path, err);
+    pt_summary_free(summary);
     return rc;
 }
 

@@ -109,12 +109,19 @@ static const char *memory_kind(unsigned kind)
     return kind < PT_ARRAY_LEN(names) ? names[kind] : "Unknown";
 }
 
+/* What every GPU activity record says: its kind and its span on one device's stream. */
+static void place_on_stream(pt_gpu_record *out, pt_event_kind kind, uint64_t start, uint64_t end, uint32_t device,
+                            uint32_t stream)
+{
+    out->kind = kind;
+    out->start_ns = (int64_t)start, out->end_ns = (int64_t)end;
+    out->device = (int32_t)device;
+    out->stream = stream;
+}
+
 static void convert_kernel(const kernel_record *k, const pt_cupti_names *names, pt_gpu_record *out)
 {
-    out->kind = PT_EVENT_GPU_KERNEL;
-    out->start_ns = (int64_t)k->start, out->end_ns = (int64_t)k->end;
-    out->device = (int32_t)k->deviceId;
-    out->stream = k->streamId;
+    place_on_stream(out, PT_EVENT_GPU_KERNEL, k->start, k->end, k->deviceId, k->streamId);
     out->grid[0] = k->gridX, out->grid[1] = k->gridY, out->grid[2] = k->gridZ;
     out->block[0] = k->blockX, out->block[1] = k->blockY, out->block[2] = k->blockZ;
     const char *name = k->name ? k->name : "<unnamed kernel>";
@@ -132,10 +139,7 @@ static void convert_memcpy(const memcpy_record *m, const pt_cupti_names *names, 
     char name[96];
     int n = snprintf(name, sizeof name, "Memcpy %s (%s -> %s)", memcpy_kind(m->copyKind), memory_kind(m->srcKind),
                      memory_kind(m->dstKind));
-    out->kind = PT_EVENT_GPU_MEMCPY;
-    out->start_ns = (int64_t)m->start, out->end_ns = (int64_t)m->end;
-    out->device = (int32_t)m->deviceId;
-    out->stream = m->streamId;
+    place_on_stream(out, PT_EVENT_GPU_MEMCPY, m->start, m->end, m->deviceId, m->streamId);
     out->bytes = (int64_t)m->bytes;
     out->name = names->intern(names->ctx, name, (size_t)n);
 }
@@ -144,10 +148,7 @@ static void convert_memset(const memset_record *m, const pt_cupti_names *names, 
 {
     char name[64];
     int n = snprintf(name, sizeof name, "Memset (%s)", memory_kind(m->memoryKind));
-    out->kind = PT_EVENT_GPU_MEMSET;
-    out->start_ns = (int64_t)m->start, out->end_ns = (int64_t)m->end;
-    out->device = (int32_t)m->deviceId;
-    out->stream = m->streamId;
+    place_on_stream(out, PT_EVENT_GPU_MEMSET, m->start, m->end, m->deviceId, m->streamId);
     out->bytes = (int64_t)m->bytes;
     out->name = names->intern(names->ctx, name, (size_t)n);
 }

@@ -146,19 +146,23 @@ static void release_held(void)
     M.held_count = 0;
 }
 
-/* Names a callable seen for the first time, and remembers it under (key, key2) when a
- * reference to `keep` can be held. Runs inside the hook: saves any pending exception. */
-static uint32_t name_first_sight(pt_window *w, const void *key, const void *key2, PyObject *keep, const char *name,
-                                 int n)
+/* Names a callable seen for the first time (a code object, or else a builtin's method
+ * def and self), and remembers it under (key, key2) when a reference to `keep` can be
+ * held. Runs inside the hook: any pending exception is saved around the naming. */
+static uint32_t name_first_sight(pt_window *w, const void *key, const void *key2, PyObject *keep,
+                                 PyCodeObject *code, const PyMethodDef *ml, PyObject *self)
 {
-    if (n < 0)
-        return PT_WINDOW_UNKNOWN_NAME;
-    uint32_t id = pt_window_name(w, name, (size_t)PT_MIN(n, NAME_MAX_BYTES - 1));
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    char name[NAME_MAX_BYTES];
+    int n = code ? format_code_name(code, name, sizeof name) : format_c_name(ml, self, name, sizeof name);
+    uint32_t id = n < 0 ? PT_NAMES_NONE : pt_window_name(w, name, (size_t)PT_MIN(n, NAME_MAX_BYTES - 1));
     if (id == PT_NAMES_NONE)
-        return PT_WINDOW_UNKNOWN_NAME;
-    if (hold(keep) && pt_functab_add(&w->funcs, key, key2, id) != 0) {
+        id = PT_WINDOW_UNKNOWN_NAME;
+    else if (hold(keep) && pt_functab_add(&w->funcs, key, key2, id) != 0) {
         /* Not remembered: the name is rebuilt on the next call, the reference is harmless. */
     }
+    PyErr_Restore(type, value, tb);
     return id;
 }
 
@@ -167,12 +171,7 @@ static uint32_t code_name(pt_window *w, PyCodeObject *code)
     uint32_t id = pt_functab_find(&w->funcs, code, NULL);
     if (PT_LIKELY(id != PT_FUNC_NONE))
         return id;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    char name[NAME_MAX_BYTES];
-    id = name_first_sight(w, code, NULL, (PyObject *)code, name, format_code_name(code, name, sizeof name));
-    PyErr_Restore(type, value, tb);
-    return id;
+    return name_first_sight(w, code, NULL, (PyObject *)code, code, NULL, NULL);
 }
 
 /* A builtin is named by its method def and the type it is bound to: the same key whether
@@ -184,14 +183,9 @@ static uint32_t c_name(pt_window *w, PyMethodDef *ml, PyObject *self, PyObject *
     uint32_t id = pt_functab_find(&w->funcs, ml, type);
     if (PT_LIKELY(id != PT_FUNC_NONE))
         return id;
-    PyObject *etype, *value, *tb;
-    PyErr_Fetch(&etype, &value, &tb);
-    char name[NAME_MAX_BYTES];
     if (type) /* the method def lives as long as its owner */
         keep = (PyObject *)type;
-    id = name_first_sight(w, ml, type, keep, name, format_c_name(ml, self, name, sizeof name));
-    PyErr_Restore(etype, value, tb);
-    return id;
+    return name_first_sight(w, ml, type, keep, NULL, ml, self);
 }
 
 static inline uint32_t cfunction_name(pt_window *w, PyCFunctionObject *fn)

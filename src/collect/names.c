@@ -12,9 +12,7 @@ void pt_names_init(pt_names *t)
 
 void pt_names_free(pt_names *t)
 {
-    for (size_t i = 0; i < t->count; i++)
-        free(t->strings[i]);
-    free(t->strings);
+    pt_free_strings(t->strings, t->count);
     free(t->lengths);
     free(t->slots);
     memset(t, 0, sizeof *t);

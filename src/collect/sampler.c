@@ -165,26 +165,18 @@ static void sample_buffered(pt_sampler *s)
     charge(s, COST_NVML_BUFFERED, &t);
 }
 
-static void sample_memory(pt_sampler *s, int64_t now)
+/* One read of a slower NVML tier (memory, GPM): the values it marks valid, under their
+ * metric ids; its cost is charged to cost_kind and returned. */
+static int64_t sample_tier(pt_sampler *s, int64_t now, unsigned (*read)(pt_nvml *, double *), const uint32_t *ids,
+                           int count, int cost_kind)
 {
-    double v[PT_NVML_SLOW];
+    double v[PT_MAX(PT_NVML_SLOW, PT_NVML_GPM)];
     int64_t t = now;
-    unsigned valid = pt_nvml_read_slow(s->cfg.nvml, v);
-    for (int i = 0; i < PT_NVML_SLOW; i++)
+    unsigned valid = read(s->cfg.nvml, v);
+    for (int i = 0; i < count; i++)
         if (valid & (1u << i))
-            add_sample(s, s->slow_ids[i], now, v[i]);
-    charge(s, COST_NVML_MEMORY, &t);
-}
-
-static int64_t sample_gpm(pt_sampler *s, int64_t now)
-{
-    double v[PT_NVML_GPM];
-    int64_t t = now;
-    unsigned valid = pt_nvml_read_gpm(s->cfg.nvml, v);
-    for (int i = 0; i < PT_NVML_GPM; i++)
-        if (valid & (1u << i))
-            add_sample(s, s->gpm_ids[i], now, v[i]);
-    return charge(s, COST_NVML_GPM, &t);
+            add_sample(s, ids[i], now, v[i]);
+    return charge(s, cost_kind, &t);
 }
 
 static void sleep_until(int64_t deadline)
@@ -226,9 +218,9 @@ static void *sampler_main(void *arg)
             charge(s, COST_HOST, &t);
             if (nvml) {
                 sample_buffered(s);
-                sample_memory(s, now);
+                sample_tier(s, now, pt_nvml_read_slow, s->slow_ids, PT_NVML_SLOW, COST_NVML_MEMORY);
                 if (now >= next_gpm && pt_nvml_has_gpm(nvml)) {
-                    int64_t cost = sample_gpm(s, now);
+                    int64_t cost = sample_tier(s, now, pt_nvml_read_gpm, s->gpm_ids, PT_NVML_GPM, COST_NVML_GPM);
                     gpm_period = PT_MAX(gpm_asked, (int64_t)((double)cost / GPM_CPU_BUDGET));
                     next_gpm = now + gpm_period;
                 }

@@ -263,14 +263,13 @@ static int write_gpu(trace_out *o)
 
 static int write_samples(trace_out *o)
 {
-    pt_window *w = o->w;
     pt_event ev;
-    pt_event_init(&ev, PT_EVENT_COUNTER);
-    ev.tid = 0;
-    for (size_t i = 0; i < w->sample_count; i++) {
-        ev.ts_ns = w->samples[i].ts_ns;
-        ev.value = w->samples[i].value;
-        if (pt_native_writer_event(o->nw, &ev, w->samples[i].metric, PT_NATIVE_NO_STRING) != 0)
+    pt_event_init(&ev, PT_EVENT_COUNTER); /* on thread 0 */
+    for (size_t i = 0; i < o->w->sample_count; i++) {
+        const pt_counter_record *sample = &o->w->samples[i];
+        ev.ts_ns = sample->ts_ns;
+        ev.value = sample->value;
+        if (pt_native_writer_event(o->nw, &ev, sample->metric, PT_NATIVE_NO_STRING) != 0)
             return -1;
     }
     return 0;

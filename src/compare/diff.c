@@ -41,9 +41,11 @@
  * a few medians over workers (quickselect). Memory is a few arrays of n doubles. */
 #include "compare/diff.h"
 #include "diagnose/analysis.h"
+#include "summarize/summary_json.h"
 #include "util/stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,9 +178,8 @@ static int by_rank_change(const void *x, const void *y)
 {
     const rank_change *p = x, *q = y;
     double dp = fabs(p->after - p->before), dq = fabs(q->after - q->before);
-    if (dp != dq)
-        return dp > dq ? -1 : 1;
-    return (p->rank > q->rank) - (p->rank < q->rank);
+    int order = pt_cmp_desc(dp, dq);
+    return order ? order : pt_cmp_i64(p->rank, q->rank);
 }
 
 /* Ranks whose change differs from the median rank's change beyond noise. */
@@ -327,14 +328,13 @@ static void collect_functions(diff_ctx *d, fn_list *list)
 static int by_score(const void *x, const void *y)
 {
     const fn_change *p = x, *q = y;
-    if (p->score != q->score)
-        return p->score > q->score ? -1 : 1;
     double tp = fmax(p->exposed.before, p->exposed.after), tq = fmax(q->exposed.before, q->exposed.after);
-    if (tp != tq)
-        return tp > tq ? -1 : 1;
-    if (p->cls != q->cls)
-        return p->cls < q->cls ? -1 : 1;
-    return strcmp(p->name, q->name);
+    int order = pt_cmp_desc(p->score, q->score);
+    if (order == 0)
+        order = pt_cmp_desc(tp, tq);
+    if (order == 0)
+        order = pt_cmp_i64(p->cls, q->cls);
+    return order ? order : strcmp(p->name, q->name);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -370,22 +370,24 @@ static void add_change(pt_json *j, const change *c)
         pt_json_add(j, "ranks_standing_out", pt_json_int((int64_t)c->ranks_standing_out));
 }
 
+/* One quantity of both runs: "before_NAME" and "after_NAME". */
+static void add_before_after(pt_json *j, const char *name, pt_json *before, pt_json *after)
+{
+    char key[64];
+    snprintf(key, sizeof key, "before_%s", name);
+    pt_json_add(j, key, before);
+    snprintf(key, sizeof key, "after_%s", name);
+    pt_json_add(j, key, after);
+}
+
 static pt_json *function_json(const fn_change *f)
 {
-    pt_json *j = pt_json_object();
-    pt_json_add(j, "class", pt_json_string(pt_class_name(f->cls)));
-    pt_json_add(j, "name", pt_json_string(f->name));
-    if (f->group)
-        pt_json_add(j, "group", pt_json_string(f->group));
+    pt_json *j = pt_function_json_object(f->cls, f->name, f->group);
     add_change(j, &f->exposed);
-    pt_json_add(j, "before_total_ms", number_or_null(f->total_b));
-    pt_json_add(j, "after_total_ms", number_or_null(f->total_a));
-    pt_json_add(j, "before_calls", number_or_null(f->calls_b));
-    pt_json_add(j, "after_calls", number_or_null(f->calls_a));
-    pt_json_add(j, "before_ms_per_call", number_or_null(f->per_call_b));
-    pt_json_add(j, "after_ms_per_call", number_or_null(f->per_call_a));
-    pt_json_add(j, "before_workers", pt_json_int((int64_t)f->workers_b));
-    pt_json_add(j, "after_workers", pt_json_int((int64_t)f->workers_a));
+    add_before_after(j, "total_ms", number_or_null(f->total_b), number_or_null(f->total_a));
+    add_before_after(j, "calls", number_or_null(f->calls_b), number_or_null(f->calls_a));
+    add_before_after(j, "ms_per_call", number_or_null(f->per_call_b), number_or_null(f->per_call_a));
+    add_before_after(j, "workers", pt_json_int((int64_t)f->workers_b), pt_json_int((int64_t)f->workers_a));
     return j;
 }
 
@@ -446,17 +448,30 @@ static const pt_json *find_same(const pt_json *findings, const pt_json *f)
     return NULL;
 }
 
+/* A report finding's "function" (a string, or null) and "workers" (its ranks; what is
+ * not a number is left out), copied for the diff. */
+static pt_json *finding_function(const pt_json *f)
+{
+    const pt_json *fn = pt_json_get(f, "function");
+    return fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null();
+}
+
+static pt_json *finding_ranks(const pt_json *f)
+{
+    pt_json *list = pt_json_array();
+    const pt_json *ranks = pt_json_get(f, "workers");
+    for (size_t i = 0; ranks && ranks->type == PT_JSON_ARRAY && i < ranks->count; i++)
+        if (ranks->items[i]->type == PT_JSON_NUMBER)
+            pt_json_push(list, pt_json_int((int64_t)ranks->items[i]->number));
+    return list;
+}
+
 static pt_json *finding_json(const pt_json *f, const pt_json *other)
 {
     pt_json *j = pt_json_object();
     pt_json_add(j, "category", pt_json_string(pt_json_get_string(f, "category", "other")));
-    const pt_json *fn = pt_json_get(f, "function");
-    pt_json_add(j, "function", fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null());
-    pt_json *workers = pt_json_add(j, "workers", pt_json_array());
-    const pt_json *ranks = pt_json_get(f, "workers");
-    for (size_t i = 0; ranks && ranks->type == PT_JSON_ARRAY && i < ranks->count; i++)
-        if (ranks->items[i]->type == PT_JSON_NUMBER)
-            pt_json_push(workers, pt_json_int((int64_t)ranks->items[i]->number));
+    pt_json_add(j, "function", finding_function(f));
+    pt_json_add(j, "workers", finding_ranks(f));
     const pt_json *all = pt_json_get(f, "all_workers");
     pt_json_add(j, "all_workers", pt_json_bool(all && all->type == PT_JSON_BOOL && all->boolean));
     pt_json_add(j, "impact", number_or_null(pt_json_get_number(f, "impact", NAN)));
@@ -710,14 +725,9 @@ static bool explain_hang(pt_buf *out, pt_json *v, pt_json *cause, const pt_diff_
     if (hang_a && !hang_b) {
         pt_json_add(v, "change", pt_json_string("hang"));
         pt_buf_printf(out, "AFTER hangs and BEFORE did not: %s", pt_json_get_string(hang_a, "summary", ""));
-        const pt_json *fn = pt_json_get(hang_a, "function");
         pt_json_add(cause, "class", pt_json_string("hang"));
-        pt_json_add(cause, "function", fn && fn->type == PT_JSON_STRING ? pt_json_string(fn->string) : pt_json_null());
-        pt_json *ranks = pt_json_add(cause, "ranks", pt_json_array());
-        const pt_json *w = pt_json_get(hang_a, "workers");
-        for (size_t i = 0; w && w->type == PT_JSON_ARRAY && i < w->count; i++)
-            if (w->items[i]->type == PT_JSON_NUMBER)
-                pt_json_push(ranks, pt_json_int((int64_t)w->items[i]->number));
+        pt_json_add(cause, "function", finding_function(hang_a));
+        pt_json_add(cause, "ranks", finding_ranks(hang_a));
         return true;
     }
     if (hang_b && !hang_a)

@@ -52,9 +52,7 @@ void pt_diff_run_free(pt_diff_run *run)
             pt_summary_free(run->workers[w]);
         free(run->workers);
     }
-    for (size_t i = 0; i < run->warning_count; i++)
-        free(run->warnings[i]);
-    free(run->warnings);
+    pt_free_strings(run->warnings, run->warning_count);
     free(run->label);
     pt_json_free(run->report);
     memset(run, 0, sizeof *run);

@@ -162,14 +162,22 @@ static void send_or_drop(pt_agent *a, const pt_ctl_msg *m)
         pt_ctl_logf(&a->cfg.log, "dropped a %s message: %s", pt_ctl_type_name(m->type), err.message);
 }
 
-static void send_heartbeat(pt_agent *a, int64_t now)
+/* What a heartbeat and a hang report both say: the round, the steps done, the mean
+ * step and how long the worker has been stalled. */
+static pt_ctl_msg progress_msg(const pt_agent *a, pt_ctl_type type, int64_t stalled_ns)
 {
     pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+    pt_ctl_msg_init(&m, type);
     m.round = a->armed_round;
     m.steps_done = a->steps_done;
     m.mean_step_ns = a->mean_step_ns;
-    m.stalled_ns = a->stalled_ns;
+    m.stalled_ns = stalled_ns;
+    return m;
+}
+
+static void send_heartbeat(pt_agent *a, int64_t now)
+{
+    pt_ctl_msg m = progress_msg(a, PT_CTL_HEARTBEAT, a->stalled_ns);
     send_or_drop(a, &m);
     a->last_heartbeat_ns = now;
     a->heartbeat_steps = a->steps_done;
@@ -186,12 +194,7 @@ static void read_stack(pt_agent *a)
 
 static void send_hang(pt_agent *a, int64_t stalled_ns)
 {
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_HANG);
-    m.round = a->armed_round;
-    m.steps_done = a->steps_done;
-    m.mean_step_ns = a->mean_step_ns;
-    m.stalled_ns = stalled_ns;
+    pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, stalled_ns);
     if (stalled_ns > 0)
         read_stack(a);
     else

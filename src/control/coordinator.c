@@ -623,17 +623,23 @@ static void check_round(pt_coordinator *c, int64_t now)
 
 /* ---------------------------------------------------------------- agent messages */
 
+/* Tells the peer why it is not welcome, and closes its connection once that is sent. */
+static void refuse(pt_coordinator *c, peer *p, const char *why, int64_t now)
+{
+    pt_ctl_msg r;
+    pt_ctl_msg_init(&r, PT_CTL_REFUSED);
+    r.text = pt_ctl_str(why);
+    send_to(c, p, &r, now);
+    p->closing = true;
+}
+
 static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     int32_t rank = m->worker.rank;
     if (rank < 0 || rank >= c->cfg.world_size || m->worker.world_size != c->cfg.world_size) {
         pt_ctl_logf(&c->cfg.log, "refused a worker from %s: rank %d of world size %d does not fit this job (world "
                     "size %d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
-        pt_ctl_msg r;
-        pt_ctl_msg_init(&r, PT_CTL_REFUSED);
-        r.text = pt_ctl_str("rank or world size does not match this job");
-        send_to(c, p, &r, now);
-        p->closing = true;
+        refuse(c, p, "rank or world size does not match this job", now);
         return;
     }
     worker *w = &c->workers[rank];
@@ -844,11 +850,7 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
                     m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
                     p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
                                                                                    : "wrong job key");
-        pt_ctl_msg r;
-        pt_ctl_msg_init(&r, PT_CTL_REFUSED);
-        r.text = pt_ctl_str("authentication failed: this job's key is needed");
-        send_to(c, p, &r, now);
-        p->closing = true;
+        refuse(c, p, "authentication failed: this job's key is needed", now);
         return;
     }
     pt_ctl_msg w;

@@ -176,13 +176,22 @@ void pt_runtime_safe_host(const char *host, char *dst, size_t cap)
     dst[i] = '\0';
 }
 
-static void copy_value(char *dst, size_t cap, const char *value)
-{
-    snprintf(dst, cap, "%s", value);
-}
-
 static void parse_line(pt_job_record *r, const char *name, const char *value)
 {
+    const struct {
+        const char *name;
+        char *dst;
+        size_t cap;
+    } texts[] = {
+        {"master_addr", r->master_addr, sizeof r->master_addr},
+        {"coordinator_host", r->coordinator_host, sizeof r->coordinator_host},
+        {"connect_host", r->connect_host, sizeof r->connect_host},
+        {"key_file", r->key_file, sizeof r->key_file},
+        {"command", r->command, sizeof r->command},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(texts); i++)
+        if (strcmp(name, texts[i].name) == 0)
+            snprintf(texts[i].dst, texts[i].cap, "%s", value);
     if (strcmp(name, "pid") == 0)
         r->pid = strtoll(value, NULL, 10);
     else if (strcmp(name, "start_ticks") == 0)
@@ -191,20 +200,10 @@ static void parse_line(pt_job_record *r, const char *name, const char *value)
         r->started = strtoll(value, NULL, 10);
     else if (strcmp(name, "world_size") == 0)
         r->world_size = (int32_t)strtol(value, NULL, 10);
-    else if (strcmp(name, "master_addr") == 0)
-        copy_value(r->master_addr, sizeof r->master_addr, value);
     else if (strcmp(name, "master_port") == 0)
         r->master_port = (int32_t)strtol(value, NULL, 10);
-    else if (strcmp(name, "coordinator_host") == 0)
-        copy_value(r->coordinator_host, sizeof r->coordinator_host, value);
-    else if (strcmp(name, "connect_host") == 0)
-        copy_value(r->connect_host, sizeof r->connect_host, value);
     else if (strcmp(name, "port") == 0)
         r->port = (uint16_t)strtoul(value, NULL, 10);
-    else if (strcmp(name, "key_file") == 0)
-        copy_value(r->key_file, sizeof r->key_file, value);
-    else if (strcmp(name, "command") == 0)
-        copy_value(r->command, sizeof r->command, value);
 }
 
 int pt_job_file_read(const char *path, pt_job_record *r, pt_error *err)

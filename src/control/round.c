@@ -119,13 +119,12 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
 
 void pt_round_add_warning(pt_round *r, const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    char *line = pt_xvformat(1024, fmt, ap);
     va_end(ap);
     PT_GROW(r->warnings, r->warning_cap, r->warning_count + 1);
-    r->warnings[r->warning_count++] = pt_xstrdup(line);
+    r->warnings[r->warning_count++] = line;
 }
 
 /* The collector's name for a worker: "<host>_<local_rank>_<pid>" + suffix. */
@@ -318,14 +317,13 @@ void pt_round_free(pt_round *r)
     if (!r)
         return;
     for (size_t i = 0; i < r->count; i++) {
-        pt_summary_free(r->outcomes[i].summary);
-        free(r->outcomes[i].name);
-        free(r->outcomes[i].raw_trace_path);
+        outcome *o = &r->outcomes[i];
+        pt_summary_free(o->summary);
+        free(o->name);
+        free(o->raw_trace_path);
     }
-    for (size_t i = 0; i < r->warning_count; i++)
-        free(r->warnings[i]);
+    pt_free_strings(r->warnings, r->warning_count);
     free(r->outcomes);
-    free(r->warnings);
     free(r->dir);
     free(r);
 }

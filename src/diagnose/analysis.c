@@ -119,9 +119,8 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
 static int by_rank(const void *x, const void *y)
 {
     const pt_worker_summary *a = *(pt_worker_summary *const *)x, *b = *(pt_worker_summary *const *)y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+    int order = pt_cmp_i64(a->rank, b->rank);
+    return order ? order : strcmp(a->name ? a->name : "", b->name ? b->name : "");
 }
 
 void pt_analysis_init_by_rank(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
@@ -315,6 +314,29 @@ void pt_short_function_name(pt_class cls, const char *name, pt_buf *out)
     }
 }
 
+static int by_score_desc(const void *a, const void *b)
+{
+    const pt_ranked_row *x = a, *y = b;
+    int order = pt_cmp_desc(x->score, y->score);
+    if (order == 0)
+        order = pt_cmp_i64(x->row->cls, y->row->cls);
+    return order ? order : strcmp(x->row->name, y->row->name);
+}
+
+pt_ranked_row *pt_rank_rows(const pt_analysis *a, pt_row_scorer scorer, const void *ctx, size_t *count)
+{
+    pt_ranked_row *ranked = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ranked);
+    double *values = pt_xmalloc((a->n ? a->n : 1) * sizeof *values);
+    size_t k = 0;
+    for (size_t i = 0; i < a->row_count; i++)
+        if (scorer(a, &a->rows[i], ctx, values, &ranked[k].score))
+            ranked[k++].row = &a->rows[i];
+    qsort(ranked, k, sizeof *ranked, by_score_desc);
+    free(values);
+    *count = k;
+    return ranked;
+}
+
 typedef struct worker_value {
     size_t worker;
     double value;
@@ -323,9 +345,8 @@ typedef struct worker_value {
 static int by_value_desc(const void *a, const void *b)
 {
     const worker_value *x = a, *y = b;
-    if (x->value != y->value)
-        return x->value > y->value ? -1 : 1;
-    return (x->worker > y->worker) - (x->worker < y->worker);
+    int order = pt_cmp_desc(x->value, y->value);
+    return order ? order : pt_cmp_i64((int64_t)x->worker, (int64_t)y->worker);
 }
 
 pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold)

@@ -96,6 +96,18 @@ pt_spread pt_spread_of(const double *values, size_t n, double *scratch /* 2n */)
 /* Marks values more than max(k * sigma, floor) above the median. Returns how many. */
 size_t pt_high_outliers(const double *values, size_t n, pt_spread s, double k, double floor, bool *flags);
 
+/* Rankings of functions (the sections' "top N"): the rows a scorer keeps, highest score
+ * first, ties by class and then name, so the order is total and never depends on the
+ * order the workers reported them in. A scorer says false to leave a row out; values is
+ * n doubles of scratch for it. Returns *count rows; free() them. */
+typedef struct pt_ranked_row {
+    const pt_fn_row *row;
+    double score;
+} pt_ranked_row;
+typedef bool (*pt_row_scorer)(const pt_analysis *a, const pt_fn_row *row, const void *ctx, double *values,
+                              double *score);
+pt_ranked_row *pt_rank_rows(const pt_analysis *a, pt_row_scorer scorer, const void *ctx, size_t *count);
+
 /* {worker name: value} for every value above threshold, largest first (the seed's
  * order for "abnormal_workers"). */
 pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold);

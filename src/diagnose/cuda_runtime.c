@@ -5,51 +5,41 @@
 #include "util/stats.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define ABNORMAL_RATIO 0.01
 #define SHOWN_RATIO 0.001
 
-
-typedef struct api_rank {
-    const pt_fn_row *row;
-    double avg_exposed, avg_total;
-} api_rank;
-
-static int by_exposed_desc(const void *a, const void *b)
+/* Runtime APIs score their mean bottleneck ratio. */
+static bool api_score(const pt_analysis *a, const pt_fn_row *row, const void *ctx, double *exposed, double *score)
 {
-    const api_rank *x = a, *y = b;
-    if (x->avg_exposed != y->avg_exposed)
-        return x->avg_exposed > y->avg_exposed ? -1 : 1;
-    return strcmp(x->row->name, y->row->name);
+    (void)ctx;
+    if (row->cls != PT_CLASS_RUNTIME)
+        return false;
+    pt_row_exposed_ratio(a, row, exposed);
+    *score = pt_mean(exposed, a->n);
+    return true;
 }
 
 pt_json *pt_section_cuda_runtime(const pt_analysis *a)
 {
     pt_json *section = pt_json_object();
-    api_rank *apis = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *apis);
+    size_t k;
+    pt_ranked_row *apis = pt_rank_rows(a, api_score, NULL, &k);
     double *exposed = pt_xmalloc((a->n ? a->n : 1) * sizeof *exposed);
     double *total = pt_xmalloc((a->n ? a->n : 1) * sizeof *total);
-    size_t k = 0;
-    for (size_t i = 0; i < a->row_count; i++) {
-        const pt_fn_row *row = &a->rows[i];
-        if (row->cls != PT_CLASS_RUNTIME)
-            continue;
-        pt_row_exposed_ratio(a, row, exposed);
-        pt_row_total_ratio(a, row, total);
-        apis[k++] = (api_rank){row, pt_mean(exposed, a->n), pt_mean(total, a->n)};
-    }
-    qsort(apis, k, sizeof *apis, by_exposed_desc);
     for (size_t i = 0; i < k; i++) {
+        double avg_exposed = apis[i].score;
+        pt_row_total_ratio(a, apis[i].row, total);
+        double avg_total = pt_mean(total, a->n);
         pt_row_exposed_ratio(a, apis[i].row, exposed);
         pt_json *abnormal = pt_workers_above(a, exposed, ABNORMAL_RATIO);
-        if (apis[i].avg_total < SHOWN_RATIO && apis[i].avg_exposed < SHOWN_RATIO && abnormal->count == 0) {
+        if (avg_total < SHOWN_RATIO && avg_exposed < SHOWN_RATIO && abnormal->count == 0) {
             pt_json_free(abnormal);
             continue;
         }
         pt_json *entry = pt_json_add(section, apis[i].row->name, pt_json_object());
-        pt_json_add(entry, "avg bottleneck ratio (in [0,1])", pt_json_number(apis[i].avg_exposed));
-        pt_json_add(entry, "avg execution time / monitoring duration (in [0,1])", pt_json_number(apis[i].avg_total));
+        pt_json_add(entry, "avg bottleneck ratio (in [0,1])", pt_json_number(avg_exposed));
+        pt_json_add(entry, "avg execution time / monitoring duration (in [0,1])", pt_json_number(avg_total));
         pt_json_add(entry, "abnormal_workers", abnormal);
     }
     free(apis);

@@ -68,16 +68,10 @@ static const hardware_rule hardware_rules[] = {
      "its host CPU is busier than its peers': other processes compete with the training process"},
 };
 
-static bool suffix_is(const char *name, const char *suffix)
-{
-    size_t n = strlen(name), m = strlen(suffix);
-    return n >= m && strcmp(name + n - m, suffix) == 0;
-}
-
 static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char *suffix)
 {
     for (size_t i = 0; i < s->metric_count; i++)
-        if (suffix_is(s->metrics[i].name, suffix))
+        if (pt_ends_with(s->metrics[i].name, suffix))
             return &s->metrics[i];
     return NULL;
 }
@@ -352,14 +346,15 @@ static void hang_findings(const pt_analysis *a, finding_list *list, int *status)
 static int by_impact(const void *x, const void *y)
 {
     const finding *a = x, *b = y;
-    if (a->impact != b->impact)
-        return a->impact > b->impact ? -1 : 1;
+    int order = pt_cmp_desc(a->impact, b->impact);
+    if (order)
+        return order;
     /* A hardware finding shares the impact of the finding it explains and follows it. */
     bool ha = strcmp(a->category, "hardware") == 0, hb = strcmp(b->category, "hardware") == 0;
     if (ha != hb)
         return ha ? 1 : -1;
-    int c = strcmp(a->category, b->category);
-    return c ? c : strcmp(a->function, b->function);
+    order = strcmp(a->category, b->category);
+    return order ? order : strcmp(a->function, b->function);
 }
 
 static pt_json *finding_json(const pt_analysis *a, finding *f)

@@ -8,7 +8,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define MAJOR_KERNELS 10
 #define KERNELS_CHECKED 20
@@ -18,43 +17,19 @@
 #define TIMER_RESOLUTION_MS 0.001 /* Kineto's timestamps are whole microseconds */
 #define MATERIAL_SHARE 0.01       /* the slowdown costs at least 1% of a step */
 
-typedef struct kernel_rank {
-    const pt_fn_row *row;
-    double median_ratio;
-} kernel_rank;
-
-static int by_ratio_desc(const void *a, const void *b)
+/* Compute kernels score their median bottleneck ratio over GPU workers. */
+static bool kernel_score(const pt_analysis *a, const pt_fn_row *row, const void *ctx, double *ratios, double *score)
 {
-    const kernel_rank *x = a, *y = b;
-    if (x->median_ratio != y->median_ratio)
-        return x->median_ratio > y->median_ratio ? -1 : 1;
-    return strcmp(x->row->name, y->row->name);
-}
-
-/* Compute kernels ranked by their median bottleneck ratio over GPU workers. */
-static kernel_rank *rank_kernels(const pt_analysis *a, size_t *count)
-{
-    kernel_rank *ranked = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ranked);
-    double *ratios = pt_xmalloc((a->n ? a->n : 1) * sizeof *ratios);
-    double *gpu_only = pt_xmalloc((a->n ? a->n : 1) * sizeof *gpu_only);
-    size_t k = 0;
-    for (size_t i = 0; i < a->row_count; i++) {
-        const pt_fn_row *row = &a->rows[i];
-        if (row->cls != PT_CLASS_COMPUTE)
-            continue;
-        pt_row_exposed_ratio(a, row, ratios);
-        size_t m = 0;
-        for (size_t w = 0; w < a->n; w++)
-            if (a->has_gpu[w])
-                gpu_only[m++] = ratios[w];
-        ranked[k].row = row;
-        ranked[k++].median_ratio = pt_median_of(gpu_only, m, a->scratch);
-    }
-    qsort(ranked, k, sizeof *ranked, by_ratio_desc);
-    free(ratios);
-    free(gpu_only);
-    *count = k;
-    return ranked;
+    (void)ctx;
+    if (row->cls != PT_CLASS_COMPUTE)
+        return false;
+    pt_row_exposed_ratio(a, row, ratios);
+    size_t m = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (a->has_gpu[w])
+            ratios[m++] = ratios[w];
+    *score = pt_median_of(ratios, m, a->scratch);
+    return true;
 }
 
 static void add_utilization(const pt_analysis *a, pt_json *section)
@@ -88,11 +63,11 @@ static void add_utilization(const pt_analysis *a, pt_json *section)
     free(u);
 }
 
-static void add_major_kernels(const pt_analysis *a, const kernel_rank *ranked, size_t count, pt_json *section)
+static void add_major_kernels(const pt_analysis *a, const pt_ranked_row *ranked, size_t count, pt_json *section)
 {
     pt_json *major = pt_json_add(section, "major_kernel_executions", pt_json_object());
     double *med = pt_xmalloc((a->n ? a->n : 1) * sizeof *med);
-    for (size_t k = 0; k < count && k < MAJOR_KERNELS && ranked[k].median_ratio > 0; k++) {
+    for (size_t k = 0; k < count && k < MAJOR_KERNELS && ranked[k].score > 0; k++) {
         pt_row_median_ms(a, ranked[k].row, med);
         size_t m = 0;
         for (size_t w = 0; w < a->n; w++)
@@ -100,13 +75,13 @@ static void add_major_kernels(const pt_analysis *a, const kernel_rank *ranked, s
                 med[m++] = med[w];
         pt_json *entry = pt_json_add(major, ranked[k].row->name, pt_json_object());
         pt_json_add(entry, "median cost per execution (ms)", pt_json_number(pt_median_of(med, m, a->scratch)));
-        pt_json_add(entry, "bottleneck ratio (in [0,1])", pt_json_number(ranked[k].median_ratio));
+        pt_json_add(entry, "bottleneck ratio (in [0,1])", pt_json_number(ranked[k].score));
     }
     free(med);
 }
 
 /* Per worker, kernels whose per-execution cost is an outlier above its peers'. */
-static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, size_t count, pt_json *section)
+static void add_slow_kernels(const pt_analysis *a, const pt_ranked_row *ranked, size_t count, pt_json *section)
 {
     pt_json *issues = pt_json_add(section, "workers with potential GPU issues", pt_json_array());
     pt_json *detail = pt_json_add(section, "detailed report", pt_json_object());
@@ -116,7 +91,7 @@ static void add_slow_kernels(const pt_analysis *a, const kernel_rank *ranked, si
     double *present = pt_xmalloc(a->n * sizeof *present);
     double *calls = pt_xmalloc(a->n * sizeof *calls);
     pt_json **per_worker = pt_xcalloc(a->n, sizeof *per_worker);
-    for (size_t k = 0; k < count && k < KERNELS_CHECKED && ranked[k].median_ratio > 0; k++) {
+    for (size_t k = 0; k < count && k < KERNELS_CHECKED && ranked[k].score > 0; k++) {
         const pt_fn_row *row = ranked[k].row;
         pt_row_median_ms(a, row, med);
         size_t m = 0;
@@ -158,7 +133,7 @@ pt_json *pt_section_gpu_compute(const pt_analysis *a)
     pt_json *section = pt_json_object();
     add_utilization(a, section);
     size_t count;
-    kernel_rank *ranked = rank_kernels(a, &count);
+    pt_ranked_row *ranked = pt_rank_rows(a, kernel_score, NULL, &count);
     add_major_kernels(a, ranked, count, section);
     add_slow_kernels(a, ranked, count, section);
     free(ranked);

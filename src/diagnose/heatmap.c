@@ -7,23 +7,26 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define HEATMAP_FUNCTIONS 40
 
-typedef struct column {
-    const pt_fn_row *row;
-    double score;
-} column;
-
-static int by_score_desc(const void *a, const void *b)
+/* Costly everywhere (the median bottleneck ratio), or very different on a flagged
+ * worker (twice its deviation from the median worker, as a share of the step). */
+static bool column_score(const pt_analysis *a, const pt_fn_row *row, const void *flagged, double *ratio,
+                         double *score)
 {
-    const column *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    if (x->row->cls != y->row->cls)
-        return (int)x->row->cls - (int)y->row->cls;
-    return strcmp(x->row->name, y->row->name);
+    const int *status = flagged;
+    double *ms = a->scratch2;
+    if (row->max_ratio < 0.001)
+        return false;
+    pt_row_exposed_ratio(a, row, ratio);
+    pt_row_exposed_ms(a, row, ms);
+    *score = pt_median_of(ratio, a->n, a->scratch);
+    pt_spread s = pt_spread_of(ms, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        if (status[w] && a->median_step_ms > 0)
+            *score = fmax(*score, 2 * fabs(ms[w] - s.median) / a->median_step_ms);
+    return true;
 }
 
 static const char *category_name(pt_class cls)
@@ -36,25 +39,8 @@ static const char *category_name(pt_class cls)
 pt_json *pt_section_heatmap(const pt_analysis *a, const int *status)
 {
     size_t n = a->n;
-    column *cols = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *cols);
-    double *ratio = pt_xmalloc((n ? n : 1) * sizeof *ratio);
-    double *ms = pt_xmalloc((n ? n : 1) * sizeof *ms);
-    size_t k = 0;
-    for (size_t i = 0; i < a->row_count; i++) {
-        const pt_fn_row *row = &a->rows[i];
-        if (row->max_ratio < 0.001)
-            continue;
-        pt_row_exposed_ratio(a, row, ratio);
-        pt_row_exposed_ms(a, row, ms);
-        /* Costly everywhere, or very different on a flagged worker. */
-        double score = pt_median_of(ratio, n, a->scratch);
-        pt_spread s = pt_spread_of(ms, n, a->scratch);
-        for (size_t w = 0; w < n; w++)
-            if (status[w] && a->median_step_ms > 0)
-                score = fmax(score, 2 * fabs(ms[w] - s.median) / a->median_step_ms);
-        cols[k++] = (column){row, score};
-    }
-    qsort(cols, k, sizeof *cols, by_score_desc);
+    size_t k;
+    pt_ranked_row *cols = pt_rank_rows(a, column_score, status, &k);
     if (k > HEATMAP_FUNCTIONS)
         k = HEATMAP_FUNCTIONS;
 
@@ -93,7 +79,5 @@ pt_json *pt_section_heatmap(const pt_analysis *a, const int *status)
     free(dev);
     free(share);
     free(cols);
-    free(ratio);
-    free(ms);
     return section;
 }

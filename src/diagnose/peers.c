@@ -579,8 +579,7 @@ static void describe_peer_finding(const pt_analysis *a, finding *f)
 
 static int by_index(const void *x, const void *y)
 {
-    size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    return (a > b) - (a < b);
+    return pt_cmp_i64((int64_t)*(const size_t *)x, (int64_t)*(const size_t *)y);
 }
 
 /* ------------------------------------------------------------ entry */

@@ -5,31 +5,22 @@
 #include "diagnose/analysis.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define SHARE_THRESHOLD 0.01
 #define MAX_STACKS 200
 
-typedef struct stack_rank {
-    const pt_fn_row *row;
-} stack_rank;
-
-static int by_max_ratio_desc(const void *a, const void *b)
+/* Python stacks over the threshold on some worker score their largest share. */
+static bool stack_score(const pt_analysis *a, const pt_fn_row *row, const void *ctx, double *values, double *score)
 {
-    const pt_fn_row *x = ((const stack_rank *)a)->row, *y = ((const stack_rank *)b)->row;
-    if (x->max_ratio != y->max_ratio)
-        return x->max_ratio > y->max_ratio ? -1 : 1;
-    return strcmp(x->name, y->name);
+    (void)a, (void)ctx, (void)values;
+    *score = row->max_ratio;
+    return row->cls == PT_CLASS_PYTHON && row->max_ratio > SHARE_THRESHOLD;
 }
 
 pt_json *pt_section_python(const pt_analysis *a)
 {
-    stack_rank *stacks = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *stacks);
-    size_t k = 0;
-    for (size_t i = 0; i < a->row_count; i++)
-        if (a->rows[i].cls == PT_CLASS_PYTHON && a->rows[i].max_ratio > SHARE_THRESHOLD)
-            stacks[k++].row = &a->rows[i];
-    qsort(stacks, k, sizeof *stacks, by_max_ratio_desc);
+    size_t k;
+    pt_ranked_row *stacks = pt_rank_rows(a, stack_score, NULL, &k);
     pt_json *section = pt_json_object();
     double *ratio = pt_xmalloc((a->n ? a->n : 1) * sizeof *ratio);
     for (size_t i = 0; i < k && i < MAX_STACKS; i++) {

@@ -101,20 +101,14 @@ void pt_normalize_frame(pt_buf *out, const char *name, size_t n)
 
 const char *pt_collective_pattern(const char *name, size_t n)
 {
-    if (contains_ci(name, n, "sendrecv"))
-        return "sendrecv";
-    if (contains_ci(name, n, "alltoall"))
-        return "alltoall";
-    if (contains_ci(name, n, "nvls"))
-        return "nvls";
-    if (contains_ci(name, n, "collnet"))
-        return "collnet";
-    if (contains_ci(name, n, "_tree"))
-        return "tree";
-    if (contains_ci(name, n, "_ring"))
-        return "ring";
-    if (contains_ci(name, n, "_send") || contains_ci(name, n, "_recv"))
-        return "sendrecv";
+    /* The first part of the kernel's name found (any case) names its pattern. */
+    static const char *const parts[][2] = {
+        {"sendrecv", "sendrecv"}, {"alltoall", "alltoall"}, {"nvls", "nvls"},  {"collnet", "collnet"},
+        {"_tree", "tree"},        {"_ring", "ring"},        {"_send", "sendrecv"}, {"_recv", "sendrecv"},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(parts); i++)
+        if (contains_ci(name, n, parts[i][0]))
+            return parts[i][1];
     return "other";
 }
 

@@ -238,9 +238,7 @@ void pt_summarizer_free(pt_summarizer *s)
     pt_strtab_free(&s->names);
     pt_strtab_free(&s->kernel_keys);
     pt_demangler_free(&s->kernel_names);
-    for (size_t i = 0; i < s->warnings_count; i++)
-        free(s->warnings[i]);
-    free(s->warnings);
+    pt_free_strings(s->warnings, s->warnings_count);
     free(s->kernels);
     free(s->colls);
     free(s->memops);
@@ -357,7 +355,7 @@ static void log_interval(func_acc *f, int64_t a, int64_t b)
 static int cmp_interval(const void *a, const void *b)
 {
     const pt_interval *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
+    return pt_cmp_i64(x->start, y->start);
 }
 
 /* Adds [a, b)'s exposed time to the steps it falls in. Steps are sorted and disjoint
@@ -437,7 +435,7 @@ static bool kernel_is_collective(reducer *r, uint32_t key)
 static int cmp_step(const void *a, const void *b)
 {
     const step_rec *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
+    return pt_cmp_i64(x->start, y->start);
 }
 
 /* Keeps one record per step number (Kineto repeats ProfilerStep on some threads). */
@@ -762,7 +760,7 @@ typedef struct call_walk {
 static int cmp_envelope(const void *a, const void *b)
 {
     const envelope *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
+    return pt_cmp_i64(x->start, y->start);
 }
 
 /* Busy stretches per thread, from CPU events and runtime calls in time order. */
@@ -1146,11 +1144,10 @@ typedef struct ranked {
 static int cmp_ranked(const void *a, const void *b)
 {
     const ranked *x = a, *y = b;
-    if (x->f->cls != y->f->cls)
-        return (int)x->f->cls - (int)y->f->cls;
-    if (x->weight != y->weight)
-        return x->weight > y->weight ? -1 : 1;
-    return (x->index > y->index) - (x->index < y->index); /* stable, deterministic */
+    int order = pt_cmp_i64(x->f->cls, y->f->cls);
+    if (order == 0)
+        order = pt_cmp_i64(y->weight, x->weight); /* heaviest first */
+    return order ? order : pt_cmp_i64((int64_t)x->index, (int64_t)y->index); /* stable, deterministic */
 }
 
 /* Keeps, per class, the functions that carry time: the first KEEP_ALWAYS by weight
@@ -1211,9 +1208,8 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
 static int cmp_counter(const void *a, const void *b)
 {
     const counter_rec *x = a, *y = b;
-    if (x->metric != y->metric)
-        return x->metric < y->metric ? -1 : 1;
-    return (x->ts > y->ts) - (x->ts < y->ts);
+    int order = pt_cmp_i64(x->metric, y->metric);
+    return order ? order : pt_cmp_i64(x->ts, y->ts);
 }
 
 static void emit_metrics(reducer *r, pt_worker_summary *out)

@@ -36,11 +36,9 @@ void pt_summary_free(pt_worker_summary *s)
     }
     for (size_t i = 0; i < s->metric_count; i++)
         free(s->metrics[i].name);
-    for (size_t i = 0; i < s->warning_count; i++)
-        free(s->warnings[i]);
+    pt_free_strings(s->warnings, s->warning_count);
     free(s->functions);
     free(s->metrics);
-    free(s->warnings);
     free(s->steps);
     free(s->name);
     free(s->host);
@@ -54,13 +52,12 @@ void pt_summary_free(pt_worker_summary *s)
 
 void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = pt_xvformat(512, fmt, ap);
     va_end(ap);
     s->warnings = pt_xrealloc(s->warnings, (s->warning_count + 1) * sizeof *s->warnings);
-    s->warnings[s->warning_count++] = pt_xstrdup(msg);
+    s->warnings[s->warning_count++] = msg;
 }
 
 int64_t pt_summary_step_ns(const pt_worker_summary *s)

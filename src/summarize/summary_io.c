@@ -34,24 +34,40 @@ static void put_varint(pt_buf *b, int64_t v)
     put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); /* zigzag */
 }
 
+/* Fixed-width values (the header's fields, the bits of floats) are little-endian. */
+static void put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void put_fixed(pt_buf *b, uint64_t v, int bytes)
+{
+    unsigned char tmp[8];
+    put_le(tmp, v, bytes);
+    pt_buf_append(b, tmp, (size_t)bytes);
+}
+
 static void put_double(pt_buf *b, double d)
 {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    unsigned char tmp[8];
-    for (int i = 0; i < 8; i++)
-        tmp[i] = (unsigned char)(bits >> (8 * i));
-    pt_buf_append(b, tmp, 8);
+    put_fixed(b, bits, 8);
 }
 
 static void put_float(pt_buf *b, float f)
 {
     uint32_t bits;
     memcpy(&bits, &f, 4);
-    unsigned char tmp[4];
-    for (int i = 0; i < 4; i++)
-        tmp[i] = (unsigned char)(bits >> (8 * i));
-    pt_buf_append(b, tmp, 4);
+    put_fixed(b, bits, 4);
 }
 
 static void put_string(pt_buf *b, const char *s)
@@ -61,16 +77,28 @@ static void put_string(pt_buf *b, const char *s)
     pt_buf_append(b, s, n);
 }
 
-static void put_u32le(unsigned char *p, uint32_t v)
+static void put_step(pt_buf *b, const pt_step_summary *st)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
+    put_varint(b, st->step);
+    put_varint(b, st->start_ns);
+    put_varint(b, st->dur_ns);
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        put_varint(b, st->exposed_ns[c]);
+    put_varint(b, st->idle_ns);
 }
 
-static void put_u64le(unsigned char *p, uint64_t v)
+static void put_metric(pt_buf *b, const pt_metric_summary *m)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
+    put_string(b, m->name);
+    put_uvarint(b, m->samples);
+    put_double(b, m->mean);
+    put_double(b, m->min);
+    put_double(b, m->max);
+    put_uvarint(b, m->points);
+    for (size_t k = 0; k < m->points; k++) {
+        put_float(b, m->series_ms[k]);
+        put_float(b, m->series_value[k]);
+    }
 }
 
 static void encode_payload(const pt_worker_summary *s, pt_buf *b)
@@ -107,15 +135,8 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
         put_string(b, s->stall_function);
 
     put_uvarint(b, s->step_count);
-    for (size_t i = 0; i < s->step_count; i++) {
-        const pt_step_summary *st = &s->steps[i];
-        put_varint(b, st->step);
-        put_varint(b, st->start_ns);
-        put_varint(b, st->dur_ns);
-        for (int c = 0; c < PT_CLASS_COUNT; c++)
-            put_varint(b, st->exposed_ns[c]);
-        put_varint(b, st->idle_ns);
-    }
+    for (size_t i = 0; i < s->step_count; i++)
+        put_step(b, &s->steps[i]);
 
     /* String table: function names and communication groups, each stored once. */
     pt_strtab strings;
@@ -156,19 +177,8 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     pt_strtab_free(&strings);
 
     put_uvarint(b, s->metric_count);
-    for (size_t i = 0; i < s->metric_count; i++) {
-        const pt_metric_summary *m = &s->metrics[i];
-        put_string(b, m->name);
-        put_uvarint(b, m->samples);
-        put_double(b, m->mean);
-        put_double(b, m->min);
-        put_double(b, m->max);
-        put_uvarint(b, m->points);
-        for (size_t k = 0; k < m->points; k++) {
-            put_float(b, m->series_ms[k]);
-            put_float(b, m->series_value[k]);
-        }
-    }
+    for (size_t i = 0; i < s->metric_count; i++)
+        put_metric(b, &s->metrics[i]);
     put_uvarint(b, s->warning_count);
     for (size_t i = 0; i < s->warning_count; i++)
         put_string(b, s->warnings[i]);
@@ -182,9 +192,9 @@ void pt_summary_encode(const pt_worker_summary *s, pt_buf *out)
     pt_buf_reserve(out, HEADER_BYTES + bound);
     unsigned char *h = (unsigned char *)out->data + out->len;
     memcpy(h, PT_SUMMARY_MAGIC, 8);
-    put_u32le(h + 8, PT_SUMMARY_VERSION);
-    put_u32le(h + 12, 0);
-    put_u64le(h + 16, payload.len);
+    put_le(h + 8, PT_SUMMARY_VERSION, 4);
+    put_le(h + 12, 0, 4);
+    put_le(h + 16, payload.len, 8);
     size_t z = ZSTD_compress(h + HEADER_BYTES, bound, payload.data ? payload.data : "", payload.len, 9);
     if (ZSTD_isError(z)) { /* cannot happen with a correct bound; keep the file valid anyway */
         fprintf(stderr, "perftracker: zstd failed: %s\n", ZSTD_getErrorName(z));
@@ -253,16 +263,20 @@ static uint64_t get_count(cursor *c, uint64_t max)
     return n;
 }
 
-static double get_double(cursor *c)
+static uint64_t get_fixed(cursor *c, int bytes)
 {
-    if (c->end - c->p < 8) {
+    if (c->end - c->p < bytes) {
         broken(c, "ends inside a number");
         return 0;
     }
-    uint64_t bits = 0;
-    for (int i = 0; i < 8; i++)
-        bits |= (uint64_t)c->p[i] << (8 * i);
-    c->p += 8;
+    uint64_t v = get_le(c->p, bytes);
+    c->p += bytes;
+    return v;
+}
+
+static double get_double(cursor *c)
+{
+    uint64_t bits = get_fixed(c, 8);
     double d;
     memcpy(&d, &bits, 8);
     return d;
@@ -270,14 +284,7 @@ static double get_double(cursor *c)
 
 static float get_float(cursor *c)
 {
-    if (c->end - c->p < 4) {
-        broken(c, "ends inside a number");
-        return 0;
-    }
-    uint32_t bits = 0;
-    for (int i = 0; i < 4; i++)
-        bits |= (uint32_t)c->p[i] << (8 * i);
-    c->p += 4;
+    uint32_t bits = (uint32_t)get_fixed(c, 4);
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -356,9 +363,7 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
         if (c->version >= 2)
             decode_step_values(c, s, f);
     }
-    for (size_t i = 0; i < nstrings; i++)
-        free(strings[i]);
-    free(strings);
+    pt_free_strings(strings, nstrings);
 }
 
 static void decode_metrics(cursor *c, pt_worker_summary *s)
@@ -432,14 +437,6 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
         broken(c, "impossible values (window or rank)");
 }
 
-static uint64_t get_u64le(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 bool pt_summary_sniff(const void *head, size_t n)
 {
     return n >= 8 && memcmp(head, PT_SUMMARY_MAGIC, 8) == 0;
@@ -452,13 +449,13 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_error_set(err, "not a perftracker summary (bad magic)");
         return NULL;
     }
-    uint32_t version = (uint32_t)get_u64le(h + 8) & 0xffffffffu;
+    uint32_t version = (uint32_t)get_le(h + 8, 4);
     if (version < 1 || version > PT_SUMMARY_VERSION) {
         pt_error_set(err, "summary format version %u is not supported (this build reads 1 to %d)", version,
                      PT_SUMMARY_VERSION);
         return NULL;
     }
-    uint64_t payload_len = get_u64le(h + 16);
+    uint64_t payload_len = get_le(h + 16, 8);
     if (payload_len > MAX_PAYLOAD) {
         pt_error_set(err, "summary payload too large (%llu bytes)", (unsigned long long)payload_len);
         return NULL;

@@ -8,13 +8,19 @@ static pt_json *ns_ms(int64_t ns)
     return pt_json_number((double)ns / 1e6);
 }
 
-static pt_json *function_json(const pt_function_summary *f)
+pt_json *pt_function_json_object(pt_class cls, const char *name, const char *group)
 {
     pt_json *j = pt_json_object();
-    pt_json_add(j, "class", pt_json_string(pt_class_name(f->cls)));
-    pt_json_add(j, "name", pt_json_string(f->name));
-    if (f->group)
-        pt_json_add(j, "group", pt_json_string(f->group));
+    pt_json_add(j, "class", pt_json_string(pt_class_name(cls)));
+    pt_json_add(j, "name", pt_json_string(name));
+    if (group)
+        pt_json_add(j, "group", pt_json_string(group));
+    return j;
+}
+
+static pt_json *function_json(const pt_function_summary *f)
+{
+    pt_json *j = pt_function_json_object(f->cls, f->name, f->group);
     pt_json_add(j, "count", pt_json_int((int64_t)f->count));
     pt_json_add(j, "total_ms", ns_ms(f->total_ns));
     pt_json_add(j, "exposed_ms", ns_ms(f->exposed_ns));
@@ -43,9 +49,9 @@ static pt_json *classes_json(const int64_t ns[PT_CLASS_COUNT])
     return j;
 }
 
-pt_json *pt_summary_to_json(const pt_worker_summary *s)
+/* Who the worker is. */
+static void add_identity(pt_json *j, const pt_worker_summary *s)
 {
-    pt_json *j = pt_json_object();
     pt_json_add(j, "name", pt_json_string(s->name ? s->name : ""));
     pt_json_add(j, "rank", pt_json_int(s->rank));
     pt_json_add(j, "host", pt_json_string(s->host ? s->host : ""));
@@ -55,6 +61,11 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
     pt_json_add(j, "device", pt_json_string(s->device_name ? s->device_name : ""));
     pt_json_add(j, "producer", pt_json_string(s->producer ? s->producer : ""));
     pt_json_add(j, "backend", pt_json_string(s->backend ? s->backend : ""));
+}
+
+/* The profiled window: its events, and the time each class kept busy and left exposed. */
+static void add_window(pt_json *j, const pt_worker_summary *s)
+{
     pt_json_add(j, "events", pt_json_int((int64_t)s->events));
     pt_json_add(j, "window_start_ns", pt_json_int(s->window_start_ns));
     pt_json_add(j, "window_ms", ns_ms(s->window_ns));
@@ -62,6 +73,13 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
     pt_json_add(j, "exposed_ms", classes_json(s->exposed_ns));
     pt_json_add(j, "idle_ms", ns_ms(s->idle_ns));
     pt_json_add(j, "stall_ms", ns_ms(s->stall_ns));
+}
+
+pt_json *pt_summary_to_json(const pt_worker_summary *s)
+{
+    pt_json *j = pt_json_object();
+    add_identity(j, s);
+    add_window(j, s);
     if (s->stall_function)
         pt_json_add(j, "stall_function", pt_json_string(s->stall_function));
     pt_json *steps = pt_json_add(j, "steps", pt_json_array());

@@ -52,6 +52,17 @@ static void finish_prefix(pt_timeline *t)
         t->prefix[i + 1] = t->prefix[i] + (t->spans[i].end - t->spans[i].start);
 }
 
+/* Adds iv to the spans, which it follows in start order: joined to the last span when
+ * they overlap or touch, else a span of its own. */
+static void append_span(pt_timeline *t, const pt_interval *iv)
+{
+    pt_interval *last = t->count ? &t->spans[t->count - 1] : NULL;
+    if (last && iv->start <= last->end)
+        last->end = PT_MAX(last->end, iv->end);
+    else
+        t->spans[t->count++] = *iv;
+}
+
 void pt_timeline_build(pt_timeline *t, const pt_interval *intervals, size_t n)
 {
     memset(t, 0, sizeof *t);
@@ -67,14 +78,8 @@ void pt_timeline_build(pt_timeline *t, const pt_interval *intervals, size_t n)
         pt_radix_order(keys, n, order);
         for (size_t k = 0; k < n; k++) {
             const pt_interval *iv = &intervals[order[k]];
-            if (iv->end <= iv->start)
-                continue;
-            if (t->count && iv->start <= t->spans[t->count - 1].end) {
-                if (iv->end > t->spans[t->count - 1].end)
-                    t->spans[t->count - 1].end = iv->end;
-            } else {
-                t->spans[t->count++] = *iv;
-            }
+            if (iv->end > iv->start)
+                append_span(t, iv);
         }
         free(keys);
         free(order);
@@ -93,12 +98,7 @@ void pt_timeline_union(pt_timeline *out, const pt_timeline *a, const pt_timeline
             next = &a->spans[i++];
         else
             next = &b->spans[j++];
-        if (out->count && next->start <= out->spans[out->count - 1].end) {
-            if (next->end > out->spans[out->count - 1].end)
-                out->spans[out->count - 1].end = next->end;
-        } else {
-            out->spans[out->count++] = *next;
-        }
+        append_span(out, next);
     }
     finish_prefix(out);
 }

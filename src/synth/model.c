@@ -129,15 +129,16 @@ static void annotation(synth_program *p, const char *label, double pre_us)
     push(p, SCALE_PYTHON, PT_CPU_ANNOTATION, label, pre_us);
 }
 
-static void pop(synth_program *p, double post_us)
+/* Closes frames, innermost first: each number is the time (us) a frame spends after what
+ * it called has returned. POP closes operators, POP_PYTHON Python frames and annotations. */
+static void pop_frames(synth_program *p, synth_scale scale, const double *post_us, size_t n)
 {
-    add(p, OP_POP, SCALE_OPERATOR, NULL)->cpu_ns = us(post_us);
+    for (size_t i = 0; i < n; i++)
+        add(p, OP_POP, scale, NULL)->cpu_ns = us(post_us[i]);
 }
-
-static void pop_python(synth_program *p, double post_us)
-{
-    add(p, OP_POP, SCALE_PYTHON, NULL)->cpu_ns = us(post_us);
-}
+#define POST_TIMES(...) (const double[]){__VA_ARGS__}, sizeof((const double[]){__VA_ARGS__}) / sizeof(double)
+#define POP(p, ...) pop_frames(p, SCALE_OPERATOR, POST_TIMES(__VA_ARGS__))
+#define POP_PYTHON(p, ...) pop_frames(p, SCALE_PYTHON, POST_TIMES(__VA_ARGS__))
 
 static void launch(synth_program *p, int kernel, double gpu_us)
 {
@@ -155,8 +156,8 @@ static void operator_kernel(synth_program *p, const char *outer, const char *inn
         aten(p, inner, 8);
     launch(p, kernel, gpu_us);
     if (inner)
-        pop(p, 2);
-    pop(p, 3);
+        POP(p, 2);
+    POP(p, 3);
 }
 
 static void copy(synth_program *p, synth_op_kind kind, synth_scale scale, const char *memcpy_kind, int64_t bytes,
@@ -176,9 +177,7 @@ static void to_copy(synth_program *p, synth_op_kind kind, synth_scale scale, con
     aten(p, "aten::_to_copy", 9);
     aten(p, "aten::copy_", 5);
     copy(p, kind, scale, memcpy_kind, bytes, gpu_us);
-    pop(p, 2);
-    pop(p, 3);
-    pop(p, 2);
+    POP(p, 2, 3, 2);
 }
 
 /* ------------------------------------------------------------ the step */
@@ -188,11 +187,9 @@ static void data_loading(synth_program *p)
     py(p, "torch/utils/data/dataloader.py(631): __next__", 35);
     py(p, "torch/utils/data/dataloader.py(675): _next_data", 20);
     push(p, SCALE_DATALOADER, PT_CPU_PYTHON, "torch/utils/data/_utils/fetch.py(51): fetch", 3000);
-    pop_python(p, 5);
-    pop_python(p, 10);
-    pop_python(p, 8);
+    POP_PYTHON(p, 5, 10, 8);
     push(p, SCALE_GC, PT_CPU_PYTHON, "<built-in function collect>", 150);
-    pop_python(p, 1);
+    POP_PYTHON(p, 1);
 }
 
 static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
@@ -203,16 +200,14 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
     operator_kernel(p, "aten::linear", "aten::addmm", K_GEMM_QKV, 310);
     aten(p, "aten::scaled_dot_product_attention", 7);
     operator_kernel(p, "aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward", K_FLASH_FWD, 470);
-    pop(p, 2);
+    POP(p, 2);
     if (job->fault == PT_FAULT_COMMON_MEMCPY) {
         /* A needless .contiguous() of the attention output in every block. */
         aten(p, "aten::contiguous", 4);
         aten(p, "aten::clone", 6);
         aten(p, "aten::copy_", 5);
         copy(p, OP_COPY, SCALE_DTOD, "Memcpy DtoD (Device -> Device)", 0, 0);
-        pop(p, 2);
-        pop(p, 2);
-        pop(p, 2);
+        POP(p, 2, 2, 2);
     }
     operator_kernel(p, "aten::linear", "aten::addmm", K_GEMM_OUT, 110);
     operator_kernel(p, "aten::add", NULL, K_ADD, 24);
@@ -223,8 +218,7 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
     operator_kernel(p, "aten::add", NULL, K_ADD, 24);
     if (job->fault == PT_FAULT_HANG && layer == job->layers / 2)
         add(p, OP_HANG, SCALE_FIXED, NULL);
-    pop_python(p, 3);
-    pop_python(p, 2);
+    POP_PYTHON(p, 3, 2);
 }
 
 static void forward(synth_program *p, const pt_synth_job *job)
@@ -238,18 +232,13 @@ static void forward(synth_program *p, const pt_synth_job *job)
     operator_kernel(p, "aten::embedding", "aten::index_select", K_EMBED, 60);
     for (int layer = 0; layer < job->layers; layer++)
         block_forward(p, job, layer);
-    pop_python(p, 4);
-    pop_python(p, 2);
-    pop_python(p, 3);
-    pop_python(p, 4);
-    pop_python(p, 4);
-    pop_python(p, 2);
+    POP_PYTHON(p, 4, 2, 3, 4, 4, 2);
     py(p, "torch/nn/functional.py(3059): cross_entropy", 12);
     aten(p, "aten::cross_entropy_loss", 5);
     operator_kernel(p, "aten::log_softmax", "aten::_log_softmax", K_SOFTMAX, 120);
     operator_kernel(p, "aten::nll_loss_nd", "aten::nll_loss_forward", K_NLL, 15);
-    pop(p, 2);
-    pop_python(p, 2);
+    POP(p, 2);
+    POP_PYTHON(p, 2);
 }
 
 /* A parameter's gradient is final: the engine runs its AccumulateGrad node. */
@@ -257,8 +246,7 @@ static void accumulate_grad(synth_program *p)
 {
     aten(p, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 6);
     aten(p, "torch::autograd::AccumulateGrad", 3);
-    pop(p, 2);
-    pop(p, 2);
+    POP(p, 2, 2);
 }
 
 /* One autograd node: evaluate_function: X -> X -> its kernels, each under one operator;
@@ -270,8 +258,7 @@ static void node(synth_program *p, const char *evaluate, const char *node_name, 
     aten(p, node_name, 6);
     for (int i = 0; i < n; i++)
         operator_kernel(p, op_name, NULL, kernel_ids[i], gpu_us[i]);
-    pop(p, 2);
-    pop(p, 3);
+    POP(p, 2, 3);
     if (params)
         accumulate_grad(p);
 }
@@ -283,8 +270,7 @@ static void linear_backward(synth_program *p, int dgrad, int wgrad, double dgrad
     operator_kernel(p, "aten::mm", NULL, dgrad, dgrad_us);
     operator_kernel(p, "aten::mm", NULL, wgrad, wgrad_us);
     operator_kernel(p, "aten::sum", NULL, K_REDUCE, 20);
-    pop(p, 2);
-    pop(p, 4);
+    POP(p, 2, 4);
     accumulate_grad(p);
 }
 
@@ -325,7 +311,7 @@ static void bucket_all_reduce(synth_program *p, int64_t nelems)
         return;
     aten(p, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 6);
     aten(p, "torch::autograd::AccumulateGrad", 3);
-    pop(p, 2);
+    POP(p, 2);
     synth_op *op;
     if (p->backend == PT_SYNTH_GLOO) {
         aten(p, "c10d::allreduce_", 30);
@@ -334,18 +320,16 @@ static void bucket_all_reduce(synth_program *p, int64_t nelems)
         op->cpu_ns = us(12);
         op->bytes = nelems * 4;
         op->gpu_ns = (int64_t)((double)op->bytes / SYNTH_PINNED_COPY_BW);
-        pop(p, 3);
-        pop(p, 25);
+        POP(p, 3, 25);
     } else {
         aten(p, "nccl:all_reduce", 12);
         aten(p, "record_param_comms", 6);
         op = add(p, OP_BUCKET, SCALE_LAUNCH, "cudaLaunchKernel");
         op->cpu_ns = us(7);
-        pop(p, 2);
-        pop(p, 3);
+        POP(p, 2, 3);
     }
     op->index = (uint16_t)p->buckets;
-    pop(p, 2);
+    POP(p, 2);
     p->bucket_nelems[p->buckets++] = nelems;
 }
 
@@ -362,8 +346,7 @@ static void finalize_buckets(synth_program *p)
         aten(p, "aten::copy_", 2);
         int64_t bytes = p->bucket_nelems[b] * 4;
         copy(p, OP_COPY, SCALE_FIXED, "Memcpy DtoD (Device -> Device)", bytes, (double)bytes / DEVICE_COPY_BW / 1000.0);
-        pop(p, 2);
-        pop(p, 2);
+        POP(p, 2, 2);
     }
 }
 
@@ -401,10 +384,7 @@ static void backward(synth_program *p, const pt_synth_job *job)
     if (gloo)
         finalize_buckets(p);
     add(p, OP_JOIN, SCALE_FIXED, NULL);
-    pop_python(p, 30);
-    pop_python(p, 3);
-    pop_python(p, 4);
-    pop_python(p, 6);
+    POP_PYTHON(p, 30, 3, 4, 6);
 }
 
 static void optimizer_step(synth_program *p)
@@ -419,12 +399,8 @@ static void optimizer_step(synth_program *p)
     aten(p, "aten::_fused_adamw_", 25);
     for (int i = 0; i < 4; i++)
         launch(p, K_ADAMW, 450);
-    pop(p, 5);
-    pop_python(p, 4);
-    pop_python(p, 2);
-    pop_python(p, 6);
-    pop_python(p, 5);
-    pop_python(p, 5);
+    POP(p, 5);
+    POP_PYTHON(p, 4, 2, 6, 5, 5);
 }
 
 /* loss.item(): a 4-byte copy, then a synchronize that blocks until the GPU is done. */
@@ -434,8 +410,7 @@ static void loss_item(synth_program *p)
     aten(p, "aten::_local_scalar_dense", 7);
     copy(p, OP_COPY, SCALE_FIXED, "Memcpy DtoH (Device -> Pinned)", 4, 2);
     add(p, OP_SYNC, SCALE_LAUNCH, "cudaStreamSynchronize")->cpu_ns = us(4);
-    pop(p, 3);
-    pop(p, 2);
+    POP(p, 3, 2);
 }
 
 void synth_program_build(synth_program *p, const pt_synth_job *job)
@@ -448,23 +423,23 @@ void synth_program_build(synth_program *p, const pt_synth_job *job)
     data_loading(p);
     py(p, "train.py(58): train_step", 40);
     py(p, "torch/optim/optimizer.py(803): zero_grad", 900);
-    pop_python(p, 5);
+    POP_PYTHON(p, 5);
     to_copy(p, OP_COPY, SCALE_FIXED, "Memcpy HtoD (Pinned -> Device)", 16 << 20, 350);
     forward(p, job);
     if (job->fault == PT_FAULT_BLOCKING_DTOH) {
         size_t first = p->count;
         py(p, "metrics.py(23): activation_stats", 15);
         to_copy(p, OP_COPY_SYNC, SCALE_DTOH, "Memcpy DtoH (Device -> Pageable)", 0, 0);
-        pop_python(p, 20);
+        POP_PYTHON(p, 20);
         for (size_t i = first; i < p->count; i++)
             p->ops[i].faulty_only = true;
     }
     backward(p, job);
     optimizer_step(p);
     loss_item(p);
-    pop_python(p, 15); /* train_step */
+    POP_PYTHON(p, 15); /* train_step */
     py(p, "train.py(74): log_metrics", 2800);
-    pop_python(p, 5);
+    POP_PYTHON(p, 5);
     p->phase_c = p->count;
     for (size_t i = 0; i < p->count; i++)
         if (p->ops[i].kind == OP_WAIT_COMM || p->ops[i].kind == OP_FINALIZE) {

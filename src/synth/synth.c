@@ -39,6 +39,7 @@
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"
+#include "summarize/summarize.h"
 #include "util/buf.h"
 
 #include <math.h>
@@ -891,24 +892,22 @@ static void schedule(pt_synth_plan *p)
 
 /* ------------------------------------------------------------ plan lifecycle */
 
+/* A count from 1 to max, or "WHAT must be between 1 and MAX". */
+static bool count_in_range(int value, int max, const char *what, pt_error *err)
+{
+    if (value >= 1 && value <= max)
+        return true;
+    pt_error_set(err, "%s must be between 1 and %d", what, max);
+    return false;
+}
+
 static int resolve_job(pt_synth_job *job, pt_error *err)
 {
-    if (job->workers < 1 || job->workers > PT_SYNTH_MAX_WORKERS) {
-        pt_error_set(err, "workers must be between 1 and %d", PT_SYNTH_MAX_WORKERS);
+    if (!count_in_range(job->workers, PT_SYNTH_MAX_WORKERS, "workers", err) ||
+        !count_in_range(job->steps, 10000000, "steps", err) ||
+        !count_in_range(job->layers, PT_SYNTH_MAX_LAYERS, "layers", err) ||
+        !count_in_range(job->gpus_per_node, 64, "gpus per node", err))
         return -1;
-    }
-    if (job->steps < 1 || job->steps > 10000000) {
-        pt_error_set(err, "steps must be between 1 and 10000000");
-        return -1;
-    }
-    if (job->layers < 1 || job->layers > PT_SYNTH_MAX_LAYERS) {
-        pt_error_set(err, "layers must be between 1 and %d", PT_SYNTH_MAX_LAYERS);
-        return -1;
-    }
-    if (job->gpus_per_node < 1 || job->gpus_per_node > 64) {
-        pt_error_set(err, "gpus per node must be between 1 and 64");
-        return -1;
-    }
     if ((int)job->fault < 0 || job->fault >= PT_FAULT_KIND_COUNT) {
         pt_error_set(err, "unknown fault kind %d", (int)job->fault);
         return -1;
@@ -1121,6 +1120,32 @@ int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_t
     int rc = pt_synth_plan_worker(p, rank, sink, meta, err);
     pt_synth_plan_free(p);
     return rc;
+}
+
+pt_worker_summary *pt_synth_plan_summary(const pt_synth_plan *p, int rank, pt_error *err)
+{
+    pt_summarizer *sz = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(sz);
+    pt_trace_meta meta;
+    pt_worker_summary *s = NULL;
+    if (pt_synth_plan_worker(p, rank, &sink, &meta, err) == 0) {
+        char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
+        pt_synth_plan_worker_stem(p, rank, stem, sizeof stem);
+        snprintf(name, sizeof name, "%s.json", stem);
+        s = pt_summarizer_finish(sz, &meta, name, err);
+    }
+    pt_summarizer_free(sz);
+    return s;
+}
+
+pt_worker_summary *pt_synth_summary(const pt_synth_job *job, int rank, pt_error *err)
+{
+    pt_synth_plan *p = pt_synth_plan_new(job, err);
+    if (!p)
+        return NULL;
+    pt_worker_summary *s = pt_synth_plan_summary(p, rank, err);
+    pt_synth_plan_free(p);
+    return s;
 }
 
 /* ------------------------------------------------------------ expected findings */

@@ -25,6 +25,7 @@
 #ifndef PT_SYNTH_SYNTH_H
 #define PT_SYNTH_SYNTH_H
 
+#include "summarize/summary.h"
 #include "trace/event.h"
 #include "util/common.h"
 #include "util/json.h"
@@ -105,6 +106,12 @@ int pt_synth_plan_worker(const pt_synth_plan *plan, int rank, pt_trace_sink *sin
 /* Convenience for one worker of a small job: plans, emits, frees (O(workers) each call;
  * use a plan to emit many workers). */
 int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_trace_meta *meta, pt_error *err);
+
+/* Worker rank summarized in memory, as `perftracker summarize` would summarize its trace,
+ * and named as that trace ("<stem>.json"): NULL with err set. The pt_synth_summary form
+ * plans, summarizes and frees, like pt_synth_worker. */
+pt_worker_summary *pt_synth_plan_summary(const pt_synth_plan *plan, int rank, pt_error *err);
+pt_worker_summary *pt_synth_summary(const pt_synth_job *job, int rank, pt_error *err);
 
 /* What the analysis should find, as JSON:
  *   {"fault": "slow_gpu", "verdict": "healthy"|"degraded"|"hang", "severity": 0.3,

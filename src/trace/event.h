@@ -96,6 +96,27 @@ void pt_trace_meta_init(pt_trace_meta *meta);
 /* Fills the fields dst does not know yet from src (for traces read in parallel spans). */
 void pt_trace_meta_merge(pt_trace_meta *dst, const pt_trace_meta *src);
 
+/* The meta's fields by name, in the order the native format writes them: the one list
+ * that pt_trace_meta_init, pt_trace_meta_merge and the native writer and reader (whose
+ * facts carry these names) go by. An int field's "unknown" is what init gives it; a
+ * count saturates at INT32_MAX where another 32-bit field keeps the low bits. */
+typedef enum pt_meta_type { PT_META_I32, PT_META_I64, PT_META_COUNT32, PT_META_STRING } pt_meta_type;
+typedef struct pt_meta_field {
+    const char *key;
+    pt_meta_type type;
+    size_t offset, size; /* the member's; a string's size is its capacity */
+    int64_t unknown;
+} pt_meta_field;
+extern const pt_meta_field pt_meta_fields[];
+extern const size_t pt_meta_field_count;
+/* The field named key (key_len bytes), or NULL. */
+const pt_meta_field *pt_meta_field_named(const char *key, size_t key_len);
+int64_t pt_meta_int(const pt_trace_meta *m, const pt_meta_field *f);
+void pt_meta_set_int(pt_trace_meta *m, const pt_meta_field *f, int64_t v);
+/* A string field's text, and setting it (cut to its capacity). */
+const char *pt_meta_string(const pt_trace_meta *m, const pt_meta_field *f);
+void pt_meta_set_string(pt_trace_meta *m, const pt_meta_field *f, const char *s, size_t n);
+
 /* A Chrome-trace metadata record ("ph":"M"): what a viewer calls a process or a thread
  * (process_name, thread_name, process_labels, *_sort_index). The analysis has no use for
  * them; a writer that converts a trace keeps them. Strings are valid during the callback

@@ -390,17 +390,16 @@ static int category_kind(const char *s, size_t n, pt_cpu_kind *cpu_kind)
 /* Bytes per element of the dtype names PyTorch writes into NCCL kernel args. */
 static int32_t dtype_bytes(const char *s, size_t n)
 {
-    static const struct {
-        const char *name;
-        int32_t bytes;
-    } table[] = {
-        {"double", 8},   {"long", 8},   {"int64", 8},    {"float", 4}, {"int", 4},
-        {"int32", 4},    {"half", 2},   {"bfloat16", 2}, {"short", 2}, {"float16", 2},
-        {"byte", 1},     {"char", 1},   {"bool", 1},     {"int8", 1},  {"uint8", 1},
+    static const char *const names_by_size[][5] = {
+        {"byte", "char", "bool", "int8", "uint8"}, /* 1 byte */
+        {"half", "bfloat16", "short", "float16"},  /* 2 */
+        {"float", "int", "int32"},                 /* 4 */
+        {"double", "long", "int64"},               /* 8 */
     };
-    for (size_t i = 0; i < PT_ARRAY_LEN(table); i++)
-        if (equals_ignoring_case(table[i].name, s, n))
-            return table[i].bytes;
+    for (size_t size = 0; size < PT_ARRAY_LEN(names_by_size); size++)
+        for (size_t i = 0; i < PT_ARRAY_LEN(names_by_size[size]) && names_by_size[size][i]; i++)
+            if (equals_ignoring_case(names_by_size[size][i], s, n))
+                return (int32_t)1 << size;
     if (n >= 6 && equals_ignoring_case("float8", s, 6))
         return 1;
     return 0;
@@ -503,65 +502,73 @@ static int scan_metadata_value(const char **pp, const char *end, const char *key
     return SCAN_OK;
 }
 
-static int scan_args(const char **pp, const char *end, raw_event *re)
+/* Scans an object (p at its '{'), handing each member's value to scan_member. */
+typedef int (*member_scanner)(const char **pp, const char *end, const char *key, size_t key_len, raw_event *re);
+
+static int scan_object(const char **pp, const char *end, member_scanner scan_member, raw_event *re)
 {
     const char *p = *pp;
-    if (*p != '{')
-        return skip_value(pp, end);
     bool empty;
     TRY(open_object(&p, end, &empty));
-    if (empty) {
-        *pp = p;
-        return SCAN_OK;
-    }
-    for (;;) {
+    for (bool more = !empty; more;) {
         const char *key;
         size_t key_len;
         TRY(scan_key(&p, end, &key, &key_len));
-        int64_t v;
-        if (re->ph == 'M') {
-            TRY(scan_metadata_value(&p, end, key, key_len, re));
-        } else if (KEY_IS("grid")) {
-            TRY(scan_dim3(&p, end, re->ev.grid));
-        } else if (KEY_IS("block")) {
-            TRY(scan_dim3(&p, end, re->ev.block));
-        } else if (KEY_IS("bytes")) {
-            TRY(scan_int(&p, end, &re->ev.bytes));
-        } else if (KEY_IS("device")) {
-            TRY(scan_int(&p, end, &v));
-            re->ev.device = (int32_t)v;
-        } else if (KEY_IS("stream") && *p != '"') {
-            TRY(scan_int(&p, end, &re->stream));
-            re->has_stream = true;
-        } else if (KEY_IS("Collective name") && *p == '"') {
-            TRY(scan_string(&p, end, &re->coll_name, &re->coll_name_len, &re->coll_escaped));
-        } else if (KEY_IS("In msg nelems") || KEY_IS("In msg size")) {
-            TRY(scan_int(&p, end, &re->ev.coll.in_nelems));
-        } else if (KEY_IS("Out msg nelems") || KEY_IS("Out msg size")) {
-            TRY(scan_int(&p, end, &re->ev.coll.out_nelems));
-        } else if (KEY_IS("Group size")) {
-            TRY(scan_int(&p, end, &v));
-            re->ev.coll.group_size = (int32_t)(v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : v);
-        } else if (KEY_IS("dtype") && *p == '"') {
-            const char *body;
-            size_t n;
-            bool esc;
-            TRY(scan_string(&p, end, &body, &n, &esc));
-            re->ev.coll.dtype_bytes = dtype_bytes(body, n);
-        } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
-            int64_t micro;
-            TRY(scan_held_number(&p, end, 6, &micro, &re->has_counter_value));
-            re->counter_value = re->has_counter_value ? (double)micro / 1e6 : 0;
-        } else {
-            TRY(skip_value(&p, end));
-        }
-        bool more;
+        TRY(scan_member(&p, end, key, key_len, re));
         TRY(scan_separator(&p, end, '}', &more));
-        if (!more)
-            break;
     }
     *pp = p;
     return SCAN_OK;
+}
+
+/* One member of an event's "args". */
+static int scan_arg(const char **pp, const char *end, const char *key, size_t key_len, raw_event *re)
+{
+    const char *p = *pp;
+    int64_t v;
+    if (re->ph == 'M') {
+        TRY(scan_metadata_value(&p, end, key, key_len, re));
+    } else if (KEY_IS("grid")) {
+        TRY(scan_dim3(&p, end, re->ev.grid));
+    } else if (KEY_IS("block")) {
+        TRY(scan_dim3(&p, end, re->ev.block));
+    } else if (KEY_IS("bytes")) {
+        TRY(scan_int(&p, end, &re->ev.bytes));
+    } else if (KEY_IS("device")) {
+        TRY(scan_int(&p, end, &v));
+        re->ev.device = (int32_t)v;
+    } else if (KEY_IS("stream") && *p != '"') {
+        TRY(scan_int(&p, end, &re->stream));
+        re->has_stream = true;
+    } else if (KEY_IS("Collective name") && *p == '"') {
+        TRY(scan_string(&p, end, &re->coll_name, &re->coll_name_len, &re->coll_escaped));
+    } else if (KEY_IS("In msg nelems") || KEY_IS("In msg size")) {
+        TRY(scan_int(&p, end, &re->ev.coll.in_nelems));
+    } else if (KEY_IS("Out msg nelems") || KEY_IS("Out msg size")) {
+        TRY(scan_int(&p, end, &re->ev.coll.out_nelems));
+    } else if (KEY_IS("Group size")) {
+        TRY(scan_int(&p, end, &v));
+        re->ev.coll.group_size = (int32_t)(v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : v);
+    } else if (KEY_IS("dtype") && *p == '"') {
+        const char *body;
+        size_t n;
+        bool esc;
+        TRY(scan_string(&p, end, &body, &n, &esc));
+        re->ev.coll.dtype_bytes = dtype_bytes(body, n);
+    } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
+        int64_t micro;
+        TRY(scan_held_number(&p, end, 6, &micro, &re->has_counter_value));
+        re->counter_value = re->has_counter_value ? (double)micro / 1e6 : 0;
+    } else {
+        TRY(skip_value(&p, end));
+    }
+    *pp = p;
+    return SCAN_OK;
+}
+
+static int scan_args(const char **pp, const char *end, raw_event *re)
+{
+    return **pp == '{' ? scan_object(pp, end, scan_arg, re) : skip_value(pp, end);
 }
 
 /* Reads any JSON scalar-or-string id (pid/tid) as an integer. Strings keep their first
@@ -597,73 +604,64 @@ static bool text_is(const char *text, size_t n, const char *literal)
     return text && n == strlen(literal) && memcmp(text, literal, n) == 0;
 }
 
-static int scan_event(const char **pp, const char *end, raw_event *re)
+/* One member of an event. */
+static int scan_event_member(const char **pp, const char *end, const char *key, size_t key_len, raw_event *re)
 {
     const char *p = *pp;
+    const char *body;
+    size_t n;
+    bool esc;
+    switch (key_len) {
+    case 2:
+        if (KEY_IS("ph") && *p == '"') {
+            TRY(scan_string(&p, end, &body, &n, &esc));
+            re->ph = n ? body[0] : 0;
+        } else if (KEY_IS("ts")) {
+            TRY(scan_time(&p, end, &re->ts_ns, &re->has_ts));
+        } else {
+            TRY(skip_value(&p, end));
+        }
+        break;
+    case 3:
+        if (KEY_IS("cat") && *p == '"') {
+            TRY(scan_string(&p, end, &body, &n, &esc));
+            re->category = category_kind(body, n, &re->cpu_kind);
+        } else if (KEY_IS("dur")) {
+            TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
+        } else if (KEY_IS("tid")) {
+            bool named;
+            TRY(scan_id(&p, end, &re->tid, &re->tid_text, &re->tid_text_len, &named));
+        } else if (KEY_IS("pid")) {
+            TRY(scan_id(&p, end, &re->pid, &re->pid_text, &re->pid_text_len, &re->pid_is_name));
+            re->legacy_kernel = text_is(re->pid_text, re->pid_text_len, "CUDA functions");
+        } else {
+            TRY(skip_value(&p, end));
+        }
+        break;
+    case 4:
+        if (KEY_IS("name") && *p == '"') {
+            TRY(scan_string(&p, end, &re->name, &re->name_len, &re->name_escaped));
+        } else if (KEY_IS("args")) {
+            TRY(scan_args(&p, end, re));
+        } else {
+            TRY(skip_value(&p, end));
+        }
+        break;
+    default:
+        TRY(skip_value(&p, end));
+    }
+    *pp = p;
+    return SCAN_OK;
+}
+
+static int scan_event(const char **pp, const char *end, raw_event *re)
+{
     memset(re, 0, offsetof(raw_event, ev));
     re->category = CATEGORY_ABSENT;
     pt_event_init(&re->ev, PT_EVENT_CPU);
     re->has_counter_value = false;
     re->coll_name = NULL;
-    bool empty;
-    TRY(open_object(&p, end, &empty));
-    if (empty) {
-        *pp = p;
-        return SCAN_OK;
-    }
-    for (;;) {
-        const char *key;
-        size_t key_len;
-        TRY(scan_key(&p, end, &key, &key_len));
-        const char *body;
-        size_t n;
-        bool esc;
-        switch (key_len) {
-        case 2:
-            if (KEY_IS("ph") && *p == '"') {
-                TRY(scan_string(&p, end, &body, &n, &esc));
-                re->ph = n ? body[0] : 0;
-            } else if (KEY_IS("ts")) {
-                TRY(scan_time(&p, end, &re->ts_ns, &re->has_ts));
-            } else {
-                TRY(skip_value(&p, end));
-            }
-            break;
-        case 3:
-            if (KEY_IS("cat") && *p == '"') {
-                TRY(scan_string(&p, end, &body, &n, &esc));
-                re->category = category_kind(body, n, &re->cpu_kind);
-            } else if (KEY_IS("dur")) {
-                TRY(scan_time(&p, end, &re->dur_ns, &re->has_dur));
-            } else if (KEY_IS("tid")) {
-                bool named;
-                TRY(scan_id(&p, end, &re->tid, &re->tid_text, &re->tid_text_len, &named));
-            } else if (KEY_IS("pid")) {
-                TRY(scan_id(&p, end, &re->pid, &re->pid_text, &re->pid_text_len, &re->pid_is_name));
-                re->legacy_kernel = text_is(re->pid_text, re->pid_text_len, "CUDA functions");
-            } else {
-                TRY(skip_value(&p, end));
-            }
-            break;
-        case 4:
-            if (KEY_IS("name") && *p == '"') {
-                TRY(scan_string(&p, end, &re->name, &re->name_len, &re->name_escaped));
-            } else if (KEY_IS("args")) {
-                TRY(scan_args(&p, end, re));
-            } else {
-                TRY(skip_value(&p, end));
-            }
-            break;
-        default:
-            TRY(skip_value(&p, end));
-        }
-        bool more;
-        TRY(scan_separator(&p, end, '}', &more));
-        if (!more)
-            break;
-    }
-    *pp = p;
-    return SCAN_OK;
+    return scan_object(pp, end, scan_event_member, re);
 }
 
 /* ------------------------------------------------------------ delivering events */
@@ -942,6 +940,22 @@ static int discard_value(kineto_reader *kr)
     }
 }
 
+/* The ',' or the closing bracket after a top-level member or an event: *state becomes
+ * next (another follows) or closed. When neither comes, what names the expectation for
+ * the error message. */
+static int expect_separator(kineto_reader *kr, const char **pp, const char *end, char close, const char *what,
+                            enum reader_state next, enum reader_state closed, enum reader_state *state)
+{
+    bool more;
+    kr->bad_what = what;
+    int rc = scan_separator(pp, end, close, &more);
+    if (rc != SCAN_OK)
+        return rc;
+    kr->bad_what = NULL;
+    *state = more ? next : closed;
+    return SCAN_OK;
+}
+
 /* One step of the top-level state machine over buf[pos..len). */
 static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bool *oversized_unit)
 {
@@ -1002,14 +1016,10 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *state = ST_TOP_SEP;
         break;
     }
-    case ST_TOP_SEP: {
-        bool more;
-        kr->bad_what = "expected ',' or '}' after a top-level member";
-        TRY(scan_separator(&p, end, '}', &more));
-        kr->bad_what = NULL;
-        *state = more ? ST_TOP_MEMBER : ST_END;
+    case ST_TOP_SEP:
+        TRY(expect_separator(kr, &p, end, '}', "expected ',' or '}' after a top-level member", ST_TOP_MEMBER, ST_END,
+                             state));
         break;
-    }
     case ST_EVENTS_FIRST:
         if (*p == ']') {
             p++;
@@ -1040,14 +1050,10 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *state = ST_EVENTS_SEP;
         break;
     }
-    case ST_EVENTS_SEP: {
-        bool more;
-        kr->bad_what = "expected ',' or ']' between events";
-        TRY(scan_separator(&p, end, ']', &more));
-        kr->bad_what = NULL;
-        *state = more ? ST_EVENT : (*bare_list ? ST_END : ST_TOP_SEP);
+    case ST_EVENTS_SEP:
+        TRY(expect_separator(kr, &p, end, ']', "expected ',' or ']' between events", ST_EVENT,
+                             *bare_list ? ST_END : ST_TOP_SEP, state));
         break;
-    }
     case ST_END:
         kr->bad_what = "unexpected data after the end of the trace";
         return SCAN_BAD;

@@ -109,33 +109,16 @@ static void copy_field(char *dst, size_t cap, const char *s, size_t n)
     dst[n] = '\0';
 }
 
-static void apply_int_fact(pt_trace_meta *m, const char *key, size_t kn, int64_t v)
-{
-#define IS(k) (kn == sizeof(k) - 1 && memcmp(key, k, kn) == 0)
-    if (IS("rank")) m->rank = (int32_t)v;
-    else if (IS("local_rank")) m->local_rank = (int32_t)v;
-    else if (IS("world_size")) m->world_size = (int32_t)v;
-    else if (IS("pid")) m->pid = v;
-    else if (IS("device_count")) m->device_count = (int32_t)v;
-    else if (IS("clock_origin_ns")) m->clock_origin_ns = v;
-    else if (IS("hang_step")) m->hang_step = v;
-    else if (IS("dropped_events")) m->dropped_events = (int32_t)PT_MIN(v, INT32_MAX);
-    else if (IS("hw_sample_period_us")) m->hw_sample_period_us = (int32_t)v;
-}
-
 static void apply_string_fact(native_reader *r, const char *key, size_t kn, const char *s, size_t n)
 {
-    pt_trace_meta *m = r->meta;
-    if (IS("host")) copy_field(m->host, sizeof m->host, s, n);
-    else if (IS("backend")) copy_field(m->backend, sizeof m->backend, s, n);
-    else if (IS("device_name")) copy_field(m->device_name, sizeof m->device_name, s, n);
-    else if (IS("producer")) copy_field(m->producer, sizeof m->producer, s, n);
-    else if (IS("warning") && r->sink->on_warning) {
+    const pt_meta_field *f = pt_meta_field_named(key, kn);
+    if (f && f->type == PT_META_STRING) {
+        pt_meta_set_string(r->meta, f, s, n);
+    } else if (kn == 7 && memcmp(key, "warning", 7) == 0 && r->sink->on_warning) {
         char message[512];
         copy_field(message, sizeof message, s, n);
         r->sink->on_warning(r->sink->ctx, message);
     }
-#undef IS
 }
 
 static int read_meta(native_reader *r, const unsigned char *p, const unsigned char *end)
@@ -153,7 +136,9 @@ static int read_meta(native_reader *r, const unsigned char *p, const unsigned ch
             uint64_t v;
             if (pt_get_varint(&p, end, &v) != 0)
                 return corrupt(r, "bad META integer");
-            apply_int_fact(r->meta, key, kn, pt_unzigzag(v));
+            const pt_meta_field *f = pt_meta_field_named(key, kn);
+            if (f && f->type != PT_META_STRING)
+                pt_meta_set_int(r->meta, f, pt_unzigzag(v));
         } else if (type == 's') {
             if (get_string(r, &p, end, &s, &n) != 0)
                 return -1;

@@ -299,42 +299,39 @@ int pt_native_writer_meta(pt_native_writer *w, const pt_trace_meta *m)
     fact_builder b;
     if (begin_facts(w, &b) < 0)
         return -1;
-    put_int(&b, "rank", m->rank);
-    put_int(&b, "local_rank", m->local_rank);
-    put_int(&b, "world_size", m->world_size);
-    put_int(&b, "pid", m->pid);
-    put_str(&b, "host", m->host);
-    put_str(&b, "backend", m->backend);
-    put_str(&b, "device_name", m->device_name);
-    put_int(&b, "device_count", m->device_count);
-    put_int(&b, "clock_origin_ns", m->clock_origin_ns);
-    put_str(&b, "producer", m->producer);
-    put_int(&b, "hang_step", m->hang_step);
-    put_int(&b, "dropped_events", m->dropped_events);
-    put_int(&b, "hw_sample_period_us", m->hw_sample_period_us);
+    for (size_t i = 0; i < pt_meta_field_count; i++) {
+        const pt_meta_field *f = &pt_meta_fields[i];
+        if (f->type == PT_META_STRING)
+            put_str(&b, f->key, pt_meta_string(m, f));
+        else
+            put_int(&b, f->key, pt_meta_int(m, f));
+    }
+    return emit_facts(w, &b);
+}
+
+/* One fact on its own: a string (value) or, when value is NULL, an integer. */
+static int write_fact(pt_native_writer *w, const char *key, const char *value, int64_t number)
+{
+    if (strlen(key) > 256)
+        return fail(w, "%s", "a fact key is too long");
+    fact_builder b;
+    if (begin_facts(w, &b) < 0)
+        return -1;
+    if (value)
+        put_str(&b, key, value);
+    else
+        put_int(&b, key, number);
     return emit_facts(w, &b);
 }
 
 int pt_native_writer_fact(pt_native_writer *w, const char *key, const char *value)
 {
-    if (strlen(key) > 256)
-        return fail(w, "%s", "a fact key is too long");
-    fact_builder b;
-    if (begin_facts(w, &b) < 0)
-        return -1;
-    put_str(&b, key, value);
-    return emit_facts(w, &b);
+    return write_fact(w, key, value, 0);
 }
 
 int pt_native_writer_fact_int(pt_native_writer *w, const char *key, int64_t value)
 {
-    if (strlen(key) > 256)
-        return fail(w, "%s", "a fact key is too long");
-    fact_builder b;
-    if (begin_facts(w, &b) < 0)
-        return -1;
-    put_int(&b, key, value);
-    return emit_facts(w, &b);
+    return write_fact(w, key, NULL, value);
 }
 
 /* ------------------------------------------------------------ open / close */

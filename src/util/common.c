@@ -49,6 +49,22 @@ char *pt_xstrndup(const char *s, size_t n)
     return d;
 }
 
+char *pt_xvformat(size_t max, const char *fmt, va_list ap)
+{
+    char *s = pt_xmalloc(max);
+    int n = vsnprintf(s, max, fmt, ap);
+    size_t len = n < 0 ? 0 : PT_MIN((size_t)n, max - 1);
+    s[len] = '\0';
+    return pt_xrealloc(s, len + 1);
+}
+
+void pt_free_strings(char **strings, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(strings[i]);
+    free(strings);
+}
+
 void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size)
 {
     if (need <= *cap)
@@ -88,6 +104,12 @@ const char *pt_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
+}
+
+bool pt_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 /* SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the timestamp, so two runs

@@ -6,6 +6,7 @@
 #ifndef PT_UTIL_COMMON_H
 #define PT_UTIL_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,10 +31,26 @@ void *pt_xcalloc(size_t n, size_t size);
 void *pt_xrealloc(void *p, size_t n);
 char *pt_xstrdup(const char *s);
 char *pt_xstrndup(const char *s, size_t n);
+/* vprintf's text as a new string, cut to max - 1 bytes as a char[max] would cut it. */
+char *pt_xvformat(size_t max, const char *fmt, va_list ap);
+
+/* Frees strings[0..count) and the array that holds them. */
+void pt_free_strings(char **strings, size_t count);
 
 /* Grow *items (of elem_size each) so that it holds at least need elements. */
 void pt_grow(void **items, size_t *cap, size_t need, size_t elem_size);
 #define PT_GROW(arr, cap, need) pt_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* Three-way comparisons for qsort comparators (-1, 0, 1); pt_cmp_desc puts the larger
+ * double first. NaN has no order: keep it out of what is sorted. */
+static inline int pt_cmp_i64(int64_t x, int64_t y)
+{
+    return (x > y) - (x < y);
+}
+static inline int pt_cmp_desc(double x, double y)
+{
+    return x == y ? 0 : x > y ? -1 : 1;
+}
 
 /* An error a library call hands back instead of printing: one sentence. */
 typedef struct pt_error {
@@ -63,5 +80,7 @@ static inline int pt_hex_digit(char c)
 
 /* The last path component of path (no allocation). */
 const char *pt_basename(const char *path);
+/* Whether s ends with suffix ("" ends every string). */
+bool pt_ends_with(const char *s, const char *suffix);
 
 #endif

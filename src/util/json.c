@@ -450,42 +450,38 @@ static pt_json *parse_string(parser *ps)
     return v;
 }
 
+/* One or more digits, consumed; none makes the number bad. */
+static bool parse_digits(parser *ps)
+{
+    const char *start = ps->p;
+    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
+        ps->p++;
+    if (ps->p == start)
+        fail(ps, "bad number");
+    return ps->p != start;
+}
+
 static pt_json *parse_number(parser *ps)
 {
     const char *s = ps->p;
     bool integer = true;
     if (ps->p < ps->end && *ps->p == '-')
         ps->p++;
-    const char *digits = ps->p;
-    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-        ps->p++;
-    if (ps->p == digits) {
-        fail(ps, "bad number");
+    if (!parse_digits(ps))
         return NULL;
-    }
     if (ps->p < ps->end && *ps->p == '.') {
         integer = false;
         ps->p++;
-        const char *frac = ps->p;
-        while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-            ps->p++;
-        if (ps->p == frac) {
-            fail(ps, "bad number");
+        if (!parse_digits(ps))
             return NULL;
-        }
     }
     if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
         integer = false;
         ps->p++;
         if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
             ps->p++;
-        const char *exp = ps->p;
-        while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-            ps->p++;
-        if (ps->p == exp) {
-            fail(ps, "bad number");
+        if (!parse_digits(ps))
             return NULL;
-        }
     }
     /* strtod/strtoll read until a non-digit, and the input need not be NUL-terminated
      * (a number can be its last byte), so both read a terminated copy. */

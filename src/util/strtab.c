@@ -57,9 +57,7 @@ void pt_strtab_init(pt_strtab *t)
 
 void pt_strtab_free(pt_strtab *t)
 {
-    for (size_t i = 0; i < t->chunk_count; i++)
-        free(t->chunks[i]);
-    free(t->chunks);
+    pt_free_strings(t->chunks, t->chunk_count);
     free(t->slots);
     free(t->strings);
     free(t->lengths);

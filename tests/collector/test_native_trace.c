@@ -38,10 +38,7 @@ typedef struct capture {
 static int on_event(void *ctx, const pt_event *ev)
 {
     capture *c = ctx;
-    if (c->count == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 1024;
-        c->events = realloc(c->events, c->cap * sizeof *c->events);
-    }
+    PT_GROW(c->events, c->cap, c->count + 1);
     kept_event *k = &c->events[c->count++];
     k->ev = *ev;
     snprintf(k->name, sizeof k->name, "%.*s", (int)ev->name_len, ev->name);

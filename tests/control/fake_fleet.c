@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "fake_fleet.h"
 
-#include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "synth/synth.h"
 
@@ -163,14 +162,8 @@ static void *driver_main(void *arg)
 
 static pt_worker_summary *template_summary(const pt_synth_plan *plan, int rank)
 {
-    pt_summarizer *s = pt_summarizer_new();
-    pt_trace_sink sink = pt_summarizer_sink(s);
-    pt_trace_meta meta;
     pt_error err;
-    pt_worker_summary *out = NULL;
-    if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) == 0)
-        out = pt_summarizer_finish(s, &meta, "template.json", &err);
-    pt_summarizer_free(s);
+    pt_worker_summary *out = pt_synth_plan_summary(plan, rank, &err);
     if (!out)
         fprintf(stderr, "fake_fleet: cannot build template %d: %s\n", rank, err.message);
     return out;

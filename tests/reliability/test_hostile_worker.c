@@ -11,12 +11,12 @@
  *      with a warning, and the report is sized by the job's world size; a host name full
  *      of "../" and markup names a file inside <round>/summaries/, nowhere else. */
 #define _GNU_SOURCE
+#include "check.h"
 #include "control/auth.h"
 #include "control/coordinator.h"
 #include "control/net.h"
 #include "control/protocol.h"
 #include "control/round.h"
-#include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "synth/synth.h"
 
@@ -27,18 +27,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 /* ------------------------------------------------------------ 1. hostile JOINs */
 
@@ -155,16 +143,8 @@ static pt_worker_summary *synth_summary(int rank)
     pt_synth_job job;
     pt_synth_job_init(&job);
     job.workers = 4, job.steps = 2, job.layers = 1;
-    pt_summarizer *sz = pt_summarizer_new();
-    pt_trace_sink sink = pt_summarizer_sink(sz);
-    pt_trace_meta meta;
     pt_error err = {{0}};
-    char name[64];
-    snprintf(name, sizeof name, "node0_%d_%d.json", rank, 10000 + rank);
-    pt_worker_summary *s = NULL;
-    if (pt_synth_worker(&job, rank, &sink, &meta, &err) == 0)
-        s = pt_summarizer_finish(sz, &meta, name, &err);
-    pt_summarizer_free(sz);
+    pt_worker_summary *s = pt_synth_summary(&job, rank, &err);
     if (!s)
         abort();
     return s;

@@ -9,6 +9,7 @@
  *  - a summary claiming a rank or world size above PT_MAX_WORLD_SIZE is refused, and a
  *    trace claiming one keeps its events with the claim ignored and a warning. */
 #define _GNU_SOURCE
+#include "check.h"
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "trace/reader.h"
@@ -18,18 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 typedef struct seen {
     int events, counters;

@@ -36,10 +36,7 @@ typedef struct worker_events {
 static int collect_event(void *ctx, const pt_event *ev)
 {
     worker_events *w = ctx;
-    if (w->count == w->cap) {
-        w->cap = w->cap ? w->cap * 2 : 1024;
-        w->items = realloc(w->items, w->cap * sizeof *w->items);
-    }
+    PT_GROW(w->items, w->cap, w->count + 1);
     rec *r = &w->items[w->count];
     r->ev = *ev;
     r->name = strndup(ev->name, ev->name_len);
@@ -94,19 +91,10 @@ static pt_synth_plan *plan_for(pt_fault_kind fault, int workers, int gpus_per_no
 
 static pt_worker_summary *summarize(const pt_synth_plan *plan, int rank)
 {
-    pt_summarizer *s = pt_summarizer_new();
-    pt_trace_sink sink = pt_summarizer_sink(s);
-    pt_trace_meta meta;
     pt_error err = {{0}};
-    if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) != 0)
-        fail_msg("rank %d: %s", rank, err.message);
-    char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
-    pt_synth_plan_worker_stem(plan, rank, stem, sizeof stem);
-    snprintf(name, sizeof name, "%s.json", stem);
-    pt_worker_summary *out = pt_summarizer_finish(s, &meta, name, &err);
+    pt_worker_summary *out = pt_synth_plan_summary(plan, rank, &err);
     if (!out)
         fail_msg("summarize rank %d: %s", rank, err.message);
-    pt_summarizer_free(s);
     return out;
 }
 

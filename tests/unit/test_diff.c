@@ -17,7 +17,6 @@
 
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
-#include "summarize/summarize.h"
 #include "synth/synth.h"
 
 typedef struct job {
@@ -39,16 +38,8 @@ static job make_job(pt_fault_kind fault, uint64_t seed, int workers, int steps)
     assert_non_null(plan);
     job j = {calloc((size_t)workers, sizeof *j.workers), (size_t)workers, pt_synth_plan_expected(plan)};
     for (int r = 0; r < workers; r++) {
-        pt_summarizer *s = pt_summarizer_new();
-        pt_trace_sink sink = pt_summarizer_sink(s);
-        pt_trace_meta meta;
-        assert_int_equal(pt_synth_plan_worker(plan, r, &sink, &meta, &err), 0);
-        char stem[PT_NAME_MAX], name[PT_NAME_MAX + 8];
-        pt_synth_plan_worker_stem(plan, r, stem, sizeof stem);
-        snprintf(name, sizeof name, "%s.json", stem);
-        j.workers[r] = pt_summarizer_finish(s, &meta, name, &err);
+        j.workers[r] = pt_synth_plan_summary(plan, r, &err);
         assert_non_null(j.workers[r]);
-        pt_summarizer_free(s);
     }
     pt_synth_plan_free(plan);
     return j;

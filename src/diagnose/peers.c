@@ -370,6 +370,16 @@ static void describe_host(const pt_analysis *a, finding *f, size_t compared, dou
     f->summary = pt_buf_take(&s);
 }
 
+/* A single CPU-side function holds half of worker w's CPU-side excess: that function is
+ * the finding, not the host. */
+static bool one_function_explains(const pt_analysis *a, size_t w, double excess)
+{
+    bool cpu[PT_CLASS_COUNT] = {false};
+    cpu[PT_CLASS_RUNTIME] = cpu[PT_CLASS_PYTHON] = true;
+    named who;
+    return largest_excess(a, w, cpu, &who) && who.excess >= EXPLAINED_SHARE * excess;
+}
+
 /* One host finding per uniformly slow worker (see the header comment). */
 static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_context *c)
 {
@@ -389,10 +399,11 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
     for (size_t w = 0; w < a->n; w++) {
         double excess = real_excess(a, &v, w, false), factor;
         size_t compared;
-        /* Extra work explains it (a gc.collect slows what runs after it too). */
+        /* Extra work explains it (a gc.collect slows what runs after it too), or one function
+         * does (a long sleep, while the others spin in a barrier on the same cores). */
         if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
-            slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE || compared < UNIFORM_MIN_FUNCTIONS ||
-            factor < UNIFORM_FACTOR)
+            one_function_explains(a, w, excess) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
+            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
         if (!f) {

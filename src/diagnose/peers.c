@@ -140,12 +140,30 @@ static void row_values(const pt_analysis *a, const pt_fn_row *row, peer_values *
     measure(a, v);
 }
 
+/* The exposed time of some classes together, per worker and per step. */
+static void classes_values(const pt_analysis *a, const pt_class *classes, size_t count, peer_values *v)
+{
+    size_t cells = a->n * v->steps;
+    double *mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *mean), *per_step = pt_xmalloc((cells + 1) * sizeof *per_step);
+    memset(v->mean, 0, a->n * sizeof *v->mean);
+    memset(v->per_step, 0, cells * sizeof *v->per_step);
+    for (size_t k = 0; k < count; k++) {
+        pt_class_exposed_ms(a, classes[k], mean);
+        for (size_t w = 0; w < a->n; w++)
+            v->mean[w] += mean[w];
+        if (v->steps)
+            pt_class_step_ms(a, classes[k], per_step);
+        for (size_t i = 0; i < cells; i++)
+            v->per_step[i] += per_step[i];
+    }
+    free(mean);
+    free(per_step);
+    measure(a, v);
+}
+
 static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
 {
-    pt_class_exposed_ms(a, cls, v->mean);
-    if (v->steps)
-        pt_class_step_ms(a, cls, v->per_step);
-    measure(a, v);
+    classes_values(a, &cls, 1, v);
 }
 
 /* What every pass needs to know about the workers: who holds the others up. A worker
@@ -383,18 +401,10 @@ static bool one_function_explains(const pt_analysis *a, size_t w, double excess)
 /* One host finding per uniformly slow worker (see the header comment). */
 static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_context *c)
 {
-    peer_values v, part;
+    static const pt_class cpu_side_classes[] = {PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
+    peer_values v;
     values_init(&v, a, a->aligned_steps);
-    values_init(&part, a, a->aligned_steps);
-    class_values(a, PT_CLASS_RUNTIME, &part);
-    memcpy(v.mean, part.mean, a->n * sizeof *v.mean);
-    memcpy(v.per_step, part.per_step, a->n * v.steps * sizeof *v.per_step);
-    class_values(a, PT_CLASS_PYTHON, &part);
-    for (size_t i = 0; i < a->n; i++)
-        v.mean[i] += part.mean[i];
-    for (size_t i = 0; i < a->n * v.steps; i++)
-        v.per_step[i] += part.per_step[i];
-    measure(a, &v);
+    classes_values(a, cpu_side_classes, PT_ARRAY_LEN(cpu_side_classes), &v);
     finding *f = NULL;
     for (size_t w = 0; w < a->n; w++) {
         double excess = real_excess(a, &v, w, false), factor;
@@ -416,7 +426,6 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         describe_host(a, f, compared, factor);
     }
     values_free(&v);
-    values_free(&part);
 }
 
 /* ------------------------------------------------------------ stragglers */

@@ -5,18 +5,22 @@
  *      when no steps were marked). Everything is clipped to it.
  *   2. Timelines: one union of intervals per activity class, then layered by priority,
  *      H1 = compute, H2 = H1 ∪ memory, H3 = H2 ∪ communication, H4 = H3 ∪ runtime,
- *      H5 = H4 ∪ CPU. A class's exposed (bottleneck) time is |H_k| - |H_{k-1}|, and one
- *      event's exposed time is its length minus its coverage by H_{k-1}, an O(log n)
- *      query (timeline.c).
+ *      H5 = H4 ∪ Python work. A class's exposed (bottleneck) time is |H_k| - |H_{k-1}|,
+ *      and one interval's exposed time is its length minus its coverage by H_{k-1}, an
+ *      O(log n) query (timeline.c).
  *   3. Python: per thread, CPU events sorted by (start, longer first, depth) rebuild the
- *      call tree with a stack; each frame's exclusive segments minus their coverage by
- *      H4 accumulate on its full call stack, interned as (parent stack, frame).
- *   4. Per function: count, total, exposed, max, and the median of its executions
- *      (counting sort by function, then quickselect per function: linear time).
+ *      call tree with a stack. Each frame's exclusive segments are work, or waiting when
+ *      the frame is a builtin or operator that handed its work to other threads (or an
+ *      annotation); work minus its coverage by H4 accumulates on the frame's full call
+ *      stack, interned as (parent stack, frame), and builds H5.
+ *   4. Per function: count, total, the median of its executions (counting sort by
+ *      function, then quickselect per function: linear time), and exposed time from the
+ *      union of its executions, in total and per step.
  *   5. Only the functions that matter are kept (caps below), so the summary stays tens of
  *      kilobytes whatever the trace size.
  *
- * Memory is the compact records: ~30 bytes per kept event, a few percent of the JSON. */
+ * Memory is the compact records and each function's clipped executions: ~65 bytes per
+ * kept event at peak, a fraction of the JSON. */
 #include "summarize/summarize.h"
 #include "summarize/classify.h"
 #include "summarize/demangle.h"
@@ -259,8 +263,9 @@ typedef struct func_acc {
     uint64_t count;
     int64_t total_ns, exposed_ns, max_ns;
     int64_t waiting_ns;  /* Python: own time spent blocked (see account_python) */
-    pt_interval *calls;  /* clipped executions (Python: exclusive work segments), in
-                            arrival order, settled at the end (settle_functions) */
+    pt_interval *calls;  /* clipped executions in arrival order, settled at the end
+                            (settle_functions); Python's work is accounted segment by
+                            segment instead (account_work) */
     size_t call_count, call_cap;
     double tput_sum, tput_sq, busbw_sum;
     uint64_t tput_n;
@@ -1064,6 +1069,10 @@ static void settle_functions(reducer *r)
     size_t nf = r->funcs_count;
     for (size_t f = 0; f < nf; f++) {
         func_acc *acc = &r->funcs[f];
+        if (acc->cls == PT_CLASS_PYTHON) { /* accounted segment by segment (account_work) */
+            acc->total_ns = add_saturating(acc->total_ns, acc->waiting_ns);
+            continue;
+        }
         pt_interval *g = acc->calls;
         size_t k = acc->call_count;
         bool sorted = true;
@@ -1084,10 +1093,6 @@ static void settle_functions(reducer *r)
         }
         free(acc->calls);
         acc->calls = NULL;
-        if (acc->cls == PT_CLASS_PYTHON) { /* accounted segment by segment (account_work) */
-            acc->total_ns = add_saturating(acc->total_ns, acc->waiting_ns);
-            continue;
-        }
         acc->exposed_ns = exposed;
         if (acc->cls != PT_CLASS_COMPUTE && acc->cls != PT_CLASS_MEMORY)
             acc->total_ns = busy;

@@ -188,7 +188,7 @@ void pt_class_step_ms(const pt_analysis *a, pt_class cls, double *out)
     size_t steps = a->aligned_steps;
     for (size_t w = 0; w < a->n; w++)
         for (size_t s = 0; s < steps; s++)
-            out[w * steps + s] = (double)a->workers[w]->steps[s].exposed_ns[cls] / 1e6;
+            out[w * steps + s] = pt_step_part_ms(&a->workers[w]->steps[s], (int)cls);
 }
 
 void pt_waiting_step_ms(const pt_analysis *a, double *out)
@@ -362,4 +362,18 @@ pt_json *pt_workers_above(const pt_analysis *a, const double *values, double thr
         pt_json_add(out, pt_worker_name(a, list[i].worker), pt_json_number(list[i].value));
     free(list);
     return out;
+}
+
+const char *pt_category_of(pt_class cls)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"gpu_compute", "gpu_memory", "communication",
+                                                      "cuda_runtime", "python"};
+    return names[cls];
+}
+
+const char *pt_section_of(pt_class cls)
+{
+    static const char *const names[PT_CLASS_COUNT] = {"GPU Compute", "GPU memory operations", "Communication",
+                                                      "CUDA Runtime", "Python functions"};
+    return names[cls];
 }

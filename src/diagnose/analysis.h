@@ -131,6 +131,10 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out);
 /* The workers x functions matrix for the page (heatmap.c). */
 pt_json *pt_section_heatmap(const pt_analysis *a, const int *status);
 
+/* A class's finding category ("gpu_compute", ...) and its report section ("GPU Compute"). */
+const char *pt_category_of(pt_class cls);
+const char *pt_section_of(pt_class cls);
+
 /* Short human names for sentences: a kernel without its signature and template
  * arguments, the innermost frames of a Python stack. */
 void pt_short_function_name(pt_class cls, const char *name, pt_buf *out);

@@ -45,8 +45,6 @@ finding *pt_finding_find(finding_list *list, const char *category, const char *f
 bool pt_findings_name_worker(const finding_list *list, size_t w);
 void pt_finding_list_free(finding_list *list);
 
-const char *pt_category_of(pt_class cls);
-const char *pt_section_of(pt_class cls);
 
 /* The smallest difference worth a finding: 3% of the step, and never under 0.05 ms. */
 double pt_floor_ms(const pt_analysis *a);

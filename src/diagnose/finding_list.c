@@ -67,20 +67,6 @@ void pt_finding_list_free(finding_list *list)
     memset(list, 0, sizeof *list);
 }
 
-const char *pt_category_of(pt_class cls)
-{
-    static const char *const names[PT_CLASS_COUNT] = {"gpu_compute", "gpu_memory", "communication",
-                                                      "cuda_runtime", "python"};
-    return names[cls];
-}
-
-const char *pt_section_of(pt_class cls)
-{
-    static const char *const names[PT_CLASS_COUNT] = {"GPU Compute", "GPU memory operations", "Communication",
-                                                      "CUDA Runtime", "Python functions"};
-    return names[cls];
-}
-
 double pt_floor_ms(const pt_analysis *a)
 {
     return fmax(STEP_FRACTION_FLOOR * a->median_step_ms, ABSOLUTE_FLOOR_MS);

@@ -29,13 +29,6 @@ static bool column_score(const pt_analysis *a, const pt_fn_row *row, const void 
     return true;
 }
 
-static const char *category_name(pt_class cls)
-{
-    static const char *const names[PT_CLASS_COUNT] = {"gpu_compute", "gpu_memory", "communication", "cuda_runtime",
-                                                      "python"};
-    return names[cls];
-}
-
 pt_json *pt_section_heatmap(const pt_analysis *a, const int *status)
 {
     size_t n = a->n;
@@ -48,7 +41,7 @@ pt_json *pt_section_heatmap(const pt_analysis *a, const int *status)
     pt_json *functions = pt_json_add(section, "functions", pt_json_array());
     for (size_t c = 0; c < k; c++) {
         pt_json *f = pt_json_push(functions, pt_json_object());
-        pt_json_add(f, "category", pt_json_string(category_name(cols[c].row->cls)));
+        pt_json_add(f, "category", pt_json_string(pt_category_of(cols[c].row->cls)));
         pt_json_add(f, "name", pt_json_string(cols[c].row->name));
     }
     pt_json *ranks = pt_json_add(section, "ranks", pt_json_array());

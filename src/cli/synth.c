@@ -268,18 +268,8 @@ static int write_expected(const pt_synth_plan *plan, const char *dir, pt_error *
     pt_json_write(&text, expected, 2);
     pt_buf_putc(&text, '\n');
     pt_json_free(expected);
-    FILE *f = fopen(path, "wb");
-    int rc = -1;
-    if (!f) {
-        pt_error_set(err, "cannot create %s: %s", path, strerror(errno));
-    } else {
-        bool ok = fwrite(text.data, 1, text.len, f) == text.len;
-        ok = fclose(f) == 0 && ok;
-        if (ok)
-            rc = 0;
-        else
-            pt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    }
+    const void *parts[] = {text.data};
+    int rc = pt_write_file_atomic(path, parts, &text.len, 1, 0644, err); /* checked, like every output */
     pt_buf_free(&text);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "diagnose/diagnose.h"
 #include "report/report.h"
 #include "summarize/summary_io.h"
+#include "util/outdir.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -50,7 +51,8 @@ int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *e
         pt_error_set(err, "cannot use %s as the output directory (too long, or no working directory)", output_dir);
         return -1;
     }
-    if (pt_make_dirs(absolute, err) != 0)
+    pt_out_dir top, round_dir;
+    if (pt_out_dir_open(&top, absolute, true, err) != 0)
         return -1;
     char stamp[32];
     time_t now = time(NULL);
@@ -58,35 +60,38 @@ int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *e
     localtime_r(&now, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tm);
     for (int attempt = 1; attempt < 100; attempt++) {
+        char name[48];
         if (attempt == 1)
-            snprintf(dst, cap, "%s/%s", absolute, stamp);
+            snprintf(name, sizeof name, "%s", stamp);
         else
-            snprintf(dst, cap, "%s/%s_%d", absolute, stamp, attempt);
-        if (mkdir(dst, 0755) == 0)
+            snprintf(name, sizeof name, "%s_%d", stamp, attempt);
+        snprintf(dst, cap, "%s/%s", absolute, name);
+        if (pt_out_dir_make_new(&round_dir, &top, name, err) == 0) { /* made, reopened and checked */
+            pt_out_dir_close(&round_dir);
+            pt_out_dir_close(&top);
             return 0;
-        if (errno != EEXIST)
-            break;
+        }
+        if (errno != EEXIST) {
+            pt_out_dir_close(&top);
+            return -1; /* err says why */
+        }
     }
-    pt_error_set(err, "cannot create a round directory in %s: %s", absolute, strerror(errno));
+    pt_out_dir_close(&top);
+    pt_error_set(err, "cannot create a round directory in %s: %s", absolute, strerror(EEXIST));
     return -1;
 }
 
-/* Usable: it exists (or can be made) and this user may create a round folder in it. */
+/* Usable: it exists (or can be made), this user may create a round folder in it, and no
+ * other user can redirect what goes there (util/outdir.h checks every folder on the way). */
 static bool writable_dir(const char *dir, pt_error *err)
 {
-    if (pt_make_dirs(dir, err) != 0)
-        return false;
-    if (access(dir, W_OK | X_OK) != 0) {
-        int why = errno;
-        struct stat st;
-        if (stat(dir, &st) == 0 && st.st_uid != geteuid())
-            pt_error_set(err, "%s belongs to another user (uid %u) and this one (uid %u) cannot write there", dir,
-                         (unsigned)st.st_uid, (unsigned)geteuid());
-        else
-            pt_error_set(err, "cannot write to %s: %s", dir, strerror(why));
+    struct stat st;
+    if (stat(dir, &st) == 0 && st.st_uid != geteuid() && access(dir, W_OK | X_OK) != 0) {
+        pt_error_set(err, "%s belongs to another user (uid %u) and this one (uid %u) cannot write there", dir,
+                     (unsigned)st.st_uid, (unsigned)geteuid());
         return false;
     }
-    return true;
+    return pt_check_writable(dir, true, err) == 0;
 }
 
 void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_cap)
@@ -158,25 +163,27 @@ bool pt_round_has_rank(const pt_round *r, int32_t rank)
     return false;
 }
 
-/* The bytes as received, before anything can go wrong with them. */
+/* The bytes as received, before anything can go wrong with them; written like every other
+ * output file (util/outdir.h), so a shared output folder cannot redirect them. */
 static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *blob, size_t len)
 {
-    char dir[PT_CTL_MAX_PATH + 16], path[PT_CTL_MAX_PATH + 400];
-    snprintf(dir, sizeof dir, "%s/summaries", r->dir);
+    pt_out_dir round_dir, summaries;
     pt_error err;
-    if (pt_make_dirs(dir, &err) != 0) {
+    if (pt_out_dir_open(&round_dir, r->dir, false, &err) != 0) {
         pt_round_add_warning(r, "%s", err.message);
         return;
     }
-    char name[PT_HOST_MAX + 64];
-    worker_name(w, ".ptsum", name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    bool ok = f && fwrite(blob, 1, len, f) == len;
-    if (f)
-        ok = fclose(f) == 0 && ok;
-    if (!ok)
-        pt_round_add_warning(r, "cannot store %s: %s", path, strerror(errno ? errno : EIO));
+    int rc = pt_out_dir_sub(&summaries, &round_dir, "summaries", true, &err);
+    pt_out_dir_close(&round_dir);
+    if (rc == 0) {
+        char name[PT_HOST_MAX + 64];
+        worker_name(w, ".ptsum", name, sizeof name);
+        const void *parts[] = {blob};
+        rc = pt_out_dir_write(&summaries, name, parts, &len, 1, 0644, &err);
+        pt_out_dir_close(&summaries);
+    }
+    if (rc != 0)
+        pt_round_add_warning(r, "cannot store a summary: %s", err.message);
 }
 
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,

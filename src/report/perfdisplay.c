@@ -11,7 +11,10 @@
  * same page (app.js hands it to diff.js) and kept as diff.json instead.
  *
  * Every file is written to a temporary name and renamed into place, so a reader (or a
- * server already running on the folder) sees the old file or the new one, never half.
+ * server already running on the folder) sees the old file or the new one, never half; all
+ * of it goes through outdir.c's checked folders (O_EXCL | O_NOFOLLOW files, no symlink
+ * followed, private below a world-writable folder), so a shared output folder cannot turn
+ * the write into one somewhere else.
  * Cost: one parse and one compact write of the report (the report is small next to the
  * traces it summarises: a few MB for 4096 workers) plus ~1 MB of page assets. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,7 +23,7 @@
 #include "report/report.h"
 #include "util/buf.h"
 #include "util/json.h"
-#include "util/output.h"
+#include "util/outdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,43 +46,77 @@ bool pt_perfdisplay_has_charts(void)
     return false;
 }
 
-/* Writes dir/name from parts (concatenated), atomically. */
-static int write_file(const char *dir, const char *name, const void *const *parts,
-                      const size_t *sizes, size_t part_count, bool executable, pt_error *err)
+/* The folder that holds rel (a path inside the PerfDisplay folder, like "assets/app.js")
+ * and rel's last name. create: make missing folders. 0, or -1 with err (or quietly, for a
+ * folder that is not there and was not to be made). */
+static int open_parent(const pt_out_dir *display, const char *rel, bool create, pt_out_dir *parent,
+                       const char **name, pt_error *err)
 {
-    pt_buf path = PT_BUF_INIT;
-    pt_buf_printf(&path, "%s/%s", dir, name);
-    int rc = pt_write_file_atomic(path.data, parts, sizes, part_count, executable ? 0755 : 0644, err);
-    pt_buf_free(&path);
+    pt_out_dir at = PT_OUT_DIR_INIT;
+    const char *p = rel;
+    for (const char *slash; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+        char part[256];
+        snprintf(part, sizeof part, "%.*s", (int)(slash - p), p);
+        pt_out_dir next;
+        int rc = pt_out_dir_sub(&next, at.fd >= 0 ? &at : display, part, create, err);
+        pt_out_dir_close(&at);
+        if (rc != 0)
+            return -1;
+        at = next;
+    }
+    if (at.fd < 0) { /* rel is a name in the folder itself: a second descriptor of it */
+        at.fd = fcntl(display->fd, F_DUPFD_CLOEXEC, 0);
+        at.private_files = display->private_files;
+        at.path = pt_xstrdup(display->path);
+        if (at.fd < 0) {
+            pt_error_set(err, "cannot write %s/%s: %s", display->path, rel, strerror(errno));
+            free(at.path);
+            return -1;
+        }
+    }
+    *parent = at;
+    *name = p;
+    return 0;
+}
+
+/* Writes display/rel from parts (concatenated), atomically. */
+static int write_file(const pt_out_dir *display, const char *rel, const void *const *parts, const size_t *sizes,
+                      size_t part_count, bool executable, pt_error *err)
+{
+    pt_out_dir parent;
+    const char *name;
+    if (open_parent(display, rel, true, &parent, &name, err) != 0)
+        return -1;
+    int rc = pt_out_dir_write(&parent, name, parts, sizes, part_count, executable ? 0755 : 0644, err);
+    pt_out_dir_close(&parent);
     return rc;
 }
 
-static int write_assets(const char *dir, pt_error *err)
+static void remove_file(const pt_out_dir *display, const char *rel)
 {
-    pt_buf parent = PT_BUF_INIT;
+    pt_out_dir parent;
+    const char *name;
+    pt_error ignored;
+    if (open_parent(display, rel, false, &parent, &name, &ignored) != 0)
+        return; /* its folder is not there: neither is it */
+    pt_out_dir_remove(&parent, name);
+    pt_out_dir_close(&parent);
+}
+
+static int write_assets(const pt_out_dir *display, pt_error *err)
+{
     int rc = 0;
     for (size_t i = 0; i < pt_perfdisplay_asset_count && rc == 0; i++) {
         const pt_perfdisplay_asset *asset = &pt_perfdisplay_assets[i];
-        const char *slash = strrchr(asset->path, '/');
-        if (slash) {
-            pt_buf_reset(&parent);
-            pt_buf_printf(&parent, "%s/%.*s", dir, (int)(slash - asset->path), asset->path);
-            rc = pt_make_dirs(parent.data, err);
-        }
         const void *parts[] = {asset->data};
-        if (rc == 0)
-            rc = write_file(dir, asset->path, parts, &asset->size, 1, asset->executable, err);
+        rc = write_file(display, asset->path, parts, &asset->size, 1, asset->executable, err);
     }
-    for (const char *const *absent = pt_perfdisplay_absent_assets; rc == 0 && *absent; absent++) {
-        pt_buf_reset(&parent);
-        pt_buf_printf(&parent, "%s/%s", dir, *absent);
-        unlink(parent.data); /* a stale copy from an older build; usually not there */
-    }
-    pt_buf_free(&parent);
+    for (const char *const *absent = pt_perfdisplay_absent_assets; rc == 0 && *absent; absent++)
+        remove_file(display, *absent); /* a stale copy from an older build; usually not there */
     return rc;
 }
 
-static int write_report_data(const char *dir, const char *report_json, size_t report_len,
+static int write_report_data(const pt_out_dir *dir, const char *report_json, size_t report_len,
                              pt_error *err)
 {
     pt_error parse_err = {{0}};
@@ -107,23 +144,28 @@ static int write_report_data(const char *dir, const char *report_json, size_t re
     int rc = write_file(dir, "data.js", js_parts, js_sizes, 3, false, err);
     if (rc == 0)
         rc = write_file(dir, name, json_parts, &report_len, 1, false, err);
-    if (rc == 0) {
-        pt_buf other = PT_BUF_INIT;
-        pt_buf_printf(&other, "%s/%s", dir, is_diff ? "report.json" : "diff.json");
-        unlink(other.data); /* usually not there */
-        pt_buf_free(&other);
-    }
+    if (rc == 0)
+        remove_file(dir, is_diff ? "report.json" : "diff.json"); /* usually not there */
     pt_buf_free(&compact);
     return rc;
+}
+
+int pt_perfdisplay_write_into(const pt_out_dir *display_dir, const char *report_json, size_t report_len,
+                              pt_error *err)
+{
+    /* The data first: a folder with a page but no data is worse than an old folder. */
+    if (write_report_data(display_dir, report_json, report_len, err) != 0)
+        return -1;
+    return write_assets(display_dir, err);
 }
 
 int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_t report_len,
                          pt_error *err)
 {
-    if (pt_make_dirs(display_dir, err) != 0)
+    pt_out_dir d;
+    if (pt_out_dir_open(&d, display_dir, true, err) != 0)
         return -1;
-    /* The data first: a folder with a page but no data is worse than an old folder. */
-    if (write_report_data(display_dir, report_json, report_len, err) != 0)
-        return -1;
-    return write_assets(display_dir, err);
+    int rc = pt_perfdisplay_write_into(&d, report_json, report_len, err);
+    pt_out_dir_close(&d);
+    return rc;
 }

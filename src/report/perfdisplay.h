@@ -10,16 +10,20 @@
 #define PT_REPORT_PERFDISPLAY_H
 
 #include "util/common.h"
+#include "util/outdir.h"
 
 #include <stdbool.h>
 
 /* Writes the folder display_dir itself (e.g. "OUT/PerfDisplay"), creating it and its
  * parents when missing and replacing the files of an earlier PerfDisplay there; each file
- * appears complete or not at all. report_json is the whole report.json document; it must
+ * appears complete or not at all, created with O_EXCL | O_NOFOLLOW in checked folders. report_json is the whole report.json document; it must
  * parse as JSON (it is re-serialised, HTML-safe, into data.js). A diff document (with
  * "diff_version") is kept as diff.json instead of report.json. 0 or -1 with err. */
 int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_t report_len,
                          pt_error *err);
+/* The same into a folder already opened and checked (outdir.h). */
+int pt_perfdisplay_write_into(const pt_out_dir *display_dir, const char *report_json, size_t report_len,
+                              pt_error *err);
 
 /* Whether this binary bundles the chart library (false when npm was unavailable at build
  * time: the page then shows tables and its own canvas heatmap, and says so). */

@@ -1,30 +1,32 @@
 /* report.c -- writes report.json (atomically: a reader never sees half a report) and the
- * PerfDisplay folder next to it, and renders the seed-style log lines. */
+ * PerfDisplay folder next to it, all inside one checked output folder (util/outdir.h: no
+ * other user can redirect the write), and renders the seed-style log lines. */
 #define _POSIX_C_SOURCE 200809L
 #include "report/report.h"
 #include "report/perfdisplay.h"
-#include "util/output.h"
+#include "util/outdir.h"
 
 #include <time.h>
 
 int pt_report_write_document(const char *out_dir, const char *file_name, const pt_json *doc, pt_error *err)
 {
-    if (pt_make_dirs(out_dir, err) != 0)
+    pt_out_dir out, display;
+    if (pt_out_dir_open(&out, out_dir, true, err) != 0)
         return -1;
-    pt_buf json = PT_BUF_INIT, path = PT_BUF_INIT;
+    pt_buf json = PT_BUF_INIT;
     pt_json_write(&json, doc, 2);
     pt_buf_putc(&json, '\n');
-    pt_buf_printf(&path, "%s/%s", out_dir, file_name);
     const void *parts[] = {json.data};
     size_t sizes[] = {json.len};
-    int rc = pt_write_file_atomic(path.data, parts, sizes, 1, 0644, err);
+    int rc = pt_out_dir_write(&out, file_name, parts, sizes, 1, 0644, err);
+    if (rc == 0)
+        rc = pt_out_dir_sub(&display, &out, "PerfDisplay", true, err);
     if (rc == 0) {
-        pt_buf_reset(&path);
-        pt_buf_printf(&path, "%s/PerfDisplay", out_dir);
-        rc = pt_perfdisplay_write(path.data, json.data, json.len, err);
+        rc = pt_perfdisplay_write_into(&display, json.data, json.len, err);
+        pt_out_dir_close(&display);
     }
+    pt_out_dir_close(&out);
     pt_buf_free(&json);
-    pt_buf_free(&path);
     return rc;
 }
 

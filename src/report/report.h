@@ -7,7 +7,8 @@
 #include "util/output.h" /* pt_make_dirs, for the writers of report folders */
 
 /* Creates out_dir if needed and writes out_dir/report.json (pretty, 2-space) atomically,
- * then out_dir/PerfDisplay/ (the portable web report). 0 or -1 with err. */
+ * then out_dir/PerfDisplay/ (the portable web report); every folder on the way is checked
+ * and no symlink is followed (util/outdir.h). 0 or -1 with err. */
 int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err);
 /* The same for any document PerfDisplay shows (a report, or a diff as diff.json). */
 int pt_report_write_document(const char *out_dir, const char *file_name, const pt_json *doc, pt_error *err);

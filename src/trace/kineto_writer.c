@@ -9,12 +9,17 @@
  * nanoseconds the reader scans back. Names go through pt_json_write_string, so any byte
  * sequence is valid JSON and safe to show in HTML.
  *
+ * Files. The output is created under a temporary name with O_EXCL | O_NOFOLLOW in a checked
+ * folder and renamed into place at close (util/outdir.h): a planted symlink is never
+ * followed, and a failed or abandoned trace leaves nothing under the final name.
+ *
  * Cost. About 150-300 bytes of output per event and no allocation after the buffer has
  * grown to its working size; gzip output costs zlib's level-1 deflate on top. */
 #define _POSIX_C_SOURCE 200809L
 #include "trace/kineto_writer.h"
 #include "util/buf.h"
 #include "util/json.h"
+#include "util/outdir.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -28,7 +33,7 @@
 
 struct pt_kineto_writer {
     char *path;          /* NULL: count bytes only */
-    bool removable;      /* a regular file we may delete on failure (never /dev/...) */
+    pt_out_file file;    /* a temporary name renamed into place at close (util/outdir.h) */
     FILE *plain;
     gzFile gz;
     pt_buf buf;
@@ -148,25 +153,30 @@ pt_kineto_writer *pt_kineto_writer_open(const char *path, bool gzip, pt_error *e
 {
     pt_kineto_writer *w = pt_xcalloc(1, sizeof *w);
     pt_trace_meta_init(&w->meta);
+    w->file.fd = w->file.dir_fd = -1;
     if (path) {
+        if (pt_out_file_create(&w->file, path, 0644, err) != 0) {
+            free(w);
+            return NULL;
+        }
         w->path = pt_xstrdup(path);
         if (gzip) {
-            w->gz = gzopen(path, "wb1");
+            w->gz = gzdopen(w->file.fd, "wb1");
             if (w->gz)
                 gzbuffer(w->gz, 256 * 1024);
         } else {
-            w->plain = fopen(path, "wb");
+            w->plain = fdopen(w->file.fd, "wb");
             if (w->plain)
                 setvbuf(w->plain, NULL, _IONBF, 0); /* our buffer is the only one */
         }
         if (!w->gz && !w->plain) {
-            pt_error_set(err, "cannot create %s: %s", path, strerror(errno));
+            pt_error_set(err, "cannot create %s: %s", path, strerror(errno ? errno : ENOMEM));
+            pt_out_file_abandon(&w->file);
             free(w->path);
             free(w);
             return NULL;
         }
-        struct stat st;
-        w->removable = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+        w->file.fd = -1; /* zlib or stdio closes it now */
     }
     pt_buf_reserve(&w->buf, FLUSH_AT + EVENT_FIXED_BYTES);
     pt_buf_puts(&w->buf, "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
@@ -503,8 +513,9 @@ int pt_kineto_writer_close(pt_kineto_writer *w, pt_error *err)
     int result = 0;
     if (w->failed) {
         *err = w->err;
-        if (w->removable)
-            unlink(w->path);
+        pt_out_file_abandon(&w->file);
+        result = -1;
+    } else if (w->path && pt_out_file_commit(&w->file, err) != 0) {
         result = -1;
     }
     release(w);
@@ -517,7 +528,6 @@ void pt_kineto_writer_discard(pt_kineto_writer *w)
         gzclose(w->gz);
     if (w->plain)
         fclose(w->plain);
-    if (w->removable)
-        unlink(w->path);
+    pt_out_file_abandon(&w->file);
     release(w);
 }

@@ -37,7 +37,9 @@
 
 typedef struct pt_kineto_writer pt_kineto_writer;
 
-/* Creates path (truncating it). gzip: write a .gz stream (zlib level 1: this is about
+/* Creates path: written under a temporary name in its checked folder and renamed over
+ * path at close (util/outdir.h), so no symlink is followed; a device such as /dev/null is
+ * written directly. gzip: write a .gz stream (zlib level 1: this is about
  * speed, not size). path NULL: write nothing and only count the bytes, to size a trace
  * before writing it. Returns NULL with err set on failure. */
 pt_kineto_writer *pt_kineto_writer_open(const char *path, bool gzip, pt_error *err);
@@ -51,8 +53,8 @@ int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md);
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w);
 /* JSON bytes produced so far (before compression). */
 uint64_t pt_kineto_writer_bytes(const pt_kineto_writer *w);
-/* Finishes the document and frees w. 0, or -1 with err set; on failure the partial file
- * (a regular file) is removed, so a half-written trace never looks like a short valid one. */
+/* Finishes the document and frees w. 0, or -1 with err set; on failure the temporary
+ * file is removed and path is left as it was, so a half-written trace never looks like a short valid one. */
 int pt_kineto_writer_close(pt_kineto_writer *w, pt_error *err);
 /* Abandons the file: removes it and frees w. */
 void pt_kineto_writer_discard(pt_kineto_writer *w);

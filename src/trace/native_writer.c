@@ -376,7 +376,10 @@ pt_native_writer *pt_native_writer_open(const char *path, pt_error *err)
     }
     ZSTD_CCtx_setParameter(w->zstd, ZSTD_c_compressionLevel, ZSTD_LEVEL);
     ZSTD_CCtx_setParameter(w->zstd, ZSTD_c_checksumFlag, 1);
-    w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* The folder may be one the CLI chose in a shared place: never follow or reuse what is
+     * at the name (a crashed run's leftover is removed, a planted symlink too, not its target). */
+    unlink(w->partial_path);
+    w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         pt_error_set(err, "cannot create %s: %s", w->partial_path, strerror(errno));
         free_writer(w);

@@ -11,7 +11,13 @@ workflow keeps raw traces) and nothing else. The path rules are the same as in
 once; NUL, control bytes, backslashes, encoded slashes, "." / ".." segments and dotfiles
 are refused; the file must resolve, symlinks followed, to a regular file inside the folder.
 While bound to loopback it refuses requests whose Host is not a loopback name, so another
-web site cannot read the report through DNS rebinding.
+web site cannot read the report through DNS rebinding. ../raw_trace is served only when it
+is a real folder beside this one (a symlink there is ignored).
+
+Slow clients cannot hold it: a request's head must arrive within REQUEST_DEADLINE_S of the
+connection opening (or of the previous answer on a kept-alive connection), a socket idle
+for IDLE_TIMEOUT_S is dropped, and once three quarters of MAX_CONNECTIONS are open each new
+connection shuts down the oldest one still waiting for its request head.
 """
 import argparse
 import os
@@ -20,6 +26,8 @@ import shutil
 import signal
 import socket
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 
@@ -62,12 +70,24 @@ class Refused(Exception):
         self.status = status
 
 
+REQUEST_DEADLINE_S = 10
+IDLE_TIMEOUT_S = 10
+MAX_CONNECTIONS = 256
+EVICT_AT = MAX_CONNECTIONS * 3 // 4
+
+
 def sibling_raw_trace(root):
-    """The raw_trace/ beside this folder, when the folder has none of its own."""
+    """The raw_trace/ beside this folder, when the folder has none of its own. It must be a
+    real folder inside the round folder: a symlink there (ln -s /etc raw_trace) would
+    publish whatever it points to."""
     if os.path.isdir(os.path.join(root, RAW_TRACE)):
         return None
-    sibling = os.path.join(root, os.pardir, RAW_TRACE)
-    return os.path.realpath(sibling) if os.path.isdir(sibling) else None
+    round_dir = os.path.realpath(os.path.join(root, os.pardir))
+    sibling = os.path.join(round_dir, RAW_TRACE)
+    if os.path.islink(sibling) or not os.path.isdir(sibling):
+        return None
+    real = os.path.realpath(sibling)
+    return real if real.startswith(round_dir.rstrip(os.sep) + os.sep) else None
 
 
 def decode_path(path):
@@ -126,6 +146,17 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "PerfDisplay"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT_S  # per socket operation (StreamRequestHandler.setup)
+
+    def parse_request(self):
+        ok = super().parse_request()  # returns once the whole head has arrived
+        if ok:
+            self.server.set_answering(self.connection, True)
+        return ok
+
+    def handle_one_request(self):
+        super().handle_one_request()
+        self.server.set_answering(self.connection, False)  # a kept-alive head is due from now
 
     def __getattr__(self, name):
         # BaseHTTPRequestHandler dispatches to do_<METHOD>; every method but GET and HEAD
@@ -178,9 +209,69 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class Tracked:
+    def __init__(self):
+        self.since = time.monotonic()
+        self.answering = False
+        self.shut = False
+
+
 class Server(ThreadingMixIn, HTTPServer):
+    """Tracks every connection so that slow ones can be shut down (see the docstring)."""
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
+
+    def server_activate(self):
+        super().server_activate()
+        self.lock = threading.Lock()
+        self.connections = {}
+        threading.Thread(target=self.watchdog, daemon=True).start()
+
+    def shut(self, sock, tracked):
+        if not tracked.shut:
+            tracked.shut = True
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # its handler sees end-of-file and ends
+            except OSError:
+                pass
+
+    def watchdog(self):
+        while True:
+            time.sleep(1)
+            now = time.monotonic()
+            with self.lock:
+                for sock, tracked in self.connections.items():
+                    if not tracked.answering and now - tracked.since > REQUEST_DEADLINE_S:
+                        self.shut(sock, tracked)
+
+    def set_answering(self, sock, answering):
+        with self.lock:
+            tracked = self.connections.get(sock)
+            if tracked:
+                tracked.answering = answering
+                tracked.since = time.monotonic()
+
+    def process_request(self, request, client_address):
+        with self.lock:
+            if len(self.connections) >= EVICT_AT:
+                waiting = [(t.since, id(s), s, t) for s, t in self.connections.items()
+                           if not t.answering and not t.shut]
+                if waiting:
+                    _, _, sock, tracked = min(waiting)
+                    self.shut(sock, tracked)
+            full = len(self.connections) >= MAX_CONNECTIONS
+            if not full:
+                self.connections[request] = Tracked()
+        if full:
+            self.shutdown_request(request)  # every slot is busy answering
+            return
+        super().process_request(request, client_address)
+
+    def close_request(self, request):
+        with self.lock:  # forgotten before it closes, so the watchdog never acts on a closed one
+            self.connections.pop(request, None)
+        super().close_request(request)
 
 
 def is_loopback(address):

@@ -9,7 +9,18 @@
  * realpath(), one stat(), one open().
  *
  * Every answer carries headers that keep the page and its data inert elsewhere: nosniff,
- * a Content-Security-Policy allowing only this folder's own scripts, and no framing. */
+ * a Content-Security-Policy allowing only this folder's own scripts, and no framing.
+ *
+ * Slow clients (slowloris). libmicrohttpd's timeout counts idleness, so a client sending
+ * one byte every few seconds would keep its slot forever, and enough of them would fill
+ * every slot. So the server tracks its connections itself (the library's connection
+ * notifications): a request's head must arrive within REQUEST_DEADLINE_S of the
+ * connection opening or of the previous answer, or a watchdog thread shuts the socket
+ * down; and once three quarters of the slots are taken, each new connection shuts down
+ * the oldest one still waiting for its request head, so newcomers always get in. The
+ * library calls the closed-notification before it closes the socket, and both paths hold
+ * one lock, so the watchdog never shuts down a descriptor that was reused. Answers in
+ * progress (a 2 GB raw trace to a slow reader) are bounded by the idle timeout only. */
 #define _POSIX_C_SOURCE 200809L
 #include "display/server.h"
 #include "display/site.h"
@@ -23,8 +34,24 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#define MAX_CONNECTIONS 256u
+#define EVICT_AT (MAX_CONNECTIONS * 3 / 4)
+#define REQUEST_DEADLINE_S 10
+#define IDLE_TIMEOUT_S 10u
+#define NS_PER_S 1000000000LL
+
+typedef struct tracked_connection {
+    int fd;           /* -1: a free slot */
+    int64_t since_ns; /* when it opened, or when its last answer ended */
+    bool answering;   /* its request head arrived; the deadline does not apply */
+    bool shut;        /* shut down already; waiting for the library to close it */
+} tracked_connection;
 
 struct pt_display_server {
     struct MHD_Daemon *daemon;
@@ -32,6 +59,12 @@ struct pt_display_server {
     bool loopback_only; /* bound to loopback: refuse requests for other Host names */
     char bind[64];
     uint16_t port;
+    pthread_mutex_t lock; /* guards what follows */
+    pthread_cond_t wake;
+    bool stopping, watchdog_started;
+    pthread_t watchdog;
+    size_t live;
+    tracked_connection connections[MAX_CONNECTIONS];
 };
 
 /* Scripts and styles from the folder only; ECharts sets inline styles on its tooltip. */
@@ -93,13 +126,107 @@ static enum MHD_Result answer_file(struct MHD_Connection *connection, const char
     return ok;
 }
 
+/* ------------------------------------------------------------ slow clients */
+
+/* Caller holds the lock. */
+static void shut_down(tracked_connection *c)
+{
+    if (!c->shut)
+        shutdown(c->fd, SHUT_RDWR); /* the library sees end-of-file and closes it */
+    c->shut = true;
+}
+
+/* Caller holds the lock: the connection that has waited longest for its request head. */
+static void evict_oldest_waiting(pt_display_server *server)
+{
+    tracked_connection *oldest = NULL;
+    for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
+        tracked_connection *c = &server->connections[i];
+        if (c->fd >= 0 && !c->answering && !c->shut && (!oldest || c->since_ns < oldest->since_ns))
+            oldest = c;
+    }
+    if (oldest)
+        shut_down(oldest);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    pt_display_server *server = cls;
+    pthread_mutex_lock(&server->lock);
+    tracked_connection *c = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (c) {
+            c->fd = -1;
+            server->live--;
+        }
+        *socket_context = NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (server->live >= EVICT_AT)
+            evict_oldest_waiting(server);
+        for (size_t i = 0; info && i < MAX_CONNECTIONS; i++) {
+            c = &server->connections[i];
+            if (c->fd < 0) {
+                *c = (tracked_connection){info->connect_fd, pt_now_ns(), false, false};
+                *socket_context = c;
+                server->live++;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&server->lock);
+}
+
+static void set_answering(pt_display_server *server, struct MHD_Connection *connection, bool answering)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pthread_mutex_lock(&server->lock);
+    tracked_connection *c = info ? info->socket_context : NULL;
+    if (c && c->fd >= 0) {
+        c->answering = answering;
+        c->since_ns = pt_now_ns();
+    }
+    pthread_mutex_unlock(&server->lock);
+}
+
+static void on_request_done(void *cls, struct MHD_Connection *connection, void **request_state,
+                            enum MHD_RequestTerminationCode toe)
+{
+    (void)request_state, (void)toe;
+    set_answering(cls, connection, false); /* a kept-alive connection's next head is due from now */
+}
+
+static void *watchdog_main(void *arg)
+{
+    pt_display_server *server = arg;
+    pthread_mutex_lock(&server->lock);
+    while (!server->stopping) {
+        int64_t now = pt_now_ns();
+        for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
+            tracked_connection *c = &server->connections[i];
+            if (c->fd >= 0 && !c->answering && now - c->since_ns > REQUEST_DEADLINE_S * NS_PER_S)
+                shut_down(c);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&server->wake, &server->lock, &until);
+    }
+    pthread_mutex_unlock(&server->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
 static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connection,
                                       const char *url, const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
                                       void **request_state)
 {
     (void)version, (void)upload_data, (void)upload_data_size, (void)request_state;
-    const pt_display_server *server = cls;
+    pt_display_server *server = cls;
+    set_answering(server, connection, true);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return answer_error(connection, 405);
     if (server->loopback_only &&
@@ -144,9 +271,29 @@ static socklen_t parse_bind_address(const char *bind, uint16_t port, struct sock
     return 0;
 }
 
+static void free_server(pt_display_server *server)
+{
+    if (server->watchdog_started) {
+        pthread_mutex_lock(&server->lock);
+        server->stopping = true;
+        pthread_cond_signal(&server->wake);
+        pthread_mutex_unlock(&server->lock);
+        pthread_join(server->watchdog, NULL);
+    }
+    if (server->daemon)
+        MHD_stop_daemon(server->daemon); /* its closed-notifications still find the lock */
+    pthread_cond_destroy(&server->wake);
+    pthread_mutex_destroy(&server->lock);
+    free(server);
+}
+
 pt_display_server *pt_display_start(const pt_display_options *options, pt_error *err)
 {
     pt_display_server *server = pt_xcalloc(1, sizeof *server);
+    pthread_mutex_init(&server->lock, NULL);
+    pthread_cond_init(&server->wake, NULL);
+    for (size_t i = 0; i < MAX_CONNECTIONS; i++)
+        server->connections[i].fd = -1;
     const char *bind = options->bind ? options->bind : "127.0.0.1";
     struct sockaddr_storage addr;
     if (pt_display_site_open(&server->site, options->dir, err) != 0)
@@ -156,6 +303,11 @@ pt_display_server *pt_display_start(const pt_display_options *options, pt_error 
         goto fail;
     }
     snprintf(server->bind, sizeof server->bind, "%s", bind);
+    if (pthread_create(&server->watchdog, NULL, watchdog_main, server) != 0) {
+        pt_error_set(err, "cannot start the server's watchdog thread");
+        goto fail;
+    }
+    server->watchdog_started = true;
     unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -163,9 +315,11 @@ pt_display_server *pt_display_start(const pt_display_options *options, pt_error 
         flags, options->port, NULL, NULL, handle_request, server,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
+        MHD_OPTION_NOTIFY_COMPLETED, on_request_done, server,
         MHD_OPTION_THREAD_POOL_SIZE, 4u,
-        MHD_OPTION_CONNECTION_LIMIT, 128u,
-        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
         MHD_OPTION_END);
     if (!server->daemon) {
         pt_error_set(err, "cannot listen on %s port %u (in use, or not an address of this machine)",
@@ -176,7 +330,7 @@ pt_display_server *pt_display_start(const pt_display_options *options, pt_error 
     server->port = info && info->port ? info->port : options->port;
     return server;
 fail:
-    free(server);
+    free_server(server);
     return NULL;
 }
 
@@ -186,10 +340,8 @@ const char *pt_display_bind_address(const pt_display_server *server) { return se
 
 void pt_display_stop(pt_display_server *server)
 {
-    if (!server)
-        return;
-    MHD_stop_daemon(server->daemon);
-    free(server);
+    if (server)
+        free_server(server);
 }
 
 #else /* built without libmicrohttpd: the writer still works; serving says why it cannot */

@@ -26,6 +26,25 @@ static bool is_directory(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static bool is_inside(const char *real, const char *base);
+
+/* The round folder's raw_trace/ beside the published folder, served only when it is a real
+ * folder of the round: a symlink there (`ln -s /etc raw_trace`) would publish whatever it
+ * points to, so it is ignored and /raw_trace/ maps into the folder itself (404). */
+static void find_sibling_raw_trace(pt_display_site *site)
+{
+    char up[PATH_MAX + 16], round[PATH_MAX], sibling[PATH_MAX + 16], real[PATH_MAX];
+    snprintf(up, sizeof up, "%s/..", site->root);
+    if (!realpath(up, round))
+        return;
+    snprintf(sibling, sizeof sibling, "%s/%s", strcmp(round, "/") == 0 ? "" : round, raw_trace_dir);
+    struct stat st;
+    if (lstat(sibling, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(sibling, real) ||
+        !is_inside(real, strcmp(round, "/") == 0 ? "" : round))
+        return;
+    memcpy(site->raw_trace, real, strlen(real) + 1);
+}
+
 int pt_display_site_open(pt_display_site *site, const char *dir, pt_error *err)
 {
     memset(site, 0, sizeof *site);
@@ -40,11 +59,10 @@ int pt_display_site_open(pt_display_site *site, const char *dir, pt_error *err)
         pt_error_set(err, "%s: no index.html (is this a PerfDisplay folder?)", dir);
         return -1;
     }
-    char own[PATH_MAX + 16], sibling[PATH_MAX + 16];
+    char own[PATH_MAX + 16];
     snprintf(own, sizeof own, "%s/%s", site->root, raw_trace_dir);
-    snprintf(sibling, sizeof sibling, "%s/../%s", site->root, raw_trace_dir);
-    if (!is_directory(own) && is_directory(sibling) && !realpath(sibling, site->raw_trace))
-        site->raw_trace[0] = '\0';
+    if (!is_directory(own))
+        find_sibling_raw_trace(site);
     return 0;
 }
 

@@ -8,7 +8,9 @@
  * inside the published folder. The one exception is raw_trace/: when the folder has no
  * raw_trace/ of its own but its parent does (the layout `<out>/PerfDisplay` beside
  * `<out>/raw_trace`, which the seed's workflow writes), /raw_trace/... maps there, with
- * the same containment check against that folder. */
+ * the same containment check against that folder; that raw_trace/ must itself be a real
+ * folder inside `<out>` (a symlink there is ignored, so `ln -s /etc raw_trace` publishes
+ * nothing). */
 #ifndef PT_DISPLAY_SITE_H
 #define PT_DISPLAY_SITE_H
 

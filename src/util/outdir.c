@@ -399,10 +399,13 @@ int pt_out_file_create(pt_out_file *f, const char *path, int mode, pt_error *err
     else
         pt_buf_append(&folder, path, slash == path ? 1 : (size_t)(slash - path));
     pt_out_dir d;
-    int rc = pt_out_dir_open(&d, folder.data, false, err);
+    pt_error why;
+    int rc = pt_out_dir_open(&d, folder.data, false, &why);
     pt_buf_free(&folder);
-    if (rc != 0)
+    if (rc != 0) {
+        pt_error_set(err, "cannot write %s: %s", path, why.message);
         return -1;
+    }
     rc = open_special(f, &d, name, err);
     if (rc == 0) {
         struct stat st;

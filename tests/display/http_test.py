@@ -8,12 +8,19 @@ Checks, for the server named: files and content types, HEAD, security headers, 4
 every method but GET/HEAD, refusal of every traversal form (/../, %2e%2e, %2f, %5c, NUL,
 absolute-form and "//" paths, dotfiles, symlinks to a file and to a folder outside),
 Host checking, the ../raw_trace mapping, loopback-only binding, and a clean stop on SIGTERM.
+Then two attacks on a second server: a round whose raw_trace beside PerfDisplay is a symlink
+to /etc (nothing of /etc may be served), and a slowloris -- SLOW_CLIENTS sockets that each
+send a request head one byte every TRICKLE_S seconds -- during which a legitimate request
+must still be answered, and after which the server must have closed every slow socket
+(the bounds are generous: the servers promise 10 s, a blocked one takes forever).
 """
 import argparse
 import os
 import signal
+import shutil
 import socket
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -153,6 +160,107 @@ def run(base, display_dir, facts):
         print("skip not reachable from other addresses: this machine has only loopback")
 
 
+SLOW_CLIENTS = 140      # more than the 128 slots the servers had
+TRICKLE_S = 2           # well inside any idle timeout: only a deadline stops them
+LEGIT_TIMEOUT_S = 15    # a blocked server made a request wait 60 s and more
+CLOSED_WITHIN_S = 45    # the servers' deadline is 10 s
+
+
+def symlinked_raw_trace_round(work, display_dir):
+    """A round folder whose raw_trace/ beside PerfDisplay is `ln -s /etc raw_trace`."""
+    round_dir = os.path.join(work, "symlinked-raw-trace-round")
+    shutil.rmtree(round_dir, ignore_errors=True)
+    os.makedirs(round_dir)
+    shutil.copytree(display_dir, os.path.join(round_dir, "PerfDisplay"), symlinks=True)
+    os.symlink("/etc", os.path.join(round_dir, "raw_trace"))
+    return os.path.join(round_dir, "PerfDisplay")
+
+
+def run_symlinked_raw_trace(base):
+    for path in (b"/raw_trace/passwd", b"/raw_trace/hostname", b"/raw_trace/os-release", b"/raw_trace/"):
+        status, _, body = get(base, path)
+        check(status in (403, 404) and b"root:" not in body,
+              "raw_trace -> /etc beside PerfDisplay: %s refused (%d)" % (path.decode(), status))
+    status, _, body = get(base, b"/")
+    check(status == 200 and b"<title>" in body, "the folder itself is still served")
+
+
+def trickle(sockets, stop):
+    """Sends the next byte of a request head on every socket every TRICKLE_S seconds."""
+    head = b"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 4096
+    i = 1
+    while not stop.wait(TRICKLE_S):
+        for s in sockets:
+            try:
+                s.send(head[i:i + 1])
+            except OSError:
+                pass
+        i = min(i + 1, len(head) - 1)
+
+
+def run_slowloris(base):
+    u = urllib.parse.urlsplit(base)
+    slow = []
+    for _ in range(SLOW_CLIENTS):
+        s = socket.create_connection((u.hostname, u.port), timeout=10)
+        s.send(b"G")
+        slow.append(s)
+    stop = threading.Event()
+    feeder = threading.Thread(target=trickle, args=(slow, stop), daemon=True)
+    feeder.start()
+    try:
+        time.sleep(1)  # let the server take them all in
+        started = time.monotonic()
+        try:
+            with socket.create_connection((u.hostname, u.port), timeout=LEGIT_TIMEOUT_S) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % u.port)
+                answer = s.recv(64)
+        except OSError as e:
+            answer = ("%s" % e).encode()
+        took = time.monotonic() - started
+        check(answer.startswith(b"HTTP/1.1 200"),
+              "a legitimate request during a slowloris of %d sockets is answered (%.1f s): %r"
+              % (SLOW_CLIENTS, took, answer[:40]))
+        deadline = time.monotonic() + CLOSED_WITHIN_S
+        open_ones = list(slow)
+        while open_ones and time.monotonic() < deadline:
+            still = []
+            for s in open_ones:
+                s.settimeout(0)
+                try:
+                    if s.recv(4096) == b"":
+                        continue  # closed by the server
+                    continue  # it answered something (an error): that is an end too
+                except BlockingIOError:
+                    still.append(s)
+                except OSError:
+                    continue  # reset by the server
+            open_ones = still
+            time.sleep(0.5)
+        check(not open_ones, "the server closed every slow socket within %d s (%d of %d still open)"
+              % (CLOSED_WITHIN_S, len(open_ones), SLOW_CLIENTS))
+    finally:
+        stop.set()
+        feeder.join()
+        for s in slow:
+            s.close()
+
+
+def attack_server(a, display_dir):
+    """A second server, on a round with a symlinked raw_trace: both attacks."""
+    proc, base = fixture.start_server(a.server, symlinked_raw_trace_round(a.work, display_dir), a.perftracker,
+                                      a.python)
+    try:
+        run_symlinked_raw_trace(base)
+        run_slowloris(base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except Exception:
+            proc.kill()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--server", choices=("app.py", "perftracker"), required=True)
@@ -176,6 +284,7 @@ def main():
             proc.kill()
             rc = None
     check(rc == 0, "stops cleanly on SIGTERM (exit status %s)" % rc)
+    attack_server(a, display_dir)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
 

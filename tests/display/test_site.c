@@ -195,6 +195,43 @@ static void test_site_open_checks_the_folder(void **state)
     assert_int_equal(pt_display_resolve(&site, "/raw_trace/host_0_1.ptrace", file), PT_DISPLAY_NOT_FOUND);
 }
 
+/* The round's raw_trace/ beside the folder is served only when it is a real folder there:
+ * `ln -s /etc raw_trace` (issue 15) used to publish /etc, and a symlink to any other folder
+ * outside the round would publish that one. */
+static void test_symlinked_sibling_raw_trace_is_ignored(void **state)
+{
+    fixture *f = *state;
+    char path[256], outside[256], file[PATH_MAX];
+    snprintf(path, sizeof path, "%s/raw_trace/host_0_1.ptrace", f->out);
+    assert_int_equal(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/raw_trace", f->out);
+    assert_int_equal(rmdir(path), 0);
+    snprintf(outside, sizeof outside, "%s/elsewhere", f->base);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    write_text(outside, "host_0_1.ptrace", "not the round's\n");
+    const char *targets[] = {"/etc", outside, "../elsewhere"};
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+        unlink(path);
+        assert_int_equal(symlink(targets[i], path), 0);
+        pt_display_site site;
+        pt_error err = {{0}};
+        assert_int_equal(pt_display_site_open(&site, f->display, &err), 0);
+        assert_string_equal(site.raw_trace, "");
+        assert_int_equal(pt_display_resolve(&site, "/raw_trace/passwd", file), PT_DISPLAY_NOT_FOUND);
+        assert_int_equal(pt_display_resolve(&site, "/raw_trace/host_0_1.ptrace", file), PT_DISPLAY_NOT_FOUND);
+    }
+    /* A real folder swapped for a symlink after the server started: still refused. */
+    unlink(path);
+    assert_int_equal(mkdir(path, 0755), 0);
+    pt_display_site site;
+    pt_error err = {{0}};
+    assert_int_equal(pt_display_site_open(&site, f->display, &err), 0);
+    assert_true(site.raw_trace[0] != '\0');
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(symlink("/etc", path), 0);
+    assert_int_equal(pt_display_resolve(&site, "/raw_trace/passwd", file), PT_DISPLAY_FORBIDDEN);
+}
+
 static void test_content_types(void **state)
 {
     (void)state;
@@ -234,6 +271,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuses_malformed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_site_open_checks_the_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlinked_sibling_raw_trace_is_ignored, setup, teardown),
         cmocka_unit_test(test_content_types),
         cmocka_unit_test(test_loopback_hosts),
     };

@@ -19,11 +19,13 @@ privileges skips only the first.
                            ignored): works without privileges
   trace_larger_than_memory a 400 MB trace analysed under a 320 MB address-space limit
                            (RLIMIT_AS): streaming holds, the report is complete
-  writer_killed_kineto     `perftracker synth --size-mb 300` SIGKILLed mid-file: the partial
-                           JSON is refused as truncated, the other workers analysed
+  writer_killed_kineto     `perftracker synth --size-mb 300` SIGKILLed mid-file: nothing under
+                           the final name; the temporary JSON is refused as truncated, the
+                           other workers analysed
   writer_killed_native     the collector's raw-trace writer SIGKILLed mid-file: the
                            .partial file is refused as truncated, not half-read
 """
+import glob
 import json
 import os
 import resource
@@ -233,11 +235,16 @@ def trace_larger_than_memory(work, problems):
 # ---------------------------------------------------------------------------------- writers killed
 
 def kill_when_bigger(cmd, path, min_bytes, timeout=60):
+    """SIGKILLs cmd once path (or, for a glob pattern, the one file it matches) holds
+    min_bytes; returns that file's path and size."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
+    found = None
     try:
         while time.monotonic() < deadline:
-            if os.path.exists(path) and os.path.getsize(path) >= min_bytes:
+            matches = glob.glob(path) if "*" in path else [path]
+            found = next((m for m in matches if os.path.exists(m) and os.path.getsize(m) >= min_bytes), None)
+            if found:
                 break
             if proc.poll() is not None:
                 raise AssertionError(f"{cmd[0]} finished before it could be killed")
@@ -245,7 +252,9 @@ def kill_when_bigger(cmd, path, min_bytes, timeout=60):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    return os.path.getsize(path)
+    if not found:
+        raise AssertionError(f"{path} never reached {min_bytes} bytes")
+    return found, os.path.getsize(found)
 
 
 def check_refused_partial(work, name, partial, bad_name, problems):
@@ -268,9 +277,12 @@ def check_refused_partial(work, name, partial, bad_name, problems):
 def writer_killed_kineto(work, problems):
     out = os.path.join(work, "killed-synth")
     shutil.rmtree(out, ignore_errors=True)
-    trace = os.path.join(out, "node0_0_10000.json")
-    size = kill_when_bigger([CLI, "synth", "--size-mb", "300", "-o", out], trace, 20 << 20)
-    line = check_refused_partial(work, "killed-kineto-job", trace, "node0_3_10003.json", problems)
+    final = os.path.join(out, "node0_0_10000.json")
+    # The writer streams into a temporary dotfile and renames it at the end (util/outdir.h).
+    partial, size = kill_when_bigger([CLI, "synth", "--size-mb", "300", "-o", out],
+                                     os.path.join(out, ".node0_0_10000.json.tmp-*"), 20 << 20)
+    expect(not os.path.exists(final), "a killed writer left a file under the final name", problems)
+    line = check_refused_partial(work, "killed-kineto-job", partial, "node0_3_10003.json", problems)
     return f"killed at {size >> 20} MB: {line}"
 
 
@@ -283,7 +295,7 @@ def writer_killed_native(work, problems):
     for p in (final, partial):
         if os.path.exists(p):
             os.unlink(p)
-    size = kill_when_bigger([MAKE_SEEDS, "native", final, "--workers", "4", "--steps", "400", "--pace-us", "20"],
+    _, size = kill_when_bigger([MAKE_SEEDS, "native", final, "--workers", "4", "--steps", "400", "--pace-us", "20"],
                             partial, 100 << 10)
     expect(not os.path.exists(final), "a killed writer left a file under the final name", problems)
     line = check_refused_partial(work, "killed-native-job", partial, "node0_3_10003.ptrace", problems)

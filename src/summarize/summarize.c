@@ -290,6 +290,12 @@ typedef struct reducer {
     uint8_t *cpu_comm;                     /* raw name id -> 1 collective, 2 not, 0 unknown */
     size_t name_slots;                     /* entries in normalized[] and cpu_comm[] */
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
+    /* For the sync points (emit_sync_points): the classes' own timelines where they are
+     * kept (communication, runtime, Python work), GPU collectives alone, and work as the
+     * step model counts it: H2 ∪ runtime not under a GPU collective (work_runtime), then
+     * ∪ Python work (work). */
+    pt_timeline own[PT_CLASS_COUNT];
+    pt_timeline gpu_comm, work_runtime, work;
     bool has_gpu_collectives;
     uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
     int64_t *step_exposed;                 /* [func * step_values + step] */
@@ -530,14 +536,18 @@ static void add_clipped(const reducer *r, interval_vec *v, int64_t a, int64_t b)
     v->items[v->count++].end = b;
 }
 
-/* layer[c + 1] = layer[c] ∪ the class's own intervals. */
+/* layer[c + 1] = layer[c] ∪ the class's own intervals, which the sync points need for
+ * communication, runtime and Python (r->own). */
 static void add_layer(reducer *r, pt_class c, const pt_interval *items, size_t count)
 {
     pt_timeline own;
     pt_timeline_build(&own, items, count);
     r->own_total[c] = pt_timeline_total(&own);
     pt_timeline_union(&r->layer[c + 1], &r->layer[c], &own);
-    pt_timeline_free(&own);
+    if (c == PT_CLASS_COMPUTE || c == PT_CLASS_MEMORY)
+        pt_timeline_free(&own);
+    else
+        r->own[c] = own;
 }
 
 /* The layers of every class but Python, whose work is known only once its call trees
@@ -545,11 +555,15 @@ static void add_layer(reducer *r, pt_class c, const pt_interval *items, size_t c
 static void build_layers(reducer *r)
 {
     pt_summarizer *s = r->s;
-    interval_vec v[PT_CLASS_COUNT] = {{0}};
+    interval_vec v[PT_CLASS_COUNT] = {{0}}, gpu_comm = {0};
     for (size_t i = 0; i < s->kernels_count; i++) {
         pt_class c = kernel_is_collective(r, s->kernels[i].key) ? PT_CLASS_COMM : PT_CLASS_COMPUTE;
         add_clipped(r, &v[c], s->kernels[i].start, s->kernels[i].end);
+        if (c == PT_CLASS_COMM)
+            add_clipped(r, &gpu_comm, s->kernels[i].start, s->kernels[i].end);
     }
+    pt_timeline_build(&r->gpu_comm, gpu_comm.items, gpu_comm.count);
+    free(gpu_comm.items);
     for (size_t i = 0; i < s->memops_count; i++)
         add_clipped(r, &v[PT_CLASS_MEMORY], s->memops[i].start, s->memops[i].end);
     for (size_t i = 0; i < s->runtime_count; i++)
@@ -1281,6 +1295,120 @@ static void emit_steps(reducer *r, pt_worker_summary *out)
     }
 }
 
+/* ------------------------------------------------------------ sync points */
+
+/* Collective calls less than this apart are one wait: back-to-back kernels on one
+ * stream, a gloo thread picking up the next bucket. */
+#define SYNC_GAP_NS 20000
+/* A collective is a sync point when the worker waited in most of its last stretch (up to
+ * this long): it was blocked, not working while the collective ran beside its work. */
+#define SYNC_LOOKBACK_NS 1000000
+#define SYNC_MIN_WAIT_NS 5000
+
+/* Work as the step model counts it (see pt_sync_point): H2 = compute ∪ memory, then
+ * runtime calls not under a GPU collective, then Python work. */
+static void build_work_layers(reducer *r)
+{
+    pt_timeline runtime_free;
+    pt_timeline_subtract(&runtime_free, &r->own[PT_CLASS_RUNTIME], &r->gpu_comm);
+    pt_timeline_union(&r->work_runtime, &r->layer[PT_CLASS_MEMORY + 1], &runtime_free);
+    pt_timeline_union(&r->work, &r->work_runtime, &r->own[PT_CLASS_PYTHON]);
+    pt_timeline_free(&runtime_free);
+}
+
+/* Work in [a, b) by class, in the model's priority (compute > memory > runtime > Python). */
+static void work_by_class(const reducer *r, int64_t a, int64_t b, int64_t busy[PT_CLASS_COUNT])
+{
+    int64_t compute = pt_timeline_covered(&r->layer[PT_CLASS_COMPUTE + 1], a, b);
+    int64_t device = pt_timeline_covered(&r->layer[PT_CLASS_MEMORY + 1], a, b);
+    int64_t runtime = pt_timeline_covered(&r->work_runtime, a, b);
+    int64_t all = pt_timeline_covered(&r->work, a, b);
+    busy[PT_CLASS_COMPUTE] = compute;
+    busy[PT_CLASS_MEMORY] = device - compute;
+    busy[PT_CLASS_COMM] = 0;
+    busy[PT_CLASS_RUNTIME] = runtime - device;
+    busy[PT_CLASS_PYTHON] = all - runtime;
+}
+
+typedef struct sync_candidate {
+    int64_t end, wait; /* wait: in the collective's last stretch */
+} sync_candidate;
+
+static int cmp_candidate_wait(const void *a, const void *b)
+{
+    const sync_candidate *x = a, *y = b;
+    int order = pt_cmp_i64(y->wait, x->wait); /* longest wait first */
+    return order ? order : pt_cmp_i64(x->end, y->end);
+}
+
+static int cmp_candidate_end(const void *a, const void *b)
+{
+    return pt_cmp_i64(((const sync_candidate *)a)->end, ((const sync_candidate *)b)->end);
+}
+
+/* The collectives of [a, b) the worker was blocked in, ends in time order (at most
+ * PT_SUMMARY_MAX_SYNCS_PER_STEP: those it waited longest in). Returns how many. */
+static size_t step_sync_points(const reducer *r, int64_t a, int64_t b, sync_candidate *out)
+{
+    const pt_timeline *comm = &r->own[PT_CLASS_COMM];
+    size_t lo = 0, hi = comm->count; /* first span ending after a */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (comm->spans[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    sync_candidate *all = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = lo; i < comm->count && comm->spans[i].start < b;) {
+        int64_t start = comm->spans[i].start, end = comm->spans[i].end;
+        for (i++; i < comm->count && comm->spans[i].start - end < SYNC_GAP_NS; i++)
+            end = PT_MAX(end, comm->spans[i].end);
+        if (end <= a || end > b) /* a wait that ends in the next step is that step's */
+            continue;
+        int64_t from = PT_MAX(PT_MAX(start, a), end - SYNC_LOOKBACK_NS);
+        int64_t wait = (end - from) - pt_timeline_covered(&r->work, from, end);
+        if (wait < SYNC_MIN_WAIT_NS || 2 * wait < end - from)
+            continue;
+        PT_GROW(all, cap, n + 1);
+        all[n++] = (sync_candidate){end, wait};
+    }
+    if (n > PT_SUMMARY_MAX_SYNCS_PER_STEP) {
+        qsort(all, n, sizeof *all, cmp_candidate_wait);
+        n = PT_SUMMARY_MAX_SYNCS_PER_STEP;
+    }
+    if (n)
+        qsort(all, n, sizeof *all, cmp_candidate_end);
+    memcpy(out, all, n * sizeof *out);
+    free(all);
+    return n;
+}
+
+/* Each step's sync points and the work before each, for the step model; only with
+ * per-step values (a window of at most PT_SUMMARY_MAX_STEP_VALUES steps). */
+static void emit_sync_points(reducer *r, pt_worker_summary *out)
+{
+    if (!r->step_values)
+        return;
+    build_work_layers(r);
+    out->has_syncs = true;
+    sync_candidate found[PT_SUMMARY_MAX_SYNCS_PER_STEP];
+    for (size_t i = 0; i < out->step_count; i++) {
+        pt_step_summary *st = &out->steps[i];
+        int64_t a = r->s->steps[i].start, b = r->s->steps[i].end;
+        st->sync_count = step_sync_points(r, a, b, found);
+        st->syncs = pt_xcalloc(st->sync_count ? st->sync_count : 1, sizeof *st->syncs);
+        int64_t from = a;
+        for (size_t k = 0; k < st->sync_count; k++) {
+            st->syncs[k].end_ns = found[k].end - a;
+            work_by_class(r, from, found[k].end, st->syncs[k].busy_ns);
+            from = found[k].end;
+        }
+        work_by_class(r, from, b, st->tail_busy_ns);
+    }
+}
+
 /* ------------------------------------------------------------ file names */
 
 static bool all_digits(const char *s, size_t n)
@@ -1505,12 +1633,18 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     memcpy(out->union_ns, r.own_total, sizeof out->union_ns);
     emit_functions(&r, out, medians);
     emit_steps(&r, out);
+    emit_sync_points(&r, out);
     emit_metrics(&r, out);
     find_stall(&r, out);
 
     free(medians);
     for (int c = 0; c <= PT_CLASS_COUNT; c++)
         pt_timeline_free(&r.layer[c]);
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        pt_timeline_free(&r.own[c]);
+    pt_timeline_free(&r.gpu_comm);
+    pt_timeline_free(&r.work_runtime);
+    pt_timeline_free(&r.work);
     pt_strtab_free(&r.func_index);
     pt_strtab_free(&r.stacks);
     free(r.funcs);

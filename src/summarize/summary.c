@@ -37,6 +37,8 @@ void pt_summary_free(pt_worker_summary *s)
     for (size_t i = 0; i < s->metric_count; i++)
         free(s->metrics[i].name);
     pt_free_strings(s->warnings, s->warning_count);
+    for (size_t i = 0; i < s->step_count; i++)
+        free(s->steps[i].syncs);
     free(s->functions);
     free(s->metrics);
     free(s->steps);

@@ -45,12 +45,32 @@ typedef struct pt_function_summary {
     double busbw_avg_gbps;
 } pt_function_summary;
 
+/* A point of a step where this worker waited for its peers: the end of a collective it
+ * was blocked in, waiting (a sync point of the step model, diagnose/whatif.c). Its work
+ * since the previous sync point of the step (or the step's start) is split by class with
+ * compute > memory > runtime > Python: the time the worker was busy, not waiting.
+ * Communication is never work ([PT_CLASS_COMM] is 0), nor is a runtime call while a GPU
+ * collective runs (a synchronize waiting for a peer) or a Python frame that waits; CPU
+ * work on other threads while a CPU collective waits is. */
+typedef struct pt_sync_point {
+    int64_t end_ns;                  /* from the step's start */
+    int64_t busy_ns[PT_CLASS_COUNT]; /* work before it, by class */
+} pt_sync_point;
+
+/* Sync points kept per step: those the worker waited in longest, when it has more. */
+#define PT_SUMMARY_MAX_SYNCS_PER_STEP 16
+
 typedef struct pt_step_summary {
     int64_t step;          /* N of ProfilerStep#N, or the ordinal */
     int64_t start_ns;      /* from the window start */
     int64_t dur_ns;
     int64_t exposed_ns[PT_CLASS_COUNT];
     int64_t idle_ns;
+    /* With pt_worker_summary.has_syncs: the step's sync points in time order, and the work
+     * after the last of them (or in the whole step, when there is none). */
+    pt_sync_point *syncs;
+    size_t sync_count;
+    int64_t tail_busy_ns[PT_CLASS_COUNT];
 } pt_step_summary;
 
 #define PT_SERIES_MAX_POINTS 200
@@ -106,6 +126,8 @@ typedef struct pt_worker_summary {
     char *stall_function;
     pt_step_summary *steps;
     size_t step_count;
+    bool has_syncs;           /* steps carry their sync points (version 3, at most
+                                 PT_SUMMARY_MAX_STEP_VALUES steps) */
     pt_function_summary *functions;
     size_t function_count;
     pt_metric_summary *metrics;

@@ -65,12 +65,15 @@ void pt_summary_describe(const pt_worker_summary *s, char *out, size_t cap)
 
 /* ------------------------------------------------------------ values */
 
-static bool text_ok(const char *what, const char *text, bool required, pt_error *err)
+/* What a string may be: absent (NULL), present but possibly "", or non-empty. */
+typedef enum text_rule { MAY_BE_ABSENT, PRESENT, NON_EMPTY } text_rule;
+
+static bool text_ok(const char *what, const char *text, text_rule rule, pt_error *err)
 {
     if (!text)
-        return !required || REFUSE("%s is missing", what);
+        return rule == MAY_BE_ABSENT || REFUSE("%s is missing", what);
     size_t n = strnlen(text, PT_SUMMARY_MAX_NAME + 1);
-    if (required && n == 0)
+    if (rule == NON_EMPTY && n == 0)
         return REFUSE("%s is empty", what);
     if (n > PT_SUMMARY_MAX_NAME)
         return REFUSE("%s is longer than %u bytes", what, PT_SUMMARY_MAX_NAME);
@@ -175,9 +178,9 @@ static const void *find_repeat(const void *items, size_t n, size_t size, ptr_cmp
 
 static bool identity_ok(const pt_worker_summary *s, pt_error *err)
 {
-    if (!text_ok("the worker's name", s->name, true, err) || !text_ok("the host name", s->host, false, err) ||
-        !text_ok("the device name", s->device_name, false, err) || !text_ok("the backend", s->backend, false, err) ||
-        !text_ok("the producer", s->producer, false, err))
+    if (!text_ok("the worker's name", s->name, NON_EMPTY, err) || !text_ok("the host name", s->host, MAY_BE_ABSENT, err) ||
+        !text_ok("the device name", s->device_name, MAY_BE_ABSENT, err) || !text_ok("the backend", s->backend, MAY_BE_ABSENT, err) ||
+        !text_ok("the producer", s->producer, MAY_BE_ABSENT, err))
         return false;
     if (s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE)
         return REFUSE("rank %" PRId32 " is outside -1 (unknown) to %d", s->rank, PT_MAX_WORLD_SIZE - 1);
@@ -218,8 +221,8 @@ static bool window_ok(const pt_worker_summary *s, pt_error *err)
         return false;
     if ((unsigned)s->stall_class >= PT_CLASS_COUNT)
         return REFUSE("the stall's class (%u) is not one perftracker knows", (unsigned)s->stall_class);
-    return text_ok("the hang's stack", s->hang_stack, false, err) &&
-           text_ok("the stalled function", s->stall_function, false, err);
+    return text_ok("the hang's stack", s->hang_stack, MAY_BE_ABSENT, err) &&
+           text_ok("the stalled function", s->stall_function, MAY_BE_ABSENT, err);
 }
 
 static bool steps_ok(const pt_worker_summary *s, pt_error *err)
@@ -262,7 +265,7 @@ static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f
     char name[SHOWN_MAX + 4], what[SHOWN_MAX + 96];
     if ((unsigned)f->cls >= PT_CLASS_COUNT)
         return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
-    if (!text_ok("a function's name", f->name, false, err) || !text_ok("a function's group", f->group, false, err))
+    if (!text_ok("a function's name", f->name, PRESENT, err) || !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
         return false;
     const char *cls = pt_class_name(f->cls);
     const char *fn = shown(f->name, name);
@@ -309,7 +312,7 @@ static bool functions_ok(const pt_worker_summary *s, pt_error *err)
 static bool metric_ok(const pt_metric_summary *m, pt_error *err)
 {
     char name[SHOWN_MAX + 4], what[SHOWN_MAX + 64];
-    if (!text_ok("a metric's name", m->name, true, err))
+    if (!text_ok("a metric's name", m->name, NON_EMPTY, err))
         return false;
     const char *mn = shown(m->name, name);
 #define FIELD(label) (snprintf(what, sizeof what, "metric \"%s\"'s %s", mn, label), what)
@@ -360,7 +363,7 @@ static bool warnings_ok(const pt_worker_summary *s, pt_error *err)
     if (s->warning_count && !s->warnings)
         return REFUSE("%zu warnings are counted but none is there", s->warning_count);
     for (size_t i = 0; i < s->warning_count; i++)
-        if (!text_ok("a warning", s->warnings[i], true, err))
+        if (!text_ok("a warning", s->warnings[i], PRESENT, err))
             return false;
     return true;
 }

@@ -128,12 +128,13 @@ static pt_metric_summary *push_metric(pt_worker_summary *s, size_t i)
     return m;
 }
 
-/* The fuzzer's crash: one metric name three times (the hardware section sized its array
- * by workers and wrote one entry per match). */
+/* The fuzzer's crash: one metric name eight times (the hardware section sized its array
+ * by workers and wrote one entry per match: more copies than workers overflowed it). */
+#define METRIC_COPIES 8
 static void repeat_metric(pt_worker_summary *s)
 {
-    push_metric(s, 0);
-    push_metric(s, 0);
+    for (int i = 1; i < METRIC_COPIES; i++)
+        push_metric(s, 0);
 }
 
 static void repeat_function(pt_worker_summary *s)
@@ -395,7 +396,7 @@ static void test_repeated_metric_does_not_overflow(void **state)
     pt_analysis a;
     pt_analysis_init(&a, w, WORKERS);
     pt_json *hw = pt_section_hardware(&a, NULL);
-    /* 6 means of gpu0.sm_active_pct (80, 81, 82 x3, 83): median 82, range 80..83. */
+    /* 11 means of gpu0.sm_active_pct (80, 81, 82 x8, 83): median 82, range 80..83. */
     const pt_json *range = pt_json_get(pt_json_get(pt_json_get(hw, "metrics"), "gpu0.sm_active_pct"), "min/median/max");
     assert_non_null(range);
     assert_int_equal(range->count, 3);

@@ -4,7 +4,7 @@
  * only admits, sorts and accounts for workers and puts the pieces together.
  *
  * Admission is the analysis's door: every worker given to pt_diagnose, however it was
- * made (decoded, summarized from a trace, synthesized, rebuilt from a report), passes
+ * made (decoded, summarized from a trace, synthesized, a hang's made by round.c), passes
  * pt_summary_check first. One that breaks a rule is not analysed: it is listed as a
  * failed worker, with a warning naming it and the rule, and the others are analysed as
  * usual. The sections may then rely on the rules (one entry per metric name, times

@@ -80,11 +80,54 @@ static bool text_ok(const char *what, const char *text, text_rule rule, pt_error
     return true;
 }
 
-static bool time_ok(const char *what, int64_t ns, int64_t max, pt_error *err)
+/* Whose value a rule is about: "step 11's ", "the compute function \"gemm\"'s ", or
+ * nothing (the worker's own). Put into words only when a rule is broken, so checking a
+ * valid summary formats nothing. */
+typedef struct owner {
+    const char *what;  /* NULL: the worker itself */
+    const char *name;  /* quoted after what, or NULL */
+    bool numbered;     /* number after what ("step 11") */
+    int64_t number;
+} owner;
+
+#define WORKER ((owner){NULL, NULL, false, 0})
+#define OWNER_TEXT_MAX (SHOWN_MAX + 64)
+
+static const char *owner_text(owner o, char buf[OWNER_TEXT_MAX])
 {
-    if (ns < 0 || ns > max)
-        return REFUSE("%s is %" PRId64 " ns, outside 0 to %" PRId64 " ns", what, ns, max);
-    return true;
+    char name[SHOWN_MAX + 4];
+    if (!o.what)
+        buf[0] = '\0';
+    else if (o.name)
+        snprintf(buf, OWNER_TEXT_MAX, "%s \"%s\"'s ", o.what, shown(o.name, name));
+    else if (o.numbered)
+        snprintf(buf, OWNER_TEXT_MAX, "%s %" PRId64 "'s ", o.what, o.number);
+    else
+        snprintf(buf, OWNER_TEXT_MAX, "%s's ", o.what);
+    return buf;
+}
+
+#define REFUSE_OWNED(o, fmt, ...) (pt_error_set(err, "%s" fmt, owner_text(o, who), __VA_ARGS__), false)
+
+static bool time_ok(owner o, const char *field, int64_t ns, int64_t max, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    return (ns >= 0 && ns <= max) ||
+           REFUSE_OWNED(o, "%s is %" PRId64 " ns, outside 0 to %" PRId64 " ns", field, ns, max);
+}
+
+static bool count_ok(owner o, const char *field, uint64_t v, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    return v <= (uint64_t)INT64_MAX || REFUSE_OWNED(o, "%s is %" PRIu64 ", beyond int64", field, v);
+}
+
+static bool finite_ok(owner o, const char *field, double v, bool non_negative, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    if (!isfinite(v))
+        return REFUSE_OWNED(o, "%s is not a finite number", field);
+    return !non_negative || v >= 0 || REFUSE_OWNED(o, "%s is negative (%g)", field, v);
 }
 
 static bool at_least(const char *what, int64_t v, int64_t min, pt_error *err)
@@ -92,38 +135,26 @@ static bool at_least(const char *what, int64_t v, int64_t min, pt_error *err)
     return v >= min || REFUSE("%s is %" PRId64 ", below %" PRId64, what, v, min);
 }
 
-static bool count_ok(const char *what, uint64_t v, pt_error *err)
-{
-    return v <= (uint64_t)INT64_MAX || REFUSE("%s is %" PRIu64 ", beyond int64", what, v);
-}
-
-static bool finite_ok(const char *what, double v, bool non_negative, pt_error *err)
-{
-    if (!isfinite(v))
-        return REFUSE("%s is not a finite number", what);
-    return !non_negative || v >= 0 || REFUSE("%s is negative (%g)", what, v);
-}
+static const char *const exposed_field[PT_CLASS_COUNT] = {
+    "exposed compute time", "exposed memory time", "exposed communication time", "exposed runtime time",
+    "exposed python time"};
 
 /* exposed time per class and idle: each within whole, their sum too. */
-static bool parts_ok(const char *whole_name, const int64_t exposed[PT_CLASS_COUNT], int64_t idle, int64_t whole,
-                     pt_error *err)
+static bool parts_ok(owner o, const int64_t exposed[PT_CLASS_COUNT], int64_t idle, int64_t whole, pt_error *err)
 {
-    char what[96];
     int64_t sum = 0; /* each part <= whole <= 2^60: no overflow */
     for (int c = 0; c < PT_CLASS_COUNT; c++) {
-        snprintf(what, sizeof what, "%s's exposed %s time", whole_name, pt_class_name((pt_class)c));
-        if (!time_ok(what, exposed[c], whole, err))
+        if (!time_ok(o, exposed_field[c], exposed[c], whole, err))
             return false;
         sum += exposed[c];
     }
-    snprintf(what, sizeof what, "%s's idle time", whole_name);
-    if (!time_ok(what, idle, whole, err))
+    if (!time_ok(o, "idle time", idle, whole, err))
         return false;
     sum += idle;
-    if (sum > whole + ROUNDING_SLACK_NS)
-        return REFUSE("%s's exposed and idle times add up to %" PRId64 " ns, more than its %" PRId64 " ns", whole_name,
-                      sum, whole);
-    return true;
+    char who[OWNER_TEXT_MAX];
+    return sum <= whole + ROUNDING_SLACK_NS ||
+           REFUSE_OWNED(o, "exposed and idle times add up to %" PRId64 " ns, more than its %" PRId64 " ns", sum,
+                        whole);
 }
 
 /* ------------------------------------------------------------ repeats */
@@ -193,7 +224,7 @@ static bool identity_ok(const pt_worker_summary *s, pt_error *err)
     if ((unsigned)s->rank_source > PT_RANK_FROM_FILE_ORDER)
         return REFUSE("the rank's source (%u) is not one perftracker knows", (unsigned)s->rank_source);
     return at_least("the pid", s->pid, -1, err) && at_least("the device count", s->device_count, -1, err) &&
-           count_ok("the event count", s->events, err) && at_least("the dropped event count", s->dropped_events, -1, err) &&
+           count_ok(WORKER, "the event count", s->events, err) && at_least("the dropped event count", s->dropped_events, -1, err) &&
            at_least("the hardware sample period", s->hw_sample_period_us, -1, err);
 }
 
@@ -203,21 +234,22 @@ static bool window_ok(const pt_worker_summary *s, pt_error *err)
      * a clock, small offsets; differences of two must fit int64. */
     if (s->window_start_ns <= -(INT64_C(1) << 62) || s->window_start_ns >= INT64_C(1) << 62)
         return REFUSE("the window starts at %" PRId64 " ns, beyond the year 2116", s->window_start_ns);
-    if (!time_ok("the profiled window", s->window_ns, PT_SUMMARY_MAX_WINDOW_NS, err))
+    if (!time_ok(WORKER, "the profiled window", s->window_ns, PT_SUMMARY_MAX_WINDOW_NS, err))
         return false;
     /* A window of 0 is a worker with no profile (a hang's, round.c): it holds nothing. */
     if (s->window_ns == 0 && (s->step_count || s->function_count || s->metric_count))
         return REFUSE("the profiled window is empty but holds %zu steps, %zu functions and %zu metrics",
                       s->step_count, s->function_count, s->metric_count);
-    for (int c = 0; c < PT_CLASS_COUNT; c++) {
-        char what[64];
-        snprintf(what, sizeof what, "the busy %s time", pt_class_name((pt_class)c));
-        if (!time_ok(what, s->union_ns[c], s->window_ns, err))
+    static const char *const busy_field[PT_CLASS_COUNT] = {"the busy compute time", "the busy memory time",
+                                                           "the busy communication time", "the busy runtime time",
+                                                           "the busy python time"};
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        if (!time_ok(WORKER, busy_field[c], s->union_ns[c], s->window_ns, err))
             return false;
-    }
-    if (!parts_ok("the window", s->exposed_ns, s->idle_ns, s->window_ns, err))
+    if (!parts_ok((owner){"the window", NULL, false, 0}, s->exposed_ns, s->idle_ns, s->window_ns, err))
         return false;
-    if (!at_least("the hang step", s->hang_step, -1, err) || !time_ok("the stall", s->stall_ns, PT_SUMMARY_MAX_NS, err))
+    if (!at_least("the hang step", s->hang_step, -1, err) ||
+        !time_ok(WORKER, "the stall", s->stall_ns, PT_SUMMARY_MAX_NS, err))
         return false;
     if ((unsigned)s->stall_class >= PT_CLASS_COUNT)
         return REFUSE("the stall's class (%u) is not one perftracker knows", (unsigned)s->stall_class);
@@ -233,8 +265,6 @@ static bool steps_ok(const pt_worker_summary *s, pt_error *err)
         return REFUSE("%zu steps are counted but none is there", s->step_count);
     for (size_t i = 0; i < s->step_count; i++) {
         const pt_step_summary *st = &s->steps[i];
-        char what[64];
-        snprintf(what, sizeof what, "step %" PRId64, st->step);
         if (st->step < 0)
             return REFUSE("step number %" PRId64 " is negative", st->step);
         if (st->dur_ns <= 0 || st->dur_ns > s->window_ns)
@@ -246,7 +276,7 @@ static bool steps_ok(const pt_worker_summary *s, pt_error *err)
         if (i > 0 && st->start_ns < s->steps[i - 1].start_ns)
             return REFUSE("step %" PRId64 " starts before step %" PRId64 ", which comes first", st->step,
                           s->steps[i - 1].step);
-        if (!parts_ok(what, st->exposed_ns, st->idle_ns, st->dur_ns, err))
+        if (!parts_ok((owner){"step", NULL, true, st->step}, st->exposed_ns, st->idle_ns, st->dur_ns, err))
             return false;
     }
     const pt_step_summary *twice = find_repeat(s->steps, s->step_count, sizeof *s->steps, cmp_step_number);
@@ -262,33 +292,33 @@ static int64_t exposed_bound(const pt_function_summary *f, int64_t whole)
 
 static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f, pt_error *err)
 {
-    char name[SHOWN_MAX + 4], what[SHOWN_MAX + 96];
+    static const char *const kinds[PT_CLASS_COUNT] = {"the compute function", "the memory function",
+                                                      "the communication function", "the runtime function",
+                                                      "the python function"};
     if ((unsigned)f->cls >= PT_CLASS_COUNT)
         return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
     if (!text_ok("a function's name", f->name, PRESENT, err) || !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
         return false;
-    const char *cls = pt_class_name(f->cls);
-    const char *fn = shown(f->name, name);
-#define FIELD(label) (snprintf(what, sizeof what, "the %s function \"%s\"'s %s", cls, fn, label), what)
-    if (!count_ok(FIELD("execution count"), f->count, err) ||
-        !time_ok(FIELD("total time"), f->total_ns, PT_SUMMARY_MAX_NS, err) ||
-        !time_ok(FIELD("exposed time"), f->exposed_ns, exposed_bound(f, s->window_ns), err) ||
-        !time_ok(FIELD("waiting time"), f->waiting_ns, PT_SUMMARY_MAX_NS, err) ||
-        !time_ok(FIELD("median"), f->median_ns, PT_SUMMARY_MAX_NS, err) ||
-        !time_ok(FIELD("longest execution"), f->max_ns, PT_SUMMARY_MAX_NS, err) ||
-        !finite_ok(FIELD("mean throughput"), f->throughput_avg_pct, true, err) ||
-        !finite_ok(FIELD("throughput deviation"), f->throughput_std_pct, true, err) ||
-        !finite_ok(FIELD("bus bandwidth"), f->busbw_avg_gbps, true, err))
+    owner fn = {kinds[f->cls], f->name, false, 0};
+    if (!count_ok(fn, "execution count", f->count, err) ||
+        !time_ok(fn, "total time", f->total_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "exposed time", f->exposed_ns, exposed_bound(f, s->window_ns), err) ||
+        !time_ok(fn, "waiting time", f->waiting_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "median", f->median_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "longest execution", f->max_ns, PT_SUMMARY_MAX_NS, err) ||
+        !finite_ok(fn, "mean throughput", f->throughput_avg_pct, true, err) ||
+        !finite_ok(fn, "throughput deviation", f->throughput_std_pct, true, err) ||
+        !finite_ok(fn, "bus bandwidth", f->busbw_avg_gbps, true, err))
         return false;
+    char who[OWNER_TEXT_MAX];
     if (f->step_count && (f->step_count != s->step_count || f->step_count > PT_SUMMARY_MAX_STEP_VALUES))
-        return REFUSE("the %s function \"%s\" has %zu per-step values for %zu steps (at most %d)", cls, fn,
-                      f->step_count, s->step_count, PT_SUMMARY_MAX_STEP_VALUES);
+        return REFUSE_OWNED(fn, "per-step values are %zu for %zu steps (at most %d)", f->step_count, s->step_count,
+                            PT_SUMMARY_MAX_STEP_VALUES);
     if (f->step_count && !f->step_exposed_ns)
-        return REFUSE("the %s function \"%s\" counts per-step values but has none", cls, fn);
+        return REFUSE_OWNED(fn, "per-step values are counted (%zu) but none is there", f->step_count);
     for (size_t k = 0; k < f->step_count; k++)
-        if (!time_ok(FIELD("exposed time in a step"), f->step_exposed_ns[k], exposed_bound(f, s->steps[k].dur_ns), err))
+        if (!time_ok(fn, "exposed time in a step", f->step_exposed_ns[k], exposed_bound(f, s->steps[k].dur_ns), err))
             return false;
-#undef FIELD
     return true;
 }
 
@@ -311,34 +341,30 @@ static bool functions_ok(const pt_worker_summary *s, pt_error *err)
 
 static bool metric_ok(const pt_metric_summary *m, pt_error *err)
 {
-    char name[SHOWN_MAX + 4], what[SHOWN_MAX + 64];
     if (!text_ok("a metric's name", m->name, NON_EMPTY, err))
         return false;
-    const char *mn = shown(m->name, name);
-#define FIELD(label) (snprintf(what, sizeof what, "metric \"%s\"'s %s", mn, label), what)
+    owner metric = {"metric", m->name, false, 0};
+    char who[OWNER_TEXT_MAX];
     if (m->samples == 0)
-        return REFUSE("metric \"%s\" has no samples", mn);
-    if (!count_ok(FIELD("sample count"), m->samples, err))
-        return false;
-    if (!finite_ok(FIELD("mean"), m->mean, false, err) || !finite_ok(FIELD("minimum"), m->min, false, err) ||
-        !finite_ok(FIELD("maximum"), m->max, false, err))
+        return REFUSE_OWNED(metric, "sample count is %d: it has no samples", 0);
+    if (!count_ok(metric, "sample count", m->samples, err) || !finite_ok(metric, "mean", m->mean, false, err) ||
+        !finite_ok(metric, "minimum", m->min, false, err) || !finite_ok(metric, "maximum", m->max, false, err))
         return false;
     /* The mean is a sum over samples divided by their count: rounding may put it a few
      * ulps outside [min, max], never more than this. */
     double slack = 1e-9 * fmax(fabs(m->min), fabs(m->max));
     if (m->min > m->max || m->mean < m->min - slack || m->mean > m->max + slack)
-        return REFUSE("metric \"%s\" has a mean of %g outside its minimum %g and maximum %g", mn, m->mean, m->min,
-                      m->max);
+        return REFUSE_OWNED(metric, "mean %g is outside its minimum %g and maximum %g", m->mean, m->min, m->max);
     if (m->points > PT_SERIES_MAX_POINTS)
-        return REFUSE("metric \"%s\" has %zu points, more than %d", mn, m->points, PT_SERIES_MAX_POINTS);
+        return REFUSE_OWNED(metric, "series has %zu points, more than %d", m->points, PT_SERIES_MAX_POINTS);
     for (size_t k = 0; k < m->points; k++) {
-        if (!finite_ok(FIELD("series time"), m->series_ms[k], true, err) ||
-            !finite_ok(FIELD("series value"), m->series_value[k], false, err))
+        if (!finite_ok(metric, "series time", m->series_ms[k], true, err) ||
+            !finite_ok(metric, "series value", m->series_value[k], false, err))
             return false;
         if (k > 0 && m->series_ms[k] < m->series_ms[k - 1])
-            return REFUSE("metric \"%s\"'s series goes back in time", mn);
+            return REFUSE_OWNED(metric, "series goes back in time (%g ms after %g ms)", (double)m->series_ms[k],
+                                (double)m->series_ms[k - 1]);
     }
-#undef FIELD
     return true;
 }
 

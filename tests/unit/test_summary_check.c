@@ -235,12 +235,14 @@ static void pid_below_unknown(pt_worker_summary *s) { s->pid = -7; }
 static void negative_stall(pt_worker_summary *s) { s->stall_ns = -1; }
 static void too_many_metrics(pt_worker_summary *s)
 {
-    while (s->metric_count <= PT_SUMMARY_MAX_METRICS) {
+    s->metrics = pt_xrealloc(s->metrics, (PT_SUMMARY_MAX_METRICS + 1) * sizeof *s->metrics);
+    for (size_t i = s->metric_count; i <= PT_SUMMARY_MAX_METRICS; i++) {
         char name[32];
-        snprintf(name, sizeof name, "m%zu", s->metric_count);
-        free(push_metric(s, 0)->name);
-        s->metrics[s->metric_count - 1].name = pt_xstrdup(name);
+        snprintf(name, sizeof name, "m%zu", i);
+        s->metrics[i] = s->metrics[0];
+        s->metrics[i].name = pt_xstrdup(name);
     }
+    s->metric_count = PT_SUMMARY_MAX_METRICS + 1;
 }
 static void bad_class(pt_worker_summary *s) { s->functions[0].cls = (pt_class)PT_CLASS_COUNT; }
 static void missing_function_name(pt_worker_summary *s)

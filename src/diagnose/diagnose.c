@@ -295,8 +295,8 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
         pt_json_add(f, "workers", pt_json_array());
         pt_json_add(f, "all_workers", pt_json_bool(true));
         pt_json_add(f, "impact", pt_json_number(0));
-        pt_json_add(f, "summary", pt_json_string("No worker could be analysed: every input failed to read (see "
-                                                 "warnings)."));
+        pt_json_add(f, "summary", pt_json_string("No worker could be analysed: every input failed to read or was "
+                                                 "invalid (see warnings)."));
         pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));
     }
 

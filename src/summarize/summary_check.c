@@ -209,8 +209,10 @@ static const void *find_repeat(const void *items, size_t n, size_t size, ptr_cmp
 
 static bool identity_ok(const pt_worker_summary *s, pt_error *err)
 {
-    if (!text_ok("the worker's name", s->name, NON_EMPTY, err) || !text_ok("the host name", s->host, MAY_BE_ABSENT, err) ||
-        !text_ok("the device name", s->device_name, MAY_BE_ABSENT, err) || !text_ok("the backend", s->backend, MAY_BE_ABSENT, err) ||
+    if (!text_ok("the worker's name", s->name, NON_EMPTY, err) ||
+        !text_ok("the host name", s->host, MAY_BE_ABSENT, err) ||
+        !text_ok("the device name", s->device_name, MAY_BE_ABSENT, err) ||
+        !text_ok("the backend", s->backend, MAY_BE_ABSENT, err) ||
         !text_ok("the producer", s->producer, MAY_BE_ABSENT, err))
         return false;
     if (s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE)
@@ -224,7 +226,8 @@ static bool identity_ok(const pt_worker_summary *s, pt_error *err)
     if ((unsigned)s->rank_source > PT_RANK_FROM_FILE_ORDER)
         return REFUSE("the rank's source (%u) is not one perftracker knows", (unsigned)s->rank_source);
     return at_least("the pid", s->pid, -1, err) && at_least("the device count", s->device_count, -1, err) &&
-           count_ok(WORKER, "the event count", s->events, err) && at_least("the dropped event count", s->dropped_events, -1, err) &&
+           count_ok(WORKER, "the event count", s->events, err) &&
+           at_least("the dropped event count", s->dropped_events, -1, err) &&
            at_least("the hardware sample period", s->hw_sample_period_us, -1, err);
 }
 
@@ -268,11 +271,11 @@ static bool steps_ok(const pt_worker_summary *s, pt_error *err)
         if (st->step < 0)
             return REFUSE("step number %" PRId64 " is negative", st->step);
         if (st->dur_ns <= 0 || st->dur_ns > s->window_ns)
-            return REFUSE("step %" PRId64 " lasts %" PRId64 " ns, outside 1 ns to the window's %" PRId64 " ns", st->step,
-                          st->dur_ns, s->window_ns);
+            return REFUSE("step %" PRId64 " lasts %" PRId64 " ns, outside 1 ns to the window's %" PRId64 " ns",
+                          st->step, st->dur_ns, s->window_ns);
         if (st->start_ns < 0 || st->start_ns > s->window_ns - st->dur_ns)
-            return REFUSE("step %" PRId64 " (from %" PRId64 " ns, %" PRId64 " ns long) is not inside the window of %" PRId64
-                          " ns", st->step, st->start_ns, st->dur_ns, s->window_ns);
+            return REFUSE("step %" PRId64 " (from %" PRId64 " ns, %" PRId64 " ns long) is not inside the window of "
+                          "%" PRId64 " ns", st->step, st->start_ns, st->dur_ns, s->window_ns);
         if (i > 0 && st->start_ns < s->steps[i - 1].start_ns)
             return REFUSE("step %" PRId64 " starts before step %" PRId64 ", which comes first", st->step,
                           s->steps[i - 1].step);
@@ -297,7 +300,8 @@ static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f
                                                       "the python function"};
     if ((unsigned)f->cls >= PT_CLASS_COUNT)
         return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
-    if (!text_ok("a function's name", f->name, PRESENT, err) || !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
+    if (!text_ok("a function's name", f->name, PRESENT, err) ||
+        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
         return false;
     owner fn = {kinds[f->cls], f->name, false, 0};
     if (!count_ok(fn, "execution count", f->count, err) ||

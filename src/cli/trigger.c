@@ -134,6 +134,7 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
 #define STEPS_NS (5 * 1000000000LL)
 #define STILL_NS (30 * 1000000000LL)
 #define FAILURES_LISTED 32
+#define FAILURE_LINES 1000 /* one line each, then the report: a huge job must not flood the terminal */
 
 typedef struct progress_line {
     int32_t armed, traces, summaries, failed, hung;
@@ -154,8 +155,7 @@ typedef struct printer {
 static void on_connected(void *ctx, const char *coordinator, const char *round_dir, const char *note)
 {
     (void)ctx;
-    if (note[0])
-        pt_cli_print(stderr, "perftracker: %s\n", note);
+    pt_cli_print_lines(stderr, "perftracker: ", note);
     fprintf(stderr, "perftracker: connected to the job's coordinator at %s\n", coordinator);
     fprintf(stderr, "perftracker: round folder %s\n", round_dir);
 }
@@ -200,7 +200,7 @@ static void on_progress(void *ctx, const pt_ctl_progress *p)
                      line.summaries != pr->shown.summaries || line.failed != pr->shown.failed ||
                      line.hung != pr->shown.hung;
     bool stepped = line.waited != pr->shown.waited || line.profiled != pr->shown.profiled;
-    bool final = p->summaries + p->failed >= p->world_size;
+    bool final = (int64_t)p->summaries + p->failed >= p->world_size;
     bool due = !pr->printed || (final && (milestone || stepped)) || (milestone && since >= MILESTONE_NS) ||
                (stepped && since >= STEPS_NS) || since >= STILL_NS;
     if (!due)
@@ -234,8 +234,11 @@ static void on_worker(void *ctx, const pt_trigger_worker_event *e)
                                  "job ended inside it)\n", who, e->steps, pr->steps);
         return;
     }
-    pt_cli_print(stderr, "perftracker: %s: %s%s%s\n", who, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "",
-                 e->text);
+    if (pr->failures_count < FAILURE_LINES)
+        pt_cli_print(stderr, "perftracker: %s: %s%s%s\n", who, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "",
+                     e->text);
+    else if (pr->failures_count == FAILURE_LINES)
+        fprintf(stderr, "perftracker: more workers without a profile: the report's warnings name each\n");
     if (pr->failures_count++ < FAILURES_LISTED)
         pt_buf_printf(&pr->failures, "%srank %d (%s)", pr->failures.len ? ", " : "", e->rank,
                       pt_ctl_failure_name(e->kind));
@@ -266,6 +269,8 @@ int cmd_trigger(int argc, char **argv)
     pt_error err = {{0}};
     if (pt_trigger_run(&req, &obs, &result, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        if (!strstr(result.hint, result.notes)) /* the no-job hint has them already */
+            pt_cli_print_lines(stderr, "perftracker: ", result.notes);
         pt_cli_print_lines(stderr, "perftracker: ", result.hint);
         pt_buf_free(&pr.failures);
         return PT_EXIT_FAILURE;

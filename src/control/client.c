@@ -338,12 +338,22 @@ static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, in
 }
 
 /* The coordinator lives in rank 0's process: when it goes away, every worker whose
- * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped. */
+ * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped:
+ * the first UNHEARD_NAMED one by one, the rest counted in one warning (and left missing,
+ * which the report counts), so a lost job of a million workers costs a pass over its
+ * ranks, not a million records. */
+#define UNHEARD_NAMED 1000
+
 static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_observer *obs)
 {
-    for (int32_t rank = 0; rank < world_size; rank++) {
+    int64_t unnamed = 0;
+    for (int32_t rank = 0, named = 0; rank < world_size; rank++) {
         if (pt_round_has_rank(r, rank))
             continue;
+        if (named++ >= UNHEARD_NAMED) {
+            unnamed++;
+            continue;
+        }
         const char *text = rank == 0 ? "its process hosted the job's coordinator, which went away before its "
                                        "summary arrived (the process ended or died)"
                                      : "the job's coordinator (in rank 0's process) went away before this worker's "
@@ -356,6 +366,9 @@ static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_o
         pt_round_add_failure(r, &m.worker, m.kind, -1, 0, text, NULL);
         worker_event(obs, &m, m.kind, 0);
     }
+    if (unnamed)
+        pt_round_add_warning(r, "%lld more workers were not heard from before the coordinator went away (missing, "
+                                "counted in job.missing_count)", (long long)unnamed);
 }
 
 /* What the CLI holds a coordinator to while a round runs. */

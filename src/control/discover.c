@@ -112,7 +112,7 @@ static void read_dir(pt_job_list *l, const char *dir, pt_buf *notes, size_t *cap
         else if (rc == -2)
             pt_buf_printf(notes, "ignored %s: it belongs to uid %u, not to this user\n", r.file, (unsigned)r.uid);
         else
-            pt_buf_printf(notes, "ignored %s\n", err.message);
+            pt_buf_printf(notes, "ignored a job file: %s\n", err.message);
     }
     if (d)
         closedir(d);

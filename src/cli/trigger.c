@@ -4,7 +4,8 @@
  * Run on the machine of the job's rank 0 (the master container), as the job's user: the
  * job file rank 0 published there says where the job's coordinator is and where its key
  * is, so the shell needs no variables (--job, or MASTER_ADDR/MASTER_PORT, picks one of
- * several jobs). The work is pt_trigger_run (src/control/client.c); this file parses the
+ * several jobs). Only this user's job files are trusted, root's included: root profiles
+ * another user's job by running this as that user (runuser -u USER -- perftracker ...). The work is pt_trigger_run (src/control/client.c); this file parses the
  * vendor's flags, prints progress on stderr and the report's sections on stdout. Exit
  * status: 0 every worker profiled; 3 report written but some workers failed, hung or
  * went missing (each named on stderr); 1 no report; 2 bad command line. */
@@ -27,7 +28,8 @@ static void usage(FILE *out)
             "  Profile every worker of the running job for N steps and write the report to\n"
             "  DIR/<timestamp>/ (report.json, PerfDisplay/, raw_trace/). Run it on the machine of\n"
             "  the job's rank 0, as the job's user: it finds the running job by itself\n"
-            "  (`perftracker jobs` lists them).\n"
+            "  (`perftracker jobs` lists them). It trusts only this user's jobs; as root, run it\n"
+            "  as the job's user (runuser -u USER -- perftracker --trigger-on ...).\n"
             "  --wait N           steps to wait before profiling (default 5)\n"
             "  --steps N          steps to profile (default 2; 2-3 recommended)\n"
             "  --output-dir DIR   where the round folder goes (default %s, or\n"
@@ -36,7 +38,8 @@ static void usage(FILE *out)
             "                     workers, in <round>/raw_trace/; with none each worker deletes\n"
             "                     its trace once it is summarized\n"
             "  --auto-analyze     write the report (without it only the summaries are kept)\n"
-            "  --timeout S        give up on workers after S seconds (default: from step time)\n"
+            "  --timeout S        give up on workers after S seconds (default: from step time;\n"
+            "                     the CLI itself ends the round S + 30 s after it started)\n"
             "  --job ID           which job, when several run here (ID: the JOB column of\n"
             "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
             "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"

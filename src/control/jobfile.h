@@ -75,8 +75,8 @@ void pt_runtime_dirs_to_read(pt_runtime_dirs *out);
  * directory, its owner and its mode). */
 int pt_runtime_dir_ensure(const char *dir, pt_error *err);
 /* Whether path (not followed if a symlink) is a directory of this user's that nobody
- * else may enter; when not, why says what it is instead (owner, mode). ENOENT: false
- * with why "" */
+ * else may enter; when not, why says what it is instead (owner, mode), or is "" when the
+ * path does not exist. */
 bool pt_runtime_dir_is_private(const char *path, char *why, size_t cap);
 
 /* "uid 1001 (mallory)", or "uid 1001" for a uid without a name. */

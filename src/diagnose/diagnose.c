@@ -36,23 +36,18 @@ static int32_t world_size_of(const pt_job_input *job, const pt_analysis *a)
     return ws;
 }
 
-static bool rank_known(const pt_job_input *job, const pt_analysis *a, int32_t rank)
+/* known[r]: rank r has a summary or a recorded failure. One pass over each list, so a
+ * round in which a million workers failed costs a million steps, not a million squared. */
+static uint8_t *known_ranks(const pt_job_input *job, const pt_analysis *a, int32_t world_size)
 {
-    /* Workers are sorted by rank: binary search; failed ones are few. */
-    size_t lo = 0, hi = a->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (a->workers[mid]->rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < a->n && a->workers[lo]->rank == rank)
-        return true;
+    uint8_t *known = pt_xcalloc(world_size > 0 ? (size_t)world_size : 1, 1);
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->rank >= 0 && a->workers[w]->rank < world_size)
+            known[a->workers[w]->rank] = 1;
     for (size_t i = 0; i < job->failed_count; i++)
-        if (job->failed_ranks[i] == rank)
-            return true;
-    return false;
+        if (job->failed_ranks[i] >= 0 && job->failed_ranks[i] < world_size)
+            known[job->failed_ranks[i]] = 1;
+    return known;
 }
 
 /* Adds the exposed time of each class (and idle), divided by divide_by, to object b. */
@@ -313,9 +308,11 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     int32_t world_size = world_size_of(job, &a);
     pt_json *missing = pt_json_array();
     int64_t missing_count = 0;
+    uint8_t *known = known_ranks(job, &a, world_size);
     for (int32_t r = 0; r < world_size; r++)
-        if (!rank_known(job, &a, r) && missing_count++ < MISSING_LISTED)
+        if (!known[r] && missing_count++ < MISSING_LISTED)
             pt_json_push(missing, pt_json_int(r));
+    free(known);
     add_job(report, job, &a, world_size, missing, missing_count);
 
     pt_json *workers = pt_json_add(report, "workers", pt_json_array());

@@ -81,16 +81,25 @@ static pt_worker_summary *reference_worker(void)
 }
 
 /* encode(decode(encode(s))) == encode(s): the file format loses nothing the analysis
- * reads, for any summary a reader can produce. Returns the decoded copy. */
+ * reads, for any summary a reader can produce. An encoded summary decodes exactly when
+ * it keeps every rule (pt_summary_check): the decoder refuses what the checker refuses
+ * (by the rule, or earlier by a bound of the format), and nothing else. Returns the
+ * decoded copy, or NULL for an invalid summary. */
 static pt_worker_summary *round_trip(const pt_worker_summary *s)
 {
     pt_buf first = PT_BUF_INIT, second = PT_BUF_INIT;
     pt_summary_encode(s, &first);
-    pt_error err = {{0}};
+    pt_error err = {{0}}, rule = {{0}};
+    bool valid = pt_summary_check(s, &rule) == 0;
     pt_worker_summary *copy = pt_summary_decode(first.data, first.len, &err);
+    if (!valid) {
+        PT_FUZZ_CHECK(!copy && err.message[0], "the decoder must refuse an invalid summary");
+        pt_buf_free(&first);
+        return NULL;
+    }
     if (!copy) {
         fprintf(stderr, "re-decoding an encoded summary failed: %s\n", err.message);
-        PT_FUZZ_CHECK(0, "an encoded summary must decode");
+        PT_FUZZ_CHECK(0, "an encoded valid summary must decode");
     }
     pt_summary_encode(copy, &second);
     PT_FUZZ_CHECK(first.len == second.len && memcmp(first.data, second.data, first.len) == 0,
@@ -108,6 +117,19 @@ static pt_worker_summary *round_trip(const pt_worker_summary *s)
 void pt_fuzz_exercise_summary(pt_worker_summary *s)
 {
     pt_worker_summary *copy = round_trip(s);
+    if (!copy) { /* invalid: the diagnosis refuses it and analyses the healthy worker */
+        pt_worker_summary *workers[2] = {s, reference_worker()};
+        pt_job_input job = {workers, 2, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+        pt_json *report = pt_diagnose(&job);
+        const pt_json *facts = pt_json_get(report, "job");
+        PT_FUZZ_CHECK(pt_json_get_number(facts, "workers_analyzed", -1) == 1 &&
+                          pt_json_get_number(facts, "workers_failed", -1) == 1,
+                      "an invalid summary must be refused, the healthy worker analysed");
+        pt_json_free(report);
+        pt_summary_free(workers[1]);
+        pt_summary_free(s);
+        return;
+    }
     if (s->world_size > FUZZ_MAX_WORLD || s->rank > FUZZ_MAX_WORLD) {
         pt_summary_free(copy);
         pt_summary_free(s);

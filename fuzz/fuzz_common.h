@@ -41,8 +41,10 @@ const char *pt_fuzz_file(const void *data, size_t size);
 pt_worker_summary *pt_fuzz_summarize(const char *path, const char *file_name);
 
 /* Takes over s and pushes it through everything downstream of the summary: the file
- * encoding (re-encoding a decoded summary must give the same bytes), its JSON form, the
- * diagnosis beside a healthy synthetic worker, and the report's log text. Frees s. */
+ * encoding (re-encoding a decoded summary must give the same bytes; an invalid one, as
+ * pt_summary_check judges, must not decode), its JSON form, the diagnosis beside a
+ * healthy synthetic worker (which refuses an invalid one and analyses the other), and
+ * the report's log text. Frees s. */
 void pt_fuzz_exercise_summary(pt_worker_summary *s);
 
 #endif

@@ -340,12 +340,15 @@ int cmd_analyze(int argc, char **argv)
                          w->string, about_missing_ranks(w->string) ? " (not given to this analysis)" : "");
     }
     pt_strtab_free(&printed);
-    int rc = nok == 0 ? PT_EXIT_FAILURE : PT_EXIT_OK;
+    /* Counted from the report: pt_diagnose also refuses workers whose summary is invalid. */
+    const pt_json *job_facts = pt_json_get(report, "job");
+    bool some_failed = pt_json_get_number(job_facts, "workers_failed", 0) > 0;
+    int rc = pt_json_get_number(job_facts, "workers_analyzed", 0) > 0 ? PT_EXIT_OK : PT_EXIT_FAILURE;
     if (pt_cli_write_document(out_dir, "report.json", report, pt_report_render_log, quiet) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
-        if (rc == PT_EXIT_OK && (nfailed || strcmp(verdict, "hang") == 0))
+        if (rc == PT_EXIT_OK && (some_failed || strcmp(verdict, "hang") == 0))
             rc = PT_EXIT_PARTIAL;
         if (strcmp(verdict, "hang") == 0)
             pt_cli_print(stderr, "perftracker: the verdict is a hang (exit status 3)\n");

@@ -2,9 +2,10 @@
  *
  * Each running job's rank 0 publishes a job file (src/control/jobfile.h); this lists them
  * on stdout, one line each, with the ID `--trigger-on --job ID` takes. On stderr it says
- * what else it found: files of jobs that are gone (removed), and processes of distributed
- * jobs that cannot be profiled from here and why (no collector loaded, the control plane
- * off, rank 0 elsewhere). Exit status 0 (even with no job: listing none is an answer),
+ * what else it found: a squatted runtime directory and where it looks instead, other
+ * users' job files (ignored), files of jobs that are gone (removed), and processes of
+ * distributed jobs that cannot be profiled from here and why (no collector loaded, the
+ * control plane off, rank 0 elsewhere, another user's). Exit status 0 (even with no job: listing none is an answer),
  * 2 bad command line. */
 #include "cli/cli.h"
 #include "control/discover.h"
@@ -15,8 +16,10 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker jobs\n"
                  "  List the running jobs on this machine that `perftracker --trigger-on` can profile:\n"
-                 "  those whose rank 0 runs here with PerfTracker() in its training script. As root,\n"
-                 "  every user's jobs. The JOB column is what --trigger-on --job takes when several run.\n");
+                 "  those whose rank 0 runs here with PerfTracker() in its training script, as this\n"
+                 "  user (root included: another user's job files are named on stderr, not trusted; run\n"
+                 "  the trigger as that user to profile its job). The JOB column is what\n"
+                 "  --trigger-on --job takes when several run.\n");
 }
 
 int cmd_jobs(int argc, char **argv)

@@ -4,7 +4,8 @@
  * Run on the machine of the job's rank 0 (the master container), as the job's user: the
  * job file rank 0 published there says where the job's coordinator is and where its key
  * is, so the shell needs no variables (--job, or MASTER_ADDR/MASTER_PORT, picks one of
- * several jobs). The work is pt_trigger_run (src/control/client.c); this file parses the
+ * several jobs). Only this user's job files are trusted, root's included: root profiles
+ * another user's job by running this as that user (runuser -u USER -- perftracker ...). The work is pt_trigger_run (src/control/client.c); this file parses the
  * vendor's flags, prints progress on stderr and the report's sections on stdout. Exit
  * status: 0 every worker profiled; 3 report written but some workers failed, hung or
  * went missing (each named on stderr); 1 no report; 2 bad command line. */
@@ -27,7 +28,8 @@ static void usage(FILE *out)
             "  Profile every worker of the running job for N steps and write the report to\n"
             "  DIR/<timestamp>/ (report.json, PerfDisplay/, raw_trace/). Run it on the machine of\n"
             "  the job's rank 0, as the job's user: it finds the running job by itself\n"
-            "  (`perftracker jobs` lists them).\n"
+            "  (`perftracker jobs` lists them). It trusts only this user's jobs; as root, run it\n"
+            "  as the job's user (runuser -u USER -- perftracker --trigger-on ...).\n"
             "  --wait N           steps to wait before profiling (default 5)\n"
             "  --steps N          steps to profile (default 2; 2-3 recommended)\n"
             "  --output-dir DIR   where the round folder goes (default %s, or\n"
@@ -36,7 +38,8 @@ static void usage(FILE *out)
             "                     workers, in <round>/raw_trace/; with none each worker deletes\n"
             "                     its trace once it is summarized\n"
             "  --auto-analyze     write the report (without it only the summaries are kept)\n"
-            "  --timeout S        give up on workers after S seconds (default: from step time)\n"
+            "  --timeout S        give up on workers after S seconds (default: from step time;\n"
+            "                     the CLI itself ends the round S + 30 s after it started)\n"
             "  --job ID           which job, when several run here (ID: the JOB column of\n"
             "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
             "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"
@@ -134,6 +137,7 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
 #define STEPS_NS (5 * 1000000000LL)
 #define STILL_NS (30 * 1000000000LL)
 #define FAILURES_LISTED 32
+#define FAILURE_LINES 1000 /* one line each, then the report: a huge job must not flood the terminal */
 
 typedef struct progress_line {
     int32_t armed, traces, summaries, failed, hung;
@@ -154,8 +158,7 @@ typedef struct printer {
 static void on_connected(void *ctx, const char *coordinator, const char *round_dir, const char *note)
 {
     (void)ctx;
-    if (note[0])
-        pt_cli_print(stderr, "perftracker: %s\n", note);
+    pt_cli_print_lines(stderr, "perftracker: ", note);
     fprintf(stderr, "perftracker: connected to the job's coordinator at %s\n", coordinator);
     fprintf(stderr, "perftracker: round folder %s\n", round_dir);
 }
@@ -200,7 +203,7 @@ static void on_progress(void *ctx, const pt_ctl_progress *p)
                      line.summaries != pr->shown.summaries || line.failed != pr->shown.failed ||
                      line.hung != pr->shown.hung;
     bool stepped = line.waited != pr->shown.waited || line.profiled != pr->shown.profiled;
-    bool final = p->summaries + p->failed >= p->world_size;
+    bool final = (int64_t)p->summaries + p->failed >= p->world_size;
     bool due = !pr->printed || (final && (milestone || stepped)) || (milestone && since >= MILESTONE_NS) ||
                (stepped && since >= STEPS_NS) || since >= STILL_NS;
     if (!due)
@@ -234,8 +237,11 @@ static void on_worker(void *ctx, const pt_trigger_worker_event *e)
                                  "job ended inside it)\n", who, e->steps, pr->steps);
         return;
     }
-    pt_cli_print(stderr, "perftracker: %s: %s%s%s\n", who, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "",
-                 e->text);
+    if (pr->failures_count < FAILURE_LINES)
+        pt_cli_print(stderr, "perftracker: %s: %s%s%s\n", who, pt_ctl_failure_name(e->kind), e->text[0] ? ": " : "",
+                     e->text);
+    else if (pr->failures_count == FAILURE_LINES)
+        fprintf(stderr, "perftracker: more workers without a profile: the report's warnings name each\n");
     if (pr->failures_count++ < FAILURES_LISTED)
         pt_buf_printf(&pr->failures, "%srank %d (%s)", pr->failures.len ? ", " : "", e->rank,
                       pt_ctl_failure_name(e->kind));
@@ -266,6 +272,8 @@ int cmd_trigger(int argc, char **argv)
     pt_error err = {{0}};
     if (pt_trigger_run(&req, &obs, &result, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
+        if (!strstr(result.hint, result.notes)) /* the no-job hint has them already */
+            pt_cli_print_lines(stderr, "perftracker: ", result.notes);
         pt_cli_print_lines(stderr, "perftracker: ", result.hint);
         pt_buf_free(&pr.failures);
         return PT_EXIT_FAILURE;

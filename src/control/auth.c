@@ -236,22 +236,6 @@ int pt_auth_read_key_file(const char *path, pt_key *key, pt_error *err)
     return 0;
 }
 
-/* root in the master container reads the key of a job that runs as another user, when
- * exactly one user's directory holds a key for this coordinator. */
-static int read_other_users_key(const char *own_path, pt_key *key)
-{
-    if (geteuid() != 0 || pt_env_str("PERFTRACKER_KEY_DIR", NULL))
-        return -1;
-    char pattern[1500];
-    snprintf(pattern, sizeof pattern, "/tmp/perftracker-*/%s", pt_basename(own_path));
-    glob_t found;
-    int rc = -1;
-    if (glob(pattern, 0, NULL, &found) == 0 && found.gl_pathc == 1)
-        rc = pt_auth_read_key_file(found.gl_pathv[0], key, NULL);
-    globfree(&found);
-    return rc;
-}
-
 int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
 {
     int found = key_from_configured_secret(key, "control", err);
@@ -259,7 +243,7 @@ int pt_auth_load_control_key(const pt_job_env *env, pt_key *key, pt_error *err)
         return found < 0 ? -1 : 0;
     char path[1400];
     pt_auth_key_file_path(env, path, sizeof path);
-    if (pt_auth_read_key_file(path, key, err) == 0 || read_other_users_key(path, key) == 0)
+    if (pt_auth_read_key_file(path, key, err) == 0) /* this user's own: root gets no other user's key */
         return 0;
     char why[sizeof err->message];
     snprintf(why, sizeof why, "%.400s", err ? err->message : path);

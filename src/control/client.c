@@ -2,13 +2,22 @@
  *
  * One blocking connection driven by poll(). The coordinator sends progress at least once
  * a second, so 30 s of silence means it is gone; the round then ends with what arrived
- * (every summary is already on disk) and the rest counted as missing. Memory: the decoded
- * summaries, which the diagnosis needs anyway. */
+ * (every summary is already on disk) and the rest counted as missing.
+ *
+ * The coordinator is found through a job file of this user's and proves the key, yet it
+ * is another process, and a buggy or hostile one must not make the CLI run forever or
+ * exhaust the machine: everything it says is checked before use (round_guard below). A
+ * world size outside 1..PT_MAX_WORLD_SIZE refuses the round; an outcome for a rank
+ * outside the job, or for a rank already settled, is ignored and counted; summaries
+ * together may take at most 2 GiB; counters are clamped to the world size; the wait for
+ * workers to join and the round itself end at limits derived from --timeout. Memory:
+ * the decoded summaries, which the diagnosis needs anyway -- at most one per rank. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/client.h"
 #include "control/discover.h"
 #include "control/net.h"
 #include "control/round.h"
+#include "summarize/summary.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +28,13 @@
 #define CONNECT_TIMEOUT_MS 3000
 #define HANDSHAKE_TIMEOUT_MS 10000
 #define SILENCE_LIMIT_MS 30000
+#define SEC_NS 1000000000LL
+/* Limits on what a coordinator may make the CLI do (see the top of this file). */
+#define ROUND_SUMMARY_BYTES_MAX (2ull << 30)
+#define GATHER_LIMIT_NS ((3600 + 60) * SEC_NS) /* PERFTRACKER_JOIN_GRACE_S is at most 3600 */
+#define ROUND_SLACK_NS (30 * SEC_NS)           /* after the round's deadline, for its last messages */
+#define ROUND_LIMIT_DEFAULT_NS (7 * 86400 * SEC_NS) /* without --timeout: the longest --timeout */
+#define STEP_MAX (INT64_C(1) << 62)
 
 /* Waits up to timeout_ms for the next message: 1, 0 (timeout), -1 (closed/bad; err). */
 static int receive(pt_conn *c, pt_ctl_msg *m, int timeout_ms, pt_error *err)
@@ -167,6 +183,7 @@ static int find_job(const pt_trigger_request *req, target *t, pt_trigger_result 
     }
     if (picked)
         target_from_record(t, picked);
+    snprintf(out->notes, sizeof out->notes, "%s", jobs.notes ? jobs.notes : "");
     pt_job_list_free(&jobs);
     return rc;
 }
@@ -321,12 +338,22 @@ static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, in
 }
 
 /* The coordinator lives in rank 0's process: when it goes away, every worker whose
- * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped. */
+ * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped:
+ * the first UNHEARD_NAMED one by one, the rest counted in one warning (and left missing,
+ * which the report counts), so a lost job of a million workers costs a pass over its
+ * ranks, not a million records. */
+#define UNHEARD_NAMED 1000
+
 static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_observer *obs)
 {
-    for (int32_t rank = 0; rank < world_size; rank++) {
+    int64_t unnamed = 0;
+    for (int32_t rank = 0, named = 0; rank < world_size; rank++) {
         if (pt_round_has_rank(r, rank))
             continue;
+        if (named++ >= UNHEARD_NAMED) {
+            unnamed++;
+            continue;
+        }
         const char *text = rank == 0 ? "its process hosted the job's coordinator, which went away before its "
                                        "summary arrived (the process ended or died)"
                                      : "the job's coordinator (in rank 0's process) went away before this worker's "
@@ -339,69 +366,189 @@ static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_o
         pt_round_add_failure(r, &m.worker, m.kind, -1, 0, text, NULL);
         worker_event(obs, &m, m.kind, 0);
     }
+    if (unnamed)
+        pt_round_add_warning(r, "%lld more workers were not heard from before the coordinator went away (missing, "
+                                "counted in job.missing_count)", (long long)unnamed);
+}
+
+/* What the CLI holds a coordinator to while a round runs. */
+typedef struct round_guard {
+    int64_t limit_ns;           /* give up at this time: first for the round to start, then to end */
+    int64_t round_timeout_ns;   /* how long the round may run once started */
+    int32_t steps_asked;
+    uint64_t summary_bytes;     /* kept so far (ROUND_SUMMARY_BYTES_MAX) */
+    uint64_t ignored;           /* outcomes for ranks outside the job or already settled */
+} round_guard;
+
+static void guard_init(round_guard *g, const pt_trigger_request *req, int64_t now)
+{
+    memset(g, 0, sizeof *g);
+    g->steps_asked = req->steps;
+    g->round_timeout_ns = (req->timeout_ms > 0 ? req->timeout_ms * 1000000 : ROUND_LIMIT_DEFAULT_NS) + ROUND_SLACK_NS;
+    g->limit_ns = now + GATHER_LIMIT_NS;
+}
+
+static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Counters can only describe the job's workers: clamped, so that no sum or difference the
+ * progress line makes can overflow. world: the round's, or -1 before it started. */
+static void sanitize_progress(pt_ctl_progress *p, int32_t world)
+{
+    if (world < 0)
+        world = (int32_t)clamp_i64(p->world_size, 0, PT_MAX_WORLD_SIZE);
+    p->world_size = world;
+    int32_t *counts[] = {&p->connected, &p->armed, &p->in_window, &p->traces_written, &p->summaries, &p->failed,
+                         &p->hung};
+    for (size_t i = 0; i < PT_ARRAY_LEN(counts); i++)
+        *counts[i] = (int32_t)clamp_i64(*counts[i], 0, world);
+    p->min_step = clamp_i64(p->min_step, -1, STEP_MAX);
+    p->max_step = clamp_i64(p->max_step, -1, STEP_MAX);
+}
+
+/* ROUND_STARTED: a world size and a window the CLI can afford to believe, or the round
+ * is refused. */
+static int round_started(const pt_ctl_msg *m, const round_guard *g, pt_error *err)
+{
+    if (m->progress.world_size < 1 || m->progress.world_size > PT_MAX_WORLD_SIZE) {
+        pt_error_set(err, "the coordinator claims a job of %d workers, outside the 1..%d perftracker handles: "
+                     "refusing the round (a coordinator that says so is broken or not a perftracker job's)",
+                     (int)m->progress.world_size, PT_MAX_WORLD_SIZE);
+        return -1;
+    }
+    if (m->start_step < 0 || m->start_step > STEP_MAX || m->steps != g->steps_asked) {
+        pt_error_set(err, "the coordinator announced a window of %d steps from step %lld, not the %d steps asked: "
+                     "refusing the round", (int)m->steps, (long long)m->start_step, (int)g->steps_asked);
+        return -1;
+    }
+    return 0;
+}
+
+/* An outcome for this rank may be recorded: the rank is in the job and has none yet. */
+static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guard *g)
+{
+    if (!pt_round_rank_open(r, m->worker.rank)) {
+        g->ignored++;
+        return false;
+    }
+    m->worker.world_size = world; /* the round's, whatever the message says */
+    m->steps_done = clamp_i64(m->steps_done, -1, STEP_MAX);
+    m->stalled_ns = clamp_i64(m->stalled_ns, 0, STEP_MAX);
+    return true;
+}
+
+static void record_summary(pt_round *r, pt_ctl_msg *m, round_guard *g, const pt_trigger_observer *obs,
+                           pt_trigger_result *out)
+{
+    char path[PT_CTL_MAX_PATH];
+    pt_error rerr;
+    if (g->summary_bytes + m->blob.len > ROUND_SUMMARY_BYTES_MAX) {
+        const char *text = "its summary was not kept: the round's summaries passed the CLI's 2 GiB budget";
+        pt_round_add_failure(r, &m->worker, PT_FAIL_BAD_SUMMARY, -1, 0, text, NULL);
+        m->text = pt_ctl_str(text);
+        worker_event(obs, m, PT_FAIL_BAD_SUMMARY, 0);
+        return;
+    }
+    g->summary_bytes += m->blob.len;
+    pt_ctl_copy_str(path, sizeof path, m->path);
+    int steps = pt_round_add_summary(r, &m->worker, path, m->blob.data, m->blob.len, &rerr);
+    if (steps < 0) {
+        m->text = pt_ctl_str(rerr.message);
+        worker_event(obs, m, PT_FAIL_BAD_SUMMARY, 0);
+        return;
+    }
+    if (steps < g->steps_asked) {
+        out->cut_short++;
+        pt_round_add_warning(r, "rank %d: profiled %d of the %d steps asked: its window was cut short (the job ended "
+                                "inside it)", m->worker.rank, steps, g->steps_asked);
+    }
+    worker_event(obs, m, 0, steps);
+}
+
+static void note_ignored(pt_round *r, const round_guard *g)
+{
+    if (g->ignored)
+        pt_round_add_warning(r, "ignored %llu messages from the coordinator about ranks outside the job's %d or "
+                                "already settled", (unsigned long long)g->ignored, (int)pt_round_world_size(r));
+}
+
+/* The round ended without ROUND_DONE (the coordinator went away, fell silent or passed
+ * the CLI's limit): what arrived is the round, the rest is missing. */
+static void end_without_coordinator(pt_round *r, const round_guard *g, const char *why,
+                                    const pt_trigger_observer *obs, pt_trigger_result *out)
+{
+    out->coordinator_lost = true;
+    pt_round_add_warning(r, "the connection to the coordinator was lost before the round ended (%s); workers not "
+                            "heard from are missing", why);
+    note_ignored(r, g);
+    name_the_unheard(r, out->world_size, obs);
 }
 
 /* Reads the round's messages into r until ROUND_DONE. 0, or -1 when the coordinator said
- * no (err) -- losing the coordinator midway is not an error, it is recorded. */
-static int collect(pt_conn *c, pt_round **r, const char *dir, int32_t steps_asked, const pt_trigger_observer *obs,
-                   pt_trigger_result *out, pt_error *err)
+ * no or said something the CLI refuses to believe (err) -- losing the coordinator midway
+ * is not an error, it is recorded. */
+static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_request *req,
+                   const pt_trigger_observer *obs, pt_trigger_result *out, pt_error *err)
 {
     int64_t last_heard = pt_now_ns();
+    round_guard g;
+    guard_init(&g, req, last_heard);
     for (;;) {
         pt_ctl_msg m;
         pt_error rerr;
         int got = receive(c, &m, 1000, &rerr);
         int64_t now = pt_now_ns();
-        if (got == 0 && now - last_heard < (int64_t)SILENCE_LIMIT_MS * 1000000)
+        bool silent = got == 0 && now - last_heard >= (int64_t)SILENCE_LIMIT_MS * 1000000;
+        bool overdue = now >= g.limit_ns;
+        if (got == 0 && !silent && !overdue)
             continue;
-        if (got <= 0) {
-            if (!*r) {
-                pt_error_set(err, "the coordinator went away before the round started: %s",
-                             got < 0 ? rerr.message : "no answer");
+        if (got <= 0 || overdue) {
+            const char *why = got < 0 ? rerr.message : "no answer";
+            if (!*r && overdue)
+                pt_error_set(err, "the coordinator did not start the round within %lld minutes (it waits at most an "
+                             "hour for workers to join)", (long long)(GATHER_LIMIT_NS / 60 / SEC_NS));
+            else if (!*r)
+                pt_error_set(err, "the coordinator went away before the round started: %s", why);
+            if (!*r)
                 return -1;
-            }
-            out->coordinator_lost = true;
-            pt_round_add_warning(*r, "the connection to the coordinator was lost before the round ended (%s); "
-                                     "workers not heard from are missing", got < 0 ? rerr.message : "silence");
-            name_the_unheard(*r, out->world_size, obs);
+            end_without_coordinator(*r, &g, overdue ? "the round passed the CLI's limit (--timeout + 30 s)"
+                                                    : got < 0 ? rerr.message : "silence", obs, out);
             return 0;
         }
         last_heard = now;
-        char text[PT_CTL_MAX_TEXT + 1], path[PT_CTL_MAX_PATH], stack[PT_CTL_MAX_STACK + 1];
+        char text[PT_CTL_MAX_TEXT + 1], stack[PT_CTL_MAX_STACK + 1];
         switch (m.type) {
         case PT_CTL_ERROR:
             pt_ctl_copy_str(text, sizeof text, m.text);
             pt_error_set(err, "the coordinator refused the round: %s", text);
             return -1;
         case PT_CTL_ROUND_STARTED:
+            if (*r) {
+                g.ignored++;
+                break;
+            }
+            if (round_started(&m, &g, err) != 0)
+                return -1;
             out->world_size = m.progress.world_size;
             *r = pt_round_new(dir, m.progress.world_size);
+            g.limit_ns = now + g.round_timeout_ns;
+            sanitize_progress(&m.progress, out->world_size);
             if (obs && obs->started)
                 obs->started(obs->ctx, m.round, m.start_step, m.steps, &m.progress);
             break;
         case PT_CTL_PROGRESS:
+            sanitize_progress(&m.progress, *r ? out->world_size : -1);
             if (obs && obs->progress)
                 obs->progress(obs->ctx, &m.progress);
             break;
         case PT_CTL_WORKER_SUMMARY:
-            if (!*r)
-                break;
-            pt_ctl_copy_str(path, sizeof path, m.path);
-            int steps = pt_round_add_summary(*r, &m.worker, path, m.blob.data, m.blob.len, &rerr);
-            if (steps < 0) {
-                m.text = pt_ctl_str(rerr.message);
-                worker_event(obs, &m, PT_FAIL_BAD_SUMMARY, 0);
-                break;
-            }
-            if (steps < steps_asked) {
-                out->cut_short++;
-                pt_round_add_warning(*r, "rank %d: profiled %d of the %d steps asked: its window was cut short (the "
-                                         "job ended inside it)", m.worker.rank, steps, steps_asked);
-            }
-            worker_event(obs, &m, 0, steps);
+            if (*r && accept_outcome(*r, &m, out->world_size, &g))
+                record_summary(*r, &m, &g, obs, out);
             break;
         case PT_CTL_WORKER_FAILED:
-            if (!*r)
+            if (!*r || !accept_outcome(*r, &m, out->world_size, &g))
                 break;
             pt_ctl_copy_str(text, sizeof text, m.text);
             pt_ctl_copy_str(stack, sizeof stack, m.stack);
@@ -409,9 +556,15 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, int32_t steps_aske
             worker_event(obs, &m, m.kind, 0);
             break;
         case PT_CTL_ROUND_DONE:
+            if (!*r) {
+                pt_error_set(err, "the coordinator ended the round before it started it");
+                return -1;
+            }
+            sanitize_progress(&m.progress, out->world_size);
             if (obs && obs->progress)
                 obs->progress(obs->ctx, &m.progress);
-            return *r ? 0 : -1;
+            note_ignored(*r, &g);
+            return 0;
         default:
             break;
         }
@@ -451,8 +604,11 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     }
     if (pt_round_make_dir(output_dir, out->round_dir, sizeof out->round_dir, err) != 0)
         goto done;
-    if (obs && obs->connected)
-        obs->connected(obs->ctx, name, out->round_dir, note);
+    if (obs && obs->connected) {
+        char notes[sizeof out->notes + sizeof note];
+        snprintf(notes, sizeof notes, "%s%s", out->notes, note);
+        obs->connected(obs->ctx, name, out->round_dir, notes);
+    }
 
     char raw_dir[sizeof out->round_dir + 16];
     snprintf(raw_dir, sizeof raw_dir, "%s/raw_trace", out->round_dir);
@@ -463,7 +619,7 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     trigger.save_raw = (uint8_t)req->save_raw;
     trigger.timeout_ms = req->timeout_ms;
     trigger.path = pt_ctl_str(req->save_raw == PT_SAVE_RAW_NONE ? "" : raw_dir);
-    if (send_all(&conn, &trigger, err) != 0 || collect(&conn, &r, out->round_dir, req->steps, obs, out, err) != 0) {
+    if (send_all(&conn, &trigger, err) != 0 || collect(&conn, &r, out->round_dir, req, obs, out, err) != 0) {
         rmdir(out->round_dir); /* nothing was collected: leave no empty round behind */
         goto done;
     }

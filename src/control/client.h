@@ -41,7 +41,8 @@ typedef struct pt_trigger_worker_event {
 
 typedef struct pt_trigger_observer {
     void *ctx;
-    /* note: what was done about the output folder ("" when nothing needed saying) */
+    /* note: lines on what finding the job ignored (pt_trigger_result.notes) and what was
+     * done about the output folder ("" when nothing needed saying) */
     void (*connected)(void *ctx, const char *coordinator, const char *round_dir, const char *note);
     void (*started)(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p);
     void (*progress)(void *ctx, const pt_ctl_progress *p);
@@ -57,6 +58,9 @@ typedef struct pt_trigger_result {
     int32_t cut_short;         /* summaries of fewer steps than asked */
     bool coordinator_lost;     /* the round ended because the coordinator went away */
     char hint[4096];           /* on failure: lines that explain err ('\n'-separated), or "" */
+    char notes[4096];          /* lines on what finding the job ignored and why (a squatted
+                                  directory, other users' job files), or ""; the observer's
+                                  connected() receives them too */
 } pt_trigger_result;
 
 /* Runs one round. 0: the round ended and (with auto_analyze) the report is written;

@@ -1109,6 +1109,9 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
                 (unsigned)c->port, cfg->world_size, cfg->control_key.source);
     if (c->cfg.publish)
         publish_job_file(c);
+    char squatted[PT_RUNTIME_PATH_MAX];
+    if (c->cfg.publish && pt_runtime_dir_note(squatted, sizeof squatted))
+        pt_ctl_logf(&c->cfg.log, "%s", squatted);
     return c;
 }
 

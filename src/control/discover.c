@@ -1,11 +1,16 @@
 /* discover.c -- find the running jobs on this machine (discover.h).
  *
- * The job files say where each job's coordinator is; a file whose process is gone is
- * stale, and removed when it is ours (with its key file, but only a key file beside it:
- * a path read from a file is never trusted further than its own directory). When no job
+ * The job files say where each job's coordinator is and which key it holds, so only this
+ * user's own are believed, root's CLI included: each of this user's runtime directories
+ * (jobfile.h) is opened once, without following a symlink, checked to be private, and
+ * its files are opened relative to it, each checked to be this user's, regular and small.
+ * Other users' job files are named, never read: a planted one would make the CLI connect
+ * to whatever that user runs. A file whose process is gone is stale, and removed (with
+ * its key file, but only a key file beside it: a path read from a file is never trusted
+ * further than its own directory). When no job
  * is found, /proc says why: a process whose environment has RANK and MASTER_PORT is a
  * worker of a distributed job; the collector's extension in its memory map says whether
- * perftracker runs in it. Cost: one directory read, and for the explanation one pass over
+ * perftracker runs in it. Cost: a few directory reads, and for the explanation one pass over
  * /proc reading the environ of the processes this user may read (milliseconds); this runs
  * in the CLI only. */
 #define _GNU_SOURCE
@@ -23,6 +28,8 @@
 #include <unistd.h>
 
 #define ENVIRON_MAX (256u << 10)
+/* Every user's default and fallback runtime directories' job files. */
+#define RUNTIME_GLOB "/tmp/perftracker-[0-9]*/job-*.info"
 
 static bool key_file_beside(const pt_job_record *r)
 {
@@ -52,53 +59,126 @@ static int by_start(const void *a, const void *b)
     return x->started < y->started ? -1 : x->started > y->started ? 1 : strcmp(x->file, y->file);
 }
 
-static void add_file(pt_job_list *l, const char *path, size_t *cap, size_t *stale_cap)
+static void add_record(pt_job_list *l, pt_job_record *r, size_t *cap, size_t *stale_cap)
 {
-    pt_job_record r;
-    if (pt_job_file_read(path, &r, NULL) != 0)
-        return;
-    if (!key_file_beside(&r))
-        r.key_file[0] = '\0'; /* a key elsewhere is not this job's to offer */
-    if (pt_job_record_alive(&r)) {
+    if (!key_file_beside(r))
+        r->key_file[0] = '\0'; /* a key elsewhere is not this job's to offer */
+    if (pt_job_record_alive(r)) {
         PT_GROW(l->jobs, *cap, l->count + 1);
-        l->jobs[l->count++] = r;
+        l->jobs[l->count++] = *r;
         return;
     }
     PT_GROW(l->stale, *stale_cap, l->stale_count + 1);
     size_t removed_cap = *stale_cap;
     l->stale_removed = pt_xrealloc(l->stale_removed, removed_cap * sizeof *l->stale_removed);
-    remove_stale(&r, &l->stale_removed[l->stale_count]);
-    l->stale[l->stale_count++] = r;
+    remove_stale(r, &l->stale_removed[l->stale_count]);
+    l->stale[l->stale_count++] = *r;
 }
 
-/* root in the master's shell may trigger a job another user runs: every user's default
- * runtime directory is read. */
-static bool everyone(void)
+static bool is_job_file_name(const char *name)
 {
-    return geteuid() == 0 && !pt_env_str("PERFTRACKER_KEY_DIR", NULL);
+    return strncmp(name, "job-", 4) == 0 && pt_ends_with(name, ".info");
+}
+
+/* The job files of one of this user's directories. The directory is opened once, not
+ * through a symlink, and checked to be private before any file in it is believed; each
+ * file is then opened relative to it (pt_job_file_read_at), so nothing can be swapped
+ * in between. */
+static void read_dir(pt_job_list *l, const char *dir, pt_buf *notes, size_t *cap, size_t *stale_cap)
+{
+    int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0)
+        return; /* not there: no job registered */
+    struct stat st;
+    if (fstat(dir_fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        char owner[300];
+        pt_user_describe(st.st_uid, owner, sizeof owner);
+        pt_buf_printf(notes, "did not read %s: it belongs to %s with mode %04o, and job files are trusted only in a "
+                             "directory of this user's that nobody else may enter (mode 0700)\n",
+                      dir, owner, (unsigned)(st.st_mode & 07777));
+        close(dir_fd);
+        return;
+    }
+    DIR *d = fdopendir(dup(dir_fd));
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (!is_job_file_name(de->d_name))
+            continue;
+        pt_job_record r;
+        pt_error err;
+        int rc = pt_job_file_read_at(dir_fd, dir, de->d_name, &r, &err);
+        if (rc == 0)
+            add_record(l, &r, cap, stale_cap);
+        else if (rc == -2)
+            pt_buf_printf(notes, "ignored %s: it belongs to uid %u, not to this user\n", r.file, (unsigned)r.uid);
+        else
+            pt_buf_printf(notes, "ignored a job file: %s\n", err.message);
+    }
+    if (d)
+        closedir(d);
+    close(dir_fd);
+}
+
+#define FOREIGN_LISTED 8
+
+/* Other users' job files this user can see (root sees them all). None is read -- their
+ * contents are whatever that user wrote -- but each is named, with how to profile that
+ * user's job instead: as that user, whose trust the CLI then has. */
+static void note_foreign_job_files(const pt_runtime_dirs *mine, pt_buf *notes)
+{
+    glob_t found;
+    if (glob(RUNTIME_GLOB, GLOB_NOSORT, NULL, &found) != 0)
+        return;
+    size_t foreign = 0;
+    for (size_t i = 0; i < found.gl_pathc; i++) {
+        const char *path = found.gl_pathv[i];
+        bool own_dir = false;
+        for (size_t k = 0; k < mine->count; k++) {
+            size_t n = strlen(mine->dir[k]);
+            own_dir |= strncmp(path, mine->dir[k], n) == 0 && path[n] == '/';
+        }
+        struct stat st;
+        if (own_dir || lstat(path, &st) != 0 || st.st_uid == geteuid())
+            continue;
+        if (foreign++ >= FOREIGN_LISTED)
+            continue;
+        char owner[300], name[256];
+        pt_user_describe(st.st_uid, owner, sizeof owner);
+        pt_buf_printf(notes, "ignored %s: it belongs to %s, and the trigger trusts only job files of this user (uid "
+                             "%u); to profile that user's job, run the trigger as that user: ",
+                      path, owner, (unsigned)geteuid());
+        if (pt_user_name(st.st_uid, name, sizeof name))
+            pt_buf_printf(notes, "runuser -u %s -- perftracker --trigger-on --auto-analyze\n", name);
+        else
+            pt_buf_printf(notes, "setpriv --reuid=%u --regid=%u --clear-groups perftracker --trigger-on "
+                                 "--auto-analyze\n", (unsigned)st.st_uid, (unsigned)st.st_gid);
+    }
+    if (foreign > FOREIGN_LISTED)
+        pt_buf_printf(notes, "... and %zu more job files of other users, ignored\n", foreign - FOREIGN_LISTED);
+    globfree(&found);
 }
 
 void pt_jobs_list(pt_job_list *out)
 {
     memset(out, 0, sizeof *out);
-    pt_runtime_dir(out->dir, sizeof out->dir);
-    char pattern[PT_RUNTIME_PATH_MAX + 32];
-    if (everyone())
-        snprintf(pattern, sizeof pattern, "/tmp/perftracker-*/job-*.info");
-    else
-        snprintf(pattern, sizeof pattern, "%s/job-*.info", out->dir);
-    glob_t found;
+    pt_runtime_dirs dirs;
+    pt_runtime_dirs_to_read(&dirs);
+    snprintf(out->dir, sizeof out->dir, "%s", dirs.shown);
+    pt_buf notes = PT_BUF_INIT;
+    if (dirs.note[0])
+        pt_buf_printf(&notes, "%s\n", dirs.note);
     size_t cap = 0, stale_cap = 0;
-    if (glob(pattern, 0, NULL, &found) == 0)
-        for (size_t i = 0; i < found.gl_pathc; i++)
-            add_file(out, found.gl_pathv[i], &cap, &stale_cap);
-    globfree(&found);
+    for (size_t i = 0; i < dirs.count; i++)
+        read_dir(out, dirs.dir[i], &notes, &cap, &stale_cap);
+    note_foreign_job_files(&dirs, &notes);
+    out->notes = pt_buf_take(&notes);
     if (out->count > 1)
         qsort(out->jobs, out->count, sizeof *out->jobs, by_start);
 }
 
 void pt_job_list_free(pt_job_list *l)
 {
+    free(l->notes);
     free(l->jobs);
     free(l->stale);
     free(l->stale_removed);
@@ -140,16 +220,6 @@ const pt_job_record *pt_jobs_match_env(const pt_job_list *l, const pt_job_env *e
     return match;
 }
 
-static void user_name(uint32_t uid, char *dst, size_t cap)
-{
-    struct passwd pw, *found = NULL;
-    char buf[1024];
-    if (getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &found) == 0 && found)
-        snprintf(dst, cap, "%s", found->pw_name);
-    else
-        snprintf(dst, cap, "%u", (unsigned)uid);
-}
-
 void pt_jobs_format(const pt_job_list *l, pt_buf *out)
 {
     pt_buf_printf(out, "%-7s %-8s %-10s %-7s %-21s %-19s %s\n", "JOB", "PID", "USER", "WORKERS", "COORDINATOR",
@@ -157,7 +227,7 @@ void pt_jobs_format(const pt_job_list *l, pt_buf *out)
     for (size_t i = 0; i < l->count; i++) {
         const pt_job_record *r = &l->jobs[i];
         char user[64], started[32] = "?", where[PT_HOST_MAX + 8];
-        user_name(r->uid, user, sizeof user);
+        pt_user_name(r->uid, user, sizeof user);
         time_t t = (time_t)r->started;
         struct tm tm;
         if (localtime_r(&t, &tm))
@@ -244,13 +314,10 @@ size_t pt_jobs_scan_processes(const pt_job_list *l, pt_job_process **out)
         pt_job_process p;
         if (*end || pid <= 0 || pid == self || !read_worker(pid, &p))
             continue;
-        if (!p.key_dir[0]) { /* its default: /tmp/perftracker-<its uid> */
-            char path[64];
-            struct stat st;
-            snprintf(path, sizeof path, "/proc/%lld", pid);
-            if (stat(path, &st) == 0)
-                snprintf(p.key_dir, sizeof p.key_dir, "/tmp/perftracker-%u", (unsigned)st.st_uid);
-        }
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%lld", pid);
+        p.uid = stat(path, &st) == 0 ? (uint32_t)st.st_uid : (uint32_t)geteuid();
         size_t same = count;
         for (size_t i = 0; i < count; i++)
             if ((*out)[i].master_port == p.master_port)
@@ -294,6 +361,17 @@ static void collector_path_hint(char *dst, size_t cap)
         snprintf(dst, cap, "%.1300s/python", exe);
 }
 
+/* Whether a job's PERFTRACKER_KEY_DIR is where this shell reads. */
+static bool same_dir_as_read(const char *key_dir)
+{
+    pt_runtime_dirs dirs;
+    pt_runtime_dirs_to_read(&dirs);
+    for (size_t i = 0; i < dirs.count; i++)
+        if (strcmp(dirs.dir[i], key_dir) == 0)
+            return true;
+    return false;
+}
+
 static void explain_process(const pt_job_process *p, const pt_job_list *l, pt_buf *out)
 {
     pt_buf_printf(out, "pid %lld (%s) is rank %d of a job with MASTER_PORT %d ", (long long)p->pid,
@@ -310,9 +388,18 @@ static void explain_process(const pt_job_process *p, const pt_job_list *l, pt_bu
     } else if (p->rank != 0) {
         pt_buf_puts(out, "whose rank 0 is not on this machine (or not readable by this user): run this in rank "
                          "0's container as the job's user\n");
-    } else if (strcmp(p->key_dir, l->dir) != 0 && !everyone()) {
-        pt_buf_printf(out, "that registers in %s, not in %s where this shell looks: run this as the job's user "
-                           "with the job's PERFTRACKER_KEY_DIR\n", p->key_dir, l->dir);
+    } else if (p->uid != (uint32_t)geteuid()) {
+        char owner[300], name[256];
+        pt_user_describe(p->uid, owner, sizeof owner);
+        pt_buf_printf(out, "run by %s: the trigger profiles only jobs of this user (uid %u), whose job files it "
+                           "trusts; run it as that user", owner, (unsigned)geteuid());
+        if (pt_user_name(p->uid, name, sizeof name))
+            pt_buf_printf(out, " (runuser -u %s -- perftracker --trigger-on --auto-analyze)", name);
+        pt_buf_putc(out, '\n');
+    } else if (p->key_dir[0] ? !same_dir_as_read(p->key_dir) : pt_env_str("PERFTRACKER_KEY_DIR", NULL) != NULL) {
+        pt_buf_printf(out, "that registers in %s, not in %s where this shell looks: run this with the job's "
+                           "PERFTRACKER_KEY_DIR%s\n", p->key_dir[0] ? p->key_dir : "the default directory", l->dir,
+                      p->key_dir[0] ? "" : " (unset)");
     } else {
         pt_buf_puts(out, "that runs the collector but has not registered: if it just started, try again in a few "
                          "seconds; otherwise its log says why its coordinator did not start "
@@ -322,6 +409,7 @@ static void explain_process(const pt_job_process *p, const pt_job_list *l, pt_bu
 
 void pt_jobs_explain(const pt_job_list *l, pt_buf *out)
 {
+    pt_buf_puts(out, l->notes ? l->notes : "");
     for (size_t i = 0; i < l->stale_count; i++) {
         const pt_job_record *r = &l->stale[i];
         pt_buf_printf(out, "the job that registered in %s (pid %lld, MASTER_PORT %d) is no longer running%s\n",

@@ -17,11 +17,15 @@ typedef struct pt_job_list {
     pt_job_record *stale;       /* files of jobs no longer running */
     size_t stale_count;
     bool *stale_removed;        /* [stale_count]: its files were ours and are gone now */
-    char dir[PT_RUNTIME_PATH_MAX]; /* the runtime directory read */
+    char dir[PT_RUNTIME_PATH_MAX]; /* the runtime directories read, as messages name them */
+    char *notes;                /* lines: what was ignored and why (a squatted directory,
+                                   other users' job files), "" when nothing */
 } pt_job_list;
 
-/* Reads the runtime directory (as root without PERFTRACKER_KEY_DIR: every user's
- * /tmp/perftracker-<uid>/ as well). Never fails: unreadable files are skipped. */
+/* Reads this user's runtime directories (pt_runtime_dirs_to_read) and trusts only job
+ * files of this user there -- root included: another user's job file would make the CLI
+ * connect to, and believe, whatever that user runs. Other users' job files it can see
+ * are named in notes, never read. Never fails: unreadable files are skipped (and noted). */
 void pt_jobs_list(pt_job_list *out);
 void pt_job_list_free(pt_job_list *l);
 
@@ -42,7 +46,8 @@ typedef struct pt_job_process {
     bool has_collector;         /* perftracker's extension is loaded in it */
     bool agent_disabled;        /* PERFTRACKER_AGENT=0 in its environment */
     bool registered;            /* a running job file is its rank 0's */
-    char key_dir[PT_RUNTIME_PATH_MAX]; /* where it registers (its PERFTRACKER_KEY_DIR or the default) */
+    uint32_t uid;               /* who runs it */
+    char key_dir[PT_RUNTIME_PATH_MAX]; /* its PERFTRACKER_KEY_DIR, "" for the default */
     char command[256];
 } pt_job_process;
 
@@ -50,9 +55,9 @@ typedef struct pt_job_process {
  * the count. l marks the ones whose job is registered. */
 size_t pt_jobs_scan_processes(const pt_job_list *l, pt_job_process **out);
 
-/* Lines (each ending in '\n') saying what was found instead of a running job: stale job
- * files, and workers of jobs that run without the collector, without the control plane,
- * with another PERFTRACKER_KEY_DIR, or with their rank 0 elsewhere. "" when nothing. */
+/* Lines (each ending in '\n') saying what was found instead of a running job: the
+ * notes (a squatted directory, other users' job files), stale job files, and workers of jobs that run without the collector, without the control plane,
+ * with another PERFTRACKER_KEY_DIR, run by another user, or with their rank 0 elsewhere. "" when nothing. */
 void pt_jobs_explain(const pt_job_list *l, pt_buf *out);
 
 #endif

@@ -8,9 +8,14 @@
 #define _GNU_SOURCE
 #include "control/jobfile.h"
 
+#include "summarize/summary.h"
+#include "util/buf.h"
+
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,14 +26,183 @@
 
 #define JOB_FILE_MAX 8192
 #define JOB_FILE_MAGIC "perftracker-job 1"
+#define RUNTIME_BASE "/tmp"
+#define FALLBACK_SUFFIX_LEN 6 /* mkdtemp's XXXXXX */
+
+bool pt_user_name(uint32_t uid, char *dst, size_t cap)
+{
+    struct passwd pw, *found = NULL;
+    char buf[2048];
+    if (getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &found) == 0 && found) {
+        snprintf(dst, cap, "%s", found->pw_name);
+        return true;
+    }
+    snprintf(dst, cap, "%u", (unsigned)uid);
+    return false;
+}
+
+void pt_user_describe(uint32_t uid, char *dst, size_t cap)
+{
+    char name[256];
+    if (pt_user_name(uid, name, sizeof name))
+        snprintf(dst, cap, "uid %u (%s)", (unsigned)uid, name);
+    else
+        snprintf(dst, cap, "uid %u", (unsigned)uid);
+}
+
+/* What a path that should be this user's private directory is instead. */
+static void describe_not_private(const char *path, const struct stat *st, char *why, size_t cap)
+{
+    char owner[300], me[300];
+    pt_user_describe(st->st_uid, owner, sizeof owner);
+    pt_user_describe((uint32_t)geteuid(), me, sizeof me);
+    const char *what = S_ISLNK(st->st_mode) ? "a symbolic link" : S_ISDIR(st->st_mode) ? "a directory" : "a file";
+    if (st->st_uid != geteuid())
+        snprintf(why, cap, "%s is %s of %s, mode %04o, not of this user (%s)", path, what, owner,
+                 (unsigned)(st->st_mode & 07777), me);
+    else if (!S_ISDIR(st->st_mode))
+        snprintf(why, cap, "%s is %s, not a directory", path, what);
+    else
+        snprintf(why, cap, "%s is this user's, but its mode %04o lets other users in (chmod 700 it)", path,
+                 (unsigned)(st->st_mode & 07777));
+}
+
+bool pt_runtime_dir_is_private(const char *path, char *why, size_t cap)
+{
+    struct stat st;
+    why[0] = '\0';
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            snprintf(why, cap, "%s cannot be examined: %s", path, strerror(errno));
+        return false;
+    }
+    if (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077))
+        return true;
+    describe_not_private(path, &st, why, cap);
+    return false;
+}
+
+static void default_dir(char *dst, size_t cap)
+{
+    snprintf(dst, cap, RUNTIME_BASE "/perftracker-%u", (unsigned)geteuid());
+}
+
+/* Inserts path into the sorted list dirs[*count] (at most max kept: the smallest). */
+static void keep_sorted(char (*dirs)[PT_RUNTIME_PATH_MAX], size_t *count, size_t max, const char *path)
+{
+    size_t at = *count;
+    while (at > 0 && strcmp(dirs[at - 1], path) > 0)
+        at--;
+    if (at >= max)
+        return;
+    size_t last = *count < max ? *count : max - 1;
+    memmove(dirs[at + 1], dirs[at], (last - at) * sizeof dirs[0]);
+    snprintf(dirs[at], PT_RUNTIME_PATH_MAX, "%s", path);
+    if (*count < max)
+        (*count)++;
+}
+
+/* This user's private fallbacks, /tmp/perftracker-<euid>.XXXXXX, in name order (the
+ * first is the one rank 0 uses). A directory there that is not this user's private one
+ * is someone else's and skipped. */
+static size_t find_fallbacks(char (*dirs)[PT_RUNTIME_PATH_MAX], size_t max)
+{
+    char prefix[64];
+    int prefix_len = snprintf(prefix, sizeof prefix, "perftracker-%u.", (unsigned)geteuid());
+    DIR *base = opendir(RUNTIME_BASE);
+    size_t count = 0;
+    struct dirent *de;
+    while (base && (de = readdir(base)) != NULL) {
+        if (strncmp(de->d_name, prefix, (size_t)prefix_len) != 0 ||
+            strlen(de->d_name) != (size_t)prefix_len + FALLBACK_SUFFIX_LEN)
+            continue;
+        char path[PT_RUNTIME_PATH_MAX], why[8];
+        snprintf(path, sizeof path, RUNTIME_BASE "/%s", de->d_name);
+        if (pt_runtime_dir_is_private(path, why, sizeof why))
+            keep_sorted(dirs, &count, max, path);
+    }
+    if (base)
+        closedir(base);
+    return count;
+}
+
+static void squat_note(const char *why, const char *instead, char *note, size_t cap)
+{
+    snprintf(note, cap, "%.700s: perftracker does not use it; this user's job files and keys are in %.400s instead",
+             why, instead);
+}
+
+void pt_runtime_dir_choose(char *dst, size_t cap, bool create, char *note, size_t note_cap)
+{
+    if (note && note_cap)
+        note[0] = '\0';
+    const char *configured = pt_env_str("PERFTRACKER_KEY_DIR", NULL);
+    char primary[64], why[PT_RUNTIME_PATH_MAX];
+    default_dir(primary, sizeof primary);
+    if (configured || pt_runtime_dir_is_private(primary, why, sizeof why) || !why[0]) {
+        snprintf(dst, cap, "%s", configured ? configured : primary); /* private, or not there yet */
+        return;
+    }
+    char found[1][PT_RUNTIME_PATH_MAX], fresh[80];
+    snprintf(fresh, sizeof fresh, "%s.XXXXXX", primary);
+    if (find_fallbacks(found, 1) == 1)
+        snprintf(dst, cap, "%s", found[0]);
+    else if (create && mkdtemp(fresh)) /* 0700 */
+        snprintf(dst, cap, "%s", fresh);
+    else if (create) /* cannot make one: pt_runtime_dir_ensure will say why the default is refused */
+        snprintf(dst, cap, "%s", primary);
+    else
+        snprintf(dst, cap, "%s.XXXXXX", primary);
+    if (note && note_cap)
+        squat_note(why, strcmp(dst, primary) == 0 ? "no other directory (mkdtemp failed)" : dst, note, note_cap);
+}
 
 void pt_runtime_dir(char *dst, size_t cap)
 {
+    pt_runtime_dir_choose(dst, cap, true, NULL, 0);
+}
+
+bool pt_runtime_dir_note(char *note, size_t cap)
+{
+    char dir[PT_RUNTIME_PATH_MAX];
+    pt_runtime_dir_choose(dir, sizeof dir, false, note, cap);
+    return note[0] != '\0';
+}
+
+void pt_runtime_dirs_to_read(pt_runtime_dirs *out)
+{
+    memset(out, 0, sizeof *out);
     const char *configured = pt_env_str("PERFTRACKER_KEY_DIR", NULL);
-    if (configured)
-        snprintf(dst, cap, "%s", configured);
-    else
-        snprintf(dst, cap, "/tmp/perftracker-%u", (unsigned)geteuid());
+    if (configured) {
+        out->count = 1;
+        snprintf(out->dir[0], sizeof out->dir[0], "%s", configured);
+        snprintf(out->shown, sizeof out->shown, "%s", configured);
+        return;
+    }
+    char primary[64], why[PT_RUNTIME_PATH_MAX];
+    default_dir(primary, sizeof primary);
+    bool usable = pt_runtime_dir_is_private(primary, why, sizeof why);
+    if (usable)
+        snprintf(out->dir[out->count++], sizeof out->dir[0], "%s", primary);
+    out->count += find_fallbacks(out->dir + out->count, PT_RUNTIME_DIRS_MAX - out->count);
+    pt_buf shown = PT_BUF_INIT;
+    for (size_t i = 0; i < out->count; i++)
+        pt_buf_printf(&shown, "%s%s", i ? " or " : "", out->dir[i]);
+    if (usable || !why[0]) {
+        if (!usable)
+            pt_buf_printf(&shown, "%s%s", shown.len ? " or " : "", primary);
+    } else {
+        char instead[PT_RUNTIME_PATH_MAX];
+        snprintf(instead, sizeof instead, "%s", out->count ? out->dir[0] : "");
+        if (!out->count) {
+            snprintf(instead, sizeof instead, "a private %s.XXXXXX (none exists yet: no job of this user has "
+                     "registered since)", primary);
+            pt_buf_printf(&shown, "%s.XXXXXX", primary);
+        }
+        squat_note(why, instead, out->note, sizeof out->note);
+    }
+    snprintf(out->shown, sizeof out->shown, "%s", pt_buf_cstr(&shown));
+    pt_buf_free(&shown);
 }
 
 int pt_runtime_dir_ensure(const char *dir, pt_error *err)
@@ -37,9 +211,10 @@ int pt_runtime_dir_ensure(const char *dir, pt_error *err)
         pt_error_set(err, "cannot create %s: %s", dir, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-        pt_error_set(err, "%s is not a private directory of this user (mode 0700 expected)", dir);
+    char why[PT_RUNTIME_PATH_MAX];
+    if (!pt_runtime_dir_is_private(dir, why, sizeof why)) {
+        pt_error_set(err, "%s is not a private directory of this user (mode 0700 expected): %.700s", dir,
+                     why[0] ? why : "it vanished");
         return -1;
     }
     return 0;
@@ -176,7 +351,21 @@ void pt_runtime_safe_host(const char *host, char *dst, size_t cap)
     dst[i] = '\0';
 }
 
-static void parse_line(pt_job_record *r, const char *name, const char *value)
+/* A whole decimal number in [lo, hi]: a job file with anything else is refused. */
+static bool parse_in_range(const char *text, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* One "name value" line. Unknown names are skipped (a newer writer); a known number out
+ * of its range makes the file invalid: false. */
+static bool parse_line(pt_job_record *r, const char *name, char *value)
 {
     const struct {
         const char *name;
@@ -189,62 +378,133 @@ static void parse_line(pt_job_record *r, const char *name, const char *value)
         {"key_file", r->key_file, sizeof r->key_file},
         {"command", r->command, sizeof r->command},
     };
+    single_line(value);
     for (size_t i = 0; i < PT_ARRAY_LEN(texts); i++)
-        if (strcmp(name, texts[i].name) == 0)
+        if (strcmp(name, texts[i].name) == 0) {
             snprintf(texts[i].dst, texts[i].cap, "%s", value);
-    if (strcmp(name, "pid") == 0)
-        r->pid = strtoll(value, NULL, 10);
-    else if (strcmp(name, "start_ticks") == 0)
-        r->start_ticks = strtoull(value, NULL, 10);
-    else if (strcmp(name, "started") == 0)
-        r->started = strtoll(value, NULL, 10);
-    else if (strcmp(name, "world_size") == 0)
-        r->world_size = (int32_t)strtol(value, NULL, 10);
-    else if (strcmp(name, "master_port") == 0)
-        r->master_port = (int32_t)strtol(value, NULL, 10);
-    else if (strcmp(name, "port") == 0)
-        r->port = (uint16_t)strtoul(value, NULL, 10);
+            return true;
+        }
+    long long v;
+    if (strcmp(name, "start_ticks") == 0) {
+        char *end;
+        errno = 0;
+        r->start_ticks = strtoull(value, &end, 10);
+        return !errno && end != value && !*end && value[0] != '-';
+    }
+    const struct {
+        const char *name;
+        long long lo, hi;
+    } numbers[] = {
+        {"pid", 1, INT32_MAX}, {"started", 0, INT64_MAX}, {"world_size", 1, PT_MAX_WORLD_SIZE},
+        {"master_port", -1, 65535}, {"port", 1, 65535},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(numbers); i++) {
+        if (strcmp(name, numbers[i].name) != 0)
+            continue;
+        if (!parse_in_range(value, numbers[i].lo, numbers[i].hi, &v))
+            return false;
+        if (i == 0)
+            r->pid = v;
+        else if (i == 1)
+            r->started = v;
+        else if (i == 2)
+            r->world_size = (int32_t)v;
+        else if (i == 3)
+            r->master_port = (int32_t)v;
+        else
+            r->port = (uint16_t)v;
+    }
+    return true;
 }
 
-int pt_job_file_read(const char *path, pt_job_record *r, pt_error *err)
+static int parse_job_text(char *text, pt_job_record *r, pt_error *err)
 {
-    memset(r, 0, sizeof *r);
-    r->master_port = -1;
-    snprintf(r->file, sizeof r->file, "%s", path);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        pt_error_set(err, "cannot read %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    r->uid = (uint32_t)st.st_uid;
-    char text[JOB_FILE_MAX + 1];
-    ssize_t n = read(fd, text, JOB_FILE_MAX);
-    close(fd);
-    if (n < 0)
-        n = 0;
-    text[n] = '\0';
     size_t magic = strlen(JOB_FILE_MAGIC);
     if (strncmp(text, JOB_FILE_MAGIC, magic) != 0 || text[magic] != '\n') {
-        pt_error_set(err, "%s is not a perftracker job file", path);
+        pt_error_set(err, "%s is not a perftracker job file", r->file);
         return -1;
     }
     for (char *line = text + magic + 1, *next; *line; line = next) {
         next = strchr(line, '\n');
         next = next ? (*next = '\0', next + 1) : line + strlen(line);
         char *space = strchr(line, ' ');
-        if (space) {
-            *space = '\0';
-            parse_line(r, line, space + 1);
+        if (!space)
+            continue;
+        *space = '\0';
+        if (!parse_line(r, line, space + 1)) {
+            pt_error_set(err, "%s has an invalid %s ('%.40s')", r->file, line, space + 1);
+            return -1;
         }
     }
     if (r->pid <= 0 || r->port == 0 || !r->connect_host[0]) {
-        pt_error_set(err, "%s is incomplete", path);
+        pt_error_set(err, "%s is incomplete", r->file);
         return -1;
     }
     return 0;
+}
+
+/* The file behind fd, if it may be trusted: a regular file of this user's that nobody
+ * else can write, small enough to be a job file. 0, -1 (err), -2 (another user's). */
+static int read_own_small_file(int fd, const char *path, char *text, size_t max, uint32_t *owner, pt_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_error_set(err, "%s is not a regular file", path);
+        return -1;
+    }
+    *owner = (uint32_t)st.st_uid;
+    if (st.st_uid != geteuid())
+        return -2;
+    if (st.st_mode & 022) {
+        pt_error_set(err, "%s can be written by other users (mode %04o)", path, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > max) {
+        pt_error_set(err, "%s is %lld bytes, more than a job file's %zu", path, (long long)st.st_size, max);
+        return -1;
+    }
+    size_t len = 0;
+    while (len < max) {
+        ssize_t n = read(fd, text + len, max - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            pt_error_set(err, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    text[len] = '\0';
+    return 0;
+}
+
+int pt_job_file_read_at(int dir_fd, const char *dir, const char *name, pt_job_record *r, pt_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->master_port = -1;
+    if (dir)
+        snprintf(r->file, sizeof r->file, "%s/%s", dir, name);
+    else
+        snprintf(r->file, sizeof r->file, "%s", name);
+    /* No symlink (it could point anywhere), no waiting on a FIFO. */
+    int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        pt_error_set(err, "cannot open %s: %s", r->file, strerror(errno));
+        return -1;
+    }
+    char text[JOB_FILE_MAX + 1];
+    int rc = read_own_small_file(fd, r->file, text, JOB_FILE_MAX, &r->uid, err);
+    close(fd);
+    if (rc != 0)
+        return rc;
+    return parse_job_text(text, r, err);
+}
+
+int pt_job_file_read(const char *path, pt_job_record *r, pt_error *err)
+{
+    return pt_job_file_read_at(AT_FDCWD, NULL, path, r, err);
 }
 
 bool pt_job_record_alive(const pt_job_record *r)

@@ -1,7 +1,8 @@
 /* round.c -- gather one round's outcomes and turn them into the report.
  *
  * Memory is what the diagnosis needs anyway: the decoded summaries (a few hundred KB
- * each) plus one small record per failed worker. Each summary's received bytes are
+ * each) plus one small record per failed worker, and one byte per rank saying whether it
+ * has an outcome yet (so checking a rank is O(1), whatever the world size). Each summary's received bytes are
  * written to disk unchanged before anything else happens to them, so
  * `perftracker analyze <round_dir>/summaries` reproduces the report exactly. This runs in
  * the CLI, or in rank 0's coordinator thread for automatic rounds; it uses the analysis
@@ -12,6 +13,7 @@
 #include "control/jobfile.h"
 #include "diagnose/diagnose.h"
 #include "report/report.h"
+#include "summarize/summary.h"
 #include "summarize/summary_io.h"
 #include "util/outdir.h"
 
@@ -34,6 +36,7 @@ typedef struct outcome {
 struct pt_round {
     char *dir;
     int32_t world_size;
+    uint8_t *settled;        /* [world_size]: the rank has an outcome (NULL: world unknown) */
     outcome *outcomes;
     size_t count, cap;
     char **warnings;
@@ -119,6 +122,8 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     pt_round *r = pt_xcalloc(1, sizeof *r);
     r->dir = pt_xstrdup(round_dir);
     r->world_size = world_size;
+    if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) /* 1 MiB at most */
+        r->settled = pt_xcalloc((size_t)world_size, 1);
     return r;
 }
 
@@ -146,6 +151,8 @@ static outcome *add_outcome(pt_round *r, const pt_ctl_worker *w)
     outcome *o = &r->outcomes[r->count++];
     memset(o, 0, sizeof *o);
     o->rank = w->rank;
+    if (r->settled && w->rank >= 0 && w->rank < r->world_size)
+        r->settled[w->rank] = 1;
     char name[PT_HOST_MAX + 64];
     if (w->host.len == 0 && w->pid < 0) /* never heard from: nothing but its rank is known */
         snprintf(name, sizeof name, "rank%d", (int)w->rank);
@@ -155,8 +162,11 @@ static outcome *add_outcome(pt_round *r, const pt_ctl_worker *w)
     return o;
 }
 
+/* O(1) with a known world, so naming every unheard rank of a big job stays linear. */
 bool pt_round_has_rank(const pt_round *r, int32_t rank)
 {
+    if (r->settled)
+        return rank >= 0 && rank < r->world_size && r->settled[rank];
     for (size_t i = 0; i < r->count; i++)
         if (r->outcomes[i].rank == rank)
             return true;
@@ -258,6 +268,16 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
                          text && *text ? ": " : "", text ? text : "");
 }
 
+bool pt_round_rank_open(const pt_round *r, int32_t rank)
+{
+    return rank >= 0 && (r->world_size <= 0 || rank < r->world_size) && !pt_round_has_rank(r, rank);
+}
+
+int32_t pt_round_world_size(const pt_round *r)
+{
+    return r->world_size;
+}
+
 size_t pt_round_summary_count(const pt_round *r)
 {
     return r->summaries;
@@ -331,6 +351,7 @@ void pt_round_free(pt_round *r)
     }
     pt_free_strings(r->warnings, r->warning_count);
     free(r->outcomes);
+    free(r->settled);
     free(r->dir);
     free(r);
 }

@@ -42,6 +42,10 @@ void pt_round_add_warning(pt_round *r, const char *fmt, ...) PT_PRINTF(2, 3);
 
 /* Whether rank has an outcome (a summary or a failure) yet. */
 bool pt_round_has_rank(const pt_round *r, int32_t rank);
+/* Whether an outcome for rank may still be added: a rank of the job (0..world_size-1)
+ * without one yet. Whoever feeds a round from the network checks this first. */
+bool pt_round_rank_open(const pt_round *r, int32_t rank);
+int32_t pt_round_world_size(const pt_round *r);
 size_t pt_round_summary_count(const pt_round *r);
 size_t pt_round_failure_count(const pt_round *r); /* hangs included */
 const char *pt_round_dir(const pt_round *r);

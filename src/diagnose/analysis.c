@@ -1,10 +1,20 @@
-/* analysis.c -- builds the function rows and offers the robust comparisons. */
+/* analysis.c -- builds the function rows and offers the robust comparisons. Its workers
+ * were admitted by pt_diagnose (pt_summary_check), so every time in them is bounded;
+ * sums of them are still taken in double, never in int64. */
 #include "diagnose/analysis.h"
 #include "util/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Sums of summary times are taken in double: admission bounds every time (summary.h),
+ * but the arithmetic itself must not overflow whatever it is given. Below 2^53 ns (104
+ * days), which admitted parts are, the double sum is exact, the same as the integer's. */
+static double ns_sum_ms(int64_t x, int64_t y)
+{
+    return ((double)x + (double)y) / 1e6;
+}
 
 static double steps_of(const pt_worker_summary *s)
 {
@@ -88,7 +98,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
         a->steps[w] = steps_of(s);
         a->step_ms[w] = (double)pt_summary_step_ns(s) / 1e6;
         a->window_ms[w] = (double)s->window_ns / 1e6;
-        a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] + s->union_ns[PT_CLASS_MEMORY] > 0;
+        a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] > 0 || s->union_ns[PT_CLASS_MEMORY] > 0;
         a->gpu_workers += a->has_gpu[w];
         for (size_t i = 0; i < s->function_count; i++) {
             const pt_function_summary *f = &s->functions[i];
@@ -197,7 +207,7 @@ void pt_waiting_step_ms(const pt_analysis *a, double *out)
     for (size_t w = 0; w < a->n; w++)
         for (size_t s = 0; s < steps; s++) {
             const pt_step_summary *st = &a->workers[w]->steps[s];
-            out[w * steps + s] = (double)(st->exposed_ns[PT_CLASS_COMM] + st->idle_ns) / 1e6;
+            out[w * steps + s] = ns_sum_ms(st->exposed_ns[PT_CLASS_COMM], st->idle_ns);
         }
 }
 
@@ -205,7 +215,7 @@ void pt_waiting_ms(const pt_analysis *a, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
-        out[w] = (double)(s->exposed_ns[PT_CLASS_COMM] + s->idle_ns) / 1e6 / a->steps[w];
+        out[w] = ns_sum_ms(s->exposed_ns[PT_CLASS_COMM], s->idle_ns) / a->steps[w];
     }
 }
 

@@ -1,7 +1,14 @@
 /* diagnose.c -- assembles the report: job facts, the workers list, the diagnosis, the
  * five seed sections, hardware, the heatmap and the warnings, in the order of
  * docs/report-schema.md. The sections and findings live in their own files; this one
- * only sorts workers, accounts for missing ones and puts the pieces together. */
+ * only admits, sorts and accounts for workers and puts the pieces together.
+ *
+ * Admission is the analysis's door: every worker given to pt_diagnose, however it was
+ * made (decoded, summarized from a trace, synthesized, a hang's made by round.c), passes
+ * pt_summary_check first. One that breaks a rule is not analysed: it is listed as a
+ * failed worker, with a warning naming it and the rule, and the others are analysed as
+ * usual. The sections may then rely on the rules (one entry per metric name, times
+ * whose sums fit int64). */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
 #include "util/stats.h"
@@ -29,23 +36,18 @@ static int32_t world_size_of(const pt_job_input *job, const pt_analysis *a)
     return ws;
 }
 
-static bool rank_known(const pt_job_input *job, const pt_analysis *a, int32_t rank)
+/* known[r]: rank r has a summary or a recorded failure. One pass over each list, so a
+ * round in which a million workers failed costs a million steps, not a million squared. */
+static uint8_t *known_ranks(const pt_job_input *job, const pt_analysis *a, int32_t world_size)
 {
-    /* Workers are sorted by rank: binary search; failed ones are few. */
-    size_t lo = 0, hi = a->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (a->workers[mid]->rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < a->n && a->workers[lo]->rank == rank)
-        return true;
+    uint8_t *known = pt_xcalloc(world_size > 0 ? (size_t)world_size : 1, 1);
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->rank >= 0 && a->workers[w]->rank < world_size)
+            known[a->workers[w]->rank] = 1;
     for (size_t i = 0; i < job->failed_count; i++)
-        if (job->failed_ranks[i] == rank)
-            return true;
-    return false;
+        if (job->failed_ranks[i] >= 0 && job->failed_ranks[i] < world_size)
+            known[job->failed_ranks[i]] = 1;
+    return known;
 }
 
 /* Adds the exposed time of each class (and idle), divided by divide_by, to object b. */
@@ -208,7 +210,72 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
     pt_buf_free(&b);
 }
 
-pt_json *pt_diagnose(const pt_job_input *job)
+/* The job as the analysis sees it: the workers that keep every rule of a summary, and
+ * the caller's failures and warnings followed by one of each per refused worker. */
+typedef struct admitted {
+    pt_job_input job;
+    pt_worker_summary **workers;
+    int32_t *failed_ranks;
+    const char **failed_names;
+    const char **warnings;
+    char **refusals; /* owned: the warnings and names of refused workers */
+    size_t refused;
+} admitted;
+
+static void admit_workers(const pt_job_input *in, admitted *out)
+{
+    size_t n = in->worker_count, failed = in->failed_count + n, warned = in->warning_count + n;
+    memset(out, 0, sizeof *out);
+    out->job = *in;
+    out->workers = pt_xmalloc((n ? n : 1) * sizeof *out->workers);
+    out->failed_ranks = pt_xmalloc((failed ? failed : 1) * sizeof *out->failed_ranks);
+    out->failed_names = pt_xmalloc((failed ? failed : 1) * sizeof *out->failed_names);
+    out->warnings = pt_xmalloc((warned ? warned : 1) * sizeof *out->warnings);
+    out->refusals = pt_xmalloc((n ? 2 * n : 1) * sizeof *out->refusals);
+    for (size_t i = 0; i < in->failed_count; i++) {
+        out->failed_ranks[i] = in->failed_ranks[i];
+        out->failed_names[i] = in->failed_names ? in->failed_names[i] : "";
+    }
+    for (size_t i = 0; i < in->warning_count; i++)
+        out->warnings[i] = in->warnings[i];
+    size_t kept = 0, nfailed = in->failed_count, nwarnings = in->warning_count, owned = 0;
+    for (size_t w = 0; w < n; w++) {
+        const pt_worker_summary *s = in->workers[w];
+        pt_error rule;
+        if (pt_summary_check(s, &rule) == 0) {
+            out->workers[kept++] = in->workers[w];
+            continue;
+        }
+        char who[128];
+        pt_summary_describe(s, who, sizeof who);
+        pt_buf b = PT_BUF_INIT;
+        pt_buf_printf(&b, "%s: invalid summary, not analysed: %s", who, rule.message);
+        out->warnings[nwarnings++] = out->refusals[owned++] = pt_buf_take(&b);
+        /* Listed by its name when that is a plausible file name, else by its rank alone. */
+        bool named = s->name && strnlen(s->name, PT_NAME_MAX) < PT_NAME_MAX;
+        out->failed_names[nfailed] = out->refusals[owned++] = pt_xstrdup(named ? s->name : "");
+        out->failed_ranks[nfailed++] = s->rank >= 0 && s->rank < PT_MAX_WORLD_SIZE ? s->rank : -1;
+    }
+    out->refused = n - kept;
+    out->job.workers = out->workers;
+    out->job.worker_count = kept;
+    out->job.failed_ranks = out->failed_ranks;
+    out->job.failed_names = out->failed_names;
+    out->job.failed_count = nfailed;
+    out->job.warnings = out->warnings;
+    out->job.warning_count = nwarnings;
+}
+
+static void admitted_free(admitted *a)
+{
+    pt_free_strings(a->refusals, 2 * a->refused);
+    free(a->workers);
+    free(a->failed_ranks);
+    free(a->failed_names);
+    free(a->warnings);
+}
+
+static pt_json *diagnose_admitted(const pt_job_input *job)
 {
     pt_analysis a;
     pt_analysis_init_by_rank(&a, job->workers, job->worker_count);
@@ -223,8 +290,8 @@ pt_json *pt_diagnose(const pt_job_input *job)
         pt_json_add(f, "workers", pt_json_array());
         pt_json_add(f, "all_workers", pt_json_bool(true));
         pt_json_add(f, "impact", pt_json_number(0));
-        pt_json_add(f, "summary", pt_json_string("No worker could be analysed: every input failed to read (see "
-                                                 "warnings)."));
+        pt_json_add(f, "summary", pt_json_string("No worker could be analysed: every input failed to read or was "
+                                                 "invalid (see warnings)."));
         pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));
     }
 
@@ -241,9 +308,11 @@ pt_json *pt_diagnose(const pt_job_input *job)
     int32_t world_size = world_size_of(job, &a);
     pt_json *missing = pt_json_array();
     int64_t missing_count = 0;
+    uint8_t *known = known_ranks(job, &a, world_size);
     for (int32_t r = 0; r < world_size; r++)
-        if (!rank_known(job, &a, r) && missing_count++ < MISSING_LISTED)
+        if (!known[r] && missing_count++ < MISSING_LISTED)
             pt_json_push(missing, pt_json_int(r));
+    free(known);
     add_job(report, job, &a, world_size, missing, missing_count);
 
     pt_json *workers = pt_json_add(report, "workers", pt_json_array());
@@ -272,5 +341,14 @@ pt_json *pt_diagnose(const pt_job_input *job)
     add_warnings(report, job, &a, missing, missing_count);
     free(status);
     pt_analysis_free(&a);
+    return report;
+}
+
+pt_json *pt_diagnose(const pt_job_input *in)
+{
+    admitted admit;
+    admit_workers(in, &admit);
+    pt_json *report = diagnose_admitted(&admit.job);
+    admitted_free(&admit);
     return report;
 }

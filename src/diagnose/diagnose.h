@@ -24,7 +24,9 @@ typedef struct pt_job_input {
     const char *generated_at;          /* ISO-8601; NULL = now (tests pass a fixed value) */
 } pt_job_input;
 
-/* Builds the report. Never fails: with no usable worker the verdict explains why. */
+/* Builds the report. Never fails: with no usable worker the verdict explains why. A
+ * worker whose summary breaks a rule of pt_summary_check is not analysed: it is counted
+ * in job.workers_failed, listed with status "error", and a warning names it and the rule. */
 pt_json *pt_diagnose(const pt_job_input *job);
 
 #endif

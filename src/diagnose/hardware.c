@@ -3,6 +3,7 @@
  * and the sampled series of at most SERIES_WORKERS workers (the highlighted ones
  * first), which is all a page needs to plot without shipping every worker's series. */
 #include "diagnose/analysis.h"
+#include "util/stats.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,40 +53,78 @@ static void add_series(const pt_analysis *a, const bool *highlight, pt_json *ser
     }
 }
 
-pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
-{
+/* Every worker's mean of every metric, grouped by metric: values[first[id] ..
+ * first[id + 1]) are the means of metric id, in worker order. One pass to count, one to
+ * place: linear in the metrics of all workers, and each group holds exactly the entries
+ * it counted, whatever the workers hold (admission already refuses a repeated name). */
+typedef struct metric_groups {
     pt_strtab names;
-    pt_strtab_init(&names);
+    size_t *first;   /* names.count + 1 offsets */
+    double *values;
+} metric_groups;
+
+static void group_metrics(const pt_analysis *a, metric_groups *g)
+{
+    pt_strtab_init(&g->names);
+    size_t total = 0;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t i = 0; i < a->workers[w]->metric_count; i++, total++)
+            pt_strtab_intern(&g->names, a->workers[w]->metrics[i].name, strlen(a->workers[w]->metrics[i].name));
+    g->first = pt_xcalloc(g->names.count + 1, sizeof *g->first);
+    g->values = pt_xmalloc((total ? total : 1) * sizeof *g->values);
+    uint32_t *ids = pt_xmalloc((total ? total : 1) * sizeof *ids);
+    size_t k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t i = 0; i < a->workers[w]->metric_count; i++) {
+            const char *name = a->workers[w]->metrics[i].name;
+            ids[k] = pt_strtab_find(&g->names, name, strlen(name));
+            g->first[ids[k++] + 1]++;
+        }
+    for (size_t id = 0; id < g->names.count; id++)
+        g->first[id + 1] += g->first[id];
+    size_t *next = pt_xmalloc((g->names.count ? g->names.count : 1) * sizeof *next);
+    memcpy(next, g->first, g->names.count * sizeof *next);
+    k = 0;
     for (size_t w = 0; w < a->n; w++)
         for (size_t i = 0; i < a->workers[w]->metric_count; i++)
-            pt_strtab_intern(&names, a->workers[w]->metrics[i].name, strlen(a->workers[w]->metrics[i].name));
-    if (names.count == 0) {
-        pt_strtab_free(&names);
+            g->values[next[ids[k++]]++] = a->workers[w]->metrics[i].mean;
+    free(next);
+    free(ids);
+}
+
+static void metric_groups_free(metric_groups *g)
+{
+    pt_strtab_free(&g->names);
+    free(g->first);
+    free(g->values);
+}
+
+pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
+{
+    metric_groups g;
+    group_metrics(a, &g);
+    if (g.names.count == 0) {
+        metric_groups_free(&g);
         return NULL;
     }
     pt_json *section = pt_json_object();
     pt_json *metrics = pt_json_add(section, "metrics", pt_json_object());
-    double *means = pt_xmalloc(a->n * sizeof *means);
-    for (uint32_t id = 0; id < names.count; id++) {
-        const char *name = pt_strtab_get(&names, id);
-        size_t m = 0;
-        double lo = 0, hi = 0;
-        for (size_t w = 0; w < a->n; w++)
-            for (size_t i = 0; i < a->workers[w]->metric_count; i++)
-                if (strcmp(a->workers[w]->metrics[i].name, name) == 0) {
-                    double v = a->workers[w]->metrics[i].mean;
-                    lo = m ? (v < lo ? v : lo) : v;
-                    hi = m ? (v > hi ? v : hi) : v;
-                    means[m++] = v;
-                }
+    for (uint32_t id = 0; id < g.names.count; id++) {
+        const char *name = pt_strtab_get(&g.names, id);
+        double *means = g.values + g.first[id];
+        size_t m = g.first[id + 1] - g.first[id];
+        double lo = means[0], hi = means[0];
+        for (size_t i = 1; i < m; i++) {
+            lo = means[i] < lo ? means[i] : lo;
+            hi = means[i] > hi ? means[i] : hi;
+        }
         pt_json *entry = pt_json_add(metrics, name, pt_json_object());
         pt_json_add(entry, "unit", pt_json_string(unit_of(name)));
         pt_json *range = pt_json_add(entry, "min/median/max", pt_json_array());
         pt_json_push(range, pt_json_number(lo));
-        pt_json_push(range, pt_json_number(pt_median_of(means, m, a->scratch)));
+        pt_json_push(range, pt_json_number(pt_median(means, m))); /* reorders its own group only */
         pt_json_push(range, pt_json_number(hi));
     }
-    free(means);
     pt_json *workers = pt_json_add(section, "workers", pt_json_object());
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
@@ -100,6 +139,6 @@ pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
         }
     }
     add_series(a, highlight, pt_json_add(section, "series", pt_json_object()));
-    pt_strtab_free(&names);
+    metric_groups_free(&g);
     return section;
 }

@@ -6,6 +6,7 @@
 #define PT_SUMMARIZE_SUMMARY_H
 
 #include "trace/event.h"
+#include "util/common.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -88,6 +89,20 @@ typedef struct pt_step_summary {
  * trace claiming world_size 999999999). Readers ignore such claims with a warning. */
 #define PT_MAX_WORLD_SIZE (1 << 20)
 
+/* What a valid summary holds (pt_summary_check; docs/summary-format.md lists every rule).
+ * Counts: steps and functions as many as a summary file may carry, warnings a few. Names:
+ * a C++ kernel name or a 256-frame Python stack is tens of KB; 1 MiB bounds what one
+ * string can cost. Times: the summarizer drops events of 2^60 ns (36 years) or more, so
+ * no duration, total or median reaches it; no profiled window is longer than 30 days.
+ * Within these bounds any sum the analysis makes of a worker's times (a few hundred
+ * windows' worth at most) stays far inside int64. */
+#define PT_SUMMARY_MAX_STEPS (1u << 20)
+#define PT_SUMMARY_MAX_FUNCTIONS (1u << 20)
+#define PT_SUMMARY_MAX_WARNINGS 4096u
+#define PT_SUMMARY_MAX_NAME (1u << 20)
+#define PT_SUMMARY_MAX_NS (INT64_C(1) << 60)
+#define PT_SUMMARY_MAX_WINDOW_NS (INT64_C(30) * 86400 * 1000000000)
+
 typedef struct pt_metric_summary {
     char *name;            /* "gpu0.sm_active", "host.cpu_util", ... */
     uint64_t samples;
@@ -143,6 +158,15 @@ void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* The one validator every summary passes before any analysis reads it: the decoder
+ * (files, frames from the network) and pt_diagnose (every worker, however it was made)
+ * both call it. 0 when s keeps every rule; else -1 with err naming the rule it broke
+ * and the value (names shown short, control characters as '?'). Never changes s. */
+int pt_summary_check(const pt_worker_summary *s, pt_error *err);
+/* "node0_3_10003.json (rank 3)": the worker as warnings name it, safe to print and
+ * short, whatever its name holds. */
+void pt_summary_describe(const pt_worker_summary *s, char *out, size_t cap);
+
 /* Median step duration, or the window when no steps were marked. */
 int64_t pt_summary_step_ns(const pt_worker_summary *s);
 /* Functions of one class, for iteration. */

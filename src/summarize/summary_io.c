@@ -1,4 +1,11 @@
-/* summary_io.c -- encode/decode the summary file (see docs/summary-format.md). */
+/* summary_io.c -- encode/decode the summary file (see docs/summary-format.md).
+ *
+ * The decoder reads bytes anyone may have written (a file, a peer's SUMMARY frame): every
+ * length and count is checked against what is left and against summary.h's bounds as it
+ * is read, and a string holding a NUL byte is refused (it would be cut there, and two
+ * distinct names would become one). What it decoded then goes through pt_summary_check,
+ * the one validator of every rule the analysis relies on, so no caller ever holds a
+ * decoded summary that breaks one. */
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
 #include "util/input.h"
@@ -11,8 +18,6 @@
 #include <zstd.h>
 
 #define MAX_PAYLOAD (256u << 20)
-#define MAX_ITEMS (1u << 20)
-#define MAX_STRING (16u << 20)
 #define HEADER_BYTES 24 /* magic 8, version 4, flags 4, payload size 8 */
 
 /* ------------------------------------------------------------ encoding */
@@ -293,8 +298,12 @@ static float get_float(cursor *c)
 static char *get_string(cursor *c)
 {
     uint64_t n = get_uvarint(c);
-    if (n > MAX_STRING || n > (uint64_t)(c->end - c->p)) {
+    if (n > PT_SUMMARY_MAX_NAME || n > (uint64_t)(c->end - c->p)) {
         broken(c, "string length out of range");
+        return pt_xstrdup("");
+    }
+    if (memchr(c->p, '\0', (size_t)n)) {
+        broken(c, "a string holds a NUL byte");
         return pt_xstrdup("");
     }
     char *s = pt_xstrndup((const char *)c->p, (size_t)n);
@@ -304,7 +313,7 @@ static char *get_string(cursor *c)
 
 static void decode_steps(cursor *c, pt_worker_summary *s)
 {
-    s->step_count = (size_t)get_count(c, MAX_ITEMS);
+    s->step_count = (size_t)get_count(c, PT_SUMMARY_MAX_STEPS);
     s->steps = pt_xcalloc(s->step_count ? s->step_count : 1, sizeof *s->steps);
     for (size_t i = 0; i < s->step_count; i++) {
         pt_step_summary *st = &s->steps[i];
@@ -334,12 +343,12 @@ static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_functio
 
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
-    size_t nstrings = (size_t)get_count(c, MAX_ITEMS);
+    size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
     char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
     for (size_t i = 0; i < nstrings; i++)
         strings[i] = get_string(c);
     s->function_count = 0;
-    size_t n = (size_t)get_count(c, MAX_ITEMS);
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_FUNCTIONS);
     s->functions = pt_xcalloc(n ? n : 1, sizeof *s->functions);
     for (size_t i = 0; i < n && !c->bad; i++) {
         pt_function_summary *f = &s->functions[s->function_count];
@@ -424,7 +433,7 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     decode_steps(c, s);
     decode_functions(c, s);
     decode_metrics(c, s);
-    size_t nw = (size_t)get_count(c, MAX_ITEMS);
+    size_t nw = (size_t)get_count(c, PT_SUMMARY_MAX_WARNINGS);
     for (size_t i = 0; i < nw && !c->bad; i++) {
         char *w = get_string(c);
         pt_summary_add_warning(s, "%s", w);
@@ -432,9 +441,6 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     }
     if (!c->bad && c->p != c->end)
         broken(c, "unexpected bytes after the summary");
-    if (!c->bad && (s->window_ns <= 0 || s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE ||
-                    s->world_size > PT_MAX_WORLD_SIZE))
-        broken(c, "impossible values (window or rank)");
 }
 
 bool pt_summary_sniff(const void *head, size_t n)
@@ -474,6 +480,14 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
     free(payload);
     if (c.bad) {
         pt_error_set(err, "summary is corrupt: %s", c.what);
+        pt_summary_free(s);
+        return NULL;
+    }
+    pt_error rule;
+    if (pt_summary_check(s, &rule) != 0) {
+        char who[128];
+        pt_summary_describe(s, who, sizeof who);
+        pt_error_set(err, "invalid summary of %s: %s", who, rule.message);
         pt_summary_free(s);
         return NULL;
     }

@@ -4,7 +4,9 @@
  * (varints, a string table, zstd: tens of KB) and exact (integers stay integers,
  * doubles travel as their bits), which is why analysing summaries gives byte-for-byte
  * the report that analysing the traces gives. The reader trusts nothing: every length
- * and count is checked against what is left and against fixed limits. */
+ * and count is checked against what is left and against fixed limits, and what it
+ * decoded must keep every rule of pt_summary_check (summary.h), or it is refused with
+ * the rule in err. */
 #ifndef PT_SUMMARIZE_SUMMARY_IO_H
 #define PT_SUMMARIZE_SUMMARY_IO_H
 

@@ -12,6 +12,12 @@ would. The report must exist under /tmp/perftracker/output and name rank 3's sle
 shared-output: /tmp/perftracker/output belongs to another user. A job and the trigger of a
 second, unprivileged user: the trigger says what it does instead and writes its report in
 that user's own /tmp/perftracker-<uid>/output; the collector's own default does the same.
+foreign-job: as root, a job file and a lying coordinator another user planted are not
+picked (the CLI says it ignored them and how to profile that user's job); root gets no
+other user's key through MASTER_ADDR/MASTER_PORT; the trigger run as the job's user works.
+squatted-dir: another user created /tmp/perftracker-<uid> first (0777) and planted a job
+file in it: the victim's job registers in its private fallback, its trigger finds the
+job there and says what the squatted directory is and where it looks instead.
 
 Needs root, unshare and iproute2 (to make the namespaces and act as two users); skips
 (exit 77) without them."""
@@ -22,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 SKIP = 77
@@ -162,7 +169,139 @@ def scenario_shared_output(cli, fake, repo, build):
     print("shared-output: ok")
 
 
-SCENARIOS = {"readme": scenario_readme, "shared-output": scenario_shared_output}
+MALLORY, ALICE = 64010, 64011  # a hostile user, and a user with a real job
+
+
+def start(cmd, env, uid=None):
+    """A background process (as uid), its stdout a pipe; returns once it printed 'ready'."""
+    log = tempfile.TemporaryFile("w+")  # a pipe nobody reads could fill and block it
+    p = subprocess.Popen((as_user(uid) if uid is not None else []) + cmd, env=env, stdout=subprocess.PIPE,
+                         stderr=log, text=True)
+    p.log = log
+    line = p.stdout.readline()
+    if not line.startswith("ready"):
+        raise AssertionError("%s did not start: %s" % (cmd[0], stop(p)[1]))
+    return p
+
+
+def stop(p):
+    """Ends a process started by start(); returns what it printed (stdout, stderr)."""
+    p.terminate()
+    out, _ = p.communicate(timeout=30)
+    p.log.seek(0)
+    err = p.log.read()
+    p.log.close()
+    return out, err
+
+
+def cli(binary, *args, uid=None, env=None):
+    r = subprocess.run((as_user(uid) if uid is not None else []) + [binary, *args], env=env or CLEAN_ENV,
+                       capture_output=True, text=True, timeout=300)
+    print("$ %s%s\n  exit %d\n%s%s" % ("(uid %d) " % uid if uid is not None else "", " ".join(args), r.returncode,
+                                       r.stdout[-1500:], r.stderr[-3000:]))
+    return r
+
+
+def job_env(master_port, world):
+    return dict(CLEAN_ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(world),
+                LOCAL_WORLD_SIZE=str(world))
+
+
+def start_job(fake, uid, master_port=29500):
+    return start([fake, "--world", "2", "--first", "0", "--count", "2", "--step-ms", "20", "--seconds", "300"],
+                 job_env(master_port, 2), uid)
+
+
+def start_liar(fake, uid, env_extra=None):
+    """Mallory's coordinator, registered like a job's: it claims 2^31-1 workers."""
+    liar = os.path.join(os.path.dirname(fake), "hostile_coordinator")
+    return start([liar, "--world", str(2 ** 31 - 1), "--after-start", "close"], dict(job_env(29600, 2),
+                                                                                     **(env_extra or {})), uid)
+
+
+def scenario_foreign_job(cli_path, fake, repo, build):
+    """As root: another user's job file (with a lying coordinator behind it) is not picked,
+    and the CLI says it ignored it; root gets no other user's key through MASTER_ADDR/
+    MASTER_PORT either; what replaces both -- the trigger run as the job's user -- works."""
+    liar = start_liar(fake, MALLORY)
+    planted = "/tmp/perftracker-%d/job-127.0.0.1-29601.info" % MALLORY
+    job = None
+    try:
+        assert os.stat(planted).st_uid == MALLORY, "the liar did not register"
+        r = cli(cli_path, "--trigger-on", "--auto-analyze", "--wait", "1")
+        assert r.returncode == 1 and "no running job found" in r.stderr, "root's trigger exited %d" % r.returncode
+        said = "ignored %s: it belongs to uid %d, and the trigger trusts only job files of this user (uid 0)" \
+               % (planted, MALLORY)
+        assert said in r.stderr, "the trigger did not say it ignored the planted job file"
+        assert "setpriv --reuid=%d --regid=%d --clear-groups perftracker --trigger-on" % (MALLORY, MALLORY) \
+            in r.stderr, "the trigger did not say how to profile that user's job"
+        listing = cli(cli_path, "jobs")
+        assert listing.returncode == 0 and "29600" not in listing.stdout and said in listing.stderr, \
+            "`perftracker jobs` listed or did not name the planted job"
+
+        job = start_job(fake, ALICE)
+        env = job_env(29500, 2)
+        r = cli(cli_path, "--trigger-on", "--auto-analyze", "--wait", "1", env=env)
+        assert r.returncode == 1 and "this shell has no key for it" in r.stderr, \
+            "root got another user's key through MASTER_ADDR/MASTER_PORT (exit %d)" % r.returncode
+        r = cli(cli_path, "--trigger-on", "--auto-analyze", "--wait", "1", "--output-dir", "/tmp/alice-out", uid=ALICE)
+        assert r.returncode == 0, "the trigger as the job's user exited %d" % r.returncode
+        reports = glob.glob("/tmp/alice-out/*/report.json")
+        assert len(reports) == 1 and json.load(open(reports[0]))["job"]["workers_analyzed"] == 2, reports
+    finally:
+        if job:
+            stop(job)
+        out, _ = stop(liar)
+    assert "connected" not in out, "a CLI talked to the planted coordinator"
+    print("foreign-job: ok")
+
+
+def scenario_squatted_dir(cli_path, fake, repo, build):
+    """Mallory creates /tmp/perftracker-<alice> first (mode 0777) and plants a job file of
+    her own coordinator in it. Alice's job still registers (in her private fallback), her
+    trigger finds it, says what the squatted directory is (owner, mode) and where it looks
+    instead, and never talks to Mallory's coordinator."""
+    squat = "/tmp/perftracker-%d" % ALICE
+    os.mkdir(squat)
+    os.chown(squat, MALLORY, MALLORY)
+    os.chmod(squat, 0o777)
+    keys = "/tmp/mallory-keys"
+    liar = start_liar(fake, MALLORY, {"PERFTRACKER_KEY_DIR": keys})
+    job = None
+    try:
+        for name in os.listdir(keys):  # planted into the squat, as Mallory's files
+            text = open(os.path.join(keys, name)).read().replace(keys + "/", squat + "/")
+            path = os.path.join(squat, name)
+            with open(path, "w") as f:
+                f.write(text)
+            os.chown(path, MALLORY, MALLORY)
+            os.chmod(path, 0o600)
+        job = start_job(fake, ALICE)
+        r = cli(cli_path, "--trigger-on", "--auto-analyze", "--wait", "1", uid=ALICE)
+        assert r.returncode == 0, "alice's trigger exited %d" % r.returncode
+        fallbacks = glob.glob(squat + ".??????")
+        assert len(fallbacks) == 1, "fallback directories: %s" % fallbacks
+        st = os.stat(fallbacks[0])
+        assert st.st_uid == ALICE and st.st_mode & 0o777 == 0o700, "the fallback is not alice's private directory"
+        assert glob.glob(fallbacks[0] + "/job-*.info"), "alice's job did not register in the fallback"
+        said = "%s is a directory of uid %d, mode 0777, not of this user (uid %d): perftracker does not use it; " \
+               "this user's job files and keys are in %s instead" % (squat, MALLORY, ALICE, fallbacks[0])
+        assert said in r.stderr, "the trigger did not say what it found and where it looks instead"
+        assert "ignored %s/job-127.0.0.1-29601.info: it belongs to uid %d" % (squat, MALLORY) in r.stderr, \
+            "the trigger did not name the planted job file"
+        assert "connected to the job's coordinator at 127.0.0.1:29501 (job 29500" in r.stderr, "not alice's job"
+        listing = cli(cli_path, "jobs", uid=ALICE)
+        assert [row.split()[0] for row in listing.stdout.splitlines()[1:]] == ["29500"], "jobs: " + listing.stdout
+    finally:
+        job_log = stop(job)[1] if job else ""
+        out, _ = stop(liar)
+    assert "perftracker[coordinator]: " + said in job_log, "the job's log does not name the squat:\n" + job_log
+    assert "connected" not in out, "alice's CLI talked to mallory's coordinator"
+    print("squatted-dir: ok")
+
+
+SCENARIOS = {"readme": scenario_readme, "shared-output": scenario_shared_output, "foreign-job": scenario_foreign_job,
+             "squatted-dir": scenario_squatted_dir}
 
 
 def main():

@@ -1,0 +1,407 @@
+/* summary_check.c -- the one validator every summary passes before any analysis reads it.
+ *
+ * Summaries arrive as files and as frames from peers (summary_io.c decodes them, then
+ * calls pt_summary_check), and they are made in memory by the summarizer and by synth
+ * out of traces that are just as hostile. pt_diagnose checks every worker it is given
+ * again, so nothing reaches the analysis unchecked, whichever way it came; one copy of
+ * the rules serves both doors.
+ *
+ * The rules are what the summarizer guarantees (docs/summary-format.md lists them):
+ *   - counts within the PT_SUMMARY_MAX_* bounds (summary.h);
+ *   - strings bounded, and the ones that key something (the worker, a metric) non-empty.
+ *     A function may be unnamed: a trace can hold an event named "". Bytes that are not
+ *     UTF-8 are not refused: every writer makes them safe (JSON: U+FFFD; the terminal:
+ *     '?' for control characters);
+ *   - nothing twice that the analysis keys by: step numbers, (class, name) of functions,
+ *     metric names. The hardware section sized an array by workers and wrote one entry
+ *     per matching metric: a repeated metric name overflowed it;
+ *   - times within bounds, so that no sum the analysis makes can overflow: durations in
+ *     [0, 2^60) ns, the window at most 30 days, the parts of the window and of each step
+ *     (per class, idle, a function's union) no larger than their whole;
+ *   - steps in order of their start, inside the window; finite floating-point values.
+ * Each failure is one sentence naming the rule and the value. Names in it are cut short
+ * and their control characters shown as '?', so a message is safe to print or log.
+ * Cost: linear, plus sorting pointers to find repeats (O(n log n)); nothing is copied. */
+#define _POSIX_C_SOURCE 200809L /* strnlen */
+#include "summarize/summary.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHOWN_MAX 60        /* bytes of a name a message shows */
+/* Parts of a rebuilt worker (compare/run.c) are rounded to the nanosecond one by one, so
+ * their sum may pass their whole by a nanosecond per part. */
+#define ROUNDING_SLACK_NS (PT_CLASS_COUNT + 1)
+
+#define REFUSE(...) (pt_error_set(err, __VA_ARGS__), false)
+
+/* A name as a message shows it: at most SHOWN_MAX bytes, control characters as '?'. */
+static const char *shown(const char *name, char buf[SHOWN_MAX + 4])
+{
+    if (!name)
+        return "(none)";
+    size_t n = strnlen(name, SHOWN_MAX + 1);
+    size_t kept = n > SHOWN_MAX ? SHOWN_MAX : n;
+    for (size_t i = 0; i < kept; i++) {
+        unsigned char c = (unsigned char)name[i];
+        buf[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    memcpy(buf + kept, n > SHOWN_MAX ? "..." : "", n > SHOWN_MAX ? 4 : 1);
+    return buf;
+}
+
+void pt_summary_describe(const pt_worker_summary *s, char *out, size_t cap)
+{
+    char name[SHOWN_MAX + 4];
+    const char *who = s->name && s->name[0] ? shown(s->name, name) : "(unnamed worker)";
+    if (s->rank >= 0)
+        snprintf(out, cap, "%s (rank %" PRId32 ")", who, s->rank);
+    else
+        snprintf(out, cap, "%s", who);
+}
+
+/* ------------------------------------------------------------ values */
+
+/* What a string may be: absent (NULL), present but possibly "", or non-empty. */
+typedef enum text_rule { MAY_BE_ABSENT, PRESENT, NON_EMPTY } text_rule;
+
+static bool text_ok(const char *what, const char *text, text_rule rule, pt_error *err)
+{
+    if (!text)
+        return rule == MAY_BE_ABSENT || REFUSE("%s is missing", what);
+    size_t n = strnlen(text, PT_SUMMARY_MAX_NAME + 1);
+    if (rule == NON_EMPTY && n == 0)
+        return REFUSE("%s is empty", what);
+    if (n > PT_SUMMARY_MAX_NAME)
+        return REFUSE("%s is longer than %u bytes", what, PT_SUMMARY_MAX_NAME);
+    return true;
+}
+
+/* Whose value a rule is about: "step 11's ", "the compute function \"gemm\"'s ", or
+ * nothing (the worker's own). Put into words only when a rule is broken, so checking a
+ * valid summary formats nothing. */
+typedef struct owner {
+    const char *what;  /* NULL: the worker itself */
+    const char *name;  /* quoted after what, or NULL */
+    bool numbered;     /* number after what ("step 11") */
+    int64_t number;
+} owner;
+
+#define WORKER ((owner){NULL, NULL, false, 0})
+#define OWNER_TEXT_MAX (SHOWN_MAX + 64)
+
+static const char *owner_text(owner o, char buf[OWNER_TEXT_MAX])
+{
+    char name[SHOWN_MAX + 4];
+    if (!o.what)
+        buf[0] = '\0';
+    else if (o.name)
+        snprintf(buf, OWNER_TEXT_MAX, "%s \"%s\"'s ", o.what, shown(o.name, name));
+    else if (o.numbered)
+        snprintf(buf, OWNER_TEXT_MAX, "%s %" PRId64 "'s ", o.what, o.number);
+    else
+        snprintf(buf, OWNER_TEXT_MAX, "%s's ", o.what);
+    return buf;
+}
+
+#define REFUSE_OWNED(o, fmt, ...) (pt_error_set(err, "%s" fmt, owner_text(o, who), __VA_ARGS__), false)
+
+static bool time_ok(owner o, const char *field, int64_t ns, int64_t max, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    return (ns >= 0 && ns <= max) ||
+           REFUSE_OWNED(o, "%s is %" PRId64 " ns, outside 0 to %" PRId64 " ns", field, ns, max);
+}
+
+static bool count_ok(owner o, const char *field, uint64_t v, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    return v <= (uint64_t)INT64_MAX || REFUSE_OWNED(o, "%s is %" PRIu64 ", beyond int64", field, v);
+}
+
+static bool finite_ok(owner o, const char *field, double v, bool non_negative, pt_error *err)
+{
+    char who[OWNER_TEXT_MAX];
+    if (!isfinite(v))
+        return REFUSE_OWNED(o, "%s is not a finite number", field);
+    return !non_negative || v >= 0 || REFUSE_OWNED(o, "%s is negative (%g)", field, v);
+}
+
+static bool at_least(const char *what, int64_t v, int64_t min, pt_error *err)
+{
+    return v >= min || REFUSE("%s is %" PRId64 ", below %" PRId64, what, v, min);
+}
+
+static const char *const exposed_field[PT_CLASS_COUNT] = {
+    "exposed compute time", "exposed memory time", "exposed communication time", "exposed runtime time",
+    "exposed python time"};
+
+/* exposed time per class and idle: each within whole, their sum too. */
+static bool parts_ok(owner o, const int64_t exposed[PT_CLASS_COUNT], int64_t idle, int64_t whole, pt_error *err)
+{
+    int64_t sum = 0; /* each part <= whole <= 2^60: no overflow */
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        if (!time_ok(o, exposed_field[c], exposed[c], whole, err))
+            return false;
+        sum += exposed[c];
+    }
+    if (!time_ok(o, "idle time", idle, whole, err))
+        return false;
+    sum += idle;
+    char who[OWNER_TEXT_MAX];
+    return sum <= whole + ROUNDING_SLACK_NS ||
+           REFUSE_OWNED(o, "exposed and idle times add up to %" PRId64 " ns, more than its %" PRId64 " ns", sum,
+                        whole);
+}
+
+/* ------------------------------------------------------------ repeats */
+
+typedef int (*ptr_cmp)(const void *, const void *);
+
+/* The first of ptrs (n pointers to items) equal to another under cmp, or NULL. Sorts
+ * ptrs. */
+static const void *repeated(const void **ptrs, size_t n, ptr_cmp cmp)
+{
+    qsort(ptrs, n, sizeof *ptrs, cmp);
+    for (size_t i = 1; i < n; i++)
+        if (cmp(&ptrs[i - 1], &ptrs[i]) == 0)
+            return ptrs[i];
+    return NULL;
+}
+
+static int cmp_step_number(const void *x, const void *y)
+{
+    const pt_step_summary *a = *(const pt_step_summary *const *)x, *b = *(const pt_step_summary *const *)y;
+    return pt_cmp_i64(a->step, b->step);
+}
+
+static int cmp_function_key(const void *x, const void *y)
+{
+    const pt_function_summary *a = *(const pt_function_summary *const *)x;
+    const pt_function_summary *b = *(const pt_function_summary *const *)y;
+    int order = pt_cmp_i64(a->cls, b->cls);
+    return order ? order : strcmp(a->name, b->name);
+}
+
+static int cmp_metric_name(const void *x, const void *y)
+{
+    const pt_metric_summary *a = *(const pt_metric_summary *const *)x, *b = *(const pt_metric_summary *const *)y;
+    return strcmp(a->name, b->name);
+}
+
+/* Fills ptrs[i] = items + i * size and looks for a repeat. */
+static const void *find_repeat(const void *items, size_t n, size_t size, ptr_cmp cmp)
+{
+    if (n < 2)
+        return NULL;
+    const void **ptrs = pt_xmalloc(n * sizeof *ptrs);
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = (const char *)items + i * size;
+    const void *twice = repeated(ptrs, n, cmp);
+    free(ptrs);
+    return twice;
+}
+
+/* ------------------------------------------------------------ the parts of a summary */
+
+static bool identity_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (!text_ok("the worker's name", s->name, NON_EMPTY, err) ||
+        !text_ok("the host name", s->host, MAY_BE_ABSENT, err) ||
+        !text_ok("the device name", s->device_name, MAY_BE_ABSENT, err) ||
+        !text_ok("the backend", s->backend, MAY_BE_ABSENT, err) ||
+        !text_ok("the producer", s->producer, MAY_BE_ABSENT, err))
+        return false;
+    if (s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE)
+        return REFUSE("rank %" PRId32 " is outside -1 (unknown) to %d", s->rank, PT_MAX_WORLD_SIZE - 1);
+    if (s->world_size != -1 && (s->world_size < 1 || s->world_size > PT_MAX_WORLD_SIZE))
+        return REFUSE("world size %" PRId32 " is outside 1 to %d (or -1, unknown)", s->world_size, PT_MAX_WORLD_SIZE);
+    if (s->rank >= 0 && s->world_size > 0 && s->rank >= s->world_size)
+        return REFUSE("rank %" PRId32 " is not below its world size %" PRId32, s->rank, s->world_size);
+    if (s->local_rank < -1 || s->local_rank >= PT_MAX_WORLD_SIZE)
+        return REFUSE("local rank %" PRId32 " is outside -1 (unknown) to %d", s->local_rank, PT_MAX_WORLD_SIZE - 1);
+    if ((unsigned)s->rank_source > PT_RANK_FROM_FILE_ORDER)
+        return REFUSE("the rank's source (%u) is not one perftracker knows", (unsigned)s->rank_source);
+    return at_least("the pid", s->pid, -1, err) && at_least("the device count", s->device_count, -1, err) &&
+           count_ok(WORKER, "the event count", s->events, err) &&
+           at_least("the dropped event count", s->dropped_events, -1, err) &&
+           at_least("the hardware sample period", s->hw_sample_period_us, -1, err);
+}
+
+static bool window_ok(const pt_worker_summary *s, pt_error *err)
+{
+    /* Starts are Unix-epoch ns (the summarizer ignores an origin beyond 2116) or, without
+     * a clock, small offsets; differences of two must fit int64. */
+    if (s->window_start_ns <= -(INT64_C(1) << 62) || s->window_start_ns >= INT64_C(1) << 62)
+        return REFUSE("the window starts at %" PRId64 " ns, beyond the year 2116", s->window_start_ns);
+    if (!time_ok(WORKER, "the profiled window", s->window_ns, PT_SUMMARY_MAX_WINDOW_NS, err))
+        return false;
+    /* A window of 0 is a worker with no profile (a hang's, round.c): it holds nothing. */
+    if (s->window_ns == 0 && (s->step_count || s->function_count || s->metric_count))
+        return REFUSE("the profiled window is empty but holds %zu steps, %zu functions and %zu metrics",
+                      s->step_count, s->function_count, s->metric_count);
+    static const char *const busy_field[PT_CLASS_COUNT] = {"the busy compute time", "the busy memory time",
+                                                           "the busy communication time", "the busy runtime time",
+                                                           "the busy python time"};
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        if (!time_ok(WORKER, busy_field[c], s->union_ns[c], s->window_ns, err))
+            return false;
+    if (!parts_ok((owner){"the window", NULL, false, 0}, s->exposed_ns, s->idle_ns, s->window_ns, err))
+        return false;
+    if (!at_least("the hang step", s->hang_step, -1, err) ||
+        !time_ok(WORKER, "the stall", s->stall_ns, PT_SUMMARY_MAX_NS, err))
+        return false;
+    if ((unsigned)s->stall_class >= PT_CLASS_COUNT)
+        return REFUSE("the stall's class (%u) is not one perftracker knows", (unsigned)s->stall_class);
+    return text_ok("the hang's stack", s->hang_stack, MAY_BE_ABSENT, err) &&
+           text_ok("the stalled function", s->stall_function, MAY_BE_ABSENT, err);
+}
+
+static bool steps_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->step_count > PT_SUMMARY_MAX_STEPS)
+        return REFUSE("%zu steps, more than the %u a summary may hold", s->step_count, PT_SUMMARY_MAX_STEPS);
+    if (s->step_count && !s->steps)
+        return REFUSE("%zu steps are counted but none is there", s->step_count);
+    for (size_t i = 0; i < s->step_count; i++) {
+        const pt_step_summary *st = &s->steps[i];
+        if (st->step < 0)
+            return REFUSE("step number %" PRId64 " is negative", st->step);
+        if (st->dur_ns <= 0 || st->dur_ns > s->window_ns)
+            return REFUSE("step %" PRId64 " lasts %" PRId64 " ns, outside 1 ns to the window's %" PRId64 " ns",
+                          st->step, st->dur_ns, s->window_ns);
+        if (st->start_ns < 0 || st->start_ns > s->window_ns - st->dur_ns)
+            return REFUSE("step %" PRId64 " (from %" PRId64 " ns, %" PRId64 " ns long) is not inside the window of "
+                          "%" PRId64 " ns", st->step, st->start_ns, st->dur_ns, s->window_ns);
+        if (i > 0 && st->start_ns < s->steps[i - 1].start_ns)
+            return REFUSE("step %" PRId64 " starts before step %" PRId64 ", which comes first", st->step,
+                          s->steps[i - 1].step);
+        if (!parts_ok((owner){"step", NULL, true, st->step}, st->exposed_ns, st->idle_ns, st->dur_ns, err))
+            return false;
+    }
+    const pt_step_summary *twice = find_repeat(s->steps, s->step_count, sizeof *s->steps, cmp_step_number);
+    return !twice || REFUSE("step %" PRId64 " appears twice", twice->step);
+}
+
+/* A Python stack's time adds up over the threads that run it, so it may exceed the
+ * window; every other class's is the union of its executions, never more. */
+static int64_t exposed_bound(const pt_function_summary *f, int64_t whole)
+{
+    return f->cls == PT_CLASS_PYTHON ? PT_SUMMARY_MAX_NS : whole;
+}
+
+static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f, pt_error *err)
+{
+    static const char *const kinds[PT_CLASS_COUNT] = {"the compute function", "the memory function",
+                                                      "the communication function", "the runtime function",
+                                                      "the python function"};
+    if ((unsigned)f->cls >= PT_CLASS_COUNT)
+        return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
+    if (!text_ok("a function's name", f->name, PRESENT, err) ||
+        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
+        return false;
+    owner fn = {kinds[f->cls], f->name, false, 0};
+    if (!count_ok(fn, "execution count", f->count, err) ||
+        !time_ok(fn, "total time", f->total_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "exposed time", f->exposed_ns, exposed_bound(f, s->window_ns), err) ||
+        !time_ok(fn, "waiting time", f->waiting_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "median", f->median_ns, PT_SUMMARY_MAX_NS, err) ||
+        !time_ok(fn, "longest execution", f->max_ns, PT_SUMMARY_MAX_NS, err) ||
+        !finite_ok(fn, "mean throughput", f->throughput_avg_pct, true, err) ||
+        !finite_ok(fn, "throughput deviation", f->throughput_std_pct, true, err) ||
+        !finite_ok(fn, "bus bandwidth", f->busbw_avg_gbps, true, err))
+        return false;
+    char who[OWNER_TEXT_MAX];
+    if (f->step_count && (f->step_count != s->step_count || f->step_count > PT_SUMMARY_MAX_STEP_VALUES))
+        return REFUSE_OWNED(fn, "per-step values are %zu for %zu steps (at most %d)", f->step_count, s->step_count,
+                            PT_SUMMARY_MAX_STEP_VALUES);
+    if (f->step_count && !f->step_exposed_ns)
+        return REFUSE_OWNED(fn, "per-step values are counted (%zu) but none is there", f->step_count);
+    for (size_t k = 0; k < f->step_count; k++)
+        if (!time_ok(fn, "exposed time in a step", f->step_exposed_ns[k], exposed_bound(f, s->steps[k].dur_ns), err))
+            return false;
+    return true;
+}
+
+static bool functions_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->function_count > PT_SUMMARY_MAX_FUNCTIONS)
+        return REFUSE("%zu functions, more than the %u a summary may hold", s->function_count,
+                      PT_SUMMARY_MAX_FUNCTIONS);
+    if (s->function_count && !s->functions)
+        return REFUSE("%zu functions are counted but none is there", s->function_count);
+    for (size_t i = 0; i < s->function_count; i++)
+        if (!function_ok(s, &s->functions[i], err))
+            return false;
+    const pt_function_summary *twice =
+        find_repeat(s->functions, s->function_count, sizeof *s->functions, cmp_function_key);
+    char name[SHOWN_MAX + 4];
+    return !twice ||
+           REFUSE("the %s function \"%s\" appears twice", pt_class_name(twice->cls), shown(twice->name, name));
+}
+
+static bool metric_ok(const pt_metric_summary *m, pt_error *err)
+{
+    if (!text_ok("a metric's name", m->name, NON_EMPTY, err))
+        return false;
+    owner metric = {"metric", m->name, false, 0};
+    char who[OWNER_TEXT_MAX];
+    if (m->samples == 0)
+        return REFUSE_OWNED(metric, "sample count is %d: it has no samples", 0);
+    if (!count_ok(metric, "sample count", m->samples, err) || !finite_ok(metric, "mean", m->mean, false, err) ||
+        !finite_ok(metric, "minimum", m->min, false, err) || !finite_ok(metric, "maximum", m->max, false, err))
+        return false;
+    /* The mean is a sum over samples divided by their count: rounding may put it a few
+     * ulps outside [min, max], never more than this. */
+    double slack = 1e-9 * fmax(fabs(m->min), fabs(m->max));
+    if (m->min > m->max || m->mean < m->min - slack || m->mean > m->max + slack)
+        return REFUSE_OWNED(metric, "mean %g is outside its minimum %g and maximum %g", m->mean, m->min, m->max);
+    if (m->points > PT_SERIES_MAX_POINTS)
+        return REFUSE_OWNED(metric, "series has %zu points, more than %d", m->points, PT_SERIES_MAX_POINTS);
+    for (size_t k = 0; k < m->points; k++) {
+        if (!finite_ok(metric, "series time", m->series_ms[k], true, err) ||
+            !finite_ok(metric, "series value", m->series_value[k], false, err))
+            return false;
+        if (k > 0 && m->series_ms[k] < m->series_ms[k - 1])
+            return REFUSE_OWNED(metric, "series goes back in time (%g ms after %g ms)", (double)m->series_ms[k],
+                                (double)m->series_ms[k - 1]);
+    }
+    return true;
+}
+
+static bool metrics_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->metric_count > PT_SUMMARY_MAX_METRICS)
+        return REFUSE("%zu metrics, more than the %d a summary may hold", s->metric_count, PT_SUMMARY_MAX_METRICS);
+    if (s->metric_count && !s->metrics)
+        return REFUSE("%zu metrics are counted but none is there", s->metric_count);
+    for (size_t i = 0; i < s->metric_count; i++)
+        if (!metric_ok(&s->metrics[i], err))
+            return false;
+    const pt_metric_summary *twice = find_repeat(s->metrics, s->metric_count, sizeof *s->metrics, cmp_metric_name);
+    char name[SHOWN_MAX + 4];
+    return !twice || REFUSE("metric \"%s\" appears twice", shown(twice->name, name));
+}
+
+static bool warnings_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->warning_count > PT_SUMMARY_MAX_WARNINGS)
+        return REFUSE("%zu warnings, more than the %u a summary may hold", s->warning_count, PT_SUMMARY_MAX_WARNINGS);
+    if (s->warning_count && !s->warnings)
+        return REFUSE("%zu warnings are counted but none is there", s->warning_count);
+    for (size_t i = 0; i < s->warning_count; i++)
+        if (!text_ok("a warning", s->warnings[i], PRESENT, err))
+            return false;
+    return true;
+}
+
+int pt_summary_check(const pt_worker_summary *s, pt_error *err)
+{
+    /* Steps before functions: a function's per-step values are checked against them. */
+    bool ok = identity_ok(s, err) && window_ok(s, err) && steps_ok(s, err) && functions_ok(s, err) &&
+              metrics_ok(s, err) && warnings_ok(s, err);
+    return ok ? 0 : -1;
+}

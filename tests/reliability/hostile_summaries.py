@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""`perftracker analyze` on a job with one hostile worker (issue 15, items 1 and 10).
+
+usage: hostile_summaries.py WORKDIR REGRESSIONS_DIR   (PT_CLI: the perftracker binary)
+
+A good 4-worker job is made with `perftracker synth` and `perftracker summarize` (one
+.ptsum per worker). Rank 2's summary is then replaced by each saved crasher of
+fuzz/regressions/summary/ in turn (a metric name three times, which overflowed the
+hardware section: SIGBUS; INT64_MAX times; step parts larger than their step), and in a
+last job by a trace whose two kernels are named so that they summarize to the same
+function (an invalid summary made in memory, refused by the diagnosis itself). For each:
+  - exit status 3 (report written, an input refused), no sanitizer report;
+  - one stderr line names the worker (its file, and its rank) and the rule it broke;
+  - report.json analyses ranks 0, 1 and 3 (never "error" or "missing"), lists rank 2's
+    file as failed, and its warnings carry the same reason.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+CLI = os.environ.get("PT_CLI", "perftracker")
+GOOD_RANKS = (0, 1, 3)
+BAD_STEM = "node0_2_10002"
+TIMEOUT_S = 300
+
+
+def run(args):
+    return subprocess.run([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          errors="replace", timeout=TIMEOUT_S)
+
+
+def good_job(work):
+    traces = os.path.join(work, "traces")
+    if not os.path.exists(os.path.join(traces, "expected.json")):
+        shutil.rmtree(traces, ignore_errors=True)
+        p = run(["synth", "-n", "4", "--steps", "3", "--layers", "1", "-o", traces])
+        assert p.returncode == 0, p.stderr
+    summaries = os.path.join(work, "summaries")
+    os.makedirs(summaries, exist_ok=True)
+    for rank in range(4):
+        stem = f"node0_{rank}_{10000 + rank}"
+        out = os.path.join(summaries, stem + ".ptsum")
+        if not os.path.exists(out):
+            p = run(["summarize", os.path.join(traces, stem + ".json"), "-o", out])
+            assert p.returncode == 0, p.stderr
+    return traces, summaries
+
+
+def job_with(work, name, good_dir, good_ext, bad_name, bad_bytes):
+    job = os.path.join(work, "job-" + name)
+    shutil.rmtree(job, ignore_errors=True)
+    os.makedirs(job)
+    for rank in GOOD_RANKS:
+        stem = f"node0_{rank}_{10000 + rank}"
+        shutil.copy(os.path.join(good_dir, stem + good_ext), job)
+    with open(os.path.join(job, bad_name), "wb") as f:
+        f.write(bad_bytes)
+    return job
+
+
+def check(name, job, out, rule, problems):
+    p = run(["analyze", "-q", "-j", "2", "-o", out, job])
+    where = f"{name}: "
+    if p.returncode != 3:
+        problems.append(f"{where}exit status {p.returncode}, expected 3; stderr:\n{p.stderr[-2000:]}")
+    if re.search(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error", p.stderr):
+        problems.append(f"{where}sanitizer report:\n{p.stderr[-3000:]}")
+    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and "rank 2" in l and re.search(rule, l)]
+    if not lines:
+        problems.append(f"{where}no stderr line names {BAD_STEM} (rank 2) and /{rule}/:\n{p.stderr[-2000:]}")
+    try:
+        with open(os.path.join(out, "report.json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        problems.append(f"{where}no report.json: {e}")
+        return
+    if report["job"]["workers_analyzed"] != 3 or report["job"]["workers_failed"] != 1:
+        problems.append(f"{where}job: {report['job']}")
+    by_rank = {}
+    for w in report["workers"]:
+        by_rank.setdefault(w["rank"], []).append(w)
+    for rank in GOOD_RANKS:
+        statuses = [w["status"] for w in by_rank.get(rank, [])]
+        if not statuses or any(s in ("error", "missing") for s in statuses):
+            problems.append(f"{where}rank {rank} is {statuses or 'absent'}")
+    failed = [w for w in report["workers"] if w["status"] == "error"]
+    if len(failed) != 1 or BAD_STEM not in failed[0]["name"]:
+        problems.append(f"{where}failed workers: {failed}")
+    if not any(BAD_STEM in w and re.search(rule, w) for w in report["warnings"]):
+        problems.append(f"{where}no warning in the report names {BAD_STEM} and /{rule}/: {report['warnings']}")
+    print(f"{name}: exit {p.returncode}; {lines[0].strip() if lines else '(no line)'}")
+
+
+def colliding_kernels_trace(traces):
+    """Rank 2's trace with two kernels that summarize to one function key: "gemm" on a
+    2x1x1 grid of 128x1x1 blocks is "gemm2_1_1|128_1_1", and so is a kernel given that
+    very name and no grid."""
+    with open(os.path.join(traces, BAD_STEM + ".json")) as f:
+        doc = json.load(f)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "nccl" not in e.get("name", "")]
+    kernels[0]["name"] = "gemm"
+    kernels[0].setdefault("args", {}).update({"grid": [2, 1, 1], "block": [128, 1, 1]})
+    kernels[1]["name"] = "gemm2_1_1|128_1_1"
+    kernels[1].setdefault("args", {}).pop("grid", None)
+    kernels[1]["args"].pop("block", None)
+    return json.dumps(doc).encode()
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    work, regressions = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    traces, summaries = good_job(work)
+    cases = [
+        ("repeated-metric-overflows-hardware.ptsum", r'metric "gpu0\.sm_active_pct" appears twice'),
+        ("int64-max-times.ptsum", r"the profiled window is 9223372036854775807 ns"),
+        ("step-parts-beyond-the-step.ptsum", r"step \d+'s exposed and idle times add up to"),
+    ]
+    problems = []
+    for file, rule in cases:
+        with open(os.path.join(regressions, file), "rb") as f:
+            bad = f.read()
+        job = job_with(work, file, summaries, ".ptsum", BAD_STEM + ".ptsum", bad)
+        check(file, job, os.path.join(work, "out-" + file), rule, problems)
+    job = job_with(work, "colliding-kernels", traces, ".json", BAD_STEM + ".json", colliding_kernels_trace(traces))
+    check("colliding-kernels", job, os.path.join(work, "out-colliding-kernels"),
+          r'invalid summary, not analysed: the compute function "gemm2_1_1\|128_1_1" appears twice', problems)
+    if problems:
+        print("FAIL:\n" + "\n".join(problems))
+        return 1
+    print(f"PASS: {len(cases) + 1} hostile workers refused, naming worker and rule; the others analysed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -171,6 +171,7 @@ static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
  * waits as long as they do) costs the job nothing; its excess is noise or slack. */
 typedef struct peer_context {
     bool *host_slow;   /* [w]: named by a host finding; its CPU-side functions are not */
+    bool *gpu_slow;    /* [w]: named by a slow-GPU finding; its kernels are not */
     double *extra_cpu; /* [w]: CPU-side excess already named as extra calls */
     double *lead;      /* [w]: how much less than the typical worker it waits, when real */
     bool has_waiting;  /* the workers wait at all (collectives, or idle between them) */
@@ -211,13 +212,17 @@ static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_ro
     }
     if (!pt_finding_names(f, who->worker))
         pt_finding_name_worker(f, who->worker, who->value);
-    double impact = pt_impact_of(a, who->excess);
-    if (impact > f->impact || f->evidence == PT_EVIDENCE_NONE) {
-        f->impact = fmax(f->impact, impact);
+    if (who->excess > f->excess_ms || f->evidence == PT_EVIDENCE_NONE) {
+        f->excess_ms = fmax(f->excess_ms, who->excess);
         f->evidence = who->evidence;
         f->calls = who->calls;
         f->peer_calls = who->peer_calls;
     }
+    /* Slowness spread over a class is fixed as the class; else the function. */
+    f->row = row;
+    f->fix = f->evidence == PT_EVIDENCE_CLASS ? PT_FIX_CLASSES : PT_FIX_ROW;
+    f->classes = PT_CLASS_BIT(row->cls);
+    (void)a;
 }
 
 static bool cpu_side(pt_class cls)
@@ -242,7 +247,8 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
         for (size_t w = 0; w < a->n; w++) {
-            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)))
+            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)) ||
+                (!exact_pass && c->gpu_slow[w] && row->cls == PT_CLASS_COMPUTE))
                 continue;
             pt_evidence evidence = call_evidence(calls[w], peer_calls);
             bool exact = evidence != PT_EVIDENCE_SLOWER;
@@ -308,7 +314,8 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
         pt_class cls = judged[k];
         class_values(a, cls, &v);
         for (size_t w = 0; w < a->n; w++) {
-            if ((c->host_slow[w] && cpu_side(cls)) || class_names_worker(list, cls, w) || !holds_others_up(c, w))
+            if ((c->host_slow[w] && cpu_side(cls)) || (c->gpu_slow[w] && cls == PT_CLASS_COMPUTE) ||
+                class_names_worker(list, cls, w) || !holds_others_up(c, w))
                 continue;
             double excess = real_excess(a, &v, w, false);
             bool only[PT_CLASS_COUNT] = {false};
@@ -328,12 +335,13 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
 
 /* ------------------------------------------------------------ slow hosts */
 
-/* Worker w's per-call time against the others', over the CPU-side functions most workers
- * run as often as w does, counted alike whatever their time (one long call, a sleep, must
+/* Worker w's per-call time against the others', over the functions of the given classes
+ * (CPU-side ones for a host, kernels for a GPU) most workers run as often as w does, counted alike whatever their time (one long call, a sleep, must
  * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
  * *median_ratio is the typical function's ratio; returns the share of functions slowed
  * by at least half of it. */
-static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
+static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, size_t *compared,
+                              double *median_ratio)
 {
     double *ratios = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ratios);
     double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
@@ -341,7 +349,7 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         const pt_function_summary *mine = row->by_worker[w];
-        if (!cpu_side(row->cls) || !mine || !mine->count || !mine->total_ns ||
+        if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
             (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
         pt_row_calls_per_step(a, row, calls);
@@ -372,18 +380,18 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
     return k ? (double)slowed / (double)k : 0;
 }
 
-static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)
+static void describe_host(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_buf s = PT_BUF_INIT;
-    char pct[PT_PERCENT_LEN];
     pt_ranks_phrase(a, f, &s);
     pt_buf_printf(&s, "%s CPU-side work (runtime calls and Python) is uniformly slower than on the other workers: "
-                      "the same calls take %.2gx as long per call across %zu functions, costing ",
-                  f->worker_count == 1 ? "'s" : "'", factor, compared);
-    pt_put_ms(&s, f->impact * a->median_step_ms);
-    pt_buf_printf(&s, " per step (%s of the step). That is the host, not the code: CPU contention (other "
-                      "processes, too few cores per rank) or throttling (CPU frequency, NUMA placement) there.",
-                  pt_percent(pct, 100 * f->impact));
+                      "the same calls take %.2gx as long per call across %.0f functions, ",
+                  f->worker_count == 1 ? "'s" : ": their", f->calls, f->peer_calls);
+    pt_put_ms(&s, f->excess_ms);
+    pt_buf_puts(&s, " more per step");
+    pt_put_saving(a, f, step_ms, &s);
+    pt_buf_puts(&s, ". That is the host, not the code: CPU contention (other processes, too few cores per rank) or "
+                    "throttling (CPU frequency, NUMA placement) there.");
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -412,7 +420,9 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         /* Extra work explains it (a gc.collect slows what runs after it too), or one function
          * does (a long sleep, while the others spin in a barrier on the same cores). */
         if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
-            one_function_explains(a, w, excess) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
+            one_function_explains(a, w, excess) ||
+            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), &compared, &factor) <
+                UNIFORM_SHARE ||
             compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
@@ -420,10 +430,53 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
             f = pt_finding_add(list, "host", "CPU-side work: runtime calls and Python", "workers");
             f->metric = "CPU-side exposed ms per step";
             f->median = v.median;
+            f->fix = PT_FIX_CLASSES;
+            f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
         }
         pt_finding_name_worker(f, w, v.mean[w]);
-        f->impact = fmax(f->impact, pt_impact_of(a, excess));
-        describe_host(a, f, compared, factor);
+        if (excess > f->excess_ms) /* the sentence's factor and count are the worst worker's */
+            f->excess_ms = excess, f->calls = factor, f->peer_calls = (double)compared;
+    }
+    values_free(&v);
+}
+
+/* ------------------------------------------------------------ slow GPUs */
+
+/* A GPU clocked down (power, heat) or worn runs every kernel slower by one factor: when a
+ * worker's compute stands out and most of its kernels, called as often as elsewhere, are
+ * slower per call by a similar factor, that is one finding for all of them, costed at
+ * the whole class's excess (not the one kernel that shows most). Several such workers
+ * (a host's GPUs) are one finding. */
+static void slow_gpus(const pt_analysis *a, finding_list *list, peer_context *c)
+{
+    peer_values v;
+    values_init(&v, a, a->aligned_steps);
+    class_values(a, PT_CLASS_COMPUTE, &v);
+    finding *f = NULL;
+    bool only[PT_CLASS_COUNT] = {false};
+    only[PT_CLASS_COMPUTE] = true;
+    for (size_t w = 0; w < a->n; w++) {
+        double excess = real_excess(a, &v, w, false), factor;
+        size_t compared;
+        named who;
+        if (excess <= 0 || !holds_others_up(c, w) ||
+            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &compared, &factor) < UNIFORM_SHARE ||
+            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR || !largest_excess(a, w, only, &who))
+            continue;
+        c->gpu_slow[w] = true;
+        if (!f) {
+            f = pt_finding_add(list, pt_category_of(PT_CLASS_COMPUTE), largest_excess(a, w, only, &who)->name,
+                               pt_section_of(PT_CLASS_COMPUTE));
+            f->metric = "exposed compute ms per step";
+            f->median = v.median;
+            f->cls = PT_CLASS_COMPUTE;
+            f->evidence = PT_EVIDENCE_UNIFORM;
+            f->fix = PT_FIX_CLASSES;
+            f->classes = PT_CLASS_BIT(PT_CLASS_COMPUTE);
+        }
+        pt_finding_name_worker(f, w, v.mean[w]);
+        if (excess > f->excess_ms) /* the sentence's factor and count are the worst worker's */
+            f->excess_ms = excess, f->calls = factor, f->peer_calls = (double)compared;
     }
     values_free(&v);
 }
@@ -462,14 +515,15 @@ static const pt_fn_row *explain_lead(const pt_analysis *a, size_t w, double lead
     return row;
 }
 
-static void describe_untraced(const pt_analysis *a, finding *f, double worst)
+static void describe_untraced(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_buf s = PT_BUF_INIT;
     pt_ranks_phrase(a, f, &s);
     pt_buf_printf(&s, " %s the straggler: the other workers wait ", f->worker_count == 1 ? "is" : "are");
-    pt_put_ms(&s, worst);
-    pt_buf_printf(&s, " per step for %s, but no traced function explains it; look for untraced CPU work, I/O or "
-                      "OS noise on that host.", f->worker_count == 1 ? "it" : "them");
+    pt_put_ms(&s, f->median);
+    pt_buf_printf(&s, " per step for %s, but no traced function explains it", f->worker_count == 1 ? "it" : "them");
+    pt_put_saving(a, f, step_ms, &s);
+    pt_buf_puts(&s, "; look for untraced CPU work, I/O or OS noise on that host.");
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -499,7 +553,6 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
 static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
 {
     finding *untraced = NULL;
-    double worst = 0;
     for (size_t w = 0; w < a->n; w++) {
         double lead = c->lead[w];
         if (lead <= 0 || pt_findings_name_worker(list, w))
@@ -514,11 +567,10 @@ static void stragglers(const pt_analysis *a, finding_list *list, const peer_cont
             untraced = pt_finding_add(list, "other", "untraced time (idle GPU and CPU)", "Communication");
             untraced->metric = "waiting below the typical worker, ms per step";
             untraced->median = typical_wait;
+            untraced->fix = PT_FIX_WORK;
         }
         pt_finding_name_worker(untraced, w, typical_wait - lead);
-        worst = fmax(worst, lead);
-        untraced->impact = pt_impact_of(a, worst);
-        describe_untraced(a, untraced, worst);
+        untraced->excess_ms = fmax(untraced->excess_ms, lead);
     }
 }
 
@@ -557,42 +609,66 @@ static const char *const extra_work_advice[PT_CLASS_COUNT] = {
     "collection, logging, I/O); remove it, overlap it or spread it across ranks",
 };
 
-static void describe_peer_finding(const pt_analysis *a, finding *f)
+void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
 {
+    if (strcmp(f->category, "host") == 0) {
+        describe_host(a, f, step_ms);
+        return;
+    }
+    if (strcmp(f->category, "other") == 0) {
+        describe_untraced(a, f, step_ms);
+        return;
+    }
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(f->cls, f->function, &name);
     const char *shown = name.data ? name.data : f->function;
-    char pct[PT_PERCENT_LEN];
-    double excess = f->impact * a->median_step_ms;
     pt_ranks_phrase(a, f, &s);
     switch (f->evidence) {
     case PT_EVIDENCE_ONLY_HERE:
         pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`, %.3g call%s and ",
                       f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
                       shown, f->calls, f->calls == 1 ? "" : "s");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact), extra_work_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_puts(&s, " per step");
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, ". That is %s.", extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_MORE_CALLS:
         pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
                       f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
-                      extra_work_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_puts(&s, " more per step");
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, ". That is %s.", extra_work_advice[f->cls]);
+        break;
+    case PT_EVIDENCE_UNIFORM:
+        pt_buf_printf(&s, "%s GPU kernels are uniformly slower than the other workers': the same kernels take %.2gx "
+                          "as long per call across %.0f kernels, ",
+                      f->worker_count == 1 ? "'s" : ": their", f->calls, f->peer_calls);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step (most in `%s`)", shown);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s slower than %s peers': check %s clocks, temperature, power limit and ECC errors, or "
+                          "move the job off %s.",
+                      f->worker_count == 1 ? "its GPU is" : "their GPUs are", f->worker_count == 1 ? "its" : "their",
+                      f->worker_count == 1 ? "that GPU's" : "those GPUs'", f->worker_count == 1 ? "it" : "them");
         break;
     case PT_EVIDENCE_SLOWER:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%s of the step); "
-                          "%s.", class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often", class_noun(f->cls), shown);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;
     default:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%s of the step); %s.",
-                      class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s`", class_noun(f->cls), shown);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;
     }
+    free(f->summary);
     f->summary = pt_buf_take(&s);
     pt_buf_free(&name);
 }
@@ -608,20 +684,19 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
 {
     size_t first = list->count;
     size_t n = a->n ? a->n : 1;
-    peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
+    peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.gpu_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
                       pt_xcalloc(n, sizeof *c.lead), false};
     double typical_wait;
     measure_leads(a, &c, &typical_wait);
     peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
+    slow_gpus(a, list, &c);
     peer_rows(a, list, &c, false);
     peer_classes(a, list, &c);
     if (explain_stragglers)
         stragglers(a, list, &c, typical_wait);
-    for (size_t i = first; i < list->count; i++) {
+    for (size_t i = first; i < list->count; i++) { /* workers in rank order */
         finding *f = &list->items[i];
-        if (f->summary)
-            continue;
         double *value = pt_xmalloc(f->worker_count * sizeof *value);
         size_t *order = pt_xmalloc(f->worker_count * sizeof *order);
         memcpy(order, f->workers, f->worker_count * sizeof *order);
@@ -634,9 +709,9 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
         memcpy(f->values, value, f->worker_count * sizeof *value);
         free(order);
         free(value);
-        describe_peer_finding(a, f);
     }
     free(c.host_slow);
+    free(c.gpu_slow);
     free(c.extra_cpu);
     free(c.lead);
 }

@@ -886,10 +886,19 @@ static bool may_wait(reducer *r, const cpu_rec *e)
     return true;
 }
 
+/* A frame's exclusive time from a to b. Inside a collective it is communication, neither
+ * a stack's work nor the thread's: it joins the thread's waiting, so the Python layer
+ * leaves it out (the layers hide it under communication anyway; the sync points' count
+ * of work must not hold it). */
 static void push_segment(reducer *r, call_walk *w, const open_frame *f, int64_t a, int64_t b)
 {
-    if (f->comm || !clip(r, &a, &b))
+    if (!clip(r, &a, &b))
         return;
+    if (f->comm) {
+        PT_GROW(w->waiting.items, w->waiting.cap, w->waiting.count + 1);
+        w->waiting.items[w->waiting.count++] = (pt_interval){a, b};
+        return;
+    }
     PT_GROW(w->segments, w->segment_cap, w->segment_count + 1);
     w->segments[w->segment_count++] = (segment){a, b, f->stack};
 }
@@ -1306,14 +1315,18 @@ static void emit_steps(reducer *r, pt_worker_summary *out)
 #define SYNC_MIN_WAIT_NS 5000
 
 /* Work as the step model counts it (see pt_sync_point): H2 = compute ∪ memory, then
- * runtime calls not under a GPU collective, then Python work. */
+ * runtime calls not under a GPU collective (a synchronize while the GPU runs only NCCL
+ * waits for a peer), then Python work outside runtime calls (an operator's own time
+ * holds the runtime calls it makes, a blocking synchronize among them). */
 static void build_work_layers(reducer *r)
 {
-    pt_timeline runtime_free;
+    pt_timeline runtime_free, python_own;
     pt_timeline_subtract(&runtime_free, &r->own[PT_CLASS_RUNTIME], &r->gpu_comm);
+    pt_timeline_subtract(&python_own, &r->own[PT_CLASS_PYTHON], &r->own[PT_CLASS_RUNTIME]);
     pt_timeline_union(&r->work_runtime, &r->layer[PT_CLASS_MEMORY + 1], &runtime_free);
-    pt_timeline_union(&r->work, &r->work_runtime, &r->own[PT_CLASS_PYTHON]);
+    pt_timeline_union(&r->work, &r->work_runtime, &python_own);
     pt_timeline_free(&runtime_free);
+    pt_timeline_free(&python_own);
 }
 
 /* Work in [a, b) by class, in the model's priority (compute > memory > runtime > Python). */

@@ -43,6 +43,8 @@ typedef struct finding {
     double alone;             /* several named workers: the saving of fixing the worst alone */
     size_t worst;             /* ... which is this worker (index) */
     size_t explains;          /* hardware: 1 + the index of the finding it explains */
+    bool graded;              /* several workers run the same code for longer than the fastest */
+    size_t pacer;             /* ... and this one sets the step time (named first) */
     char *summary;
     const char *section;      /* evidence */
     const char *metric;
@@ -87,12 +89,10 @@ const char *pt_percent(char out[PT_PERCENT_LEN], double percent);
 /* The passes of peers.c: functions and classes against the other workers, uniformly slow
  * hosts, and stragglers (workers the others wait for). Their sentences are written once
  * the step model has costed them (pt_describe_peer_finding). */
-void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers);
+struct pt_whatif;
+void pt_peer_findings(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, bool explain_stragglers);
 void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms);
 
-/* The step model's costing (findings.c): each finding's impact and excess, and the
- * saving of fixing every finding at once. */
-struct pt_whatif;
-double pt_cost_findings(const pt_analysis *a, const struct pt_whatif *m, finding_list *list);
+
 
 #endif

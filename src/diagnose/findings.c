@@ -43,6 +43,9 @@
 #define EXPECTED_PYTHON 0.10  /* a step's own Python (its data, its loop) is normal work */
 #define EXPECTED_COMM 0.10
 #define MOST_WORKERS 0.9
+#define CPU_BOUND_GPU 0.5     /* the GPU works less than half the step ... */
+#define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */
+#define EXPECTED_CPU 0.10
 
 /* ------------------------------------------------------------ hardware evidence */
 
@@ -445,6 +448,75 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
     free(ratio);
 }
 
+/* The CPU side is the critical path: the GPU works less than half the step while Python,
+ * operators and launches, summed over every stack (each may be small), run alone for a
+ * good part of it, longer than the worker waits. On (almost) every worker of a GPU job
+ * that is one finding: fixing it (fewer, larger operations; CUDA graphs, compilation)
+ * takes each worker's CPU-side time down to what a step is expected to spend there. */
+static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    double *share = pt_xmalloc(a->n * sizeof *share);
+    size_t bound = 0;
+    double python = 0, runtime = 0, gpu = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        double window = (double)s->window_ns;
+        double device = window > 0 ? (double)(s->exposed_ns[PT_CLASS_COMPUTE] + s->exposed_ns[PT_CLASS_MEMORY]) / window : 1;
+        double cpu = window > 0 ? (double)(s->exposed_ns[PT_CLASS_RUNTIME] + s->exposed_ns[PT_CLASS_PYTHON]) / window : 0;
+        double waiting = window > 0 ? (double)(s->exposed_ns[PT_CLASS_COMM] + s->idle_ns) / window : 0;
+        share[w] = cpu;
+        if (device < CPU_BOUND_GPU && cpu >= CPU_BOUND_CPU && cpu > waiting)
+            bound++;
+    }
+    if (a->n == 0 || (double)bound < MOST_WORKERS * (double)a->n) {
+        free(share);
+        return;
+    }
+    double median = pt_median_of(share, a->n, a->scratch);
+    finding *f = pt_finding_add(list, "cpu_bound", "CPU-side work: Python, operators and launches", "Python functions");
+    f->all_workers = true;
+    f->fix = PT_FIX_COMMON;
+    f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
+    f->expected = EXPECTED_CPU;
+    f->metric = "CPU-side time alone on the critical path, share of the window (median over workers)";
+    f->median = median;
+    for (size_t w = 0; w < a->n; w++)
+        pt_finding_name_worker(f, w, share[w]);
+    cost_finding(a, m, f);
+    for (size_t w = 0; w < a->n; w++) { /* the typical worker's parts, per step */
+        share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_PYTHON] / 1e6 / a->steps[w];
+    }
+    python = pt_median_of(share, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_RUNTIME] / 1e6 / a->steps[w];
+    runtime = pt_median_of(share, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        share[w] = s->window_ns > 0 ? (double)(s->exposed_ns[PT_CLASS_COMPUTE] + s->exposed_ns[PT_CLASS_MEMORY]) /
+                                          (double)s->window_ns
+                                    : 0;
+    }
+    gpu = pt_median_of(share, a->n, a->scratch);
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    pt_buf_printf(&s, "The job is CPU-bound%s: the GPU works only %s of each step, while the CPU side alone takes ",
+                  a->n == 1 ? "" : bound == a->n ? " on every worker" : " on most workers", pt_percent(pct, 100 * gpu));
+    pt_put_ms(&s, python + runtime);
+    pt_buf_puts(&s, " of it (Python and operators ");
+    pt_put_ms(&s, python);
+    pt_buf_puts(&s, ", runtime calls ");
+    pt_put_ms(&s, runtime);
+    pt_buf_puts(&s, ", summed over every stack)");
+    pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+    pt_buf_puts(&s, " at most; give the GPU more work per call (larger batches, fused or compiled kernels: "
+                    "torch.compile, CUDA graphs), cut per-step Python (logging, host-side bookkeeping) and load data "
+                    "in background workers.");
+    f->summary = pt_buf_take(&s);
+    if (f->impact < COMMON_MIN_SAVING)
+        pt_finding_drop_last(list);
+    free(share);
+}
+
 /* ------------------------------------------------------------ 4. hangs */
 
 static bool stack_in_collective(const char *stack)
@@ -598,7 +670,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     hang_findings(a, &list, status);
     size_t hangs = list.count;
     if (a->n >= 3) {
-        pt_peer_findings(a, &list, hangs == 0);
+        pt_peer_findings(a, m, &list, hangs == 0);
         for (size_t i = hangs; i < list.count; i++) {
             cost_finding(a, m, &list.items[i]);
             pt_describe_peer_finding(a, &list.items[i], pt_whatif_step_ms(m));
@@ -609,8 +681,10 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     if (a->n > 0 && !hangs) {
         common_class(a, m, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
         common_class(a, m, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
-        if (a->gpu_workers == a->n)
+        if (a->gpu_workers == a->n) {
             common_class(a, m, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
+            common_cpu_bound(a, m, &list);
+        }
         /* Waiting for a straggler is exposed communication on everyone else: it is
          * explained by the straggler's finding, not a communication problem. */
         if (!peer_findings)

@@ -27,6 +27,7 @@
  * plus idle) is compared like everything else; a straggler no finding names yet is
  * explained by its largest excess covering half its lead, else as untraced time. */
 #include "diagnose/finding.h"
+#include "diagnose/whatif.h"
 #include "summarize/classify.h"
 #include "util/stats.h"
 
@@ -549,6 +550,76 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
     values_free(&v);
 }
 
+/* ------------------------------------------------------------ the pace (causality) */
+
+/* Who sets the step time: in each segment of the step model the busiest worker is the
+ * one the others wait for. One that is the busiest in every segment (all but one of four
+ * or more), each time ahead of the next by more than the floor, holds the job up whatever
+ * its steps' spread: that is cause and effect, not variance, and noise that swells every
+ * worker's steps by turns does not make another worker wait for it every time. Returns
+ * that worker (SIZE_MAX: none) and its lead, ms per step. */
+static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead)
+{
+    size_t segments = pt_whatif_segments(m), setter = SIZE_MAX, led = 0;
+    double floor = pt_floor_ms(a), total = 0;
+    *lead = 0;
+    if (!m || segments == 0 || a->n < 2)
+        return SIZE_MAX;
+    for (size_t j = 0; j < segments; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        if (setter == SIZE_MAX)
+            setter = w;
+        if (w == setter && margin >= floor)
+            led++, total += margin;
+    }
+    if (led + (segments >= 4) < segments)
+        return SIZE_MAX;
+    *lead = total / (double)pt_whatif_steps(m);
+    return setter;
+}
+
+/* The same code run for less time by others: when the pace setter's finding is a
+ * function that other workers also spend more time in than the fastest do (rank r sleeps
+ * r seconds), they are named on it too (in order of how much), as it is what fixing all
+ * of them saves; the pace setter is named first. The fastest are those within the floor
+ * of the least time; each named worker is above their median by more than the floor. */
+static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
+{
+    finding *f = NULL;
+    for (size_t i = 0; i < list->count; i++) {
+        finding *g = &list->items[i];
+        if (g->fix == PT_FIX_ROW && g->row && !g->all_workers && pt_finding_names(g, setter) &&
+            (!f || g->excess_ms > f->excess_ms))
+            f = g;
+    }
+    if (!f)
+        return;
+    double *values = pt_xmalloc(a->n * sizeof *values), *fast = pt_xmalloc(a->n * sizeof *fast);
+    pt_row_exposed_ms(a, f->row, values);
+    double least = values[0], floor = pt_floor_ms(a);
+    for (size_t w = 1; w < a->n; w++)
+        least = fmin(least, values[w]);
+    size_t k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (values[w] <= least + floor)
+            fast[k++] = values[w];
+    double reference = pt_median_of(fast, k, a->scratch);
+    size_t graded = 0;
+    for (size_t w = 0; w < a->n; w++)
+        graded += values[w] > reference + floor;
+    if (graded >= 2 && graded < a->n && values[setter] > reference + floor) {
+        for (size_t w = 0; w < a->n; w++)
+            if (values[w] > reference + floor && !pt_finding_names(f, w))
+                pt_finding_name_worker(f, w, values[w]);
+        f->graded = true;
+        f->pacer = setter;
+        f->median = reference;
+    }
+    free(values);
+    free(fast);
+}
+
 /* Workers that wait far less than their peers, when nothing names them yet. */
 static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
 {
@@ -609,6 +680,43 @@ static const char *const extra_work_advice[PT_CLASS_COUNT] = {
     "collection, logging, I/O); remove it, overlap it or spread it across ranks",
 };
 
+/* "Rank 3 sets the step time: ...; ranks 1 and 2 run the same code for less time ...":
+ * the pace setter first (f->workers[0]), the others in rank order. */
+static void describe_graded(const pt_analysis *a, finding *f, double step_ms, const char *shown)
+{
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    pt_buf_printf(&s, "Rank %d sets the step time: it spends ", pt_worker_rank(a, f->workers[0]));
+    pt_put_ms(&s, f->values[0] - f->median);
+    pt_buf_printf(&s, " more per step than the fastest workers in %s `%s`; ", f->cls == PT_CLASS_PYTHON ? "Python" :
+                  class_noun(f->cls), shown);
+    pt_buf_puts(&s, f->worker_count == 2 ? "rank " : "ranks ");
+    for (size_t k = 1; k < f->worker_count && k <= 8; k++)
+        pt_buf_printf(&s, "%s%d", k == 1 ? "" : k + 1 == f->worker_count ? " and " : ", ", pt_worker_rank(a, f->workers[k]));
+    if (f->worker_count > 9)
+        pt_buf_printf(&s, " and %zu more", f->worker_count - 9);
+    pt_buf_puts(&s, f->worker_count == 2 ? " runs" : " run");
+    pt_buf_puts(&s, " the same code for less time (");
+    for (size_t k = 1; k < f->worker_count && k <= 8; k++) {
+        pt_buf_puts(&s, k == 1 ? "" : k + 1 == f->worker_count ? " and " : ", ");
+        pt_put_ms(&s, f->values[k] - f->median);
+    }
+    pt_buf_puts(&s, " more); fixing rank ");
+    pt_buf_printf(&s, "%d alone saves ", pt_worker_rank(a, f->workers[0]));
+    pt_put_ms(&s, f->alone * step_ms);
+    pt_buf_printf(&s, " per step (%s)", pt_percent(pct, 100 * f->alone));
+    if (f->alone < f->impact - 0.005)
+        pt_buf_puts(&s, ", as the next of them then sets the pace,");
+    pt_buf_puts(&s, " and fixing all of them ");
+    pt_put_ms(&s, f->impact * step_ms);
+    pt_buf_printf(&s, " (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
+                  f->cls == PT_CLASS_PYTHON ? "work done longer on some ranks than on others (rank-dependent sleeps, "
+                                              "waits, I/O or data): balance it, or remove it where it is longest"
+                                            : extra_work_advice[f->cls]);
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
 void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
 {
     if (strcmp(f->category, "host") == 0) {
@@ -622,6 +730,11 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(f->cls, f->function, &name);
     const char *shown = name.data ? name.data : f->function;
+    if (f->graded) {
+        describe_graded(a, f, step_ms, shown);
+        pt_buf_free(&name);
+        return;
+    }
     pt_ranks_phrase(a, f, &s);
     switch (f->evidence) {
     case PT_EVIDENCE_ONLY_HERE:
@@ -673,6 +786,19 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
     pt_buf_free(&name);
 }
 
+/* A graded finding names the worker that sets the step time first. */
+static void put_pacer_first(finding *f)
+{
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (f->workers[k] == f->pacer) {
+            double value = f->values[k];
+            memmove(f->workers + 1, f->workers, k * sizeof *f->workers);
+            memmove(f->values + 1, f->values, k * sizeof *f->values);
+            f->workers[0] = f->pacer, f->values[0] = value;
+            return;
+        }
+}
+
 static int by_index(const void *x, const void *y)
 {
     return pt_cmp_i64((int64_t)*(const size_t *)x, (int64_t)*(const size_t *)y);
@@ -680,14 +806,19 @@ static int by_index(const void *x, const void *y)
 
 /* ------------------------------------------------------------ entry */
 
-void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers)
+void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *list, bool explain_stragglers)
 {
     size_t first = list->count;
     size_t n = a->n ? a->n : 1;
     peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.gpu_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
                       pt_xcalloc(n, sizeof *c.lead), false};
-    double typical_wait;
+    double typical_wait, causal_lead;
     measure_leads(a, &c, &typical_wait);
+    size_t setter = pace_setter(a, m, &causal_lead);
+    if (setter != SIZE_MAX) { /* it holds the others up, however noisy its steps */
+        c.lead[setter] = fmax(c.lead[setter], causal_lead);
+        c.has_waiting = true;
+    }
     peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
     slow_gpus(a, list, &c);
@@ -695,6 +826,8 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
     peer_classes(a, list, &c);
     if (explain_stragglers)
         stragglers(a, list, &c, typical_wait);
+    if (setter != SIZE_MAX)
+        name_graded(a, list, setter);
     for (size_t i = first; i < list->count; i++) { /* workers in rank order */
         finding *f = &list->items[i];
         double *value = pt_xmalloc(f->worker_count * sizeof *value);
@@ -709,6 +842,8 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
         memcpy(f->values, value, f->worker_count * sizeof *value);
         free(order);
         free(value);
+        if (f->graded)
+            put_pacer_first(f);
     }
     free(c.host_slow);
     free(c.gpu_slow);

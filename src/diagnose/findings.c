@@ -232,7 +232,7 @@ static double communication_saving(const pt_analysis *a, const pt_whatif *m, con
 
 /* A finding's impact: the share of the modelled step its fix saves; its excess, the
  * named worker's with the most; with several workers, what fixing that one alone saves. */
-static void cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
+void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
 {
     if (f->fix == PT_FIX_NONE)
         return;
@@ -368,7 +368,7 @@ static void common_class(const pt_analysis *a, const pt_whatif *m, finding_list 
             continue;
         finding *f = add_common_finding(a, list, row, cls, row->name, median, expected,
                                         "bottleneck ratio (median over workers)", ratio);
-        cost_finding(a, m, f);
+        pt_cost_finding(a, m, f);
         if (f->impact < COMMON_MIN_SAVING) {
             pt_finding_drop_last(list);
             continue;
@@ -419,7 +419,7 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
             throughput = pt_median_of(ms, a->n, a->scratch);
             finding *f = add_common_finding(a, list, NULL, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
                                             "exposed communication ratio (median over workers)", ratio);
-            cost_finding(a, m, f);
+            pt_cost_finding(a, m, f);
             if (f->impact < COMMON_MIN_SAVING) {
                 pt_finding_drop_last(list);
                 free(ms);
@@ -482,7 +482,7 @@ static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_l
     f->median = median;
     for (size_t w = 0; w < a->n; w++)
         pt_finding_name_worker(f, w, share[w]);
-    cost_finding(a, m, f);
+    pt_cost_finding(a, m, f);
     for (size_t w = 0; w < a->n; w++) { /* the typical worker's parts, per step */
         share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_PYTHON] / 1e6 / a->steps[w];
     }
@@ -672,7 +672,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     if (a->n >= 3) {
         pt_peer_findings(a, m, &list, hangs == 0);
         for (size_t i = hangs; i < list.count; i++) {
-            cost_finding(a, m, &list.items[i]);
+            pt_cost_finding(a, m, &list.items[i]);
             pt_describe_peer_finding(a, &list.items[i], pt_whatif_step_ms(m));
         }
         hardware_findings(a, &list);

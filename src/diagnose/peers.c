@@ -176,11 +176,13 @@ typedef struct peer_context {
     double *extra_cpu; /* [w]: CPU-side excess already named as extra calls */
     double *lead;      /* [w]: how much less than the typical worker it waits, when real */
     bool has_waiting;  /* the workers wait at all (collectives, or idle between them) */
+    bool *paces;       /* [w]: among the busiest workers of the step model's segments */
+    size_t setter;     /* the worker busiest in every segment, or SIZE_MAX */
 } peer_context;
 
 static bool holds_others_up(const peer_context *c, size_t w)
 {
-    return !c->has_waiting || c->lead[w] > 0;
+    return !c->has_waiting || c->paces[w];
 }
 
 /* ------------------------------------------------------------ evidence */
@@ -205,7 +207,11 @@ typedef struct named {
  * evidence (and so its sentence) is that of the worker with the largest excess. */
 static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_row *row, const named *who)
 {
-    finding *f = pt_finding_find(list, pt_category_of(row->cls), row->name);
+    finding *f = NULL; /* a slow GPU's finding is named by a kernel too, and is not this one */
+    for (size_t i = 0; i < list->count && !f; i++)
+        if (list->items[i].evidence != PT_EVIDENCE_UNIFORM && strcmp(list->items[i].category, pt_category_of(row->cls)) == 0 &&
+            strcmp(list->items[i].function, row->name) == 0)
+            f = &list->items[i];
     if (!f) {
         f = pt_finding_add(list, pt_category_of(row->cls), row->name, pt_section_of(row->cls));
         f->cls = row->cls;
@@ -444,41 +450,75 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
 /* ------------------------------------------------------------ slow GPUs */
 
 /* A GPU clocked down (power, heat) or worn runs every kernel slower by one factor: when a
- * worker's compute stands out and most of its kernels, called as often as elsewhere, are
- * slower per call by a similar factor, that is one finding for all of them, costed at
- * the whole class's excess (not the one kernel that shows most). Several such workers
- * (a host's GPUs) are one finding. */
-static void slow_gpus(const pt_analysis *a, finding_list *list, peer_context *c)
+ * worker's compute is above the typical worker's in every step and most of its kernels,
+ * called as often as elsewhere, are slower per call by a similar factor, that is one
+ * finding for all of them, costed at the whole class's excess (not the one kernel that
+ * shows most). Workers slowed by a similar factor (a host's GPUs) are one finding; one
+ * slowed by far less is not in it (a rank that time-sharing slowed a little in each
+ * step). It holds when fixing them would save at least the floor in the step model:
+ * cause and effect, which a spread of step times does not decide (a slow GPU that noise
+ * also slows now and then has the widest spread of all). */
+static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
 {
     peer_values v;
     values_init(&v, a, a->aligned_steps);
     class_values(a, PT_CLASS_COMPUTE, &v);
+    double *factor = pt_xcalloc(a->n, sizeof *factor), top = 0, floor = pt_floor_ms(a);
+    size_t *compared = pt_xcalloc(a->n, sizeof *compared);
+    bool *slow = pt_xcalloc(a->n, sizeof *slow);
+    bool *uniform = pt_xcalloc(a->n, sizeof *uniform);
+    for (size_t w = 0; w < a->n; w++) { /* seeds: the excess clears each worker's own noise */
+        double share = slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &compared[w], &factor[w]);
+        uniform[w] = share >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
+        slow[w] = uniform[w] && real_excess(a, &v, w, false) > 0;
+        if (slow[w])
+            top = fmax(top, factor[w]);
+    }
+    /* The seeds' like, against the workers that are not seeds: half a host's GPUs slow
+     * move the median half way to them, and noise atop a slow GPU widens its spread. */
+    double *others = pt_xmalloc(a->n * sizeof *others);
+    size_t k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (!slow[w])
+            others[k++] = v.mean[w];
+    double reference = k ? pt_median_of(others, k, a->scratch) : v.median;
+    free(others);
+    for (size_t w = 0; w < a->n && top > 0; w++)
+        slow[w] |= uniform[w] && factor[w] >= 1 + (top - 1) / 2 && v.mean[w] - reference > floor;
+    free(uniform);
     finding *f = NULL;
     bool only[PT_CLASS_COUNT] = {false};
     only[PT_CLASS_COMPUTE] = true;
+    named who;
     for (size_t w = 0; w < a->n; w++) {
-        double excess = real_excess(a, &v, w, false), factor;
-        size_t compared;
-        named who;
-        if (excess <= 0 || !holds_others_up(c, w) ||
-            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &compared, &factor) < UNIFORM_SHARE ||
-            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR || !largest_excess(a, w, only, &who))
+        const pt_fn_row *row = slow[w] && factor[w] >= 1 + (top - 1) / 2 ? largest_excess(a, w, only, &who) : NULL;
+        if (!row)
             continue;
-        c->gpu_slow[w] = true;
         if (!f) {
-            f = pt_finding_add(list, pt_category_of(PT_CLASS_COMPUTE), largest_excess(a, w, only, &who)->name,
-                               pt_section_of(PT_CLASS_COMPUTE));
+            f = pt_finding_add(list, pt_category_of(PT_CLASS_COMPUTE), row->name, pt_section_of(PT_CLASS_COMPUTE));
             f->metric = "exposed compute ms per step";
-            f->median = v.median;
             f->cls = PT_CLASS_COMPUTE;
             f->evidence = PT_EVIDENCE_UNIFORM;
             f->fix = PT_FIX_CLASSES;
             f->classes = PT_CLASS_BIT(PT_CLASS_COMPUTE);
         }
         pt_finding_name_worker(f, w, v.mean[w]);
-        if (excess > f->excess_ms) /* the sentence's factor and count are the worst worker's */
-            f->excess_ms = excess, f->calls = factor, f->peer_calls = (double)compared;
+        if (factor[w] > f->calls) /* the sentence's factor and count are the most slowed worker's */
+            f->calls = factor[w], f->peer_calls = (double)compared[w];
     }
+    if (f) {
+        pt_cost_finding(a, m, f);
+        f->median = f->worker_count ? v.mean[f->workers[0]] - f->excess_ms : v.median;
+        if (f->impact * pt_whatif_step_ms(m) < floor) {
+            pt_finding_drop_last(list);
+        } else {
+            for (size_t i = 0; i < f->worker_count; i++)
+                c->gpu_slow[f->workers[i]] = true;
+        }
+    }
+    free(slow);
+    free(factor);
+    free(compared);
     values_free(&v);
 }
 
@@ -551,6 +591,27 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
 }
 
 /* ------------------------------------------------------------ the pace (causality) */
+
+/* Who holds the others up: a worker whose work, in at least half the segments of the step
+ * model, is within the floor of the busiest worker's (the one the others wait for). Two
+ * equally slow workers both hold the job up; one a little slower than the rest but far
+ * from the busiest costs the job nothing, however real its excess. */
+static void find_pacers(const pt_analysis *a, const pt_whatif *m, bool *paces)
+{
+    size_t segments = pt_whatif_segments(m);
+    size_t *count = pt_xcalloc(a->n ? a->n : 1, sizeof *count);
+    double floor = pt_floor_ms(a);
+    for (size_t j = 0; j < segments; j++) {
+        double top = 0;
+        for (size_t w = 0; w < a->n; w++)
+            top = fmax(top, pt_whatif_segment_work_ms(m, j, w));
+        for (size_t w = 0; w < a->n; w++)
+            count[w] += pt_whatif_segment_work_ms(m, j, w) >= top - floor;
+    }
+    for (size_t w = 0; w < a->n; w++)
+        paces[w] = segments && 2 * count[w] >= segments;
+    free(count);
+}
 
 /* Who sets the step time: in each segment of the step model the busiest worker is the
  * one the others wait for. One that is the busiest in every segment (all but one of four
@@ -811,17 +872,18 @@ void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *li
     size_t first = list->count;
     size_t n = a->n ? a->n : 1;
     peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.gpu_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
-                      pt_xcalloc(n, sizeof *c.lead), false};
+                      pt_xcalloc(n, sizeof *c.lead), false, pt_xcalloc(n, sizeof *c.paces), SIZE_MAX};
     double typical_wait, causal_lead;
     measure_leads(a, &c, &typical_wait);
-    size_t setter = pace_setter(a, m, &causal_lead);
+    find_pacers(a, m, c.paces);
+    size_t setter = c.setter = pace_setter(a, m, &causal_lead);
     if (setter != SIZE_MAX) { /* it holds the others up, however noisy its steps */
         c.lead[setter] = fmax(c.lead[setter], causal_lead);
         c.has_waiting = true;
     }
     peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
-    slow_gpus(a, list, &c);
+    slow_gpus(a, m, list, &c);
     peer_rows(a, list, &c, false);
     peer_classes(a, list, &c);
     if (explain_stragglers)
@@ -849,4 +911,5 @@ void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *li
     free(c.gpu_slow);
     free(c.extra_cpu);
     free(c.lead);
+    free(c.paces);
 }

@@ -51,7 +51,8 @@ struct pt_whatif {
     double *busy;         /* [(p * n + w) * PT_CLASS_COUNT + c], ms */
     double *median_busy;  /* [p * PT_CLASS_COUNT + c]: the typical worker's */
     double *seg_busy;     /* [j * n + w] */
-    double *seg_length;   /* [j]: the typical worker's length of the segment */
+    double *seg_wait;     /* [j]: what its busiest worker waits in it (the transfer: nobody's
+                             work sets it) */
     size_t *seg_step;     /* [j] */
     double total_ms;      /* T over the modelled steps */
 };
@@ -234,7 +235,7 @@ static void build_segments(pt_whatif *m, const builder *b, double *scratch)
         m->segments = j - 1;
     }
     m->seg_busy = pt_xcalloc(cap * (n ? n : 1), sizeof *m->seg_busy);
-    m->seg_length = pt_xcalloc(cap, sizeof *m->seg_length);
+    m->seg_wait = pt_xcalloc(cap, sizeof *m->seg_wait);
     double *length = pt_xcalloc(cap * (n ? n : 1), sizeof *length);
     for (size_t p = 0; p < m->pieces; p++)
         for (size_t w = 0; w < n; w++) {
@@ -244,15 +245,20 @@ static void build_segments(pt_whatif *m, const builder *b, double *scratch)
                 m->seg_busy[at] += busy[c];
             length[at] += b->length[p * n + w];
         }
+    /* A segment lasts as long as its busiest worker's work and wait. (Not the typical
+     * worker's length: where the window cuts the loop, the others' wait for the busiest
+     * worker's last work falls outside it.) */
     m->total_ms = 0;
     for (j = 0; j < m->segments; j++) {
-        m->seg_length[j] = pt_median_of(length + j * n, n, scratch);
-        double top = 0;
-        for (size_t w = 0; w < n; w++)
-            top = fmax(top, m->seg_busy[j * n + w]);
-        m->total_ms += fmax(m->seg_length[j], top);
+        size_t top = 0;
+        for (size_t w = 1; w < n; w++)
+            if (m->seg_busy[j * n + w] > m->seg_busy[j * n + top])
+                top = w;
+        m->seg_wait[j] = n ? fmax(0, length[j * n + top] - m->seg_busy[j * n + top]) : 0;
+        m->total_ms += n ? m->seg_wait[j] + m->seg_busy[j * n + top] : 0;
     }
     free(length);
+    (void)scratch;
 }
 
 static void typical_busy(pt_whatif *m, double *values, double *scratch)
@@ -296,7 +302,7 @@ pt_whatif *pt_whatif_new(const pt_analysis *a)
     typical_busy(m, values, scratch);
     if (getenv("PT_WHATIF_DEBUG")) { /* TEMP */
         for (size_t j = 0; j < m->segments; j++) {
-            fprintf(stderr, "seg %zu step %zu L %.2f:", j, m->seg_step[j], m->seg_length[j]);
+            fprintf(stderr, "seg %zu step %zu wait %.2f:", j, m->seg_step[j], m->seg_wait[j]);
             for (size_t w = 0; w < m->n && w < 16; w++)
                 fprintf(stderr, " %.2f", m->seg_busy[j * m->n + w]);
             fprintf(stderr, "\n");
@@ -318,7 +324,7 @@ void pt_whatif_free(pt_whatif *m)
     free(m->busy);
     free(m->median_busy);
     free(m->seg_busy);
-    free(m->seg_length);
+    free(m->seg_wait);
     free(m->seg_step);
     free(m);
 }
@@ -337,12 +343,8 @@ double pt_whatif_step_ms(const pt_whatif *m)
 double pt_whatif_unshortened_ms(const pt_whatif *m)
 {
     double sum = 0;
-    for (size_t j = 0; j < m->segments; j++) {
-        double top = 0;
-        for (size_t w = 0; w < m->n; w++)
-            top = fmax(top, m->seg_busy[j * m->n + w]);
-        sum += fmax(0, m->seg_length[j] - top);
-    }
+    for (size_t j = 0; j < m->segments; j++)
+        sum += m->seg_wait[j];
     return m->steps ? sum / (double)m->steps : 0;
 }
 
@@ -353,6 +355,11 @@ double pt_whatif_work_ms(const pt_whatif *m, size_t w, size_t s)
         for (int c = 0; c < PT_CLASS_COUNT; c++)
             sum += piece_busy(m, p, w)[c];
     return sum;
+}
+
+double pt_whatif_segment_work_ms(const pt_whatif *m, size_t j, size_t w)
+{
+    return m->seg_busy[j * m->n + w];
 }
 
 size_t pt_whatif_pacer(const pt_whatif *m, size_t j, double *margin_ms)
@@ -454,13 +461,10 @@ double pt_whatif_saving(const pt_whatif *m, const pt_fix *fix)
         }
     double total = 0;
     for (size_t j = 0; j < m->segments; j++) {
-        double top = 0, fixed = 0;
-        for (size_t w = 0; w < n; w++) {
-            top = fmax(top, m->seg_busy[j * n + w]);
+        double fixed = 0;
+        for (size_t w = 0; w < n; w++)
             fixed = fmax(fixed, m->seg_busy[j * n + w] - gone[j * n + w]);
-        }
-        double unshortened = fmax(0, m->seg_length[j] - top); /* the transfer, the waits nobody can cut */
-        total += unshortened + fixed;
+        total += m->seg_wait[j] + fixed; /* the transfer and waits nobody's work sets stay */
     }
     free(gone);
     double saving = (m->total_ms - total) / m->total_ms;

@@ -3,16 +3,15 @@
  * A step is a chain of sync points, the blocking collectives every worker waits in.
  * Between two of them each worker is busy for a while, then waits; the collective ends
  * when the last worker has arrived, plus its own transfer time. So a segment between two
- * sync points lasts as long as its busiest worker's work plus what nobody can shorten
- * (the transfer, seen as the part of the typical worker's segment its busiest worker
- * spends waiting), and a step is the sum of its segments:
+ * sync points lasts as long as its busiest worker's work plus that worker's wait (the
+ * transfer and what else nobody's work sets), and the step is the sum of its segments:
  *
- *     T = sum over segments j of  max(L_j, max_w busy[w][j])
+ *     T = sum over segments j of  (max_w busy[w][j] + wait[j])
  *
- * with L_j the typical worker's length of segment j. A fix removes work from some
- * workers in some segments; the model gives the time saved, everything else unchanged,
- * which is a finding's impact (findings.c). whatif.c explains where the segments come
- * from and how work to remove is placed in them. */
+ * A fix removes work from some workers in some segments; the model gives the time saved,
+ * everything else unchanged (the waits stay, the busiest worker of a segment may become
+ * another), which is a finding's impact (findings.c). whatif.c explains where the
+ * segments come from and how work to remove is placed in them. */
 #ifndef PT_DIAGNOSE_WHATIF_H
 #define PT_DIAGNOSE_WHATIF_H
 
@@ -39,6 +38,8 @@ double pt_whatif_step_ms(const pt_whatif *m);
 double pt_whatif_unshortened_ms(const pt_whatif *m);
 /* Worker w's work in step s (ms, all classes), as the model counts it. */
 double pt_whatif_work_ms(const pt_whatif *m, size_t w, size_t s);
+/* Worker w's work in segment j (ms). */
+double pt_whatif_segment_work_ms(const pt_whatif *m, size_t j, size_t w);
 /* The worker whose work sets segment j's length (the busiest), and by how much it is
  * ahead of the next (ms). */
 size_t pt_whatif_pacer(const pt_whatif *m, size_t j, double *margin_ms);

@@ -43,6 +43,8 @@ typedef struct finding {
     double alone;             /* several named workers: the saving of fixing the worst alone */
     size_t worst;             /* ... which is this worker (index) */
     size_t explains;          /* hardware: 1 + the index of the finding it explains */
+    size_t steps_slow;        /* steps in which the worst worker's excess reached the floor ... */
+    size_t steps_total;       /* ... of these (0: steps could not be compared) */
     bool graded;              /* several workers run the same code for longer than the fastest */
     size_t pacer;             /* ... and this one sets the step time (named first) */
     char *summary;

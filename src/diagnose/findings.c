@@ -183,7 +183,7 @@ static double step_length_ms(const pt_analysis *a, const pt_whatif *m, size_t w,
  * a finding about every worker, above what it is expected to take. Only `only` when it
  * is a worker index. mean_excess[w] gets each worker's excess per step. */
 static void remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
-                           size_t only, double *mean_excess)
+                           size_t only, double *mean_excess, size_t *steps_over_floor)
 {
     size_t steps = pt_whatif_steps(m), n = a->n;
     double *values = pt_xmalloc((n * steps + 1) * sizeof *values), *column = pt_xmalloc((n ? n : 1) * sizeof *column);
@@ -214,6 +214,8 @@ static void remove_finding(const pt_analysis *a, const pt_whatif *m, const findi
                 pt_fix_remove(also, w, s, mask, excess);
             if (mean_excess)
                 mean_excess[w] += excess / (double)steps;
+            if (steps_over_floor && excess >= pt_floor_ms(a))
+                steps_over_floor[w]++;
         }
     }
     free(values);
@@ -242,8 +244,9 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
         return;
     }
     double *mean_excess = pt_xcalloc(a->n ? a->n : 1, sizeof *mean_excess);
+    size_t *over_floor = pt_xcalloc(a->n ? a->n : 1, sizeof *over_floor);
     pt_fix *fix = pt_fix_new(m);
-    remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess);
+    remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess, over_floor);
     f->impact = pt_whatif_saving(m, fix);
     pt_fix_free(fix);
     f->worst = f->worker_count ? f->workers[0] : 0;
@@ -251,10 +254,13 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
         if (mean_excess[f->workers[k]] > mean_excess[f->worst])
             f->worst = f->workers[k];
     f->excess_ms = a->n ? mean_excess[f->worst] : 0;
+    f->steps_total = pt_whatif_by_step(m) ? pt_whatif_steps(m) : 0;
+    f->steps_slow = a->n ? over_floor[f->worst] : 0;
+    free(over_floor);
     f->alone = f->impact;
     if (f->worker_count > 1 && !f->all_workers) {
         pt_fix *alone = pt_fix_new(m);
-        remove_finding(a, m, f, alone, NULL, f->worst, NULL);
+        remove_finding(a, m, f, alone, NULL, f->worst, NULL, NULL);
         f->alone = pt_whatif_saving(m, alone);
         pt_fix_free(alone);
     }
@@ -274,7 +280,7 @@ static double joint_saving(const pt_analysis *a, const pt_whatif *m, const findi
         else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
             communication = fmax(communication, f->impact);
         else if (f->fix != PT_FIX_NONE)
-            remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL);
+            remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
     }
     double saving = fmin(1, pt_whatif_saving(m, all) + communication);
     pt_fix_free(all);

@@ -741,6 +741,54 @@ static const char *const extra_work_advice[PT_CLASS_COUNT] = {
     "collection, logging, I/O); remove it, overlap it or spread it across ranks",
 };
 
+/* What extra runtime calls are, by what the call does: a cudaFree is not a synchronize. */
+static const char *extra_runtime_advice(const char *api)
+{
+    switch (pt_runtime_kind_of(api)) {
+    case PT_RUNTIME_LAUNCH:
+        return "kernel launches the others do not make (extra operators on this rank): remove the rank-specific work "
+               "or batch it into fewer, larger kernels";
+    case PT_RUNTIME_SYNC:
+        return "host synchronizations the others do not make (.item(), .cpu(), torch.cuda.synchronize()): each one "
+               "stalls the step; remove them from the step";
+    case PT_RUNTIME_COPY:
+        return "copies the others do not make, which the CPU waits for: drop them, or use pinned memory and "
+               "non_blocking copies";
+    case PT_RUNTIME_MEMORY:
+        return "device memory allocated and freed in every step, which the caching allocator would keep: no "
+               "torch.cuda.empty_cache() (or memory-fraction changes) in the loop, and reuse buffers";
+    default:
+        return extra_work_advice[PT_CLASS_RUNTIME];
+    }
+}
+
+/* " (called from `a.py: f > torch/cuda/memory.py: empty_cache`)" for runtime calls whose
+ * enclosing Python stack the summary knows. */
+static void put_caller(const pt_analysis *a, const finding *f, pt_buf *out)
+{
+    if (f->cls != PT_CLASS_RUNTIME || !f->row)
+        return;
+    const pt_function_summary *mine = f->row->by_worker[f->worst < a->n ? f->worst : f->workers[0]];
+    if (!mine || !mine->caller)
+        return;
+    pt_buf name = PT_BUF_INIT;
+    pt_short_function_name(PT_CLASS_PYTHON, mine->caller, &name);
+    pt_buf_printf(out, " (called from `%s`)", name.data ? name.data : mine->caller);
+    pt_buf_free(&name);
+}
+
+/* A slowness in every step is the worker's (its hardware, a code path only it runs); in
+ * some steps only, it comes and goes (data-dependent work, interference). */
+static void put_over_time(const finding *f, pt_buf *out)
+{
+    if (f->steps_total < 2)
+        return;
+    if (f->steps_slow == f->steps_total)
+        pt_buf_puts(out, ", in every step profiled");
+    else
+        pt_buf_printf(out, ", in %zu of the %zu steps profiled", f->steps_slow, f->steps_total);
+}
+
 /* "Rank 3 sets the step time: ...; ranks 1 and 2 run the same code for less time ...":
  * the pace setter first (f->workers[0]), the others in rank order. */
 static void describe_graded(const pt_analysis *a, finding *f, double step_ms, const char *shown)
@@ -799,21 +847,27 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
     pt_ranks_phrase(a, f, &s);
     switch (f->evidence) {
     case PT_EVIDENCE_ONLY_HERE:
-        pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`, %.3g call%s and ",
-                      f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
-                      shown, f->calls, f->calls == 1 ? "" : "s");
+        pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`", f->worker_count == 1 ? "runs" : "run",
+                      f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls), shown);
+        put_caller(a, f, &s);
+        pt_buf_printf(&s, ", %.3g call%s and ", f->calls, f->calls == 1 ? "" : "s");
         pt_put_ms(&s, f->excess_ms);
         pt_buf_puts(&s, " per step");
+        put_over_time(f, &s);
         pt_put_saving(a, f, step_ms, &s);
-        pt_buf_printf(&s, ". That is %s.", extra_work_advice[f->cls]);
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
+                      extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_MORE_CALLS:
-        pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
-                      f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
+        pt_buf_printf(&s, " %s `%s`", f->worker_count == 1 ? "calls" : "call", shown);
+        put_caller(a, f, &s);
+        pt_buf_printf(&s, " %.3g times per step against %.3g on the other workers, ", f->calls, f->peer_calls);
         pt_put_ms(&s, f->excess_ms);
         pt_buf_puts(&s, " more per step");
+        put_over_time(f, &s);
         pt_put_saving(a, f, step_ms, &s);
-        pt_buf_printf(&s, ". That is %s.", extra_work_advice[f->cls]);
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
+                      extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_UNIFORM:
         pt_buf_printf(&s, "%s GPU kernels are uniformly slower than the other workers': the same kernels take %.2gx "
@@ -831,6 +885,7 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, f->excess_ms);
         pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often", class_noun(f->cls), shown);
+        put_over_time(f, &s);
         pt_put_saving(a, f, step_ms, &s);
         pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;
@@ -838,6 +893,7 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
         pt_put_ms(&s, f->excess_ms);
         pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s`", class_noun(f->cls), shown);
+        put_over_time(f, &s);
         pt_put_saving(a, f, step_ms, &s);
         pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;

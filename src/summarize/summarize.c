@@ -296,6 +296,10 @@ typedef struct reducer {
      * ∪ Python work (work). */
     pt_timeline own[PT_CLASS_COUNT];
     pt_timeline gpu_comm, work_runtime, work;
+    /* Runtime calls' callers (attribute_runtime_calls): time per (API name, stack). */
+    pt_strtab call_sites;                  /* binary {API name, stack} -> index */
+    int64_t *call_site_ns;
+    size_t call_site_cap;
     bool has_gpu_collectives;
     uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
     int64_t *step_exposed;                 /* [func * step_values + step] */
@@ -991,12 +995,12 @@ static void free_call_walk(call_walk *w)
 
 /* Rebuilds every thread's call tree and splits each frame's exclusive time into work
  * (the Python layer, exposed where no higher class covers it) and waiting. */
-static void account_python(reducer *r, call_walk *w)
+static uint32_t *account_python(reducer *r, call_walk *w)
 {
     pt_summarizer *s = r->s;
     size_t n = s->cpu_count;
     if (!n)
-        return;
+        return NULL;
     build_envelopes(r, w);
     uint32_t *order = pt_xmalloc(n * sizeof *order);
     sort_cpu_events(s, order);
@@ -1035,7 +1039,112 @@ static void account_python(reducer *r, call_walk *w)
     while (w->depth)
         close_frame(r, w);
     finish_thread(w);
-    free(order);
+    return order; /* CPU events in (thread, start) order, for attribute_runtime_calls */
+}
+
+/* ------------------------------------------------------------ runtime calls' callers */
+
+typedef struct call_ref {
+    int64_t tid, start;
+    uint32_t index;
+} call_ref;
+
+static int cmp_call_ref(const void *a, const void *b)
+{
+    const call_ref *x = a, *y = b;
+    int order = pt_cmp_i64(x->tid, y->tid);
+    if (!order)
+        order = pt_cmp_i64(x->start, y->start);
+    return order ? order : pt_cmp_i64(x->index, y->index);
+}
+
+static void attribute_call(reducer *r, const runtime_rec *c, uint32_t stack)
+{
+    int64_t a = c->start, b = c->end;
+    if (!clip(r, &a, &b))
+        return;
+    uint32_t key[2] = {c->key, stack};
+    uint32_t at = pt_strtab_intern(&r->call_sites, (const char *)key, sizeof key);
+    if (at >= r->call_site_cap) {
+        size_t old = r->call_site_cap;
+        PT_GROW(r->call_site_ns, r->call_site_cap, (size_t)at + 1);
+        memset(r->call_site_ns + old, 0, (r->call_site_cap - old) * sizeof *r->call_site_ns);
+    }
+    r->call_site_ns[at] = add_saturating(r->call_site_ns[at], b - a);
+}
+
+/* The Python stack each runtime call ran under: per thread, its CPU events (in call-tree
+ * order) and its runtime calls (in time order) are swept together, so a call is inside
+ * the innermost frame open when it starts. What a cudaFree is for is the frame that
+ * called it (torch.cuda.empty_cache), which the summary names (caller). */
+static void attribute_runtime_calls(reducer *r, const uint32_t *cpu_order)
+{
+    pt_summarizer *s = r->s;
+    if (!s->runtime_count || !cpu_order)
+        return;
+    call_ref *refs = pt_xmalloc(s->runtime_count * sizeof *refs);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        refs[i] = (call_ref){s->runtime[i].tid, s->runtime[i].start, (uint32_t)i};
+    qsort(refs, s->runtime_count, sizeof *refs, cmp_call_ref);
+    uint32_t *calls = pt_xmalloc(s->runtime_count * sizeof *calls);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        calls[i] = refs[i].index;
+    free(refs);
+    typedef struct open {
+        int64_t end;
+        uint32_t stack;
+    } open;
+    open *frames = NULL;
+    size_t cap = 0;
+    for (size_t k = 0; k < s->cpu_count;) {
+        int64_t tid = s->cpu[cpu_order[k]].tid;
+        size_t lo = 0, hi = s->runtime_count; /* this thread's first call */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (s->runtime[calls[mid]].tid < tid)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t depth = 0, c = lo;
+        for (; k < s->cpu_count && s->cpu[cpu_order[k]].tid == tid; k++) {
+            const cpu_rec *e = &s->cpu[cpu_order[k]];
+            for (; c < s->runtime_count && s->runtime[calls[c]].tid == tid && s->runtime[calls[c]].start < e->start; c++) {
+                while (depth && frames[depth - 1].end <= s->runtime[calls[c]].start)
+                    depth--;
+                if (depth)
+                    attribute_call(r, &s->runtime[calls[c]], frames[depth - 1].stack);
+            }
+            while (depth && frames[depth - 1].end <= e->start)
+                depth--;
+            uint32_t parent = depth ? frames[depth - 1].stack : NO_ID;
+            int64_t end = depth ? PT_MIN(e->end, frames[depth - 1].end) : e->end;
+            PT_GROW(frames, cap, depth + 1);
+            frames[depth++] = (open){end, stack_intern(r, parent, normalized_frame(r, e->name))};
+        }
+        for (; c < s->runtime_count && s->runtime[calls[c]].tid == tid; c++) {
+            while (depth && frames[depth - 1].end <= s->runtime[calls[c]].start)
+                depth--;
+            if (depth)
+                attribute_call(r, &s->runtime[calls[c]], frames[depth - 1].stack);
+        }
+    }
+    free(frames);
+    free(calls);
+}
+
+/* The stack a runtime API spent most time under, or NO_ID. */
+static uint32_t main_caller(const reducer *r, uint32_t api)
+{
+    uint32_t best = NO_ID;
+    int64_t best_ns = 0;
+    for (uint32_t i = 0; i < r->call_sites.count; i++) {
+        uint32_t key[2];
+        memcpy(key, pt_strtab_get(&r->call_sites, i), sizeof key);
+        if (key[0] == api && r->call_site_ns[i] > best_ns)
+            best_ns = r->call_site_ns[i], best = key[1];
+    }
+    return best;
 }
 
 /* CPU-side collectives (gloo jobs) are communication functions in their own right. */
@@ -1222,6 +1331,12 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
         }
         fs->max_ns = f->max_ns;
         fs->median_ns = f->cls == PT_CLASS_PYTHON ? 0 : medians[order[i].index];
+        uint32_t caller = f->cls == PT_CLASS_RUNTIME ? main_caller(r, f->id) : NO_ID;
+        if (caller != NO_ID) {
+            pt_buf stack = PT_BUF_INIT;
+            render_stack(r, caller, &stack);
+            fs->caller = pt_buf_take(&stack);
+        }
         if (f->tput_n) {
             double mean = f->tput_sum / (double)f->tput_n;
             double var = f->tput_sq / (double)f->tput_n - mean * mean;
@@ -1623,7 +1738,10 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     account_gpu_and_runtime(&r);
     account_cpu_collectives(&r);
     call_walk walk = {0};
-    account_python(&r, &walk);
+    pt_strtab_init(&r.call_sites);
+    uint32_t *cpu_order = account_python(&r, &walk);
+    attribute_runtime_calls(&r, cpu_order);
+    free(cpu_order);
     add_layer(&r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
     free_call_walk(&walk);
     int64_t *medians = compute_medians(&r);
@@ -1656,6 +1774,8 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
     for (int c = 0; c < PT_CLASS_COUNT; c++)
         pt_timeline_free(&r.own[c]);
     pt_timeline_free(&r.gpu_comm);
+    pt_strtab_free(&r.call_sites);
+    free(r.call_site_ns);
     pt_timeline_free(&r.work_runtime);
     pt_timeline_free(&r.work);
     pt_strtab_free(&r.func_index);

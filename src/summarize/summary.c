@@ -32,6 +32,7 @@ void pt_summary_free(pt_worker_summary *s)
     for (size_t i = 0; i < s->function_count; i++) {
         free(s->functions[i].name);
         free(s->functions[i].group);
+        free(s->functions[i].caller);
         free(s->functions[i].step_exposed_ns);
     }
     for (size_t i = 0; i < s->metric_count; i++)

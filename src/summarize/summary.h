@@ -41,6 +41,8 @@ typedef struct pt_function_summary {
     int64_t *step_exposed_ns;
     int64_t median_ns;     /* median duration of one execution */
     int64_t max_ns;
+    char *caller;          /* runtime calls: the Python stack they spend most time under
+                              (version 3), or NULL */
     double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
     double throughput_std_pct;
     double busbw_avg_gbps;

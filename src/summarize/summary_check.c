@@ -358,7 +358,8 @@ static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f
     if ((unsigned)f->cls >= PT_CLASS_COUNT)
         return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
     if (!text_ok("a function's name", f->name, PRESENT, err) ||
-        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
+        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err) ||
+        !text_ok("a function's caller", f->caller, MAY_BE_ABSENT, err))
         return false;
     owner fn = {kinds[f->cls], f->name, false, 0};
     if (!count_ok(fn, "execution count", f->count, err) ||

@@ -171,10 +171,12 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     pt_strtab_init(&strings);
     uint32_t *name_ids = pt_xmalloc((s->function_count + 1) * sizeof *name_ids);
     uint32_t *group_ids = pt_xmalloc((s->function_count + 1) * sizeof *group_ids);
+    uint32_t *caller_ids = pt_xmalloc((s->function_count + 1) * sizeof *caller_ids);
     for (size_t i = 0; i < s->function_count; i++) {
         const pt_function_summary *f = &s->functions[i];
         name_ids[i] = pt_strtab_intern(&strings, f->name, strlen(f->name));
         group_ids[i] = f->group ? pt_strtab_intern(&strings, f->group, strlen(f->group)) + 1 : 0;
+        caller_ids[i] = f->caller ? pt_strtab_intern(&strings, f->caller, strlen(f->caller)) + 1 : 0;
     }
     put_uvarint(b, strings.count);
     for (size_t i = 0; i < strings.count; i++) {
@@ -199,9 +201,11 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
         put_uvarint(b, f->step_count);
         for (size_t k = 0; k < f->step_count; k++)
             put_varint(b, f->step_exposed_ns[k]);
+        put_uvarint(b, caller_ids[i]);
     }
     free(name_ids);
     free(group_ids);
+    free(caller_ids);
     pt_strtab_free(&strings);
 
     put_uvarint(b, s->metric_count);
@@ -417,6 +421,14 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
         f->busbw_avg_gbps = get_double(c);
         if (c->version >= 2)
             decode_step_values(c, s, f);
+        if (c->version >= 3) {
+            uint64_t caller = get_uvarint(c);
+            if (caller > nstrings) {
+                broken(c, "a function's caller refers to a missing string");
+                break;
+            }
+            f->caller = caller ? pt_xstrdup(strings[caller - 1]) : NULL;
+        }
     }
     pt_free_strings(strings, nstrings);
 }

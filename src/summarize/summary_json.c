@@ -28,6 +28,8 @@ static pt_json *function_json(const pt_function_summary *f)
     pt_json_add(j, "max_ms", ns_ms(f->max_ns));
     if (f->waiting_ns)
         pt_json_add(j, "waiting_ms", ns_ms(f->waiting_ns));
+    if (f->caller)
+        pt_json_add(j, "caller", pt_json_string(f->caller));
     if (f->step_count) {
         pt_json *steps = pt_json_add(j, "step_exposed_ms", pt_json_array());
         for (size_t k = 0; k < f->step_count; k++)

@@ -523,6 +523,80 @@ static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_l
     free(share);
 }
 
+/* The slowest worker moves from step to step: no worker holds the job up in every step,
+ * but in each some worker's work is well above the typical worker's, and the others wait
+ * for it (uneven data: variable sequence lengths, data-dependent work). Judged when the
+ * waiting shows as exposed communication on most workers (what a job whose slowest rank
+ * moves looks like), so the advice is to balance the work, not to overlap or check the
+ * links. Fixing it takes every worker's work down to the typical worker's in each step. */
+#define IMBALANCE_MIN_SAVING 0.05
+
+static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    size_t segments = pt_whatif_segments(m);
+    if (a->n < 3 || segments < 2 || !pt_whatif_by_step(m))
+        return;
+    double *ratio = pt_xmalloc(a->n * sizeof *ratio);
+    for (size_t w = 0; w < a->n; w++)
+        ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
+    double exposed = pt_median_of(ratio, a->n, a->scratch);
+    free(ratio);
+    size_t first = SIZE_MAX, distinct = 0;
+    bool *seen = pt_xcalloc(a->n, sizeof *seen);
+    for (size_t j = 0; j < segments; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        distinct += !seen[w], seen[w] = true;
+        if (first == SIZE_MAX)
+            first = w;
+    }
+    free(seen);
+    if (exposed < COMMON_COMM || distinct < 2)
+        return;
+    finding *f = pt_finding_add(list, "other", "uneven work per step: the slowest rank moves", "workers");
+    f->all_workers = true;
+    f->fix = PT_FIX_WORK;
+    f->metric = "work per step, ms";
+    for (size_t w = 0; w < a->n; w++)
+        pt_finding_name_worker(f, w, pt_whatif_work_ms(m, w, 0));
+    pt_cost_finding(a, m, f);
+    if (f->impact < IMBALANCE_MIN_SAVING) {
+        pt_finding_drop_last(list);
+        return;
+    }
+    pt_buf s = PT_BUF_INIT;
+    pt_buf_puts(&s, "The slowest rank moves from step to step (");
+    for (size_t j = 0; j < segments && j < 6; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        pt_buf_printf(&s, "%srank %d in step %lld", j ? ", " : "", pt_worker_rank(a, w),
+                      (long long)a->workers[w]->steps[pt_whatif_segment_step(m, j)].step);
+    }
+    if (segments > 6)
+        pt_buf_puts(&s, ", ...");
+    double least = INFINITY, most = 0, *work = pt_xmalloc(a->n * sizeof *work);
+    for (size_t j = 0; j < segments; j++) { /* how far each step's slowest is above the typical */
+        double margin;
+        size_t pacer = pt_whatif_pacer(m, j, &margin);
+        for (size_t w = 0; w < a->n; w++)
+            work[w] = pt_whatif_segment_work_ms(m, j, w);
+        double above = work[pacer] - pt_median_of(work, a->n, a->scratch);
+        least = fmin(least, above), most = fmax(most, above);
+    }
+    free(work);
+    pt_buf_puts(&s, "), each time ");
+    pt_put_ms(&s, least);
+    if (most - least >= 0.05 * most) {
+        pt_buf_puts(&s, " to ");
+        pt_put_ms(&s, most);
+    }
+    pt_buf_puts(&s, " above the typical rank's work: the others wait for work unevenly split between ranks and steps "
+                    "(variable sequence lengths, data-dependent work), not for one slow worker or slow links");
+    pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+    pt_buf_puts(&s, "; balance the work per rank and step (bucket or pack sequences by length, even shards).");
+    f->summary = pt_buf_take(&s);
+}
+
 /* ------------------------------------------------------------ 4. hangs */
 
 static bool stack_in_collective(const char *stack)
@@ -693,8 +767,10 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
         }
         /* Waiting for a straggler is exposed communication on everyone else: it is
          * explained by the straggler's finding, not a communication problem. */
-        if (!peer_findings)
+        if (!peer_findings) {
             common_communication(a, m, &list);
+            common_imbalance(a, m, &list);
+        }
     }
     for (size_t i = 0; i < list.count; i++)
         if (list.items[i].explains)

@@ -32,7 +32,6 @@
 #include "util/stats.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -300,14 +299,6 @@ pt_whatif *pt_whatif_new(const pt_analysis *a)
     double *values = pt_xmalloc((a->n ? a->n : 1) * sizeof *values);
     build_segments(m, &b, scratch);
     typical_busy(m, values, scratch);
-    if (getenv("PT_WHATIF_DEBUG")) { /* TEMP */
-        for (size_t j = 0; j < m->segments; j++) {
-            fprintf(stderr, "seg %zu step %zu wait %.2f:", j, m->seg_step[j], m->seg_wait[j]);
-            for (size_t w = 0; w < m->n && w < 16; w++)
-                fprintf(stderr, " %.2f", m->seg_busy[j * m->n + w]);
-            fprintf(stderr, "\n");
-        }
-    }
     free(values);
     free(scratch);
     free(b.length);

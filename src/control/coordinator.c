@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -65,6 +66,7 @@
 #define MAX_CONTROL_PEERS 16
 #define ACCEPT_BATCH 256
 #define SHED_LOG_NS (10 * SEC)
+#define STRANGER_LOG_BURST 10
 
 enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL };
 
@@ -145,6 +147,11 @@ struct pt_coordinator {
         uint64_t dropped, turned_away;
         char why[96];
     } shed;
+    struct {                 /* lines about peers not yet trusted (refused, dropped): a burst, then a count */
+        int64_t window_ns;
+        int lines;
+        uint64_t suppressed;
+    } stranger_log;
     pthread_mutex_t stats_lock;
     pt_coordinator_stats stats;
     pid_t owner;           /* the process that may remove the published files */
@@ -238,6 +245,39 @@ static void unpublish(pt_coordinator *c)
 }
 
 /* ---------------------------------------------------------------- peers */
+
+/* Lines about peers that have not proven anything yet (a refused handshake, a dropped
+ * connection, a refused JOIN): the first STRANGER_LOG_BURST of every 10 s, then a count,
+ * so a flood of connections never becomes a flood of log lines. */
+static void flush_stranger_log(pt_coordinator *c, int64_t now)
+{
+    if (now - c->stranger_log.window_ns < SHED_LOG_NS)
+        return;
+    if (c->stranger_log.suppressed)
+        pt_ctl_logf(&c->cfg.log, "... and %llu more such line(s) about unauthenticated or refused peers in the last "
+                    "%.0f s", (unsigned long long)c->stranger_log.suppressed,
+                    (double)(now - c->stranger_log.window_ns) / 1e9);
+    c->stranger_log.window_ns = now;
+    c->stranger_log.lines = 0;
+    c->stranger_log.suppressed = 0;
+}
+
+static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...) PT_PRINTF(3, 4);
+static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...)
+{
+    flush_stranger_log(c, now);
+    if (c->stranger_log.lines >= STRANGER_LOG_BURST) {
+        c->stranger_log.suppressed++;
+        return;
+    }
+    c->stranger_log.lines++;
+    char line[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pt_ctl_logf(&c->cfg.log, "%s", line);
+}
 
 /* Reads unless paused, writes while something is queued. */
 static void update_interest(pt_coordinator *c, peer *p)
@@ -717,14 +757,14 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
 {
     int32_t rank = m->worker.rank;
     if (p->rank >= 0) {
-        pt_ctl_logf(&c->cfg.log, "refused a second JOIN from %s (rank %d, already joined as rank %d)", p->addr,
-                    rank, p->rank);
+        stranger_logf(c, now, "refused a second JOIN from %s (rank %d, already joined as rank %d)", p->addr, rank,
+                      p->rank);
         refuse(c, p, "this connection has joined already", now);
         return;
     }
     if (rank < 0 || rank >= c->cfg.world_size || m->worker.world_size != c->cfg.world_size) {
-        pt_ctl_logf(&c->cfg.log, "refused a worker from %s: rank %d of world size %d does not fit this job (world "
-                    "size %d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
+        stranger_logf(c, now, "refused a worker from %s: rank %d of world size %d does not fit this job (world size "
+                      "%d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
         refuse(c, p, "rank or world size does not match this job", now);
         return;
     }
@@ -736,7 +776,7 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
          * and the real worker, refused meanwhile, retries. */
         char why[160];
         snprintf(why, sizeof why, "rank %d is already connected (from %s)", rank, w->peer->addr);
-        pt_ctl_logf(&c->cfg.log, "refused a worker from %s: %s", p->addr, why);
+        stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);
         refuse(c, p, why, now);
         return;
     }
@@ -942,16 +982,16 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         pthread_mutex_lock(&c->stats_lock);
         c->stats.refused++;
         pthread_mutex_unlock(&c->stats_lock);
-        pt_ctl_logf(&c->cfg.log, "refused a %s connection from %s: %s",
-                    m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
-                    p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
-                                                                                   : "wrong job key");
+        stranger_logf(c, now, "refused a %s connection from %s: %s",
+                      m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
+                      p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
+                                                                                     : "wrong job key");
         refuse(c, p, "authentication failed: this job's key is needed", now);
         return;
     }
     if (m->role == PT_CTL_ROLE_CONTROL && c->control_peers >= MAX_CONTROL_PEERS) {
-        pt_ctl_logf(&c->cfg.log, "refused a control connection from %s: %d CLIs are connected already", p->addr,
-                    MAX_CONTROL_PEERS);
+        stranger_logf(c, now, "refused a control connection from %s: %d CLIs are connected already", p->addr,
+                      MAX_CONTROL_PEERS);
         refuse(c, p, "too many control connections", now);
         return;
     }
@@ -1012,10 +1052,14 @@ static void flush_shed_log(pt_coordinator *c, int64_t now)
         return;
     if (c->shed.logged_ns && now - c->shed.logged_ns < SHED_LOG_NS)
         return;
-    pt_ctl_logf(&c->cfg.log, "%s: dropped %llu connection(s) still waiting to authenticate or join, oldest first, "
-                "and turned away %llu new one(s) in the last %.0f s", c->shed.why,
-                (unsigned long long)c->shed.dropped, (unsigned long long)c->shed.turned_away,
-                c->shed.logged_ns ? (double)(now - c->shed.logged_ns) / 1e9 : 0.0);
+    if (!c->shed.logged_ns)
+        pt_ctl_logf(&c->cfg.log, "%s: shedding load -- dropping the oldest connections still waiting to "
+                    "authenticate or join, or turning new ones away when none is left to drop (counts follow at "
+                    "most every %.0f s)", c->shed.why, (double)SHED_LOG_NS / 1e9);
+    else
+        pt_ctl_logf(&c->cfg.log, "%s: in the last %.0f s, dropped %llu connection(s) still waiting to authenticate "
+                    "or join and turned away %llu", c->shed.why, (double)(now - c->shed.logged_ns) / 1e9,
+                    (unsigned long long)c->shed.dropped, (unsigned long long)c->shed.turned_away);
     c->shed.logged_ns = now;
     c->shed.dropped = c->shed.turned_away = 0;
 }
@@ -1145,7 +1189,10 @@ static void accept_all(pt_coordinator *c, int64_t now)
  * mistake to show); anyone else is dropped with a log line. */
 static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now)
 {
-    pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, why);
+    if (waiting(p))
+        stranger_logf(c, now, "dropping %s: %s", p->addr, why);
+    else
+        pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, why);
     if (p->kind != PEER_CONTROL) {
         kill_peer(c, p, now, why);
         return;
@@ -1193,7 +1240,9 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         if (!p->dead && !p->closing && !p->paused)
             admit_input(c, p); /* a finished frame gives its share back at once */
         if (!p->dead && rc < 0) {
-            if (!p->conn.eof)
+            if (!p->conn.eof && waiting(p))
+                stranger_logf(c, now, "dropping %s: %s", p->addr, err.message);
+            else if (!p->conn.eof)
                 pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
             kill_peer(c, p, now, err.message);
             return;
@@ -1242,6 +1291,7 @@ static void tick(pt_coordinator *c, int64_t now)
     if (c->reserve_fd < 0 && c->listen_fd >= 0)
         c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     flush_shed_log(c, now);
+    flush_stranger_log(c, now);
     check_round(c, now);
     int32_t agents = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)

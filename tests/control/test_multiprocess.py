@@ -612,7 +612,7 @@ def scenario_fd_exhaustion(job):
     added = job.log_text().count("\n") - lines_before
     check(r.returncode == 0, "the trigger failed while the connections were held (exit %d)" % r.returncode, r, job)
     check(added < 40, "rank 0's log gained %d lines" % added, r, job)
-    check("connections" in job.log_text() and "dropped" in job.log_text(), "the shedding was not logged", r, job)
+    check("shedding load" in job.log_text(), "the shedding was not logged", r, job)
     check(busy < 0.3, "rank 0's process used %.0f%% of a CPU while the connections were held" % (100 * busy), r, job)
     if os.environ.get("PT_TEST_VERBOSE"):
         print(job.log_text())

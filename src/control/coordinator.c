@@ -1447,13 +1447,13 @@ pt_coordinator *pt_coordinator_create_detached(const pt_coordinator_config *cfg,
     return create(&detached, false, err);
 }
 
-int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, pt_error *err)
+int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, int64_t now, pt_error *err)
 {
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
         pt_error_set(err, "cannot make the socket non-blocking: %s", strerror(errno));
         return -1;
     }
-    add_peer(c, fd, control, !control, c->last_tick_ns);
+    add_peer(c, fd, control, !control, now);
     return 0;
 }
 

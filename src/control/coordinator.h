@@ -82,7 +82,7 @@ void pt_coordinator_stop(pt_coordinator *c);
  * times it chooses, so the state machine after authentication runs on whatever frames
  * the other ends write. Stopped with pt_coordinator_stop. */
 pt_coordinator *pt_coordinator_create_detached(const pt_coordinator_config *cfg, pt_error *err);
-int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, pt_error *err);
+int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, int64_t now, pt_error *err);
 /* One pass of the loop at `now` (pt_now_ns's clock; never earlier than the last): reads
  * and handles what the peers sent, and runs the tick when one is due. Never blocks. */
 void pt_coordinator_turn(pt_coordinator *c, int64_t now);

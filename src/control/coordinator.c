@@ -753,6 +753,14 @@ static void refuse(pt_coordinator *c, peer *p, const char *why, int64_t now)
     p->closing = true;
 }
 
+/* Whether the peer has closed (or reset) its connection, by a peek that never blocks. */
+static bool connection_gone(const peer *p)
+{
+    char byte;
+    ssize_t n = recv(p->conn.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     int32_t rank = m->worker.rank;
@@ -769,11 +777,13 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         return;
     }
     worker *w = &c->workers[rank];
+    if (w->peer && w->peer != p && connection_gone(w->peer)) /* its worker reconnected before we saw the EOF */
+        kill_peer(c, w->peer, now, "closed by the peer");
     if (w->peer && w->peer != p) {
         /* A rank has one worker. While its connection is alive (heard from within the
          * heartbeat timeout) the newcomer is an impostor or a confused process: it is
-         * refused and the worker keeps its place. A dead link is dropped by the timeout,
-         * and the real worker, refused meanwhile, retries. */
+         * refused and the worker keeps its place. A link dead without a word is dropped by
+         * the timeout, and the real worker, refused meanwhile, retries. */
         char why[160];
         snprintf(why, sizeof why, "rank %d is already connected (from %s)", rank, w->peer->addr);
         stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);

@@ -92,7 +92,7 @@ static int join_as(uint16_t port, const pt_key *key, int32_t rank, int32_t world
         for (int i = 0; i < 4; i++)
             *p++ = (uint8_t)((uint32_t)ints[f] >> (8 * i));
     for (int i = 0; i < 8; i++)
-        *p++ = (uint8_t)(4242u >> (8 * i));
+        *p++ = (uint8_t)((uint64_t)4242 >> (8 * i));
     memcpy(p, "\4\0\0\0evil", 8);
     p += 8;
     uint32_t body = (uint32_t)(p - raw - 4);

@@ -7,7 +7,8 @@
  * reads the clock, finds the callable's name id with one hash probe on pointers
  * (funcs.h) and pushes or pops a record (recorder.h): no allocation, no Python object.
  * Outside windows no hook is installed at all, and step() is a counter update and one
- * atomic load.
+ * atomic load (plus, until the job secret has been handed over, a pointer test and a
+ * call into tracer.py at most once a second).
  *
  * Names follow the seed's convention (Kineto's with_stack naming without line numbers):
  * "path/file.py: function" with the path as the user knows it (relative to

@@ -21,8 +21,8 @@
  * A NUL written after the valid bytes stops every scanning loop without bounds checks.
  *
  * Hostile or odd bytes. A UTF-8 byte-order mark before the JSON is skipped. A NUL inside
- * a string (raw, or \u0000) becomes U+FFFD (pt_json_unescape), so two names that differ
- * after it stay two names. A second "traceEvents" list is an error, not a merge: JSON
+ * a string (raw, or \u0000) becomes U+FFFD (replace_nuls), so two names that differ
+ * after it stay two names, and so do top-level strings (host, device). A second "traceEvents" list is an error, not a merge: JSON
  * parsers keep the last of two equal keys and streaming readers both, so the file means
  * different traces to different tools.
  *
@@ -120,8 +120,8 @@ static inline const char *find_string_special(const char *p, const char *end)
 #endif
 
 /* p at '"'. On success body and n delimit the raw contents, and escaped says whether
- * they need pt_json_unescape: backslash escapes, or a raw NUL (not JSON, but a name
- * must not be cut at it; unescaping makes it U+FFFD). */
+ * they need unescaped(): backslash escapes, or a raw NUL (not JSON, but a name must not
+ * be cut at it; unescaped() makes it U+FFFD). */
 static int scan_string(const char **pp, const char *end, const char **body, size_t *n, bool *escaped)
 {
     const char *start = *pp + 1;
@@ -683,17 +683,39 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
 
 /* ------------------------------------------------------------ delivering events */
 
+#define REPLACEMENT_CHARACTER "\xEF\xBF\xBD" /* U+FFFD */
+
+/* Each NUL in b (from \u0000, or raw) becomes U+FFFD, in place: a name becomes a C string
+ * wherever it is used (interned, printed), and cut at a NUL, "gemm\u0000A" and
+ * "gemm\u0000B" would be one kernel. */
+static void replace_nuls(pt_buf *b)
+{
+    size_t nuls = 0;
+    for (size_t i = 0; i < b->len; i++)
+        nuls += b->data[i] == '\0';
+    if (!nuls)
+        return;
+    pt_buf_reserve(b, 2 * nuls);
+    size_t from = b->len, to = b->len + 2 * nuls;
+    b->len = to;
+    b->data[to] = '\0';
+    while (from > 0) { /* backwards, so nothing is overwritten before it is moved */
+        char c = b->data[--from];
+        if (c)
+            b->data[--to] = c;
+        else
+            to -= 3, memcpy(b->data + to, REPLACEMENT_CHARACTER, 3);
+    }
+}
+
 static const char *unescaped(pt_buf *scratch, const char *body, size_t n, size_t *out_len)
 {
     pt_buf_reset(scratch);
-    if (!pt_json_unescape(body, n, scratch)) { /* keep the raw bytes rather than drop it, */
+    if (!pt_json_unescape(body, n, scratch)) { /* keep the raw bytes rather than drop it */
         pt_buf_reset(scratch);
-        for (const char *p = body, *end = body + n; p < end; p++) /* NULs made U+FFFD as above */
-            if (*p)
-                pt_buf_putc(scratch, *p);
-            else
-                pt_buf_append(scratch, "\xEF\xBF\xBD", 3);
+        pt_buf_append(scratch, body, n);
     }
+    replace_nuls(scratch);
     *out_len = scratch->len;
     return pt_buf_cstr(scratch);
 }
@@ -813,9 +835,17 @@ static int deliver(kineto_reader *kr, raw_event *re)
 
 /* ------------------------------------------------------------ top-level members */
 
-static void copy_string(char *dst, size_t cap, const char *src)
+/* object[key] when it is a string, NULs made U+FFFD as in names, into dst (cut to fit);
+ * else dst stays as it was. */
+static void copy_member_string(kineto_reader *kr, char *dst, size_t cap, const pt_json *object, const char *key)
 {
-    snprintf(dst, cap, "%s", src ? src : "");
+    const pt_json *v = pt_json_get(object, key);
+    if (!v || v->type != PT_JSON_STRING)
+        return;
+    pt_buf_reset(&kr->coll_scratch);
+    pt_buf_append(&kr->coll_scratch, v->string, v->string_len);
+    replace_nuls(&kr->coll_scratch);
+    snprintf(dst, cap, "%s", pt_buf_cstr(&kr->coll_scratch));
 }
 
 static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v)
@@ -828,11 +858,11 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         double ws = pt_json_get_number(v, "world_size", -1);
         if (ws > 0 && ws < 1e9)
             meta->world_size = (int32_t)ws;
-        copy_string(meta->backend, sizeof meta->backend, pt_json_get_string(v, "backend", ""));
+        copy_member_string(kr, meta->backend, sizeof meta->backend, v, "backend");
     } else if (strcmp(key, "deviceProperties") == 0 && v->type == PT_JSON_ARRAY) {
         meta->device_count = (int32_t)v->count;
         if (v->count)
-            copy_string(meta->device_name, sizeof meta->device_name, pt_json_get_string(v->items[0], "name", ""));
+            copy_member_string(kr, meta->device_name, sizeof meta->device_name, v->items[0], "name");
     } else if (strcmp(key, "baseTimeNanoseconds") == 0 && v->type == PT_JSON_NUMBER &&
                (v->is_integer || fabs(v->number) < 9.2e18)) { /* casting a larger double is UB */
         meta->clock_origin_ns = v->is_integer ? v->integer : (int64_t)v->number;
@@ -840,9 +870,8 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         /* Some harnesses record the host and pid (e.g. TraceLens' metadata.system). */
         const pt_json *system = pt_json_get(v, "system");
         const pt_json *uname = pt_json_get(system, "uname");
-        const char *node = pt_json_get_string(uname, "node", NULL);
-        if (node && !meta->host[0])
-            copy_string(meta->host, sizeof meta->host, node);
+        if (!meta->host[0])
+            copy_member_string(kr, meta->host, sizeof meta->host, uname, "node");
     }
 }
 

@@ -369,16 +369,11 @@ bool pt_json_unescape(const char *body, size_t n, pt_buf *out)
     const char *p = body, *end = body + n;
     while (p < end) {
         const char *run = p;
-        while (p < end && *p != '\\' && *p != '\0')
+        while (p < end && *p != '\\')
             p++;
         pt_buf_append(out, run, (size_t)(p - run));
         if (p >= end)
             break;
-        if (*p == '\0') { /* a raw NUL (the event scanner lets them through) */
-            put_utf8(out, 0xFFFD);
-            p++;
-            continue;
-        }
         if (++p >= end)
             return false;
         char e = *p++;
@@ -403,9 +398,8 @@ bool pt_json_unescape(const char *body, size_t n, pt_buf *out)
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 else
                     p = save, cp = 0xFFFD;
-            } else if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0) {
-                cp = 0xFFFD; /* U+0000 too: every string ends up a C string somewhere,
-                                and a NUL there would cut it (distinct names merging) */
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                cp = 0xFFFD;
             }
             put_utf8(out, cp);
             break;

@@ -76,9 +76,7 @@ void pt_json_write_string(pt_buf *out, const char *s, size_t n);
 void pt_json_write_double(pt_buf *out, double v);
 
 /* Decode the body of a JSON string literal (the bytes between the quotes) into out.
- * Lone surrogates, \u0000 and raw NUL bytes become U+FFFD, so the result holds no NUL:
- * "k\u0000a" and "k\u0000b" stay two names wherever they are used as C strings.
- * Returns false on a malformed escape. */
+ * Lone surrogates become U+FFFD. Returns false on a malformed escape. */
 bool pt_json_unescape(const char *body, size_t n, pt_buf *out);
 
 /* Parse a whole document. Depth is limited (max_depth, e.g. 64) so crafted input

@@ -367,13 +367,14 @@ static void test_errors(void **state)
 }
 
 /* Names that differ only after a NUL stay two names, and hold no NUL: \u0000 and a raw
- * NUL byte (not JSON, but a writer's bug) both become U+FFFD. Cut at the NUL, "gemm"
+ * NUL byte (not JSON, but a writer's bug) both become U+FFFD, in top-level strings too. Cut at the NUL, "gemm"
  * stood for all four and their time merged. */
 static void test_nul_in_names_stays_distinct(void **state)
 {
     (void)state;
     static const char text[] =
-        "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\\u0000A\",\"ts\":1,\"dur\":1},"
+        "{\"metadata\":{\"system\":{\"uname\":{\"node\":\"node\\u0000x\"}}},"
+        "\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\\u0000A\",\"ts\":1,\"dur\":1},"
         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\\u0000B\",\"ts\":2,\"dur\":1},"
         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\0C\",\"ts\":3,\"dur\":1},"
         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\0\\\"D\",\"ts\":4,\"dur\":1}]}";
@@ -390,6 +391,7 @@ static void test_nul_in_names_stays_distinct(void **state)
             assert_int_equal(c.name_lens[i], strlen(want[i]));
             assert_string_equal(c.names[i], want[i]);
         }
+        assert_string_equal(meta.host, "node\xEF\xBF\xBD" "x"); /* a top-level string too */
     }
 }
 

@@ -26,6 +26,9 @@ privileges skips only the first.
   allocation_failure_is_one_files_error  the same bomb with the share forced far above the
                            limit (PERFTRACKER_ANALYZE_MEMORY_MB): its allocations fail, and
                            that is its own error, the others are analysed
+  no_thread_can_start      -j 2 under a 20 MB address-space limit, where no worker thread
+                           gets its 8 MB stack: the files are read on the main thread (it
+                           used to wait forever for threads that never started)
   growing_file             a trace that a background writer keeps appending to: analyze
                            reads it only to its size at open and refuses it as still being
                            written, instead of following it until the disk is full
@@ -302,6 +305,21 @@ def allocation_failure_is_one_files_error(work, problems):
     expect("perftracker: out of memory" not in err, "the process ran out of memory, not the one file", problems)
     return check_one_refused(work, out, rc, err, "node0_3_10003.json.gz", r"out of memory while reading it",
                              problems)
+
+
+@case
+def no_thread_can_start(work, problems):
+    good = good_job(work)
+    out = os.path.join(work, "no-thread-out")
+    inputs = [os.path.join(good, f) for f in ("node0_0_10000.json", "node0_1_10001.json")]
+    try:
+        rc, err = analyze(["-j", "2", "-o", out, *inputs], limits={resource.RLIMIT_AS: 20 << 20}, timeout=120)
+    except subprocess.TimeoutExpired:
+        problems.append("analyze still waiting after 120 s for worker threads that could not start")
+        return ""
+    no_crash(rc, err, problems)
+    expect(rc == 0, f"exit {rc}, expected 0: {err[-400:]}", problems)
+    return f"exit {rc}"
 
 
 # A writer that keeps a trace growing: 64 MB at once (so that reading what was there at

@@ -58,6 +58,11 @@ typedef struct pt_step_summary {
 /* Functions carry their exposed time per step when a window has at most this many steps
  * (a few are profiled; the cap bounds a summary of a window of thousands). */
 #define PT_SUMMARY_MAX_STEP_VALUES 64
+/* Steps per worker: a profiled window is a few, a long one thousands. Each costs a row
+ * in the summary and ~600 bytes in report.json, so a trace of a million steps (a 5.6 MB
+ * gzip) would make a 600 MB report; beyond the cap the window ends with the last step
+ * kept, with a warning (summarize.c). */
+#define PT_SUMMARY_MAX_STEPS 10000
 /* Hardware metrics per worker: a collector samples about a hundred (a dozen per GPU);
  * each costs 1.7 KB in memory, so the cap keeps a hostile summary of a few hundred bytes
  * (a zstd frame of zeros) from asking for gigabytes. */

@@ -1531,7 +1531,7 @@ static void add_reading_warnings(const pt_summarizer *s, size_t steps_dropped, p
     for (size_t i = 0; i < s->warnings_count; i++)
         pt_summary_add_warning(out, "%s", s->warnings[i]);
     if (steps_dropped)
-        pt_summary_add_warning(out, "the trace marks %zu steps; the first %d were analysed (ProfilerStep#%lld "
+        pt_summary_add_warning(out, "the trace marks %zu steps; the first %u were analysed (ProfilerStep#%lld "
                                     "to #%lld, the window ends there) and the %zu after them were not",
                                (size_t)PT_SUMMARY_MAX_STEPS + steps_dropped, PT_SUMMARY_MAX_STEPS,
                                (long long)s->steps[0].step, (long long)s->steps[s->steps_count - 1].step,

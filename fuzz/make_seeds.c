@@ -6,7 +6,9 @@
  *       gzip), as native raw traces (zstd, and the decompressed stream the native target
  *       mutates), as summaries (files and bare payloads); summaries of the traces given
  *       (the real traces in ../shared/data/traces); one frame of every control-plane
- *       message and a stream of them; JSON documents (a whole report among them); request
+ *       message and a stream of them; sessions of authenticated peers with a coordinator
+ *       (a triggered round, an automatic one, a hang report, hostile values: the format
+ *       is fuzz/fuzz_coordinator.c's); JSON documents (a whole report among them); request
  *       paths for the display rules. Nothing here is checked in: scripts/fuzz.sh and the
  *       replay tests build it into the build tree, and fuzz/build_corpus.py adds trimmed
  *       copies of the real traces.
@@ -251,6 +253,139 @@ static void write_protocol_seeds(const char *dir, const pt_buf *summary)
     pt_buf_free(&stream);
 }
 
+/* ------------------------------------------------------------ coordinator sessions */
+
+/* One record of fuzz_coordinator's input: the frame written to a peer (split into
+ * records of at most 65535 bytes). */
+static void to_peer(pt_buf *in, int peer, const pt_ctl_msg *m)
+{
+    size_t n = pt_ctl_encoded_size(m);
+    if (n == 0)
+        die("encoding a frame", pt_ctl_type_name(m->type));
+    uint8_t *frame = pt_xmalloc(n);
+    pt_ctl_encode(m, frame, n);
+    for (size_t at = 0; at < n; at += 65535) {
+        size_t piece = PT_MIN(n - at, (size_t)65535);
+        uint8_t head[3] = {(uint8_t)peer, (uint8_t)(piece & 0xff), (uint8_t)(piece >> 8)};
+        pt_buf_append(in, head, 3);
+        pt_buf_append(in, frame + at, piece);
+    }
+    free(frame);
+}
+
+static void clock_moves(pt_buf *in, int ticks)
+{
+    pt_buf_putc(in, (char)(0x80 | (ticks - 1)));
+}
+
+static void join_all(pt_buf *in, int world, int64_t steps)
+{
+    for (int rank = 0; rank < 4 && rank < world; rank++) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_JOIN);
+        m.worker = (pt_ctl_worker){rank, rank, world, 0, 1000 + rank, pt_ctl_str("node0")};
+        to_peer(in, rank, &m);
+        pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+        m.steps_done = steps, m.mean_step_ns = 20000000;
+        to_peer(in, rank, &m);
+    }
+}
+
+static void heartbeats(pt_buf *in, int world, int64_t steps, uint32_t round)
+{
+    for (int rank = 0; rank < 4 && rank < world; rank++) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+        m.round = round, m.steps_done = steps, m.mean_step_ns = 20000000;
+        to_peer(in, rank, &m);
+    }
+}
+
+static void window(pt_buf *in, int world, uint32_t round, const pt_buf *summary)
+{
+    for (int rank = 0; rank < 4 && rank < world; rank++) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_ARMED);
+        m.round = round;
+        to_peer(in, rank, &m);
+    }
+    clock_moves(in, 4);
+    heartbeats(in, world, 400, round);
+    for (int rank = 0; rank < 4 && rank < world; rank++) {
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
+        m.round = round;
+        m.status = rank == 3 ? 1 : 0;
+        m.text = pt_ctl_str(rank == 3 ? "cannot write the raw trace: No space left on device" : "");
+        m.blob = pt_ctl_blob(summary->data, rank == 3 ? 0 : summary->len);
+        to_peer(in, rank, &m);
+    }
+    clock_moves(in, 20);
+}
+
+static void write_coordinator_seeds(const char *dir, const pt_buf *summary)
+{
+    pt_buf in = PT_BUF_INIT;
+    pt_ctl_msg m;
+
+    pt_buf_putc(&in, 3); /* a triggered round on 4 workers */
+    join_all(&in, 4, 10);
+    pt_ctl_msg_init(&m, PT_CTL_TRIGGER);
+    m.wait = 2, m.steps = 2, m.timeout_ms = 60000, m.save_raw = PT_SAVE_RAW_MASTER;
+    m.path = pt_ctl_str("/tmp/perftracker/output/20260101_000000/raw_trace");
+    to_peer(&in, 4, &m);
+    clock_moves(&in, 1);
+    window(&in, 4, 1, summary);
+    pt_ctl_msg_init(&m, PT_CTL_BYE);
+    to_peer(&in, 1, &m);
+    write_bytes(dir, "triggered-round", in.data, in.len);
+
+    pt_buf_reset(&in); /* an automatic round, on 6 workers of which 4 are here */
+    pt_buf_putc(&in, 5 | 8);
+    join_all(&in, 6, 100);
+    pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
+    m.kind = PT_AUTO_SLOWDOWN, m.steps_done = 100, m.mean_step_ns = 30000000, m.best_mean_ns = 20000000;
+    to_peer(&in, 2, &m);
+    clock_moves(&in, 1);
+    window(&in, 6, 1, summary);
+    write_bytes(dir, "automatic-round", in.data, in.len);
+
+    pt_buf_reset(&in); /* a hang report */
+    pt_buf_putc(&in, 3 | 8);
+    join_all(&in, 4, 50);
+    pt_ctl_msg_init(&m, PT_CTL_HANG);
+    m.steps_done = 50, m.mean_step_ns = 20000000, m.stalled_ns = 20000000000LL;
+    m.stack = pt_ctl_str("train.py: <module>|train.py: train|<built-in function sleep>");
+    to_peer(&in, 1, &m);
+    pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
+    m.kind = PT_AUTO_HANG, m.steps_done = 50, m.mean_step_ns = 20000000, m.stalled_ns = 20000000000LL;
+    to_peer(&in, 1, &m);
+    clock_moves(&in, 1);
+    for (int rank = 0; rank < 4; rank++) {
+        pt_ctl_msg_init(&m, PT_CTL_HANG);
+        m.round = 1, m.steps_done = 50, m.stalled_ns = rank == 1 ? 21000000000LL : 0;
+        to_peer(&in, rank, &m);
+    }
+    clock_moves(&in, 80);
+    write_bytes(dir, "hang-report", in.data, in.len);
+
+    pt_buf_reset(&in); /* a rank joined twice, a JOIN outside the job, a trigger while one runs */
+    pt_buf_putc(&in, 1);
+    join_all(&in, 2, 5);
+    pt_ctl_msg_init(&m, PT_CTL_JOIN);
+    m.worker = (pt_ctl_worker){0, 0, 2, 0, 9, pt_ctl_str("impostor")};
+    to_peer(&in, 2, &m);
+    m.worker = (pt_ctl_worker){1, 0, 2, 0, 9, pt_ctl_str("impostor")};
+    to_peer(&in, 3, &m);
+    pt_ctl_msg_init(&m, PT_CTL_TRIGGER);
+    m.steps = 1000, m.wait = 1000000, m.timeout_ms = 1;
+    to_peer(&in, 4, &m);
+    to_peer(&in, 4, &m);
+    clock_moves(&in, 127);
+    write_bytes(dir, "hostile", in.data, in.len);
+    pt_buf_free(&in);
+}
+
 /* ------------------------------------------------------------ JSON and request paths */
 
 static void write_json_seeds(const char *dir, pt_worker_summary **workers, size_t n)
@@ -293,7 +428,8 @@ static void write_path_seeds(const char *dir)
 
 static int corpus(const char *out, int ntraces, char **traces)
 {
-    static const char *const targets[] = {"kineto", "native", "summary", "json", "protocol", "display_path"};
+    static const char *const targets[] = {"kineto",       "native",     "summary",    "json", "protocol",
+                                          "display_path", "coordinator"};
     char dirs[PT_ARRAY_LEN(targets)][1024];
     if (strlen(out) > 900)
         die("output directory name too long", out);
@@ -344,6 +480,7 @@ static int corpus(const char *out, int ntraces, char **traces)
     pt_buf_reset(&encoded);
     pt_summary_encode(workers[1], &encoded);
     write_protocol_seeds(protocol, &encoded);
+    write_coordinator_seeds(dirs[6], &encoded);
     write_json_seeds(json, workers, nworkers);
     write_path_seeds(dirs[5]);
     for (size_t i = 0; i < nworkers; i++)

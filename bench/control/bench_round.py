@@ -35,7 +35,9 @@ def measure(cli, fake, world, tmp):
     for first in range(0, world, PER_PROCESS):
         count = min(PER_PROCESS, world - first)
         procs.append(subprocess.Popen([fake, "--world", str(world), "--first", str(first), "--count", str(count),
-                                       "--step-ms", "50", "--seconds", "600"], env=env, stdout=subprocess.PIPE,
+                                       "--step-ms", "50", "--seconds", "600",
+                                       "--job-secret-file", os.path.join(tmp, "job-secret-%d" % world)],
+                                      env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, text=True))
     try:
         for p in procs:

@@ -2,9 +2,11 @@
 
 Everything costly lives in C. This file only gathers configuration (arguments, then
 PERFTRACKER_* environment variables), tells the C side where things are (the summarizer
-binary, CUPTI, which GPU to sample, which path prefixes to cut from file names) and
-answers "who is this worker" when a window opens. It never raises into the training
-script: any problem becomes one log line and a tracer whose step() only counts.
+binary, CUPTI, which GPU to sample, which path prefixes to cut from file names),
+answers "who is this worker" when a window opens, and carries the job secret from rank 0
+to the other ranks through the job's torch.distributed store (see _share_job_secret). It
+never raises into the training script: any problem becomes one log line and a tracer
+whose step() only counts.
 """
 import atexit
 import glob
@@ -198,6 +200,65 @@ def _start(summary_dir, auto_trigger, sample_period_us):
     return started
 
 
+# The job secret (docs/control-plane.md, "Authentication"). Rank 0's agent makes it; the
+# other ranks' agents do not connect until they have it. It travels through the store the
+# job's ranks already share (torch.distributed's default store) under a name per elastic
+# attempt, so a restarted job never reads the secret of the attempt before it. Only the
+# training thread touches the store: here at PerfTracker(), then from step() (at most once
+# a second, by the C side) until done.
+_SECRET_KEY = "perftracker/job-secret/v1/attempt-"
+_SECRET_READY = "perftracker/job-secret-ready/v1/attempt-"
+_said = set()
+
+
+def _say_once(key, message):
+    if key not in _said:
+        _said.add(key)
+        _log(message)
+
+
+def _job_store():
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    from torch.distributed import distributed_c10d
+    return distributed_c10d._get_default_store()
+
+
+def _share_job_secret():
+    """Rank 0: puts the job secret into the store. Any other rank: takes it from there once
+    rank 0 has. True when nothing is left to do. Never waits: store.add(key, 0) reads a
+    counter without blocking (torch 1.13's store has no check()), and get() runs only once
+    that counter says the value is there."""
+    try:
+        publish = _perftracker._job_secret_to_publish()
+        if publish is None and not _perftracker._job_secret_needed():
+            return True
+        store = _job_store()
+        if store is None:
+            return False  # before init_process_group: step() tries again
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "").strip() or "0"
+        key, ready = _SECRET_KEY + attempt, _SECRET_READY + attempt
+        if publish is not None:
+            store.set(key, publish)
+            store.add(ready, 1)
+            _perftracker._job_secret_published()
+            return True
+        if store.add(ready, 0) < 1:
+            return False  # rank 0 has not published it yet
+        value = store.get(key)
+        _perftracker._set_job_secret(value.decode("ascii") if isinstance(value, bytes) else str(value))
+        return True
+    except ValueError as exc:  # what the store holds is not a job secret: asking again cannot help
+        _say_once("secret-bad", "the job secret in torch.distributed's store is unusable (%s); the control plane "
+                  "will not connect this worker (set PERFTRACKER_SECRET for the job instead)" % exc)
+        return True
+    except Exception as exc:
+        _say_once("secret-store", "cannot use torch.distributed's store for the job secret yet (%s: %s); trying "
+                  "again at later steps" % (type(exc).__name__, exc))
+        return False
+
+
 def _forked_child():
     global _started
     _started = False
@@ -240,6 +301,8 @@ class PerfTracker(_perftracker.Tracer):
                 sample_period_us = _env_int("PERFTRACKER_SAMPLE_PERIOD_US", 100)
             summary_dir = os.path.join(output_dir, "summaries") if local and summarize else ""
             _start(summary_dir, bool(auto_trigger), int(sample_period_us))
+            if not _share_job_secret():
+                _perftracker._set_secret_hook(_share_job_secret)
             if local:
                 wait = 5 if wait is None else int(wait)
                 steps = 2 if steps is None else int(steps)

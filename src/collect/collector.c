@@ -475,10 +475,11 @@ static void process_window(pt_window *w, bool cupti_on)
                        (unsigned long long)pt_window_cpu_records(w), w->gpu_count, w->sample_count,
                        res.keep_trace ? "; raw trace " : "", res.keep_trace ? res.trace : "");
     pthread_mutex_lock(&C.lock);
-    void (*done)(const void *, size_t, const char *, int) = C.cfg.window_done;
+    void (*done)(const void *, size_t, const char *, int, const char *) = C.cfg.window_done;
     pthread_mutex_unlock(&C.lock);
     if (done)
-        done(res.summary_bytes, res.summary_len, res.keep_trace ? res.trace : "", res.status);
+        done(res.summary_bytes, res.summary_len, res.keep_trace ? res.trace : "", res.status,
+             res.status ? res.err.message : "");
     if (!res.keep_trace && res.trace[0])
         unlink(res.trace);
     if (tmpdir[0])
@@ -555,17 +556,17 @@ void pt_collector_cancel_pending(void)
         C.busy = false;
     if (!C.open)
         atomic_store_explicit(&C.attention, 0, memory_order_relaxed);
-    void (*done)(const void *, size_t, const char *, int) = C.cfg.window_done;
+    void (*done)(const void *, size_t, const char *, int, const char *) = C.cfg.window_done;
     pthread_cond_broadcast(&C.changed);
     pthread_mutex_unlock(&C.lock);
     if (cancelled) {
         pt_collect_log(PT_LOG_INFO, "the program ended before its profiling window opened");
         if (done) /* tell whoever armed it that no summary is coming */
-            done(NULL, 0, "", 1);
+            done(NULL, 0, "", 1, "the program ended before its profiling window opened");
     }
 }
 
-void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int))
+void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int, const char *))
 {
     pthread_mutex_lock(&C.lock);
     C.cfg.window_done = fn;

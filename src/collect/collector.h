@@ -32,7 +32,7 @@ typedef struct pt_collect_config {
     char summary_dir[PATH_MAX];    /* local mode: write <name>.ptsum here ("" = don't) */
     /* Called on the writer thread when a window is finished (the agent's
      * pt_agent_window_done); NULL in local mode. */
-    void (*window_done)(const void *summary, size_t len, const char *raw_trace_path, int status);
+    void (*window_done)(const void *summary, size_t len, const char *raw_trace_path, int status, const char *why);
 } pt_collect_config;
 
 typedef enum pt_step_action {
@@ -89,7 +89,7 @@ int64_t pt_collector_last_step_ns(void);
  * recorded; they are logged once and noted in the trace. */
 void pt_collector_start_sources(bool cuda_in_use);
 /* Sets where finished windows are reported (the agent, once it started). */
-void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int));
+void pt_collector_set_window_done(void (*fn)(const void *, size_t, const char *, int, const char *));
 /* Hands the closed window to the writer thread. */
 void pt_collector_end_window(void);
 /* In a child process after fork(): forget the parent's collector (its threads do not

@@ -7,7 +7,8 @@
  * reads the clock, finds the callable's name id with one hash probe on pointers
  * (funcs.h) and pushes or pops a record (recorder.h): no allocation, no Python object.
  * Outside windows no hook is installed at all, and step() is a counter update and one
- * atomic load.
+ * atomic load (plus, until the job secret has been handed over, a pointer test and a
+ * call into tracer.py at most once a second).
  *
  * Names follow the seed's convention (Kineto's with_stack naming without line numbers):
  * "path/file.py: function" with the path as the user knows it (relative to
@@ -23,6 +24,12 @@
  * made inside them nest under their real callers. New threads started through
  * `threading` pick the hook up via threading.setprofile. Threads created by C code
  * during the window are not seen (CPython 3.11 has no hook for them).
+ *
+ * The job secret (src/control/agent.h). Python (tracer.py) carries rank 0's job secret
+ * through the job's torch.distributed store; the _job_secret_* functions are its hands
+ * on the C side. While something is left to do, step() calls tracer.py's hook at most
+ * once a second: only the training thread ever touches the store (so no other thread
+ * competes with the job's own store calls), and each call is a non-blocking check.
  *
  * Failure policy: nothing here raises into the training loop. A failure abandons the
  * window with one log line and the collector stays ready for the next one. */
@@ -71,7 +78,11 @@ static struct {
     PyThreadState *training_tstate;     /* the thread that calls step() */
     char **cupti_libs;                  /* NULL-terminated */
     bool agent_running;
+    PyObject *secret_hook;              /* tracer.py's job-secret step hook, while needed */
+    int64_t secret_next_ns;             /* when step() may call it again */
 } M;
+
+#define SECRET_RETRY_NS 1000000000LL
 
 static PyObject *tracer_step(PyObject *self, PyObject *unused);
 /* Our own step() is not recorded: it is the window's boundary, not the program's work. */
@@ -819,6 +830,25 @@ static void end_window(void)
 
 /* ------------------------------------------------------------ Tracer type */
 
+/* Calls the job-secret hook (at most once a second); it returns True when nothing is left
+ * to do, and never raises. */
+static void secret_step(void)
+{
+    int64_t now = pt_now_ns();
+    if (now < M.secret_next_ns)
+        return;
+    M.secret_next_ns = now + SECRET_RETRY_NS;
+    PyObject *hook = M.secret_hook;
+    Py_INCREF(hook);
+    PyObject *done = PyObject_CallNoArgs(hook);
+    if (!done)
+        PyErr_Clear();
+    else if (PyObject_IsTrue(done) == 1 && M.secret_hook == hook)
+        Py_CLEAR(M.secret_hook);
+    Py_XDECREF(done);
+    Py_DECREF(hook);
+}
+
 static PyObject *tracer_step(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
@@ -827,6 +857,8 @@ static PyObject *tracer_step(PyObject *self, PyObject *unused)
         begin_window();
     else if (PT_UNLIKELY(a == PT_STEP_END))
         end_window();
+    if (PT_UNLIKELY(M.secret_hook != NULL))
+        secret_step();
     Py_RETURN_NONE;
 }
 
@@ -1174,6 +1206,71 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused)
     pt_collector_after_fork_child();
     M.started = false;
     M.agent_running = false;
+    Py_CLEAR(M.secret_hook);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------ the job secret */
+
+static PyObject *mod_job_secret_to_publish(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+#ifdef PT_HAVE_AGENT
+    char hex[128];
+    if (pt_agent_job_secret_to_publish(hex, sizeof hex)) {
+        PyObject *text = PyUnicode_FromString(hex);
+        memset(hex, 0, sizeof hex);
+        return text;
+    }
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_job_secret_published(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+#ifdef PT_HAVE_AGENT
+    pt_agent_job_secret_published();
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_job_secret_needed(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+#ifdef PT_HAVE_AGENT
+    return PyBool_FromLong(pt_agent_needs_job_secret());
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
+static PyObject *mod_set_job_secret(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_ssize_t len = 0;
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &len) : NULL;
+    if (!text)
+        return PyErr_Format(PyExc_TypeError, "the job secret is a str");
+#ifdef PT_HAVE_AGENT
+    pt_error err;
+    if (pt_agent_set_job_secret(text, (size_t)len, &err) != 0)
+        return PyErr_Format(PyExc_ValueError, "%s", err.message);
+    Py_RETURN_NONE;
+#else
+    return PyErr_Format(PyExc_RuntimeError, "built without the control-plane agent");
+#endif
+}
+
+static PyObject *mod_set_secret_hook(PyObject *self, PyObject *hook)
+{
+    (void)self;
+    if (hook != Py_None && !PyCallable_Check(hook))
+        return PyErr_Format(PyExc_TypeError, "the secret hook must be callable or None");
+    PyObject *kept = hook == Py_None ? NULL : hook;
+    Py_XINCREF(kept);
+    Py_XSETREF(M.secret_hook, kept);
+    M.secret_next_ns = 0;
     Py_RETURN_NONE;
 }
 
@@ -1245,6 +1342,13 @@ static PyMethodDef module_methods[] = {
      "Install (True) or remove do-nothing sys.monitoring callbacks for the hook's events (3.12+ benchmarks)."},
     {"_training_stack", mod_training_stack, METH_NOARGS, "The agent's view of the training thread's stack (tests)."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's collector in a forked child."},
+    {"_job_secret_to_publish", mod_job_secret_to_publish, METH_NOARGS,
+     "Rank 0: the job secret to put into the job's store, or None."},
+    {"_job_secret_published", mod_job_secret_published, METH_NOARGS, "Rank 0: the secret is in the store."},
+    {"_job_secret_needed", mod_job_secret_needed, METH_NOARGS, "Whether this rank's agent waits for the secret."},
+    {"_set_job_secret", mod_set_job_secret, METH_O, "Hand the job secret from the store to the agent."},
+    {"_set_secret_hook", mod_set_secret_hook, METH_O, "step() calls this (at most once a second) until it "
+                                                      "returns True; None removes it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,6 +11,13 @@
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *
+ * The agent key. With a configured secret every agent has it from the start. Otherwise
+ * rank 0's process makes the job's secret (auth.h) and the other ranks' agents wait for
+ * it: Python takes it from the job's torch.distributed store on the training thread, at
+ * PerfTracker() and at step() (never here, so this thread never waits on the store or
+ * the GIL), and hands it over with pt_agent_offer_job_secret -- a copy under a lock and a
+ * wake-up. Until then the agent does not connect, and says once why.
+ *
  * The process-wide API of agent.h is at the end: it reads the environment, starts the
  * coordinator too when this process is rank 0, and holds the one pt_agent. */
 #define _GNU_SOURCE
@@ -37,6 +44,7 @@
 #define UNREACHABLE_LOG_AFTER_NS (30 * 1000000000LL)
 #define PROGRESS_HEARTBEAT_NS (100 * 1000000LL)
 #define WINDOW_LOST_STEPS 100
+#define NO_SECRET_LOG_AFTER_NS (10 * 1000000000LL)
 
 enum link_state { LINK_DOWN, LINK_HANDSHAKE, LINK_READY };
 
@@ -47,6 +55,7 @@ typedef struct finished_window {
     size_t len;
     int status;
     char raw_trace_path[PT_CTL_MAX_PATH];
+    char why[512];       /* why the window failed, for the CLI and the report */
 } finished_window;
 
 struct pt_agent {
@@ -61,6 +70,14 @@ struct pt_agent {
 
     pthread_mutex_t mailbox_lock;
     finished_window mailbox;
+
+    /* The job secret, handed over from the training thread (key_lock guards offered). */
+    pthread_mutex_t key_lock;
+    pt_key offered_key;
+    atomic_bool key_offered;
+    atomic_bool waiting_for_key; /* no agent key yet: do not connect */
+    int64_t created_ns;
+    bool said_no_key;
 
     /* Agent-thread state from here on. */
     pt_conn conn;
@@ -110,7 +127,11 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
     cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * 1000000000LL;
     cfg->auto_threshold = (double)pt_env_int("PERFTRACKER_AUTO_THRESHOLD_PCT", 5, 1, 1000) / 100.0;
     snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[rank %d]: ", env->rank);
-    return pt_auth_agent_key(env, &cfg->key, err) == 0 ? 0 : -1;
+    int configured = pt_auth_agent_key(&cfg->key, err);
+    if (configured < 0)
+        return -1;
+    cfg->key_pending = configured == 0; /* rank 0 makes the job secret; the others wait for it */
+    return 0;
 }
 
 /* ---------------------------------------------------------------- connection */
@@ -155,11 +176,51 @@ static void try_connect(pt_agent *a, int64_t now)
     a->handshake_deadline_ns = now + HANDSHAKE_TIMEOUT_NS;
 }
 
+/* Takes the job secret's key if the training thread has handed it over: true when the
+ * agent may connect. */
+static bool have_key(pt_agent *a, int64_t now)
+{
+    if (!atomic_load(&a->waiting_for_key))
+        return true;
+    if (atomic_load(&a->key_offered)) {
+        pthread_mutex_lock(&a->key_lock);
+        a->cfg.key = a->offered_key;
+        memset(&a->offered_key, 0, sizeof a->offered_key);
+        pthread_mutex_unlock(&a->key_lock);
+        atomic_store(&a->waiting_for_key, false);
+        if (a->said_no_key)
+            pt_ctl_logf(&a->cfg.log, "received the job secret; connecting to the coordinator");
+        return true;
+    }
+    if (!a->said_no_key && now - a->created_ns > NO_SECRET_LOG_AFTER_NS) {
+        pt_ctl_logf(&a->cfg.log, "not connecting to the coordinator: this worker has not received the job secret "
+                    "from rank 0. Rank 0 hands it over through the job's torch.distributed store once "
+                    "init_process_group() has run and PerfTracker() is constructed there and here (and step() is "
+                    "called); a job without torch.distributed needs PERFTRACKER_SECRET or PERFTRACKER_SECRET_FILE "
+                    "set for every rank");
+        a->said_no_key = true;
+    }
+    return false;
+}
+
 static void send_or_drop(pt_agent *a, const pt_ctl_msg *m)
 {
     pt_error err;
     if (pt_conn_send(&a->conn, m, &err) != 0)
         pt_ctl_logf(&a->cfg.log, "dropped a %s message: %s", pt_ctl_type_name(m->type), err.message);
+}
+
+/* What the collector says, inside the ranges the protocol carries (a counter past 2^53
+ * steps or a step of more than 30 days is clamped, never sent as a frame the
+ * coordinator would refuse). */
+static int64_t clamp_steps(int64_t steps)
+{
+    return PT_MIN(PT_MAX(steps, 0), PT_CTL_MAX_STEP);
+}
+
+static int64_t clamp_duration(int64_t ns)
+{
+    return PT_MIN(PT_MAX(ns, 0), PT_CTL_MAX_DURATION_NS);
 }
 
 /* What a heartbeat and a hang report both say: the round, the steps done, the mean
@@ -169,9 +230,9 @@ static pt_ctl_msg progress_msg(const pt_agent *a, pt_ctl_type type, int64_t stal
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, type);
     m.round = a->armed_round;
-    m.steps_done = a->steps_done;
-    m.mean_step_ns = a->mean_step_ns;
-    m.stalled_ns = stalled_ns;
+    m.steps_done = clamp_steps(a->steps_done);
+    m.mean_step_ns = clamp_duration(a->mean_step_ns);
+    m.stalled_ns = clamp_duration(stalled_ns);
     return m;
 }
 
@@ -208,10 +269,11 @@ static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
     m.kind = kind;
-    m.steps_done = a->steps_done;
-    m.mean_step_ns = kind == PT_AUTO_SLOWDOWN ? pt_step_tracker_recent_mean(&a->tracker) : a->mean_step_ns;
-    m.best_mean_ns = pt_step_tracker_best_mean(&a->tracker);
-    m.stalled_ns = a->stalled_ns;
+    m.steps_done = clamp_steps(a->steps_done);
+    m.mean_step_ns = clamp_duration(kind == PT_AUTO_SLOWDOWN ? pt_step_tracker_recent_mean(&a->tracker)
+                                                             : a->mean_step_ns);
+    m.best_mean_ns = clamp_duration(pt_step_tracker_best_mean(&a->tracker));
+    m.stalled_ns = clamp_duration(a->stalled_ns);
     send_or_drop(a, &m);
     a->next_auto_ns = now + a->cfg.auto_interval_ns;
     pt_ctl_logf(&a->cfg.log, "automatic trigger: %s at step %lld (recent mean %.1f ms, best %.1f ms)",
@@ -395,8 +457,7 @@ static void deliver_finished_window(pt_agent *a)
     pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
     m.round = a->armed_round;
     m.status = w.status;
-    m.text = pt_ctl_str(w.status == 0 ? "" : w.summary ? "the collector failed to finish the window"
-                                                       : "out of memory copying the summary");
+    m.text = pt_ctl_str(w.status == 0 ? "" : w.why[0] ? w.why : "the collector failed to finish the window");
     m.path = pt_ctl_str(w.raw_trace_path);
     m.blob = pt_ctl_blob(w.summary, w.summary ? w.len : 0);
     send_or_drop(a, &m);
@@ -463,7 +524,7 @@ static void *agent_main(void *arg)
     pt_agent *a = arg;
     while (!atomic_load(&a->stop)) {
         int64_t now = pt_now_ns();
-        if (a->link == LINK_DOWN && now >= a->next_connect_ns)
+        if (a->link == LINK_DOWN && now >= a->next_connect_ns && have_key(a, now))
             try_connect(a, now);
         if (a->link == LINK_HANDSHAKE && now > a->handshake_deadline_ns)
             link_down(a, now, next_backoff(a), "handshake timed out");
@@ -510,7 +571,10 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
     a->wake_fd = wake;
     a->hang_reported_steps = -1;
     a->random_state = (unsigned)(cfg->rank * 2654435761u) ^ (unsigned)pt_now_ns();
+    a->created_ns = pt_now_ns();
+    atomic_store(&a->waiting_for_key, cfg->key_pending);
     pthread_mutex_init(&a->mailbox_lock, NULL);
+    pthread_mutex_init(&a->key_lock, NULL);
     pt_step_tracker_init(&a->tracker);
     pt_conn_init(&a->conn, -1, 0);
 
@@ -529,6 +593,7 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
         pt_error_set(err, "cannot start the agent thread: %s", strerror(rc));
         close(wake);
         pthread_mutex_destroy(&a->mailbox_lock);
+        pthread_mutex_destroy(&a->key_lock);
         free(stack), free(a);
         return NULL;
     }
@@ -543,9 +608,10 @@ static void wake(pt_agent *a)
 }
 
 void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const char *raw_trace_path,
-                            int status)
+                            int status, const char *why)
 {
     uint8_t *copy = summary && len ? malloc(len) : NULL;
+    bool lost = summary && len && !copy;
     if (copy)
         memcpy(copy, summary, len);
     pthread_mutex_lock(&a->mailbox_lock);
@@ -553,10 +619,35 @@ void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const 
     a->mailbox.present = true;
     a->mailbox.summary = copy;
     a->mailbox.len = copy ? len : 0;
-    a->mailbox.status = (summary && len && !copy) ? -1 : status;
+    a->mailbox.status = lost ? -1 : status;
+    if (lost)
+        snprintf(a->mailbox.why, sizeof a->mailbox.why, "out of memory copying the %zu-byte summary", len);
+    else
+        snprintf(a->mailbox.why, sizeof a->mailbox.why, "%s", status != 0 && why ? why : "");
     snprintf(a->mailbox.raw_trace_path, sizeof a->mailbox.raw_trace_path, "%s", raw_trace_path ? raw_trace_path : "");
     pthread_mutex_unlock(&a->mailbox_lock);
     wake(a);
+}
+
+int pt_agent_offer_job_secret(pt_agent *a, const char *hex, size_t len, pt_error *err)
+{
+    pt_key key;
+    if (pt_auth_agent_key_from_job_secret(hex, len, &key, err) != 0)
+        return -1;
+    if (!atomic_load(&a->waiting_for_key))
+        return 0; /* it has one (a configured secret, or an earlier offer) */
+    pthread_mutex_lock(&a->key_lock);
+    a->offered_key = key;
+    pthread_mutex_unlock(&a->key_lock);
+    memset(&key, 0, sizeof key);
+    atomic_store(&a->key_offered, true);
+    wake(a);
+    return 0;
+}
+
+bool pt_agent_waits_for_job_secret(pt_agent *a)
+{
+    return atomic_load(&a->waiting_for_key);
 }
 
 void pt_agent_destroy(pt_agent *a, bool say_bye)
@@ -570,6 +661,8 @@ void pt_agent_destroy(pt_agent *a, bool say_bye)
     close(a->wake_fd);
     free(a->mailbox.summary);
     pthread_mutex_destroy(&a->mailbox_lock);
+    pthread_mutex_destroy(&a->key_lock);
+    memset(&a->cfg.key, 0, sizeof a->cfg.key);
     free(a->stack);
     free(a);
 }
@@ -591,6 +684,9 @@ static pt_agent *process_agent;
 static pt_coordinator *process_coordinator;
 static pid_t process_owner;
 static int auto_trigger_requested;
+/* Rank 0's job secret until Python has put it into the job's store; never written anywhere
+ * else (no file, no environment, no log line). */
+static char process_job_secret[PT_JOB_SECRET_HEX + 1];
 
 void pt_agent_set_auto_trigger(int enabled)
 {
@@ -620,14 +716,24 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
         pt_coordinator_config ccfg;
         if (pt_coordinator_config_from_env(&ccfg, &env, err) != 0)
             return -1;
+        ccfg.auto_trigger = cfg.auto_trigger; /* the job opts in where rank 0 does */
+        cfg.key = ccfg.agent_key;
+        cfg.key_pending = false;
+        snprintf(process_job_secret, sizeof process_job_secret, "%s", ccfg.job_secret);
+        memset(ccfg.job_secret, 0, sizeof ccfg.job_secret);
         process_coordinator = pt_coordinator_start(&ccfg, err);
-        if (!process_coordinator)
+        memset(&ccfg, 0, sizeof ccfg);
+        if (!process_coordinator) {
+            memset(process_job_secret, 0, sizeof process_job_secret);
             return -1;
+        }
     }
     process_agent = pt_agent_create(&cfg, hooks, err);
+    memset(&cfg.key, 0, sizeof cfg.key);
     if (!process_agent) {
         pt_coordinator_stop(process_coordinator);
         process_coordinator = NULL;
+        memset(process_job_secret, 0, sizeof process_job_secret);
         return -1;
     }
     process_owner = getpid();
@@ -642,12 +748,49 @@ int pt_agent_start(const pt_agent_hooks *hooks, pt_error *err)
     return rc;
 }
 
-void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status)
+void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status, const char *why)
 {
     pthread_mutex_lock(&process_lock);
     if (process_agent && process_owner == getpid())
-        pt_agent_finish_window(process_agent, summary, len, raw_trace_path, status);
+        pt_agent_finish_window(process_agent, summary, len, raw_trace_path, status, why);
     pthread_mutex_unlock(&process_lock);
+}
+
+bool pt_agent_job_secret_to_publish(char *hex, size_t cap)
+{
+    pthread_mutex_lock(&process_lock);
+    bool have = process_agent && process_owner == getpid() && process_job_secret[0] && cap > PT_JOB_SECRET_HEX;
+    if (have)
+        snprintf(hex, cap, "%s", process_job_secret);
+    pthread_mutex_unlock(&process_lock);
+    return have;
+}
+
+void pt_agent_job_secret_published(void)
+{
+    pthread_mutex_lock(&process_lock);
+    memset(process_job_secret, 0, sizeof process_job_secret);
+    pthread_mutex_unlock(&process_lock);
+}
+
+bool pt_agent_needs_job_secret(void)
+{
+    pthread_mutex_lock(&process_lock);
+    bool needs = process_agent && process_owner == getpid() && pt_agent_waits_for_job_secret(process_agent);
+    pthread_mutex_unlock(&process_lock);
+    return needs;
+}
+
+int pt_agent_set_job_secret(const char *hex, size_t len, pt_error *err)
+{
+    pthread_mutex_lock(&process_lock);
+    int rc = -1;
+    if (process_agent && process_owner == getpid())
+        rc = pt_agent_offer_job_secret(process_agent, hex, len, err);
+    else
+        pt_error_set(err, "the perftracker agent is not running in this process");
+    pthread_mutex_unlock(&process_lock);
+    return rc;
 }
 
 void pt_agent_stop(void)
@@ -662,5 +805,6 @@ void pt_agent_stop(void)
         pt_coordinator_stop(process_coordinator);
     }
     process_agent = NULL, process_coordinator = NULL;
+    memset(process_job_secret, 0, sizeof process_job_secret);
     pthread_mutex_unlock(&process_lock);
 }

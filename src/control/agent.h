@@ -16,6 +16,7 @@
 
 #include "util/common.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,9 +49,25 @@ void pt_agent_set_auto_trigger(int enabled);
 
 /* The collector calls this from its own writer thread (never the training thread) when a
  * window is finished: the encoded summary (pt_summary_encode bytes) and the raw trace path
- * ("" when deleted). status 0 = ok, else a failure the master should report. The bytes are
- * copied; the call never blocks on the network. */
-void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status);
+ * ("" when deleted). status 0 = ok, else a failure the master should report, and why says
+ * what failed ("cannot write /x/y.ptrace: No space left on device"; NULL or "" when
+ * unknown). The bytes are copied; the call never blocks on the network. */
+void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace_path, int status, const char *why);
+
+/* The job secret (auth.h), between the agent and the Python side that carries it through
+ * the job's torch.distributed store. Called from the training thread; none blocks.
+ *   pt_agent_job_secret_to_publish  rank 0: true with the secret's text in hex (cap > 64)
+ *                                   until pt_agent_job_secret_published says it is in the
+ *                                   store (then the process forgets it); false elsewhere
+ *                                   and with a configured PERFTRACKER_SECRET.
+ *   pt_agent_needs_job_secret       another rank whose agent waits for it (it does not
+ *                                   connect until then).
+ *   pt_agent_set_job_secret         hands it over: 0, or -1 when it is not 64 hex digits
+ *                                   or no agent runs (err says which). */
+bool pt_agent_job_secret_to_publish(char *hex, size_t cap);
+void pt_agent_job_secret_published(void);
+bool pt_agent_needs_job_secret(void);
+int pt_agent_set_job_secret(const char *hex, size_t len, pt_error *err);
 
 /* Stops the thread and closes the connection (idempotent; also safe if never started). */
 void pt_agent_stop(void);

@@ -17,7 +17,8 @@ typedef struct pt_agent_config {
     char host[PT_HOST_MAX];
     char coordinator_host[PT_HOST_MAX];
     uint16_t coordinator_port;
-    pt_key key;                  /* the agent key */
+    pt_key key;                  /* the agent key, unless key_pending */
+    bool key_pending;            /* no key yet: wait for pt_agent_offer_job_secret before connecting */
     int64_t heartbeat_ns;        /* PERFTRACKER_HEARTBEAT_MS, default 1 s */
     int64_t poll_ns;             /* how often the status hook is sampled, default 100 ms */
     int64_t hang_floor_ns;       /* PERFTRACKER_HANG_MIN_S, default 10 s */
@@ -33,13 +34,19 @@ typedef struct pt_agent pt_agent;
 
 /* Defaults for everything but identity, address and key. */
 void pt_agent_config_defaults(pt_agent_config *cfg);
-/* Fills cfg from the environment (job_env.h + PERFTRACKER_* knobs). 0, 1 (not a job) or -1. */
+/* Fills cfg from the environment (job_env.h + PERFTRACKER_* knobs); without a configured
+ * secret the key is left pending (rank 0 fills it from the job secret it makes). 0, 1
+ * (not a job) or -1. */
 int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *err);
 
 /* Starts the agent thread (it connects, and reconnects, by itself). NULL with err. */
 pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err);
 void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const char *raw_trace_path,
-                            int status);
+                            int status, const char *why);
+/* The job secret's text from rank 0 (agent.h): the agent derives its key and connects.
+ * 0, or -1 when it is not 64 hex digits. Any thread. */
+int pt_agent_offer_job_secret(pt_agent *a, const char *hex, size_t len, pt_error *err);
+bool pt_agent_waits_for_job_secret(pt_agent *a);
 /* Stops the thread; say_bye tells the coordinator the process is leaving on purpose. */
 void pt_agent_destroy(pt_agent *a, bool say_bye);
 

@@ -1,8 +1,11 @@
-/* auth.c -- key derivation, the control key file, and the handshake proofs.
+/* auth.c -- key derivation, the job secret, the control key file, and the handshake proofs.
  *
- * Keys are always 32 bytes: a configured secret of any length is stretched by HMAC with a
- * per-role label, so the agent key never equals the control key and a leaked agent key
- * (the weaker, environment-derived one) cannot trigger rounds. The key file is written
+ * Keys are always 32 bytes: a secret of any length (configured, or the job secret rank 0
+ * makes) is stretched by HMAC with a per-role label, so the agent key never equals the
+ * control key and an agent key -- which every worker holds -- cannot trigger rounds.
+ * Nothing here derives a key from facts another process can see (addresses, ports, world
+ * sizes, job ids): the job secret is random and reaches the other ranks only through the
+ * job's own store. The key file is written
  * with mkstemp (0600) and renamed into place inside a directory we own with mode 0700
  * (jobfile.h's runtime directory), and read back only if nobody else could have written
  * or read it.
@@ -152,20 +155,39 @@ static int key_from_configured_secret(pt_key *key, const char *role, pt_error *e
     return found;
 }
 
-int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err)
+int pt_auth_agent_key(pt_key *key, pt_error *err)
 {
-    int found = key_from_configured_secret(key, "agent", err);
-    if (found != 0)
-        return found < 0 ? -1 : 0;
-    /* Every worker of the job sees the same values, and nothing else is shared without a
-     * configured secret. docs/control-plane.md explains why this is the weak key. */
-    const char *run_id = pt_env_str("TORCHELASTIC_RUN_ID",
-                                    pt_env_str("SLURM_JOB_ID", pt_env_str("PERFTRACKER_JOB_ID", "")));
-    char identity[PT_HOST_MAX + 512];
-    int n = snprintf(identity, sizeof identity, "%s|%u|%d|%s", env->coordinator_host,
-                     (unsigned)env->coordinator_port, (int)env->world_size, run_id);
-    derive(identity, (size_t)PT_MAX(n, 0), "agent-from-environment", key->bytes);
-    snprintf(key->source, sizeof key->source, "the job environment");
+    return key_from_configured_secret(key, "agent", err);
+}
+
+static void to_hex(const uint8_t *bytes, size_t n, char *out);
+static int from_hex(const char *text, size_t len, uint8_t *out, size_t n);
+
+int pt_auth_new_job_secret(char hex[PT_JOB_SECRET_HEX + 1], pt_key *agent_key, pt_error *err)
+{
+    uint8_t secret[PT_JOB_SECRET_BYTES];
+    if (pt_random_bytes(secret, sizeof secret, err) != 0)
+        return -1;
+    to_hex(secret, sizeof secret, hex);
+    derive(secret, sizeof secret, "agent", agent_key->bytes);
+    memset(secret, 0, sizeof secret);
+    agent_key->file[0] = '\0';
+    snprintf(agent_key->source, sizeof agent_key->source, "the job secret rank 0 made");
+    return 0;
+}
+
+int pt_auth_agent_key_from_job_secret(const char *hex, size_t len, pt_key *agent_key, pt_error *err)
+{
+    uint8_t secret[PT_JOB_SECRET_BYTES];
+    if (!hex || from_hex(hex, len, secret, sizeof secret) != 0) {
+        pt_error_set(err, "the job secret handed over is not %d hex digits (%zu characters)", PT_JOB_SECRET_HEX,
+                     hex ? len : 0);
+        return -1;
+    }
+    derive(secret, sizeof secret, "agent", agent_key->bytes);
+    memset(secret, 0, sizeof secret);
+    agent_key->file[0] = '\0';
+    snprintf(agent_key->source, sizeof agent_key->source, "the job secret from rank 0");
     return 0;
 }
 

@@ -4,10 +4,13 @@
  *   agent key    every worker of the job (join, heartbeats, summaries);
  *   control key  whoever may trigger a round (the CLI in the master's shell).
  * With PERFTRACKER_SECRET (or PERFTRACKER_SECRET_FILE, a 0600 file) both derive from that
- * secret. Without it, the agent key derives from the job's environment and the control
- * key is 32 random bytes that rank 0 writes to a 0600 file in a 0700 directory
- * (PERFTRACKER_KEY_DIR, default /tmp/perftracker-<uid>/): only the job's user on the
- * master's node can read it, which is exactly who runs the CLI. docs/control-plane.md
+ * secret. Without it, rank 0 makes the job's secret at start -- 32 random bytes, never
+ * derived from anything another process can see -- and the other ranks receive it from
+ * rank 0 through the job's own torch.distributed store (python/perftracker/tracer.py
+ * hands it to agent.h's pt_agent_set_job_secret); the agent key derives from it. The
+ * control key is then 32 other random bytes that rank 0 writes to a 0600 file in a 0700
+ * directory (PERFTRACKER_KEY_DIR, default /tmp/perftracker-<uid>/): only the job's user on
+ * the master's node can read it, which is exactly who runs the CLI. docs/control-plane.md
  * discusses what each choice protects against.
  *
  * The handshake: the coordinator sends a random nonce Ns; the peer answers with its own
@@ -26,6 +29,8 @@
 
 #define PT_KEY_BYTES 32
 #define PT_SHA256_BYTES 32
+#define PT_JOB_SECRET_BYTES 32
+#define PT_JOB_SECRET_HEX (2 * PT_JOB_SECRET_BYTES) /* its text form, as the store carries it */
 
 typedef struct pt_key {
     uint8_t bytes[PT_KEY_BYTES];
@@ -43,8 +48,16 @@ bool pt_equal_ct(const void *a, const void *b, size_t n);
 /* Fills buf with cryptographically random bytes (getrandom). 0 or -1. */
 int pt_random_bytes(void *buf, size_t n, pt_error *err);
 
-/* The agent key. 0 or -1 (an unreadable PERFTRACKER_SECRET_FILE). */
-int pt_auth_agent_key(const pt_job_env *env, pt_key *key, pt_error *err);
+/* The agent key from a configured secret: 1 (PERFTRACKER_SECRET or _FILE: key filled),
+ * 0 (none configured: the key comes from the job's secret, below), -1 (an unreadable or
+ * unsafe PERFTRACKER_SECRET_FILE; err says why). */
+int pt_auth_agent_key(pt_key *key, pt_error *err);
+/* Rank 0 without a configured secret: a fresh job secret (getrandom), as text (64 hex
+ * digits and a NUL, for the other ranks), and the agent key it gives. 0 or -1. */
+int pt_auth_new_job_secret(char hex[PT_JOB_SECRET_HEX + 1], pt_key *agent_key, pt_error *err);
+/* Any other rank: the agent key from the job secret's text as rank 0 handed it over.
+ * -1 (err) unless it is exactly 64 hex digits. */
+int pt_auth_agent_key_from_job_secret(const char *hex, size_t len, pt_key *agent_key, pt_error *err);
 /* Rank 0: makes a fresh control key (unless a secret is configured) and names its key file
  * in key->file ("" with a secret). 0 or -1. */
 int pt_auth_create_control_key(const pt_job_env *env, pt_key *key, pt_error *err);

@@ -9,6 +9,20 @@
  * a few microseconds per thousand workers. Summaries are relayed to the CLI as they
  * arrive and not kept here (automatic rounds store them on disk via round.c).
  *
+ * What a peer can make us hold (docs/security.md). Every message was range-checked by the
+ * decoder (protocol.h) before anything here reads it. Input is capped per peer by what it
+ * has become: 1 KB before it authenticates, 4 KB after until it JOINs, 64 KB for a CLI,
+ * one maximal frame for a worker. A frame over 64 KB must first take its size from one
+ * input budget shared by all peers (128 MB); while it cannot, the peer is paused (not
+ * read, so TCP holds the rest on its side), and resumes at a tick once room frees up. At
+ * most max(256, world size) peers may wait to authenticate or JOIN: past that, and when
+ * the process is out of file descriptors, the oldest of them is dropped so that a new
+ * peer (the user's CLI) still gets in; with nobody to drop, a reserve descriptor accepts
+ * the connection and closes it, or the listener pauses until the next tick, so a full
+ * descriptor table never makes the loop spin. Those events are logged at most every 10 s.
+ * A JOIN for a rank whose worker is connected and heard from is refused (the worker
+ * keeps its place), and AUTO_REQUEST starts nothing unless the job opted in.
+ *
  * A round: TRIGGER (or an agent's AUTO_REQUEST) -> start step = the highest step any
  * connected worker reached + wait -> ARM every worker (and any that joins later, if it
  * is still before the start step) -> heartbeats move the workers through the window ->
@@ -21,6 +35,8 @@
 #include "control/round.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -40,8 +56,17 @@
 #define KEEPALIVE_NS (1 * SEC)
 #define AGENT_OUT_LIMIT (1u << 20)
 #define CONTROL_OUT_LIMIT (1u << 30)
-#define HANDSHAKE_IN_LIMIT 1024
+#define HANDSHAKE_IN_LIMIT 1024                      /* AUTH is 74 bytes */
+#define UNJOINED_IN_LIMIT 4096                       /* JOIN is at most 296 */
 #define CONTROL_IN_LIMIT (64u << 10)
+#define AGENT_IN_LIMIT (4 + (size_t)PT_CTL_MAX_FRAME) /* one summary of any size the protocol allows */
+#define FREE_INPUT (64u << 10)                       /* a frame up to this needs no share of the budget */
+#define INPUT_BUDGET ((size_t)128 << 20)             /* what the larger frames of all peers may hold */
+#define MIN_WAITING_PEERS 256
+#define MAX_CONTROL_PEERS 16
+#define ACCEPT_BATCH 256
+#define SHED_LOG_NS (10 * SEC)
+#define STRANGER_LOG_BURST 10
 
 enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL };
 
@@ -54,7 +79,9 @@ typedef struct peer {
     int32_t rank;          /* agents after JOIN, else -1 */
     bool closing;          /* close once the queue is flushed (after REFUSED) */
     bool dead;
-    bool want_out;         /* EPOLLOUT registered */
+    bool paused;           /* not read: its frame waits for room in the input budget */
+    uint32_t events;       /* what epoll watches for it */
+    size_t admitted;       /* the input budget its current frame holds */
 } peer;
 
 typedef struct worker {
@@ -109,7 +136,22 @@ struct pt_coordinator {
     size_t peer_count, peer_cap;
     round *round;
     uint32_t next_round_id;
-    int64_t next_auto_ns, last_tick_ns, last_busy_log_ns;
+    int64_t next_auto_ns, last_tick_ns, last_busy_log_ns, last_opt_in_log_ns;
+    size_t input_admitted;   /* the sum of the peers' admitted */
+    size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
+    size_t control_peers;
+    int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
+    bool listener_paused;
+    struct {                 /* load shed since the last log line */
+        int64_t logged_ns;
+        uint64_t dropped, turned_away;
+        char why[96];
+    } shed;
+    struct {                 /* lines about peers not yet trusted (refused, dropped): a burst, then a count */
+        int64_t window_ns;
+        int lines;
+        uint64_t suppressed;
+    } stranger_log;
     pthread_mutex_t stats_lock;
     pt_coordinator_stats stats;
     pid_t owner;           /* the process that may remove the published files */
@@ -162,8 +204,11 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
     cfg->auto_steps = (int32_t)pt_env_int("PERFTRACKER_AUTO_STEPS", 2, 1, 1000);
     cfg->auto_save_raw = parse_save_raw(pt_env_str("PERFTRACKER_AUTO_SAVE_RAW", "none"));
     cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * SEC;
+    cfg->auto_trigger = pt_env_int("PERFTRACKER_AUTO_TRIGGER", 0, 0, 1) != 0;
     snprintf(cfg->log.prefix, sizeof cfg->log.prefix, "perftracker[coordinator]: ");
-    if (pt_auth_agent_key(env, &cfg->agent_key, err) != 0 || pt_auth_create_control_key(env, &cfg->control_key, err) != 0)
+    int configured = pt_auth_agent_key(&cfg->agent_key, err);
+    if (configured < 0 || (configured == 0 && pt_auth_new_job_secret(cfg->job_secret, &cfg->agent_key, err) != 0) ||
+        pt_auth_create_control_key(env, &cfg->control_key, err) != 0)
         return -1;
     cfg->publish = true;
     pt_job_record_for_self(&cfg->job, env);
@@ -201,14 +246,87 @@ static void unpublish(pt_coordinator *c)
 
 /* ---------------------------------------------------------------- peers */
 
+/* Lines about peers that have not proven anything yet (a refused handshake, a dropped
+ * connection, a refused JOIN): the first STRANGER_LOG_BURST of every 10 s, then a count,
+ * so a flood of connections never becomes a flood of log lines. */
+static void flush_stranger_log(pt_coordinator *c, int64_t now)
+{
+    if (now - c->stranger_log.window_ns < SHED_LOG_NS)
+        return;
+    if (c->stranger_log.suppressed)
+        pt_ctl_logf(&c->cfg.log, "... and %llu more such line(s) about unauthenticated or refused peers in the last "
+                    "%.0f s", (unsigned long long)c->stranger_log.suppressed,
+                    (double)(now - c->stranger_log.window_ns) / 1e9);
+    c->stranger_log.window_ns = now;
+    c->stranger_log.lines = 0;
+    c->stranger_log.suppressed = 0;
+}
+
+static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...) PT_PRINTF(3, 4);
+static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...)
+{
+    flush_stranger_log(c, now);
+    if (c->stranger_log.lines >= STRANGER_LOG_BURST) {
+        c->stranger_log.suppressed++;
+        return;
+    }
+    c->stranger_log.lines++;
+    char line[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pt_ctl_logf(&c->cfg.log, "%s", line);
+}
+
+/* Reads unless paused, writes while something is queued. */
 static void update_interest(pt_coordinator *c, peer *p)
 {
-    bool want = pt_conn_pending(&p->conn) > 0;
-    if (want == p->want_out || p->dead)
+    uint32_t want = (p->paused ? 0 : EPOLLIN) | (pt_conn_pending(&p->conn) > 0 ? EPOLLOUT : 0);
+    if (want == p->events || p->dead)
         return;
-    struct epoll_event ev = {EPOLLIN | (want ? EPOLLOUT : 0), {.ptr = p}};
+    struct epoll_event ev = {want, {.ptr = p}};
     epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, p->conn.fd, &ev);
-    p->want_out = want;
+    p->events = want;
+}
+
+/* The most a peer may send in one frame, by what it has shown it is. */
+static size_t input_limit(const peer *p)
+{
+    switch (p->kind) {
+    case PEER_HANDSHAKE: return HANDSHAKE_IN_LIMIT;
+    case PEER_CONTROL: return CONTROL_IN_LIMIT;
+    default: return p->rank >= 0 ? AGENT_IN_LIMIT : UNJOINED_IN_LIMIT;
+    }
+}
+
+static bool waiting(const peer *p)
+{
+    return p->kind == PEER_HANDSHAKE || (p->kind == PEER_AGENT && p->rank < 0);
+}
+
+static void release_input(pt_coordinator *c, peer *p)
+{
+    c->input_admitted -= p->admitted;
+    p->admitted = 0;
+}
+
+/* Whether p may read now. A frame over FREE_INPUT first takes its size from the shared
+ * budget (a frame over the peer's limit is left to pt_conn_read, which refuses it). */
+static bool admit_input(pt_coordinator *c, peer *p)
+{
+    size_t frame = pt_conn_frame_size(&p->conn);
+    size_t need = frame > FREE_INPUT && frame <= p->conn.in_limit ? frame : 0;
+    if (need == p->admitted)
+        return true;
+    release_input(c, p);
+    if (need == 0)
+        return true;
+    if (c->input_admitted + need > INPUT_BUDGET)
+        return false;
+    p->admitted = need;
+    c->input_admitted += need;
+    return true;
 }
 
 static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why);
@@ -399,8 +517,11 @@ static int64_t default_deadline_ns(const pt_coordinator *c, int32_t wait, int32_
         step = PT_MAX(step, c->workers[i].mean_step_ns);
     if (step <= 0)
         step = SEC;
-    int64_t expected = (int64_t)(wait + steps + 2) * step * 4;
-    return PT_MAX(expected, 60 * SEC) + c->cfg.summary_timeout_ns;
+    /* In double: a worker may report a step of up to 30 days (the protocol's bound), and a
+     * --wait of a million steps of that overflows 64 bits. */
+    double expected = 4.0 * (double)(wait + steps + 2) * (double)step;
+    int64_t bounded = expected < (double)PT_CTL_MAX_DURATION_NS ? (int64_t)expected : PT_CTL_MAX_DURATION_NS;
+    return PT_MAX(bounded, 60 * SEC) + c->cfg.summary_timeout_ns;
 }
 
 static round *new_round(pt_coordinator *c, enum round_kind kind, int64_t now)
@@ -438,10 +559,9 @@ static int64_t estimated_step(const worker *w, int64_t now)
     return w->steps_done + (now - w->steps_heard_ns) / w->mean_step_ns;
 }
 
-static int32_t connected_agents(const pt_coordinator *c, int64_t *max_step)
+static int32_t connected_agents(const pt_coordinator *c, int64_t now, int64_t *max_step)
 {
     int32_t n = 0;
-    int64_t now = pt_now_ns();
     *max_step = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
         if (c->workers[i].peer) {
@@ -457,9 +577,9 @@ static void begin_profiling(pt_coordinator *c, round *r, int32_t wait, int32_t s
                             const char *raw_dir, int64_t timeout_ns, int64_t now)
 {
     int64_t max_step;
-    int32_t connected = connected_agents(c, &max_step);
+    int32_t connected = connected_agents(c, now, &max_step);
     r->wait = wait, r->steps = steps, r->save_raw = save_raw;
-    r->start_step = max_step + wait;
+    r->start_step = PT_MIN(max_step + wait, PT_CTL_MAX_STEP); /* both bounded: no overflow */
     if (raw_dir != r->raw_dir)
         snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
     r->deadline_ns = now + (timeout_ns > 0 ? timeout_ns : default_deadline_ns(c, wait, steps));
@@ -503,7 +623,7 @@ static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t no
 static void end_gathering(pt_coordinator *c, round *r, int64_t now)
 {
     int64_t max_step;
-    int32_t connected = connected_agents(c, &max_step);
+    int32_t connected = connected_agents(c, now, &max_step);
     if (connected < c->cfg.world_size && now < r->gather_until_ns) {
         if (r->control && now - r->progress_sent_ns >= KEEPALIVE_NS) {
             pt_ctl_msg m;
@@ -633,26 +753,47 @@ static void refuse(pt_coordinator *c, peer *p, const char *why, int64_t now)
     p->closing = true;
 }
 
+/* Whether the peer has closed (or reset) its connection, by a peek that never blocks. */
+static bool connection_gone(const peer *p)
+{
+    char byte;
+    ssize_t n = recv(p->conn.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     int32_t rank = m->worker.rank;
+    if (p->rank >= 0) {
+        stranger_logf(c, now, "refused a second JOIN from %s (rank %d, already joined as rank %d)", p->addr, rank,
+                      p->rank);
+        refuse(c, p, "this connection has joined already", now);
+        return;
+    }
     if (rank < 0 || rank >= c->cfg.world_size || m->worker.world_size != c->cfg.world_size) {
-        pt_ctl_logf(&c->cfg.log, "refused a worker from %s: rank %d of world size %d does not fit this job (world "
-                    "size %d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
+        stranger_logf(c, now, "refused a worker from %s: rank %d of world size %d does not fit this job (world size "
+                      "%d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
         refuse(c, p, "rank or world size does not match this job", now);
         return;
     }
     worker *w = &c->workers[rank];
-    if (w->peer && w->peer != p) { /* the same rank reconnected: the old link is stale */
-        peer *old = w->peer;
-        pt_ctl_logf(&c->cfg.log, "rank %d joined again from %s; dropping its older connection from %s", rank,
-                    p->addr, old->addr);
-        old->rank = -1;
-        w->peer = NULL;
-        kill_peer(c, old, now, "replaced by a new connection");
+    if (w->peer && w->peer != p && connection_gone(w->peer)) /* its worker reconnected before we saw the EOF */
+        kill_peer(c, w->peer, now, "closed by the peer");
+    if (w->peer && w->peer != p) {
+        /* A rank has one worker. While its connection is alive (heard from within the
+         * heartbeat timeout) the newcomer is an impostor or a confused process: it is
+         * refused and the worker keeps its place. A link dead without a word is dropped by
+         * the timeout, and the real worker, refused meanwhile, retries. */
+        char why[160];
+        snprintf(why, sizeof why, "rank %d is already connected (from %s)", rank, w->peer->addr);
+        stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);
+        refuse(c, p, why, now);
+        return;
     }
     w->peer = p;
     p->rank = rank;
+    c->waiting_peers--;
+    p->conn.in_limit = input_limit(p);
     w->ever_joined = true;
     w->exited = false;
     w->local_rank = m->worker.local_rank;
@@ -676,6 +817,15 @@ static void remember_stack(worker *w, pt_ctl_bytes stack)
 static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *m, int64_t now)
 {
     bool hang = m->kind == PT_AUTO_HANG;
+    if (!c->cfg.auto_trigger) {
+        if (!c->last_opt_in_log_ns || now - c->last_opt_in_log_ns > 60 * SEC) {
+            pt_ctl_logf(&c->cfg.log, "refused rank %d's request for an automatic %s round: this job did not opt in "
+                        "(PERFTRACKER_AUTO_TRIGGER=1 or PerfTracker(auto_trigger=True) on rank 0)", rank,
+                        hang ? "hang report" : "profiling");
+            c->last_opt_in_log_ns = now;
+        }
+        return;
+    }
     if (c->round || now < c->next_auto_ns) {
         if (now - c->last_busy_log_ns > 60 * SEC) {
             pt_ctl_logf(&c->cfg.log, "rank %d asked for an automatic %s round; not now (%s)", rank,
@@ -812,10 +962,6 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
         reply_error(c, p, text, now);
         return;
     }
-    if (m->wait < 0 || m->steps < 1 || m->steps > 1000 || m->save_raw > PT_SAVE_RAW_ALL) {
-        reply_error(c, p, "invalid trigger: wait must be >= 0 and steps 1..1000", now);
-        return;
-    }
     round *r = new_round(c, ROUND_TRIGGERED, now);
     if (!r) {
         reply_error(c, p, "the coordinator is out of memory", now);
@@ -823,7 +969,7 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
     }
     r->control = p;
     r->wait = m->wait, r->steps = m->steps, r->save_raw = m->save_raw;
-    r->timeout_ns = m->timeout_ms * MS;
+    r->timeout_ns = m->timeout_ms * MS; /* at most a week: the decoder checked it */
     pt_ctl_copy_str(r->raw_dir, sizeof r->raw_dir, m->path);
     r->gathering = true;
     r->gather_until_ns = now + c->cfg.join_grace_ns;
@@ -846,19 +992,27 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         pthread_mutex_lock(&c->stats_lock);
         c->stats.refused++;
         pthread_mutex_unlock(&c->stats_lock);
-        pt_ctl_logf(&c->cfg.log, "refused a %s connection from %s: %s",
-                    m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
-                    p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
-                                                                                   : "wrong job key");
+        stranger_logf(c, now, "refused a %s connection from %s: %s",
+                      m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
+                      p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
+                                                                                     : "wrong job key");
         refuse(c, p, "authentication failed: this job's key is needed", now);
+        return;
+    }
+    if (m->role == PT_CTL_ROLE_CONTROL && c->control_peers >= MAX_CONTROL_PEERS) {
+        stranger_logf(c, now, "refused a control connection from %s: %d CLIs are connected already", p->addr,
+                      MAX_CONTROL_PEERS);
+        refuse(c, p, "too many control connections", now);
         return;
     }
     pt_ctl_msg w;
     pt_ctl_msg_init(&w, PT_CTL_WELCOME);
     pt_auth_server_proof(key, m->role, p->nonce, m->nonce, w.mac);
     p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : PEER_CONTROL;
-    p->conn.in_limit = p->kind == PEER_AGENT ? 0 : CONTROL_IN_LIMIT;
+    p->conn.in_limit = input_limit(p);
     if (p->kind == PEER_CONTROL) {
+        c->waiting_peers--;
+        c->control_peers++;
         p->conn.out_limit = CONTROL_OUT_LIMIT;
         pt_ctl_logf(&c->cfg.log, "control connection from %s", p->addr);
     }
@@ -873,6 +1027,11 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
         return;
     p->dead = true;
     epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
+    release_input(c, p);
+    if (waiting(p))
+        c->waiting_peers--;
+    else if (p->kind == PEER_CONTROL)
+        c->control_peers--;
     if (p->kind == PEER_AGENT && p->rank >= 0 && c->workers[p->rank].peer == p) {
         int32_t rank = p->rank;
         c->workers[rank].peer = NULL;
@@ -895,7 +1054,60 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     }
 }
 
-static void add_peer(pt_coordinator *c, int fd, int64_t now)
+/* Load shedding is logged at most every SHED_LOG_NS, with what happened since: a flood of
+ * connections must not become a flood of log lines. */
+static void flush_shed_log(pt_coordinator *c, int64_t now)
+{
+    if (!c->shed.dropped && !c->shed.turned_away)
+        return;
+    if (c->shed.logged_ns && now - c->shed.logged_ns < SHED_LOG_NS)
+        return;
+    if (!c->shed.logged_ns)
+        pt_ctl_logf(&c->cfg.log, "%s: shedding load -- dropping the oldest connections still waiting to "
+                    "authenticate or join, or turning new ones away when none is left to drop (counts follow at "
+                    "most every %.0f s)", c->shed.why, (double)SHED_LOG_NS / 1e9);
+    else
+        pt_ctl_logf(&c->cfg.log, "%s: in the last %.0f s, dropped %llu connection(s) still waiting to authenticate "
+                    "or join and turned away %llu", c->shed.why, (double)(now - c->shed.logged_ns) / 1e9,
+                    (unsigned long long)c->shed.dropped, (unsigned long long)c->shed.turned_away);
+    c->shed.logged_ns = now;
+    c->shed.dropped = c->shed.turned_away = 0;
+}
+
+static void note_shed(pt_coordinator *c, int64_t now, const char *why, bool dropped)
+{
+    snprintf(c->shed.why, sizeof c->shed.why, "%s", why);
+    if (dropped)
+        c->shed.dropped++;
+    else
+        c->shed.turned_away++;
+    flush_shed_log(c, now);
+}
+
+/* Drops the oldest peer still waiting to authenticate or join, closing its descriptor at
+ * once so that it can be reused. Peers are kept in the order they came. */
+static bool shed_oldest_waiting(pt_coordinator *c, int64_t now, const char *why)
+{
+    for (size_t i = 0; i < c->peer_count; i++) {
+        peer *p = c->peers[i];
+        if (p->dead || !waiting(p))
+            continue;
+        kill_peer(c, p, now, why);
+        close(p->conn.fd);
+        p->conn.fd = -1;
+        note_shed(c, now, why, true);
+        return true;
+    }
+    return false;
+}
+
+static size_t max_waiting_peers(const pt_coordinator *c)
+{
+    return PT_MAX((size_t)MIN_WAITING_PEERS, (size_t)c->cfg.world_size);
+}
+
+static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, bool authenticated_as_agent,
+                     int64_t now)
 {
     peer *p = calloc(1, sizeof *p);
     if (!p || (c->peer_count == c->peer_cap &&
@@ -906,11 +1118,14 @@ static void add_peer(pt_coordinator *c, int fd, int64_t now)
         return;
     }
     pt_conn_init(&p->conn, fd, AGENT_OUT_LIMIT);
-    p->conn.in_limit = HANDSHAKE_IN_LIMIT; /* nobody unauthenticated makes us buffer more */
-    p->kind = PEER_HANDSHAKE;
+    p->kind = authenticated_as_control ? PEER_CONTROL : authenticated_as_agent ? PEER_AGENT : PEER_HANDSHAKE;
     p->rank = -1;
+    p->conn.in_limit = input_limit(p); /* nobody unauthenticated makes us buffer more than 1 KB */
+    if (p->kind == PEER_CONTROL)
+        p->conn.out_limit = CONTROL_OUT_LIMIT;
     p->accepted_ns = p->last_heard_ns = now;
     pt_net_peer_name(fd, p->addr, sizeof p->addr);
+    p->events = EPOLLIN;
     struct epoll_event ev = {EPOLLIN, {.ptr = p}};
     pt_error err;
     if (epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0 || pt_random_bytes(p->nonce, sizeof p->nonce, &err) != 0) {
@@ -919,49 +1134,125 @@ static void add_peer(pt_coordinator *c, int fd, int64_t now)
         return;
     }
     c->peers[c->peer_count++] = p;
+    if (p->kind == PEER_CONTROL) {
+        c->control_peers++;
+        return;
+    }
+    c->waiting_peers++;
+    if (p->kind == PEER_AGENT)
+        return;
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_CHALLENGE);
     memcpy(m.nonce, p->nonce, sizeof m.nonce);
     send_to(c, p, &m, now);
 }
 
-static void accept_all(pt_coordinator *c, int64_t now)
+/* With no descriptor left and nobody to drop: take the connection with the reserve
+ * descriptor and close it (the client learns at once), or, without one, stop listening
+ * until the next tick. Either way the listener stops being readable for now. */
+static void turn_away(pt_coordinator *c, int64_t now, const char *why)
 {
-    for (;;) {
+    if (c->reserve_fd >= 0) {
+        close(c->reserve_fd);
         int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
-                pt_ctl_logf(&c->cfg.log, "cannot accept more connections: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            note_shed(c, now, why, false);
             return;
         }
-        add_peer(c, fd, now);
     }
+    struct epoll_event ev = {0, {.ptr = &c->listen_fd}};
+    epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
+    c->listener_paused = true;
+    note_shed(c, now, why, false);
+}
+
+static void accept_all(pt_coordinator *c, int64_t now)
+{
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            char why[96];
+            snprintf(why, sizeof why, "cannot accept connections: %s", strerror(errno));
+            if (!shed_oldest_waiting(c, now, why)) {
+                turn_away(c, now, why);
+                return;
+            }
+            continue;
+        }
+        if (fd < 0)
+            return; /* EAGAIN: all taken */
+        if (c->waiting_peers >= max_waiting_peers(c)) {
+            char why[96];
+            snprintf(why, sizeof why, "more than %zu connections waiting to authenticate", max_waiting_peers(c));
+            shed_oldest_waiting(c, now, why);
+        }
+        add_peer(c, fd, false, false, now);
+    }
+}
+
+/* A frame the decoder refused: the CLI is told why (a trigger out of range is a user's
+ * mistake to show); anyone else is dropped with a log line. */
+static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now)
+{
+    if (waiting(p))
+        stranger_logf(c, now, "dropping %s: %s", p->addr, why);
+    else
+        pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, why);
+    if (p->kind != PEER_CONTROL) {
+        kill_peer(c, p, now, why);
+        return;
+    }
+    char text[PT_CTL_MAX_TEXT];
+    snprintf(text, sizeof text, "the coordinator refused a message: %s", why);
+    reply_error(c, p, text, now);
+    p->closing = true;
+}
+
+static void handle_frames(pt_coordinator *c, peer *p, int64_t now)
+{
+    pt_error err;
+    pt_ctl_msg m;
+    int got;
+    while (!p->dead && !p->closing && (got = pt_conn_next(&p->conn, &m, &err)) == 1) {
+        if (p->kind == PEER_HANDSHAKE)
+            on_auth(c, p, &m, now);
+        else if (p->kind == PEER_AGENT)
+            on_agent_message(c, p, &m, now);
+        else
+            on_control_message(c, p, &m, now);
+    }
+    if (!p->dead && !p->closing && got < 0)
+        bad_frame(c, p, err.message, now);
 }
 
 static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t now)
 {
     pt_error err;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        int rc = pt_conn_read(&p->conn, &err);
-        if (rc > 0)
-            p->last_heard_ns = now;
-        pt_ctl_msg m;
-        int got;
-        while (!p->dead && !p->closing && (got = pt_conn_next(&p->conn, &m, &err)) == 1) {
-            if (p->kind == PEER_HANDSHAKE)
-                on_auth(c, p, &m, now);
-            else if (p->kind == PEER_AGENT)
-                on_agent_message(c, p, &m, now);
-            else
-                on_control_message(c, p, &m, now);
+    if (p->paused && (events & (EPOLLHUP | EPOLLERR))) {
+        kill_peer(c, p, now, "connection closed while waiting for room");
+        return;
+    }
+    if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+        int rc = 0;
+        if (admit_input(c, p)) {
+            rc = pt_conn_read(&p->conn, &err);
+            if (rc > 0)
+                p->last_heard_ns = now;
+        } else {
+            p->paused = true; /* resumed by a tick once the budget has room */
         }
-        if (!p->dead && !p->closing && got < 0) {
-            pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
-            kill_peer(c, p, now, err.message);
-            return;
-        }
+        handle_frames(c, p, now);
+        if (!p->dead && !p->closing && !p->paused)
+            admit_input(c, p); /* a finished frame gives its share back at once */
         if (!p->dead && rc < 0) {
-            if (!p->conn.eof)
+            if (!p->conn.eof && waiting(p))
+                stranger_logf(c, now, "dropping %s: %s", p->addr, err.message);
+            else if (!p->conn.eof)
                 pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
             kill_peer(c, p, now, err.message);
             return;
@@ -973,6 +1264,18 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         update_interest(c, p);
 }
 
+static void resume_paused(pt_coordinator *c, int64_t now)
+{
+    for (size_t i = 0; i < c->peer_count; i++) {
+        peer *p = c->peers[i];
+        if (!p->dead && p->paused && admit_input(c, p)) {
+            p->paused = false;
+            p->last_heard_ns = now; /* waiting on us is not silence */
+            update_interest(c, p);
+        }
+    }
+}
+
 static void tick(pt_coordinator *c, int64_t now)
 {
     for (size_t i = 0; i < c->peer_count; i++) {
@@ -981,14 +1284,24 @@ static void tick(pt_coordinator *c, int64_t now)
             continue;
         if (p->closing && pt_conn_pending(&p->conn) == 0)
             kill_peer(c, p, now, "closed after refusal");
-        else if (p->kind == PEER_HANDSHAKE && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
-            kill_peer(c, p, now, "no authentication in time");
-        else if (p->kind == PEER_AGENT && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
+        else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
+            kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
+        else if (p->kind == PEER_AGENT && !p->paused && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
             pt_ctl_logf(&c->cfg.log, "rank %d: no heartbeat for %.0f s; dropping it", p->rank,
                         (double)(now - p->last_heard_ns) / 1e9);
             kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
         }
     }
+    resume_paused(c, now);
+    if (c->listener_paused) {
+        struct epoll_event ev = {EPOLLIN, {.ptr = &c->listen_fd}};
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
+        c->listener_paused = false;
+    }
+    if (c->reserve_fd < 0 && c->listen_fd >= 0)
+        c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    flush_shed_log(c, now);
+    flush_stranger_log(c, now);
     check_round(c, now);
     int32_t agents = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
@@ -1019,31 +1332,38 @@ static void reap_dead_peers(pt_coordinator *c)
     c->peer_count = kept;
 }
 
+/* One pass: the events epoll has (waiting up to timeout_ms), the tick when due, the dead
+ * peers freed. */
+static void turn(pt_coordinator *c, int timeout_ms, bool real_time, int64_t now)
+{
+    struct epoll_event events[256];
+    int n = epoll_wait(c->epoll_fd, events, PT_ARRAY_LEN(events), timeout_ms);
+    if (real_time)
+        now = pt_now_ns();
+    for (int i = 0; i < n; i++) {
+        void *tag = events[i].data.ptr;
+        if (tag == &c->listen_fd) {
+            accept_all(c, now);
+        } else if (tag == &c->wake_fd) {
+            uint64_t drained;
+            ssize_t ignored = read(c->wake_fd, &drained, sizeof drained);
+            (void)ignored;
+        } else if (!((peer *)tag)->dead) {
+            service_peer(c, tag, events[i].events, now);
+        }
+    }
+    if (now - c->last_tick_ns >= TICK_NS) {
+        tick(c, now);
+        c->last_tick_ns = now;
+    }
+    reap_dead_peers(c);
+}
+
 static void *coordinator_main(void *arg)
 {
     pt_coordinator *c = arg;
-    struct epoll_event events[256];
-    while (!atomic_load(&c->stop)) {
-        int n = epoll_wait(c->epoll_fd, events, PT_ARRAY_LEN(events), (int)(TICK_NS / MS));
-        int64_t now = pt_now_ns();
-        for (int i = 0; i < n; i++) {
-            void *tag = events[i].data.ptr;
-            if (tag == &c->listen_fd) {
-                accept_all(c, now);
-            } else if (tag == &c->wake_fd) {
-                uint64_t drained;
-                ssize_t ignored = read(c->wake_fd, &drained, sizeof drained);
-                (void)ignored;
-            } else if (!((peer *)tag)->dead) {
-                service_peer(c, tag, events[i].events, now);
-            }
-        }
-        if (now - c->last_tick_ns >= TICK_NS) {
-            tick(c, now);
-            c->last_tick_ns = now;
-        }
-        reap_dead_peers(c);
-    }
+    while (!atomic_load(&c->stop))
+        turn(c, (int)(TICK_NS / MS), true, 0);
     return NULL;
 }
 
@@ -1059,10 +1379,11 @@ static void raise_fd_limit(const pt_coordinator *c)
     }
 }
 
-pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error *err)
+/* Everything but the thread; listening unless detached (the test seam). */
+static pt_coordinator *create(const pt_coordinator_config *cfg, bool listen, pt_error *err)
 {
-    if (cfg->world_size <= 0 || cfg->world_size > (1 << 22)) {
-        pt_error_set(err, "invalid world size %d", cfg->world_size);
+    if (cfg->world_size <= 0 || cfg->world_size > PT_CTL_MAX_WORLD) {
+        pt_error_set(err, "invalid world size %d (1..%d)", cfg->world_size, PT_CTL_MAX_WORLD);
         return NULL;
     }
     pt_coordinator *c = calloc(1, sizeof *c);
@@ -1072,23 +1393,40 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
         return NULL;
     }
     c->cfg = *cfg;
+    memset(c->cfg.job_secret, 0, sizeof c->cfg.job_secret); /* the other ranks' business, not ours */
     c->owner = getpid();
-    c->epoll_fd = c->wake_fd = -1;
+    c->listen_fd = c->epoll_fd = c->wake_fd = c->reserve_fd = -1;
     pthread_mutex_init(&c->stats_lock, NULL);
-    raise_fd_limit(c);
-    c->listen_fd = pt_net_listen(cfg->bind_addr, cfg->port, &c->port, err);
     c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    struct epoll_event lev = {EPOLLIN, {.ptr = &c->listen_fd}}, wev = {EPOLLIN, {.ptr = &c->wake_fd}};
-    if (c->listen_fd < 0 || c->epoll_fd < 0 || c->wake_fd < 0 ||
-        epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->listen_fd, &lev) != 0 ||
-        epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->wake_fd, &wev) != 0) {
+    struct epoll_event wev = {EPOLLIN, {.ptr = &c->wake_fd}};
+    if (c->epoll_fd < 0 || c->wake_fd < 0 || epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->wake_fd, &wev) != 0) {
+        pt_error_set(err, "cannot set up the coordinator's event loop: %s", strerror(errno));
+        c->cfg.publish = false;
+        pt_coordinator_stop(c);
+        return NULL;
+    }
+    if (!listen)
+        return c;
+    raise_fd_limit(c);
+    c->listen_fd = pt_net_listen(cfg->bind_addr, cfg->port, &c->port, err);
+    c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    struct epoll_event lev = {EPOLLIN, {.ptr = &c->listen_fd}};
+    if (c->listen_fd < 0 || epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->listen_fd, &lev) != 0) {
         if (c->listen_fd >= 0)
             pt_error_set(err, "cannot set up the coordinator's event loop: %s", strerror(errno));
         c->cfg.publish = false; /* the port may be another job's: its files are not ours */
         pt_coordinator_stop(c);
         return NULL;
     }
+    return c;
+}
+
+pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error *err)
+{
+    pt_coordinator *c = create(cfg, true, err);
+    if (!c)
+        return NULL;
     if (c->cfg.publish && pt_auth_write_key_file(&c->cfg.control_key, err) != 0) {
         c->cfg.publish = false;
         pt_coordinator_stop(c);
@@ -1113,6 +1451,28 @@ pt_coordinator *pt_coordinator_start(const pt_coordinator_config *cfg, pt_error 
     if (c->cfg.publish && pt_runtime_dir_note(squatted, sizeof squatted))
         pt_ctl_logf(&c->cfg.log, "%s", squatted);
     return c;
+}
+
+pt_coordinator *pt_coordinator_create_detached(const pt_coordinator_config *cfg, pt_error *err)
+{
+    pt_coordinator_config detached = *cfg;
+    detached.publish = false;
+    return create(&detached, false, err);
+}
+
+int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, int64_t now, pt_error *err)
+{
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        pt_error_set(err, "cannot make the socket non-blocking: %s", strerror(errno));
+        return -1;
+    }
+    add_peer(c, fd, control, !control, now);
+    return 0;
+}
+
+void pt_coordinator_turn(pt_coordinator *c, int64_t now)
+{
+    turn(c, 0, false, now);
 }
 
 uint16_t pt_coordinator_port(const pt_coordinator *c)
@@ -1175,6 +1535,8 @@ void pt_coordinator_stop(pt_coordinator *c)
     free(c->workers);
     if (c->listen_fd >= 0)
         close(c->listen_fd);
+    if (c->reserve_fd >= 0)
+        close(c->reserve_fd);
     if (c->epoll_fd >= 0)
         close(c->epoll_fd);
     if (c->wake_fd >= 0)

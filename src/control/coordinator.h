@@ -20,6 +20,12 @@ typedef struct pt_coordinator_config {
     int32_t world_size;
     pt_key agent_key;
     pt_key control_key;
+    /* Without a configured secret, pt_coordinator_config_from_env makes the job secret the
+     * agent key derives from: its text, for rank 0's process to hand to the other ranks
+     * ("" with PERFTRACKER_SECRET). The coordinator itself never reads it. */
+    char job_secret[PT_JOB_SECRET_HEX + 1];
+    bool auto_trigger;             /* the job opted in to automatic rounds (rank 0's setting);
+                                      otherwise AUTO_REQUEST starts nothing */
     int64_t heartbeat_timeout_ns;  /* PERFTRACKER_HEARTBEAT_TIMEOUT_S, default 30 s */
     int64_t summary_timeout_ns;    /* after a worker's window: PERFTRACKER_SUMMARY_TIMEOUT_S, default 300 s */
     int64_t probe_timeout_ns;      /* hang reports wait this long for stacks: 3 s */
@@ -54,7 +60,9 @@ typedef struct pt_coordinator_stats {
 } pt_coordinator_stats;
 
 void pt_coordinator_config_defaults(pt_coordinator_config *cfg);
-/* Rank 0's configuration from the environment; creates the control key file. 0 or -1. */
+/* Rank 0's configuration from the environment: the keys (a configured secret's, or a new
+ * job secret and a new control key; nothing is written until the coordinator listens).
+ * 0 or -1. */
 int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env *env, pt_error *err);
 
 /* Binds and starts the coordinator's thread. NULL with err (e.g. the port is taken). */
@@ -67,5 +75,16 @@ void pt_coordinator_stats_get(pt_coordinator *c, pt_coordinator_stats *out);
 void pt_coordinator_drain(pt_coordinator *c, int64_t timeout_ns);
 /* Stops the thread, closes every connection and removes the published files. NULL is fine. */
 void pt_coordinator_stop(pt_coordinator *c);
+
+/* Test seam (fuzz/fuzz_coordinator.c): a coordinator with no socket of its own and no
+ * thread. The caller hands it one end of connected sockets as peers that have already
+ * authenticated -- a worker's agent, or the CLI (control) -- and turns its loop by hand at
+ * times it chooses, so the state machine after authentication runs on whatever frames
+ * the other ends write. Stopped with pt_coordinator_stop. */
+pt_coordinator *pt_coordinator_create_detached(const pt_coordinator_config *cfg, pt_error *err);
+int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, int64_t now, pt_error *err);
+/* One pass of the loop at `now` (pt_now_ns's clock; never earlier than the last): reads
+ * and handles what the peers sent, and runs the tick when one is due. Never blocks. */
+void pt_coordinator_turn(pt_coordinator *c, int64_t now);
 
 #endif

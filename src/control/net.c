@@ -1,11 +1,13 @@
 /* net.c -- sockets and framed connections for the control plane.
  *
- * A pt_conn keeps one input buffer (grown to the largest frame seen, at most
- * PT_CTL_MAX_FRAME) and one output queue (bounded by out_limit), so a slow or malicious
- * peer costs at most those bytes. Reads compact the input lazily: a message stays valid
- * until the next read, which is what lets the decoder hand out pointers instead of
- * copies. Writes use MSG_NOSIGNAL so a vanished peer never raises SIGPIPE in the
- * training process. */
+ * A pt_conn keeps one input buffer and one output queue (bounded by out_limit), so a slow
+ * or malicious peer costs at most those bytes. The input buffer is bounded by in_limit and
+ * grows with what actually arrived (at most doubling per read), never with what a frame's
+ * header claims: a peer that declares a 64 MB frame and sends 4 bytes costs 4 KB, and one
+ * that declares more than its limit is refused as soon as the header is in. Reads compact
+ * the input lazily: a message stays valid until the next read, which is what lets the
+ * decoder hand out pointers instead of copies. Writes use MSG_NOSIGNAL so a vanished peer
+ * never raises SIGPIPE in the training process. */
 #define _GNU_SOURCE
 #include "control/net.h"
 
@@ -220,18 +222,27 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
-/* How many more bytes to make room for: a small read chunk, or the rest of a frame whose
- * header says it is bigger, so idle connections keep small buffers. */
+static uint32_t frame_body(const pt_conn *c)
+{
+    const uint8_t *p = c->in + c->in_off;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+size_t pt_conn_frame_size(const pt_conn *c)
+{
+    return c->in_len - c->in_off >= 4 ? 4 + (size_t)frame_body(c) : 0;
+}
+
+/* How many more bytes to make room for: a small read chunk, or for a frame bigger than
+ * the buffer, as much again as is already here (so the buffer follows the bytes that
+ * arrive), never more than the rest of the frame. */
 static size_t room_wanted(const pt_conn *c)
 {
     const size_t chunk = 4096;
-    size_t have = c->in_len;
-    if (have < 4)
+    size_t have = c->in_len, frame = pt_conn_frame_size(c);
+    if (frame <= have)
         return chunk;
-    uint32_t body = (uint32_t)c->in[0] | (uint32_t)c->in[1] << 8 | (uint32_t)c->in[2] << 16 |
-                    (uint32_t)c->in[3] << 24;
-    size_t frame = 4 + (size_t)PT_MIN(body, PT_CTL_MAX_FRAME);
-    return frame > have ? PT_MAX(frame - have, chunk) : chunk;
+    return PT_MAX(PT_MIN(frame - have, have), chunk);
 }
 
 int pt_conn_read(pt_conn *c, pt_error *err)
@@ -247,6 +258,11 @@ int pt_conn_read(pt_conn *c, pt_error *err)
         c->in_cap = 0;
     }
     size_t limit = c->in_limit ? c->in_limit : 4 + (size_t)PT_CTL_MAX_FRAME;
+    size_t frame = pt_conn_frame_size(c);
+    if (frame > limit) {
+        pt_error_set(err, "the peer announced a frame of %zu bytes, more than the %zu it may send", frame, limit);
+        return -1;
+    }
     if (c->in_len >= limit) {
         pt_error_set(err, "the peer sent more than %zu bytes at once", limit);
         return -1;
@@ -286,7 +302,9 @@ int pt_conn_send(pt_conn *c, const pt_ctl_msg *m, pt_error *err)
 {
     size_t size = pt_ctl_encoded_size(m);
     if (size == 0) {
-        pt_error_set(err, "cannot encode a %s message (a field is too long)", pt_ctl_type_name(m->type));
+        pt_error err_field = {{0}};
+        pt_error_set(err, "cannot encode a %s message (%s)", pt_ctl_type_name(m->type),
+                     pt_ctl_check(m, &err_field) != 0 ? err_field.message : "it is too long");
         return -1;
     }
     if (c->out_off > 0 && c->out_off == c->out_len)

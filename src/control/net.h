@@ -41,7 +41,7 @@ typedef struct pt_conn {
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     size_t out_limit;   /* refuse to queue past this many unsent bytes */
-    size_t in_limit;    /* refuse to buffer past this many unread bytes (0: one maximal frame) */
+    size_t in_limit;    /* refuse a frame, or unread bytes, past this size (0: one maximal frame) */
     bool eof;           /* the last read failed because the peer closed (not an error) */
 } pt_conn;
 
@@ -53,6 +53,9 @@ int pt_conn_read(pt_conn *c, pt_error *err);
 /* The next complete message from what was read: 1 (m filled; its byte fields point into
  * the connection's buffer until the next pt_conn_read), 0 (none yet), -1 (bad frame). */
 int pt_conn_next(pt_conn *c, pt_ctl_msg *m, pt_error *err);
+/* The size of the frame at the head of the input (header included) once its header has
+ * arrived, else 0: what a reader must be ready to hold before the frame completes. */
+size_t pt_conn_frame_size(const pt_conn *c);
 /* Queues a message. -1 when it cannot be encoded or the queue would pass out_limit. */
 int pt_conn_send(pt_conn *c, const pt_ctl_msg *m, pt_error *err);
 /* Writes queued bytes. Returns 0 (all or some written; see pt_conn_pending) or -1. */

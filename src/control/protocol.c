@@ -1,11 +1,16 @@
 /* protocol.c -- encode and decode control-plane frames from one schema table.
  *
- * Each message type lists its fields (kind + offset into pt_ctl_msg + cap); the encoder
- * and the decoder walk the same list. A frame costs its fields' bytes plus 5, and both
- * directions are a single pass with no allocation. */
+ * Each message type lists its fields (kind + offset into pt_ctl_msg + cap or range); the
+ * encoder and the decoder walk the same list, and both apply the same checks: a byte
+ * field's cap (and, for host names and paths, no NUL byte), a number's range, and the
+ * two relations between fields a message can break (a worker's rank inside its world
+ * size; progress counters inside the job's). A frame costs its fields' bytes plus 5, and
+ * both directions are a single pass with no allocation. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/protocol.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -13,49 +18,66 @@ enum field_kind { F_U8, F_U32, F_I32, F_I64, F_FIXED32, F_BYTES };
 
 typedef struct field {
     uint8_t kind;
+    bool no_nul;      /* F_BYTES: a host name or a path, where a NUL byte would cut it short */
     uint16_t offset;
-    uint32_t cap; /* F_BYTES: longest accepted */
+    uint32_t cap;     /* F_BYTES: longest accepted */
+    int64_t min, max; /* numbers: the range accepted */
+    const char *name;
 } field;
 
-#define U8(m) {F_U8, offsetof(pt_ctl_msg, m), 0}
-#define U32(m) {F_U32, offsetof(pt_ctl_msg, m), 0}
-#define I32(m) {F_I32, offsetof(pt_ctl_msg, m), 0}
-#define I64(m) {F_I64, offsetof(pt_ctl_msg, m), 0}
-#define FIXED(m) {F_FIXED32, offsetof(pt_ctl_msg, m), 0}
-#define BYTES(m, cap) {F_BYTES, offsetof(pt_ctl_msg, m), cap}
+#define NUM(k, m, lo, hi) {k, false, offsetof(pt_ctl_msg, m), 0, lo, hi, #m}
+#define U8(m, lo, hi) NUM(F_U8, m, lo, hi)
+#define U32(m) NUM(F_U32, m, 0, UINT32_MAX)
+#define I32(m, lo, hi) NUM(F_I32, m, lo, hi)
+#define I64(m, lo, hi) NUM(F_I64, m, lo, hi)
+#define FIXED(m) {F_FIXED32, false, offsetof(pt_ctl_msg, m), 0, 0, 0, #m}
+#define BYTES(m, cap) {F_BYTES, false, offsetof(pt_ctl_msg, m), cap, 0, 0, #m}
+#define NAME(m, cap) {F_BYTES, true, offsetof(pt_ctl_msg, m), cap, 0, 0, #m}
 
-#define WORKER_FIELDS                                                                       \
-    I32(worker.rank), I32(worker.local_rank), I32(worker.world_size), I32(worker.node_rank), \
-        I64(worker.pid), BYTES(worker.host, PT_CTL_MAX_HOST)
-#define PROGRESS_FIELDS                                                                      \
-    I32(progress.world_size), I32(progress.connected), I32(progress.armed),                 \
-        I32(progress.in_window), I64(progress.min_step), I64(progress.max_step),            \
-        I32(progress.traces_written), I32(progress.summaries), I32(progress.failed),        \
-        I32(progress.hung)
+/* The ranges, by meaning. */
+#define STATUS(m) I32(m, INT32_MIN, INT32_MAX)
+#define STEPS_DONE(m) I64(m, 0, PT_CTL_MAX_STEP)
+#define DURATION(m) I64(m, 0, PT_CTL_MAX_DURATION_NS)
+#define WINDOW(m) I32(m, 1, PT_CTL_MAX_STEPS)
+#define COUNT(m) I32(m, 0, PT_CTL_MAX_WORLD)
+#define PATH(m) NAME(m, PT_CTL_MAX_PATH)
+
+#define WORKER_FIELDS                                                                              \
+    I32(worker.rank, 0, PT_CTL_MAX_WORLD - 1), I32(worker.local_rank, -1, PT_CTL_MAX_WORLD - 1),   \
+        I32(worker.world_size, 1, PT_CTL_MAX_WORLD), I32(worker.node_rank, -1, PT_CTL_MAX_WORLD - 1), \
+        I64(worker.pid, -1, INT32_MAX), NAME(worker.host, PT_CTL_MAX_HOST)
+#define PROGRESS_FIELDS                                                                            \
+    I32(progress.world_size, 1, PT_CTL_MAX_WORLD), COUNT(progress.connected), COUNT(progress.armed), \
+        COUNT(progress.in_window), I64(progress.min_step, -1, PT_CTL_MAX_STEP),                    \
+        I64(progress.max_step, -1, PT_CTL_MAX_STEP), COUNT(progress.traces_written),               \
+        COUNT(progress.summaries), COUNT(progress.failed), COUNT(progress.hung)
 
 static const field challenge_fields[] = {U32(version), FIXED(nonce)};
-static const field auth_fields[] = {U32(version), U8(role), FIXED(nonce), FIXED(mac)};
+static const field auth_fields[] = {U32(version), U8(role, PT_CTL_ROLE_AGENT, PT_CTL_ROLE_CONTROL), FIXED(nonce),
+                                    FIXED(mac)};
 static const field welcome_fields[] = {FIXED(mac)};
 static const field text_fields[] = {BYTES(text, PT_CTL_MAX_TEXT)};
 static const field join_fields[] = {WORKER_FIELDS};
-static const field heartbeat_fields[] = {U32(round), I64(steps_done), I64(mean_step_ns), I64(stalled_ns)};
-static const field armed_fields[] = {U32(round), I32(status), BYTES(text, PT_CTL_MAX_TEXT),
-                                     BYTES(path, PT_CTL_MAX_PATH)};
-static const field summary_fields[] = {U32(round), I32(status), BYTES(text, PT_CTL_MAX_TEXT),
-                                       BYTES(path, PT_CTL_MAX_PATH), BYTES(blob, PT_CTL_MAX_FRAME)};
-static const field hang_fields[] = {U32(round), I64(steps_done), I64(mean_step_ns), I64(stalled_ns),
-                                    BYTES(stack, PT_CTL_MAX_STACK)};
-static const field auto_fields[] = {U8(kind), I64(steps_done), I64(mean_step_ns), I64(best_mean_ns),
-                                    I64(stalled_ns)};
-static const field arm_fields[] = {U32(round), I64(start_step), I32(steps), BYTES(path, PT_CTL_MAX_PATH)};
+static const field heartbeat_fields[] = {U32(round), STEPS_DONE(steps_done), DURATION(mean_step_ns),
+                                         DURATION(stalled_ns)};
+static const field armed_fields[] = {U32(round), STATUS(status), BYTES(text, PT_CTL_MAX_TEXT), PATH(path)};
+static const field summary_fields[] = {U32(round), STATUS(status), BYTES(text, PT_CTL_MAX_TEXT), PATH(path),
+                                       BYTES(blob, PT_CTL_MAX_FRAME)};
+static const field hang_fields[] = {U32(round), STEPS_DONE(steps_done), DURATION(mean_step_ns),
+                                    DURATION(stalled_ns), BYTES(stack, PT_CTL_MAX_STACK)};
+static const field auto_fields[] = {U8(kind, PT_AUTO_SLOWDOWN, PT_AUTO_HANG), STEPS_DONE(steps_done),
+                                    DURATION(mean_step_ns), DURATION(best_mean_ns), DURATION(stalled_ns)};
+static const field arm_fields[] = {U32(round), I64(start_step, 0, PT_CTL_MAX_STEP), WINDOW(steps), PATH(path)};
 static const field round_fields[] = {U32(round)};
-static const field trigger_fields[] = {I32(wait), I32(steps), U8(save_raw), I64(timeout_ms),
-                                       BYTES(path, PT_CTL_MAX_PATH)};
-static const field started_fields[] = {U32(round), I64(start_step), I32(steps), PROGRESS_FIELDS};
+static const field trigger_fields[] = {I32(wait, 0, PT_CTL_MAX_WAIT), WINDOW(steps),
+                                       U8(save_raw, PT_SAVE_RAW_NONE, PT_SAVE_RAW_ALL),
+                                       I64(timeout_ms, 0, PT_CTL_MAX_TIMEOUT_MS), PATH(path)};
+static const field started_fields[] = {U32(round), I64(start_step, 0, PT_CTL_MAX_STEP), WINDOW(steps),
+                                       PROGRESS_FIELDS};
 static const field progress_fields[] = {PROGRESS_FIELDS};
-static const field worker_summary_fields[] = {WORKER_FIELDS, BYTES(path, PT_CTL_MAX_PATH),
-                                              BYTES(blob, PT_CTL_MAX_FRAME)};
-static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind), I64(steps_done), I64(stalled_ns),
+static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME)};
+static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
+                                             I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
 
@@ -64,29 +86,31 @@ typedef struct schema {
     const char *name;
     const field *fields;
     size_t count;
+    bool worker, progress; /* carries a worker identity / round progress (checked together) */
 } schema;
 
-#define SCHEMA(t, name, f) {t, name, f, PT_ARRAY_LEN(f)}
+#define SCHEMA(t, name, f) {t, name, f, PT_ARRAY_LEN(f), false, false}
+#define SCHEMA_WP(t, name, f, w, p) {t, name, f, PT_ARRAY_LEN(f), w, p}
 static const schema schemas[] = {
     SCHEMA(PT_CTL_CHALLENGE, "challenge", challenge_fields),
     SCHEMA(PT_CTL_AUTH, "auth", auth_fields),
     SCHEMA(PT_CTL_WELCOME, "welcome", welcome_fields),
     SCHEMA(PT_CTL_REFUSED, "refused", text_fields),
-    SCHEMA(PT_CTL_JOIN, "join", join_fields),
+    SCHEMA_WP(PT_CTL_JOIN, "join", join_fields, true, false),
     SCHEMA(PT_CTL_HEARTBEAT, "heartbeat", heartbeat_fields),
     SCHEMA(PT_CTL_ARMED, "armed", armed_fields),
     SCHEMA(PT_CTL_SUMMARY, "summary", summary_fields),
     SCHEMA(PT_CTL_HANG, "hang", hang_fields),
     SCHEMA(PT_CTL_AUTO_REQUEST, "auto-request", auto_fields),
-    {PT_CTL_BYE, "bye", NULL, 0},
+    {PT_CTL_BYE, "bye", NULL, 0, false, false},
     SCHEMA(PT_CTL_ARM, "arm", arm_fields),
     SCHEMA(PT_CTL_PROBE, "probe", round_fields),
     SCHEMA(PT_CTL_TRIGGER, "trigger", trigger_fields),
-    SCHEMA(PT_CTL_ROUND_STARTED, "round-started", started_fields),
-    SCHEMA(PT_CTL_PROGRESS, "progress", progress_fields),
-    SCHEMA(PT_CTL_WORKER_SUMMARY, "worker-summary", worker_summary_fields),
-    SCHEMA(PT_CTL_WORKER_FAILED, "worker-failed", worker_failed_fields),
-    SCHEMA(PT_CTL_ROUND_DONE, "round-done", done_fields),
+    SCHEMA_WP(PT_CTL_ROUND_STARTED, "round-started", started_fields, false, true),
+    SCHEMA_WP(PT_CTL_PROGRESS, "progress", progress_fields, false, true),
+    SCHEMA_WP(PT_CTL_WORKER_SUMMARY, "worker-summary", worker_summary_fields, true, false),
+    SCHEMA_WP(PT_CTL_WORKER_FAILED, "worker-failed", worker_failed_fields, true, false),
+    SCHEMA_WP(PT_CTL_ROUND_DONE, "round-done", done_fields, false, true),
     SCHEMA(PT_CTL_ERROR, "error", text_fields),
 };
 
@@ -148,6 +172,84 @@ void pt_ctl_copy_str(char *dst, size_t cap, pt_ctl_bytes b)
     dst[n] = '\0';
 }
 
+/* ---------------------------------------------------------------- checks */
+
+static int64_t number_of(const field *f, const pt_ctl_msg *m)
+{
+    const char *src = (const char *)m + f->offset;
+    switch (f->kind) {
+    case F_U8: return *(const uint8_t *)src;
+    case F_U32: return *(const uint32_t *)src;
+    case F_I32: return *(const int32_t *)src;
+    default: return *(const int64_t *)src;
+    }
+}
+
+/* NULL when the field's value is acceptable, else why not (in buf). */
+static const char *field_problem(const field *f, const pt_ctl_msg *m, char *buf, size_t cap)
+{
+    if (f->kind == F_FIXED32)
+        return NULL;
+    if (f->kind == F_BYTES) {
+        const pt_ctl_bytes *b = (const pt_ctl_bytes *)((const char *)m + f->offset);
+        if (b->len > f->cap)
+            snprintf(buf, cap, "%s is %" PRIu32 " bytes, longer than its limit of %" PRIu32, f->name, b->len, f->cap);
+        else if (f->no_nul && b->len && memchr(b->data, 0, b->len))
+            snprintf(buf, cap, "%s holds a NUL byte", f->name);
+        else
+            return NULL;
+        return buf;
+    }
+    int64_t v = number_of(f, m);
+    if (v >= f->min && v <= f->max)
+        return NULL;
+    snprintf(buf, cap, "%s %" PRId64 " is outside %" PRId64 "..%" PRId64, f->name, v, f->min, f->max);
+    return buf;
+}
+
+/* The relations between fields: a worker's ranks inside its world size, and a round's
+ * counters inside the job's. */
+static const char *relation_problem(const schema *s, const pt_ctl_msg *m, char *buf, size_t cap)
+{
+    const pt_ctl_worker *w = &m->worker;
+    if (s->worker && (w->rank >= w->world_size || w->local_rank >= w->world_size || w->node_rank >= w->world_size)) {
+        snprintf(buf, cap, "worker rank %d (local rank %d, node %d) is not inside its world size %d", w->rank,
+                 w->local_rank, w->node_rank, w->world_size);
+        return buf;
+    }
+    const pt_ctl_progress *p = &m->progress;
+    if (s->progress) {
+        int32_t most = PT_MAX(PT_MAX(PT_MAX(p->connected, p->armed), PT_MAX(p->in_window, p->traces_written)),
+                              PT_MAX(PT_MAX(p->summaries, p->failed), p->hung));
+        if (most > p->world_size) {
+            snprintf(buf, cap, "a progress counter (%d) exceeds the world size %d", most, p->world_size);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static const char *message_problem(const schema *s, const pt_ctl_msg *m, char *buf, size_t cap)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        const char *problem = field_problem(&s->fields[i], m, buf, cap);
+        if (problem)
+            return problem;
+    }
+    return relation_problem(s, m, buf, cap);
+}
+
+int pt_ctl_check(const pt_ctl_msg *m, pt_error *err)
+{
+    const schema *s = find_schema(m->type);
+    char why[256];
+    const char *problem = s ? message_problem(s, m, why, sizeof why) : "unknown message type";
+    if (!problem)
+        return 0;
+    pt_error_set(err, "%s message: %s", s ? s->name : "unknown", problem);
+    return -1;
+}
+
 /* ---------------------------------------------------------------- encoding */
 
 static size_t field_size(const field *f, const pt_ctl_msg *m)
@@ -158,25 +260,19 @@ static size_t field_size(const field *f, const pt_ctl_msg *m)
     case F_I32: return 4;
     case F_I64: return 8;
     case F_FIXED32: return 32;
-    default: {
-        const pt_ctl_bytes *b = (const pt_ctl_bytes *)((const char *)m + f->offset);
-        return b->len > f->cap ? 0 : 4 + (size_t)b->len;
-    }
+    default: return 4 + (size_t)((const pt_ctl_bytes *)((const char *)m + f->offset))->len;
     }
 }
 
 size_t pt_ctl_encoded_size(const pt_ctl_msg *m)
 {
     const schema *s = find_schema(m->type);
-    if (!s)
+    char why[256];
+    if (!s || message_problem(s, m, why, sizeof why))
         return 0;
     size_t total = 4 + 1;
-    for (size_t i = 0; i < s->count; i++) {
-        size_t n = field_size(&s->fields[i], m);
-        if (n == 0)
-            return 0;
-        total += n;
-    }
+    for (size_t i = 0; i < s->count; i++)
+        total += field_size(&s->fields[i], m);
     return total - 4 > PT_CTL_MAX_FRAME ? 0 : total;
 }
 
@@ -286,6 +382,12 @@ ssize_t pt_ctl_decode(const void *data, size_t len, pt_ctl_msg *m, pt_error *err
     }
     if (p != end) {
         pt_error_set(err, "%s message: %zu unexpected trailing bytes", s->name, (size_t)(end - p));
+        return -1;
+    }
+    char why[256];
+    const char *problem = message_problem(s, m, why, sizeof why);
+    if (problem) {
+        pt_error_set(err, "%s message: %s", s->name, problem);
         return -1;
     }
     return (ssize_t)(4 + (size_t)body_len);

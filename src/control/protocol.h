@@ -6,10 +6,13 @@
  *
  * One table per message type drives both the encoder and the decoder, so the two cannot
  * drift apart. The decoder is a pure function over bytes (no allocation, no I/O): every
- * length is checked against what is left and against a per-field cap, unknown types and
- * trailing bytes are errors, and byte fields point into the caller's buffer (valid while
- * it is). That is what makes it safe to feed from the network and easy to fuzz.
- * The message flow is in docs/control-plane.md. */
+ * length is checked against what is left and against a per-field cap, every number
+ * against the range its message allows (a timeout, a step count, a rank: the bounds
+ * below), host names and paths must hold no NUL byte, unknown types and trailing bytes
+ * are errors, and byte fields point into the caller's buffer (valid while it is). So a
+ * message that decodes can be used as it is, with no arithmetic on it overflowing; the
+ * encoder refuses the same values. That is what makes it safe to feed from the network
+ * and easy to fuzz. The message flow is in docs/control-plane.md. */
 #ifndef PT_CONTROL_PROTOCOL_H
 #define PT_CONTROL_PROTOCOL_H
 
@@ -27,6 +30,14 @@
 #define PT_CTL_MAX_TEXT 4096
 #define PT_CTL_MAX_PATH 4096
 #define PT_CTL_MAX_STACK 65536
+
+/* The ranges the decoder accepts (and the encoder sends). */
+#define PT_CTL_MAX_WORLD (1 << 20)                         /* world size; ranks below it */
+#define PT_CTL_MAX_STEP (1LL << 53)                        /* step counts and step numbers */
+#define PT_CTL_MAX_WAIT 1000000                            /* a trigger's --wait, in steps */
+#define PT_CTL_MAX_STEPS 1000                              /* a window's length, in steps */
+#define PT_CTL_MAX_TIMEOUT_MS (7LL * 86400 * 1000)         /* a trigger's --timeout: a week */
+#define PT_CTL_MAX_DURATION_NS (30LL * 86400 * 1000000000) /* step times, stalls: 30 days */
 
 typedef enum pt_ctl_type {
     /* handshake (either role) */
@@ -143,14 +154,19 @@ pt_ctl_bytes pt_ctl_blob(const void *data, size_t len);
 /* Copies b into dst as a C string (truncated to cap-1; NUL bytes become '?'). */
 void pt_ctl_copy_str(char *dst, size_t cap, pt_ctl_bytes b);
 
-/* Bytes the encoded frame takes, or 0 when a field exceeds its cap or the type is unknown. */
+/* 0 when every field of m is inside its cap or range (what the decoder accepts), else -1
+ * with err naming the field and the range. */
+int pt_ctl_check(const pt_ctl_msg *m, pt_error *err);
+/* Bytes the encoded frame takes, or 0 when pt_ctl_check refuses m, the frame would pass
+ * PT_CTL_MAX_FRAME or the type is unknown. */
 size_t pt_ctl_encoded_size(const pt_ctl_msg *m);
 /* Writes the frame into dst; returns its size, or 0 (nothing usable) when it does not fit
  * or pt_ctl_encoded_size would return 0. */
 size_t pt_ctl_encode(const pt_ctl_msg *m, uint8_t *dst, size_t cap);
 
 /* Decodes the first frame of data. Returns its size (> 0) with *m filled, 0 when more bytes
- * are needed, or -1 when the bytes are not a valid frame (err says why). */
+ * are needed, or -1 when the bytes are not a valid frame or a field is out of its range
+ * (err names the message, the field and the range). */
 ssize_t pt_ctl_decode(const void *data, size_t len, pt_ctl_msg *m, pt_error *err);
 
 #endif

@@ -35,9 +35,9 @@ static void nap_us(long us)
     nanosleep(&ts, NULL);
 }
 
-static void window_done(const void *summary, size_t len, const char *raw, int status)
+static void window_done(const void *summary, size_t len, const char *raw, int status, const char *why)
 {
-    (void)summary, (void)raw;
+    (void)summary, (void)raw, (void)why;
     if (status == 0 && len > 0)
         atomic_fetch_add(&summaries_reported, 1);
     else

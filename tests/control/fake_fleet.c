@@ -44,7 +44,7 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->world_size = world_size;
     cfg->count = world_size;
     snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
-    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false};
+    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false, NULL};
     cfg->special = cfg->normal;
     cfg->special_rank = -1;
     cfg->heartbeat_ns = 200 * 1000000LL;
@@ -140,10 +140,12 @@ static void drive_once(fake_fleet *f)
             w->agent = NULL;
             pthread_mutex_unlock(&f->agents_lock);
             pt_agent_destroy(a, false); /* gone without a goodbye */
+        } else if (due && w->b.window_error) {
+            pt_agent_finish_window(w->agent, NULL, 0, "", 1, w->b.window_error);
         } else if (due) {
             if (path[0])
                 write_raw_trace(w, path);
-            pt_agent_finish_window(w->agent, w->summary.data, w->summary.len, path, 0);
+            pt_agent_finish_window(w->agent, w->summary.data, w->summary.len, path, 0, NULL);
         }
     }
 }

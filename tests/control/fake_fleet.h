@@ -19,6 +19,7 @@ typedef struct fake_behaviour {
     double slow_factor;
     bool die_in_window;      /* the worker dies as its profiling window begins */
     bool faulty_profile;     /* its summary shows the slow-GPU fault */
+    const char *window_error; /* non-NULL: its collector fails the window, saying this */
 } fake_behaviour;
 
 typedef struct fake_fleet_config {

@@ -1,18 +1,26 @@
 /* fake_workers -- a process of simulated workers for the multi-process control tests.
  *
  *   fake_workers --world W --first F --count C [--step-ms S] [--special-rank R
- *                [--hang-at N] [--die-in-window] [--faulty-profile] [--slow-from N
- *                --slow-factor X]] [--auto-trigger] [--seconds T]
+ *                [--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT]
+ *                [--slow-from N --slow-factor X]] [--auto-trigger] [--seconds T]
+ *                [--job-secret-file PATH]
  *
  * Ranks F..F+C-1 of a job of W workers, each a real agent (fake_fleet.c). The job is
  * found as a worker finds it -- MASTER_ADDR/MASTER_PORT, PERFTRACKER_* -- and the process
  * that holds rank 0 hosts the coordinator, as the collector's rank 0 does. A worker told
  * to die in its window kills this whole process with SIGKILL, as a crash would. Prints
- * "ready N" on stdout once its N agents have joined. */
+ * "ready N" on stdout once its N agents have joined.
+ *
+ * The job secret: without PERFTRACKER_SECRET, rank 0's process makes it, as a real job's
+ * rank 0 does; a real job hands it to the other ranks through torch.distributed's store,
+ * and these processes, which have none, through the file --job-secret-file names (0600,
+ * in the test's private folder): rank 0's process writes it, the others wait for it. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/coordinator.h"
 #include "fake_fleet.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +45,41 @@ static void die_now(int32_t rank)
 static int usage(void)
 {
     fprintf(stderr, "usage: fake_workers --world W --first F --count C [--step-ms S] [--special-rank R "
-                    "[--hang-at N] [--die-in-window] [--faulty-profile] [--slow-from N --slow-factor X]] "
-                    "[--auto-trigger] [--seconds T]\n");
+                    "[--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT] [--slow-from N "
+                    "--slow-factor X]] [--auto-trigger] [--seconds T] [--job-secret-file PATH]\n");
     return 2;
+}
+
+/* Rank 0's process: the job secret, for the other processes (what the store does). */
+static int publish_secret(const char *path, const char *hex)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    bool ok = write(fd, hex, strlen(hex)) == (ssize_t)strlen(hex);
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok)
+        unlink(tmp);
+    return ok ? 0 : -1;
+}
+
+/* Any other process: waits (at most 60 s) until rank 0's process has written it. */
+static int receive_secret(const char *path, pt_key *key, pt_error *err)
+{
+    for (int i = 0; i < 3000 && !stop_requested; i++) {
+        char hex[128];
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, hex, sizeof hex) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0 && pt_auth_agent_key_from_job_secret(hex, (size_t)n, key, err) == 0)
+            return 0;
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    pt_error_set(err, "no job secret from rank 0's process in %s", path);
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -48,6 +88,7 @@ int main(int argc, char **argv)
     fake_fleet_config_init(&fc, 0);
     fc.count = -1;
     double seconds = 600;
+    const char *secret_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--die-in-window") == 0) fc.special.die_in_window = true;
@@ -63,6 +104,8 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--slow-from") == 0) fc.special.slow_from_step = atoll(v), i++;
         else if (strcmp(a, "--slow-factor") == 0) fc.special.slow_factor = atof(v), i++;
         else if (strcmp(a, "--seconds") == 0) seconds = atof(v), i++;
+        else if (strcmp(a, "--window-error") == 0) fc.special.window_error = v, i++;
+        else if (strcmp(a, "--job-secret-file") == 0) secret_file = v, i++;
         else return usage();
     }
     if (fc.world_size <= 0 || fc.count <= 0 || fc.first_rank < 0 || fc.first_rank + fc.count > fc.world_size)
@@ -80,22 +123,41 @@ int main(int argc, char **argv)
     }
     env.world_size = fc.world_size;
     env.rank = fc.first_rank;
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     pt_coordinator *coordinator = NULL;
+    bool published = false;
     if (fc.first_rank == 0) {
         pt_coordinator_config cc;
-        if (pt_coordinator_config_from_env(&cc, &env, &err) != 0 || !(coordinator = pt_coordinator_start(&cc, &err))) {
+        if (pt_coordinator_config_from_env(&cc, &env, &err) != 0) {
             fprintf(stderr, "fake_workers: coordinator: %s\n", err.message);
+            return 1;
+        }
+        cc.auto_trigger = fc.auto_trigger;
+        fc.key = cc.agent_key;
+        if (cc.job_secret[0] && secret_file) {
+            if (publish_secret(secret_file, cc.job_secret) != 0) {
+                fprintf(stderr, "fake_workers: cannot write %s: %s\n", secret_file, strerror(errno));
+                return 1;
+            }
+            published = true;
+        }
+        if (!(coordinator = pt_coordinator_start(&cc, &err))) {
+            fprintf(stderr, "fake_workers: coordinator: %s\n", err.message);
+            return 1;
+        }
+    } else {
+        int configured = pt_auth_agent_key(&fc.key, &err);
+        if (configured == 0 && !secret_file)
+            pt_error_set(&err, "ranks outside rank 0's process need the job secret: give every process "
+                         "--job-secret-file PATH, or set PERFTRACKER_SECRET");
+        if (configured < 0 || (configured == 0 && (!secret_file || receive_secret(secret_file, &fc.key, &err) != 0))) {
+            fprintf(stderr, "fake_workers: %s\n", err.message);
             return 1;
         }
     }
     snprintf(fc.coordinator_host, sizeof fc.coordinator_host, "%s", env.coordinator_host);
     fc.coordinator_port = env.coordinator_port;
-    if (pt_auth_agent_key(&env, &fc.key, &err) != 0) {
-        fprintf(stderr, "fake_workers: %s\n", err.message);
-        return 1;
-    }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
     fake_fleet *fleet = fake_fleet_start(&fc);
     bool ready = false;
     int64_t end = pt_now_ns() + (int64_t)(seconds * 1e9);
@@ -109,5 +171,7 @@ int main(int argc, char **argv)
     }
     fake_fleet_stop(fleet);
     pt_coordinator_stop(coordinator);
+    if (published)
+        unlink(secret_file);
     return 0;
 }

@@ -3,8 +3,8 @@
 matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI triggered from
 another process.
 
-    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR [straggler|hang|auto|ends-mid-window|no-collector|
-                                                            rounds-0.2|rounds-1]
+    test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
+                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -19,6 +19,15 @@ window or named on stderr and in the warnings, and the exit status says which.
 no-collector: the job runs without the collector (PYTHONPATH forgotten; the script's
 try/except swallows the ImportError): the trigger says no job was found, why, and names
 rank 0's process as running without the collector.
+secret: the job secret's way through torch.distributed's store, with PerfTracker() built
+before init_process_group() on ranks 0 and 2 and after it on ranks 1 and 3, and no
+PERFTRACKER_SECRET: every rank joins and a round profiles all four; a peer holding the
+agent key perftracker used to derive from public facts is refused; and the secret (read
+back from the store, the one place it lives) appears in no rank's command line or
+environment, in no log and in no file the job or the CLI wrote.
+window-fails: the same job, rank 3's collector unable to summarize its window (its
+summarizer binary is missing): the round names rank 3 with the real cause, not the
+"out of memory copying the summary" every failed window used to be reported as.
 rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), with a
 process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
 names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
@@ -225,10 +234,120 @@ def check_no_collector(cli, env, job, context_log):
     return 0
 
 
+SECRET_JOB = r"""
+import os, sys, time
+import torch.distributed as dist
+from perftracker import PerfTracker
+rank = int(os.environ["RANK"])
+early = rank % 2 == 0
+tracer = PerfTracker() if early else None
+dist.init_process_group("gloo")
+if not early:
+    tracer = PerfTracker()
+for step in range(100000):
+    time.sleep(0.05)
+    tracer.step()
+    dist.barrier()
+"""
+
+READ_STORE = r"""
+import datetime, sys, torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, False, timeout=datetime.timedelta(seconds=30))
+key = "perftracker/job-secret/v1/attempt-0"
+try:
+    value = dist.PrefixStore("default_pg", store).get(key)
+except RuntimeError:
+    value = store.get(key)
+print(value.decode())
+"""
+
+
+def check_secret(cli, env, tmp, ranks, job_log):
+    """What scenario `secret` asserts (see the module's docstring)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hostile_peer
+    r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log()[-4000:])
+    assert r.returncode == 0, "the CLI exited %d%s" % (r.returncode, context)
+    report = json.load(open(glob.glob(os.path.join(tmp, "out", "*", "report.json"))[0]))
+    assert report["job"]["workers_analyzed"] == 4, report["job"]
+
+    port = int(env["MASTER_PORT"]) + 1
+    peer = hostile_peer.Peer(port)
+    kind, _ = peer.authenticate(hostile_peer.old_derived_agent_key("127.0.0.1", port, 4), hostile_peer.ROLE_AGENT)
+    peer.close()
+    assert kind == hostile_peer.REFUSED, "the derived agent key was let in (%s)%s" % (kind, context)
+
+    read = subprocess.run([TORCH_PYTHON, "-c", READ_STORE, env["MASTER_PORT"]], capture_output=True, text=True,
+                          timeout=120)
+    secret = read.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", secret), "no job secret in the store: %s" % read.stderr[-2000:]
+    peer = hostile_peer.Peer(port)  # the store is where the job's trust lives (docs/security.md)
+    kind, _ = peer.authenticate(hostile_peer.derive(bytes.fromhex(secret), "agent"), hostile_peer.ROLE_AGENT)
+    peer.close()
+    assert kind == hostile_peer.WELCOME, "the store's secret is not the job's"
+    places = {}
+    for p in ranks:
+        for what in ("cmdline", "environ"):
+            with open("/proc/%d/%s" % (p.pid, what), "rb") as f:
+                places["rank pid %d %s" % (p.pid, what)] = f.read()
+    places["the job's log"] = job_log().encode()
+    places["the CLI's output"] = (r.stdout + r.stderr).encode()
+    for root, _, files in os.walk(tmp):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                places[os.path.join(root, name)] = f.read()
+    leaked = [where for where, data in places.items() if secret.encode() in data]
+    assert not leaked, "the job secret appears in %s" % leaked
+    print("e2e secret: 4 ranks joined (PerfTracker() before and after init_process_group), derived key refused, "
+          "secret in none of %d places looked at" % len(places))
+    return 0
+
+
+MISSING_SUMMARIZER = "/nonexistent/perftracker"
+
+
+def check_window_fails(cli, env, tmp, ranks, job_log):
+    r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log()[-4000:])
+    assert r.returncode == 3, "the CLI exited %d (want 3: rank 3 failed)%s" % (r.returncode, context)
+    report = json.load(open(glob.glob(os.path.join(tmp, "out", "*", "report.json"))[0]))
+    warning = next((w for w in report["warnings"] if w.startswith("rank 3")), "")
+    assert "cannot run %s: No such file or directory" % MISSING_SUMMARIZER in warning, \
+        "rank 3's warning does not give the cause: %r%s" % (warning, context)
+    assert "out of memory" not in r.stderr + warning, "a missing file reported as out of memory%s" % context
+    assert report["job"]["workers_analyzed"] == 3, report["job"]
+    print("e2e window-fails: " + warning)
+    return 0
+
+
+def run_small_job(cli, env, tmp, log, check, rank_env=None):
+    script = os.path.join(tmp, "small_job.py")
+    with open(script, "w") as f:
+        f.write(SECRET_JOB)
+    ranks = []
+    for rank in range(4):
+        own = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")
+        own.update((rank_env or {}).get(rank, {}))
+        ranks.append(subprocess.Popen([TORCH_PYTHON, script], env=own, stdout=log, stderr=subprocess.STDOUT))
+
+    def job_log():
+        log.flush()
+        log.seek(0)
+        return log.read()
+
+    try:
+        return check(cli, env, tmp, ranks, job_log)
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
-                                                       "rounds-0.2", "rounds-1"):
+                                                       "secret", "window-fails", "rounds-0.2", "rounds-1"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -248,6 +367,14 @@ def main():
                 "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
                 "OMP_NUM_THREADS": "1"})
     log = open(os.path.join(tmp, "job.log"), "w+")
+    if scenario in ("secret", "window-fails"):
+        try:
+            if scenario == "secret":
+                return run_small_job(cli, env, tmp, log, check_secret)
+            return run_small_job(cli, env, tmp, log, check_window_fails, {3: {"PERFTRACKER_CLI": MISSING_SUMMARIZER}})
+        finally:
+            log.close()
+            shutil.rmtree(tmp, ignore_errors=True)
     shape = ["--sleep-scale", "1.0"]
     if hang:
         shape = ["--sleep-scale", "0.1", "--size", "300", "--hang-at", "1"]

@@ -14,16 +14,30 @@ MASTER_ADDR/MASTER_PORT in its shell; `perftracker jobs`; two jobs told apart by
 the environment), rank0-lost (rank 0's process, which hosts the coordinator, killed in
 the window: every worker not heard from is named, rank 0 first), long-round (a 200-step
 window: the progress line keeps moving). Each asserts on what the user sees (exit
-status, stderr) and on the report the round wrote."""
+status, stderr) and on the report the round wrote.
+
+Attacks on a running job by a peer on its port (hostile_peer.py speaks the protocol):
+derived-key (the agent key perftracker once derived from public facts is refused),
+live-rank (a JOIN as a connected rank is refused, and a round run meanwhile completes with
+the real worker), auto-request (AUTO_REQUEST on a job that did not opt in starts nothing),
+memory (16 peers sending 60 MiB frames leave rank 0's peak RSS bounded), fd-exhaustion
+(rank 0 at RLIMIT_NOFILE 64 with 400 connections held open: the log stays small, the
+process does not spin, the real trigger works), absurd-timeout (a TRIGGER with a timeout
+of -2^62 ms is answered with an error naming the field)."""
+import glob
 import re
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+import hostile_peer
 
 
 def free_port_pair():
@@ -56,13 +70,17 @@ class Job:
         self.procs = []
         self.logs = []
 
-    def start(self, first, count, *args, netns=None):
+    def start(self, first, count, *args, netns=None, nofile=None):
         log = open(os.path.join(self.tmp, "fake-%d.log" % first), "w+")
+        # Without PERFTRACKER_SECRET rank 0's process makes the job secret; a torch job hands
+        # it to the other ranks through its store, these processes through a private file.
+        secret_file = os.path.join(self.tmp, "job-secret-%s" % self.env["MASTER_PORT"])
         cmd = [self.fake, "--world", str(self.world), "--first", str(first), "--count", str(count),
-               "--step-ms", str(self.step_ms), "--seconds", "300", *args]
+               "--step-ms", str(self.step_ms), "--seconds", "300", "--job-secret-file", secret_file, *args]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
-        p = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True)
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
+        p = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True, preexec_fn=limit)
         self.procs.append(p)
         self.logs.append(log)
         return p
@@ -400,6 +418,231 @@ def scenario_long_round(job):
     print("long-round: steps profiled %s" % profiled)
 
 
+# ---------------------------------------------------------------- attacks by a peer on the port
+
+SECRET = "multiprocess-test-secret"
+
+
+def coordinator_port(job):
+    return int(job.env["MASTER_PORT"]) + 1
+
+
+def wait_for(predicate, what, job, timeout=60):
+    """Waits for a condition (never asserts on how long it took, only that it came)."""
+    deadline = time.time() + timeout
+    while not predicate():
+        check(time.time() < deadline, "gave up waiting for " + what, None, job)
+        time.sleep(0.1)
+
+
+def scenario_derived_key(job):
+    """The agent key perftracker used to derive from public facts (the coordinator's address
+    and port, which /proc/net/tcp shows, and the world size) no longer opens the job: rank 0
+    made a random secret and handed it to the other process (as a torch job does through its
+    store), and the intruder is refused while the job's own workers and CLI work."""
+    job.start(0, 2)
+    job.start(2, 2)
+    job.wait_ready()
+    port = coordinator_port(job)
+    for run_id in ("", "none"):
+        key = hostile_peer.old_derived_agent_key("127.0.0.1", port, job.world, run_id)
+        peer = hostile_peer.Peer(port)
+        kind, body = peer.authenticate(key, hostile_peer.ROLE_AGENT)
+        peer.close()
+        check(kind == hostile_peer.REFUSED, "a peer holding the derived key was let in (answer %s)"
+              % hostile_peer.NAMES.get(kind, kind), None, job)
+        check("authentication failed" in hostile_peer.text_of(body), "no reason given", None, job)
+    wait_for(lambda: job.log_text().count("refused a worker connection from 127.0.0.1") >= 2, "the refusals logged",
+             job)
+    r = job.trigger("--wait", "1", "--steps", "2")
+    check(r.returncode == 0 and load_report(r)["job"]["workers_analyzed"] == 4, "the job's own round failed "
+          "(exit %d)" % r.returncode, r, job)
+    print("derived-key: refused; the job's round profiled 4 workers across 2 processes")
+
+
+def scenario_live_rank(job):
+    """An impostor with the agent key JOINs as rank 1 while rank 1's worker is connected,
+    again and again while a round runs: each JOIN is refused, the worker keeps its place,
+    and the round completes with every real worker profiled."""
+    job.start(0, 4)
+    job.wait_ready()
+    port, key = coordinator_port(job), hostile_peer.agent_key_from_secret(SECRET)
+    answers, stop = [], threading.Event()
+
+    def impostor():
+        while not stop.is_set():
+            peer = hostile_peer.Peer(port, timeout=10)
+            kind, _ = peer.authenticate(key, hostile_peer.ROLE_AGENT)
+            if kind != hostile_peer.WELCOME:
+                answers.append(("not welcomed", kind))
+                return
+            peer.send(hostile_peer.JOIN, hostile_peer.join_body(1, job.world))
+            peer.send(hostile_peer.HEARTBEAT, hostile_peer.heartbeat_body(0, stalled_ns=60 * 10**9))
+            kind, body = peer.recv()
+            answers.append((kind, hostile_peer.text_of(body) if kind == hostile_peer.REFUSED else ""))
+            peer.close()
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=impostor)
+    thread.start()
+    try:
+        wait_for(lambda: answers, "the impostor's first answer", job)
+        r = job.trigger("--wait", "3", "--steps", "2")
+    finally:
+        stop.set()
+        thread.join()
+    refused = [a for a in answers if a[0] == hostile_peer.REFUSED and "rank 1 is already connected" in a[1]]
+    check(len(refused) == len(answers), "a JOIN as live rank 1 was not refused: %s" % answers[:5], None, job)
+    check(r.returncode == 0, "the round did not complete with the real workers (exit %d)" % r.returncode, r, job)
+    report = load_report(r)
+    check(report["job"]["workers_analyzed"] == 4 and worker(report, 1)["status"] == "normal",
+          "rank 1: %s" % worker(report, 1), r, job)
+    check("joined again" not in job.log_text(), "the real rank 1 was evicted", r, job)
+    print("live-rank: %d JOINs as rank 1 refused; the round profiled all 4 workers" % len(refused))
+
+
+def scenario_auto_request(job):
+    """A job that never opted in to automatic rounds: a peer holding the agent key joins as
+    the rank that is not running and asks for one. Nothing starts, and rank 0 says why."""
+    auto_dir = job.env["PERFTRACKER_AUTO_OUTPUT_DIR"]
+    job.start(0, 3)
+    job.wait_ready()
+    peer = hostile_peer.Peer(coordinator_port(job))
+    kind, _ = peer.authenticate(hostile_peer.agent_key_from_secret(SECRET), hostile_peer.ROLE_AGENT)
+    check(kind == hostile_peer.WELCOME, "the agent key was not accepted", None, job)
+    peer.send(hostile_peer.JOIN, hostile_peer.join_body(3, job.world))
+    peer.send(hostile_peer.HEARTBEAT, hostile_peer.heartbeat_body(100))
+    peer.send(hostile_peer.AUTO_REQUEST, hostile_peer.auto_request_body(100))
+    try:
+        wait_for(lambda: "did not opt in" in job.log_text() or "(automatic)" in job.log_text(),
+                 "the coordinator's answer to AUTO_REQUEST", job)
+    finally:
+        peer.close()
+    check("(automatic)" not in job.log_text(), "an automatic round started on a job that did not opt in", None, job)
+    check("refused rank 3's request for an automatic profiling round: this job did not opt in" in job.log_text(),
+          "no refusal logged", None, job)
+    check(not glob.glob(os.path.join(auto_dir, "*")), "automatic output written: %s" % os.listdir(auto_dir), None, job)
+    print("auto-request: refused, nothing written")
+
+
+def vm_hwm_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        line = next(l for l in f if l.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def scenario_memory(job):
+    """16 peers holding the agent key each send a 60 MiB frame: 8 without joining, 8 joined
+    as ranks that are not running. Rank 0's peak RSS must not follow them (it grew by
+    ~1 GB before the caps)."""
+    rank0 = job.start(0, 4)
+    job.wait_ready()
+    port, key = coordinator_port(job), hostile_peer.agent_key_from_secret(SECRET)
+    before = vm_hwm_mb(rank0.pid)
+    size = 60 << 20
+    body = hostile_peer.struct.pack("<Ii", 0, 0) + hostile_peer.blob(b"") + hostile_peer.blob(b"")
+    header = hostile_peer.struct.pack("<IB", 1 + len(body) + 4 + size, hostile_peer.SUMMARY) + body + \
+        hostile_peer.struct.pack("<I", size)
+    sent = []
+
+    def flood(rank):
+        peer = hostile_peer.Peer(port, timeout=60)
+        kind, _ = peer.authenticate(key, hostile_peer.ROLE_AGENT)
+        if kind != hostile_peer.WELCOME:
+            return
+        if rank is not None:
+            peer.send(hostile_peer.JOIN, hostile_peer.join_body(rank, job.world))
+        total, chunk = 0, b"\0" * (1 << 20)
+        try:
+            peer.sock.sendall(header)
+            while total < size:
+                peer.sock.sendall(chunk)
+                total += len(chunk)
+        except OSError:
+            pass
+        sent.append(total)
+        peer.close()
+
+    threads = [threading.Thread(target=flood, args=(rank,)) for rank in [None] * 8 + list(range(4, 12))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    grown = vm_hwm_mb(rank0.pid) - before
+    check(len(sent) == 16, "not every peer was let in to attack (%d)" % len(sent), None, job)
+    check(grown < 300, "rank 0's peak RSS grew by %.0f MB under %d MB sent" % (grown, sum(sent) >> 20), None, job)
+    check(rank0.poll() is None, "rank 0's process died", None, job)
+    print("memory: %d MB sent by 16 peers, rank 0's peak RSS grew by %.0f MB" % (sum(sent) >> 20, grown))
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scenario_fd_exhaustion(job):
+    """Rank 0's process runs with RLIMIT_NOFILE 64 and a peer holds 400 connections open
+    without ever authenticating. The coordinator sheds the oldest of them instead of
+    spinning on a listener it cannot accept from: its log gains a few lines (not millions),
+    the process stays near idle, and the user's trigger gets in and completes."""
+    rank0 = job.start(0, 2, nofile=64)
+    job.wait_ready()
+    log_path = os.path.join(job.tmp, "fake-0.log")
+    lines_before = job.log_text().count("\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = []
+    try:
+        for _ in range(400):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", coordinator_port(job)))
+            held.append(s)
+        cpu0, t0 = cpu_seconds(rank0.pid), time.time()
+        time.sleep(3)
+        busy = (cpu_seconds(rank0.pid) - cpu0) / (time.time() - t0)
+        check(os.path.getsize(log_path) < 1 << 20, "rank 0's log grew to %d bytes" % os.path.getsize(log_path),
+              None, None)
+        r = job.trigger("--wait", "1", "--steps", "2")
+    finally:
+        for s in held:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    added = job.log_text().count("\n") - lines_before
+    check(r.returncode == 0, "the trigger failed while the connections were held (exit %d)" % r.returncode, r, job)
+    check(added < 40, "rank 0's log gained %d lines" % added, r, job)
+    check("shedding load" in job.log_text(), "the shedding was not logged", r, job)
+    check(busy < 0.3, "rank 0's process used %.0f%% of a CPU while the connections were held" % (100 * busy), r, job)
+    if os.environ.get("PT_TEST_VERBOSE"):
+        print(job.log_text())
+    print("fd-exhaustion: %d log lines, %.0f%% of a CPU while held, trigger ok" % (added, 100 * busy))
+
+
+def scenario_absurd_timeout(job):
+    """The user's own control key (the job's 0600 key file), a TRIGGER whose timeout is
+    -2^62 ms (it overflowed the conversion to ns and was accepted): refused with an error
+    naming the field; the coordinator goes on serving the real CLI."""
+    job.start(0, 2)
+    job.wait_ready()
+    key_files = glob.glob(os.path.join(job.env["PERFTRACKER_KEY_DIR"], "**", "control-*.key"), recursive=True)
+    check(len(key_files) == 1, "key files: %s" % key_files, None, job)
+    peer = hostile_peer.Peer(coordinator_port(job))
+    kind, _ = peer.authenticate(hostile_peer.control_key_from_file(key_files[0]), hostile_peer.ROLE_CONTROL)
+    check(kind == hostile_peer.WELCOME, "the control key was not accepted", None, job)
+    peer.send(hostile_peer.TRIGGER, hostile_peer.trigger_body(timeout_ms=-(1 << 62)))
+    kind, body = peer.recv()
+    peer.close()
+    check(kind == hostile_peer.ERROR, "the absurd trigger was answered with %s" % hostile_peer.NAMES.get(kind, kind),
+          None, job)
+    text = hostile_peer.text_of(body)
+    check("timeout_ms -4611686018427387904 is outside 0..604800000" in text, "the error does not say why: %r" % text,
+          None, job)
+    r = job.trigger("--wait", "1", "--steps", "2")
+    check(r.returncode == 0, "the real trigger failed afterwards (exit %d)" % r.returncode, r, job)
+    print("absurd-timeout: " + text)
+
+
 SCENARIOS = {
     "scale": (1024, scenario_scale, 50),
     "killed": (4, scenario_killed, 20),
@@ -411,7 +654,16 @@ SCENARIOS = {
     "discover": (2, scenario_discover, 20),
     "rank0-lost": (4, scenario_rank0_lost, 20),
     "long-round": (4, scenario_long_round, 60),
+    "derived-key": (4, scenario_derived_key, 20),
+    "live-rank": (4, scenario_live_rank, 20),
+    "auto-request": (4, scenario_auto_request, 20),
+    "memory": (16, scenario_memory, 20),
+    "fd-exhaustion": (2, scenario_fd_exhaustion, 20),
+    "absurd-timeout": (2, scenario_absurd_timeout, 20),
 }
+
+# Scenarios whose job runs with PERFTRACKER_SECRET, so that the attacker holds the agent key.
+WITH_SECRET = ("live-rank", "auto-request", "memory")
 
 
 def main():
@@ -421,7 +673,12 @@ def main():
     cli, fake, name = sys.argv[1:]
     world, run, step_ms = SCENARIOS[name]
     tmp = tempfile.mkdtemp(prefix="pt-control-%s-" % name)
-    job = Job(os.path.abspath(cli), os.path.abspath(fake), world, tmp, step_ms)
+    extra = {}
+    if name in WITH_SECRET:
+        extra = {"PERFTRACKER_SECRET": SECRET, "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto"),
+                 "PERFTRACKER_AUTO_INTERVAL_S": "0"}
+        os.makedirs(extra["PERFTRACKER_AUTO_OUTPUT_DIR"])
+    job = Job(os.path.abspath(cli), os.path.abspath(fake), world, tmp, step_ms, extra)
     try:
         run(job)
     finally:

@@ -111,8 +111,8 @@ static void test_round_trip_every_field(void **state)
     pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
     m.worker = (pt_ctl_worker){1023, 7, 1024, 127, 4711, pt_ctl_str("node-127")};
     m.kind = PT_FAIL_HANG;
-    m.steps_done = -5;
-    m.stalled_ns = INT64_MAX;
+    m.steps_done = -1; /* the extremes of the ranges travel */
+    m.stalled_ns = PT_CTL_MAX_DURATION_NS;
     m.text = pt_ctl_str("stopped");
     m.stack = pt_ctl_str("train.py: <module>|time.sleep");
     uint8_t *buf = malloc(200000);
@@ -127,8 +127,8 @@ static void test_round_trip_every_field(void **state)
     assert_int_equal(d.worker.node_rank, 127);
     assert_int_equal(d.worker.pid, 4711);
     assert_int_equal(d.kind, PT_FAIL_HANG);
-    assert_int_equal(d.steps_done, -5);
-    assert_true(d.stalled_ns == INT64_MAX);
+    assert_int_equal(d.steps_done, -1);
+    assert_true(d.stalled_ns == PT_CTL_MAX_DURATION_NS);
     assert_int_equal(d.worker.host.len, 8);
     assert_memory_equal(d.worker.host.data, "node-127", 8);
     assert_memory_equal(d.stack.data, "train.py: <module>|time.sleep", d.stack.len);
@@ -236,6 +236,98 @@ static void test_malformed_frames_rejected(void **state)
     pt_ctl_msg_init(&m, PT_CTL_ERROR);
     m.text = pt_ctl_str(big);
     assert_int_equal(pt_ctl_encoded_size(&m), 0);
+}
+
+/* Encodes m bypassing the range checks (as a hostile peer would): the schema's bytes for
+ * a trigger, by hand. */
+static size_t raw_trigger(uint8_t *buf, int32_t wait, int32_t steps, uint8_t save_raw, int64_t timeout_ms,
+                          const char *path, size_t path_len)
+{
+    uint8_t *p = buf + 4;
+    *p++ = PT_CTL_TRIGGER;
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t)((uint32_t)wait >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t)((uint32_t)steps >> (8 * i));
+    *p++ = save_raw;
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)((uint64_t)timeout_ms >> (8 * i));
+    put_u32(p, (uint32_t)path_len);
+    p += 4;
+    memcpy(p, path, path_len);
+    p += path_len;
+    put_u32(buf, (uint32_t)(p - buf - 4));
+    return (size_t)(p - buf);
+}
+
+/* Every number is checked against the range its message allows, before anyone uses it:
+ * a TRIGGER with a timeout of -2^62 ms (whose conversion to ns overflowed) is refused by
+ * the decoder with the field named, and the encoder refuses to send one. */
+static void test_out_of_range_fields_refused(void **state)
+{
+    (void)state;
+    uint8_t buf[256];
+    pt_ctl_msg d;
+    pt_error err;
+    size_t n = raw_trigger(buf, 2, 2, PT_SAVE_RAW_NONE, 60000, "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n); /* a good one decodes */
+    n = raw_trigger(buf, 2, 2, PT_SAVE_RAW_NONE, -(1LL << 62), "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    assert_string_equal(err.message, "trigger message: timeout_ms -4611686018427387904 is outside 0..604800000");
+    n = raw_trigger(buf, 2, 2, PT_SAVE_RAW_NONE, PT_CTL_MAX_TIMEOUT_MS + 1, "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    n = raw_trigger(buf, -1, 2, PT_SAVE_RAW_NONE, 0, "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    assert_non_null(strstr(err.message, "wait -1 is outside 0..1000000"));
+    n = raw_trigger(buf, 0, 1001, PT_SAVE_RAW_NONE, 0, "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    assert_non_null(strstr(err.message, "steps 1001 is outside 1..1000"));
+    n = raw_trigger(buf, 0, 2, 3, 0, "", 0);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    assert_non_null(strstr(err.message, "save_raw 3"));
+    n = raw_trigger(buf, 0, 2, PT_SAVE_RAW_ALL, 0, "/out\0/etc", 9);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), -1);
+    assert_non_null(strstr(err.message, "path holds a NUL byte"));
+
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_TRIGGER);
+    m.steps = 2;
+    m.timeout_ms = -(1LL << 62);
+    assert_int_equal(pt_ctl_encoded_size(&m), 0);
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "timeout_ms"));
+
+    /* The other messages' numbers, and the relations between fields. */
+    pt_ctl_msg_init(&m, PT_CTL_JOIN);
+    m.worker = (pt_ctl_worker){3, 0, 4, 0, 42, pt_ctl_str("node")};
+    assert_int_equal(pt_ctl_check(&m, &err), 0);
+    m.worker.rank = 4; /* a rank outside its world */
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "not inside its world size"));
+    m.worker.rank = 0, m.worker.world_size = PT_CTL_MAX_WORLD + 1;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    m.worker.world_size = 4, m.worker.host = pt_ctl_blob("no\0de", 5);
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "worker.host holds a NUL byte"));
+
+    pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+    m.mean_step_ns = -1;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    m.mean_step_ns = 0, m.steps_done = PT_CTL_MAX_STEP + 1;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
+    m.kind = 7;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    pt_ctl_msg_init(&m, PT_CTL_ARM);
+    m.steps = 2, m.start_step = -3;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
+    m.progress = (pt_ctl_progress){4, 5, 0, 0, -1, -1, 0, 0, 0, 0}; /* 5 connected of 4 */
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "exceeds the world size"));
+    pt_ctl_msg_init(&m, PT_CTL_AUTH);
+    m.role = 3;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
 }
 
 /* Every single-byte corruption of a valid frame decodes to something or is refused;
@@ -395,16 +487,26 @@ static void test_keys_secret_file_and_key_dir(void **state)
     assert_int_equal(pt_auth_load_control_key(&env, &loaded, &err), -1);
     assert_non_null(strstr(err.message, "other users"));
 
-    /* The agent key: the same for every worker of the job, different for another job. */
+    /* Without a configured secret no agent key derives from anything public: rank 0 makes
+     * a random job secret, and another rank gets the same key from its text only. */
     pt_key k1, k2;
-    assert_int_equal(pt_auth_agent_key(&env, &k1, &err), 0);
-    setenv("TORCHELASTIC_RUN_ID", "other-job", 1);
-    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&k1, &err), 0);
+    char hex[PT_JOB_SECRET_HEX + 1], other[PT_JOB_SECRET_HEX + 1];
+    assert_int_equal(pt_auth_new_job_secret(hex, &k1, &err), 0);
+    assert_int_equal(strlen(hex), PT_JOB_SECRET_HEX);
+    assert_int_equal(pt_auth_agent_key_from_job_secret(hex, strlen(hex), &k2, &err), 0);
+    assert_memory_equal(k1.bytes, k2.bytes, PT_KEY_BYTES);
+    assert_int_equal(pt_auth_new_job_secret(other, &k2, &err), 0); /* every job its own */
     assert_false(pt_equal_ct(k1.bytes, k2.bytes, PT_KEY_BYTES));
+    assert_int_equal(pt_auth_agent_key_from_job_secret(hex, PT_JOB_SECRET_HEX - 1, &k2, &err), -1);
+    assert_non_null(strstr(err.message, "64 hex digits"));
+    hex[7] = 'g';
+    assert_int_equal(pt_auth_agent_key_from_job_secret(hex, PT_JOB_SECRET_HEX, &k2, &err), -1);
+    assert_int_equal(pt_auth_agent_key_from_job_secret(NULL, 0, &k2, &err), -1);
 
     /* A configured secret wins, and its agent and control keys differ. */
     setenv("PERFTRACKER_SECRET", "s3cret", 1);
-    assert_int_equal(pt_auth_agent_key(&env, &k1, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&k1, &err), 1);
     assert_int_equal(pt_auth_load_control_key(&env, &k2, &err), 0);
     assert_false(pt_equal_ct(k1.bytes, k2.bytes, PT_KEY_BYTES));
     unsetenv("PERFTRACKER_SECRET");
@@ -414,9 +516,9 @@ static void test_keys_secret_file_and_key_dir(void **state)
     assert_true(write(fd, "s3cret\n", 7) == 7);
     close(fd);
     setenv("PERFTRACKER_SECRET_FILE", secret_path, 1);
-    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), -1); /* group-readable: refused */
+    assert_int_equal(pt_auth_agent_key(&k2, &err), -1); /* group-readable: refused */
     chmod(secret_path, 0600);
-    assert_int_equal(pt_auth_agent_key(&env, &k2, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&k2, &err), 1);
     assert_memory_equal(k1.bytes, k2.bytes, PT_KEY_BYTES); /* the trailing newline is not part of it */
 
     unlink(secret_path);
@@ -599,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_partial_frames_need_more),
         cmocka_unit_test(test_malformed_frames_rejected),
         cmocka_unit_test(test_corrupted_bytes_never_crash),
+        cmocka_unit_test(test_out_of_range_fields_refused),
         cmocka_unit_test(test_proofs_depend_on_key_role_and_nonces),
         cmocka_unit_test(test_job_env_torchrun_and_slurm),
         cmocka_unit_test(test_keys_secret_file_and_key_dir),

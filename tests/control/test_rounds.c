@@ -64,10 +64,9 @@ typedef struct job {
 static pt_key agent_key(const char *secret)
 {
     setenv("PERFTRACKER_SECRET", secret, 1);
-    pt_job_env env = {0};
     pt_key key;
     pt_error err;
-    assert_int_equal(pt_auth_agent_key(&env, &key, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
     setenv("PERFTRACKER_SECRET", SECRET, 1);
     return key;
 }
@@ -83,8 +82,9 @@ static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
     cfg.world_size = world_size;
     pt_job_env env = {0};
     pt_error err;
-    assert_int_equal(pt_auth_agent_key(&env, &cfg.agent_key, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&cfg.agent_key, &err), 1);
     assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
+    cfg.auto_trigger = auto_rounds;
     cfg.heartbeat_timeout_ns = 5000 * MS;
     cfg.summary_timeout_ns = 5000 * MS;
     cfg.probe_timeout_ns = 1000 * MS;
@@ -445,6 +445,55 @@ static void test_hang_triggers_a_hang_report_by_itself(void **state)
 }
 
 
+/* A window its collector could not finish is reported with the cause the collector gave
+ * (it used to read "out of memory copying the summary", whatever had happened). */
+static void test_failed_window_reports_its_cause(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.special_rank = 2;
+    fc.special.window_error = "cannot write /full/node0_2_100002.ptrace: No space left on device";
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 3);
+    assert_int_equal(result.failed, 1);
+    assert_true(any_warning_contains(result.report, "rank 2", "No space left on device"));
+    assert_false(any_warning_contains(result.report, "out of memory", NULL));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+/* Agents that opted in ask for automatic rounds, but the job (rank 0's coordinator) did
+ * not: nothing starts, and the coordinator says why. */
+static void test_auto_request_without_opt_in_is_refused(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.auto_trigger = true;
+    fc.auto_interval_ns = 0;
+    fc.special_rank = 1;
+    fc.special.hang_at_step = 20;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    for (int i = 0; i < 1000 && !log_contains("did not opt in"); i++)
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    assert_true(log_contains("refused rank 1's request for an automatic hang report round: this job did not opt in"));
+    pt_coordinator_stats stats;
+    pt_coordinator_stats_get(j.coordinator, &stats);
+    assert_int_equal(stats.auto_rounds, 0);
+    assert_false(stats.round_running);
+    stop_job(&j);
+}
+
 /* Unauthenticated bytes cost the coordinator at most a small buffer, then the connection. */
 static void test_unauthenticated_flood_is_dropped(void **state)
 {
@@ -468,7 +517,7 @@ static void test_unauthenticated_flood_is_dropped(void **state)
     }
     close(fd);
     assert_true(closed);
-    assert_true(log_contains("more than 1024 bytes"));
+    assert_true(log_contains("more than the 1024 it may send"));
 
     fake_fleet_config fc; /* and the job is unharmed */
     base_fleet(&j, &fc, 2);
@@ -504,7 +553,7 @@ static void test_agents_reconnect_after_coordinator_restart(void **state)
     cfg.world_size = 4;
     pt_job_env env = {0};
     pt_error err;
-    assert_int_equal(pt_auth_agent_key(&env, &cfg.agent_key, &err), 0);
+    assert_int_equal(pt_auth_agent_key(&cfg.agent_key, &err), 1);
     assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
     cfg.log.fn = capture_log;
     j.coordinator = pt_coordinator_start(&cfg, &err);
@@ -605,7 +654,7 @@ static void test_process_agent_api_and_auto_trigger_argument(void **state)
         bool due = pw.steps && !delivered && n >= pw.start_step + pw.steps;
         pthread_mutex_unlock(&pw.lock);
         if (due) {
-            pt_agent_window_done(blob.data, blob.len, "", 0);
+            pt_agent_window_done(blob.data, blob.len, "", 0, NULL);
             delivered = true;
         }
         pt_coordinator_stats_get(j.coordinator, &stats);
@@ -641,6 +690,8 @@ int main(void)
         cmocka_unit_test(test_slowdown_triggers_a_round_by_itself),
         cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
         cmocka_unit_test(test_unauthenticated_flood_is_dropped),
+        cmocka_unit_test(test_failed_window_reports_its_cause),
+        cmocka_unit_test(test_auto_request_without_opt_in_is_refused),
         cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
     };

@@ -5,7 +5,9 @@
  * against what the job already knows:
  *   1. against a real coordinator, over a raw socket with a correct handshake: a JOIN
  *      whose rank is outside the job, or whose world size differs from the job's, is
- *      answered REFUSED and the connection closed; a fitting JOIN is accepted;
+ *      answered REFUSED and the connection closed; a fitting JOIN is accepted; a second
+ *      JOIN for that rank while its first connection lives is refused, and the first
+ *      keeps its place;
  *   2. in a round (pt_round, what the CLI and the coordinator collect into): a summary
  *      claiming another rank and a world size of 2^20 is filed under its agent's rank,
  *      with a warning, and the report is sized by the job's world size; a host name full
@@ -82,14 +84,35 @@ static int join_as(uint16_t port, const pt_key *key, int32_t rank, int32_t world
         close(fd);
         return -1;
     }
-    pt_ctl_msg join;
-    pt_ctl_msg_init(&join, PT_CTL_JOIN);
-    join.worker = (pt_ctl_worker){rank, 0, world_size, 0, 4242, pt_ctl_str("evil")};
-    send_msg(fd, &join);
+    /* By hand, as a hostile peer would: our encoder refuses a rank outside its world. */
+    uint8_t raw[64], *p = raw + 4;
+    *p++ = PT_CTL_JOIN;
+    int32_t ints[4] = {rank, 0, world_size, 0};
+    for (int f = 0; f < 4; f++)
+        for (int i = 0; i < 4; i++)
+            *p++ = (uint8_t)((uint32_t)ints[f] >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)((uint64_t)4242 >> (8 * i));
+    memcpy(p, "\4\0\0\0evil", 8);
+    p += 8;
+    uint32_t body = (uint32_t)(p - raw - 4);
+    for (int i = 0; i < 4; i++)
+        raw[i] = (uint8_t)(body >> (8 * i));
+    if (send(fd, raw, (size_t)(p - raw), MSG_NOSIGNAL) != p - raw)
+        abort();
     return fd;
 }
 
-/* After a JOIN: REFUSED then close (refused), or silence (accepted). */
+/* After a JOIN: REFUSED then close (refused), or silence (accepted). A JOIN the decoder
+ * refuses (self-contradictory: a rank outside its own world size) is closed without a
+ * word: nothing in it can be answered. */
+static bool closed(int fd)
+{
+    char more;
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 5000) > 0 && recv(fd, &more, 1, 0) <= 0;
+}
+
 static bool refused_and_closed(int fd)
 {
     uint8_t buf[8192];
@@ -116,8 +139,12 @@ static void hostile_joins(void)
         return;
     uint16_t port = pt_coordinator_port(c);
 
-    int fd = join_as(port, &cfg.agent_key, 7, 4); /* a rank outside the job */
-    CHECK(fd >= 0 && refused_and_closed(fd), "a JOIN as rank 7 of 4 was not refused");
+    int fd = join_as(port, &cfg.agent_key, 7, 4); /* a rank outside its own world */
+    CHECK(fd >= 0 && closed(fd), "a JOIN as rank 7 of 4 was not refused");
+    if (fd >= 0)
+        close(fd);
+    fd = join_as(port, &cfg.agent_key, 7, 8); /* a rank outside the job */
+    CHECK(fd >= 0 && refused_and_closed(fd), "a JOIN as rank 7 of 8 was not refused");
     if (fd >= 0)
         close(fd);
     fd = join_as(port, &cfg.agent_key, 1, 1 << 20); /* a world size unlike the job's */
@@ -131,6 +158,14 @@ static void hostile_joins(void)
         pt_coordinator_stats_get(c, &st);
     }
     CHECK(fd >= 0 && st.agents == 1, "a fitting JOIN was not accepted (%d agents)", st.agents);
+    int impostor = join_as(port, &cfg.agent_key, 1, 4); /* rank 1 again, while it is connected */
+    CHECK(impostor >= 0 && refused_and_closed(impostor), "a JOIN as live rank 1 was not refused");
+    if (impostor >= 0)
+        close(impostor);
+    struct pollfd first = {fd, POLLIN, 0};
+    CHECK(fd >= 0 && poll(&first, 1, 200) == 0, "the first rank 1 lost its connection to the impostor");
+    pt_coordinator_stats_get(c, &st);
+    CHECK(st.agents == 1, "rank 1 is not connected after the impostor (%d agents)", st.agents);
     if (fd >= 0)
         close(fd);
     pt_coordinator_stop(c);

@@ -455,9 +455,11 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
  * finding for all of them, costed at the whole class's excess (not the one kernel that
  * shows most). Workers slowed by a similar factor (a host's GPUs) are one finding; one
  * slowed by far less is not in it (a rank that time-sharing slowed a little in each
- * step). It holds when fixing them would save at least the floor in the step model:
- * cause and effect, which a spread of step times does not decide (a slow GPU that noise
- * also slows now and then has the widest spread of all). */
+ * step). A worker starts a group when its excess clears its own step-to-step noise (a
+ * rank that time-sharing slowed in some steps only does not); the group takes in those
+ * slowed by a like factor against the workers outside it, whatever their own noise (a
+ * slow GPU that noise also slows now and then has the widest spread of all). Whether
+ * fixing it saves anything is its impact: behind another fault, nothing alone. */
 static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
 {
     peer_values v;
@@ -507,14 +509,10 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
             f->calls = factor[w], f->peer_calls = (double)compared[w];
     }
     if (f) {
-        pt_cost_finding(a, m, f);
+        pt_cost_finding(a, m, f); /* its excess, against the workers it does not name */
         f->median = f->worker_count ? v.mean[f->workers[0]] - f->excess_ms : v.median;
-        if (f->impact * pt_whatif_step_ms(m) < floor) {
-            pt_finding_drop_last(list);
-        } else {
-            for (size_t i = 0; i < f->worker_count; i++)
-                c->gpu_slow[f->workers[i]] = true;
-        }
+        for (size_t i = 0; i < f->worker_count; i++)
+            c->gpu_slow[f->workers[i]] = true;
     }
     free(slow);
     free(factor);

@@ -1,5 +1,5 @@
 /* findings.c -- the diagnosis: which workers are slow, which function is the root cause,
- * and how much step time it costs; plus problems every worker shares, and hangs.
+ * and how much step time fixing it saves; plus problems every worker shares, and hangs.
  *
  * Method (PerfTracker's, made to hold on real traces):
  *  0. Work, not waiting. The summaries split each worker's time into work and waiting:
@@ -10,20 +10,36 @@
  *  1. Peers (peers.c). Every worker is compared with the typical one, function by function
  *     and class by class: extra calls are exact evidence of extra work; more time in the
  *     same calls must clear the noise (each worker's own step-to-step spread) in every
- *     step. A worker whose CPU-side calls are all slower by a similar factor is one host
- *     finding (contention or throttling). The worker the others wait for (least waiting)
- *     is the straggler, explained by what it does instead of waiting.
+ *     step, and the worker must hold the others up (it is among the busiest workers of
+ *     the step model's segments: causality, not variance). A worker whose CPU-side calls
+ *     are all slower by a similar factor is one host finding; one whose kernels are is
+ *     one slow-GPU finding (a host's slow GPUs together). The worker busiest in every
+ *     segment is the straggler whatever its noise, explained by what it does instead of
+ *     waiting; others doing the same thing for less time are named with it (graded).
  *  2. Hardware evidence: a GPU clocked below its peers', or a busier host CPU, behind a
  *     finding about that worker.
  *  3. Common problems. What every worker does badly is invisible to peer comparison, so
  *     it is judged against expected behaviour instead: memory operations above 3% of the
  *     step on (almost) all workers, a runtime API above 5% (launch-bound), a Python stack
- *     above 15% with the GPU idle, exposed communication above 30%.
+ *     above 15% with the GPU idle, the CPU side as the critical path while the GPU idles
+ *     (cpu_bound, summed over every stack), exposed communication above 30% (what no
+ *     worker's work sets: the transfers), and a slowest worker that moves from step to
+ *     step (uneven work).
  *  4. Hangs. Workers whose traces go on long after their last step blocked in a
  *     collective are waiting; the workers that are not are the culprits. Workers the
  *     collector or control plane marked as stopped are hangs too.
- * Impact is the excess time per step over the median worker (or over the expected cost)
- * divided by the median step time: roughly what fixing it would save. */
+ *
+ * Impact is what fixing saves, from the step model (whatif.h): a step is a chain of sync
+ * points, each segment between two lasts as long as its busiest worker's work plus its
+ * wait (the transfer). A finding removes, in each step, the named workers' time above
+ * the workers it does not name (for a function, a class or all their work), or every
+ * worker's time above what the activity is expected to cost (a common finding); its
+ * impact is the share of the modelled step that saves, everything else unchanged. So a
+ * straggler's fix saves its lead over the next slowest worker, a fault behind another
+ * saves nothing alone, and the report's joint_impact is the saving of all of them at
+ * once. Exposed communication is not work: its finding saves what no worker's work sets.
+ * The sentences say the excess ("ms more", against the workers not named) and the
+ * saving, in every step or in some. */
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"

@@ -23,9 +23,17 @@
  * factor: when a worker's CPU-side time (runtime calls and Python) stands out and most of
  * it is in functions called as often as elsewhere but slower per call, that is one host
  * finding, not a finding per operator.
- * Stragglers: the worker the others wait for waits least. Waiting (exposed communication
- * plus idle) is compared like everything else; a straggler no finding names yet is
- * explained by its largest excess covering half its lead, else as untraced time. */
+ * A GPU slowed as a whole (clocks, heat) makes every kernel slower by a similar factor:
+ * one finding for those workers, costed at the whole class.
+ * Who holds the others up is causal, from the step model (whatif.h): a worker among the
+ * busiest (within the floor) in half its segments. The worker busiest in every segment,
+ * each time by the floor, is the straggler however noisy its steps; so is one that waits
+ * far less than its peers (exposed communication plus idle, compared like everything
+ * else). A straggler no finding names yet is explained by its largest excess covering
+ * half its lead, else as untraced time; when its function is one the other workers also
+ * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
+ * straggler first (graded). Sentences are written once the model has costed each
+ * finding (pt_describe_peer_finding). */
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"

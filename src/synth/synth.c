@@ -35,7 +35,12 @@
  * `severity` of a healthy one, whatever the mechanism (slower kernels, a slower host CPU,
  * a longer data loader, a blocking copy). A hang is not a knob: the hung worker's replay
  * stops at the op marked for it, its all-reduces never become ready, their ends are
- * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at). */
+ * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at).
+ * A job holds up to two faults on separate ranks, each calibrated alone. A fault written
+ * fixed (job.without) keeps its ranks and calibration but not its knobs, and its own ops
+ * (marked with their fault in the program) run on a copy of the worker that writes
+ * nothing, only to draw their numbers: the rest of the job is the faulty job's, draw for
+ * draw, so the two jobs' step times differ by what fixing the fault saves. */
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"

@@ -213,7 +213,7 @@ typedef struct named {
 
 /* Names a worker on the finding for (cls, row), creating it when needed. The finding's
  * evidence (and so its sentence) is that of the worker with the largest excess. */
-static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_row *row, const named *who)
+static void name_on_row(finding_list *list, const pt_fn_row *row, const named *who)
 {
     finding *f = NULL; /* a slow GPU's finding is named by a kernel too, and is not this one */
     for (size_t i = 0; i < list->count && !f; i++)
@@ -237,7 +237,6 @@ static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_ro
     f->row = row;
     f->fix = f->evidence == PT_EVIDENCE_CLASS ? PT_FIX_CLASSES : PT_FIX_ROW;
     f->classes = PT_CLASS_BIT(row->cls);
-    (void)a;
 }
 
 static bool cpu_side(pt_class cls)
@@ -272,7 +271,7 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
             double excess = real_excess(a, &v, w, exact);
             if (excess > 0) {
                 named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
-                name_on_row(a, list, row, &who);
+                name_on_row(list, row, &who);
                 if (cpu_side(row->cls))
                     c->extra_cpu[w] += excess;
             }
@@ -342,7 +341,7 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
             if (who.excess < EXPLAINED_SHARE * excess)
                 who.evidence = PT_EVIDENCE_CLASS;
             who.excess = excess;
-            name_on_row(a, list, row, &who);
+            name_on_row(list, row, &who);
         }
     }
     values_free(&v);
@@ -630,7 +629,7 @@ static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead
     size_t segments = pt_whatif_segments(m), setter = SIZE_MAX, led = 0;
     double floor = pt_floor_ms(a), total = 0;
     *lead = 0;
-    if (!m || segments == 0 || a->n < 2)
+    if (segments == 0 || a->n < 2)
         return SIZE_MAX;
     for (size_t j = 0; j < segments; j++) {
         double margin;
@@ -698,7 +697,7 @@ static void stragglers(const pt_analysis *a, finding_list *list, const peer_cont
         named who;
         const pt_fn_row *row = explain_lead(a, w, lead, &who);
         if (row) {
-            name_on_row(a, list, row, &who);
+            name_on_row(list, row, &who);
             continue;
         }
         if (!untraced) {

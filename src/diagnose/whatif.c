@@ -8,7 +8,10 @@
  * the worker that waited in the fewest, so a collective one worker merely overlapped
  * with its own work does not cut the others' segments. A worker's work between two of
  * the job's sync points is one piece; the piece after a step's last sync point and the
- * next step's first piece are one segment (the step boundary is no sync point). A step
+ * next step's first piece are one segment (the step boundary is no sync point), and so
+ * are the last step's tail and the first step's head (see build_segments). A segment
+ * lasts as long as its busiest worker's work and wait: the wait is what the fix of no
+ * worker shortens (the transfer, seen by the worker that arrived last). A step
  * with no sync point of the job (none seen: a collector that cannot see gloo's threads,
  * or workers that disagree) ends its segment at its end, as if the job synchronized
  * there, which is what a data-parallel step does. Summaries without sync points (older
@@ -213,7 +216,7 @@ static void pseudo_step(builder *b, const pt_analysis *a)
  * first step's head), as it does in every other step, so they are one segment. Cut
  * apart, the first would hold the others' wait for work done before the window and the
  * last that work again. */
-static void build_segments(pt_whatif *m, const builder *b, double *scratch)
+static void build_segments(pt_whatif *m, const builder *b)
 {
     size_t n = m->n, cap = m->pieces ? m->pieces : 1;
     m->segment_of = pt_xmalloc(cap * sizeof *m->segment_of);
@@ -257,7 +260,6 @@ static void build_segments(pt_whatif *m, const builder *b, double *scratch)
         m->total_ms += n ? m->seg_wait[j] + m->seg_busy[j * n + top] : 0;
     }
     free(length);
-    (void)scratch;
 }
 
 static void typical_busy(pt_whatif *m, double *values, double *scratch)
@@ -297,7 +299,7 @@ pt_whatif *pt_whatif_new(const pt_analysis *a)
     free(match);
     double *scratch = pt_xmalloc((a->n ? 2 * a->n : 2) * sizeof *scratch);
     double *values = pt_xmalloc((a->n ? a->n : 1) * sizeof *values);
-    build_segments(m, &b, scratch);
+    build_segments(m, &b);
     typical_busy(m, values, scratch);
     free(values);
     free(scratch);

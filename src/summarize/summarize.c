@@ -1560,9 +1560,10 @@ static size_t step_sync_points(const reducer *r, int64_t a, int64_t b, sync_cand
         qsort(all, n, sizeof *all, cmp_candidate_wait);
         n = PT_SUMMARY_MAX_SYNCS_PER_STEP;
     }
-    if (n)
+    if (n) { /* never qsort or memcpy from NULL: UB */
         qsort(all, n, sizeof *all, cmp_candidate_end);
-    memcpy(out, all, n * sizeof *out);
+        memcpy(out, all, n * sizeof *out);
+    }
     free(all);
     return n;
 }

@@ -59,7 +59,7 @@
 #define EXPECTED_PYTHON 0.10  /* a step's own Python (its data, its loop) is normal work */
 #define EXPECTED_COMM 0.10
 #define MOST_WORKERS 0.9
-#define CPU_BOUND_GPU 0.5     /* the GPU works less than half the step ... */
+#define CPU_BOUND_GPU 0.7     /* the GPU works less than 70% of the step ... */
 #define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */
 #define EXPECTED_CPU 0.10
 
@@ -470,7 +470,7 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
     free(ratio);
 }
 
-/* The CPU side is the critical path: the GPU works less than half the step while Python,
+/* The CPU side is the critical path: the GPU works less than 70% of the step while Python,
  * operators and launches, summed over every stack (each may be small), run alone for a
  * good part of it, longer than the worker waits. On (almost) every worker of a GPU job
  * that is one finding: fixing it (fewer, larger operations; CUDA graphs, compilation)

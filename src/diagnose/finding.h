@@ -46,7 +46,8 @@ typedef struct finding {
     size_t steps_slow;        /* steps in which the worst worker's excess reached the floor ... */
     size_t steps_total;       /* ... of these (0: steps could not be compared) */
     bool graded;              /* several workers run the same code for longer than the fastest */
-    size_t pacer;             /* ... and this one sets the step time (named first) */
+    size_t pacer;             /* ... this one the longest (named first) ... */
+    bool sets_pace;           /* ... and it is the one the others wait for in every segment */
     char *summary;
     const char *section;      /* evidence */
     const char *metric;

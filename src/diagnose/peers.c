@@ -645,42 +645,55 @@ static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead
     return setter;
 }
 
-/* The same code run for less time by others: when the pace setter's finding is a
- * function that other workers also spend more time in than the fastest do (rank r sleeps
- * r seconds), they are named on it too (in order of how much), as it is what fixing all
- * of them saves; the pace setter is named first. The fastest are those within the floor
- * of the least time; each named worker is above their median by more than the floor. */
-static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
+/* The same code run for less time by others (rank r sleeps r s): a function that several
+ * workers spend more time in than the fastest do, by different amounts. The finding then
+ * names all of them, the one with the most first (it sets the step time when it is the
+ * pace setter), as it is what fixing all of them saves. The fastest are those within the
+ * floor of the least time; each named worker is above their median by more than the
+ * floor. A finding qualifies when it is the pace setter's largest, or names two workers
+ * already (a spread, not one straggler and noise). */
+static void grade(const pt_analysis *a, finding *f, size_t setter, double *values, double *fast)
 {
-    finding *f = NULL;
-    for (size_t i = 0; i < list->count; i++) {
-        finding *g = &list->items[i];
-        if (g->fix == PT_FIX_ROW && g->row && !g->all_workers && pt_finding_names(g, setter) &&
-            (!f || g->excess_ms > f->excess_ms))
-            f = g;
-    }
-    if (!f)
-        return;
-    double *values = pt_xmalloc(a->n * sizeof *values), *fast = pt_xmalloc(a->n * sizeof *fast);
     pt_row_exposed_ms(a, f->row, values);
     double least = values[0], floor = pt_floor_ms(a);
     for (size_t w = 1; w < a->n; w++)
         least = fmin(least, values[w]);
-    size_t k = 0;
-    for (size_t w = 0; w < a->n; w++)
+    size_t k = 0, most = 0, graded = 0;
+    for (size_t w = 0; w < a->n; w++) {
         if (values[w] <= least + floor)
             fast[k++] = values[w];
+        if (values[w] > values[most])
+            most = w;
+    }
     double reference = pt_median_of(fast, k, a->scratch);
-    size_t graded = 0;
     for (size_t w = 0; w < a->n; w++)
         graded += values[w] > reference + floor;
-    if (graded >= 2 && graded < a->n && values[setter] > reference + floor) {
-        for (size_t w = 0; w < a->n; w++)
-            if (values[w] > reference + floor && !pt_finding_names(f, w))
-                pt_finding_name_worker(f, w, values[w]);
-        f->graded = true;
-        f->pacer = setter;
-        f->median = reference;
+    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most))
+        return;
+    for (size_t w = 0; w < a->n; w++)
+        if (values[w] > reference + floor && !pt_finding_names(f, w))
+            pt_finding_name_worker(f, w, values[w]);
+    f->graded = true;
+    f->pacer = most;
+    f->sets_pace = most == setter;
+    f->median = reference;
+}
+
+static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
+{
+    finding *largest = NULL; /* the pace setter's */
+    for (size_t i = 0; i < list->count && setter != SIZE_MAX; i++) {
+        finding *g = &list->items[i];
+        if (g->fix == PT_FIX_ROW && g->row && !g->all_workers && pt_finding_names(g, setter) &&
+            (!largest || g->excess_ms > largest->excess_ms))
+            largest = g;
+    }
+    double *values = pt_xmalloc(a->n * sizeof *values), *fast = pt_xmalloc(a->n * sizeof *fast);
+    for (size_t i = 0; i < list->count; i++) {
+        finding *f = &list->items[i];
+        if (f->fix == PT_FIX_ROW && f->row && !f->all_workers && f->evidence != PT_EVIDENCE_UNIFORM &&
+            (f == largest || f->worker_count >= 2))
+            grade(a, f, setter, values, fast);
     }
     free(values);
     free(fast);
@@ -800,7 +813,8 @@ static void describe_graded(const pt_analysis *a, finding *f, double step_ms, co
 {
     pt_buf s = PT_BUF_INIT;
     char pct[PT_PERCENT_LEN];
-    pt_buf_printf(&s, "Rank %d sets the step time: it spends ", pt_worker_rank(a, f->workers[0]));
+    pt_buf_printf(&s, f->sets_pace ? "Rank %d sets the step time: it spends " : "Rank %d spends the most: ",
+                  pt_worker_rank(a, f->workers[0]));
     pt_put_ms(&s, f->values[0] - f->median);
     pt_buf_printf(&s, " more per step than the fastest workers in %s `%s`; ", f->cls == PT_CLASS_PYTHON ? "Python" :
                   class_noun(f->cls), shown);
@@ -949,8 +963,7 @@ void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *li
     peer_classes(a, list, &c);
     if (explain_stragglers)
         stragglers(a, list, &c, typical_wait);
-    if (setter != SIZE_MAX)
-        name_graded(a, list, setter);
+    name_graded(a, list, setter);
     for (size_t i = first; i < list->count; i++) { /* workers in rank order */
         finding *f = &list->items[i];
         double *value = pt_xmalloc(f->worker_count * sizeof *value);

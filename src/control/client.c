@@ -634,7 +634,9 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     if (req->output_dir)
         snprintf(output_dir, sizeof output_dir, "%s", req->output_dir);
     else
-        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note - 40);
+    if (note[0])
+        strcat(note, " (--output-dir chooses the folder)");
     if (await_challenge(&conn, server_nonce, name, err) != 0 || load_key(&t, name, &key, err) != 0)
         goto done;
     if (authenticate(&conn, &key, server_nonce, err) != 0) {

@@ -94,7 +94,11 @@ struct pt_agent {
     int64_t hang_reported_steps; /* the step a hang was reported in, -1 when none */
     int64_t next_auto_ns;
     unsigned random_state;
+    bool failure_unsent;         /* a collective raised; its snapshot is not sent yet */
+    /* The snapshot a hang report sends, one allocation: stack, threads, collectives. */
     char *stack;                 /* PT_CTL_MAX_STACK bytes */
+    char *threads;               /* PT_CTL_MAX_SNAPSHOT bytes */
+    char *collectives;           /* PT_CTL_MAX_SNAPSHOT bytes */
 };
 
 void pt_agent_config_defaults(pt_agent_config *cfg)
@@ -244,24 +248,32 @@ static void send_heartbeat(pt_agent *a, int64_t now)
     a->heartbeat_steps = a->steps_done;
 }
 
-static void read_stack(pt_agent *a)
+static void take_snapshot(pt_agent *a)
 {
-    a->stack[0] = '\0';
-    if (a->hooks.python_stack) {
-        a->hooks.python_stack(a->hooks.ctx, a->stack, PT_CTL_MAX_STACK);
-        a->stack[PT_CTL_MAX_STACK - 1] = '\0';
+    a->stack[0] = a->threads[0] = a->collectives[0] = '\0';
+    if (a->hooks.snapshot) {
+        pt_agent_snapshot snap = {a->stack, PT_CTL_MAX_STACK, a->threads, PT_CTL_MAX_SNAPSHOT, a->collectives,
+                                  PT_CTL_MAX_SNAPSHOT};
+        a->hooks.snapshot(a->hooks.ctx, &snap);
+        a->stack[PT_CTL_MAX_STACK - 1] = a->threads[PT_CTL_MAX_SNAPSHOT - 1] = '\0';
+        a->collectives[PT_CTL_MAX_SNAPSHOT - 1] = '\0';
     }
 }
 
+/* Where this worker is, with every thread's stack and its collectives, taken now:
+ * whenever it is asked (a probe), it stopped stepping, or a collective raised. */
 static void send_hang(pt_agent *a, int64_t stalled_ns)
 {
+    take_snapshot(a);
     pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, stalled_ns);
-    if (stalled_ns > 0)
-        read_stack(a);
-    else
-        a->stack[0] = '\0';
+    int64_t now = pt_now_ns();
+    m.since_step_ns = clamp_duration(a->last_step_end_ns > 0 && now > a->last_step_end_ns
+                                         ? now - a->last_step_end_ns : 0);
     m.stack = pt_ctl_str(a->stack);
+    m.threads = pt_ctl_str(a->threads);
+    m.collectives = pt_ctl_str(a->collectives);
     send_or_drop(a, &m);
+    a->failure_unsent = false;
 }
 
 static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
@@ -277,7 +289,8 @@ static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
     send_or_drop(a, &m);
     a->next_auto_ns = now + a->cfg.auto_interval_ns;
     pt_ctl_logf(&a->cfg.log, "automatic trigger: %s at step %lld (recent mean %.1f ms, best %.1f ms)",
-                kind == PT_AUTO_SLOWDOWN ? "slowdown" : "hang", (long long)a->steps_done,
+                kind == PT_AUTO_SLOWDOWN ? "slowdown" : kind == PT_AUTO_HANG ? "hang" : "a collective failed",
+                (long long)a->steps_done,
                 (double)m.mean_step_ns / 1e6, (double)m.best_mean_ns / 1e6);
 }
 
@@ -419,8 +432,17 @@ static void sample_status(pt_agent *a, int64_t now)
 static void periodic(pt_agent *a, int64_t now)
 {
     sample_status(a, now);
+    if (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx))
+        a->failure_unsent = true;
     if (a->link != LINK_READY)
         return;
+    if (a->failure_unsent) {
+        /* Sent before the process is likely to end (the error propagates): the report
+         * shows the failed call even if nobody asks this worker again. */
+        send_hang(a, a->stalled_ns);
+        if (a->cfg.auto_trigger && now >= a->next_auto_ns)
+            send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
+    }
     if (a->stalled_ns > 0 && a->hang_reported_steps != a->steps_done) {
         send_hang(a, a->stalled_ns);
         a->hang_reported_steps = a->steps_done;
@@ -504,6 +526,8 @@ static void say_goodbye(pt_agent *a)
     bool had_summary = a->mailbox.present;
     pthread_mutex_unlock(&a->mailbox_lock);
     deliver_finished_window(a);
+    if (a->failure_unsent || (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx)))
+        send_hang(a, a->stalled_ns); /* it ends because a collective raised: say where */
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_BYE);
     send_or_drop(a, &m);
@@ -556,7 +580,7 @@ static void *agent_main(void *arg)
 pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
 {
     pt_agent *a = calloc(1, sizeof *a);
-    char *stack = malloc(PT_CTL_MAX_STACK);
+    char *stack = malloc(PT_CTL_MAX_STACK + 2 * PT_CTL_MAX_SNAPSHOT);
     int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!a || !stack || wake < 0) {
         pt_error_set(err, "cannot allocate the agent: %s", strerror(errno ? errno : ENOMEM));
@@ -568,6 +592,8 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
     a->cfg = *cfg;
     a->hooks = *hooks;
     a->stack = stack;
+    a->threads = stack + PT_CTL_MAX_STACK;
+    a->collectives = a->threads + PT_CTL_MAX_SNAPSHOT;
     a->wake_fd = wake;
     a->hang_reported_steps = -1;
     a->random_state = (unsigned)(cfg->rank * 2654435761u) ^ (unsigned)pt_now_ns();

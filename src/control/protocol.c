@@ -83,7 +83,7 @@ static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(b
 static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
                                              I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),
-                                             SNAPSHOT_FIELDS};
+                                             SNAPSHOT_FIELDS, DURATION(mean_step_ns)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
 
 typedef struct schema {

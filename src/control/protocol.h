@@ -66,7 +66,7 @@ typedef enum pt_ctl_type {
     PT_CTL_PROGRESS = 41,      /* progress */
     PT_CTL_WORKER_SUMMARY = 42, /* worker, path (raw trace), blob */
     PT_CTL_WORKER_FAILED = 43,  /* worker, kind (pt_ctl_failure), steps_done, stalled_ns, text, stack,
-                                   since_step_ns, threads, collectives (its last HANG's) */
+                                   since_step_ns, threads, collectives, mean_step_ns (its last HANG's) */
     PT_CTL_ROUND_DONE = 44,     /* round, progress */
     PT_CTL_ERROR = 45           /* text */
 } pt_ctl_type;

@@ -62,6 +62,7 @@ void pt_finding_list_free(finding_list *list)
         free(list->items[i].workers);
         free(list->items[i].values);
         free(list->items[i].summary);
+        pt_json_free(list->items[i].hang);
     }
     free(list->items);
     memset(list, 0, sizeof *list);

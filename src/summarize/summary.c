@@ -20,6 +20,7 @@ pt_worker_summary *pt_summary_new(void)
     s->pid = -1;
     s->hang_step = -1;
     s->hang_idle_ns = -1;
+    s->hang_step_ns = -1;
     s->dropped_events = -1;
     s->hw_sample_period_us = -1;
     s->stall_class = PT_CLASS_PYTHON;

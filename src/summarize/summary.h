@@ -176,6 +176,7 @@ typedef struct pt_worker_summary {
     int64_t hang_step;        /* >= 0: a hang report's snapshot of the worker, in this step */
     char *hang_stack;         /* the training thread's Python stack then, when known */
     int64_t hang_idle_ns;     /* then: time since its last step; -1 unknown */
+    int64_t hang_step_ns;     /* then: its mean step time; -1 unknown */
     pt_thread_stack *threads; /* then: every Python thread */
     size_t thread_count;
     pt_collective_group *groups; /* its collectives, per process group (snapshot or trace) */

@@ -535,6 +535,9 @@ static bool hang_state_ok(const pt_worker_summary *s, pt_error *err)
     if (s->hang_idle_ns < -1 || s->hang_idle_ns > PT_SUMMARY_MAX_NS)
         return REFUSE("the time since the last step (%" PRId64 " ns) is outside -1 (unknown) to 2^60 ns",
                       s->hang_idle_ns);
+    if (s->hang_step_ns < -1 || s->hang_step_ns > PT_SUMMARY_MAX_NS)
+        return REFUSE("the mean step time at the hang report (%" PRId64 " ns) is outside -1 (unknown) to 2^60 ns",
+                      s->hang_step_ns);
     return threads_ok(s, err) && groups_ok(s, err);
 }
 

@@ -117,6 +117,7 @@ static void put_optional_string(pt_buf *b, const char *s)
 static void put_hang_state(pt_buf *b, const pt_worker_summary *s)
 {
     put_varint(b, s->hang_idle_ns);
+    put_varint(b, s->hang_step_ns);
     put_uvarint(b, s->thread_count);
     for (size_t i = 0; i < s->thread_count; i++) {
         const pt_thread_stack *t = &s->threads[i];
@@ -452,6 +453,7 @@ static char *get_optional_string(cursor *c)
 static void decode_hang_state(cursor *c, pt_worker_summary *s)
 {
     s->hang_idle_ns = get_varint(c);
+    s->hang_step_ns = get_varint(c);
     size_t nt = (size_t)get_count(c, PT_SUMMARY_MAX_THREADS);
     s->threads = pt_xcalloc(nt ? nt : 1, sizeof *s->threads);
     for (size_t i = 0; i < nt && !c->bad; i++) {

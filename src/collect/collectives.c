@@ -320,7 +320,17 @@ static bool snapshot_group(group *g, char *buf, size_t cap, size_t *used, int64_
     return true;
 }
 
-size_t pt_coll_snapshot(char *buf, size_t cap, int64_t now_ns)
+/* Whether text holds the line "group<TAB>name<TAB>...". */
+static bool names_group(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, "group\t", 6) == 0 && strncmp(p + 6, name, n) == 0 && p[6 + n] == '\t')
+            return true;
+    return false;
+}
+
+size_t pt_coll_snapshot(char *buf, size_t cap, int64_t now_ns, const char *replaced)
 {
     if (!buf || cap == 0)
         return 0;
@@ -330,7 +340,7 @@ size_t pt_coll_snapshot(char *buf, size_t cap, int64_t now_ns)
     for (int i = 0; i < n; i++) {
         group *g = &groups[i];
         if (atomic_load_explicit(&g->retired, memory_order_acquire) ||
-            atomic_load_explicit(&g->next_seq, memory_order_acquire) == 0)
+            atomic_load_explicit(&g->next_seq, memory_order_acquire) == 0 || (replaced && names_group(replaced, g->name)))
             continue;
         size_t before = used;
         if (!snapshot_group(g, buf, cap, &used, now_ns)) {

@@ -64,9 +64,11 @@ static inline uint64_t pt_coll_token_seq(uint64_t token)
 }
 /* Whether any call failed since the last pt_coll_take_failure (the agent polls it). */
 bool pt_coll_take_failure(void);
-/* Writes the snapshot text into buf (NUL-terminated, cut at a line boundary when it does
- * not fit); now_ns is pt_now_ns(). Returns the bytes written. Any thread, no lock. */
-size_t pt_coll_snapshot(char *buf, size_t cap, int64_t now_ns);
+/* Writes the snapshot text into buf (NUL-terminated, cut at a group's boundary when it
+ * does not fit); now_ns is pt_now_ns(). Groups that `replaced` (snapshot text from a
+ * better source: torch's Flight Recorder; may be NULL) holds are left out. Returns the
+ * bytes written. Any thread, no lock. */
+size_t pt_coll_snapshot(char *buf, size_t cap, int64_t now_ns, const char *replaced);
 /* Forgets every group (a forked child; tests). Not safe against concurrent writers. */
 void pt_coll_reset(void);
 

@@ -95,7 +95,7 @@ static PyObject *coll_snapshot(PyObject *self, PyObject *unused)
     char *buf = malloc(cap);
     if (!buf)
         return PyErr_NoMemory();
-    size_t n = pt_coll_snapshot(buf, cap, pt_now_ns());
+    size_t n = pt_coll_snapshot(buf, cap, pt_now_ns(), NULL);
     PyObject *text = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace");
     free(buf);
     return text;

@@ -915,6 +915,18 @@ static void hook_status(void *ctx, int64_t *steps_done, int64_t *last_step_end_n
     pt_collector_status(steps_done, last_step_end_ns, mean_step_ns);
 }
 
+/* The collective bookkeeping's own wrapper (collectives.py) is not the user's code: a
+ * stack blocked in all_reduce reads ".. train > all_reduce", as it would without us. */
+static bool is_bookkeeping_frame(PyCodeObject *code)
+{
+    const char *file = code->co_filename ? PyUnicode_AsUTF8(code->co_filename) : NULL;
+    if (!file) {
+        PyErr_Clear();
+        return false;
+    }
+    return pt_ends_with(file, "/perftracker/collectives.py");
+}
+
 static void format_stack(PyThreadState *ts, char *buf, size_t cap)
 {
     const char *names[PT_MAX_DEPTH];
@@ -923,9 +935,11 @@ static void format_stack(PyThreadState *ts, char *buf, size_t cap)
     PyFrameObject *f = PyThreadState_GetFrame(ts);
     while (f && depth < PT_MAX_DEPTH) {
         PyCodeObject *code = PyFrame_GetCode(f);
-        format_code_name(code, storage[depth], sizeof storage[depth]);
-        names[depth] = storage[depth];
-        depth++;
+        if (!is_bookkeeping_frame(code)) {
+            format_code_name(code, storage[depth], sizeof storage[depth]);
+            names[depth] = storage[depth];
+            depth++;
+        }
         Py_DECREF(code);
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -975,6 +989,7 @@ typedef struct stack_request {
     bool done, abandoned;
     char stack[8192];
     char threads[PT_STACKS_MAX];
+    char replaced[PT_STACKS_MAX]; /* collectives the refresh hook read from a better source */
 } stack_request;
 
 /* Under the GIL: the refresh hook (collectives.py: async calls done since, torch's Flight
@@ -982,9 +997,13 @@ typedef struct stack_request {
 static void take_stacks(stack_request *req)
 {
     PyObject *hook = M.hang_hook;
+    req->replaced[0] = '\0';
     if (hook) {
         Py_INCREF(hook);
         PyObject *r = PyObject_CallNoArgs(hook);
+        const char *text = r && PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : NULL;
+        if (text && strlen(text) < sizeof req->replaced)
+            snprintf(req->replaced, sizeof req->replaced, "%s", text);
         Py_XDECREF(r);
         Py_DECREF(hook);
         PyErr_Clear();
@@ -1023,6 +1042,7 @@ static void *stack_helper(void *arg)
     if (taken) {
         memcpy(req->stack, taken->stack, sizeof req->stack);
         memcpy(req->threads, taken->threads, sizeof req->threads);
+        memcpy(req->replaced, taken->replaced, sizeof req->replaced);
     }
     req->done = true;
     bool abandoned = req->abandoned;
@@ -1063,6 +1083,7 @@ static void take_snapshot(pt_snapshot_bufs *out)
             req = NULL;
         }
     }
+    char *replaced = NULL; /* the refresh hook's collectives, when it had any */
     if (req) {
         pthread_detach(helper);
         struct timespec deadline;
@@ -1077,6 +1098,8 @@ static void take_snapshot(pt_snapshot_bufs *out)
                 snprintf(out->stack, out->stack_cap, "%s", req->stack);
             if (out->threads_cap)
                 snprintf(out->threads, out->threads_cap, "%s", req->threads);
+            if (req->replaced[0])
+                replaced = strdup(req->replaced);
         } else {
             req->abandoned = true; /* the helper frees it when it finally gets the GIL */
         }
@@ -1084,8 +1107,16 @@ static void take_snapshot(pt_snapshot_bufs *out)
         if (done)
             free(req);
     }
-    if (out->collectives_cap)
-        pt_coll_snapshot(out->collectives, out->collectives_cap, pt_now_ns());
+    if (out->collectives_cap) {
+        size_t used = 0;
+        out->collectives[0] = '\0';
+        if (replaced && strlen(replaced) < out->collectives_cap) {
+            used = strlen(replaced);
+            memcpy(out->collectives, replaced, used + 1);
+        }
+        pt_coll_snapshot(out->collectives + used, out->collectives_cap - used, pt_now_ns(), replaced);
+    }
+    free(replaced);
 }
 
 #ifdef PT_HAVE_AGENT

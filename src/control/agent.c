@@ -525,9 +525,17 @@ static void say_goodbye(pt_agent *a)
     pthread_mutex_lock(&a->mailbox_lock);
     bool had_summary = a->mailbox.present;
     pthread_mutex_unlock(&a->mailbox_lock);
+    if (a->failure_unsent || (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx))) {
+        /* It ends because a collective raised: ask for the report now (rank 0's process
+         * waits for a running round as it exits) and say where this worker is, before
+         * its window's outcome settles it in a round. */
+        int64_t now = pt_now_ns();
+        sample_status(a, now); /* the step count it says must be the one it ends with */
+        if (a->cfg.auto_trigger && now >= a->next_auto_ns)
+            send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
+        send_hang(a, a->stalled_ns);
+    }
     deliver_finished_window(a);
-    if (a->failure_unsent || (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx)))
-        send_hang(a, a->stalled_ns); /* it ends because a collective raised: say where */
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_BYE);
     send_or_drop(a, &m);

@@ -200,9 +200,12 @@ static void gather(hang_ctx *h)
 
 /* ------------------------------------------------------------ sentences and evidence */
 
-static void put_call(pt_buf *b, const pt_collective_call *c)
+/* "all_reduce #12 (1000 x float32)"; without the number when seq is 0. */
+static void put_call(pt_buf *b, const pt_collective_call *c, int64_t seq)
 {
     pt_buf_puts(b, c->op);
+    if (seq > 0)
+        pt_buf_printf(b, " #%" PRId64, seq);
     if (c->count >= 0 || c->dtype) {
         pt_buf_puts(b, " (");
         if (c->count >= 0)
@@ -393,8 +396,8 @@ static bool find_error(hang_ctx *h, group_view *gv)
         }
     }
     pt_buf s = PT_BUF_INIT, fn = PT_BUF_INIT;
-    put_call(&s, failed);
-    pt_buf_printf(&s, " #%" PRId64 " of ", failed->seq);
+    put_call(&s, failed, failed->seq);
+    pt_buf_puts(&s, " of ");
     put_group(&s, gv);
     pt_buf_puts(&s, " failed on ");
     put_ranks(&s, on, n_on);
@@ -508,13 +511,16 @@ static bool find_mismatch(hang_ctx *h, group_view *gv)
             skipped = skipped && follows;
         }
         pt_buf s = PT_BUF_INIT, fn = PT_BUF_INIT, their_call = PT_BUF_INIT, major_call = PT_BUF_INIT;
-        put_call(&their_call, theirs);
-        put_call(&major_call, major);
+        put_call(&their_call, theirs, 0);
+        put_call(&major_call, major, 0);
         if (skipped) {
             pt_json_set(e.root, "kind", pt_json_string("skipped"));
             put_ranks(&s, odd, n_odd);
             s.data[0] = (char)(s.data[0] - 'a' + 'A');
-            pt_buf_printf(&s, " skipped %s #%" PRId64 " of ", major_call.data, seq);
+            pt_buf numbered = PT_BUF_INIT;
+            put_call(&numbered, major, seq);
+            pt_buf_printf(&s, " skipped %s of ", numbered.data);
+            pt_buf_free(&numbered);
             put_group(&s, gv);
             pt_buf_printf(&s, ": %s #%" PRId64 " is %s, the call the other ranks make after %s, so %s call numbers "
                               "run one ahead of theirs from there; ",
@@ -714,10 +720,10 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
                                   gv->name, missing ? v->last : call_at(v->g, m.top)));
     }
     pt_buf s = PT_BUF_INIT, call = PT_BUF_INIT;
-    put_call(&call, m.call);
+    put_call(&call, m.call, m.top);
     put_ranks(&s, m.missing, m.n_missing);
     s.data[0] = (char)(s.data[0] - 'a' + 'A');
-    pt_buf_printf(&s, " %s not joined %s #%" PRId64 " of ", m.n_missing == 1 ? "has" : "have", call.data, m.top);
+    pt_buf_printf(&s, " %s not joined %s of ", m.n_missing == 1 ? "has" : "have", call.data);
     put_group(&s, gv);
     pt_buf_puts(&s, ", which ");
     put_ranks(&s, m.waiting, m.n_waiting);
@@ -751,9 +757,8 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
                 c = gv->ranks[k].last;
         if (waiting_elsewhere) {
             pt_buf printed = PT_BUF_INIT;
-            put_call(&printed, other_call);
-            pt_buf_printf(&s, ", waiting in %s #%" PRId64 " of group %s", printed.data, other_call->seq,
-                          waiting_elsewhere->name);
+            put_call(&printed, other_call, other_call->seq);
+            pt_buf_printf(&s, ", waiting in %s of group %s", printed.data, waiting_elsewhere->name);
             pt_buf_free(&printed);
         } else if (c) {
             pt_buf_printf(&s, " (its last call in this group: %s #%" PRId64 ", %s)", c->op, c->seq,
@@ -802,13 +807,13 @@ static bool find_stuck(hang_ctx *h, group_view *gv)
         evidence_row(&e, rank_row(h, gv->ranks[i].rank, gv->ranks[i].w, "waits", gv->name, gv->ranks[i].last));
     }
     pt_buf s = PT_BUF_INIT, call = PT_BUF_INIT, fn = PT_BUF_INIT;
-    put_call(&call, top);
+    put_call(&call, top, top->seq);
     pt_buf_puts(&s, "Every rank of ");
     put_group(&s, gv);
-    pt_buf_printf(&s, " entered %s #%" PRId64 " and none returned: no rank is missing and the calls match, so the "
+    pt_buf_printf(&s, " entered %s and none returned: no rank is missing and the calls match, so the "
                       "transport itself is stuck (the network between the ranks, or %s). Check the links and the "
                       "backend's own logs (NCCL_DEBUG=INFO, TORCH_NCCL_TRACE_BUFFER_SIZE for its Flight Recorder).",
-                  call.data, top->seq, gv->shape && gv->shape->backend ? gv->shape->backend : "the backend");
+                  call.data, gv->shape && gv->shape->backend ? gv->shape->backend : "the backend");
     pt_buf_printf(&fn, "%s #%" PRId64 " of group %s", top->op, top->seq, gv->name);
     finding *f = emit(h, fn.data, all, gv->count, &s, &e);
     if (f)

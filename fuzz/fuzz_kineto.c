@@ -15,9 +15,11 @@
 static int drop_event(void *ctx, const pt_event *ev)
 {
     (void)ctx;
-    /* Every event a reader hands out is usable as is: a name, a duration >= 0. */
+    /* Every event a reader hands out is usable as is: a name without a NUL (which would
+     * cut it wherever it becomes a C string), a duration >= 0. */
     PT_FUZZ_CHECK(ev->dur_ns >= 0, "an event with a negative duration reached the sink");
     PT_FUZZ_CHECK(ev->name != NULL || ev->name_len == 0, "an event without a name pointer");
+    PT_FUZZ_CHECK(!ev->name || !memchr(ev->name, '\0', ev->name_len), "a name with a NUL in it reached the sink");
     return 0;
 }
 

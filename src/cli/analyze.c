@@ -3,7 +3,13 @@
  * The map step runs here in parallel: THREADS workers take files off a shared counter
  * and summarize each one (a trace is streamed; a summary file is just read). Each file
  * is independent, so one unreadable file costs only itself: it is named on stderr and in
- * the report's warnings, and the report is built from everyone else. Then the reduce
+ * the report's warnings, and the report is built from everyone else. That holds for
+ * memory too: the memory this process may still use (pt_memory_headroom: ulimit -v, the
+ * cgroup, what the machine has free), less a reserve for the reduce step, is shared
+ * evenly by the files read at once (fewer of them than THREADS when a share would be too
+ * small to be useful), a file that needs more than its share is refused, and an
+ * allocation that fails anyway inside one file's read fails that file alone
+ * (pt_run_guarded). Then the reduce
  * step (pt_diagnose) and the writers. Exit status: 0 all inputs read (ranks of the job
  * that were not given are a note, not a failure), 3 report written but some inputs
  * unreadable or the verdict is a hang, 1 nothing to analyse or -o not writable (checked
@@ -38,6 +44,7 @@ typedef struct input_list {
 
 typedef struct job_state {
     input_list *inputs;
+    size_t memory_budget;          /* per file read at once; 0: no limit known */
     pt_worker_summary **summaries; /* [i] or NULL when it failed */
     char **errors;                 /* [i] message when it failed */
     atomic_size_t next;
@@ -154,19 +161,36 @@ static void on_bytes(void *ctx, uint64_t done, uint64_t total)
     atomic_store(&js->bytes_total, total);
 }
 
+typedef struct worker_file {
+    const char *path;
+    const pt_read_options *opts;
+    pt_worker_summary *summary;
+    pt_error err;
+} worker_file;
+
+static void load_worker_file(void *arg)
+{
+    worker_file *f = arg;
+    f->summary = pt_load_worker(f->path, f->opts, &f->err);
+}
+
 static void *summarize_worker(void *arg)
 {
     job_state *js = arg;
     /* One big file gets every thread (read in spans); many files get one each. */
-    pt_read_options opts = {on_bytes, js, 0, js->inputs->count == 1 ? js->threads : 1};
+    bool single = js->inputs->count == 1;
+    pt_read_options opts = {single ? on_bytes : NULL, js, 0, single ? js->threads : 1, js->memory_budget};
     for (;;) {
         size_t i = atomic_fetch_add(&js->next, 1);
         if (i >= js->inputs->count)
             break;
-        pt_error err = {{0}};
-        js->summaries[i] = pt_load_worker(js->inputs->paths[i], js->inputs->count == 1 ? &opts : NULL, &err);
+        worker_file f = {js->inputs->paths[i], &opts, NULL, {{0}}};
+        size_t asked = 0;
+        if (!pt_run_guarded(load_worker_file, &f, &asked))
+            pt_error_set(&f.err, "out of memory while reading it (an allocation of %zu MiB failed)", asked >> 20);
+        js->summaries[i] = f.summary;
         if (!js->summaries[i]) {
-            js->errors[i] = pt_xstrdup(err.message[0] ? err.message : "unreadable");
+            js->errors[i] = pt_xstrdup(f.err.message[0] ? f.err.message : "unreadable");
             atomic_fetch_add(&js->failed, 1);
         }
         atomic_fetch_add(&js->done, 1);
@@ -186,14 +210,52 @@ static void show_progress(job_state *js, pt_progress *bar, bool single_file)
         pt_progress_update(bar, atomic_load(&js->done), extra);
 }
 
+/* The memory plan. A share below MIN_SHARE helps no trace (a 400 MB one needs ~160 MB),
+ * so then fewer files are read at once; the reduce step and the report keep RESERVE. */
+#define MIN_SHARE ((size_t)256 << 20)
+#define RESERVE_DIVISOR 8
+
+/* How many of `wanted` readers (files at once, or the spans of one file) the memory
+ * affords; sets the budget of each file. */
+static int plan_memory(job_state *js, int wanted)
+{
+    /* PERFTRACKER_ANALYZE_MEMORY_MB: the user's figure replaces ours (a shared machine's
+     * fair share, or more than MemAvailable when swap is fine). Allocations that fail
+     * anyway are still each file's own failure. */
+    const char *given = getenv("PERFTRACKER_ANALYZE_MEMORY_MB");
+    long long given_mb = given ? atoll(given) : 0;
+    size_t headroom = given_mb > 0 ? (size_t)PT_MIN(given_mb, (long long)(SIZE_MAX >> 21)) << 20 : pt_memory_headroom();
+    if (headroom == SIZE_MAX)
+        return wanted;
+    size_t usable = headroom - headroom / RESERVE_DIVISOR;
+    int affordable = (int)PT_MIN((size_t)wanted, PT_MAX(usable / MIN_SHARE, (size_t)1));
+    bool single = js->inputs->count == 1; /* its spans split the one share themselves */
+    js->memory_budget = usable / (single ? 1 : (size_t)affordable);
+    if (affordable < wanted && !single)
+        pt_cli_print(stderr,
+                     "perftracker: note: reading %d files at a time, not %d: %zu MiB of memory is left to this "
+                     "process, and each file gets an equal share\n",
+                     affordable, wanted, headroom >> 20);
+    return affordable;
+}
+
 static void summarize_all(job_state *js, int threads)
 {
     size_t n = js->inputs->count;
-    if ((size_t)threads > n)
-        threads = (int)n;
+    if (n == 1) {
+        js->threads = plan_memory(js, js->threads); /* the spans of the one file */
+        threads = 1;
+    } else {
+        threads = plan_memory(js, (size_t)threads > n ? (int)n : threads);
+    }
+    /* A thread that cannot be created (no memory for its stack) is not waited for: the
+     * files it would have read go to the others, or to this thread. */
     pthread_t *tids = pt_xmalloc((size_t)threads * sizeof *tids);
-    for (int t = 0; t < threads; t++)
-        pthread_create(&tids[t], NULL, summarize_worker, js);
+    int started = 0;
+    while (started < threads && pthread_create(&tids[started], NULL, summarize_worker, js) == 0)
+        started++;
+    if (started == 0)
+        summarize_worker(js);
     bool single_file = n == 1;
     pt_progress bar;
     bool show = n >= PROGRESS_MIN_FILES || single_file;
@@ -208,7 +270,7 @@ static void summarize_all(job_state *js, int threads)
         }
         nanosleep(&(struct timespec){0, 20000000}, NULL);
     }
-    for (int t = 0; t < threads; t++)
+    for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     if (show && (!single_file || bar.total >= 64))
         pt_progress_finish(&bar, single_file ? bar.total : n, NULL);

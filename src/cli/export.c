@@ -4,7 +4,8 @@
  * size is converted in constant memory (plus each distinct kernel name: mangled ones are
  * demangled, once each, as Kineto writes them). A Kineto input keeps its process and thread names
  * (the "M" records) and its user annotations. A gzip output always ends in .gz, so that
- * viewers and `analyze` see what it is. */
+ * viewers and `analyze` see what it is. An input without a single event (JSON that is
+ * not a trace, "[1, 2]", an empty event list) is an error and writes nothing. */
 #include "cli/cli.h"
 #include "summarize/demangle.h"
 #include "trace/kineto_writer.h"
@@ -97,6 +98,12 @@ static int export_trace(const char *input, const char *output)
     if (rc != 0) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", input, err.message);
         pt_kineto_writer_discard(w); /* a half-read trace must not look like a whole one */
+        return PT_EXIT_FAILURE;
+    }
+    if (s.events == 0) { /* "0 events written" with exit 0 would pass for a conversion */
+        pt_cli_print(stderr, "perftracker: %s: no events in it: not a trace, or an empty one; nothing written\n",
+                     input);
+        pt_kineto_writer_discard(w);
         return PT_EXIT_FAILURE;
     }
     pt_kineto_writer_meta(w, &meta);

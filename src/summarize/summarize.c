@@ -2,7 +2,8 @@
  *
  * Pipeline, once the reader has pushed every event:
  *   1. Window: from the first ProfilerStep's start to the last one's end (the whole trace
- *      when no steps were marked). Everything is clipped to it.
+ *      when no steps were marked; the first PT_SUMMARY_MAX_STEPS steps when there are
+ *      more, with a warning). Everything is clipped to it.
  *   2. Timelines: one union of intervals per activity class, then layered by priority,
  *      H1 = compute, H2 = H1 ∪ memory, H3 = H2 ∪ communication, H4 = H3 ∪ runtime,
  *      H5 = H4 ∪ Python work. A class's exposed (bottleneck) time is |H_k| - |H_{k-1}|,
@@ -20,7 +21,8 @@
  *      kilobytes whatever the trace size.
  *
  * Memory is the compact records and each function's clipped executions: ~65 bytes per
- * kept event at peak, a fraction of the JSON. */
+ * kept event at peak, a fraction of the JSON. A caller's memory budget (pt_read_options)
+ * bounds it: a worker that would need more is refused, not half-analysed (on_event). */
 #include "summarize/summarize.h"
 #include "summarize/classify.h"
 #include "summarize/demangle.h"
@@ -115,6 +117,9 @@ struct pt_summarizer {
     uint64_t events;
     uint64_t out_of_range; /* events dropped for impossible times (time_in_range) */
     uint64_t kept, max_kept, over_budget; /* the event budget (see on_event) */
+    size_t records_bytes;  /* the record arrays' capacity, in bytes */
+    size_t memory_budget;  /* 0: none; else what held_bytes may reach (see on_event) */
+    bool over_memory;      /* reading stopped: the worker needs more than memory_budget */
 };
 
 /* A trace of 3 GB holds ~20 million events; a compression bomb of valid events holds as
@@ -142,11 +147,26 @@ static inline int64_t add_saturating(int64_t a, int64_t b)
     return sum;
 }
 
-#define PUSH(s, field, value)                                        \
-    do {                                                             \
-        PT_GROW((s)->field, (s)->field##_cap, (s)->field##_count + 1); \
-        (s)->field[(s)->field##_count++] = (value);                  \
+#define PUSH(s, field, value)                                                              \
+    do {                                                                                   \
+        size_t old_cap_ = (s)->field##_cap;                                                \
+        PT_GROW((s)->field, (s)->field##_cap, (s)->field##_count + 1);                     \
+        (s)->records_bytes += ((s)->field##_cap - old_cap_) * sizeof *(s)->field;          \
+        (s)->field[(s)->field##_count++] = (value);                                        \
     } while (0)
+
+/* The memory budget. What the summarizer holds while reading is its records and its
+ * interned names; finishing then needs about as much again (layers, per-function
+ * executions, sorting), measured on the synthetic traces: 2.2 M mixed events peak at
+ * ~70 bytes each for ~38 held. So a worker may hold half its budget while reading. Past
+ * that, reading stops and the worker is refused (pt_summarize_file): half a worker
+ * compared with its whole peers would mislead the diagnosis more than its absence. */
+#define FINISH_FACTOR 2
+
+static size_t held_bytes(const pt_summarizer *s)
+{
+    return s->records_bytes + s->names.bytes + s->kernel_keys.bytes + s->kernel_names.mangled.bytes;
+}
 
 /* ------------------------------------------------------------ the sink */
 
@@ -161,6 +181,10 @@ static int on_event(void *ctx, const pt_event *ev)
     if (s->kept++ >= s->max_kept) {
         s->over_budget++;
         return 0;
+    }
+    if (s->memory_budget && held_bytes(s) > s->memory_budget / FINISH_FACTOR) {
+        s->over_memory = true;
+        return 1; /* stops the reader */
     }
     int64_t end = ev->ts_ns + ev->dur_ns;
     switch (ev->kind) {
@@ -218,9 +242,15 @@ static void on_warning(void *ctx, const char *message)
     PUSH(s, warnings, copy);
 }
 
+static void free_on_unwind(void *s)
+{
+    pt_summarizer_free(s);
+}
+
 pt_summarizer *pt_summarizer_new(void)
 {
     pt_summarizer *s = pt_xcalloc(1, sizeof *s);
+    pt_unwind_push(free_on_unwind, s); /* a worker out of memory mid-read releases it */
     const char *budget = getenv("PERFTRACKER_ANALYZE_MAX_EVENTS");
     s->max_kept = budget && atoll(budget) > 0 ? (uint64_t)atoll(budget) : DEFAULT_MAX_EVENTS;
     pt_strtab_init(&s->names);
@@ -239,6 +269,7 @@ void pt_summarizer_free(pt_summarizer *s)
 {
     if (!s)
         return;
+    pt_unwind_pop(s);
     pt_strtab_free(&s->names);
     pt_strtab_free(&s->kernel_keys);
     pt_demangler_free(&s->kernel_names);
@@ -437,27 +468,49 @@ static bool kernel_is_collective(reducer *r, uint32_t key)
 
 /* ------------------------------------------------------------ window and layers */
 
-static int cmp_step(const void *a, const void *b)
+static int cmp_step_start(const void *a, const void *b)
 {
     const step_rec *x = a, *y = b;
-    return pt_cmp_i64(x->start, y->start);
+    int c = pt_cmp_i64(x->start, y->start);
+    return c ? c : pt_cmp_i64(x->step, y->step);
 }
 
-/* Keeps one record per step number (Kineto repeats ProfilerStep on some threads). */
+static int cmp_step_number(const void *a, const void *b)
+{
+    const step_rec *x = a, *y = b;
+    int c = pt_cmp_i64(x->step, y->step);
+    if (!c)
+        c = pt_cmp_i64(x->start, y->start);
+    return c ? c : pt_cmp_i64(x->end, y->end);
+}
+
+/* Keeps one record per step number (Kineto repeats ProfilerStep on some threads): its
+ * earliest non-empty one, the steps then in time order. Two sorts, O(n log n): a 5.6 MB
+ * gzip marks a million steps. */
 static void dedupe_steps(pt_summarizer *s)
 {
     if (!s->steps_count)
         return;
-    qsort(s->steps, s->steps_count, sizeof *s->steps, cmp_step);
+    qsort(s->steps, s->steps_count, sizeof *s->steps, cmp_step_number);
     size_t kept = 0;
     for (size_t i = 0; i < s->steps_count; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < kept && !seen; j++)
-            seen = s->steps[j].step == s->steps[i].step;
-        if (!seen && s->steps[i].end > s->steps[i].start)
-            s->steps[kept++] = s->steps[i];
+        const step_rec *r = &s->steps[i];
+        if (r->end > r->start && (kept == 0 || s->steps[kept - 1].step != r->step))
+            s->steps[kept++] = *r;
     }
     s->steps_count = kept;
+    qsort(s->steps, s->steps_count, sizeof *s->steps, cmp_step_start);
+}
+
+/* Keeps the first PT_SUMMARY_MAX_STEPS steps, so the window ends with the last of them;
+ * returns how many were dropped. The summary and the report carry a row per step. */
+static size_t bound_steps(pt_summarizer *s)
+{
+    if (s->steps_count <= PT_SUMMARY_MAX_STEPS)
+        return 0;
+    size_t dropped = s->steps_count - PT_SUMMARY_MAX_STEPS;
+    s->steps_count = PT_SUMMARY_MAX_STEPS;
+    return dropped;
 }
 
 static void extend(int64_t *lo, int64_t *hi, int64_t start, int64_t end)
@@ -1446,26 +1499,43 @@ static void find_stall(reducer *r, pt_worker_summary *out)
 
 /* ------------------------------------------------------------ finish */
 
-pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *meta, const char *file_name,
-                                        pt_error *err)
+/* Frees the reduction state; also what an allocation guard's unwind calls (common.h),
+ * which is why the state lives on the heap. */
+static void reducer_free(void *arg)
 {
-    dedupe_steps(s);
-    reducer r = {0};
-    r.s = s;
-    r.meta = meta;
-    if (!find_window(s, meta, &r.w0, &r.w1)) {
-        pt_error_set(err, "the trace holds no timed events to analyse");
-        return NULL;
-    }
-    pt_strtab_init(&r.func_index);
-    r.step_values = s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? s->steps_count : 0;
-    pt_strtab_init(&r.stacks);
-    cover_name(&r, (uint32_t)s->names.count);
+    reducer *r = arg;
+    pt_unwind_pop(r);
+    for (int c = 0; c <= PT_CLASS_COUNT; c++)
+        pt_timeline_free(&r->layer[c]);
+    pt_strtab_free(&r->func_index);
+    pt_strtab_free(&r->stacks);
+    free(r->funcs);
+    free(r->exec_func);
+    free(r->exec_dur);
+    free(r->stack_parent);
+    free(r->stack_frame);
+    free(r->normalized);
+    free(r->cpu_comm);
+    free(r->kernel_comm);
+    free(r->step_exposed);
+    free(r);
+}
 
-    pt_worker_summary *out = pt_summary_new();
-    fill_identity(out, meta, file_name);
+static void summary_free_on_unwind(void *out)
+{
+    pt_summary_free(out);
+}
+
+static void add_reading_warnings(const pt_summarizer *s, size_t steps_dropped, pt_worker_summary *out)
+{
     for (size_t i = 0; i < s->warnings_count; i++)
         pt_summary_add_warning(out, "%s", s->warnings[i]);
+    if (steps_dropped)
+        pt_summary_add_warning(out, "the trace marks %zu steps; the first %u were analysed (ProfilerStep#%lld "
+                                    "to #%lld, the window ends there) and the %zu after them were not",
+                               (size_t)PT_SUMMARY_MAX_STEPS + steps_dropped, PT_SUMMARY_MAX_STEPS,
+                               (long long)s->steps[0].step, (long long)s->steps[s->steps_count - 1].step,
+                               steps_dropped);
     if (s->out_of_range)
         pt_summary_add_warning(out, "%llu events with impossible times (beyond 2116, or a duration over 36 years) were ignored",
                                (unsigned long long)s->out_of_range);
@@ -1475,53 +1545,71 @@ pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *m
                                (unsigned long long)s->max_kept, (unsigned long long)s->over_budget);
     if (s->kernels_count + s->memops_count == 0)
         pt_summary_add_warning(out, "no GPU events: CPU-only analysis for this worker");
+}
 
-    for (size_t i = 0; i < s->kernels_count && !r.has_gpu_collectives; i++)
-        r.has_gpu_collectives = kernel_is_collective(&r, s->kernels[i].key);
-    build_layers(&r);
-    account_gpu_and_runtime(&r);
-    account_cpu_collectives(&r);
+static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_worker_summary *out)
+{
+    pt_summarizer *s = r->s;
+    pt_strtab_init(&r->func_index);
+    r->step_values = s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? s->steps_count : 0;
+    pt_strtab_init(&r->stacks);
+    cover_name(r, (uint32_t)s->names.count);
+
+    for (size_t i = 0; i < s->kernels_count && !r->has_gpu_collectives; i++)
+        r->has_gpu_collectives = kernel_is_collective(r, s->kernels[i].key);
+    build_layers(r);
+    account_gpu_and_runtime(r);
+    account_cpu_collectives(r);
     call_walk walk = {0};
-    account_python(&r, &walk);
-    add_layer(&r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
+    account_python(r, &walk);
+    add_layer(r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
     free_call_walk(&walk);
-    int64_t *medians = compute_medians(&r);
-    free(r.exec_func), r.exec_func = NULL;
-    free(r.exec_dur), r.exec_dur = NULL;
-    settle_functions(&r);
+    int64_t *medians = compute_medians(r);
+    free(r->exec_func), r->exec_func = NULL;
+    free(r->exec_dur), r->exec_dur = NULL;
+    settle_functions(r);
 
     /* Event times are within time_in_range; an origin beyond 2116 is no clock and could
      * overflow the sum (a hostile trace's baseTimeNanoseconds or clock_origin_ns). */
     if (meta->clock_origin_ns > -(INT64_C(1) << 62) && meta->clock_origin_ns < (INT64_C(1) << 62)) {
-        out->window_start_ns = meta->clock_origin_ns + r.w0;
+        out->window_start_ns = meta->clock_origin_ns + r->w0;
     } else {
-        out->window_start_ns = r.w0;
+        out->window_start_ns = r->w0;
         pt_summary_add_warning(out, "clock origin %lld ns ignored (beyond the year 2116)",
                                (long long)meta->clock_origin_ns);
     }
-    out->window_ns = r.w1 - r.w0;
+    out->window_ns = r->w1 - r->w0;
     out->events = s->events;
-    fill_breakdown(&r, r.w0, r.w1, out->exposed_ns, &out->idle_ns);
-    memcpy(out->union_ns, r.own_total, sizeof out->union_ns);
-    emit_functions(&r, out, medians);
-    emit_steps(&r, out);
-    emit_metrics(&r, out);
-    find_stall(&r, out);
-
+    fill_breakdown(r, r->w0, r->w1, out->exposed_ns, &out->idle_ns);
+    memcpy(out->union_ns, r->own_total, sizeof out->union_ns);
+    emit_functions(r, out, medians);
+    emit_steps(r, out);
+    emit_metrics(r, out);
+    if (!window_cut) /* after a cut window the trace goes on because we stopped, not the worker */
+        find_stall(r, out);
     free(medians);
-    for (int c = 0; c <= PT_CLASS_COUNT; c++)
-        pt_timeline_free(&r.layer[c]);
-    pt_strtab_free(&r.func_index);
-    pt_strtab_free(&r.stacks);
-    free(r.funcs);
-    free(r.exec_func);
-    free(r.exec_dur);
-    free(r.stack_parent);
-    free(r.stack_frame);
-    free(r.normalized);
-    free(r.cpu_comm);
-    free(r.kernel_comm);
-    free(r.step_exposed);
+}
+
+pt_worker_summary *pt_summarizer_finish(pt_summarizer *s, const pt_trace_meta *meta, const char *file_name,
+                                        pt_error *err)
+{
+    dedupe_steps(s);
+    size_t steps_dropped = bound_steps(s);
+    int64_t w0, w1;
+    if (!find_window(s, meta, &w0, &w1)) {
+        pt_error_set(err, "the trace holds no timed events to analyse");
+        return NULL;
+    }
+    reducer *r = pt_xcalloc(1, sizeof *r);
+    pt_unwind_push(reducer_free, r);
+    r->s = s, r->meta = meta, r->w0 = w0, r->w1 = w1;
+    pt_worker_summary *out = pt_summary_new();
+    pt_unwind_push(summary_free_on_unwind, out);
+    fill_identity(out, meta, file_name);
+    add_reading_warnings(s, steps_dropped, out);
+    reduce(r, meta, steps_dropped > 0, out);
+    pt_unwind_pop(out);
+    reducer_free(r);
     return out;
 }
 
@@ -1614,7 +1702,7 @@ static void on_span_progress(void *ctx, uint64_t offset, uint64_t total)
     p->user->progress(p->user->progress_ctx, PT_MIN(sum, total), total);
 }
 
-static void *read_span(void *arg)
+static void read_span_body(void *arg)
 {
     span_job *j = arg;
     pt_trace_sink sink = pt_summarizer_sink(j->summarizer);
@@ -1624,12 +1712,21 @@ static void *read_span(void *arg)
         opts.progress = on_span_progress, opts.progress_ctx = j;
     j->rc = pt_kineto_read_span(j->path, j->start, j->stop, j->bare_list, &sink, &j->meta, &opts, &j->stopped_at,
                                 &j->err);
+}
+
+/* A span that runs out of memory fails alone; the caller then reads the file whole. */
+static void *read_span(void *arg)
+{
+    span_job *j = arg;
+    if (!pt_run_guarded(read_span_body, j, NULL))
+        j->rc = -1;
     return NULL;
 }
 
 /* Reads one big plain Kineto file in spans on several threads. NULL when the file does
- * not split or the spans disagree: the caller then reads it sequentially, which also
- * produces the precise error message for a broken file. */
+ * not split, the spans disagree, or they could not all start or get memory: the caller
+ * then reads it sequentially, which also produces the precise error message for a broken
+ * file. The spans share the caller's memory budget. */
 static pt_worker_summary *summarize_in_spans(const char *path, const pt_read_options *opts, pt_error *err)
 {
     uint64_t starts[MAX_SPANS];
@@ -1641,15 +1738,18 @@ static pt_worker_summary *summarize_in_spans(const char *path, const pt_read_opt
     span_job jobs[MAX_SPANS];
     pthread_t tids[MAX_SPANS];
     span_progress progress = {.user = opts, .spans = n};
+    size_t started = 0;
     for (size_t i = 0; i < n; i++) {
         jobs[i] = (span_job){.path = path, .start = starts[i], .stop = i + 1 < n ? starts[i + 1] : 0,
                              .bare_list = bare_list, .opts = opts, .summarizer = pt_summarizer_new(),
-                             .progress = &progress, .index = i};
+                             .progress = &progress, .index = i, .rc = -1};
+        jobs[i].summarizer->memory_budget = opts->memory_budget / n;
         atomic_init(&progress.done[i], 0);
-        pthread_create(&tids[i], NULL, read_span, &jobs[i]);
     }
-    bool agree = true;
-    for (size_t i = 0; i < n; i++) {
+    while (started < n && pthread_create(&tids[started], NULL, read_span, &jobs[started]) == 0)
+        started++;
+    bool agree = started == n;
+    for (size_t i = 0; i < started; i++) {
         pthread_join(tids[i], NULL);
         agree &= jobs[i].rc == 0 && (i + 1 == n || jobs[i].stopped_at == starts[i + 1]);
     }
@@ -1658,10 +1758,13 @@ static pt_worker_summary *summarize_in_spans(const char *path, const pt_read_opt
         for (size_t i = 1; i < n; i++) {
             merge_summarizer(jobs[0].summarizer, jobs[i].summarizer);
             pt_trace_meta_merge(&jobs[0].meta, &jobs[i].meta);
+            pt_summarizer_free(jobs[i].summarizer); /* merged: its memory goes back now */
+            jobs[i].summarizer = NULL;
         }
+        jobs[0].summarizer->memory_budget = opts->memory_budget;
         out = pt_summarizer_finish(jobs[0].summarizer, &jobs[0].meta, pt_basename(path), err);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = n; i-- > 0;)
         pt_summarizer_free(jobs[i].summarizer);
     return out;
 }
@@ -1674,12 +1777,18 @@ pt_worker_summary *pt_summarize_file(const char *path, const pt_read_options *op
             return out;
     }
     pt_summarizer *s = pt_summarizer_new();
+    s->memory_budget = opts ? opts->memory_budget : 0;
     pt_trace_sink sink = pt_summarizer_sink(s);
     pt_trace_meta meta;
     pt_trace_meta_init(&meta);
     pt_worker_summary *out = NULL;
     if (pt_trace_read(path, &sink, &meta, opts, err) == 0)
         out = pt_summarizer_finish(s, &meta, pt_basename(path), err);
+    else if (s->over_memory)
+        pt_error_set(err,
+                     "needs more memory than its share (%zu MiB) after %llu events: refused rather than "
+                     "half-analysed (a smaller -j gives each file a larger share)",
+                     s->memory_budget >> 20, (unsigned long long)s->events);
     pt_summarizer_free(s);
     return out;
 }

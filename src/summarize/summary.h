@@ -58,6 +58,11 @@ typedef struct pt_step_summary {
 /* Functions carry their exposed time per step when a window has at most this many steps
  * (a few are profiled; the cap bounds a summary of a window of thousands). */
 #define PT_SUMMARY_MAX_STEP_VALUES 64
+/* Steps per worker: a profiled window is a few, a long one thousands. Each costs a row
+ * in the summary and ~600 bytes in report.json, so a trace of a million steps (a 5.6 MB
+ * gzip) would make a 600 MB report; beyond the cap the window ends with the last step
+ * kept, with a warning (summarize.c). */
+#define PT_SUMMARY_MAX_STEPS 10000u
 /* Hardware metrics per worker: a collector samples about a hundred (a dozen per GPU);
  * each costs 1.7 KB in memory, so the cap keeps a hostile summary of a few hundred bytes
  * (a zstd frame of zeros) from asking for gigabytes. */
@@ -70,13 +75,13 @@ typedef struct pt_step_summary {
 #define PT_MAX_WORLD_SIZE (1 << 20)
 
 /* What a valid summary holds (pt_summary_check; docs/summary-format.md lists every rule).
- * Counts: steps and functions as many as a summary file may carry, warnings a few. Names:
+ * Counts: steps as PT_SUMMARY_MAX_STEPS above, functions as many as a summary file may
+ * carry, warnings a few. Names:
  * a C++ kernel name or a 256-frame Python stack is tens of KB; 1 MiB bounds what one
  * string can cost. Times: the summarizer drops events of 2^60 ns (36 years) or more, so
  * no duration, total or median reaches it; no profiled window is longer than 30 days.
  * Within these bounds any sum the analysis makes of a worker's times (a few hundred
  * windows' worth at most) stays far inside int64. */
-#define PT_SUMMARY_MAX_STEPS (1u << 20)
 #define PT_SUMMARY_MAX_FUNCTIONS (1u << 20)
 #define PT_SUMMARY_MAX_WARNINGS 4096u
 #define PT_SUMMARY_MAX_NAME (1u << 20)

@@ -20,6 +20,12 @@
  * with a depth counter, never recursion, so deep nesting cannot overflow the stack.
  * A NUL written after the valid bytes stops every scanning loop without bounds checks.
  *
+ * Hostile or odd bytes. A UTF-8 byte-order mark before the JSON is skipped. A NUL inside
+ * a string (raw, or \u0000) becomes U+FFFD (replace_nuls), so two names that differ
+ * after it stay two names, and so do top-level strings (host, device). A second "traceEvents" list is an error, not a merge: JSON
+ * parsers keep the last of two equal keys and streaming readers both, so the file means
+ * different traces to different tools.
+ *
  * Variants handled: top-level object or bare event list (the "JSON array format"); CUDA
  * and ROCm; the old category names (Operator, Runtime, Kernel, Memcpy, Memset,
  * async_cpu_to_gpu flows); the legacy profiler's events without "cat" (torch.autograd.
@@ -44,6 +50,10 @@
 #define INITIAL_BUFFER (1u << 20)
 #define DEFAULT_MAX_EVENT_BYTES (64u << 20)
 #define MAX_TOP_LEVEL_BYTES (64u << 20)
+/* The members we read (distributedInfo, deviceProperties, ...) are a few KiB; a tree costs
+ * up to ~30 times its text ([1,1,1,...]), so a larger one is ignored, not parsed. */
+#define MAX_PARSED_TOP_LEVEL_BYTES (1u << 20)
+#define UTF8_BOM "\xEF\xBB\xBF"
 
 enum scan_status { SCAN_OK = 0, SCAN_NEED_MORE = 1, SCAN_BAD = -1, SCAN_STOP = 2 };
 
@@ -76,47 +86,54 @@ static inline const char *skip_ws(const char *p)
     return p;
 }
 
-/* The first '"' or '\\' in [p, end), or end. Sixteen bytes per step with SSE2 (x86-64's
- * baseline): strings are most of a trace's bytes and kernel names run to hundreds. */
+/* The first '"', '\\' or NUL in [p, end), or end. Sixteen bytes per step with SSE2
+ * (x86-64's baseline): strings are most of a trace's bytes and kernel names run to
+ * hundreds. */
+static inline bool string_special(char c)
+{
+    return c == '"' || c == '\\' || c == '\0';
+}
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static inline const char *find_quote_or_backslash(const char *p, const char *end)
+static inline const char *find_string_special(const char *p, const char *end)
 {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
     for (; end - p >= 16; p += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        int mask = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                   _mm_cmpeq_epi8(v, zero));
+        int mask = _mm_movemask_epi8(hit);
         if (mask)
             return p + __builtin_ctz((unsigned)mask);
     }
-    while (p < end && *p != '"' && *p != '\\')
+    while (p < end && !string_special(*p))
         p++;
     return p;
 }
 #else
-static inline const char *find_quote_or_backslash(const char *p, const char *end)
+static inline const char *find_string_special(const char *p, const char *end)
 {
-    while (p < end && *p != '"' && *p != '\\')
+    while (p < end && !string_special(*p))
         p++;
     return p;
 }
 #endif
 
 /* p at '"'. On success body and n delimit the raw contents, and escaped says whether
- * they contain backslash escapes. */
+ * they need unescaped(): backslash escapes, or a raw NUL (not JSON, but a name must not
+ * be cut at it; unescaped() makes it U+FFFD). */
 static int scan_string(const char **pp, const char *end, const char **body, size_t *n, bool *escaped)
 {
     const char *start = *pp + 1;
-    const char *q = find_quote_or_backslash(start, end);
+    const char *q = find_string_special(start, end);
     if (q >= end)
         return SCAN_NEED_MORE;
-    *escaped = *q == '\\';
+    *escaped = *q != '"';
     while (*q != '"') { /* walk escapes so an escaped quote does not end the string */
-        if (*q == '\\')
-            q += 2;
+        q += *q == '\\' ? 2 : 1;
         if (q >= end)
             return SCAN_NEED_MORE;
-        q = find_quote_or_backslash(q, end);
+        q = find_string_special(q, end);
         if (q >= end)
             return SCAN_NEED_MORE;
     }
@@ -666,6 +683,31 @@ static int scan_event(const char **pp, const char *end, raw_event *re)
 
 /* ------------------------------------------------------------ delivering events */
 
+#define REPLACEMENT_CHARACTER "\xEF\xBF\xBD" /* U+FFFD */
+
+/* Each NUL in b (from \u0000, or raw) becomes U+FFFD, in place: a name becomes a C string
+ * wherever it is used (interned, printed), and cut at a NUL, "gemm\u0000A" and
+ * "gemm\u0000B" would be one kernel. */
+static void replace_nuls(pt_buf *b)
+{
+    size_t nuls = 0;
+    for (size_t i = 0; i < b->len; i++)
+        nuls += b->data[i] == '\0';
+    if (!nuls)
+        return;
+    pt_buf_reserve(b, 2 * nuls);
+    size_t from = b->len, to = b->len + 2 * nuls;
+    b->len = to;
+    b->data[to] = '\0';
+    while (from > 0) { /* backwards, so nothing is overwritten before it is moved */
+        char c = b->data[--from];
+        if (c)
+            b->data[--to] = c;
+        else
+            to -= 3, memcpy(b->data + to, REPLACEMENT_CHARACTER, 3);
+    }
+}
+
 static const char *unescaped(pt_buf *scratch, const char *body, size_t n, size_t *out_len)
 {
     pt_buf_reset(scratch);
@@ -673,6 +715,7 @@ static const char *unescaped(pt_buf *scratch, const char *body, size_t n, size_t
         pt_buf_reset(scratch);
         pt_buf_append(scratch, body, n);
     }
+    replace_nuls(scratch);
     *out_len = scratch->len;
     return pt_buf_cstr(scratch);
 }
@@ -792,9 +835,17 @@ static int deliver(kineto_reader *kr, raw_event *re)
 
 /* ------------------------------------------------------------ top-level members */
 
-static void copy_string(char *dst, size_t cap, const char *src)
+/* object[key] when it is a string, NULs made U+FFFD as in names, into dst (cut to fit);
+ * else dst stays as it was. */
+static void copy_member_string(kineto_reader *kr, char *dst, size_t cap, const pt_json *object, const char *key)
 {
-    snprintf(dst, cap, "%s", src ? src : "");
+    const pt_json *v = pt_json_get(object, key);
+    if (!v || v->type != PT_JSON_STRING)
+        return;
+    pt_buf_reset(&kr->coll_scratch);
+    pt_buf_append(&kr->coll_scratch, v->string, v->string_len);
+    replace_nuls(&kr->coll_scratch);
+    snprintf(dst, cap, "%s", pt_buf_cstr(&kr->coll_scratch));
 }
 
 static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v)
@@ -807,11 +858,11 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         double ws = pt_json_get_number(v, "world_size", -1);
         if (ws > 0 && ws < 1e9)
             meta->world_size = (int32_t)ws;
-        copy_string(meta->backend, sizeof meta->backend, pt_json_get_string(v, "backend", ""));
+        copy_member_string(kr, meta->backend, sizeof meta->backend, v, "backend");
     } else if (strcmp(key, "deviceProperties") == 0 && v->type == PT_JSON_ARRAY) {
         meta->device_count = (int32_t)v->count;
         if (v->count)
-            copy_string(meta->device_name, sizeof meta->device_name, pt_json_get_string(v->items[0], "name", ""));
+            copy_member_string(kr, meta->device_name, sizeof meta->device_name, v->items[0], "name");
     } else if (strcmp(key, "baseTimeNanoseconds") == 0 && v->type == PT_JSON_NUMBER &&
                (v->is_integer || fabs(v->number) < 9.2e18)) { /* casting a larger double is UB */
         meta->clock_origin_ns = v->is_integer ? v->integer : (int64_t)v->number;
@@ -819,9 +870,8 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         /* Some harnesses record the host and pid (e.g. TraceLens' metadata.system). */
         const pt_json *system = pt_json_get(v, "system");
         const pt_json *uname = pt_json_get(system, "uname");
-        const char *node = pt_json_get_string(uname, "node", NULL);
-        if (node && !meta->host[0])
-            copy_string(meta->host, sizeof meta->host, node);
+        if (!meta->host[0])
+            copy_member_string(kr, meta->host, sizeof meta->host, uname, "node");
     }
 }
 
@@ -967,6 +1017,16 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
     *oversized_unit = false;
     switch (*state) {
     case ST_START:
+        if (kr->discarded == 0 && p == kr->buf && (unsigned char)*p == 0xEF) {
+            /* A UTF-8 byte-order mark (Windows editors write one): not JSON, but what it
+             * marks is, and every JSON tool we know of takes it. */
+            if (end - p < 3)
+                return SCAN_NEED_MORE;
+            if (memcmp(p, UTF8_BOM, 3) == 0) {
+                p += 3;
+                break;
+            }
+        }
         if (*p == '[') {
             *bare_list = true;
             kr->saw_trace_events = true;
@@ -993,6 +1053,14 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
                 kr->bad_what = "\"traceEvents\" is not a list";
                 return SCAN_BAD;
             }
+            if (kr->saw_trace_events) {
+                /* JSON parsers keep the last of two equal keys (Python, browsers' JSON.parse),
+                 * streaming ones read both: which events are the trace is not ours to guess,
+                 * and silently merging them would analyse a worker no other tool shows. */
+                kr->bad_what = "a second \"traceEvents\" list: the file holds two traces, or one twice, and "
+                               "tools disagree on which counts";
+                return SCAN_BAD;
+            }
             kr->saw_trace_events = true;
             p++;
             *state = ST_EVENTS_FIRST;
@@ -1006,7 +1074,10 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *oversized_unit = true; /* if the value does not fit, skip it in streaming mode */
         TRY(skip_value(&p, end));
         *oversized_unit = false;
-        if (wanted) {
+        if (wanted && (size_t)(p - value) > MAX_PARSED_TOP_LEVEL_BYTES) {
+            warn(kr, "the top-level \"%s\" (%zu KiB) was ignored: it should be a few KiB", key_copy,
+                 (size_t)(p - value) >> 10);
+        } else if (wanted) {
             pt_error perr = {{0}};
             pt_json *v = pt_json_parse(value, (size_t)(p - value), 64, &perr);
             if (v)
@@ -1119,10 +1190,23 @@ static int kineto_run(kineto_reader *kr, enum reader_state state, bool bare_list
     return result;
 }
 
-static void reader_init(kineto_reader *kr, pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
-                        const pt_read_options *opts, pt_error *err)
+/* Frees the reader; also what an allocation guard's unwind calls (common.h), which is
+ * why readers live on the heap. */
+static void reader_release(void *arg)
 {
-    memset(kr, 0, sizeof *kr);
+    kineto_reader *kr = arg;
+    pt_unwind_pop(kr);
+    pt_buf_free(&kr->scratch);
+    pt_buf_free(&kr->coll_scratch);
+    free(kr->buf);
+    free(kr);
+}
+
+static kineto_reader *reader_new(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta, const pt_read_options *opts,
+                                 pt_error *err)
+{
+    kineto_reader *kr = pt_xcalloc(1, sizeof *kr);
+    pt_unwind_push(reader_release, kr);
     kr->in = in, kr->sink = sink, kr->meta = meta, kr->opts = opts, kr->err = err;
     kr->max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
     kr->cap = PT_MIN((size_t)INITIAL_BUFFER, kr->max_event);
@@ -1130,8 +1214,10 @@ static void reader_init(kineto_reader *kr, pt_input *in, pt_trace_sink *sink, pt
     kr->buf[0] = '\0';
     kr->stopped_at = UINT64_MAX;
     snprintf(meta->producer, sizeof meta->producer, "kineto");
+    return kr;
 }
 
+/* Says what was skipped, then frees the reader. */
 static void reader_finish(kineto_reader *kr)
 {
     if (kr->events_malformed)
@@ -1141,22 +1227,19 @@ static void reader_finish(kineto_reader *kr)
     if (kr->events_oversized)
         warn(kr, "%lld values larger than %zu MiB were skipped", (long long)kr->events_oversized,
              kr->max_event >> 20);
-    pt_buf_free(&kr->scratch);
-    pt_buf_free(&kr->coll_scratch);
-    free(kr->buf);
+    reader_release(kr);
 }
 
 static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
                        const pt_read_options *opts, pt_error *err)
 {
-    kineto_reader kr;
-    reader_init(&kr, in, sink, meta, opts, err);
-    int result = kineto_run(&kr, ST_START, false);
-    if (result == 0 && !kr.saw_trace_events) {
+    kineto_reader *kr = reader_new(in, sink, meta, opts, err);
+    int result = kineto_run(kr, ST_START, false);
+    if (result == 0 && !kr->saw_trace_events) {
         pt_error_set(err, "no \"traceEvents\" list: this is JSON but not a Chrome/Kineto trace");
         result = -1;
     }
-    reader_finish(&kr);
+    reader_finish(kr);
     return result;
 }
 
@@ -1173,15 +1256,14 @@ int pt_kineto_read_span(const char *path, uint64_t start, uint64_t stop, bool ba
         pt_input_close(in);
         return -1;
     }
-    kineto_reader kr;
-    reader_init(&kr, in, sink, meta, opts, err);
-    kr.discarded = start;
-    kr.stop_at = stop;
+    kineto_reader *kr = reader_new(in, sink, meta, opts, err);
+    kr->discarded = start;
+    kr->stop_at = stop;
     if (start > 0)
-        kr.saw_trace_events = true;
-    int result = kineto_run(&kr, start == 0 ? ST_START : ST_EVENT, bare_list);
-    *stopped_at = kr.stopped_at;
-    reader_finish(&kr);
+        kr->saw_trace_events = true;
+    int result = kineto_run(kr, start == 0 ? ST_START : ST_EVENT, bare_list);
+    *stopped_at = kr->stopped_at;
+    reader_finish(kr);
     pt_input_close(in);
     return result;
 }
@@ -1232,12 +1314,11 @@ size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *b
     pt_trace_sink sink = {NULL, ignore_event, NULL};
     pt_trace_meta meta;
     pt_trace_meta_init(&meta);
-    kineto_reader kr;
-    reader_init(&kr, in, &sink, &meta, NULL, err);
-    kr.stop_at = 1;
-    bool stopped = kineto_run(&kr, ST_START, false) == 0 && kr.stopped_at != UINT64_MAX;
-    uint64_t first_event = kr.stopped_at;
-    reader_finish(&kr);
+    kineto_reader *kr = reader_new(in, &sink, &meta, NULL, err);
+    kr->stop_at = 1;
+    bool stopped = kineto_run(kr, ST_START, false) == 0 && kr->stopped_at != UINT64_MAX;
+    uint64_t first_event = kr->stopped_at;
+    reader_finish(kr);
     pt_input_close(in);
     if (!stopped)
         return 1;
@@ -1257,7 +1338,8 @@ size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *b
 
 static bool kineto_sniff(const unsigned char *head, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = n >= 3 && memcmp(head, UTF8_BOM, 3) == 0 ? 3 : 0;
+    for (; i < n; i++) {
         if (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')
             continue;
         return head[i] == '{' || head[i] == '[';

@@ -22,6 +22,9 @@ typedef struct pt_read_options {
     void *progress_ctx;
     size_t max_event_bytes;  /* larger events are skipped with a warning; 0 = default */
     int threads;             /* > 1: a large plain trace may be read in parallel spans */
+    size_t memory_budget;    /* for the summarizer behind the sink: the bytes reading and
+                                summarizing one file may use (0 = no limit); a file that
+                                needs more is refused (pt_summarize_file) */
 } pt_read_options;
 
 typedef struct pt_trace_reader {

@@ -2,7 +2,10 @@
  *
  * The analysis side treats running out of memory as fatal (pt_xmalloc prints one line and
  * exits): a half-built report is worse than none, and the CLI is a short-lived process.
- * Code that runs inside a training job (collect/) never uses these; it degrades instead. */
+ * The one exception is work run under pt_run_guarded: there an allocation that fails
+ * unwinds to the guard, which returns false, so one worker file that cannot be read in
+ * the memory there is fails alone (analyze.c). Code that runs inside a training job
+ * (collect/) never uses these; it degrades instead. */
 #ifndef PT_UTIL_COMMON_H
 #define PT_UTIL_COMMON_H
 
@@ -33,6 +36,22 @@ char *pt_xstrdup(const char *s);
 char *pt_xstrndup(const char *s, size_t n);
 /* vprintf's text as a new string, cut to max - 1 bytes as a char[max] would cut it. */
 char *pt_xvformat(size_t max, const char *fmt, va_list ap);
+
+/* Runs fn(arg). When an allocation by pt_x* fails inside it, the thread unwinds to here
+ * (longjmp): each release registered with pt_unwind_push since is called, newest first,
+ * *asked_bytes says what the failed request was, and the call returns false. What fn
+ * allocated without registering it stays allocated: register what can grow large. Guards
+ * nest and are per thread; outside one, a failed allocation still ends the process. */
+bool pt_run_guarded(void (*fn)(void *arg), void *arg, size_t *asked_bytes);
+/* Registers release(arg) for the unwind of the innermost guard on this thread (no-op
+ * outside one); pt_unwind_pop(arg) takes it off again once arg is released normally. */
+void pt_unwind_push(void (*release)(void *arg), void *arg);
+void pt_unwind_pop(void *arg);
+
+/* Bytes this process may still allocate: the least of what RLIMIT_AS and RLIMIT_DATA
+ * leave above its current size, the cgroup's memory.max above memory.current, and the
+ * machine's MemAvailable. SIZE_MAX when none of them is known. */
+size_t pt_memory_headroom(void);
 
 /* Frees strings[0..count) and the array that holds them. */
 void pt_free_strings(char **strings, size_t count);

@@ -1,4 +1,13 @@
-/* input.c -- plain, gzip (zlib inflate, multi-member) and zstd streaming input. */
+/* input.c -- plain, gzip (zlib inflate, multi-member) and zstd streaming input.
+ *
+ * A regular file is read up to the size it had when it was opened, never further: a
+ * file that keeps growing (a writer still at work, or someone appending forever) would
+ * otherwise be followed until the disk is full. Reaching that size while the file has
+ * grown is an error that says so. Zero bytes after the last gzip member are padding, as
+ * `gzip -d` takes them (tape and block-device copies leave them); zstd has no such
+ * convention (`zstd -d` refuses them) and neither do we. Every open input is registered
+ * with the current allocation guard (common.h), so a worker that runs out of memory
+ * mid-read still closes its file. */
 #define _POSIX_C_SOURCE 200809L
 #include "input.h"
 
@@ -27,8 +36,25 @@ struct pt_input {
     ZSTD_DCtx *zstd;
 };
 
+/* At the size the file had at open: the end, unless it has grown since. */
+static ptrdiff_t end_at_size_at_open(pt_input *in, pt_error *err)
+{
+    struct stat st;
+    if (fstat(in->fd, &st) == 0 && (uint64_t)st.st_size > in->file_size) {
+        pt_error_set(err,
+                     "the file grew while it was read (%llu bytes when opened, %llu now): it is still being "
+                     "written; analyse it once it is complete",
+                     (unsigned long long)in->file_size, (unsigned long long)st.st_size);
+        return -1;
+    }
+    return 0;
+}
+
 static ptrdiff_t read_fd(pt_input *in, void *dst, size_t n, pt_error *err)
 {
+    if (in->file_offset >= in->file_size)
+        return end_at_size_at_open(in, err);
+    n = (size_t)PT_MIN((uint64_t)n, in->file_size - in->file_offset);
     for (;;) {
         ssize_t got = read(in->fd, dst, n);
         if (got >= 0) {
@@ -56,6 +82,11 @@ static bool fill_raw(pt_input *in, pt_error *err)
     return true;
 }
 
+static void close_on_unwind(void *in)
+{
+    pt_input_close(in);
+}
+
 pt_input *pt_input_open(const char *path, pt_error *err)
 {
     /* O_NONBLOCK: opening a FIFO (or a device) named like a trace must not wait for a
@@ -74,6 +105,7 @@ pt_input *pt_input_open(const char *path, pt_error *err)
     pt_input *in = pt_xcalloc(1, sizeof *in);
     in->fd = fd;
     in->file_size = (uint64_t)st.st_size;
+    pt_unwind_push(close_on_unwind, in);
     in->raw = pt_xmalloc(RAW_CHUNK);
     if (!fill_raw(in, err)) {
         pt_input_close(in);
@@ -90,8 +122,26 @@ pt_input *pt_input_open(const char *path, pt_error *err)
     } else if (in->raw_len >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
         in->compression = PT_COMPRESSION_ZSTD;
         in->zstd = ZSTD_createDCtx();
+        if (!in->zstd) {
+            pt_error_set(err, "zstd initialisation failed (out of memory)");
+            pt_input_close(in);
+            return NULL;
+        }
     }
     return in;
+}
+
+/* After a complete member: consumes zero bytes up to the next member or the end. */
+static bool skip_zero_padding(pt_input *in, pt_error *err)
+{
+    for (;;) {
+        while (in->raw_pos < in->raw_len && in->raw[in->raw_pos] == 0)
+            in->raw_pos++;
+        if (in->raw_pos < in->raw_len || in->raw_eof)
+            return true;
+        if (!fill_raw(in, err))
+            return false;
+    }
 }
 
 static ptrdiff_t read_gzip(pt_input *in, unsigned char *dst, size_t n, pt_error *err)
@@ -99,7 +149,7 @@ static ptrdiff_t read_gzip(pt_input *in, unsigned char *dst, size_t n, pt_error 
     in->gz.next_out = dst;
     in->gz.avail_out = (uInt)(n > UINT32_MAX ? UINT32_MAX : n);
     while (in->gz.avail_out > 0) {
-        if (!fill_raw(in, err))
+        if (!fill_raw(in, err) || (in->stream_done && !skip_zero_padding(in, err)))
             return -1;
         if (in->raw_pos == in->raw_len) { /* end of file */
             if (!in->stream_done) {
@@ -198,6 +248,7 @@ void pt_input_close(pt_input *in)
 {
     if (!in)
         return;
+    pt_unwind_pop(in);
     if (in->compression == PT_COMPRESSION_GZIP)
         inflateEnd(&in->gz);
     ZSTD_freeDCtx(in->zstd);

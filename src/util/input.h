@@ -3,7 +3,8 @@
  * Readers pull bytes through pt_input_read into their own buffer, so a 3 GB trace is
  * never held in memory. The compression is recognised by its magic bytes, not the file
  * name, and a truncated compressed stream is an error rather than a silent short read:
- * a worker killed while writing must not look like a shorter, valid trace. */
+ * a worker killed while writing must not look like a shorter, valid trace. A regular
+ * file ends at the size it had when opened; one that grew meanwhile is an error. */
 #ifndef PT_UTIL_INPUT_H
 #define PT_UTIL_INPUT_H
 
@@ -14,13 +15,14 @@ typedef enum pt_compression { PT_COMPRESSION_NONE, PT_COMPRESSION_GZIP, PT_COMPR
 typedef struct pt_input pt_input;
 
 pt_input *pt_input_open(const char *path, pt_error *err);
-/* Reads up to n bytes. Returns the count, 0 at the end, -1 on error (err set). */
+/* Reads up to n bytes. Returns the count, 0 at the end, -1 on error (err set), among
+ * them reaching the size at open of a file that has grown since. */
 ptrdiff_t pt_input_read(pt_input *in, void *dst, size_t n, pt_error *err);
 pt_compression pt_input_compression(const pt_input *in);
 /* Repositions an uncompressed input at a byte offset (for reading one file in parallel
  * spans). -1 on compressed input or failure. */
 int pt_input_seek(pt_input *in, uint64_t offset, pt_error *err);
-/* Bytes of the underlying file consumed so far, and its size (for progress). */
+/* Bytes of the underlying file consumed so far, and its size at open (for progress). */
 uint64_t pt_input_file_offset(const pt_input *in);
 uint64_t pt_input_file_size(const pt_input *in);
 void pt_input_close(pt_input *in);

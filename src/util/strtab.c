@@ -53,6 +53,7 @@ void pt_strtab_init(pt_strtab *t)
     memset(t, 0, sizeof *t);
     t->slot_count = 1024;
     t->slots = pt_xcalloc(t->slot_count, sizeof *t->slots);
+    t->bytes = t->slot_count * sizeof *t->slots;
 }
 
 void pt_strtab_free(pt_strtab *t)
@@ -71,6 +72,7 @@ static char *arena_copy(pt_strtab *t, const char *s, size_t n)
         size_t size = n + 1 > 64 * 1024 ? n + 1 : 64 * 1024;
         PT_GROW(t->chunks, t->chunk_cap, t->chunk_count + 1);
         t->chunk = t->chunks[t->chunk_count++] = pt_xmalloc(size);
+        t->bytes += size + sizeof *t->chunks;
         t->chunk_size = size;
         t->chunk_used = 0;
     }
@@ -93,6 +95,7 @@ static void rehash(pt_strtab *t)
     }
     free(t->slots);
     t->slots = slots;
+    t->bytes += (count - t->slot_count) * sizeof *slots;
     t->slot_count = count;
 }
 
@@ -125,6 +128,7 @@ uint32_t pt_strtab_intern(pt_strtab *t, const char *s, size_t n)
     if (t->cap != cap) {
         t->lengths = pt_xrealloc(t->lengths, t->cap * sizeof *t->lengths);
         t->hashes = pt_xrealloc(t->hashes, t->cap * sizeof *t->hashes);
+        t->bytes += (t->cap - cap) * (sizeof *t->strings + sizeof *t->lengths + sizeof *t->hashes);
     }
     uint32_t id = (uint32_t)t->count++;
     t->strings[id] = arena_copy(t, s, n);

@@ -20,6 +20,7 @@ typedef struct pt_strtab {
     size_t chunk_used, chunk_size;
     char **chunks;
     size_t chunk_count, chunk_cap;
+    size_t bytes;        /* heap held by the table, strings included (memory budgets) */
 } pt_strtab;
 
 void pt_strtab_init(pt_strtab *t);

@@ -42,15 +42,17 @@ TIMEOUT_S = 180
 KINDS = []
 
 
-def kind(name, outcome, warning=None, exit_codes=(3,), loud=False, env=None):
+def kind(name, outcome, warning=None, exit_codes=(3,), loud=False, env=None, check=None):
     """outcome: 'refused' (the file is skipped and named), 'warned' (read, and a warning
     names it), 'accepted' (legal input: read, no warning needed). warning: a regex the
     line naming the bad file must match (case-insensitive). loud: run without -q, so the
     report's sections are printed too, and check that no control character from the
-    inputs reaches the terminal. env: variables for that analysis."""
+    inputs reaches the terminal. env: variables for that analysis. check: a function
+    (report, raw report bytes) returning a list of problems, for what the kind must
+    leave in the report besides the common checks."""
     def register(build):
         KINDS.append({"name": name, "build": build, "outcome": outcome, "warning": warning,
-                      "exit": set(exit_codes), "loud": loud, "env": env or {}})
+                      "exit": set(exit_codes), "loud": loud, "env": env or {}, "check": check})
         return build
     return register
 
@@ -163,6 +165,42 @@ def _(job, ctx):
 def _(job, ctx):
     """A directory of 0-byte files: every one named, the good workers still analysed."""
     return [write(os.path.join(job, f"node0_{3 + i}_{10003 + i}.json"), b"") for i in range(4)]
+
+
+@kind("utf8_bom", "accepted", exit_codes=(0,))
+def _(job, ctx):
+    """A UTF-8 byte-order mark before the JSON (Windows editors write one): every JSON tool
+    takes it, so do we."""
+    return [write(os.path.join(job, BAD + ".json"), b"\xef\xbb\xbf" + ctx.rank3_bytes)]
+
+
+@kind("gzip_zero_padding", "accepted", exit_codes=(0,))
+def _(job, ctx):
+    """Zero bytes after the gzip member, as a tape or block-device copy leaves them:
+    `gzip -d` decompresses it, so do we."""
+    return [write(os.path.join(job, BAD + ".json.gz"), gzip.compress(ctx.rank3_bytes) + bytes(10240))]
+
+
+@kind("zstd_zero_padding", "refused", r"zstd data is corrupt")
+def _(job, ctx):
+    """The same after a zstd frame: `zstd -d` refuses it ("unsupported format"), and so do
+    we, with the reason."""
+    plain = write(os.path.join(ctx.work, "rank3.json"), ctx.rank3_bytes)
+    whole = os.path.join(ctx.work, "rank3.json.zst")
+    make_seeds("zstd", plain, whole)
+    with open(whole, "rb") as f:
+        data = f.read()
+    return [write(os.path.join(job, BAD + ".json.zst"), data + bytes(10240))]
+
+
+@kind("two_trace_event_lists", "refused", r"second \"traceEvents\" list")
+def _(job, ctx):
+    """Two "traceEvents" lists in one object: JSON parsers keep the last, streaming readers
+    both, so which events are the worker is ambiguous; the file is refused, not merged."""
+    head, tail = ctx.rank3_bytes.split(b'"traceEvents":[', 1)
+    doc = ctx.doc()
+    second = dump(ctx.events(doc)[: len(ctx.events(doc)) // 2]).encode()
+    return [write(os.path.join(job, BAD + ".json"), head + b'"traceEvents":' + second + b',"traceEvents":[' + tail)]
 
 
 # ----------------------------------------------------------------------------- bad events
@@ -311,6 +349,67 @@ def _(job, ctx):
             f.write(chunk)
         f.write(tail)
     return [os.path.join(job, BAD + ".json.gz")]
+
+
+def nul_names_distinct(report, raw):
+    """Two kernels whose names differ only after a NUL (as \\u0000, and as a raw byte) are
+    four functions of the report's heatmap, none of them cut at the NUL."""
+    names = {f.get("name", "") for f in report.get("Heatmap", {}).get("functions", [])}
+    blob = json.dumps(report, ensure_ascii=False)
+    problems = []
+    for suffix in ("escA", "escB", "rawA", "rawB"):
+        hits = [n for n in names if n.startswith("hostile_gemm\ufffd" + suffix)]
+        if not hits:
+            problems.append(f"kernel hostile_gemm<NUL>{suffix} is not in the heatmap as its own function: "
+                            f"{sorted(n for n in names if n.startswith('hostile'))}")
+    if "\u0000" in blob or "\x00" in blob:
+        problems.append("a NUL reached the report")
+    return problems
+
+
+def million_steps_bounded(report, raw):
+    worker = next((w for w in report.get("workers", []) if w.get("name") == BAD + ".json.gz"), {})
+    problems = []
+    if len(worker.get("steps", [])) != 10000:
+        problems.append(f"the worker has {len(worker.get('steps', []))} steps in the report, expected the cap, 10000")
+    if len(raw) > (32 << 20):
+        problems.append(f"report.json is {len(raw) >> 20} MB for one worker of capped steps")
+    return problems
+
+
+@kind("nul_in_kernel_names", "accepted", exit_codes=(0,), check=nul_names_distinct)
+def _(job, ctx):
+    """Kernel names that differ only after a NUL: as \\u0000 and as a raw NUL byte (not
+    JSON, but a writer's bug can leave one). Cut at the NUL they merged into one kernel."""
+    doc = ctx.doc()
+    ts = min(ev["ts"] for ev in ctx.events(doc) if str(ev.get("name", "")).startswith("ProfilerStep#"))
+    for i, suffix in enumerate(("escA", "escB", "rawA", "rawB")):
+        name = "hostile_gemm" + ("\x00" if i < 2 else "\x01") + suffix  # \x01 marks the raw ones
+        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 99,
+                                   "ts": ts + 10 + i * 5000, "dur": 4000 + i})  # long: the heatmap shows them
+    data = dump(doc).encode().replace(b"\\u0001", b"\x00")  # the raw ones: a real NUL byte
+    return [write(os.path.join(job, BAD + ".json"), data)]
+
+
+@kind("million_steps", "warned", r"marks 1000000 steps; the first 10000 were analysed", exit_codes=(0,),
+      check=million_steps_bounded)
+def _(job, ctx):
+    """A gzip of a million steps, each with one kernel: steps are deduplicated in
+    O(n log n) (the old O(n^2) pass hung) and the summary keeps the first 10000, so the
+    report stays a few MB (200 k steps made 117 MB)."""
+    doc = ctx.doc()
+    head = dump({k: v for k, v in doc.items() if k != "traceEvents"})[:-1].encode() + b',"traceEvents":['
+    ts = min(ev["ts"] for ev in ctx.events(doc) if str(ev.get("name", "")).startswith("ProfilerStep#"))
+    path = os.path.join(job, BAD + ".json.gz")
+    step = b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":10003,"tid":10003,"ts":%d,"dur":90},'
+    kernel = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":%d,"dur":50},'
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(head)
+        for block in range(100):
+            f.write(b"".join(step % (i, ts + i * 100) + kernel % (ts + i * 100 + 10)
+                             for i in range(block * 10000, (block + 1) * 10000)))
+        f.write(b'{"ph":"X","cat":"cpu_op","name":"end","pid":10003,"tid":10003,"ts":%d,"dur":1}]}' % ts)
+    return [path]
 
 
 @kind("deeply_nested_args", "accepted", exit_codes=(0,))
@@ -635,6 +734,8 @@ def check_kind(k, ctx, args, problems_out):
                     problems.append(f"{what} from the inputs reached the terminal")
             if b"PWNED" not in printed:
                 problems.append("the hostile names were not printed at all (nothing was tested)")
+        if k["check"]:
+            problems += k["check"](report, raw)
         if k["name"] == "ts_out_of_order":
             base = by_name.get(BAD + ".json", {}).get("step_time_ms")
             if base is None or abs(base - ctx.baseline_step_ms) > 1e-6:

@@ -7,6 +7,8 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   analyze_hang          a hang verdict: exit 3, and stderr says why
   synth_bad_fault       --fault bogus names --fault and lists the kinds; exit 2
   without_o             summarize and export say that -o is missing; exit 2
+  export_not_a_trace    export of JSON without a single event ("[1, 2, 3]", an empty
+                        event list): exit 1 saying so, and no output file
   display_outer_folder  `display OUT` suggests OUT/PerfDisplay; exit 1
   unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
                         naming the path, and nothing said about the input (a FIFO, which
@@ -129,6 +131,24 @@ def unwritable_output(work, problems):
         lines = [line for line in err.splitlines() if blocker in line]
         expect(lines, f"{args[0]}: no stderr line names {blocker}: {err[-300:]}", problems)
         expect(fifo not in err, f"{args[0]}: the input was read before -o was checked: {err[-300:]}", problems)
+        said += lines[:1]
+    return " / ".join(said)
+
+
+@case
+def export_not_a_trace(work, problems):
+    said = []
+    for name, text in (("list-of-numbers.json", "[1, 2, 3]"), ("no-events.json", '{"traceEvents": []}')):
+        src, dst = os.path.join(work, name), os.path.join(work, name + ".exported.json")
+        with open(src, "w") as f:
+            f.write(text)
+        if os.path.exists(dst):
+            os.unlink(dst)
+        rc, _, err = run("export", src, "-o", dst)
+        expect(rc == 1, f"{name}: exit {rc}, expected 1: {err[-300:]}", problems)
+        lines = [line for line in err.splitlines() if src in line and "no events" in line]
+        expect(lines, f"{name}: no stderr line names it and says it holds no events: {err[-300:]}", problems)
+        expect(not os.path.exists(dst), f"{name}: an output file was written", problems)
         said += lines[:1]
     return " / ".join(said)
 

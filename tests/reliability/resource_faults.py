@@ -19,6 +19,19 @@ privileges skips only the first.
                            ignored): works without privileges
   trace_larger_than_memory a 400 MB trace analysed under a 320 MB address-space limit
                            (RLIMIT_AS): streaming holds, the report is complete
+  gzip_bomb_under_as_limit an 8 MB gzip of 50 M valid events among three good workers,
+                           -j 2 under a 2 GB address-space limit: the bomb needs more than
+                           its share of memory and is refused by name (exit 3), the good
+                           workers are analysed (it used to end everything with exit 70)
+  allocation_failure_is_one_files_error  the same bomb with the share forced far above the
+                           limit (PERFTRACKER_ANALYZE_MEMORY_MB): its allocations fail, and
+                           that is its own error, the others are analysed
+  no_thread_can_start      -j 2 under a 20 MB address-space limit, where no worker thread
+                           gets its 8 MB stack: the files are read on the main thread (it
+                           used to wait forever for threads that never started)
+  growing_file             a trace that a background writer keeps appending to: analyze
+                           reads it only to its size at open and refuses it as still being
+                           written, instead of following it until the disk is full
   writer_killed_kineto     `perftracker synth --size-mb 300` SIGKILLed mid-file: nothing under
                            the final name; the temporary JSON is refused as truncated, the
                            other workers analysed
@@ -26,8 +39,10 @@ privileges skips only the first.
                            .partial file is refused as truncated, not half-read
 """
 import glob
+import gzip
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -56,14 +71,14 @@ class Skip(Exception):
     pass
 
 
-def analyze(args, limits=None, timeout=300):
-    """Runs analyze; limits: {resource.RLIMIT_*: bytes} set in the child."""
+def analyze(args, limits=None, timeout=300, env=None):
+    """Runs analyze; limits: {resource.RLIMIT_*: bytes} set in the child; env: variables."""
     def preexec():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full "disk" is an error, not a kill
         for res, value in (limits or {}).items():
             resource.setrlimit(res, (value, value))
     proc = subprocess.run([CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=timeout, preexec_fn=preexec)
+                          timeout=timeout, preexec_fn=preexec, env={**os.environ, **(env or {})})
     return proc.returncode, proc.stderr.decode("utf-8", "replace")
 
 
@@ -230,6 +245,126 @@ def trace_larger_than_memory(work, problems):
         expect(worker and worker["status"] == "normal" and len(worker["steps"]) > 100,
                f"the big worker was not analysed whole: {str(worker)[:300]}", problems)
     return f"{size_mb} MB trace under RLIMIT_AS {limit_mb} MB: exit {rc} in {seconds:.1f} s"
+
+
+def write_event_bomb(path, millions):
+    """A gzip of the good rank 3's head, `millions` M tiny valid kernels and its tail: one
+    compressed member of a million kernels, repeated (a multi-member gzip), so building it
+    takes no time; 8 MB for 50 M events."""
+    with open(os.path.join(good_job(os.path.dirname(os.path.dirname(path))), "node0_3_10003.json"), "rb") as f:
+        data = f.read()
+    head, tail = data.split(b'"traceEvents":[', 1)
+    ts = min(ev["ts"] for ev in json.loads(data)["traceEvents"] if str(ev.get("name", "")).startswith("ProfilerStep#"))
+    member = gzip.compress(b'{"ph":"X","cat":"kernel","name":"k","ts":%d,"dur":1},' % int(ts + 1) * 1000000, 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head + b'"traceEvents":['))
+        for _ in range(millions):
+            f.write(member)
+        f.write(gzip.compress(tail))
+
+
+def check_one_refused(work, out, rc, err, bad_name, why, problems):
+    """Exit 3, the bad file named on stderr with `why`, marked error; the others normal."""
+    no_crash(rc, err, problems)
+    expect(rc == 3, f"exit {rc}, expected 3 (report written, one input refused): {err[-400:]}", problems)
+    lines = [line for line in err.splitlines() if bad_name in line and re.search(why, line)]
+    expect(lines, f"no stderr line names {bad_name} with /{why}/: {err[-400:]}", problems)
+    if rc in (0, 3):
+        with open(os.path.join(out, "report.json")) as f:
+            report = json.load(f)
+        statuses = {w["name"]: w["status"] for w in report["workers"]}
+        expect(statuses.get(bad_name) == "error", f"{bad_name}: status {statuses.get(bad_name)}", problems)
+        for good in ("node0_0_10000.json", "node0_1_10001.json", "node0_2_10002.json"):
+            expect(statuses.get(good) == "normal", f"good worker {good}: {statuses.get(good)}", problems)
+    return lines[0] if lines else ""
+
+
+BOMB_LIMIT = 2 << 30
+
+
+def bomb_job(work):
+    job = job_with(work, "bomb-job", os.path.join(good_job(work), "node0_3_10003.json"), "node0_3_10003.json")
+    os.unlink(os.path.join(job, "node0_3_10003.json"))
+    write_event_bomb(os.path.join(job, "node0_3_10003.json.gz"), 50)
+    return job
+
+
+@case
+def gzip_bomb_under_as_limit(work, problems):
+    out = os.path.join(work, "bomb-out")
+    rc, err = analyze(["-j", "2", "-o", out, bomb_job(work)], limits={resource.RLIMIT_AS: BOMB_LIMIT})
+    return check_one_refused(work, out, rc, err, "node0_3_10003.json.gz", r"needs more memory than its share",
+                             problems)
+
+
+@case
+def allocation_failure_is_one_files_error(work, problems):
+    """-j 1: the good files are read before the bomb, so nothing but the bomb can be the
+    one whose allocation fails."""
+    out = os.path.join(work, "bomb-oom-out")
+    rc, err = analyze(["-j", "1", "-o", out, bomb_job(work)], limits={resource.RLIMIT_AS: BOMB_LIMIT},
+                      env={"PERFTRACKER_ANALYZE_MEMORY_MB": "1000000"})
+    expect("perftracker: out of memory" not in err, "the process ran out of memory, not the one file", problems)
+    return check_one_refused(work, out, rc, err, "node0_3_10003.json.gz", r"out of memory while reading it",
+                             problems)
+
+
+@case
+def no_thread_can_start(work, problems):
+    good = good_job(work)
+    out = os.path.join(work, "no-thread-out")
+    inputs = [os.path.join(good, f) for f in ("node0_0_10000.json", "node0_1_10001.json")]
+    try:
+        rc, err = analyze(["-j", "2", "-o", out, *inputs], limits={resource.RLIMIT_AS: 20 << 20}, timeout=120)
+    except subprocess.TimeoutExpired:
+        problems.append("analyze still waiting after 120 s for worker threads that could not start")
+        return ""
+    no_crash(rc, err, problems)
+    expect(rc == 0, f"exit {rc}, expected 0: {err[-400:]}", problems)
+    return f"exit {rc}"
+
+
+# A writer that keeps a trace growing: 64 MB at once (so that reading what was there at
+# open takes a while), then 1 MB every millisecond or so, until it is killed or reaches
+# 768 MB (a bound on the disk this test may take, should analyze follow the file).
+GROWING_WRITER = r"""
+import sys, time
+path, head = sys.argv[1], sys.argv[2].encode()
+chunk = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1},' * 15000
+with open(path, "wb") as f:
+    f.write(head)
+    for _ in range(64):
+        f.write(chunk)
+    f.flush()
+    print("ready", flush=True)
+    written = 64
+    while written < 768:
+        f.write(chunk)
+        f.flush()
+        written += 1
+        time.sleep(0.001)
+"""
+
+
+@case
+def growing_file(work, problems):
+    job = job_with(work, "growing-job", os.path.join(good_job(work), "node0_3_10003.json"), "node0_3_10003.json")
+    path = os.path.join(job, "node0_3_10003.json")
+    writer = subprocess.Popen([sys.executable, "-c", GROWING_WRITER, path, '{"traceEvents":['],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        expect(writer.stdout.readline().strip() == "ready", "the writer did not start", problems)
+        out = os.path.join(work, "growing-out")
+        rc, err = analyze(["-j", "2", "-o", out, job])
+        still_writing = writer.poll() is None
+    finally:
+        writer.kill()
+        writer.wait()
+    size_mb = os.path.getsize(path) >> 20
+    os.unlink(path)  # the disk back
+    expect(still_writing, "the writer had stopped before analyze did: nothing was tested", problems)
+    line = check_one_refused(work, out, rc, err, "node0_3_10003.json", r"grew while it was read", problems)
+    return f"writer at {size_mb} MB when analyze ended: {line}"
 
 
 # ---------------------------------------------------------------------------------- writers killed

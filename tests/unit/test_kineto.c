@@ -17,6 +17,8 @@
 typedef struct collected {
     pt_event events[64];
     char names[64][128];
+    size_t name_lens[64];
+    bool name_has_nul[64];
     size_t count;
     size_t total;
     int64_t dur_sum;
@@ -34,6 +36,8 @@ static int collect(void *ctx, const pt_event *ev)
     if (c->count < 64) {
         c->events[c->count] = *ev;
         snprintf(c->names[c->count], sizeof c->names[0], "%.*s", (int)ev->name_len, ev->name);
+        c->name_lens[c->count] = ev->name_len;
+        c->name_has_nul[c->count] = memchr(ev->name, '\0', ev->name_len) != NULL;
         c->events[c->count].name = c->names[c->count];
         c->events[c->count].coll.name = NULL;
         c->count++;
@@ -86,9 +90,10 @@ static char *temp_file(const char *content, size_t len, bool gzip)
     return path;
 }
 
-static int read_text(const char *text, bool gzip, size_t max_event, collected *c, pt_trace_meta *meta, pt_error *err)
+static int read_bytes(const char *bytes, size_t len, bool gzip, size_t max_event, collected *c, pt_trace_meta *meta,
+                      pt_error *err)
 {
-    char *path = temp_file(text, strlen(text), gzip);
+    char *path = temp_file(bytes, len, gzip);
     memset(c, 0, sizeof *c);
     pt_trace_sink sink = {c, collect, warned, got_metadata};
     pt_read_options opts = {NULL, NULL, max_event};
@@ -98,6 +103,11 @@ static int read_text(const char *text, bool gzip, size_t max_event, collected *c
     unlink(path);
     free(path);
     return rc;
+}
+
+static int read_text(const char *text, bool gzip, size_t max_event, collected *c, pt_trace_meta *meta, pt_error *err)
+{
+    return read_bytes(text, strlen(text), gzip, max_event, c, meta, err);
 }
 
 static const char *full_trace =
@@ -356,13 +366,151 @@ static void test_errors(void **state)
     free(path);
 }
 
+/* Names that differ only after a NUL stay two names, and hold no NUL: \u0000 and a raw
+ * NUL byte (not JSON, but a writer's bug) both become U+FFFD, in top-level strings too. Cut at the NUL, "gemm"
+ * stood for all four and their time merged. */
+static void test_nul_in_names_stays_distinct(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"metadata\":{\"system\":{\"uname\":{\"node\":\"node\\u0000x\"}}},"
+        "\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\\u0000A\",\"ts\":1,\"dur\":1},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\\u0000B\",\"ts\":2,\"dur\":1},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\0C\",\"ts\":3,\"dur\":1},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\0\\\"D\",\"ts\":4,\"dur\":1}]}";
+    static const char *const want[] = {"gemm\xEF\xBF\xBD" "A", "gemm\xEF\xBF\xBD" "B", "gemm\xEF\xBF\xBD" "C",
+                                       "gemm\xEF\xBF\xBD\"D"};
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    for (int gzip = 0; gzip < 2; gzip++) {
+        assert_int_equal(read_bytes(text, sizeof text - 1, gzip, 0, &c, &meta, &err), 0);
+        assert_int_equal(c.count, 4);
+        for (size_t i = 0; i < 4; i++) {
+            assert_false(c.name_has_nul[i]);
+            assert_int_equal(c.name_lens[i], strlen(want[i]));
+            assert_string_equal(c.names[i], want[i]);
+        }
+        assert_string_equal(meta.host, "node\xEF\xBF\xBD" "x"); /* a top-level string too */
+    }
+}
+
+/* A UTF-8 byte-order mark before the JSON is skipped, plain and compressed. */
+static void test_utf8_bom(void **state)
+{
+    (void)state;
+    static const char text[] = "\xEF\xBB\xBF \n{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\","
+                               "\"ts\":1,\"dur\":1}]}";
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    for (int gzip = 0; gzip < 2; gzip++) {
+        assert_int_equal(read_text(text, gzip, 0, &c, &meta, &err), 0);
+        assert_int_equal(c.count, 1);
+        assert_string_equal(c.names[0], "k");
+    }
+    /* Only at the very start: a BOM inside is not whitespace. */
+    expect_error("{\"traceEvents\":[]}\xEF\xBB\xBF", false, "after the end");
+    expect_error("\xEF\xBB", false, "not a trace");
+}
+
+/* Two event lists: refused, naming the problem (JSON parsers keep the last, streaming
+ * readers both: the file means different traces to different tools). */
+static void test_second_trace_events_list(void **state)
+{
+    (void)state;
+    expect_error("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\",\"ts\":1,\"dur\":1}],"
+                 "\"x\":1,\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"b\",\"ts\":1,\"dur\":1}]}",
+                 false, "a second \"traceEvents\" list");
+    expect_error("{\"traceEvents\":[],\"traceEvents\":[]}", true, "a second \"traceEvents\" list");
+}
+
+/* Zero bytes after the last gzip member are padding (`gzip -d` takes them); anything else
+ * there is still corrupt. */
+static void test_gzip_zero_padding(void **state)
+{
+    (void)state;
+    static const char trace[] = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":1}]}";
+    char *path = temp_file(trace, strlen(trace), true);
+    FILE *f = fopen(path, "ab");
+    static const char zeros[300000]; /* more than one 256 KiB read */
+    fwrite(zeros, 1, sizeof zeros, f);
+    fclose(f);
+    collected c;
+    memset(&c, 0, sizeof c);
+    pt_trace_sink sink = {&c, collect, warned};
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    pt_error err = {{0}};
+    assert_int_equal(pt_trace_read(path, &sink, &meta, NULL, &err), 0);
+    assert_int_equal(c.count, 1);
+    f = fopen(path, "ab");
+    fputs("garbage", f);
+    fclose(f);
+    memset(&c, 0, sizeof c);
+    pt_trace_meta_init(&meta);
+    assert_int_not_equal(pt_trace_read(path, &sink, &meta, NULL, &err), 0);
+    assert_non_null(strstr(err.message, "gzip data is corrupt"));
+    unlink(path);
+    free(path);
+}
+
+/* A file is read to the size it had at open: bytes appended after are not read, and
+ * reaching that size while the file has grown is an error saying so. */
+static void test_input_stops_at_size_at_open(void **state)
+{
+    (void)state;
+    char *path = temp_file("0123456789", 10, false);
+    pt_error err = {{0}};
+    pt_input *in = pt_input_open(path, &err);
+    assert_non_null(in);
+    FILE *f = fopen(path, "ab");
+    fputs("appended", f);
+    fclose(f);
+    char buf[64];
+    assert_int_equal(pt_input_read(in, buf, sizeof buf, &err), 10);
+    assert_int_equal(pt_input_read(in, buf, sizeof buf, &err), -1);
+    assert_non_null(strstr(err.message, "grew while it was read (10 bytes when opened, 18 now)"));
+    pt_input_close(in);
+    /* Unchanged since open: the end is an ordinary end. */
+    in = pt_input_open(path, &err);
+    assert_int_equal(pt_input_read(in, buf, sizeof buf, &err), 18);
+    assert_int_equal(pt_input_read(in, buf, sizeof buf, &err), 0);
+    pt_input_close(in);
+    unlink(path);
+    free(path);
+}
+
+/* A top-level member we parse (deviceProperties, ...) larger than 1 MiB is ignored with a
+ * warning: as a tree, [1,1,1,...] costs ~30 times its text. */
+static void test_huge_top_level_member_is_ignored(void **state)
+{
+    (void)state;
+    pt_buf b = PT_BUF_INIT;
+    pt_buf_puts(&b, "{\"deviceProperties\":[");
+    for (int i = 0; i < 600000; i++)
+        pt_buf_puts(&b, i ? ",1" : "{\"name\":\"big\"}");
+    pt_buf_puts(&b, "],\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":1}]}");
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    assert_int_equal(read_text(b.data, false, 0, &c, &meta, &err), 0);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(meta.device_count, 0);
+    assert_non_null(strstr(c.last_warning, "\"deviceProperties\""));
+    pt_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_trace_plain_and_gzip), cmocka_unit_test(test_bare_list),
         cmocka_unit_test(test_legacy_profiler_array), cmocka_unit_test(test_metadata_and_annotations),
         cmocka_unit_test(test_many_events_small_buffer), cmocka_unit_test(test_oversized_event_is_skipped),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_nul_in_names_stays_distinct),
+        cmocka_unit_test(test_utf8_bom), cmocka_unit_test(test_second_trace_events_list),
+        cmocka_unit_test(test_gzip_zero_padding), cmocka_unit_test(test_input_stops_at_size_at_open),
+        cmocka_unit_test(test_huge_top_level_member_is_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,9 +535,7 @@ static bool find_mismatch(hang_ctx *h, group_view *gv)
             const char *what = difference(theirs, major);
             pt_buf_printf(&s, "Ranks disagree on call #%" PRId64 " of ", seq);
             put_group(&s, gv);
-            pt_buf_puts(&s, " (");
-            pt_buf_puts(&s, what);
-            pt_buf_puts(&s, " mismatch): ");
+            pt_buf_printf(&s, ", %s %s mismatch: ", strcmp(what, "operation") == 0 ? "an" : "a", what);
             put_ranks(&s, odd, n_odd);
             pt_buf_printf(&s, " called %s where ", their_call.data);
             put_ranks(&s, rest, n_rest);
@@ -557,30 +555,39 @@ static bool find_mismatch(hang_ctx *h, group_view *gv)
 /* ------------------------------------------------------------ 3. missing ranks, cycles */
 
 typedef struct missing_info {
-    int64_t top;                       /* #K: the highest call a member reached */
+    int64_t top;                       /* #K: the first call a missing member has not joined */
     const pt_collective_call *call;    /* a waiting member's call #K */
-    int32_t *waiting, *missing;
+    int32_t *waiting, *missing;        /* members at the highest call any reached; those behind */
     size_t n_waiting, n_missing;
 } missing_info;
 
 static bool missing_of(const hang_ctx *h, const group_view *gv, missing_info *m)
 {
     memset(m, 0, sizeof *m);
+    int64_t highest = 0;
+    const rank_view *ahead = NULL;
     for (size_t i = 0; i < gv->count; i++)
-        if (last_seq(&gv->ranks[i]) > m->top)
-            m->top = last_seq(&gv->ranks[i]), m->call = gv->ranks[i].last;
-    if (!m->top)
+        if (last_seq(&gv->ranks[i]) > highest)
+            highest = last_seq(&gv->ranks[i]), ahead = &gv->ranks[i];
+    if (!highest)
         return false;
     m->waiting = pt_xmalloc(gv->count * sizeof *m->waiting);
     m->missing = pt_xmalloc(gv->count * sizeof *m->missing);
+    m->top = highest;
     for (size_t i = 0; i < gv->count; i++) {
         const rank_view *v = &gv->ranks[i];
         bool known = v->w != NO_WORKER && h->knows[v->w];
-        if (last_seq(v) == m->top)
+        if (last_seq(v) == highest) {
             m->waiting[m->n_waiting++] = v->rank;
-        else if (known || v->w == NO_WORKER)
+        } else if (known || v->w == NO_WORKER) {
             m->missing[m->n_missing++] = v->rank;
+            m->top = PT_MIN(m->top, last_seq(v) + 1);
+        }
     }
+    /* The call they wait for is the first one a missing rank has not made (NCCL ranks
+     * issue the later ones too and block in that one). */
+    const pt_collective_call *c = call_at(ahead->g, m->top);
+    m->call = c ? c : ahead->last;
     return m->n_missing > 0;
 }
 
@@ -655,8 +662,9 @@ static bool find_deadlock(hang_ctx *h, group_view *gv, missing_info *m)
         put_ranks(&s, m->waiting, m->n_waiting);
         pt_buf_printf(&s, " wait in %s #%" PRId64 " of group %s for ", m->call->op, m->top, gv->name);
         put_ranks(&s, om.waiting, om.n_waiting);
-        pt_buf_printf(&s, ", which wait in %s #%" PRId64 " of group %s for them: a deadlock. Enter the process "
-                          "groups in the same order on every rank.", om.call->op, om.top, other->name);
+        pt_buf_printf(&s, ", which %s in %s #%" PRId64 " of group %s for them: a deadlock. Enter the process "
+                          "groups in the same order on every rank.", om.n_waiting == 1 ? "waits" : "wait", om.call->op,
+                      om.top, other->name);
         pt_buf_printf(&fn, "group %s %s #%" PRId64 " / group %s %s #%" PRId64, gv->name, m->call->op, m->top,
                       other->name, om.call->op, om.top);
         size_t n = m->n_waiting + om.n_waiting;
@@ -742,10 +750,13 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
         }
         const char *stack = stack_of(sw);
         const pt_collective_call *c = NULL;
-        if (stack) {
+        if (stack && sw->hang_step >= 0) {
             pt_buf_puts(&s, "is in ");
             put_where(&s, stack);
             pt_buf_puts(&s, " instead");
+        } else if (stack) { /* a trace: where it ends, not a stack */
+            pt_buf_puts(&s, "stopped: its trace ends in ");
+            put_where(&s, stack);
         } else {
             pt_buf_puts(&s, "is elsewhere (no stack)");
         }
@@ -794,17 +805,30 @@ static bool find_stuck(hang_ctx *h, group_view *gv)
 {
     if (gv->count < 2)
         return false;
-    const pt_collective_call *top = gv->ranks[0].last;
+    /* The first call the first member has not returned from (an NCCL rank has issued the
+     * later ones behind it): every member must be in it, with the same call, and none
+     * may have finished anything after it. */
+    const pt_collective_group *g0 = gv->ranks[0].g;
+    const pt_collective_call *top = NULL;
+    for (size_t k = 0; g0 && k < g0->call_count && !top; k++)
+        if (in_flight(&g0->calls[k]))
+            top = &g0->calls[k];
+    if (!top)
+        return false;
     for (size_t i = 0; i < gv->count; i++) {
-        const pt_collective_call *c = gv->ranks[i].last;
-        if (!in_flight(c) || !top || c->seq != top->seq || !same_call(c, top) || gv->ranks[i].w == NO_WORKER)
+        const pt_collective_call *c = call_at(gv->ranks[i].g, top->seq);
+        if (!c || !in_flight(c) || !same_call(c, top) || gv->ranks[i].w == NO_WORKER)
             return false;
+        for (size_t k = 0; k < gv->ranks[i].g->call_count; k++)
+            if (gv->ranks[i].g->calls[k].seq > top->seq && gv->ranks[i].g->calls[k].state == PT_CALL_COMPLETED)
+                return false;
     }
     evidence e = evidence_new("stuck_in_transport", gv, top);
     int32_t *all = pt_xmalloc(gv->count * sizeof *all);
     for (size_t i = 0; i < gv->count; i++) {
         all[i] = gv->ranks[i].rank;
-        evidence_row(&e, rank_row(h, gv->ranks[i].rank, gv->ranks[i].w, "waits", gv->name, gv->ranks[i].last));
+        evidence_row(&e, rank_row(h, gv->ranks[i].rank, gv->ranks[i].w, "waits", gv->name,
+                                  call_at(gv->ranks[i].g, top->seq)));
     }
     pt_buf s = PT_BUF_INIT, call = PT_BUF_INIT, fn = PT_BUF_INIT;
     put_call(&call, top, top->seq);

@@ -44,7 +44,7 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->world_size = world_size;
     cfg->count = world_size;
     snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
-    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false, NULL};
+    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false, NULL, NULL, NULL};
     cfg->special = cfg->normal;
     cfg->special_rank = -1;
     cfg->heartbeat_ns = 200 * 1000000LL;
@@ -214,6 +214,7 @@ static void worker_summary(fake_worker *w, const pt_buf *template, int32_t world
     s->local_rank = w->rank % 8;
     s->world_size = world_size;
     s->pid = 100000 + w->rank;
+    pt_summary_free_hang_state(s); /* the template's process groups are another job's ranks */
     pt_summary_encode(s, &w->summary);
     pt_summary_free(s);
 }

@@ -125,13 +125,14 @@ def _dtype_of(tensor):
 
 def _count_and_dtype(value):
     """Elements of the call's input (a tensor, or a list of them) and its dtype index."""
-    if value is None:
-        return -1, _OTHER_DTYPE
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return 0, _OTHER_DTYPE
+    try:
+        index = _dtype_index.get(value.dtype)  # a tensor: the usual case, kept short
+        return value.numel(), index if index is not None else _dtype_of(value)
+    except AttributeError:
+        pass
+    if isinstance(value, (list, tuple)) and value:
         return sum(t.numel() for t in value), _dtype_of(value[0])
-    return value.numel(), _dtype_of(value)
+    return (0 if isinstance(value, (list, tuple)) else -1), _OTHER_DTYPE
 
 
 def _error_text(exc):

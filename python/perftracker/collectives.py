@@ -323,7 +323,8 @@ def flight_recorder_text(dump, now_ns):
             dtypes = e.get("input_dtypes") or ["-"]
             dtype = _FR_DTYPES.get(str(dtypes[0]), str(dtypes[0]))
             state = _FR_STATES.get(str(e.get("state")), "issued")
-            created = int(e.get("time_created_ns") or now_ns)
+            created = e.get("time_created_ns")
+            created = int(created) if created is not None else now_ns
             lines.append("call\t%d\t%s\t%d\t%s\t%s\t%d" % (seq, op, count if sizes else -1, dtype, state,
                                                            max(now_ns - created, 0) // 1000))
     return "".join(line.replace("\n", " ") + "\n" for line in lines)

@@ -13,7 +13,6 @@ import glob
 import os
 import shutil
 import socket
-import stat
 import sys
 import sysconfig
 
@@ -56,28 +55,15 @@ def _env_flag(name, default):
 
 
 def _default_output_dir():
-    """The vendor's shared /tmp/perftracker/output, or, when this user cannot write there
-    (another user created it), this user's own private /tmp/perftracker-<uid>/output --
-    the policy the CLI follows too (src/control/round.c), said in one log line."""
-    try:
-        os.makedirs(_DEFAULT_OUTPUT_DIR, exist_ok=True)
-        if os.access(_DEFAULT_OUTPUT_DIR, os.W_OK | os.X_OK):
-            return _DEFAULT_OUTPUT_DIR
-        why = "is not writable by this user"
-    except OSError as exc:
-        why = "cannot be created (%s)" % (exc.strerror or exc)
-    own = "/tmp/perftracker-%d" % os.geteuid()
-    try:
-        os.mkdir(own, 0o700)
-    except FileExistsError:
-        pass
-    info = os.lstat(own)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
-        raise OSError("%s %s, and %s is not this user's private directory" % (_DEFAULT_OUTPUT_DIR, why, own))
-    fallback = os.path.join(own, "output")
-    _log("%s %s; writing to %s instead (output_dir= or PERFTRACKER_OUTPUT_DIR chooses the folder)"
-         % (_DEFAULT_OUTPUT_DIR, why, fallback))
-    return fallback
+    """The vendor's shared /tmp/perftracker/output, or, when this user cannot safely write
+    there (another user created it), output/ in this user's private runtime directory
+    (/tmp/perftracker-<uid>, or its private fallback when another user squatted that name)
+    -- asked of the C side, which makes the CLI's choice (src/control/round.c), so the
+    rules live in one place; said in one log line."""
+    directory, note = _perftracker._default_output_dir()
+    if note:
+        _log("%s (output_dir= or PERFTRACKER_OUTPUT_DIR chooses the folder)" % note)
+    return directory
 
 
 def _identity():

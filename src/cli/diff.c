@@ -5,8 +5,8 @@
  * report.json (which carries less; the diff says so). The comparison is the library's
  * (compare/diff.c); this file only finds out what each argument is, reads it, and writes
  * OUT/diff.json, OUT/PerfDisplay/ and a short summary on stdout. Exit status: 0 diff
- * written; 3 written, but some inputs were unreadable; 1 a run had nothing readable or
- * the diff could not be written; 2 bad command line. */
+ * written; 3 written, but some inputs were unreadable or invalid (pt_summary_check); 1 a
+ * run had nothing readable or the diff could not be written; 2 bad command line. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "compare/diff.h"
@@ -37,7 +37,7 @@ static void usage(FILE *out)
             "  -o OUT       output directory (default ./%s): OUT/diff.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
             "  --quiet      do not print the summary\n"
-            "Exit status: 0 diff written; 3 written, some inputs unreadable; 1 a run had nothing\n"
+            "Exit status: 0 diff written; 3 written, some inputs unreadable or invalid; 1 a run had nothing\n"
             "readable; 2 bad command line.\n",
             DEFAULT_OUT);
 }
@@ -134,12 +134,24 @@ static int read_report_run(pt_diff_run *run, const char *label, const char *path
         pt_cli_print(stderr, "perftracker: %s: %s\n", path, err.message);
         return -1;
     }
-    if (run->worker_count == 0) {
-        pt_cli_print(stderr, "perftracker: %s: the report has no analysed worker\n", path);
-        pt_diff_run_free(run);
-        return -1;
-    }
     return 0;
+}
+
+/* The workers the run refused (pt_summary_check; its only warnings so far) are named on
+ * stderr and make the exit status 3; a run left with none is an error. */
+static int check_admitted(pt_diff_run *run, const char *path, bool *partial)
+{
+    for (size_t i = 0; i < run->refused && i < run->warning_count; i++)
+        pt_cli_print(stderr, "perftracker: %s: %s (skipped; the other workers are still compared)\n", path,
+                     run->warnings[i]);
+    *partial |= run->refused > 0;
+    if (run->worker_count > 0)
+        return 0;
+    pt_cli_print(stderr, "perftracker: %s: %s\n", path,
+                 run->source == PT_RUN_REPORT && !run->refused ? "the report has no analysed worker"
+                                                               : "no readable worker");
+    pt_diff_run_free(run);
+    return -1;
 }
 
 static int read_job_run(pt_diff_run *run, pt_cli_job *job, const char *label, const char *path, input_kind kind,
@@ -158,6 +170,8 @@ static int read_job_run(pt_diff_run *run, pt_cli_job *job, const char *label, co
     }
     pt_diff_run_from_summaries(run, label, kind == INPUT_SUMMARIES ? PT_RUN_SUMMARIES : PT_RUN_TRACES, job->workers,
                                job->worker_count);
+    if (check_admitted(run, path, partial) != 0)
+        return -1;
     for (size_t i = 0; i < job->failure_count; i++)
         pt_diff_run_warn(run, job->failures[i]);
     *partial |= job->failure_count > 0;
@@ -167,8 +181,9 @@ static int read_job_run(pt_diff_run *run, pt_cli_job *job, const char *label, co
 static int read_run(const char *label, input_kind kind, const char *path, int threads, pt_diff_run *run,
                     pt_cli_job *job, bool *partial)
 {
-    return kind == INPUT_REPORT ? read_report_run(run, label, path)
-                                : read_job_run(run, job, label, path, kind, threads, partial);
+    if (kind != INPUT_REPORT)
+        return read_job_run(run, job, label, path, kind, threads, partial);
+    return read_report_run(run, label, path) == 0 ? check_admitted(run, path, partial) : -1;
 }
 
 static int parse_args(int argc, char **argv, pt_cli_job_options *o, const char **runs)

@@ -33,7 +33,7 @@ static void usage(FILE *out)
             "  --wait N           steps to wait before profiling (default 5)\n"
             "  --steps N          steps to profile (default 2; 2-3 recommended)\n"
             "  --output-dir DIR   where the round folder goes (default %s, or\n"
-            "                     /tmp/perftracker-<uid>/output when another user owns that)\n"
+            "                     /tmp/perftracker-<uid>[.XXXXXX]/output when another user owns that)\n"
             "  --save-raw-trace W keep raw traces of none (default), master (rank 0) or all\n"
             "                     workers, in <round>/raw_trace/; with none each worker deletes\n"
             "                     its trace once it is summarized\n"

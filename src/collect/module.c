@@ -48,6 +48,7 @@
 #ifdef PT_HAVE_AGENT
 #include "control/agent.h"
 #endif
+#include "control/round.h" /* PT_DEFAULT_OUTPUT_DIR */
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -1430,6 +1431,20 @@ static PyObject *mod_set_job_secret(PyObject *self, PyObject *arg)
 #endif
 }
 
+/* The folder a local window writes to when nobody chose one: the CLI's own choice
+ * (round.c), so that Python follows the same policy without a copy of its rules. */
+static PyObject *mod_default_output_dir(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    char dir[PT_CTL_MAX_PATH] = PT_DEFAULT_OUTPUT_DIR, note[1024] = "";
+#ifdef PT_HAVE_AGENT
+    Py_BEGIN_ALLOW_THREADS
+    pt_round_default_output_dir(dir, sizeof dir, note, sizeof note);
+    Py_END_ALLOW_THREADS
+#endif
+    return Py_BuildValue("(ss)", dir, note);
+}
+
 static PyObject *mod_set_secret_hook(PyObject *self, PyObject *hook)
 {
     (void)self;
@@ -1518,6 +1533,9 @@ static PyMethodDef module_methods[] = {
     {"_job_secret_published", mod_job_secret_published, METH_NOARGS, "Rank 0: the secret is in the store."},
     {"_job_secret_needed", mod_job_secret_needed, METH_NOARGS, "Whether this rank's agent waits for the secret."},
     {"_set_job_secret", mod_set_job_secret, METH_O, "Hand the job secret from the store to the agent."},
+    {"_default_output_dir", mod_default_output_dir, METH_NOARGS,
+     "(folder, note): where a local window's files go when nobody chose (the CLI's choice); note says why it "
+     "is not the shared one, or is ''."},
     {"_set_secret_hook", mod_set_secret_hook, METH_O, "step() calls this (at most once a second) until it "
                                                       "returns True; None removes it."},
     {NULL, NULL, 0, NULL},

@@ -24,9 +24,11 @@ typedef enum pt_run_source {
 typedef struct pt_diff_run {
     char *label;                   /* what the user named (a path) */
     pt_run_source source;
-    pt_worker_summary **workers;   /* the readable workers, any order */
+    pt_worker_summary **workers;   /* the workers that pass pt_summary_check, any order (the
+                                      array is the run's) */
     size_t worker_count;
-    bool owns_workers;             /* freed with the run (rebuilt from a report) */
+    size_t refused;                /* workers left out by pt_summary_check (each warned) */
+    bool owns_workers;             /* the workers are freed with the run (rebuilt from a report) */
     pt_json *report;               /* the run's report: its own (a report.json) or
                                       pt_diagnose's over the workers; gives the findings */
     /* What a report.json does not carry: executions and total time per function, and
@@ -38,15 +40,17 @@ typedef struct pt_diff_run {
     size_t warning_count;
 } pt_diff_run;
 
-/* A run over worker summaries (borrowed: they must outlive the run). It diagnoses them
- * (pt_diagnose) for its findings. Input problems may be added to warnings afterwards with
- * pt_diff_run_warn. */
+/* A run over worker summaries (borrowed: they must outlive the run). Those that break a
+ * rule of pt_summary_check are left out (refused), each with a warning naming the worker
+ * and the rule; the others are diagnosed (pt_diagnose) for the run's findings. Input
+ * problems may be added to warnings afterwards with pt_diff_run_warn. */
 void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_source source,
                                 pt_worker_summary **workers, size_t count);
 
 /* A run rebuilt from a parsed report.json (report_version 1): per worker, the step time,
  * the per-step breakdown and the bottleneck ratios the report's sections give (a value
- * the report gives only for the job goes to every worker). Takes ownership of report.
+ * the report gives only for the job goes to every worker); a rebuilt worker that breaks
+ * a rule of pt_summary_check is refused as above. Takes ownership of report.
  * 0, or -1 with err set when the document is not a usable report. */
 int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, pt_error *err);
 

@@ -13,7 +13,13 @@
  *   - nothing about executions or total time, and only functions above the sections' cuts
  *     (the 10 costliest kernels, runtime calls over 0.1%, Python stacks over 1% on some
  *     worker). Memory operations and collectives are listed whole.
- * Nothing is invented beyond that: a function a report does not list is absent. */
+ * Nothing is invented beyond that: a function a report does not list is absent.
+ *
+ * Whatever the source, a run holds only workers that pass pt_summary_check (admit): a
+ * summary made in memory from a hostile trace, or rebuilt from a hostile report, is as
+ * untrusted as a file, and the comparison's analysis (pt_analysis) assumes the rules.
+ * An invalid worker is left out with a warning naming it and the rule it broke, and the
+ * rest are compared. */
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
 #include "util/strtab.h"
@@ -23,21 +29,9 @@
 #include <string.h>
 
 #define MS 1e6
-
-void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_source source,
-                                pt_worker_summary **workers, size_t count)
-{
-    memset(run, 0, sizeof *run);
-    run->label = pt_xstrdup(label);
-    run->source = source;
-    run->workers = workers;
-    run->worker_count = count;
-    run->counts_known = true;
-    for (int c = 0; c < PT_CLASS_COUNT; c++)
-        run->complete[c] = true;
-    pt_job_input job = {workers, count, -1, NULL, 0, NULL, NULL, 0, NULL};
-    run->report = pt_diagnose(&job);
-}
+/* A report gives its times to 6 significant digits (diagnose.c), so each is off by up to
+ * 5e-6 of itself: the parts of a step may add up to a little more than the step. */
+#define REPORT_ROUNDING 1e-5
 
 void pt_diff_run_warn(pt_diff_run *run, const char *warning)
 {
@@ -45,13 +39,51 @@ void pt_diff_run_warn(pt_diff_run *run, const char *warning)
     run->warnings[run->warning_count++] = pt_xstrdup(warning);
 }
 
+/* Keeps the workers of workers[count] that pass pt_summary_check in run->workers (an
+ * array of the run's own), in order; each other one is warned about and, when the run
+ * owns its workers, freed. */
+static void admit(pt_diff_run *run, pt_worker_summary **workers, size_t count)
+{
+    run->workers = pt_xmalloc((count ? count : 1) * sizeof *run->workers);
+    run->worker_count = 0;
+    for (size_t w = 0; w < count; w++) {
+        pt_error rule;
+        if (pt_summary_check(workers[w], &rule) == 0) {
+            run->workers[run->worker_count++] = workers[w];
+            continue;
+        }
+        char who[128];
+        pt_summary_describe(workers[w], who, sizeof who);
+        pt_buf line = PT_BUF_INIT;
+        pt_buf_printf(&line, "%s: invalid summary, not compared: %s", who, rule.message);
+        pt_diff_run_warn(run, line.data);
+        pt_buf_free(&line);
+        run->refused++;
+        if (run->owns_workers)
+            pt_summary_free(workers[w]);
+    }
+}
+
+void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_source source,
+                                pt_worker_summary **workers, size_t count)
+{
+    memset(run, 0, sizeof *run);
+    run->label = pt_xstrdup(label);
+    run->source = source;
+    admit(run, workers, count);
+    run->counts_known = true;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        run->complete[c] = true;
+    pt_job_input job = {run->workers, run->worker_count, -1, NULL, 0, NULL, NULL, 0, NULL};
+    run->report = pt_diagnose(&job);
+}
+
 void pt_diff_run_free(pt_diff_run *run)
 {
-    if (run->owns_workers) {
+    if (run->owns_workers)
         for (size_t w = 0; w < run->worker_count; w++)
             pt_summary_free(run->workers[w]);
-        free(run->workers);
-    }
+    free(run->workers);
     pt_free_strings(run->warnings, run->warning_count);
     free(run->label);
     pt_json_free(run->report);
@@ -78,6 +110,27 @@ static int64_t int_of(const pt_json *object, const char *key, int64_t fallback, 
     return v >= lo && v <= hi ? (int64_t)v : fallback;
 }
 
+/* Parts that pass their whole by no more than the report's rounding (plus a nanosecond
+ * each, for ours) are trimmed back to it, idle first; a larger excess is left for
+ * pt_summary_check to refuse, since no report perftracker wrote has it. */
+static void fit_parts(int64_t exposed[PT_CLASS_COUNT], int64_t *idle, int64_t whole)
+{
+    int64_t sum = *idle;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        sum += exposed[c];
+    int64_t excess = sum - whole;
+    if (excess <= 0 || (double)excess > REPORT_ROUNDING * (double)whole + PT_CLASS_COUNT + 1)
+        return;
+    int64_t *parts[PT_CLASS_COUNT + 1] = {idle};
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        parts[c + 1] = &exposed[c];
+    for (int i = 0; i <= PT_CLASS_COUNT && excess > 0; i++) {
+        int64_t taken = *parts[i] < excess ? *parts[i] : excess;
+        *parts[i] -= taken;
+        excess -= taken;
+    }
+}
+
 static void add_steps(pt_worker_summary *s, const pt_json *steps)
 {
     s->steps = pt_xcalloc(steps->count ? steps->count : 1, sizeof *s->steps);
@@ -90,11 +143,12 @@ static void add_steps(pt_worker_summary *s, const pt_json *steps)
         st->step = int_of(in, "step", (int64_t)i, 0, 9e15);
         st->start_ns = start;
         st->dur_ns = ns_of(in, "ms");
-        for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
             st->exposed_ns[c] = ns_of(in, part_keys[c]);
-            s->exposed_ns[c] += st->exposed_ns[c];
-        }
         st->idle_ns = ns_of(in, part_keys[PT_CLASS_COUNT]);
+        fit_parts(st->exposed_ns, &st->idle_ns, st->dur_ns);
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            s->exposed_ns[c] += st->exposed_ns[c];
         s->idle_ns += st->idle_ns;
         s->window_ns += st->dur_ns;
         start += st->dur_ns;
@@ -108,6 +162,7 @@ static void add_breakdown(pt_worker_summary *s, const pt_json *breakdown, double
         s->exposed_ns[c] = ns_of(breakdown, part_keys[c]);
     s->idle_ns = ns_of(breakdown, part_keys[PT_CLASS_COUNT]);
     s->window_ns = (int64_t)llround(step_ms * MS);
+    fit_parts(s->exposed_ns, &s->idle_ns, s->window_ns);
 }
 
 static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
@@ -142,12 +197,23 @@ typedef struct rebuild {
     pt_worker_summary **workers;
     size_t n;
     pt_strtab names;     /* worker name -> index, for the sections' worker keys */
+    pt_strtab added;     /* "worker class name" of each function added: a report may name one
+                            twice (a kernel under two groups, a worker's name twice in one
+                            stack's shares), and a summary holds it once: the first stands */
 } rebuild;
 
-static void add_function(pt_worker_summary *s, pt_class cls, const char *name, const char *group, double ratio,
+static void add_function(rebuild *r, size_t w, pt_class cls, const char *name, const char *group, double ratio,
                          double median_ms)
 {
+    pt_worker_summary *s = r->workers[w];
     if (!(ratio > 0) || !isfinite(ratio) || s->window_ns <= 0)
+        return;
+    pt_buf key = PT_BUF_INIT;
+    pt_buf_printf(&key, "%zu %d %s", w, (int)cls, name);
+    size_t known = r->added.count;
+    pt_strtab_intern(&r->added, key.data, key.len);
+    pt_buf_free(&key);
+    if (r->added.count == known)
         return;
     s->functions = pt_xrealloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
     pt_function_summary *f = &s->functions[s->function_count++];
@@ -167,18 +233,18 @@ static long worker_index(const rebuild *r, const char *name)
 
 /* Every worker that ran the class gets job_ratio, except those the per-worker object
  * names (worker name -> ratio), which get their own. */
-static void add_to_workers(const rebuild *r, pt_class cls, const char *name, const char *group, double job_ratio,
+static void add_to_workers(rebuild *r, pt_class cls, const char *name, const char *group, double job_ratio,
                            const pt_json *per_worker, double median_ms)
 {
     for (size_t w = 0; w < r->n; w++) {
         const pt_json *own = per_worker ? pt_json_get(per_worker, r->workers[w]->name) : NULL;
         double ratio = own && own->type == PT_JSON_NUMBER ? own->number : job_ratio;
         if (own || r->workers[w]->exposed_ns[cls] > 0)
-            add_function(r->workers[w], cls, name, group, ratio, median_ms);
+            add_function(r, w, cls, name, group, ratio, median_ms);
     }
 }
 
-static void rebuild_compute(const rebuild *r, const pt_json *section)
+static void rebuild_compute(rebuild *r, const pt_json *section)
 {
     const pt_json *major = pt_json_get(section, "major_kernel_executions");
     for (size_t i = 0; major && major->type == PT_JSON_OBJECT && i < major->count; i++)
@@ -189,7 +255,7 @@ static void rebuild_compute(const rebuild *r, const pt_json *section)
 
 /* "GPU memory operations" and "CUDA Runtime": {name: {"avg bottleneck ratio (in [0,1])",
  * "abnormal_workers": {worker: ratio}}}. */
-static void rebuild_average_sections(const rebuild *r, const pt_json *section, pt_class cls)
+static void rebuild_average_sections(rebuild *r, const pt_json *section, pt_class cls)
 {
     for (size_t i = 0; section && section->type == PT_JSON_OBJECT && i < section->count; i++) {
         const pt_json *e = section->items[i];
@@ -203,7 +269,7 @@ static double features_ratio(const pt_json *holder)
     return pt_json_get_number(pt_json_get(holder, "features"), "bottleneck ratio (in [0,1])", 0);
 }
 
-static void rebuild_communication(const rebuild *r, const pt_json *section)
+static void rebuild_communication(rebuild *r, const pt_json *section)
 {
     for (size_t g = 0; section && section->type == PT_JSON_OBJECT && g < section->count; g++) {
         const pt_json *kernels = section->items[g];
@@ -224,14 +290,14 @@ static void rebuild_communication(const rebuild *r, const pt_json *section)
     }
 }
 
-static void rebuild_python(const rebuild *r, const pt_json *section)
+static void rebuild_python(rebuild *r, const pt_json *section)
 {
     for (size_t i = 0; section && section->type == PT_JSON_OBJECT && i < section->count; i++) {
         const pt_json *shares = section->items[i];
         for (size_t k = 0; shares->type == PT_JSON_OBJECT && k < shares->count; k++) {
             long w = worker_index(r, shares->keys[k]);
             if (w >= 0 && shares->items[k]->type == PT_JSON_NUMBER)
-                add_function(r->workers[w], PT_CLASS_PYTHON, section->keys[i], NULL, shares->items[k]->number, 0);
+                add_function(r, (size_t)w, PT_CLASS_PYTHON, section->keys[i], NULL, shares->items[k]->number, 0);
         }
     }
 }
@@ -252,8 +318,9 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
         return -1;
     }
     int32_t world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
-    rebuild r = {pt_xmalloc((list->count ? list->count : 1) * sizeof *r.workers), 0, {0}};
+    rebuild r = {pt_xmalloc((list->count ? list->count : 1) * sizeof *r.workers), 0, {0}, {0}};
     pt_strtab_init(&r.names);
+    pt_strtab_init(&r.added);
     for (size_t i = 0; i < list->count; i++) {
         pt_worker_summary *s = worker_from_json(list->items[i], world_size);
         if (!s)
@@ -270,12 +337,13 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
     rebuild_average_sections(&r, pt_json_get(report, "CUDA Runtime"), PT_CLASS_RUNTIME);
     rebuild_python(&r, pt_json_get(report, "Python functions"));
     pt_strtab_free(&r.names);
+    pt_strtab_free(&r.added);
 
     run->label = pt_xstrdup(label);
     run->source = PT_RUN_REPORT;
-    run->workers = r.workers;
-    run->worker_count = r.n;
     run->owns_workers = true;
+    admit(run, r.workers, r.n);
+    free(r.workers);
     run->report = report;
     run->counts_known = false;
     run->complete[PT_CLASS_MEMORY] = run->complete[PT_CLASS_COMM] = true;

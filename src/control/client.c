@@ -6,12 +6,17 @@
  *
  * The coordinator is found through a job file of this user's and proves the key, yet it
  * is another process, and a buggy or hostile one must not make the CLI run forever or
- * exhaust the machine: everything it says is checked before use (round_guard below). A
- * world size outside 1..PT_MAX_WORLD_SIZE refuses the round; an outcome for a rank
- * outside the job, or for a rank already settled, is ignored and counted; summaries
- * together may take at most 2 GiB; counters are clamped to the world size; the wait for
- * workers to join and the round itself end at limits derived from --timeout. Memory:
- * the decoded summaries, which the diagnosis needs anyway -- at most one per rank. */
+ * exhaust the machine. The decoder (protocol.c) holds every field to its range -- world
+ * sizes and ranks to 2^20, steps, durations --, so a message that decodes needs no more
+ * checks of its own; one that does not is the coordinator breaking the protocol: the CLI
+ * stops reading it there and says which field and range (before the round starts, the
+ * round is refused). What the decoder cannot know is the round (round_guard below): an
+ * outcome for a rank outside the round's world, or for a rank already settled, is
+ * ignored and counted; a window other than the one asked refuses the round; summaries
+ * together may take at most 2 GiB; counters are clamped to the round's world size; the
+ * wait for workers to join and the round itself end at limits derived from --timeout.
+ * Memory: the decoded summaries, which the diagnosis needs anyway -- at most one per
+ * rank. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/client.h"
 #include "control/discover.h"
@@ -34,15 +39,23 @@
 #define GATHER_LIMIT_NS ((3600 + 60) * SEC_NS) /* PERFTRACKER_JOIN_GRACE_S is at most 3600 */
 #define ROUND_SLACK_NS (30 * SEC_NS)           /* after the round's deadline, for its last messages */
 #define ROUND_LIMIT_DEFAULT_NS (7 * 86400 * SEC_NS) /* without --timeout: the longest --timeout */
-#define STEP_MAX (INT64_C(1) << 62)
+/* A round's world size, decoded, sizes its records (round.c). */
+_Static_assert(PT_CTL_MAX_WORLD <= PT_MAX_WORLD_SIZE, "the decoder admits worlds the round cannot hold");
 
-/* Waits up to timeout_ms for the next message: 1, 0 (timeout), -1 (closed/bad; err). */
+/* receive()'s answer when the coordinator sent bytes the decoder refuses. */
+#define INVALID_MESSAGE (-2)
+
+/* Waits up to timeout_ms for the next message: 1, 0 (timeout), -1 (closed or failed;
+ * err), INVALID_MESSAGE (err: the decoder's reason, naming the message, the field and its
+ * range). */
 static int receive(pt_conn *c, pt_ctl_msg *m, int timeout_ms, pt_error *err)
 {
     int64_t deadline = pt_now_ns() + (int64_t)timeout_ms * 1000000;
     for (;;) {
         int got = pt_conn_next(c, m, err);
-        if (got != 0)
+        if (got < 0)
+            return INVALID_MESSAGE;
+        if (got > 0)
             return got;
         int64_t left = (deadline - pt_now_ns()) / 1000000;
         if (left <= 0)
@@ -279,6 +292,13 @@ static int load_key(const target *t, const char *name, pt_key *key, pt_error *er
     return -1;
 }
 
+/* " (the decoder's reason)" when receive() answered INVALID_MESSAGE, else "". */
+static const char *invalid_detail(int got, const pt_error *err, char *buf, size_t cap)
+{
+    snprintf(buf, cap, got == INVALID_MESSAGE ? " (%.250s)" : "%.0s", err->message);
+    return buf;
+}
+
 /* The handshake, in two halves around loading the key: the coordinator's greeting
  * proves it is one before we say that its key is missing. */
 static int await_challenge(pt_conn *c, uint8_t server_nonce[PT_CTL_NONCE_BYTES], const char *name, pt_error *err)
@@ -286,8 +306,10 @@ static int await_challenge(pt_conn *c, uint8_t server_nonce[PT_CTL_NONCE_BYTES],
     pt_ctl_msg m;
     int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
     if (got <= 0 || m.type != PT_CTL_CHALLENGE || m.version != PT_CTL_VERSION) {
-        if (got >= 0)
-            pt_error_set(err, "the peer at %s did not greet like a perftracker coordinator", name);
+        char why[280];
+        if (got != -1) /* else err says how the connection failed */
+            pt_error_set(err, "the peer at %s did not greet like a perftracker coordinator%s", name,
+                         invalid_detail(got, err, why, sizeof why));
         return -1;
     }
     memcpy(server_nonce, m.nonce, PT_CTL_NONCE_BYTES);
@@ -318,8 +340,10 @@ static int authenticate(pt_conn *c, const pt_key *key, const uint8_t server_nonc
     uint8_t expected[PT_SHA256_BYTES];
     pt_auth_server_proof(key, PT_CTL_ROLE_CONTROL, server_nonce, client_nonce, expected);
     if (got <= 0 || m.type != PT_CTL_WELCOME || !pt_equal_ct(expected, m.mac, sizeof expected)) {
-        if (got >= 0)
-            pt_error_set(err, "the coordinator could not prove it holds the job's key");
+        char why[280];
+        if (got != -1) /* else err says how the connection failed */
+            pt_error_set(err, "the coordinator could not prove it holds the job's key%s",
+                         invalid_detail(got, err, why, sizeof why));
         return -1;
     }
     return 0;
@@ -337,16 +361,20 @@ static void worker_event(const pt_trigger_observer *obs, const pt_ctl_msg *m, in
     obs->worker(obs->ctx, &e);
 }
 
-/* The coordinator lives in rank 0's process: when it goes away, every worker whose
- * outcome had not arrived -- rank 0 first of all -- is named, never silently dropped:
- * the first UNHEARD_NAMED one by one, the rest counted in one warning (and left missing,
- * which the report counts), so a lost job of a million workers costs a pass over its
- * ranks, not a million records. */
+/* The coordinator lives in rank 0's process: when it goes away (or the CLI stops reading
+ * it), every worker whose outcome had not arrived -- rank 0 first of all -- is named,
+ * never silently dropped: the first UNHEARD_NAMED one by one, the rest counted in one
+ * warning (and left missing, which the report counts), so a lost job of a million
+ * workers costs a pass over its ranks, not a million records. refused: the decoder's
+ * reason when the CLI stopped at an invalid message, else NULL (the coordinator left). */
 #define UNHEARD_NAMED 1000
 
-static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_observer *obs)
+static void name_the_unheard(pt_round *r, int32_t world_size, const char *refused, const pt_trigger_observer *obs)
 {
     int64_t unnamed = 0;
+    char stopped[PT_CTL_MAX_TEXT];
+    snprintf(stopped, sizeof stopped, "the CLI stopped reading the job's coordinator, which sent an invalid message "
+             "(%.3000s), before this worker's summary arrived", refused ? refused : "");
     for (int32_t rank = 0, named = 0; rank < world_size; rank++) {
         if (pt_round_has_rank(r, rank))
             continue;
@@ -354,10 +382,11 @@ static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_o
             unnamed++;
             continue;
         }
-        const char *text = rank == 0 ? "its process hosted the job's coordinator, which went away before its "
-                                       "summary arrived (the process ended or died)"
-                                     : "the job's coordinator (in rank 0's process) went away before this worker's "
-                                       "summary arrived";
+        const char *text = refused     ? stopped
+                           : rank == 0 ? "its process hosted the job's coordinator, which went away before its "
+                                         "summary arrived (the process ended or died)"
+                                       : "the job's coordinator (in rank 0's process) went away before this "
+                                         "worker's summary arrived";
         pt_ctl_msg m;
         pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
         m.worker = (pt_ctl_worker){rank, -1, world_size, -1, -1, {NULL, 0}};
@@ -367,8 +396,9 @@ static void name_the_unheard(pt_round *r, int32_t world_size, const pt_trigger_o
         worker_event(obs, &m, m.kind, 0);
     }
     if (unnamed)
-        pt_round_add_warning(r, "%lld more workers were not heard from before the coordinator went away (missing, "
-                                "counted in job.missing_count)", (long long)unnamed);
+        pt_round_add_warning(r, "%lld more workers were not heard from before %s (missing, counted in "
+                                "job.missing_count)", (long long)unnamed,
+                             refused ? "the CLI stopped reading the coordinator" : "the coordinator went away");
 }
 
 /* What the CLI holds a coordinator to while a round runs. */
@@ -393,32 +423,25 @@ static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Counters can only describe the job's workers: clamped, so that no sum or difference the
- * progress line makes can overflow. world: the round's, or -1 before it started. */
+/* Counters can only describe the round's workers. The decoder holds them inside the
+ * message's own world size (and steps to 2^53); once the round started, its world size
+ * is the one that counts. world: the round's, or -1 before it started. */
 static void sanitize_progress(pt_ctl_progress *p, int32_t world)
 {
     if (world < 0)
-        world = (int32_t)clamp_i64(p->world_size, 0, PT_MAX_WORLD_SIZE);
+        world = p->world_size;
     p->world_size = world;
     int32_t *counts[] = {&p->connected, &p->armed, &p->in_window, &p->traces_written, &p->summaries, &p->failed,
                          &p->hung};
     for (size_t i = 0; i < PT_ARRAY_LEN(counts); i++)
         *counts[i] = (int32_t)clamp_i64(*counts[i], 0, world);
-    p->min_step = clamp_i64(p->min_step, -1, STEP_MAX);
-    p->max_step = clamp_i64(p->max_step, -1, STEP_MAX);
 }
 
-/* ROUND_STARTED: a world size and a window the CLI can afford to believe, or the round
- * is refused. */
+/* ROUND_STARTED: the window asked, or the round is refused (its world size and start
+ * step are in range, or it would not have decoded). */
 static int round_started(const pt_ctl_msg *m, const round_guard *g, pt_error *err)
 {
-    if (m->progress.world_size < 1 || m->progress.world_size > PT_MAX_WORLD_SIZE) {
-        pt_error_set(err, "the coordinator claims a job of %d workers, outside the 1..%d perftracker handles: "
-                     "refusing the round (a coordinator that says so is broken or not a perftracker job's)",
-                     (int)m->progress.world_size, PT_MAX_WORLD_SIZE);
-        return -1;
-    }
-    if (m->start_step < 0 || m->start_step > STEP_MAX || m->steps != g->steps_asked) {
+    if (m->steps != g->steps_asked) {
         pt_error_set(err, "the coordinator announced a window of %d steps from step %lld, not the %d steps asked: "
                      "refusing the round", (int)m->steps, (long long)m->start_step, (int)g->steps_asked);
         return -1;
@@ -434,8 +457,6 @@ static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guar
         return false;
     }
     m->worker.world_size = world; /* the round's, whatever the message says */
-    m->steps_done = clamp_i64(m->steps_done, -1, STEP_MAX);
-    m->stalled_ns = clamp_i64(m->stalled_ns, 0, STEP_MAX);
     return true;
 }
 
@@ -483,7 +504,19 @@ static void end_without_coordinator(pt_round *r, const round_guard *g, const cha
     pt_round_add_warning(r, "the connection to the coordinator was lost before the round ended (%s); workers not "
                             "heard from are missing", why);
     note_ignored(r, g);
-    name_the_unheard(r, out->world_size, obs);
+    name_the_unheard(r, out->world_size, NULL, obs);
+}
+
+/* The coordinator sent a message the decoder refuses (why names the field and its
+ * range): it is broken or hostile, so nothing after it is believed; what arrived before
+ * is the round, the rest is missing. */
+static void end_at_invalid_message(pt_round *r, const round_guard *g, const char *why,
+                                   const pt_trigger_observer *obs, pt_trigger_result *out)
+{
+    pt_round_add_warning(r, "the coordinator sent an invalid message (%s): the CLI stopped reading it before the "
+                            "round ended; workers not heard from are missing", why);
+    note_ignored(r, g);
+    name_the_unheard(r, out->world_size, why, obs);
 }
 
 /* Reads the round's messages into r until ROUND_DONE. 0, or -1 when the coordinator said
@@ -523,6 +556,15 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_r
         bool overdue = now >= g.limit_ns;
         if (got == 0 && !silent && !overdue)
             continue;
+        if (got == INVALID_MESSAGE) {
+            if (*r) {
+                end_at_invalid_message(*r, &g, rerr.message, obs, out);
+                return 0;
+            }
+            pt_error_set(err, "the coordinator sent an invalid message (%s): refusing the round (a coordinator that "
+                         "says so is broken or not a perftracker job's)", rerr.message);
+            return -1;
+        }
         if (got <= 0 || overdue) {
             const char *why = got < 0 ? rerr.message : "no answer";
             if (!*r && overdue)
@@ -610,7 +652,9 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     if (req->output_dir)
         snprintf(output_dir, sizeof output_dir, "%s", req->output_dir);
     else
-        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note - 40);
+    if (note[0])
+        strcat(note, " (--output-dir chooses the folder)");
     if (await_challenge(&conn, server_nonce, name, err) != 0 || load_key(&t, name, &key, err) != 0)
         goto done;
     if (authenticate(&conn, &key, server_nonce, err) != 0) {

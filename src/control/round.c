@@ -105,17 +105,17 @@ void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_
     snprintf(dst, cap, "%s", PT_DEFAULT_OUTPUT_DIR);
     if (writable_dir(PT_DEFAULT_OUTPUT_DIR, &why))
         return;
-    /* The shared folder is a convenience, not worth failing over: this user's own folder
-     * beside its runtime files, which nobody else can have created (it is checked to be
-     * private), keeps the reports out of other users' reach as well. */
-    char own[64];
-    snprintf(own, sizeof own, "/tmp/perftracker-%u", (unsigned)geteuid());
+    /* The shared folder is a convenience, not worth failing over: this user's runtime
+     * directory, chosen as the job files' is (jobfile.h: /tmp/perftracker-<uid>, or a
+     * private fallback when another user squatted that name), is checked to be private,
+     * so its output/ keeps the reports out of other users' reach as well. */
+    char own[PT_RUNTIME_PATH_MAX];
+    pt_runtime_dir(own, sizeof own);
     pt_error ignored;
     if (pt_runtime_dir_ensure(own, &ignored) != 0)
         return; /* leave the shared folder: creating the round there names the problem */
     snprintf(dst, cap, "%s/output", own);
-    snprintf(note, note_cap, "%.300s; writing to %.100s instead (--output-dir chooses the folder)", why.message,
-             dst);
+    snprintf(note, note_cap, "%.250s; writing to %.200s instead", why.message, dst);
 }
 
 pt_round *pt_round_new(const char *round_dir, int32_t world_size)

@@ -24,9 +24,12 @@ int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *e
 
 #define PT_DEFAULT_OUTPUT_DIR "/tmp/perftracker/output"
 /* Where rounds go when nobody chose: the vendor's shared PT_DEFAULT_OUTPUT_DIR, or, when
- * this user cannot write there (another user created it), this user's own private
- * /tmp/perftracker-<uid>/output. note receives one sentence saying what was done ("" when
- * the shared folder is used). */
+ * this user cannot write there (another user created it), output/ in this user's private
+ * runtime directory (pt_runtime_dir: PERFTRACKER_KEY_DIR, /tmp/perftracker-<uid>, or its
+ * private fallback when that name was squatted). note receives one sentence saying what
+ * was done, for the caller to add how its user chooses the folder ("" when the shared
+ * folder is used). The Python collector asks the same
+ * (_perftracker._default_output_dir). */
 void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_cap);
 
 /* Collects into round_dir (created by pt_round_make_dir); world_size may be -1. */

@@ -1273,6 +1273,76 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
     free(order);
 }
 
+/* Two functions can render to one name: Python stacks deeper than 256 frames keep only
+ * their innermost frames, and a kernel literally named like another's "name|grid" key.
+ * Nothing downstream could tell them apart, and the analysis keys functions by
+ * (class, name), so they become one function: counts, times and per-step times add
+ * (CPU-side and GPU times capped by the window and the step, which their union never
+ * exceeds), and the heavier one, kept first, gives the median and throughput. */
+static int cmp_function_name(const void *a, const void *b)
+{
+    const pt_function_summary *x = *(const pt_function_summary *const *)a, *y = *(const pt_function_summary *const *)b;
+    int order = pt_cmp_i64(x->cls, y->cls);
+    if (order == 0)
+        order = strcmp(x->name, y->name);
+    return order ? order : (x > y) - (x < y); /* the first kept (the heavier) first */
+}
+
+static void merge_into(pt_function_summary *into, pt_function_summary *from, const pt_worker_summary *out)
+{
+    bool unioned = into->cls != PT_CLASS_PYTHON; /* Python time adds up over threads */
+    into->count = into->count + from->count < into->count ? UINT64_MAX : into->count + from->count;
+    into->total_ns = add_saturating(into->total_ns, from->total_ns);
+    into->waiting_ns = add_saturating(into->waiting_ns, from->waiting_ns);
+    into->exposed_ns = add_saturating(into->exposed_ns, from->exposed_ns);
+    if (unioned)
+        into->exposed_ns = PT_MIN(into->exposed_ns, out->window_ns);
+    if (unioned && into->cls != PT_CLASS_COMPUTE && into->cls != PT_CLASS_MEMORY)
+        into->total_ns = PT_MIN(into->total_ns, out->window_ns);
+    for (size_t k = 0; k < into->step_count && k < from->step_count; k++) {
+        into->step_exposed_ns[k] = add_saturating(into->step_exposed_ns[k], from->step_exposed_ns[k]);
+        if (unioned && k < out->step_count)
+            into->step_exposed_ns[k] = PT_MIN(into->step_exposed_ns[k], out->steps[k].dur_ns);
+    }
+    into->max_ns = PT_MAX(into->max_ns, from->max_ns);
+    free(from->name);
+    free(from->group);
+    free(from->step_exposed_ns);
+    from->name = NULL;
+}
+
+static void merge_same_names(pt_worker_summary *out)
+{
+    size_t n = out->function_count;
+    if (n < 2)
+        return;
+    pt_function_summary **by_name = pt_xmalloc(n * sizeof *by_name);
+    for (size_t i = 0; i < n; i++)
+        by_name[i] = &out->functions[i];
+    qsort(by_name, n, sizeof *by_name, cmp_function_name);
+    size_t merged = 0;
+    for (size_t i = 0; i < n;) {
+        pt_function_summary *first = by_name[i];
+        size_t j = i + 1;
+        for (; j < n && by_name[j]->cls == first->cls && strcmp(by_name[j]->name, first->name) == 0; j++) {
+            merge_into(first, by_name[j], out);
+            merged++;
+        }
+        i = j;
+    }
+    free(by_name);
+    if (!merged)
+        return;
+    size_t kept = 0; /* keep the ranked order of what remains */
+    for (size_t i = 0; i < n; i++)
+        if (out->functions[i].name)
+            out->functions[kept++] = out->functions[i];
+    out->function_count = kept;
+    pt_summary_add_warning(out, "%zu functions shared a name with another (Python stacks deeper than 256 frames "
+                                "cut to their innermost frames, or a kernel named like another's key) and were "
+                                "merged with it", merged);
+}
+
 static int cmp_counter(const void *a, const void *b)
 {
     const counter_rec *x = a, *y = b;
@@ -1594,6 +1664,7 @@ static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_wo
     memcpy(out->union_ns, r->own_total, sizeof out->union_ns);
     emit_functions(r, out, medians);
     emit_steps(r, out);
+    merge_same_names(out);
     emit_metrics(r, out);
     if (!window_cut) { /* after a cut window the trace goes on because we stopped, not the worker */
         find_stall(r, out);

@@ -2,9 +2,9 @@
  *
  * Summaries arrive as files and as frames from peers (summary_io.c decodes them, then
  * calls pt_summary_check), and they are made in memory by the summarizer and by synth
- * out of traces that are just as hostile. pt_diagnose checks every worker it is given
- * again, so nothing reaches the analysis unchecked, whichever way it came; one copy of
- * the rules serves both doors.
+ * out of traces that are just as hostile. pt_diagnose, and each run of a diff
+ * (compare/run.c), check every worker they are given again, so nothing reaches the
+ * analysis unchecked, whichever way it came; one copy of the rules serves every door.
  *
  * The rules are what the summarizer guarantees (docs/summary-format.md lists them):
  *   - counts within the PT_SUMMARY_MAX_* bounds (summary.h);

@@ -10,7 +10,11 @@
  * announces a round of N workers, then:
  *   close     hangs up (the CLI must name every unheard rank, without quadratic work);
  *   progress  sends PROGRESS every 200 ms forever (the CLI must end the round itself);
- *   outcomes  sends failures for ranks -1, N and N+7, two for rank 0, then ROUND_DONE.
+ *   outcomes  sends failures for rank N+3 (of a world of N+4, as the message says), for
+ *             rank 0 twice, then for rank -1, then ROUND_DONE.
+ * The real encoder refuses what the decoder refuses (protocol.c), so a value outside the
+ * protocol's ranges -- a world of 2^31-1, rank -1 -- is sent by patching the bytes of a
+ * valid frame (send_lie): the CLI must stand on its decoder, not on a polite peer.
  * Prints "ready" once it listens and "connected" for every peer that connects (so a test
  * can tell that the CLI never talked to it). Removes its files on SIGTERM. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,6 +24,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +52,36 @@ static int send_msg(pt_conn *c, const pt_ctl_msg *m)
         struct pollfd p = {c->fd, POLLOUT, 0};
         if (pt_conn_pending(c) > 0)
             poll(&p, 1, 1000);
+    }
+    return 0;
+}
+
+/* Where a lie goes in a frame: the length (4 bytes) and the type (1), then the fields in
+ * the order of their message's schema (protocol.c). */
+#define STARTED_WORLD_AT (4 + 1 + 4 + 8 + 4) /* round, start_step, steps, then progress.world_size */
+#define FAILED_RANK_AT (4 + 1)               /* worker.rank comes first */
+
+/* Sends m's frame with the 32-bit field at byte `at` replaced by `lie`, bypassing the
+ * encoder's range checks: the bytes a hostile coordinator can write. */
+static int send_lie(pt_conn *c, const pt_ctl_msg *m, size_t at, int32_t lie)
+{
+    uint8_t frame[8192];
+    size_t len = pt_ctl_encode(m, frame, sizeof frame);
+    if (len < at + 4) {
+        fprintf(stderr, "hostile_coordinator: no field at byte %zu of a %s frame\n", at, pt_ctl_type_name(m->type));
+        return -1;
+    }
+    for (int i = 0; i < 4; i++)
+        frame[at + (size_t)i] = (uint8_t)((uint32_t)lie >> (8 * i));
+    for (size_t sent = 0; sent < len;) {
+        ssize_t n = send(c->fd, frame + sent, len - sent, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            poll(&(struct pollfd){c->fd, POLLOUT, 0}, 1, 1000);
+            continue;
+        }
+        if (n <= 0)
+            return -1;
+        sent += (size_t)n;
     }
     return 0;
 }
@@ -96,7 +131,7 @@ static pt_ctl_msg progress_msg(pt_ctl_type type, int32_t world)
     return m;
 }
 
-static void send_failure(pt_conn *c, int32_t rank, int32_t world)
+static pt_ctl_msg failure_msg(int32_t rank, int32_t world)
 {
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
@@ -104,7 +139,17 @@ static void send_failure(pt_conn *c, int32_t rank, int32_t world)
     m.kind = PT_FAIL_DIED;
     m.steps_done = 3;
     m.text = pt_ctl_str("the hostile coordinator says so");
-    send_msg(c, &m);
+    return m;
+}
+
+/* ROUND_STARTED for `world` workers, a lie patched in when the protocol has no such world. */
+static int send_started(pt_conn *c, int32_t world, int32_t steps)
+{
+    bool lie = world < 1 || world > PT_CTL_MAX_WORLD;
+    pt_ctl_msg started = progress_msg(PT_CTL_ROUND_STARTED, lie ? 1 : world);
+    started.start_step = 10;
+    started.steps = steps;
+    return lie ? send_lie(c, &started, STARTED_WORLD_AT, world) : send_msg(c, &started);
 }
 
 /* One CLI's round, told whatever `mode` says. */
@@ -113,22 +158,23 @@ static void lie(pt_conn *c, const pt_key *key, int32_t world, const char *mode)
     pt_ctl_msg trigger;
     if (handshake(c, key, &trigger) != 0)
         return;
-    pt_ctl_msg started = progress_msg(PT_CTL_ROUND_STARTED, world);
-    started.start_step = 10;
-    started.steps = trigger.steps;
-    if (send_msg(c, &started) != 0)
+    if (send_started(c, world, trigger.steps) != 0)
         return;
     if (strcmp(mode, "progress") == 0) {
         pt_ctl_msg p = progress_msg(PT_CTL_PROGRESS, world);
         while (!stop_requested && send_msg(c, &p) == 0)
             nanosleep(&(struct timespec){0, 200000000}, NULL);
     } else if (strcmp(mode, "outcomes") == 0) {
-        const int32_t ranks[] = {-1, world, world + 7, 0, 0};
-        for (size_t i = 0; i < PT_ARRAY_LEN(ranks); i++)
-            send_failure(c, ranks[i], world);
+        /* In the protocol's ranges, but not the round's (only the CLI knows it), then
+         * rank 0 twice, then a rank no message may carry. */
+        pt_ctl_msg m = failure_msg(world + 3, world + 4);
+        send_msg(c, &m);
+        m = failure_msg(0, world);
+        send_msg(c, &m);
+        send_msg(c, &m);
+        send_lie(c, &m, FAILED_RANK_AT, -1);
         pt_ctl_msg done = progress_msg(PT_CTL_ROUND_DONE, world);
         send_msg(c, &done);
-        pt_ctl_msg m;
         recv_msg(c, &m); /* until the CLI hangs up */
     }
 }

@@ -6,14 +6,18 @@ refuse or bound each of them, and say what happened.
 
     test_hostile_coordinator.py PERFTRACKER HOSTILE_COORDINATOR SCENARIO
 
-huge-world: a round of 2^31-1 workers, then the coordinator hangs up. Refused at once
-(exit 1, a message naming the claim, no round folder left). Before, the CLI named the
+huge-world: a round of 2^31-1 workers (bytes patched past the encoder, which refuses
+them), then the coordinator hangs up. Refused at once by the CLI's decoder (exit 1, a
+message naming the field and its range, no round folder left). Before, the CLI named the
 missing ranks one by one at quadratic cost and never finished.
 big-world-lost: a round of 2^20 workers (the most perftracker describes), then the
 coordinator hangs up: the first 1000 unheard ranks are named (stderr and warnings, rank 0
 first), the rest counted, all in one pass; a report, exit 3.
-bad-ranks: failures for ranks -1, N and N+7 and a second one for rank 0, then ROUND_DONE:
-those are ignored, counted in one warning; rank 0 is reported once; exit 3.
+bad-ranks: a failure for rank 5 (of the 6 the message claims; the round has 2), two for
+rank 0, then one for rank -1 (patched past the encoder), then ROUND_DONE. Rank 5 and the
+second rank 0 are ignored and counted in one warning; rank 0 is reported once; the CLI
+stops reading at rank -1, says which field and range (stderr and warnings), and names
+rank 1 missing; exit 3.
 endless-round: PROGRESS forever after the round started: with --timeout 1 the CLI ends
 the round itself (the deadline plus 30 s), names the workers missing, exits 3.
 
@@ -90,10 +94,11 @@ def report_of(liar):
 def scenario_huge_world(cli, liar):
     r = trigger(cli, liar, timeout=120)
     check(r.returncode == 1, "exit status %d (want 1: round refused)" % r.returncode, r)
-    check("the coordinator claims a job of 2147483647 workers, outside the 1..1048576 perftracker handles" in r.stderr,
-          "the refusal does not name the claim", r)
+    check("the coordinator sent an invalid message (round-started message: progress.world_size 2147483647 is "
+          "outside 1..1048576): refusing the round" in r.stderr, "the refusal does not name the field and range", r)
+    check("connection closed" not in r.stderr, "the CLI blames a closed connection", r)
     check(rounds(liar) == [], "a round folder was left behind: %s" % rounds(liar), r)
-    print("huge-world: " + next(line for line in r.stderr.splitlines() if "claims" in line))
+    print("huge-world: " + next(line for line in r.stderr.splitlines() if "invalid message" in line))
 
 
 def scenario_big_world_lost(cli, liar):
@@ -121,15 +126,25 @@ def scenario_bad_ranks(cli, liar):
     check(r.returncode == 3, "exit status %d (want 3)" % r.returncode, r)
     report = report_of(liar)
     warnings = report["warnings"]
-    check(any("ignored 4 messages from the coordinator about ranks outside the job's 2 or already settled" in w
+    check(any("ignored 2 messages from the coordinator about ranks outside the job's 2 or already settled" in w
               for w in warnings), "no warning counting the ignored messages: %s" % warnings, r)
     died = [w for w in warnings if w.startswith("rank 0 ") and "died" in w]
     check(len(died) == 1, "rank 0's failure recorded %d times: %s" % (len(died), warnings), r)
-    check(not any(w.startswith("rank -1") or w.startswith("rank 9 ") for w in warnings),
+    check(not any(w.startswith("rank -1") or w.startswith("rank 5 ") for w in warnings),
           "an out-of-range rank was recorded: %s" % warnings, r)
     check(r.stderr.count("rank 0 (liarhost, pid 4242): died") == 1, "stderr names rank 0's failure %d times"
           % r.stderr.count("rank 0 (liarhost, pid 4242): died"), r)
-    print("bad-ranks: " + next(w for w in warnings if w.startswith("ignored")))
+    refused = "worker-failed message: worker.rank -1 is outside 0..1048575"
+    check(any(w.startswith("the coordinator sent an invalid message (%s): the CLI stopped reading it" % refused)
+              for w in warnings), "no warning names the refused field and range: %s" % warnings, r)
+    check(("rank 1: missing: the CLI stopped reading the job's coordinator, which sent an invalid message (%s)"
+           % refused) in r.stderr, "stderr does not say why rank 1 is missing", r)
+    check("connection closed" not in r.stderr and "went away" not in r.stderr,
+          "the CLI blames a lost coordinator", r)
+    job = report["job"]
+    check(job["workers_failed"] == 2 and job["workers_analyzed"] == 0, "job: %s" % job, r)
+    print("bad-ranks: " + next(w for w in warnings if w.startswith("ignored")) + "; "
+          + next(w for w in warnings if w.startswith("the coordinator sent")))
 
 
 def scenario_endless_round(cli, liar):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`perftracker analyze` on a job with one hostile worker (issue 15, items 1 and 10).
+"""`perftracker analyze` and `perftracker diff` on a job with one hostile worker (issue 15,
+items 1 and 10).
 
 usage: hostile_summaries.py WORKDIR REGRESSIONS_DIR   (PT_CLI: the perftracker binary)
 
@@ -13,6 +14,10 @@ function (an invalid summary made in memory, refused by the diagnosis itself). F
   - one stderr line names the worker (its file, and its rank) and the rule it broke;
   - report.json analyses ranks 0, 1 and 3 (never "error" or "missing"), lists rank 2's
     file as failed, and its warnings carry the same reason.
+The same job is then the AFTER of `perftracker diff` against the good one: exit 3, one
+stderr line naming the worker and the rule, diff.json compares 4 workers with 3 (the
+other three), and its warnings carry the reason. The diff analysed its workers itself and
+skipped the validator: the colliding kernels' worker was compared, with no warning.
 """
 import json
 import os
@@ -94,6 +99,30 @@ def check(name, job, out, rule, problems):
     print(f"{name}: exit {p.returncode}; {lines[0].strip() if lines else '(no line)'}")
 
 
+def check_diff(name, good, job, out, rule, problems):
+    p = run(["diff", "-q", "-j", "2", "-o", out, good, job])
+    where = f"{name} (diff): "
+    if p.returncode != 3:
+        problems.append(f"{where}exit status {p.returncode}, expected 3; stderr:\n{p.stderr[-2000:]}")
+    if re.search(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error", p.stderr):
+        problems.append(f"{where}sanitizer report:\n{p.stderr[-3000:]}")
+    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and "rank 2" in l and re.search(rule, l)]
+    if not lines:
+        problems.append(f"{where}no stderr line names {BAD_STEM} (rank 2) and /{rule}/:\n{p.stderr[-2000:]}")
+    try:
+        with open(os.path.join(out, "diff.json")) as f:
+            diff = json.load(f)
+    except (OSError, ValueError) as e:
+        problems.append(f"{where}no diff.json: {e}")
+        return
+    workers = (diff["before"]["workers"], diff["after"]["workers"])
+    if workers != (4, 3):
+        problems.append(f"{where}workers compared (before, after): {workers}, expected (4, 3)")
+    if not any(w.startswith("AFTER: ") and BAD_STEM in w and re.search(rule, w) for w in diff["warnings"]):
+        problems.append(f"{where}no warning in diff.json names {BAD_STEM} and /{rule}/: {diff['warnings']}")
+    print(f"{name} (diff): exit {p.returncode}; {lines[0].strip() if lines else '(no line)'}")
+
+
 def colliding_kernels_trace(traces):
     """Rank 2's trace with two kernels that summarize to one function key: "gemm" on a
     2x1x1 grid of 128x1x1 blocks is "gemm2_1_1|128_1_1", and so is a kernel given that
@@ -127,13 +156,17 @@ def main():
             bad = f.read()
         job = job_with(work, file, summaries, ".ptsum", BAD_STEM + ".ptsum", bad)
         check(file, job, os.path.join(work, "out-" + file), rule, problems)
+        check_diff(file, summaries, job, os.path.join(work, "diff-" + file), rule, problems)
     job = job_with(work, "colliding-kernels", traces, ".json", BAD_STEM + ".json", colliding_kernels_trace(traces))
     check("colliding-kernels", job, os.path.join(work, "out-colliding-kernels"),
           r'invalid summary, not analysed: the compute function "gemm2_1_1\|128_1_1" appears twice', problems)
+    check_diff("colliding-kernels", summaries, job, os.path.join(work, "diff-colliding-kernels"),
+               r'invalid summary, not compared: the compute function "gemm2_1_1\|128_1_1" appears twice', problems)
     if problems:
         print("FAIL:\n" + "\n".join(problems))
         return 1
-    print(f"PASS: {len(cases) + 1} hostile workers refused, naming worker and rule; the others analysed")
+    print(f"PASS: {len(cases) + 1} hostile workers refused by analyze and diff, naming worker and rule; the others "
+          "analysed and compared")
     return 0
 
 

@@ -18,6 +18,11 @@ with a message or fall back to its private folder and say so:
   trigger_default_planted /tmp/perftracker/output planted 0777 by the other user: the
                           trigger (a real job) writes to /tmp/perftracker-0/output and says so
   trigger_explicit_planted `--output-dir F` planted the same way: refused
+  default_squatted        /tmp/perftracker/output planted as above and /tmp/perftracker-0
+                          squatted (the other user's, 0777): the trigger writes to output/
+                          in root's private fallback /tmp/perftracker-0.XXXXXX (where the
+                          job registered too) and says so, nothing lands in the squat; the
+                          Python collector's default folder is the same one, and says so
 
 Runs in a private mount namespace with its own /tmp (so /tmp/perftracker is this test's).
 Needs root and unshare; skips (77) without them."""
@@ -329,8 +334,53 @@ def trigger_explicit_planted(cli, fake):
     with_job(fake, body)
 
 
+def python_default_output_dir(cli):
+    """(folder, stderr) of the Python collector's default output folder, or None when this
+    build has no Python module."""
+    package = os.path.join(os.path.dirname(os.path.dirname(cli)), "python")
+    if not glob.glob(os.path.join(package, "perftracker", "_perftracker*.so")):
+        return None
+    r = subprocess.run([sys.executable, "-c", "from perftracker import tracer; print(tracer._default_output_dir())"],
+                       env=dict(os.environ, PYTHONPATH=package), capture_output=True, text=True, timeout=60)
+    return (r.stdout.strip() if r.returncode == 0 else "(failed: %s)" % r.stderr.strip()[-500:]), r.stderr
+
+
+def default_squatted(cli, fake):
+    for old in ["/tmp/perftracker"] + glob.glob("/tmp/perftracker-0*"):  # earlier cases' folders
+        subprocess.run(["rm", "-rf", old], check=True)
+    folder = "/tmp/perftracker/output"
+    plant("/tmp/perftracker", ATTACKER, 0o777)
+    plant(folder, ATTACKER, 0o777)
+    squat = "/tmp/perftracker-0"
+    plant(squat, ATTACKER, 0o777)
+
+    def body(env):
+        rc, err = run_raced([cli, "--trigger-on", "--auto-analyze", "--wait", "1"], folder, env)
+        check(rc == 0, "default_squatted: the round ran (exit %d)" % rc)
+        fallbacks = [d for d in glob.glob(squat + ".??????") if os.lstat(d).st_uid == 0]
+        check(len(fallbacks) == 1, "default_squatted: one private fallback of root's: %s" % fallbacks)
+        own = os.path.join(fallbacks[0] if fallbacks else squat + ".XXXXXX", "output")
+        check("writing to %s instead" % own in err and "uid %d" % ATTACKER in err,
+              "default_squatted: it says it writes to %s instead, and why" % own)
+        reports = glob.glob(own + "/*/report.json")
+        check(len(reports) == 1, "default_squatted: the report is in the private fallback: %s" % reports)
+        check(not root_files_in(squat), "default_squatted: nothing written in the squat: %s" % root_files_in(squat))
+        check(not root_files_in("/tmp/perftracker"),
+              "default_squatted: nothing written in the planted folder: %s" % root_files_in("/tmp/perftracker"))
+        python = python_default_output_dir(cli)
+        if python is None:
+            print("note default_squatted: no Python module in this build; the collector's default is not checked")
+        else:
+            chosen, said = python
+            check(chosen == own, "default_squatted: the Python collector's default is the CLI's, %s (got %s)"
+                  % (own, chosen))
+            check("writing to %s instead" % own in said, "default_squatted: the collector says so: %r" % said[-300:])
+        root_only_intact("default_squatted")
+    with_job(fake, body)
+
+
 CASES = [analyze_planted_0777, analyze_sticky_1777, analyze_sticky_squatted, trigger_default_planted,
-         trigger_explicit_planted]
+         trigger_explicit_planted, default_squatted]
 
 
 def main():

@@ -336,6 +336,80 @@ static void test_not_a_report_is_refused(void **state)
     pt_diff_run_free(&run);
 }
 
+static bool has_warning(const pt_json *d, const char *a, const char *b)
+{
+    const pt_json *list = pt_json_get(d, "warnings");
+    for (size_t i = 0; list && i < list->count; i++)
+        if (strstr(list->items[i]->string, a) && strstr(list->items[i]->string, b))
+            return true;
+    return false;
+}
+
+/* A worker made in memory that breaks the summary rules (here: steps counted, none
+ * there; the comparison read them through a NULL pointer) is refused with a warning
+ * naming it and the rule, and the others are compared. */
+static void test_invalid_workers_are_refused(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 4, 3), hostile = make_job(PT_FAULT_NONE, 1, 4, 3);
+    pt_worker_summary *bad = hostile.workers[2];
+    pt_step_summary *steps = bad->steps;
+    bad->steps = NULL;
+    pt_diff_run b, a;
+    pt_diff_run_from_summaries(&b, "before", PT_RUN_TRACES, healthy.workers, healthy.n);
+    pt_diff_run_from_summaries(&a, "after", PT_RUN_TRACES, hostile.workers, hostile.n);
+    assert_int_equal(b.refused, 0);
+    assert_int_equal(a.refused, 1);
+    assert_int_equal(a.worker_count, 3);
+    for (size_t w = 0; w < a.worker_count; w++)
+        assert_ptr_not_equal(a.workers[w], bad);
+    assert_int_equal(a.warning_count, 1);
+    assert_non_null(strstr(a.warnings[0], "(rank 2): invalid summary, not compared: 3 steps are counted but none is "
+                                          "there"));
+    pt_json *d = pt_diff(&b, &a, "2026-01-01T00:00:00Z");
+    assert_int_equal(pt_json_get_number(pt_json_get(d, "after"), "workers", 0), 3);
+    assert_int_equal(pt_json_get_number(pt_json_get(d, "before"), "workers", 0), 4);
+    assert_true(has_warning(d, "AFTER: ", "(rank 2): invalid summary, not compared"));
+    assert_nothing_changed(d); /* the same seed: the three left are the healthy job's */
+    pt_json_free(d);
+    pt_diff_run_free(&b);
+    pt_diff_run_free(&a);
+    bad->steps = steps;
+    free_job(&healthy);
+    free_job(&hostile);
+}
+
+/* A report's workers are rebuilt, then held to the same rules: parts beyond their step
+ * by more than the report's rounding are refused (compute, 50 ms in a 10 ms step);
+ * within it (6 significant digits), the worker is kept and its parts fitted. A function
+ * the report names twice for a worker (its name twice in a stack's shares, as a report of
+ * workers that share a name has it) is rebuilt once, the first standing. */
+static void test_invalid_report_workers_are_refused(void **state)
+{
+    (void)state;
+    const char *text = "{\"report_version\": 1, \"workers\": ["
+                       "{\"name\": \"ok\", \"rank\": 0, \"step_time_ms\": 10, \"steps\": [{\"ms\": 10,"
+                       " \"compute_ms\": 9.00005, \"idle_ms\": 1}]},"
+                       "{\"name\": \"liar\", \"rank\": 1, \"step_time_ms\": 10, \"steps\": [{\"ms\": 10,"
+                       " \"compute_ms\": 50, \"idle_ms\": 1}]}],"
+                       " \"Python functions\": {\"a.py: f\": {\"ok\": 0.2, \"ok\": 0.3}}}";
+    pt_error err = {{0}};
+    pt_json *doc = pt_json_parse(text, strlen(text), 64, &err);
+    assert_non_null(doc);
+    pt_diff_run run;
+    assert_int_equal(pt_diff_run_from_report(&run, "r.json", doc, &err), 0);
+    assert_int_equal(run.worker_count, 1);
+    assert_int_equal(run.refused, 1);
+    assert_string_equal(run.workers[0]->name, "ok");
+    const pt_step_summary *st = &run.workers[0]->steps[0];
+    assert_int_equal(st->exposed_ns[PT_CLASS_COMPUTE] + st->idle_ns, st->dur_ns);
+    assert_int_equal(run.workers[0]->function_count, 1);
+    assert_int_equal(run.workers[0]->functions[0].exposed_ns, 2000000);
+    assert_non_null(strstr(run.warnings[0], "liar (rank 1): invalid summary, not compared: "));
+    assert_non_null(strstr(run.warnings[0], "the busy compute time is 50000000 ns, outside 0 to 10000000 ns"));
+    pt_diff_run_free(&run);
+}
+
 static void test_different_sizes_compare_median_workers(void **state)
 {
     (void)state;
@@ -380,6 +454,8 @@ int main(void)
         cmocka_unit_test(test_hang_leads_the_verdict),
         cmocka_unit_test(test_reports_find_the_same_cause),
         cmocka_unit_test(test_not_a_report_is_refused),
+        cmocka_unit_test(test_invalid_workers_are_refused),
+        cmocka_unit_test(test_invalid_report_workers_are_refused),
         cmocka_unit_test(test_different_sizes_compare_median_workers),
         cmocka_unit_test(test_one_step_says_noise_is_unknown),
     };

@@ -188,11 +188,52 @@ static void test_file_name_facts(void **state)
     assert_int_equal(f.rank, 1);
 }
 
+/* Two different stacks deeper than 256 frames that end in the same 256 frames render to
+ * one name; the summary must hold them as one function (a valid summary, with a warning),
+ * with both stacks' time, not two functions of one name that the validator refuses. */
+static void feed_deep_stack(pt_trace_sink *sink, const char *root, int64_t base)
+{
+    feed(sink, PT_EVENT_CPU, root, base, 300000, 1);
+    for (int k = 1; k < 300; k++)
+        feed(sink, PT_EVENT_CPU, "deep.py(7): deep", base + k * 100, 300000 - k * 200, 1);
+}
+
+static void test_deep_stacks_sharing_a_name_merge(void **state)
+{
+    (void)state;
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    feed(&sink, PT_EVENT_STEP, "ProfilerStep#1", 0, 1000000, 1);
+    feed_deep_stack(&sink, "a.py(1): root_a", 0);
+    feed_deep_stack(&sink, "b.py(1): root_b", 400000);
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    pt_error err = {{0}};
+    pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_0_1.json", &err);
+    pt_summarizer_free(s);
+    assert_non_null(out);
+    assert_int_equal(pt_summary_check(out, &err), 0);
+    pt_buf innermost = PT_BUF_INIT;
+    pt_buf_puts(&innermost, "...|");
+    for (int k = 0; k < 256; k++)
+        pt_buf_puts(&innermost, k ? "|deep.py: deep" : "deep.py: deep"); /* stacks drop line numbers */
+    const pt_function_summary *f = must_find(out, PT_CLASS_PYTHON, innermost.data);
+    /* Each innermost frame works 300000 - 299 * 200 = 240200 ns on its own. */
+    assert_int_equal(f->exposed_ns, 2 * 240200);
+    bool warned = false;
+    for (size_t i = 0; i < out->warning_count; i++)
+        warned |= strstr(out->warnings[i], "shared a name with another") != NULL;
+    assert_true(warned);
+    pt_buf_free(&innermost);
+    pt_summary_free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
                                        cmocka_unit_test(test_corruption_is_rejected),
                                        cmocka_unit_test(test_event_budget_bounds_what_is_kept),
-                                       cmocka_unit_test(test_file_name_facts)};
+                                       cmocka_unit_test(test_file_name_facts),
+                                       cmocka_unit_test(test_deep_stacks_sharing_a_name_merge)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,12 @@
  * once a second: only the training thread ever touches the store (so no other thread
  * competes with the job's own store calls), and each call is a non-blocking check.
  *
+ * A hang report's snapshot (hook_snapshot, for the agent). A helper thread takes the
+ * GIL, calls collectives.py's refresh (async calls done since, torch's Flight Recorder),
+ * and formats every thread's stack, the training thread marked; the agent waits at most
+ * two seconds for it, then adds the collective bookkeeping (collectives.h), which needs
+ * no GIL. The bookkeeping's own functions come from collectives_module.c.
+ *
  * Failure policy: nothing here raises into the training loop. A failure abandons the
  * window with one log line and the collector stays ready for the next one. */
 #define PY_SSIZE_T_CLEAN

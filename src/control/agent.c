@@ -7,7 +7,10 @@
  * every poll (100 ms) from this thread with lock-free reads; arm_window is a flag flip in
  * the collector; the only lock is the one-slot mailbox pt_agent_finish_window fills from
  * the collector's writer thread. Memory is bounded: one connection's buffers, one pending
- * summary, one stack buffer. Every failure (coordinator unreachable, refused, a dropped
+ * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB). Where the
+ * worker is -- every thread's stack and its collectives -- is sent whenever a probe asks,
+ * its own stall passes the threshold, or a collective raised (then also on the way out,
+ * before BYE, so a process ending on that error leaves its state behind). Every failure (coordinator unreachable, refused, a dropped
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *

@@ -29,7 +29,12 @@
  * SUMMARY from each -> the round ends when every worker is settled: done, failed (died,
  * error, no summary in time, unresponsive), hung, or absent. The deadline (the CLI's
  * --timeout, or one derived from the step time) settles whoever is left. Hang reports
- * (AUTO_REQUEST of kind hang) PROBE every worker for its stack instead of profiling. */
+ * (AUTO_REQUEST of kind hang, or a collective that failed) PROBE every worker instead of
+ * profiling, and every answer -- stopped or still stepping -- becomes that worker's
+ * snapshot in the report: a hang is judged from every rank's stacks and collectives at
+ * one moment. A triggered round PROBEs everyone as soon as one worker is hung. Each
+ * worker's last snapshot is kept (all together within SNAPSHOT_BUDGET) and goes with its
+ * outcome while it is current. */
 #define _GNU_SOURCE
 #include "control/coordinator.h"
 #include "control/round.h"

@@ -267,7 +267,8 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
             pt_summary_add_warning(o->summary, "stopped stepping in step %lld (no step for %.1f s); it has no "
                                    "profile, only where it was", (long long)o->summary->hang_step,
                                    (double)stalled_ns / 1e9);
-        } else {
+        } else { /* answered a hang report before its own stall threshold: not a failure */
+            r->failures--;
             pt_summary_add_warning(o->summary, "a hang report took where it was in step %lld (%.1f s after its "
                                    "last step); it has no profile", (long long)o->summary->hang_step,
                                    snap && snap->since_step_ns > 0 ? (double)snap->since_step_ns / 1e9 : 0.0);

@@ -34,6 +34,7 @@
  * of each group (a rank-to-worker table of world-size entries). */
 #include "diagnose/finding.h"
 #include "summarize/classify.h"
+#include "util/strtab.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -60,6 +61,7 @@ typedef struct group_view {
     const pt_collective_group *shape;  /* the record that lists the members */
     rank_view *ranks;
     size_t count;
+    int64_t top;                       /* the highest call number a member reached */
 } group_view;
 
 typedef struct hang_ctx {
@@ -72,6 +74,8 @@ typedef struct hang_ctx {
     group_view *groups;
     size_t group_count;
     bool *named;                       /* worker already named by a finding */
+    int32_t *waiting_in;               /* rank -> group whose top call it is in (-1 none) */
+    uint8_t *mark;                     /* rank -> scratch flags (MARK_*), cleared after use */
     int *status;
     finding_list *list;
 } hang_ctx;
@@ -171,20 +175,22 @@ static void gather(hang_ctx *h)
     for (size_t w = 0; w < a->n; w++)
         max_rank = PT_MAX(max_rank, a->workers[w]->rank);
     size_t cap = 0;
+    pt_strtab names; /* each group once, however many workers report it */
+    pt_strtab_init(&names);
     for (size_t w = 0; w < a->n; w++)
         for (size_t i = 0; i < a->workers[w]->group_count; i++) {
             const pt_collective_group *g = &a->workers[w]->groups[i];
             for (size_t k = 0; k < g->run_count; k++)
                 max_rank = PT_MAX(max_rank, g->runs[k].last);
-            bool seen = false;
-            for (size_t j = 0; j < h->group_count && !seen; j++)
-                seen = strcmp(h->groups[j].name, g->name) == 0;
-            if (!seen) {
+            size_t before = names.count;
+            pt_strtab_intern(&names, g->name, strlen(g->name));
+            if (names.count > before) {
                 PT_GROW(h->groups, cap, h->group_count + 1);
                 memset(&h->groups[h->group_count], 0, sizeof *h->groups);
                 h->groups[h->group_count++].name = g->name;
             }
         }
+    pt_strtab_free(&names);
     h->rank_limit = (size_t)(max_rank + 1);
     h->worker_of = pt_xmalloc((h->rank_limit ? h->rank_limit : 1) * sizeof *h->worker_of);
     for (size_t r = 0; r < h->rank_limit; r++)
@@ -194,8 +200,22 @@ static void gather(hang_ctx *h)
             h->worker_of[a->workers[w]->rank] = w;
     if (h->group_count)
         qsort(h->groups, h->group_count, sizeof *h->groups, by_name);
-    for (size_t i = 0; i < h->group_count; i++)
-        gather_group(h, &h->groups[i]);
+    h->waiting_in = pt_xmalloc((h->rank_limit ? h->rank_limit : 1) * sizeof *h->waiting_in);
+    h->mark = pt_xcalloc(h->rank_limit ? h->rank_limit : 1, 1);
+    for (size_t r = 0; r < h->rank_limit; r++)
+        h->waiting_in[r] = -1;
+    for (size_t i = 0; i < h->group_count; i++) {
+        group_view *gv = &h->groups[i];
+        gather_group(h, gv);
+        for (size_t k = 0; k < gv->count; k++)
+            gv->top = PT_MAX(gv->top, last_seq(&gv->ranks[k]));
+        for (size_t k = 0; k < gv->count; k++) {
+            const rank_view *v = &gv->ranks[k];
+            if ((size_t)v->rank < h->rank_limit && h->waiting_in[v->rank] < 0 && in_flight(v->last) &&
+                last_seq(v) == gv->top)
+                h->waiting_in[v->rank] = (int32_t)i;
+        }
+    }
 }
 
 /* ------------------------------------------------------------ sentences and evidence */
@@ -442,6 +462,43 @@ static const char *difference(const pt_collective_call *x, const pt_collective_c
     return "dtype";
 }
 
+static int by_signature(const void *x, const void *y)
+{
+    const pt_collective_call *a = *(const pt_collective_call *const *)x, *b = *(const pt_collective_call *const *)y;
+    int order = strcmp(a->op, b->op);
+    if (order)
+        return order;
+    if (a->count != b->count)
+        return a->count < b->count ? -1 : 1;
+    return strcmp(a->dtype ? a->dtype : "", b->dtype ? b->dtype : "");
+}
+
+/* The call most members made at seq (calls: scratch of gv->count), by sorting them:
+ * O(n log n) for groups of any size. NULL when no member has one. */
+static const pt_collective_call *majority_at(const group_view *gv, int64_t seq, const pt_collective_call **calls)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < gv->count; i++) {
+        const pt_collective_call *c = call_at(gv->ranks[i].g, seq);
+        if (c)
+            calls[n++] = c;
+    }
+    if (!n)
+        return NULL;
+    qsort(calls, n, sizeof *calls, by_signature);
+    const pt_collective_call *best = calls[0];
+    size_t best_run = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && by_signature(&calls[i], &calls[j]) == 0)
+            j++;
+        if (j - i > best_run)
+            best = calls[i], best_run = j - i;
+        i = j;
+    }
+    return best;
+}
+
 static bool find_mismatch(hang_ctx *h, group_view *gv)
 {
     /* The calls every member with a record holds, lowest first: the first disagreement is
@@ -458,22 +515,13 @@ static bool find_mismatch(hang_ctx *h, group_view *gv)
     }
     if (with < 2)
         return false;
-    for (int64_t seq = lo; seq <= hi; seq++) {
-        /* The call most members made at seq (ties: the lowest rank's). */
-        const pt_collective_call *major = NULL;
-        size_t major_votes = 0, deviants = 0;
-        for (size_t i = 0; i < gv->count; i++) {
-            const pt_collective_call *c = call_at(gv->ranks[i].g, seq);
-            if (!c)
-                continue;
-            size_t votes = 0;
-            for (size_t k = 0; k < gv->count; k++) {
-                const pt_collective_call *o = call_at(gv->ranks[k].g, seq);
-                votes += o && same_call(o, c);
-            }
-            if (votes > major_votes)
-                major = c, major_votes = votes;
-        }
+    const pt_collective_call **calls = pt_xmalloc(gv->count * sizeof *calls);
+    bool found = false;
+    for (int64_t seq = lo; seq <= hi && !found; seq++) {
+        const pt_collective_call *major = majority_at(gv, seq, calls);
+        size_t deviants = 0;
+        if (!major)
+            continue;
         for (size_t i = 0; i < gv->count; i++) {
             const pt_collective_call *c = call_at(gv->ranks[i].g, seq);
             deviants += c && !same_call(c, major);
@@ -547,9 +595,10 @@ static bool find_mismatch(hang_ctx *h, group_view *gv)
         emit(h, fn.data, odd, n_odd, &s, &e);
         pt_buf_free(&fn), pt_buf_free(&their_call), pt_buf_free(&major_call);
         free(odd), free(rest);
-        return true;
+        found = true;
     }
-    return false;
+    free(calls);
+    return found;
 }
 
 /* ------------------------------------------------------------ 3. missing ranks, cycles */
@@ -599,38 +648,46 @@ static void free_missing(missing_info *m)
 /* The group (other than gv) whose top call rank r waits in, or NULL. */
 static const group_view *waits_in(const hang_ctx *h, int32_t r, const group_view *gv, const pt_collective_call **call)
 {
-    for (size_t i = 0; i < h->group_count; i++) {
-        const group_view *o = &h->groups[i];
-        if (o == gv)
-            continue;
-        int64_t top = 0;
-        for (size_t k = 0; k < o->count; k++)
-            top = PT_MAX(top, last_seq(&o->ranks[k]));
-        for (size_t k = 0; k < o->count; k++)
-            if (o->ranks[k].rank == r && in_flight(o->ranks[k].last) && last_seq(&o->ranks[k]) == top) {
-                *call = o->ranks[k].last;
-                return o;
-            }
-    }
+    if (r < 0 || (size_t)r >= h->rank_limit || h->waiting_in[r] < 0)
+        return NULL;
+    const group_view *o = &h->groups[h->waiting_in[r]];
+    if (o == gv)
+        return NULL;
+    for (size_t k = 0; k < o->count; k++)
+        if (o->ranks[k].rank == r) {
+            *call = o->ranks[k].last;
+            return o;
+        }
     return NULL;
 }
 
-static bool contains(const int32_t *ranks, size_t n, int32_t r)
+/* Flags of a rank in the scratch table, for membership in O(1). */
+enum { MARK_WAITING = 1, MARK_MISSING = 2 };
+
+static void mark_ranks(hang_ctx *h, const int32_t *ranks, size_t n, uint8_t flag, bool on)
 {
     for (size_t i = 0; i < n; i++)
-        if (ranks[i] == r)
-            return true;
-    return false;
+        if (ranks[i] >= 0 && (size_t)ranks[i] < h->rank_limit)
+            h->mark[ranks[i]] = on ? (uint8_t)(h->mark[ranks[i]] | flag) : (uint8_t)(h->mark[ranks[i]] & ~flag);
+}
+
+static bool marked(const hang_ctx *h, int32_t r, uint8_t flag)
+{
+    return r >= 0 && (size_t)r < h->rank_limit && (h->mark[r] & flag);
 }
 
 /* Two groups, each waited in by ranks the other misses: entered in opposite orders. */
 static bool find_deadlock(hang_ctx *h, group_view *gv, missing_info *m)
 {
-    for (size_t i = 0; i < m->n_missing; i++) {
+    bool *tried = pt_xcalloc(h->group_count ? h->group_count : 1, sizeof *tried);
+    mark_ranks(h, m->waiting, m->n_waiting, MARK_WAITING, true);
+    bool found = false;
+    for (size_t i = 0; i < m->n_missing && !found; i++) {
         const pt_collective_call *other_call = NULL;
         const group_view *other = waits_in(h, m->missing[i], gv, &other_call);
-        if (!other)
+        if (!other || tried[other - h->groups])
             continue;
+        tried[other - h->groups] = true;
         missing_info om;
         if (!missing_of(h, other, &om)) {
             free_missing(&om);
@@ -638,11 +695,12 @@ static bool find_deadlock(hang_ctx *h, group_view *gv, missing_info *m)
         }
         bool cycle = false;
         for (size_t k = 0; k < om.n_missing && !cycle; k++)
-            cycle = contains(m->waiting, m->n_waiting, om.missing[k]);
+            cycle = marked(h, om.missing[k], MARK_WAITING);
         if (!cycle) {
             free_missing(&om);
             continue;
         }
+        found = true;
         evidence e = evidence_new("deadlock", gv, m->call);
         pt_json *groups = pt_json_add(e.root, "groups", pt_json_array());
         pt_json_push(groups, pt_json_string(gv->name));
@@ -675,9 +733,10 @@ static bool find_deadlock(hang_ctx *h, group_view *gv, missing_info *m)
         free(all);
         pt_buf_free(&fn);
         free_missing(&om);
-        return true;
     }
-    return false;
+    mark_ranks(h, m->waiting, m->n_waiting, MARK_WAITING, false);
+    free(tried);
+    return found;
 }
 
 /* The missing ranks' own last collective, in any group: where their collectives stopped. */
@@ -719,14 +778,18 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
         return false;
     }
     evidence e = evidence_new("missing", gv, m.call);
+    mark_ranks(h, m.missing, m.n_missing, MARK_MISSING, true);
+    mark_ranks(h, m.waiting, m.n_waiting, MARK_WAITING, true);
     for (size_t i = 0; i < gv->count; i++) {
         const rank_view *v = &gv->ranks[i];
-        bool missing = contains(m.missing, m.n_missing, v->rank);
-        if (!missing && !contains(m.waiting, m.n_waiting, v->rank))
+        bool missing = marked(h, v->rank, MARK_MISSING);
+        if (!missing && !marked(h, v->rank, MARK_WAITING))
             continue;
         evidence_row(&e, rank_row(h, v->rank, v->w, missing ? (v->w == NO_WORKER ? "no answer" : "missing") : "waits",
                                   gv->name, missing ? v->last : call_at(v->g, m.top)));
     }
+    mark_ranks(h, m.missing, m.n_missing, MARK_MISSING, false);
+    mark_ranks(h, m.waiting, m.n_waiting, MARK_WAITING, false);
     pt_buf s = PT_BUF_INIT, call = PT_BUF_INIT;
     put_call(&call, m.call, m.top);
     put_ranks(&s, m.missing, m.n_missing);
@@ -1011,6 +1074,8 @@ void pt_hang_findings(const pt_analysis *a, finding_list *list, int *status)
         free(h.groups[i].ranks);
     free(h.groups);
     free(h.worker_of);
+    free(h.waiting_in);
+    free(h.mark);
     free(h.knows);
     free(h.stopped);
     free(h.progressing);

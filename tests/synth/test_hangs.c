@@ -33,6 +33,12 @@ static pt_json *diagnose(pt_worker_summary **w, size_t n)
     return pt_diagnose(&job);
 }
 
+static void free_workers(pt_worker_summary **w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        pt_summary_free(w[i]);
+}
+
 static const pt_json *hang_finding(const pt_json *report, size_t *count)
 {
     const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
@@ -118,6 +124,7 @@ static void test_each_kind_from_summaries(void **state)
         pt_json_free(report);
         pt_json_free(expected);
         pt_synth_plan_free(plan);
+        free_workers(w, (size_t)job.workers);
     }
 }
 
@@ -156,6 +163,7 @@ static void test_each_kind_from_truncated_kineto_sets(void **state)
         pt_json_free(report);
         pt_json_free(expected);
         pt_synth_plan_free(plan);
+        free_workers(w, (size_t)job.workers);
     }
     rmdir(dir);
 }
@@ -179,6 +187,7 @@ static void test_healthy_job_has_no_hang(void **state)
     assert_string_not_equal(pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", ""), "hang");
     pt_json_free(report);
     pt_synth_plan_free(plan);
+    free_workers(w, (size_t)job.workers);
 }
 
 /* ------------------------------------------------------------ hang reports' snapshots */
@@ -244,6 +253,7 @@ static void test_rank_blocked_in_python_is_named_not_the_waiting_ones(void **sta
             fail_msg("rank %d has status %s", rank, status);
     }
     pt_json_free(report);
+    free_workers(w, 4);
 }
 
 /* The same without collective state (an older collector): the stacks decide, from every
@@ -262,6 +272,7 @@ static void test_stacks_alone_name_the_rank_outside_a_collective(void **state)
     assert_int_equal(pt_json_get(f, "workers")->count, 1);
     assert_int_equal(pt_json_get(f, "workers")->items[0]->integer, 3);
     pt_json_free(report);
+    free_workers(w, 4);
 }
 
 /* A rank still stepping when the report was taken is never named as stopped. */
@@ -279,6 +290,7 @@ static void test_rank_still_stepping_is_not_named(void **state)
     assert_int_equal(pt_json_get(f, "workers")->count, 1);
     assert_int_equal(pt_json_get(f, "workers")->items[0]->integer, 3);
     pt_json_free(report);
+    free_workers(w, 4);
 }
 
 /* Every rank stepping: nothing stopped, no hang, whatever the collectives show. */
@@ -292,6 +304,7 @@ static void test_snapshot_of_a_healthy_job_has_no_hang(void **state)
     size_t n;
     assert_null(hang_finding(report, &n));
     pt_json_free(report);
+    free_workers(w, 4);
 }
 
 /* ------------------------------------------------------------ the parser */

@@ -416,6 +416,7 @@ static bool find_error(hang_ctx *h, group_view *gv)
         }
     }
     pt_buf s = PT_BUF_INIT, fn = PT_BUF_INIT;
+    pt_buf_puts(&s, "The collective ");
     put_call(&s, failed, failed->seq);
     pt_buf_puts(&s, " of ");
     put_group(&s, gv);
@@ -630,7 +631,8 @@ static bool missing_of(const hang_ctx *h, const group_view *gv, missing_info *m)
             m->waiting[m->n_waiting++] = v->rank;
         } else if (known || v->w == NO_WORKER) {
             m->missing[m->n_missing++] = v->rank;
-            m->top = PT_MIN(m->top, last_seq(v) + 1);
+            if (known) /* one without a summary could be anywhere: it says nothing of where */
+                m->top = PT_MIN(m->top, last_seq(v) + 1);
         }
     }
     /* The call they wait for is the first one a missing rank has not made (NCCL ranks
@@ -807,7 +809,8 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
         const pt_worker_summary *sw = summary_of(h, w);
         pt_buf_printf(&s, "; rank %d ", r);
         if (!sw) {
-            pt_buf_puts(&s, "did not answer (see the warnings: it may have died or be frozen)");
+            pt_buf_puts(&s, "has no summary (see the warnings: it died, did not answer, or its trace could not be "
+                            "read)");
             told++;
             continue;
         }
@@ -820,6 +823,8 @@ static bool find_missing(hang_ctx *h, group_view *gv, bool roots_only)
         } else if (stack) { /* a trace: where it ends, not a stack */
             pt_buf_puts(&s, "stopped: its trace ends in ");
             put_where(&s, stack);
+        } else if (sw->hang_step < 0) {
+            pt_buf_puts(&s, "stopped before it: its trace ends");
         } else {
             pt_buf_puts(&s, "is elsewhere (no stack)");
         }

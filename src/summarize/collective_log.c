@@ -153,8 +153,15 @@ static void fill_call(const pt_coll_log *log, const coll_record *r, int64_t seq,
 }
 
 /* One group's calls from its records (CPU ops first, then kernels, each by start). */
+/* Still running when the trace stopped: it ends with the trace, past the last step (a
+ * rank whose trace simply ends -- stopped in Python -- has its last call done before). */
+static bool running_at_end(const coll_record *r, int64_t trace_end, int64_t window_end)
+{
+    return r->end >= trace_end - AT_END_SLACK_NS && r->end > window_end;
+}
+
 static void group_calls(const pt_coll_log *log, const coll_record *r, size_t n, int64_t trace_end,
-                        pt_collective_group *g)
+                        int64_t window_end, pt_collective_group *g)
 {
     size_t ncpu = 0;
     while (ncpu < n && !r[ncpu].gpu)
@@ -170,11 +177,11 @@ static void group_calls(const pt_coll_log *log, const coll_record *r, size_t n, 
         if (seq <= last_seq || seq > PT_SUMMARY_MAX_SEQ)
             continue; /* a repeat (the op and a nested record of it), or out of order */
         last_seq = seq;
-        bool running = call->end >= trace_end - AT_END_SLACK_NS;
+        bool running = running_at_end(call, trace_end, window_end);
         pt_call_state state = running ? PT_CALL_ENTERED : PT_CALL_COMPLETED;
         if (ncpu && nk && !running) {
             const coll_record *k = kernel_of(kernels, nk, seq, i);
-            state = !k ? PT_CALL_ISSUED : k->end >= trace_end - AT_END_SLACK_NS ? PT_CALL_ENTERED : PT_CALL_COMPLETED;
+            state = !k ? PT_CALL_ISSUED : running_at_end(k, trace_end, window_end) ? PT_CALL_ENTERED : PT_CALL_COMPLETED;
         }
         if (g->call_count == CALLS_KEPT) {
             free(g->calls[0].op), free(g->calls[0].dtype);
@@ -185,7 +192,8 @@ static void group_calls(const pt_coll_log *log, const coll_record *r, size_t n, 
     }
 }
 
-void pt_coll_log_finish(const pt_coll_log *log, int64_t trace_end, const char *backend, pt_worker_summary *out)
+void pt_coll_log_finish(const pt_coll_log *log, int64_t trace_end, int64_t window_end, const char *backend,
+                        pt_worker_summary *out)
 {
     if (!log->count)
         return;
@@ -216,7 +224,7 @@ void pt_coll_log_finish(const pt_coll_log *log, int64_t trace_end, const char *b
         } else if (g->run_count) {
             g->size = (int32_t)members;
         }
-        group_calls(log, log->records + i, j - i, trace_end, g);
+        group_calls(log, log->records + i, j - i, trace_end, window_end, g);
         i = j;
     }
 }

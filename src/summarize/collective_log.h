@@ -23,9 +23,11 @@ void pt_coll_log_add(pt_coll_log *log, const pt_event *ev);
 /* Appends src's records (a trace read in parallel spans). */
 void pt_coll_log_merge(pt_coll_log *dst, const pt_coll_log *src);
 /* out->groups from the records: per group its last calls, numbered by their Seq (or in
- * order), oldest first; a call still running when the trace ends (trace_end, the last
- * event's end) is entered; an NCCL call whose kernel never ran, issued. Rank lists that
- * do not hold out->rank, or reach past its world size, are dropped with a warning. */
-void pt_coll_log_finish(const pt_coll_log *log, int64_t trace_end, const char *backend, pt_worker_summary *out);
+ * order), oldest first; a call still running when the trace ends (it ends with the trace,
+ * trace_end, and after the last step, window_end: the trace went on because it did not
+ * return) is entered; an NCCL call whose kernel never ran, issued. Rank lists that do
+ * not hold out->rank, or reach past its world size, are dropped with a warning. */
+void pt_coll_log_finish(const pt_coll_log *log, int64_t trace_end, int64_t window_end, const char *backend,
+                        pt_worker_summary *out);
 
 #endif

@@ -1668,7 +1668,7 @@ static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_wo
     emit_metrics(r, out);
     if (!window_cut) { /* after a cut window the trace goes on because we stopped, not the worker */
         find_stall(r, out);
-        pt_coll_log_finish(s->coll_log, s->trace_end, r->meta->backend, out);
+        pt_coll_log_finish(s->coll_log, s->trace_end, s->steps_count ? r->w1 : INT64_MIN, r->meta->backend, out);
     }
     free(medians);
 }

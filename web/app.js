@@ -258,10 +258,11 @@
   }
   function categoryView(category) {
     return { gpu_compute: 'gpu-compute', gpu_memory: 'gpu-memory', communication: 'communication',
-             cuda_runtime: 'cuda-runtime', python: 'python', hardware: 'hardware', hang: 'workers', host: 'workers' }[category] || 'overview';
+             cuda_runtime: 'cuda-runtime', python: 'python', cpu_bound: 'python', hardware: 'hardware', hang: 'workers', host: 'workers' }[category] || 'overview';
   }
   var CATEGORY_LABEL = { gpu_compute: 'GPU compute', gpu_memory: 'GPU memory', communication: 'communication',
-                         cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', host: 'host CPU', other: 'other' };
+                         cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', host: 'host CPU',
+                         cpu_bound: 'CPU-bound', other: 'other' };
 
   function heatmapColumn(fnName) {
     var h = section('Heatmap');
@@ -297,7 +298,8 @@
     var v = diagnosis.verdict || 'unknown', n = findings.length;
     if (v === 'healthy') return 'Healthy: no slow worker, bottleneck function or hang was found among the ' + (job.workers_analyzed || workers.length) + ' workers analyzed.';
     if (v === 'hang') return 'Hang: the job stopped making progress. ' + (n ? 'The findings below say where.' : '');
-    if (v === 'degraded') return 'Degraded: ' + n + (n === 1 ? ' finding' : ' findings') + ', the root cause first.';
+    if (v === 'degraded') return 'Degraded: ' + n + (n === 1 ? ' finding' : ' findings') + ', the root cause first' +
+      (n > 1 && typeof diagnosis.joint_impact === 'number' ? '; fixing them all saves ≈' + fmt.pct(diagnosis.joint_impact) + ' of step time.' : '.');
     return 'Verdict: ' + v;
   }
 

@@ -56,6 +56,14 @@ static void usage(FILE *out)
             "                      hang_size, hang_skip, hang_order, hang_transport\n"
             "  --rank R[,R...]     the faulty rank(s) (default: the last rank; two_slow: 1 and\n"
             "                      n-2; ignored by none and common_memcpy)\n"
+            "  --second-fault KIND a second fault on other ranks: slow_gpu, cpu_contention,\n"
+            "                      slow_dataloader, gc_pause or blocking_dtoh (another kind)\n"
+            "  --second-rank R[,R...]  its rank(s) (default: the highest the first leaves)\n"
+            "  --second-severity X its extra step time (default 0.3)\n"
+            "  --without-fault[=WHICH]  the same job (same seed, same noise) with the fault(s)\n"
+            "                      fixed: all (default), first, second, or a fault's kind;\n"
+            "                      the step with the fault against the step without is the\n"
+            "                      true saving of fixing it\n"
             "  -n, --workers N     world size (default 8)\n"
             "  --steps N           profiled steps per worker (default 3)\n"
             "  --layers N          transformer blocks per step (default 12; more = bigger traces)\n"
@@ -98,21 +106,41 @@ static int parse_int(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-static int parse_ranks(const char *s, pt_synth_job *job)
+static int parse_ranks(const char *s, int *ranks, int *count)
 {
-    job->fault_rank_count = 0;
+    *count = 0;
     char *copy = pt_xstrdup(s), *save = NULL;
     int rc = 0;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int r;
-        if (job->fault_rank_count == PT_SYNTH_MAX_FAULT_RANKS || parse_int(tok, 0, PT_SYNTH_MAX_WORKERS, &r) != 0) {
+        if (*count == PT_SYNTH_MAX_FAULT_RANKS || parse_int(tok, 0, PT_SYNTH_MAX_WORKERS, &r) != 0) {
             rc = -1;
             break;
         }
-        job->fault_ranks[job->fault_rank_count++] = r;
+        ranks[(*count)++] = r;
     }
     free(copy);
-    return rc == 0 && job->fault_rank_count > 0 ? 0 : -1;
+    return rc == 0 && *count > 0 ? 0 : -1;
+}
+
+/* --without-fault's value: all, first, second, or the kind of one of the job's faults
+ * (resolved once both faults are known). */
+static int parse_without(const char *s, const pt_synth_job *job, unsigned *without)
+{
+    pt_fault_kind kind;
+    if (!s || strcmp(s, "all") == 0)
+        *without = PT_SYNTH_WITHOUT_ALL;
+    else if (strcmp(s, "first") == 0)
+        *without = PT_SYNTH_WITHOUT_FIRST;
+    else if (strcmp(s, "second") == 0)
+        *without = PT_SYNTH_WITHOUT_SECOND;
+    else if (pt_fault_parse(s, &kind) == 0 && kind != PT_FAULT_NONE && kind == job->fault)
+        *without = PT_SYNTH_WITHOUT_FIRST;
+    else if (pt_fault_parse(s, &kind) == 0 && kind != PT_FAULT_NONE && kind == job->second_fault)
+        *without = PT_SYNTH_WITHOUT_SECOND;
+    else
+        return -1;
+    return 0;
 }
 
 static int parse_format(const char *s, output_format *f)
@@ -279,7 +307,8 @@ static int write_expected(const pt_synth_plan *plan, const char *dir, pt_error *
 /* ------------------------------------------------------------ the command */
 
 enum { OPT_FAULT = 256, OPT_RANK, OPT_STEPS, OPT_LAYERS, OPT_GPUS, OPT_SEVERITY, OPT_SEED, OPT_FORMAT,
-       OPT_SIZE_MB, OPT_HANG_STEP, OPT_BACKEND, OPT_NOISE, OPT_QUIET };
+       OPT_SIZE_MB, OPT_HANG_STEP, OPT_BACKEND, OPT_NOISE, OPT_QUIET, OPT_SECOND_FAULT, OPT_SECOND_RANK,
+       OPT_SECOND_SEVERITY, OPT_WITHOUT };
 
 /* Names the option as the user wrote it (getopt's argv[optind - 1] is the value, not the
  * option, for "--fault bogus"), and for --fault the kinds there are. */
@@ -291,7 +320,7 @@ static void report_bad_value(int c, int option_index, const struct option *optio
     else
         snprintf(name, sizeof name, "-%c", c);
     pt_cli_print(stderr, "perftracker synth: bad value '%s' for option %s", value, name);
-    if (c == OPT_FAULT) {
+    if (c == OPT_FAULT || c == OPT_SECOND_FAULT) {
         fprintf(stderr, " (kinds:");
         for (int k = 0; k < PT_FAULT_KIND_COUNT; k++)
             fprintf(stderr, "%s %s", k ? "," : "", pt_fault_name((pt_fault_kind)k));
@@ -305,6 +334,10 @@ int cmd_synth(int argc, char **argv)
     static const struct option long_options[] = {
         {"fault", required_argument, NULL, OPT_FAULT},
         {"rank", required_argument, NULL, OPT_RANK},
+        {"second-fault", required_argument, NULL, OPT_SECOND_FAULT},
+        {"second-rank", required_argument, NULL, OPT_SECOND_RANK},
+        {"second-severity", required_argument, NULL, OPT_SECOND_SEVERITY},
+        {"without-fault", optional_argument, NULL, OPT_WITHOUT},
         {"workers", required_argument, NULL, 'n'},
         {"steps", required_argument, NULL, OPT_STEPS},
         {"layers", required_argument, NULL, OPT_LAYERS},
@@ -329,7 +362,8 @@ int cmd_synth(int argc, char **argv)
     double size_mb = 0;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = nproc > 0 ? (int)PT_MIN(nproc, 256) : 1;
-    bool layers_given = false, quiet = false;
+    bool layers_given = false, quiet = false, without = false;
+    const char *without_which = NULL;
     int c;
     optind = 1;
     int option_index = -1;
@@ -341,7 +375,21 @@ int cmd_synth(int argc, char **argv)
             bad = pt_fault_parse(optarg, &job.fault);
             break;
         case OPT_RANK:
-            bad = parse_ranks(optarg, &job);
+            bad = parse_ranks(optarg, job.fault_ranks, &job.fault_rank_count);
+            break;
+        case OPT_SECOND_FAULT:
+            bad = pt_fault_parse(optarg, &job.second_fault);
+            break;
+        case OPT_SECOND_RANK:
+            bad = parse_ranks(optarg, job.second_ranks, &job.second_rank_count);
+            break;
+        case OPT_SECOND_SEVERITY:
+            job.second_severity = strtod(optarg, &end);
+            bad = *end || end == optarg || !(job.second_severity > 0 && job.second_severity <= 100);
+            break;
+        case OPT_WITHOUT:
+            without = true;
+            without_which = optarg;
             break;
         case 'n':
             bad = parse_int(optarg, 1, PT_SYNTH_MAX_WORKERS, &job.workers);
@@ -406,6 +454,12 @@ int cmd_synth(int argc, char **argv)
     if (optind < argc || !out_dir) {
         fprintf(stderr, "perftracker synth: %s\n\n", out_dir ? "unexpected argument" : "-o DIR is required");
         usage(stderr);
+        return PT_EXIT_USAGE;
+    }
+    if (without && parse_without(without_which, &job, &job.without) != 0) {
+        pt_cli_print(stderr, "perftracker synth: bad value '%s' for option --without-fault (all, first, second, or "
+                             "the kind of one of the job's faults)", without_which);
+        fputc('\n', stderr);
         return PT_EXIT_USAGE;
     }
     if (size_mb > 0 && format == FORMAT_SUMMARY) {

@@ -46,6 +46,11 @@ typedef struct pt_analysis {
     double *scratch2;             /* n doubles */
 } pt_analysis;
 
+/* Sets of classes, as bits; work is every class but communication. */
+#define PT_CLASS_BIT(c) (1u << (c))
+#define PT_WORK_CLASSES (PT_CLASS_BIT(PT_CLASS_COMPUTE) | PT_CLASS_BIT(PT_CLASS_MEMORY) | \
+                         PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON))
+
 /* The parts of a step: the classes' exposed time (0..PT_CLASS_COUNT-1), idle, duration. */
 enum { PT_STEP_IDLE = PT_CLASS_COUNT, PT_STEP_DURATION, PT_STEP_PART_COUNT };
 double pt_step_part_ms(const pt_step_summary *step, int part);

@@ -12,8 +12,20 @@ typedef enum pt_evidence {
     PT_EVIDENCE_ONLY_HERE,  /* a function the other workers do not run (or barely) */
     PT_EVIDENCE_MORE_CALLS, /* the same function, called more often than on the others */
     PT_EVIDENCE_SLOWER,     /* the same calls, taking longer */
-    PT_EVIDENCE_CLASS       /* a whole class above its peers, spread over many functions */
+    PT_EVIDENCE_CLASS,      /* a whole class above its peers, spread over many functions */
+    PT_EVIDENCE_UNIFORM     /* every kernel slower by a similar factor: the GPU */
 } pt_evidence;
+
+/* What fixing a finding removes, for the step model (whatif.h): the named workers' time
+ * above the other workers' (a function's exposed time, some classes', or all their
+ * work), or every worker's time above what it is expected to take. */
+typedef enum pt_fix_kind {
+    PT_FIX_NONE = 0,  /* not modelled: its impact is given (a hang's, a hardware finding's) */
+    PT_FIX_ROW,       /* the function `row` */
+    PT_FIX_CLASSES,   /* the classes in `classes` */
+    PT_FIX_WORK,      /* all work (a straggler no function explains) */
+    PT_FIX_COMMON     /* every worker: `row` (or `classes`) above `expected` of each step */
+} pt_fix_kind;
 
 typedef struct finding {
     const char *category;
@@ -21,7 +33,21 @@ typedef struct finding {
     size_t *workers;          /* worker indices */
     size_t worker_count, worker_cap;
     bool all_workers;
-    double impact;
+    double impact;            /* the share of the step the model saves when it is fixed */
+    pt_fix_kind fix;
+    const pt_fn_row *row;
+    unsigned classes;         /* PT_CLASS_BIT(c) of each class */
+    double expected;          /* PT_FIX_COMMON: the share of a step that work may take */
+    double excess_ms;         /* per step: what fixing it removes from the worker that has
+                                 the most of it (over the other workers, or over expected) */
+    double alone;             /* several named workers: the saving of fixing the worst alone */
+    size_t worst;             /* ... which is this worker (index) */
+    size_t explains;          /* hardware: 1 + the index of the finding it explains */
+    size_t steps_slow;        /* steps in which the worst worker's excess reached the floor ... */
+    size_t steps_total;       /* ... of these (0: steps could not be compared) */
+    bool graded;              /* several workers run the same code for longer than the fastest */
+    size_t pacer;             /* ... this one the longest (named first) ... */
+    bool sets_pace;           /* ... and it is the one the others wait for in every segment */
     char *summary;
     const char *section;      /* evidence */
     const char *metric;
@@ -42,6 +68,8 @@ finding *pt_finding_add(finding_list *list, const char *category, const char *fu
 void pt_finding_name_worker(finding *f, size_t w, double value);
 bool pt_finding_names(const finding *f, size_t w);
 finding *pt_finding_find(finding_list *list, const char *category, const char *function);
+/* Forgets the finding added last (one that turned out not to be worth reporting). */
+void pt_finding_drop_last(finding_list *list);
 /* True when a finding about some workers (not all) names worker w. */
 bool pt_findings_name_worker(const finding_list *list, size_t w);
 void pt_finding_list_free(finding_list *list);
@@ -55,6 +83,9 @@ double pt_impact_of(const pt_analysis *a, double excess_ms);
 /* Sentence pieces: "Rank 3" / "Ranks 1, 2 and 5"; "12.5 ms"; the short function name. */
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
 void pt_put_ms(pt_buf *out, double ms);
+/* "; fixing it saves 38 ms per step (41% of the step)", with what fixing the worst of
+ * several workers alone saves, and why a saving is smaller than the excess. */
+void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_buf *out);
 /* "37%", "4.3%", "0.35%": small shares keep their digits (a 0.35% link use is not 0%). */
 #define PT_PERCENT_LEN 16
 const char *pt_percent(char out[PT_PERCENT_LEN], double percent);
@@ -64,7 +95,15 @@ const char *pt_percent(char out[PT_PERCENT_LEN], double percent);
 void pt_hang_findings(const pt_analysis *a, finding_list *list, int *status);
 
 /* The passes of peers.c: functions and classes against the other workers, uniformly slow
- * hosts, and stragglers (workers the others wait for). */
-void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers);
+ * hosts, and stragglers (workers the others wait for). Their sentences are written once
+ * the step model has costed them (pt_describe_peer_finding). */
+struct pt_whatif;
+void pt_peer_findings(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, bool explain_stragglers);
+/* The step model's costing of a finding (findings.c): its impact, excess, worst worker
+ * and the saving of fixing that one alone. */
+void pt_cost_finding(const pt_analysis *a, const struct pt_whatif *m, finding *f);
+void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms);
+
+
 
 #endif

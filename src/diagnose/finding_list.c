@@ -55,15 +55,25 @@ bool pt_findings_name_worker(const finding_list *list, size_t w)
     return false;
 }
 
+static void finding_free(finding *f)
+{
+    free(f->function);
+    free(f->workers);
+    free(f->values);
+    free(f->summary);
+    pt_json_free(f->hang);
+}
+
+void pt_finding_drop_last(finding_list *list)
+{
+    if (list->count)
+        finding_free(&list->items[--list->count]);
+}
+
 void pt_finding_list_free(finding_list *list)
 {
-    for (size_t i = 0; i < list->count; i++) {
-        free(list->items[i].function);
-        free(list->items[i].workers);
-        free(list->items[i].values);
-        free(list->items[i].summary);
-        pt_json_free(list->items[i].hang);
-    }
+    for (size_t i = 0; i < list->count; i++)
+        finding_free(&list->items[i]);
     free(list->items);
     memset(list, 0, sizeof *list);
 }
@@ -84,10 +94,43 @@ void pt_put_ms(pt_buf *out, double ms)
     pt_buf_printf(out, ms >= 100 ? "%.0f ms" : "%.3g ms", ms);
 }
 
+void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_buf *out)
+{
+    char pct[PT_PERCENT_LEN];
+    bool several = f->worker_count > 1 && !f->all_workers;
+    pt_buf_puts(out, several ? "; fixing all of them saves " : "; fixing it saves ");
+    pt_put_ms(out, f->impact * step_ms);
+    pt_buf_printf(out, " per step (%s of the step)", pt_percent(pct, 100 * f->impact));
+    if (several && f->alone < f->impact - 0.005) {
+        pt_buf_printf(out, ", fixing rank %d alone ", pt_worker_rank(a, f->worst));
+        pt_put_ms(out, f->alone * step_ms);
+        pt_buf_printf(out, " (%s)", pt_percent(pct, 100 * f->alone));
+    }
+    if (!f->all_workers && f->impact * step_ms < 0.5 * f->excess_ms)
+        pt_buf_puts(out, several ? " (the others' own work then sets the pace)"
+                                 : " (the other workers' own work then sets the pace)");
+}
+
 const char *pt_percent(char out[PT_PERCENT_LEN], double percent)
 {
     snprintf(out, PT_PERCENT_LEN, percent >= 9.5 || percent == 0 ? "%.0f%%" : "%.2g%%", percent);
     return out;
+}
+
+/* The host every named worker is on when they are all of its workers (and the job has
+ * others), else NULL. */
+static const char *whole_host(const pt_analysis *a, const finding *f)
+{
+    const char *host = a->workers[f->workers[0]]->host;
+    if (!host || !*host || f->worker_count >= a->n)
+        return NULL;
+    size_t on_host = 0;
+    for (size_t w = 0; w < a->n; w++)
+        on_host += a->workers[w]->host && strcmp(a->workers[w]->host, host) == 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (!a->workers[f->workers[k]]->host || strcmp(a->workers[f->workers[k]]->host, host) != 0)
+            return NULL;
+    return on_host == f->worker_count ? host : NULL;
 }
 
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)
@@ -96,10 +139,24 @@ void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)
         pt_buf_printf(out, "Rank %d", pt_worker_rank(a, f->workers[0]));
         return;
     }
+    /* Workers are in rank order: runs of three or more consecutive ranks as "8-15". */
     pt_buf_puts(out, "Ranks ");
-    for (size_t i = 0; i < f->worker_count && i < 8; i++)
-        pt_buf_printf(out, "%s%d", i == 0 ? "" : i + 1 == f->worker_count ? " and " : ", ",
-                      pt_worker_rank(a, f->workers[i]));
-    if (f->worker_count > 8)
-        pt_buf_printf(out, " and %zu more", f->worker_count - 8);
+    size_t shown = 0, parts = 0;
+    for (size_t i = 0; i < f->worker_count && parts < 8;) {
+        size_t j = i;
+        while (j + 1 < f->worker_count && pt_worker_rank(a, f->workers[j + 1]) == pt_worker_rank(a, f->workers[j]) + 1)
+            j++;
+        if (j - i < 2)
+            j = i;
+        bool last = j + 1 == f->worker_count;
+        pt_buf_printf(out, "%s%d", parts == 0 ? "" : last ? " and " : ", ", pt_worker_rank(a, f->workers[i]));
+        if (j > i)
+            pt_buf_printf(out, "-%d", pt_worker_rank(a, f->workers[j]));
+        shown = j + 1, parts++, i = j + 1;
+    }
+    if (shown < f->worker_count)
+        pt_buf_printf(out, " and %zu more", f->worker_count - shown);
+    const char *host = whole_host(a, f);
+    if (host)
+        pt_buf_printf(out, " (every rank of host %s)", host);
 }

@@ -1,5 +1,5 @@
 /* findings.c -- the diagnosis: which workers are slow, which function is the root cause,
- * and how much step time it costs; plus problems every worker shares, and hangs.
+ * and how much step time fixing it saves; plus problems every worker shares, and hangs.
  *
  * Method (PerfTracker's, made to hold on real traces):
  *  0. Work, not waiting. The summaries split each worker's time into work and waiting:
@@ -10,22 +10,39 @@
  *  1. Peers (peers.c). Every worker is compared with the typical one, function by function
  *     and class by class: extra calls are exact evidence of extra work; more time in the
  *     same calls must clear the noise (each worker's own step-to-step spread) in every
- *     step. A worker whose CPU-side calls are all slower by a similar factor is one host
- *     finding (contention or throttling). The worker the others wait for (least waiting)
- *     is the straggler, explained by what it does instead of waiting.
+ *     step, and the worker must hold the others up (it is among the busiest workers of
+ *     the step model's segments: causality, not variance). A worker whose CPU-side calls
+ *     are all slower by a similar factor is one host finding; one whose kernels are is
+ *     one slow-GPU finding (a host's slow GPUs together). The worker busiest in every
+ *     segment is the straggler whatever its noise, explained by what it does instead of
+ *     waiting; others doing the same thing for less time are named with it (graded).
  *  2. Hardware evidence: a GPU clocked below its peers', or a busier host CPU, behind a
  *     finding about that worker.
  *  3. Common problems. What every worker does badly is invisible to peer comparison, so
  *     it is judged against expected behaviour instead: memory operations above 3% of the
  *     step on (almost) all workers, a runtime API above 5% (launch-bound), a Python stack
- *     above 15% with the GPU idle, exposed communication above 30%.
+ *     above 15% with the GPU idle, the CPU side as the critical path while the GPU idles
+ *     (cpu_bound, summed over every stack), exposed communication above 30% (what no
+ *     worker's work sets: the transfers), and a slowest worker that moves from step to
+ *     step (uneven work).
  *  4. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
  *     missing from the call the others wait in, which calls do not match, groups entered
  *     in opposite orders, a call nobody returns from -- and, without collective state,
  *     the stacks: workers stopped outside a collective are the culprits.
- * Impact is the excess time per step over the median worker (or over the expected cost)
- * divided by the median step time: roughly what fixing it would save. */
+ *
+ * Impact is what fixing saves, from the step model (whatif.h): a step is a chain of sync
+ * points, each segment between two lasts as long as its busiest worker's work plus its
+ * wait (the transfer). A finding removes, in each step, the named workers' time above
+ * the workers it does not name (for a function, a class or all their work), or every
+ * worker's time above what the activity is expected to cost (a common finding); its
+ * impact is the share of the modelled step that saves, everything else unchanged. So a
+ * straggler's fix saves its lead over the next slowest worker, a fault behind another
+ * saves nothing alone, and the report's joint_impact is the saving of all of them at
+ * once. Exposed communication is not work: its finding saves what no worker's work sets.
+ * The sentences say the excess ("ms more", against the workers not named) and the
+ * saving, in every step or in some. */
 #include "diagnose/finding.h"
+#include "diagnose/whatif.h"
 #include "summarize/classify.h"
 
 #include <math.h>
@@ -42,6 +59,9 @@
 #define EXPECTED_PYTHON 0.10  /* a step's own Python (its data, its loop) is normal work */
 #define EXPECTED_COMM 0.10
 #define MOST_WORKERS 0.9
+#define CPU_BOUND_GPU 0.7     /* the GPU works less than 70% of the step ... */
+#define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */
+#define EXPECTED_CPU 0.10
 
 /* ------------------------------------------------------------ hardware evidence */
 
@@ -119,7 +139,7 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
                 finding *f = pt_finding_add(list, "hardware", metric->name, "Hardware");
                 f->metric = "average over the window";
                 f->median = s.median;
-                f->impact = list->items[i].impact; /* the time it costs is the finding it explains */
+                f->explains = i + 1; /* the time it costs is the finding it explains */
                 pt_finding_name_worker(f, w, metric->mean);
                 pt_buf b = PT_BUF_INIT;
                 pt_buf_printf(&b, "Rank %d: %s averages %.4g against %.4g on the other workers; %s.",
@@ -131,20 +151,192 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
     free(values);
 }
 
+/* ------------------------------------------------------------ costing: the step model */
+
+/* Per modelled step, each worker's value of what fixing f removes from, in ms:
+ * out[w * steps + s]. */
+static void fix_values(const pt_analysis *a, const pt_whatif *m, const finding *f, double *out)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    bool by_step = pt_whatif_by_step(m);
+    if (f->fix == PT_FIX_WORK) {
+        for (size_t w = 0; w < n; w++)
+            for (size_t s = 0; s < steps; s++)
+                out[w * steps + s] = pt_whatif_work_ms(m, w, s);
+        return;
+    }
+    double *mean = pt_xmalloc((n ? n : 1) * sizeof *mean), *per_step = pt_xmalloc((n * steps + 1) * sizeof *per_step);
+    if (f->row && by_step && a->function_steps == steps) {
+        pt_row_step_ms(a, f->row, out);
+    } else if (f->row) {
+        pt_row_exposed_ms(a, f->row, mean);
+        for (size_t i = 0; i < n * steps; i++)
+            out[i] = mean[i / steps];
+    } else {
+        memset(out, 0, n * steps * sizeof *out);
+        for (int c = 0; c < PT_CLASS_COUNT; c++) {
+            if (!(f->classes & PT_CLASS_BIT(c)))
+                continue;
+            if (by_step)
+                pt_class_step_ms(a, (pt_class)c, per_step);
+            else
+                pt_class_exposed_ms(a, (pt_class)c, mean);
+            for (size_t i = 0; i < n * steps; i++)
+                out[i] += by_step ? per_step[i] : mean[i / steps];
+        }
+    }
+    free(mean);
+    free(per_step);
+}
+
+static double step_length_ms(const pt_analysis *a, const pt_whatif *m, size_t w, size_t s)
+{
+    return pt_whatif_by_step(m) ? (double)a->workers[w]->steps[s].dur_ns / 1e6 : a->step_ms[w];
+}
+
+/* What fixing f removes, into fix (and into also, when given): per step, each named
+ * worker's value above the others' (the median of the workers f does not name) or, for
+ * a finding about every worker, above what it is expected to take. Only `only` when it
+ * is a worker index. mean_excess[w] gets each worker's excess per step. */
+static void remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
+                           size_t only, double *mean_excess, size_t *steps_over_floor)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *values = pt_xmalloc((n * steps + 1) * sizeof *values), *column = pt_xmalloc((n ? n : 1) * sizeof *column);
+    bool *named = pt_xcalloc(n ? n : 1, sizeof *named);
+    size_t named_count = 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        named_count += !named[f->workers[k]], named[f->workers[k]] = true;
+    fix_values(a, m, f, values);
+    unsigned mask = f->fix == PT_FIX_WORK ? PT_WORK_CLASSES : f->row ? PT_CLASS_BIT(f->row->cls) : f->classes;
+    for (size_t s = 0; s < steps; s++) {
+        double reference = 0;
+        if (f->fix != PT_FIX_COMMON) {
+            size_t k = 0;
+            for (size_t w = 0; w < n; w++)
+                if (!named[w] || named_count == n)
+                    column[k++] = values[w * steps + s];
+            reference = pt_median_of(column, k, a->scratch);
+        }
+        for (size_t w = 0; w < n; w++) {
+            if (!named[w] || (only != SIZE_MAX && w != only))
+                continue;
+            double base = f->fix == PT_FIX_COMMON ? f->expected * step_length_ms(a, m, w, s) : reference;
+            double excess = values[w * steps + s] - base;
+            if (excess <= 0)
+                continue;
+            pt_fix_remove(fix, w, s, mask, excess);
+            if (also)
+                pt_fix_remove(also, w, s, mask, excess);
+            if (mean_excess)
+                mean_excess[w] += excess / (double)steps;
+            if (steps_over_floor && excess >= pt_floor_ms(a))
+                steps_over_floor[w]++;
+        }
+    }
+    free(values);
+    free(column);
+    free(named);
+}
+
+/* Exposed communication every worker shares: what nobody's work sets, above what is
+ * expected, is what overlapping it could save. */
+static double communication_saving(const pt_analysis *a, const pt_whatif *m, const finding *f)
+{
+    double step = pt_whatif_step_ms(m);
+    double excess = (f->median - f->expected) * a->median_step_ms;
+    return step > 0 ? fmin(1, fmax(0, fmin(excess, pt_whatif_unshortened_ms(m)) / step)) : 0;
+}
+
+/* A finding's impact: the share of the modelled step its fix saves; its excess, the
+ * named worker's with the most; with several workers, what fixing that one alone saves. */
+void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
+{
+    if (f->fix == PT_FIX_NONE)
+        return;
+    if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM)) {
+        f->impact = communication_saving(a, m, f);
+        f->excess_ms = f->impact * pt_whatif_step_ms(m);
+        return;
+    }
+    double *mean_excess = pt_xcalloc(a->n ? a->n : 1, sizeof *mean_excess);
+    size_t *over_floor = pt_xcalloc(a->n ? a->n : 1, sizeof *over_floor);
+    pt_fix *fix = pt_fix_new(m);
+    remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess, over_floor);
+    f->impact = pt_whatif_saving(m, fix);
+    pt_fix_free(fix);
+    f->worst = f->worker_count ? f->workers[0] : 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (mean_excess[f->workers[k]] > mean_excess[f->worst])
+            f->worst = f->workers[k];
+    f->excess_ms = a->n ? mean_excess[f->worst] : 0;
+    f->steps_total = pt_whatif_by_step(m) ? pt_whatif_steps(m) : 0;
+    f->steps_slow = a->n ? over_floor[f->worst] : 0;
+    free(over_floor);
+    f->alone = f->impact;
+    if (f->worker_count > 1 && !f->all_workers) {
+        pt_fix *alone = pt_fix_new(m);
+        remove_finding(a, m, f, alone, NULL, f->worst, NULL, NULL);
+        f->alone = pt_whatif_saving(m, alone);
+        pt_fix_free(alone);
+    }
+    free(mean_excess);
+}
+
+/* Fixing every finding at once: each one's removal together (what two of them remove
+ * twice is removed once), plus overlapped communication. */
+static double joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list)
+{
+    pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
+    double communication = 0, given = 0;
+    for (size_t i = 0; i < list->count; i++) {
+        const finding *f = &list->items[i];
+        if (f->fix == PT_FIX_NONE && strcmp(f->category, "hardware") != 0)
+            given = fmax(given, f->impact); /* a hang */
+        else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
+            communication = fmax(communication, f->impact);
+        else if (f->fix != PT_FIX_NONE)
+            remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
+    }
+    double saving = fmin(1, pt_whatif_saving(m, all) + communication);
+    pt_fix_free(all);
+    pt_fix_free(scratch);
+    return fmax(saving, given);
+}
+
 /* ------------------------------------------------------------ 3. common problems */
 
-/* A finding about every worker: values[w] per worker, judged at the median. */
-static finding *add_common_finding(const pt_analysis *a, finding_list *list, pt_class cls, const char *function,
-                                   double median, double expected, const char *metric, const double *values)
+/* A finding about every worker: values[w] per worker, judged at the median; fixing it
+ * takes each worker's time in row down to `expected` of its step. */
+static finding *add_common_finding(const pt_analysis *a, finding_list *list, const pt_fn_row *row, pt_class cls,
+                                   const char *function, double median, double expected, const char *metric,
+                                   const double *values)
 {
     finding *f = pt_finding_add(list, pt_category_of(cls), function, pt_section_of(cls));
     f->all_workers = true;
-    f->impact = median - expected;
+    f->fix = PT_FIX_COMMON;
+    f->row = row;
+    f->classes = PT_CLASS_BIT(cls);
+    f->expected = expected;
     f->metric = metric;
     f->median = median;
+    f->cls = cls;
     for (size_t w = 0; w < a->n; w++)
         pt_finding_name_worker(f, w, values[w]);
     return f;
+}
+
+/* Who a finding about (almost) every worker is about: "The worker spends" in a one-worker
+ * job, "Every worker spends" when all are above what is expected, else "7 of the 8
+ * workers spend". */
+static void put_common_subject(const pt_analysis *a, size_t above, const char *verb, pt_buf *out)
+{
+    if (a->n == 1)
+        pt_buf_printf(out, "The worker %ss", verb);
+    else if (above == a->n)
+        pt_buf_printf(out, "Every worker %ss", verb);
+    else
+        pt_buf_printf(out, "%zu of the %zu workers %s", above, a->n, verb);
 }
 
 /* What to do about a cost every worker shares: by class, and for runtime calls by what
@@ -178,7 +370,11 @@ static const char *common_advice(pt_class cls, const char *function)
     }
 }
 
-static void common_class(const pt_analysis *a, finding_list *list, pt_class cls, double threshold, double expected)
+/* Common findings the model says fixing would barely help are not worth a line. */
+#define COMMON_MIN_SAVING 0.01
+
+static void common_class(const pt_analysis *a, const pt_whatif *m, finding_list *list, pt_class cls, double threshold,
+                         double expected)
 {
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
     for (size_t i = 0; i < a->row_count; i++) {
@@ -192,15 +388,24 @@ static void common_class(const pt_analysis *a, finding_list *list, pt_class cls,
         double median = pt_median_of(ratio, a->n, a->scratch);
         if (median < threshold || (double)above < MOST_WORKERS * (double)a->n)
             continue;
-        finding *f = add_common_finding(a, list, cls, row->name, median, expected,
+        finding *f = add_common_finding(a, list, row, cls, row->name, median, expected,
                                         "bottleneck ratio (median over workers)", ratio);
+        pt_cost_finding(a, m, f);
+        if (f->impact < COMMON_MIN_SAVING) {
+            pt_finding_drop_last(list);
+            continue;
+        }
         pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
         pt_short_function_name(cls, row->name, &name);
         char pct[PT_PERCENT_LEN];
-        pt_buf_printf(&s, "Every worker spends %s of each step in %s `%s` not hidden by %s; ", pt_percent(pct, 100 * median),
+        put_common_subject(a, above, "spend", &s);
+        pt_buf_printf(&s, " %s%s of each step in %s `%s` not hidden by %s", above < a->n ? "a median of " : "",
+                      pt_percent(pct, 100 * median),
                       cls == PT_CLASS_MEMORY ? "the memory operation" : cls == PT_CLASS_RUNTIME ? "the runtime call"
                                                                                              : "Python",
                       name.data ? name.data : row->name, cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
+        pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+        pt_buf_puts(&s, "; ");
         pt_buf_puts(&s, common_advice(cls, row->name));
         f->summary = pt_buf_take(&s);
         pt_buf_free(&name);
@@ -208,13 +413,16 @@ static void common_class(const pt_analysis *a, finding_list *list, pt_class cls,
     free(ratio);
 }
 
-static void common_communication(const pt_analysis *a, finding_list *list)
+static void common_communication(const pt_analysis *a, const pt_whatif *m, finding_list *list)
 {
     double *ms = pt_xmalloc(a->n * sizeof *ms);
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
     for (size_t w = 0; w < a->n; w++)
         ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
     double median = pt_median_of(ratio, a->n, a->scratch);
+    size_t above = 0;
+    for (size_t w = 0; w < a->n; w++)
+        above += ratio[w] >= COMMON_COMM;
     if (median >= COMMON_COMM) {
         /* Name the collective with the most exposed time on the median worker. */
         const pt_fn_row *top = NULL;
@@ -223,24 +431,35 @@ static void common_communication(const pt_analysis *a, finding_list *list)
             if (a->rows[i].cls != PT_CLASS_COMM)
                 continue;
             pt_row_exposed_ms(a, &a->rows[i], ms);
-            double m = pt_median_of(ms, a->n, a->scratch);
-            if (m > top_ms)
-                top_ms = m, top = &a->rows[i];
+            double typical = pt_median_of(ms, a->n, a->scratch);
+            if (typical > top_ms)
+                top_ms = typical, top = &a->rows[i];
         }
         if (top) {
             for (size_t w = 0; w < a->n; w++)
                 ms[w] = top->by_worker[w] ? top->by_worker[w]->throughput_avg_pct : 0;
             throughput = pt_median_of(ms, a->n, a->scratch);
-            finding *f = add_common_finding(a, list, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
+            finding *f = add_common_finding(a, list, NULL, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
                                             "exposed communication ratio (median over workers)", ratio);
+            pt_cost_finding(a, m, f);
+            if (f->impact < COMMON_MIN_SAVING) {
+                pt_finding_drop_last(list);
+                free(ms);
+                free(ratio);
+                return;
+            }
             pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
             char pct[PT_PERCENT_LEN];
             pt_short_function_name(PT_CLASS_COMM, top->name, &name);
-            pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %s of each step on "
-                              "every worker, most in `%s`",
-                          pt_percent(pct, 100 * median), name.data ? name.data : top->name);
+            pt_buf_printf(&s, "Communication is exposed (not overlapped with compute) for %s%s of each step%s, most "
+                              "in `%s`",
+                          above < a->n ? "a median of " : "", pt_percent(pct, 100 * median),
+                          a->n == 1 ? "" : above == a->n ? " on every worker" : " on most workers",
+                          name.data ? name.data : top->name);
             if (throughput > 0)
                 pt_buf_printf(&s, " at %s of the link's peak bandwidth", pt_percent(pct, throughput));
+            pt_buf_puts(&s, ", which no worker's work sets");
+            pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
             pt_buf_puts(&s, "; overlap gradient communication with backward (DDP buckets), shard differently, "
                             "or check the links.");
             f->summary = pt_buf_take(&s);
@@ -249,6 +468,149 @@ static void common_communication(const pt_analysis *a, finding_list *list)
     }
     free(ms);
     free(ratio);
+}
+
+/* The CPU side is the critical path: the GPU works less than 70% of the step while Python,
+ * operators and launches, summed over every stack (each may be small), run alone for a
+ * good part of it, longer than the worker waits. On (almost) every worker of a GPU job
+ * that is one finding: fixing it (fewer, larger operations; CUDA graphs, compilation)
+ * takes each worker's CPU-side time down to what a step is expected to spend there. */
+static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    double *share = pt_xmalloc(a->n * sizeof *share);
+    size_t bound = 0;
+    double python = 0, runtime = 0, gpu = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        double window = (double)s->window_ns;
+        double device = window > 0 ? (double)(s->exposed_ns[PT_CLASS_COMPUTE] + s->exposed_ns[PT_CLASS_MEMORY]) / window : 1;
+        double cpu = window > 0 ? (double)(s->exposed_ns[PT_CLASS_RUNTIME] + s->exposed_ns[PT_CLASS_PYTHON]) / window : 0;
+        double waiting = window > 0 ? (double)(s->exposed_ns[PT_CLASS_COMM] + s->idle_ns) / window : 0;
+        share[w] = cpu;
+        if (device < CPU_BOUND_GPU && cpu >= CPU_BOUND_CPU && cpu > waiting)
+            bound++;
+    }
+    if (a->n == 0 || (double)bound < MOST_WORKERS * (double)a->n) {
+        free(share);
+        return;
+    }
+    double median = pt_median_of(share, a->n, a->scratch);
+    finding *f = pt_finding_add(list, "cpu_bound", "CPU-side work: Python, operators and launches", "Python functions");
+    f->all_workers = true;
+    f->fix = PT_FIX_COMMON;
+    f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
+    f->expected = EXPECTED_CPU;
+    f->metric = "CPU-side time alone on the critical path, share of the window (median over workers)";
+    f->median = median;
+    for (size_t w = 0; w < a->n; w++)
+        pt_finding_name_worker(f, w, share[w]);
+    pt_cost_finding(a, m, f);
+    for (size_t w = 0; w < a->n; w++) { /* the typical worker's parts, per step */
+        share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_PYTHON] / 1e6 / a->steps[w];
+    }
+    python = pt_median_of(share, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_RUNTIME] / 1e6 / a->steps[w];
+    runtime = pt_median_of(share, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        share[w] = s->window_ns > 0 ? (double)(s->exposed_ns[PT_CLASS_COMPUTE] + s->exposed_ns[PT_CLASS_MEMORY]) /
+                                          (double)s->window_ns
+                                    : 0;
+    }
+    gpu = pt_median_of(share, a->n, a->scratch);
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    pt_buf_printf(&s, "The job is CPU-bound%s: the GPU works only %s of each step, while the CPU side alone takes ",
+                  a->n == 1 ? "" : bound == a->n ? " on every worker" : " on most workers", pt_percent(pct, 100 * gpu));
+    pt_put_ms(&s, python + runtime);
+    pt_buf_puts(&s, " of it (Python and operators ");
+    pt_put_ms(&s, python);
+    pt_buf_puts(&s, ", runtime calls ");
+    pt_put_ms(&s, runtime);
+    pt_buf_puts(&s, ", summed over every stack)");
+    pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+    pt_buf_puts(&s, " at most; give the GPU more work per call (larger batches, fused or compiled kernels: "
+                    "torch.compile, CUDA graphs), cut per-step Python (logging, host-side bookkeeping) and load data "
+                    "in background workers.");
+    f->summary = pt_buf_take(&s);
+    if (f->impact < COMMON_MIN_SAVING)
+        pt_finding_drop_last(list);
+    free(share);
+}
+
+/* The slowest worker moves from step to step: no worker holds the job up in every step,
+ * but in each some worker's work is well above the typical worker's, and the others wait
+ * for it (uneven data: variable sequence lengths, data-dependent work). Judged when the
+ * waiting shows as exposed communication on most workers (what a job whose slowest rank
+ * moves looks like), so the advice is to balance the work, not to overlap or check the
+ * links. Fixing it takes every worker's work down to the typical worker's in each step. */
+#define IMBALANCE_MIN_SAVING 0.05
+
+static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    size_t segments = pt_whatif_segments(m);
+    if (a->n < 3 || segments < 2 || !pt_whatif_by_step(m))
+        return;
+    double *ratio = pt_xmalloc(a->n * sizeof *ratio);
+    for (size_t w = 0; w < a->n; w++)
+        ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
+    double exposed = pt_median_of(ratio, a->n, a->scratch);
+    free(ratio);
+    size_t first = SIZE_MAX, distinct = 0;
+    bool *seen = pt_xcalloc(a->n, sizeof *seen);
+    for (size_t j = 0; j < segments; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        distinct += !seen[w], seen[w] = true;
+        if (first == SIZE_MAX)
+            first = w;
+    }
+    free(seen);
+    if (exposed < COMMON_COMM || distinct < 2)
+        return;
+    finding *f = pt_finding_add(list, "other", "uneven work per step: the slowest rank moves", "workers");
+    f->all_workers = true;
+    f->fix = PT_FIX_WORK;
+    f->metric = "work per step, ms";
+    for (size_t w = 0; w < a->n; w++)
+        pt_finding_name_worker(f, w, pt_whatif_work_ms(m, w, 0));
+    pt_cost_finding(a, m, f);
+    if (f->impact < IMBALANCE_MIN_SAVING) {
+        pt_finding_drop_last(list);
+        return;
+    }
+    pt_buf s = PT_BUF_INIT;
+    pt_buf_puts(&s, "The slowest rank moves from step to step (");
+    for (size_t j = 0; j < segments && j < 6; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        pt_buf_printf(&s, "%srank %d in step %lld", j ? ", " : "", pt_worker_rank(a, w),
+                      (long long)a->workers[w]->steps[pt_whatif_segment_step(m, j)].step);
+    }
+    if (segments > 6)
+        pt_buf_puts(&s, ", ...");
+    double least = INFINITY, most = 0, *work = pt_xmalloc(a->n * sizeof *work);
+    for (size_t j = 0; j < segments; j++) { /* how far each step's slowest is above the typical */
+        double margin;
+        size_t pacer = pt_whatif_pacer(m, j, &margin);
+        for (size_t w = 0; w < a->n; w++)
+            work[w] = pt_whatif_segment_work_ms(m, j, w);
+        double above = work[pacer] - pt_median_of(work, a->n, a->scratch);
+        least = fmin(least, above), most = fmax(most, above);
+    }
+    free(work);
+    pt_buf_puts(&s, "), each time ");
+    pt_put_ms(&s, least);
+    if (most - least >= 0.05 * most) {
+        pt_buf_puts(&s, " to ");
+        pt_put_ms(&s, most);
+    }
+    pt_buf_puts(&s, " above the typical rank's work: the others wait for work unevenly split between ranks and steps "
+                    "(variable sequence lengths, data-dependent work), not for one slow worker or slow links");
+    pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+    pt_buf_puts(&s, "; balance the work per rank and step (bucket or pack sequences by length, even shards).");
+    f->summary = pt_buf_take(&s);
 }
 
 /* ------------------------------------------------------------ output */
@@ -297,33 +659,62 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
     return j;
 }
 
+/* The step model as the report states it: the modelled step and how it is cut. */
+static pt_json *model_json(const pt_whatif *m, double joint)
+{
+    pt_json *j = pt_json_object();
+    pt_json_add(j, "step_ms", pt_json_number_rounded(pt_whatif_step_ms(m), 6));
+    pt_json_add(j, "steps", pt_json_int((int64_t)pt_whatif_steps(m)));
+    pt_json_add(j, "sync_points_per_step",
+                pt_json_number_rounded((double)pt_whatif_sync_segments(m) / (double)pt_whatif_steps(m), 3));
+    pt_json_add(j, "unshortened_ms", pt_json_number_rounded(pt_whatif_unshortened_ms(m), 6));
+    pt_json_add(j, "joint_impact", pt_json_number_rounded(joint, 6));
+    return j;
+}
+
 pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
 {
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
+    pt_whatif *m = pt_whatif_new(a);
     pt_hang_findings(a, &list, status);
     size_t hangs = list.count;
     if (a->n >= 3) {
-        pt_peer_findings(a, &list, hangs == 0);
+        pt_peer_findings(a, m, &list, hangs == 0);
+        for (size_t i = hangs; i < list.count; i++) {
+            pt_cost_finding(a, m, &list.items[i]);
+            pt_describe_peer_finding(a, &list.items[i], pt_whatif_step_ms(m));
+        }
         hardware_findings(a, &list);
     }
     size_t peer_findings = list.count - hangs;
     if (a->n > 0 && !hangs) {
-        common_class(a, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
-        common_class(a, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
-        if (a->gpu_workers == a->n)
-            common_class(a, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
+        common_class(a, m, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
+        common_class(a, m, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
+        if (a->gpu_workers == a->n) {
+            common_class(a, m, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
+            common_cpu_bound(a, m, &list);
+        }
         /* Waiting for a straggler is exposed communication on everyone else: it is
          * explained by the straggler's finding, not a communication problem. */
-        if (!peer_findings)
-            common_communication(a, &list);
+        if (!peer_findings) {
+            common_communication(a, m, &list);
+            common_imbalance(a, m, &list);
+        }
     }
+    for (size_t i = 0; i < list.count; i++)
+        if (list.items[i].explains)
+            list.items[i].impact = list.items[list.items[i].explains - 1].impact;
+    double joint = joint_saving(a, m, &list);
     if (list.count)
         qsort(list.items, list.count, sizeof *list.items, by_impact);
 
     pt_json *diagnosis = pt_json_object();
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";
     pt_json_add(diagnosis, "verdict", pt_json_string(verdict));
+    pt_json_add(diagnosis, "joint_impact", pt_json_number_rounded(joint, 6));
+    pt_json_add(diagnosis, "step_model", model_json(m, joint));
+    pt_whatif_free(m);
     pt_json *findings = pt_json_add(diagnosis, "findings", pt_json_array());
     for (size_t i = 0; i < list.count; i++) {
         finding *f = &list.items[i];

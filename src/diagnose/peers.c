@@ -23,10 +23,19 @@
  * factor: when a worker's CPU-side time (runtime calls and Python) stands out and most of
  * it is in functions called as often as elsewhere but slower per call, that is one host
  * finding, not a finding per operator.
- * Stragglers: the worker the others wait for waits least. Waiting (exposed communication
- * plus idle) is compared like everything else; a straggler no finding names yet is
- * explained by its largest excess covering half its lead, else as untraced time. */
+ * A GPU slowed as a whole (clocks, heat) makes every kernel slower by a similar factor:
+ * one finding for those workers, costed at the whole class.
+ * Who holds the others up is causal, from the step model (whatif.h): a worker among the
+ * busiest (within the floor) in half its segments. The worker busiest in every segment,
+ * each time by the floor, is the straggler however noisy its steps; so is one that waits
+ * far less than its peers (exposed communication plus idle, compared like everything
+ * else). A straggler no finding names yet is explained by its largest excess covering
+ * half its lead, else as untraced time; when its function is one the other workers also
+ * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
+ * straggler first (graded). Sentences are written once the model has costed each
+ * finding (pt_describe_peer_finding). */
 #include "diagnose/finding.h"
+#include "diagnose/whatif.h"
 #include "summarize/classify.h"
 #include "util/stats.h"
 
@@ -171,14 +180,17 @@ static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
  * waits as long as they do) costs the job nothing; its excess is noise or slack. */
 typedef struct peer_context {
     bool *host_slow;   /* [w]: named by a host finding; its CPU-side functions are not */
+    bool *gpu_slow;    /* [w]: named by a slow-GPU finding; its kernels are not */
     double *extra_cpu; /* [w]: CPU-side excess already named as extra calls */
     double *lead;      /* [w]: how much less than the typical worker it waits, when real */
     bool has_waiting;  /* the workers wait at all (collectives, or idle between them) */
+    bool *paces;       /* [w]: among the busiest workers of the step model's segments */
+    size_t setter;     /* the worker busiest in every segment, or SIZE_MAX */
 } peer_context;
 
 static bool holds_others_up(const peer_context *c, size_t w)
 {
-    return !c->has_waiting || c->lead[w] > 0;
+    return !c->has_waiting || c->paces[w];
 }
 
 /* ------------------------------------------------------------ evidence */
@@ -201,9 +213,13 @@ typedef struct named {
 
 /* Names a worker on the finding for (cls, row), creating it when needed. The finding's
  * evidence (and so its sentence) is that of the worker with the largest excess. */
-static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_row *row, const named *who)
+static void name_on_row(finding_list *list, const pt_fn_row *row, const named *who)
 {
-    finding *f = pt_finding_find(list, pt_category_of(row->cls), row->name);
+    finding *f = NULL; /* a slow GPU's finding is named by a kernel too, and is not this one */
+    for (size_t i = 0; i < list->count && !f; i++)
+        if (list->items[i].evidence != PT_EVIDENCE_UNIFORM && strcmp(list->items[i].category, pt_category_of(row->cls)) == 0 &&
+            strcmp(list->items[i].function, row->name) == 0)
+            f = &list->items[i];
     if (!f) {
         f = pt_finding_add(list, pt_category_of(row->cls), row->name, pt_section_of(row->cls));
         f->cls = row->cls;
@@ -211,13 +227,16 @@ static void name_on_row(const pt_analysis *a, finding_list *list, const pt_fn_ro
     }
     if (!pt_finding_names(f, who->worker))
         pt_finding_name_worker(f, who->worker, who->value);
-    double impact = pt_impact_of(a, who->excess);
-    if (impact > f->impact || f->evidence == PT_EVIDENCE_NONE) {
-        f->impact = fmax(f->impact, impact);
+    if (who->excess > f->excess_ms || f->evidence == PT_EVIDENCE_NONE) {
+        f->excess_ms = fmax(f->excess_ms, who->excess);
         f->evidence = who->evidence;
         f->calls = who->calls;
         f->peer_calls = who->peer_calls;
     }
+    /* Slowness spread over a class is fixed as the class; else the function. */
+    f->row = row;
+    f->fix = f->evidence == PT_EVIDENCE_CLASS ? PT_FIX_CLASSES : PT_FIX_ROW;
+    f->classes = PT_CLASS_BIT(row->cls);
 }
 
 static bool cpu_side(pt_class cls)
@@ -242,7 +261,8 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
         for (size_t w = 0; w < a->n; w++) {
-            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)))
+            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)) ||
+                (!exact_pass && c->gpu_slow[w] && row->cls == PT_CLASS_COMPUTE))
                 continue;
             pt_evidence evidence = call_evidence(calls[w], peer_calls);
             bool exact = evidence != PT_EVIDENCE_SLOWER;
@@ -251,7 +271,7 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
             double excess = real_excess(a, &v, w, exact);
             if (excess > 0) {
                 named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
-                name_on_row(a, list, row, &who);
+                name_on_row(list, row, &who);
                 if (cpu_side(row->cls))
                     c->extra_cpu[w] += excess;
             }
@@ -308,7 +328,8 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
         pt_class cls = judged[k];
         class_values(a, cls, &v);
         for (size_t w = 0; w < a->n; w++) {
-            if ((c->host_slow[w] && cpu_side(cls)) || class_names_worker(list, cls, w) || !holds_others_up(c, w))
+            if ((c->host_slow[w] && cpu_side(cls)) || (c->gpu_slow[w] && cls == PT_CLASS_COMPUTE) ||
+                class_names_worker(list, cls, w) || !holds_others_up(c, w))
                 continue;
             double excess = real_excess(a, &v, w, false);
             bool only[PT_CLASS_COUNT] = {false};
@@ -320,7 +341,7 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
             if (who.excess < EXPLAINED_SHARE * excess)
                 who.evidence = PT_EVIDENCE_CLASS;
             who.excess = excess;
-            name_on_row(a, list, row, &who);
+            name_on_row(list, row, &who);
         }
     }
     values_free(&v);
@@ -328,12 +349,13 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
 
 /* ------------------------------------------------------------ slow hosts */
 
-/* Worker w's per-call time against the others', over the CPU-side functions most workers
- * run as often as w does, counted alike whatever their time (one long call, a sleep, must
+/* Worker w's per-call time against the others', over the functions of the given classes
+ * (CPU-side ones for a host, kernels for a GPU) most workers run as often as w does, counted alike whatever their time (one long call, a sleep, must
  * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
  * *median_ratio is the typical function's ratio; returns the share of functions slowed
  * by at least half of it. */
-static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, double *median_ratio)
+static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, size_t *compared,
+                              double *median_ratio)
 {
     double *ratios = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ratios);
     double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
@@ -341,7 +363,7 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         const pt_function_summary *mine = row->by_worker[w];
-        if (!cpu_side(row->cls) || !mine || !mine->count || !mine->total_ns ||
+        if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
             (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
         pt_row_calls_per_step(a, row, calls);
@@ -372,18 +394,18 @@ static double slower_per_call(const pt_analysis *a, size_t w, size_t *compared, 
     return k ? (double)slowed / (double)k : 0;
 }
 
-static void describe_host(const pt_analysis *a, finding *f, size_t compared, double factor)
+static void describe_host(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_buf s = PT_BUF_INIT;
-    char pct[PT_PERCENT_LEN];
     pt_ranks_phrase(a, f, &s);
     pt_buf_printf(&s, "%s CPU-side work (runtime calls and Python) is uniformly slower than on the other workers: "
-                      "the same calls take %.2gx as long per call across %zu functions, costing ",
-                  f->worker_count == 1 ? "'s" : "'", factor, compared);
-    pt_put_ms(&s, f->impact * a->median_step_ms);
-    pt_buf_printf(&s, " per step (%s of the step). That is the host, not the code: CPU contention (other "
-                      "processes, too few cores per rank) or throttling (CPU frequency, NUMA placement) there.",
-                  pt_percent(pct, 100 * f->impact));
+                      "the same calls take %.2gx as long per call across %.0f functions, ",
+                  f->worker_count == 1 ? "'s" : ": their", f->calls, f->peer_calls);
+    pt_put_ms(&s, f->excess_ms);
+    pt_buf_puts(&s, " more per step");
+    pt_put_saving(a, f, step_ms, &s);
+    pt_buf_puts(&s, ". That is the host, not the code: CPU contention (other processes, too few cores per rank) or "
+                    "throttling (CPU frequency, NUMA placement) there.");
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -412,7 +434,9 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         /* Extra work explains it (a gc.collect slows what runs after it too), or one function
          * does (a long sleep, while the others spin in a barrier on the same cores). */
         if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
-            one_function_explains(a, w, excess) || slower_per_call(a, w, &compared, &factor) < UNIFORM_SHARE ||
+            one_function_explains(a, w, excess) ||
+            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), &compared, &factor) <
+                UNIFORM_SHARE ||
             compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
@@ -420,11 +444,86 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
             f = pt_finding_add(list, "host", "CPU-side work: runtime calls and Python", "workers");
             f->metric = "CPU-side exposed ms per step";
             f->median = v.median;
+            f->fix = PT_FIX_CLASSES;
+            f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
         }
         pt_finding_name_worker(f, w, v.mean[w]);
-        f->impact = fmax(f->impact, pt_impact_of(a, excess));
-        describe_host(a, f, compared, factor);
+        if (excess > f->excess_ms) /* the sentence's factor and count are the worst worker's */
+            f->excess_ms = excess, f->calls = factor, f->peer_calls = (double)compared;
     }
+    values_free(&v);
+}
+
+/* ------------------------------------------------------------ slow GPUs */
+
+/* A GPU clocked down (power, heat) or worn runs every kernel slower by one factor: when a
+ * worker's compute is above the typical worker's in every step and most of its kernels,
+ * called as often as elsewhere, are slower per call by a similar factor, that is one
+ * finding for all of them, costed at the whole class's excess (not the one kernel that
+ * shows most). Workers slowed by a similar factor (a host's GPUs) are one finding; one
+ * slowed by far less is not in it (a rank that time-sharing slowed a little in each
+ * step). A worker starts a group when its excess clears its own step-to-step noise (a
+ * rank that time-sharing slowed in some steps only does not); the group takes in those
+ * slowed by a like factor against the workers outside it, whatever their own noise (a
+ * slow GPU that noise also slows now and then has the widest spread of all). Whether
+ * fixing it saves anything is its impact: behind another fault, nothing alone. */
+static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
+{
+    peer_values v;
+    values_init(&v, a, a->aligned_steps);
+    class_values(a, PT_CLASS_COMPUTE, &v);
+    double *factor = pt_xcalloc(a->n, sizeof *factor), top = 0, floor = pt_floor_ms(a);
+    size_t *compared = pt_xcalloc(a->n, sizeof *compared);
+    bool *slow = pt_xcalloc(a->n, sizeof *slow);
+    bool *uniform = pt_xcalloc(a->n, sizeof *uniform);
+    for (size_t w = 0; w < a->n; w++) { /* seeds: the excess clears each worker's own noise */
+        double share = slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &compared[w], &factor[w]);
+        uniform[w] = share >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
+        slow[w] = uniform[w] && real_excess(a, &v, w, false) > 0;
+        if (slow[w])
+            top = fmax(top, factor[w]);
+    }
+    /* The seeds' like, against the workers that are not seeds: half a host's GPUs slow
+     * move the median half way to them, and noise atop a slow GPU widens its spread. */
+    double *others = pt_xmalloc(a->n * sizeof *others);
+    size_t k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (!slow[w])
+            others[k++] = v.mean[w];
+    double reference = k ? pt_median_of(others, k, a->scratch) : v.median;
+    free(others);
+    for (size_t w = 0; w < a->n && top > 0; w++)
+        slow[w] |= uniform[w] && factor[w] >= 1 + (top - 1) / 2 && v.mean[w] - reference > floor;
+    free(uniform);
+    finding *f = NULL;
+    bool only[PT_CLASS_COUNT] = {false};
+    only[PT_CLASS_COMPUTE] = true;
+    named who;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_fn_row *row = slow[w] && factor[w] >= 1 + (top - 1) / 2 ? largest_excess(a, w, only, &who) : NULL;
+        if (!row)
+            continue;
+        if (!f) {
+            f = pt_finding_add(list, pt_category_of(PT_CLASS_COMPUTE), row->name, pt_section_of(PT_CLASS_COMPUTE));
+            f->metric = "exposed compute ms per step";
+            f->cls = PT_CLASS_COMPUTE;
+            f->evidence = PT_EVIDENCE_UNIFORM;
+            f->fix = PT_FIX_CLASSES;
+            f->classes = PT_CLASS_BIT(PT_CLASS_COMPUTE);
+        }
+        pt_finding_name_worker(f, w, v.mean[w]);
+        if (factor[w] > f->calls) /* the sentence's factor and count are the most slowed worker's */
+            f->calls = factor[w], f->peer_calls = (double)compared[w];
+    }
+    if (f) {
+        pt_cost_finding(a, m, f); /* its excess, against the workers it does not name */
+        f->median = f->worker_count ? v.mean[f->workers[0]] - f->excess_ms : v.median;
+        for (size_t i = 0; i < f->worker_count; i++)
+            c->gpu_slow[f->workers[i]] = true;
+    }
+    free(slow);
+    free(factor);
+    free(compared);
     values_free(&v);
 }
 
@@ -462,14 +561,15 @@ static const pt_fn_row *explain_lead(const pt_analysis *a, size_t w, double lead
     return row;
 }
 
-static void describe_untraced(const pt_analysis *a, finding *f, double worst)
+static void describe_untraced(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_buf s = PT_BUF_INIT;
     pt_ranks_phrase(a, f, &s);
     pt_buf_printf(&s, " %s the straggler: the other workers wait ", f->worker_count == 1 ? "is" : "are");
-    pt_put_ms(&s, worst);
-    pt_buf_printf(&s, " per step for %s, but no traced function explains it; look for untraced CPU work, I/O or "
-                      "OS noise on that host.", f->worker_count == 1 ? "it" : "them");
+    pt_put_ms(&s, f->median);
+    pt_buf_printf(&s, " per step for %s, but no traced function explains it", f->worker_count == 1 ? "it" : "them");
+    pt_put_saving(a, f, step_ms, &s);
+    pt_buf_puts(&s, "; look for untraced CPU work, I/O or OS noise on that host.");
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -495,11 +595,114 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
     values_free(&v);
 }
 
+/* ------------------------------------------------------------ the pace (causality) */
+
+/* Who holds the others up: a worker whose work, in at least half the segments of the step
+ * model, is within the floor of the busiest worker's (the one the others wait for). Two
+ * equally slow workers both hold the job up; one a little slower than the rest but far
+ * from the busiest costs the job nothing, however real its excess. */
+static void find_pacers(const pt_analysis *a, const pt_whatif *m, bool *paces)
+{
+    size_t segments = pt_whatif_segments(m);
+    size_t *count = pt_xcalloc(a->n ? a->n : 1, sizeof *count);
+    double floor = pt_floor_ms(a);
+    for (size_t j = 0; j < segments; j++) {
+        double top = 0;
+        for (size_t w = 0; w < a->n; w++)
+            top = fmax(top, pt_whatif_segment_work_ms(m, j, w));
+        for (size_t w = 0; w < a->n; w++)
+            count[w] += pt_whatif_segment_work_ms(m, j, w) >= top - floor;
+    }
+    for (size_t w = 0; w < a->n; w++)
+        paces[w] = segments && 2 * count[w] >= segments;
+    free(count);
+}
+
+/* Who sets the step time: in each segment of the step model the busiest worker is the
+ * one the others wait for. One that is the busiest in every segment (all but one of four
+ * or more), each time ahead of the next by more than the floor, holds the job up whatever
+ * its steps' spread: that is cause and effect, not variance, and noise that swells every
+ * worker's steps by turns does not make another worker wait for it every time. Returns
+ * that worker (SIZE_MAX: none) and its lead, ms per step. */
+static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead)
+{
+    size_t segments = pt_whatif_segments(m), setter = SIZE_MAX, led = 0;
+    double floor = pt_floor_ms(a), total = 0;
+    *lead = 0;
+    if (segments == 0 || a->n < 2)
+        return SIZE_MAX;
+    for (size_t j = 0; j < segments; j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin);
+        if (setter == SIZE_MAX)
+            setter = w;
+        if (w == setter && margin >= floor)
+            led++, total += margin;
+    }
+    if (led + (segments >= 4) < segments)
+        return SIZE_MAX;
+    *lead = total / (double)pt_whatif_steps(m);
+    return setter;
+}
+
+/* The same code run for less time by others (rank r sleeps r s): a function that several
+ * workers spend more time in than the fastest do, by different amounts. The finding then
+ * names all of them, the one with the most first (it sets the step time when it is the
+ * pace setter), as it is what fixing all of them saves. The fastest are those within the
+ * floor of the least time; each named worker is above their median by more than the
+ * floor. A finding qualifies when it is the pace setter's largest, or names two workers
+ * already (a spread, not one straggler and noise). */
+static void grade(const pt_analysis *a, finding *f, size_t setter, double *values, double *fast)
+{
+    pt_row_exposed_ms(a, f->row, values);
+    double least = values[0], floor = pt_floor_ms(a);
+    for (size_t w = 1; w < a->n; w++)
+        least = fmin(least, values[w]);
+    size_t k = 0, most = 0, graded = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        if (values[w] <= least + floor)
+            fast[k++] = values[w];
+        if (values[w] > values[most])
+            most = w;
+    }
+    double reference = pt_median_of(fast, k, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        graded += values[w] > reference + floor;
+    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most))
+        return;
+    for (size_t w = 0; w < a->n; w++)
+        if (values[w] > reference + floor && !pt_finding_names(f, w))
+            pt_finding_name_worker(f, w, values[w]);
+    f->graded = true;
+    f->pacer = most;
+    f->sets_pace = most == setter;
+    f->median = reference;
+}
+
+static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
+{
+    finding *largest = NULL; /* the pace setter's */
+    for (size_t i = 0; i < list->count && setter != SIZE_MAX; i++) {
+        finding *g = &list->items[i];
+        if (g->fix == PT_FIX_ROW && g->row && !g->all_workers && pt_finding_names(g, setter) &&
+            (!largest || g->excess_ms > largest->excess_ms))
+            largest = g;
+    }
+    double *values = pt_xmalloc(a->n * sizeof *values), *fast = pt_xmalloc(a->n * sizeof *fast);
+    for (size_t i = 0; i < list->count; i++) {
+        finding *f = &list->items[i];
+        if (f->fix == PT_FIX_ROW && f->row && !f->all_workers && f->evidence != PT_EVIDENCE_UNIFORM &&
+            (f == largest || f->worker_count >= 2))
+            grade(a, f, setter, values, fast);
+    }
+    free(values);
+    free(fast);
+}
+
 /* Workers that wait far less than their peers, when nothing names them yet. */
 static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
 {
     finding *untraced = NULL;
-    double worst = 0;
     for (size_t w = 0; w < a->n; w++) {
         double lead = c->lead[w];
         if (lead <= 0 || pt_findings_name_worker(list, w))
@@ -507,18 +710,17 @@ static void stragglers(const pt_analysis *a, finding_list *list, const peer_cont
         named who;
         const pt_fn_row *row = explain_lead(a, w, lead, &who);
         if (row) {
-            name_on_row(a, list, row, &who);
+            name_on_row(list, row, &who);
             continue;
         }
         if (!untraced) {
             untraced = pt_finding_add(list, "other", "untraced time (idle GPU and CPU)", "Communication");
             untraced->metric = "waiting below the typical worker, ms per step";
             untraced->median = typical_wait;
+            untraced->fix = PT_FIX_WORK;
         }
         pt_finding_name_worker(untraced, w, typical_wait - lead);
-        worst = fmax(worst, lead);
-        untraced->impact = pt_impact_of(a, worst);
-        describe_untraced(a, untraced, worst);
+        untraced->excess_ms = fmax(untraced->excess_ms, lead);
     }
 }
 
@@ -557,44 +759,180 @@ static const char *const extra_work_advice[PT_CLASS_COUNT] = {
     "collection, logging, I/O); remove it, overlap it or spread it across ranks",
 };
 
-static void describe_peer_finding(const pt_analysis *a, finding *f)
+/* What extra runtime calls are, by what the call does: a cudaFree is not a synchronize. */
+static const char *extra_runtime_advice(const char *api)
 {
+    switch (pt_runtime_kind_of(api)) {
+    case PT_RUNTIME_LAUNCH:
+        return "kernel launches the others do not make (extra operators on this rank): remove the rank-specific work "
+               "or batch it into fewer, larger kernels";
+    case PT_RUNTIME_SYNC:
+        return "host synchronizations the others do not make (.item(), .cpu(), torch.cuda.synchronize()): each one "
+               "stalls the step; remove them from the step";
+    case PT_RUNTIME_COPY:
+        return "copies the others do not make, which the CPU waits for: drop them, or use pinned memory and "
+               "non_blocking copies";
+    case PT_RUNTIME_MEMORY:
+        return "device memory allocated and freed in every step, which the caching allocator would keep: no "
+               "torch.cuda.empty_cache() (or memory-fraction changes) in the loop, and reuse buffers";
+    default:
+        return extra_work_advice[PT_CLASS_RUNTIME];
+    }
+}
+
+/* " (called from `a.py: f > torch/cuda/memory.py: empty_cache`)" for runtime calls whose
+ * enclosing Python stack the summary knows. */
+static void put_caller(const pt_analysis *a, const finding *f, pt_buf *out)
+{
+    if (f->cls != PT_CLASS_RUNTIME || !f->row)
+        return;
+    const pt_function_summary *mine = f->row->by_worker[f->worst < a->n ? f->worst : f->workers[0]];
+    if (!mine || !mine->caller)
+        return;
+    pt_buf name = PT_BUF_INIT;
+    pt_short_function_name(PT_CLASS_PYTHON, mine->caller, &name);
+    pt_buf_printf(out, " (called from `%s`)", name.data ? name.data : mine->caller);
+    pt_buf_free(&name);
+}
+
+/* A slowness in every step is the worker's (its hardware, a code path only it runs); in
+ * some steps only, it comes and goes (data-dependent work, interference). */
+static void put_over_time(const finding *f, pt_buf *out)
+{
+    if (f->steps_total < 2)
+        return;
+    if (f->steps_slow == f->steps_total)
+        pt_buf_puts(out, ", in every step profiled");
+    else
+        pt_buf_printf(out, ", in %zu of the %zu steps profiled", f->steps_slow, f->steps_total);
+}
+
+/* "Rank 3 sets the step time: ...; ranks 1 and 2 run the same code for less time ...":
+ * the pace setter first (f->workers[0]), the others in rank order. */
+static void describe_graded(const pt_analysis *a, finding *f, double step_ms, const char *shown)
+{
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    pt_buf_printf(&s, f->sets_pace ? "Rank %d sets the step time: it spends " : "Rank %d spends the most: ",
+                  pt_worker_rank(a, f->workers[0]));
+    pt_put_ms(&s, f->values[0] - f->median);
+    pt_buf_printf(&s, " more per step than the fastest workers in %s `%s`; ", f->cls == PT_CLASS_PYTHON ? "Python" :
+                  class_noun(f->cls), shown);
+    pt_buf_puts(&s, f->worker_count == 2 ? "rank " : "ranks ");
+    for (size_t k = 1; k < f->worker_count && k <= 8; k++)
+        pt_buf_printf(&s, "%s%d", k == 1 ? "" : k + 1 == f->worker_count ? " and " : ", ", pt_worker_rank(a, f->workers[k]));
+    if (f->worker_count > 9)
+        pt_buf_printf(&s, " and %zu more", f->worker_count - 9);
+    pt_buf_puts(&s, f->worker_count == 2 ? " runs" : " run");
+    pt_buf_puts(&s, " the same code for less time (");
+    for (size_t k = 1; k < f->worker_count && k <= 8; k++) {
+        pt_buf_puts(&s, k == 1 ? "" : k + 1 == f->worker_count ? " and " : ", ");
+        pt_put_ms(&s, f->values[k] - f->median);
+    }
+    pt_buf_puts(&s, " more); fixing rank ");
+    pt_buf_printf(&s, "%d alone saves ", pt_worker_rank(a, f->workers[0]));
+    pt_put_ms(&s, f->alone * step_ms);
+    pt_buf_printf(&s, " per step (%s)", pt_percent(pct, 100 * f->alone));
+    if (f->alone < f->impact - 0.005)
+        pt_buf_puts(&s, ", as the next of them then sets the pace,");
+    pt_buf_puts(&s, " and fixing all of them ");
+    pt_put_ms(&s, f->impact * step_ms);
+    pt_buf_printf(&s, " (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
+                  f->cls == PT_CLASS_PYTHON ? "work done longer on some ranks than on others (rank-dependent sleeps, "
+                                              "waits, I/O or data): balance it, or remove it where it is longest"
+                                            : extra_work_advice[f->cls]);
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
+{
+    if (strcmp(f->category, "host") == 0) {
+        describe_host(a, f, step_ms);
+        return;
+    }
+    if (strcmp(f->category, "other") == 0) {
+        describe_untraced(a, f, step_ms);
+        return;
+    }
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
     pt_short_function_name(f->cls, f->function, &name);
     const char *shown = name.data ? name.data : f->function;
-    char pct[PT_PERCENT_LEN];
-    double excess = f->impact * a->median_step_ms;
+    if (f->graded) {
+        describe_graded(a, f, step_ms, shown);
+        pt_buf_free(&name);
+        return;
+    }
     pt_ranks_phrase(a, f, &s);
     switch (f->evidence) {
     case PT_EVIDENCE_ONLY_HERE:
-        pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`, %.3g call%s and ",
-                      f->worker_count == 1 ? "runs" : "run", f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls),
-                      shown, f->calls, f->calls == 1 ? "" : "s");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact), extra_work_advice[f->cls]);
+        pt_buf_printf(&s, " %s %s the other workers do not (or barely): `%s`", f->worker_count == 1 ? "runs" : "run",
+                      f->cls == PT_CLASS_PYTHON ? "Python code" : class_noun(f->cls), shown);
+        put_caller(a, f, &s);
+        pt_buf_printf(&s, ", %.3g call%s and ", f->calls, f->calls == 1 ? "" : "s");
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_puts(&s, " per step");
+        put_over_time(f, &s);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
+                      extra_work_advice[f->cls]);
         break;
     case PT_EVIDENCE_MORE_CALLS:
-        pt_buf_printf(&s, " %s `%s` %.3g times per step against %.3g on the other workers, ",
-                      f->worker_count == 1 ? "calls" : "call", shown, f->calls, f->peer_calls);
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step (%s of the step). That is %s.", pt_percent(pct, 100 * f->impact),
+        pt_buf_printf(&s, " %s `%s`", f->worker_count == 1 ? "calls" : "call", shown);
+        put_caller(a, f, &s);
+        pt_buf_printf(&s, " %.3g times per step against %.3g on the other workers, ", f->calls, f->peer_calls);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_puts(&s, " more per step");
+        put_over_time(f, &s);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
                       extra_work_advice[f->cls]);
+        break;
+    case PT_EVIDENCE_UNIFORM:
+        pt_buf_printf(&s, "%s GPU kernels are uniformly slower than the other workers': the same kernels take %.2gx "
+                          "as long per call across %.0f kernels, ",
+                      f->worker_count == 1 ? "'s" : ": their", f->calls, f->peer_calls);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step (most in `%s`)", shown);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s slower than %s peers': check %s clocks, temperature, power limit and ECC errors, or "
+                          "move the job off %s.",
+                      f->worker_count == 1 ? "its GPU is" : "their GPUs are", f->worker_count == 1 ? "its" : "their",
+                      f->worker_count == 1 ? "that GPU's" : "those GPUs'", f->worker_count == 1 ? "it" : "them");
         break;
     case PT_EVIDENCE_SLOWER:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often (%s of the step); "
-                          "%s.", class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step than the other workers in %s `%s`, called as often", class_noun(f->cls), shown);
+        put_over_time(f, &s);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;
     default:
         pt_buf_printf(&s, " %s ", f->worker_count == 1 ? "spends" : "spend up to");
-        pt_put_ms(&s, excess);
-        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s` (%s of the step); %s.",
-                      class_noun(f->cls), shown, pt_percent(pct, 100 * f->impact), slower_advice[f->cls]);
+        pt_put_ms(&s, f->excess_ms);
+        pt_buf_printf(&s, " more per step than the other workers in %s, most in `%s`", class_noun(f->cls), shown);
+        put_over_time(f, &s);
+        pt_put_saving(a, f, step_ms, &s);
+        pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
         break;
     }
+    free(f->summary);
     f->summary = pt_buf_take(&s);
     pt_buf_free(&name);
+}
+
+/* A graded finding names the worker that sets the step time first. */
+static void put_pacer_first(finding *f)
+{
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (f->workers[k] == f->pacer) {
+            double value = f->values[k];
+            memmove(f->workers + 1, f->workers, k * sizeof *f->workers);
+            memmove(f->values + 1, f->values, k * sizeof *f->values);
+            f->workers[0] = f->pacer, f->values[0] = value;
+            return;
+        }
 }
 
 static int by_index(const void *x, const void *y)
@@ -604,24 +942,30 @@ static int by_index(const void *x, const void *y)
 
 /* ------------------------------------------------------------ entry */
 
-void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_stragglers)
+void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *list, bool explain_stragglers)
 {
     size_t first = list->count;
     size_t n = a->n ? a->n : 1;
-    peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
-                      pt_xcalloc(n, sizeof *c.lead), false};
-    double typical_wait;
+    peer_context c = {pt_xcalloc(n, sizeof *c.host_slow), pt_xcalloc(n, sizeof *c.gpu_slow), pt_xcalloc(n, sizeof *c.extra_cpu),
+                      pt_xcalloc(n, sizeof *c.lead), false, pt_xcalloc(n, sizeof *c.paces), SIZE_MAX};
+    double typical_wait, causal_lead;
     measure_leads(a, &c, &typical_wait);
+    find_pacers(a, m, c.paces);
+    size_t setter = c.setter = pace_setter(a, m, &causal_lead);
+    if (setter != SIZE_MAX) { /* it holds the others up, however noisy its steps */
+        c.lead[setter] = fmax(c.lead[setter], causal_lead);
+        c.has_waiting = true;
+    }
     peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
+    slow_gpus(a, m, list, &c);
     peer_rows(a, list, &c, false);
     peer_classes(a, list, &c);
     if (explain_stragglers)
         stragglers(a, list, &c, typical_wait);
-    for (size_t i = first; i < list->count; i++) {
+    name_graded(a, list, setter);
+    for (size_t i = first; i < list->count; i++) { /* workers in rank order */
         finding *f = &list->items[i];
-        if (f->summary)
-            continue;
         double *value = pt_xmalloc(f->worker_count * sizeof *value);
         size_t *order = pt_xmalloc(f->worker_count * sizeof *order);
         memcpy(order, f->workers, f->worker_count * sizeof *order);
@@ -634,9 +978,12 @@ void pt_peer_findings(const pt_analysis *a, finding_list *list, bool explain_str
         memcpy(f->values, value, f->worker_count * sizeof *value);
         free(order);
         free(value);
-        describe_peer_finding(a, f);
+        if (f->graded)
+            put_pacer_first(f);
     }
     free(c.host_slow);
+    free(c.gpu_slow);
     free(c.extra_cpu);
     free(c.lead);
+    free(c.paces);
 }

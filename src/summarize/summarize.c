@@ -331,6 +331,17 @@ typedef struct reducer {
     uint8_t *cpu_comm;                     /* raw name id -> 1 collective, 2 not, 0 unknown */
     size_t name_slots;                     /* entries in normalized[] and cpu_comm[] */
     int64_t own_total[PT_CLASS_COUNT];     /* |U_c|: each class's busy time, overlap included */
+    /* For the sync points (emit_sync_points): the classes' own timelines where they are
+     * kept (communication, runtime, Python work), GPU collectives alone, and work as the
+     * step model counts it: H2 ∪ runtime not under a GPU collective (work_runtime), then
+     * ∪ Python work (work). */
+    pt_timeline own[PT_CLASS_COUNT];
+    pt_timeline gpu_comm, work_runtime, work;
+    /* Runtime calls' callers (attribute_runtime_calls): time per (API name, stack). */
+    pt_strtab call_sites;                  /* binary {API name, stack} -> index */
+    int64_t *call_site_ns;
+    size_t call_site_cap;
+    uint32_t *cpu_order;                   /* CPU events in (thread, start) order */
     bool has_gpu_collectives;
     uint8_t *kernel_comm;                  /* kernel key id -> is a collective */
     int64_t *step_exposed;                 /* [func * step_values + step] */
@@ -593,14 +604,18 @@ static void add_clipped(const reducer *r, interval_vec *v, int64_t a, int64_t b)
     v->items[v->count++].end = b;
 }
 
-/* layer[c + 1] = layer[c] ∪ the class's own intervals. */
+/* layer[c + 1] = layer[c] ∪ the class's own intervals, which the sync points need for
+ * communication, runtime and Python (r->own). */
 static void add_layer(reducer *r, pt_class c, const pt_interval *items, size_t count)
 {
     pt_timeline own;
     pt_timeline_build(&own, items, count);
     r->own_total[c] = pt_timeline_total(&own);
     pt_timeline_union(&r->layer[c + 1], &r->layer[c], &own);
-    pt_timeline_free(&own);
+    if (c == PT_CLASS_COMPUTE || c == PT_CLASS_MEMORY)
+        pt_timeline_free(&own);
+    else
+        r->own[c] = own;
 }
 
 /* The layers of every class but Python, whose work is known only once its call trees
@@ -608,11 +623,15 @@ static void add_layer(reducer *r, pt_class c, const pt_interval *items, size_t c
 static void build_layers(reducer *r)
 {
     pt_summarizer *s = r->s;
-    interval_vec v[PT_CLASS_COUNT] = {{0}};
+    interval_vec v[PT_CLASS_COUNT] = {{0}}, gpu_comm = {0};
     for (size_t i = 0; i < s->kernels_count; i++) {
         pt_class c = kernel_is_collective(r, s->kernels[i].key) ? PT_CLASS_COMM : PT_CLASS_COMPUTE;
         add_clipped(r, &v[c], s->kernels[i].start, s->kernels[i].end);
+        if (c == PT_CLASS_COMM)
+            add_clipped(r, &gpu_comm, s->kernels[i].start, s->kernels[i].end);
     }
+    pt_timeline_build(&r->gpu_comm, gpu_comm.items, gpu_comm.count);
+    free(gpu_comm.items);
     for (size_t i = 0; i < s->memops_count; i++)
         add_clipped(r, &v[PT_CLASS_MEMORY], s->memops[i].start, s->memops[i].end);
     for (size_t i = 0; i < s->runtime_count; i++)
@@ -935,10 +954,19 @@ static bool may_wait(reducer *r, const cpu_rec *e)
     return true;
 }
 
+/* A frame's exclusive time from a to b. Inside a collective it is communication, neither
+ * a stack's work nor the thread's: it joins the thread's waiting, so the Python layer
+ * leaves it out (the layers hide it under communication anyway; the sync points' count
+ * of work must not hold it). */
 static void push_segment(reducer *r, call_walk *w, const open_frame *f, int64_t a, int64_t b)
 {
-    if (f->comm || !clip(r, &a, &b))
+    if (!clip(r, &a, &b))
         return;
+    if (f->comm) {
+        PT_GROW(w->waiting.items, w->waiting.cap, w->waiting.count + 1);
+        w->waiting.items[w->waiting.count++] = (pt_interval){a, b};
+        return;
+    }
     PT_GROW(w->segments, w->segment_cap, w->segment_count + 1);
     w->segments[w->segment_count++] = (segment){a, b, f->stack};
 }
@@ -1031,12 +1059,12 @@ static void free_call_walk(call_walk *w)
 
 /* Rebuilds every thread's call tree and splits each frame's exclusive time into work
  * (the Python layer, exposed where no higher class covers it) and waiting. */
-static void account_python(reducer *r, call_walk *w)
+static uint32_t *account_python(reducer *r, call_walk *w)
 {
     pt_summarizer *s = r->s;
     size_t n = s->cpu_count;
     if (!n)
-        return;
+        return NULL;
     build_envelopes(r, w);
     uint32_t *order = pt_xmalloc(n * sizeof *order);
     sort_cpu_events(s, order);
@@ -1075,7 +1103,112 @@ static void account_python(reducer *r, call_walk *w)
     while (w->depth)
         close_frame(r, w);
     finish_thread(w);
-    free(order);
+    return order; /* CPU events in (thread, start) order, for attribute_runtime_calls */
+}
+
+/* ------------------------------------------------------------ runtime calls' callers */
+
+typedef struct call_ref {
+    int64_t tid, start;
+    uint32_t index;
+} call_ref;
+
+static int cmp_call_ref(const void *a, const void *b)
+{
+    const call_ref *x = a, *y = b;
+    int order = pt_cmp_i64(x->tid, y->tid);
+    if (!order)
+        order = pt_cmp_i64(x->start, y->start);
+    return order ? order : pt_cmp_i64(x->index, y->index);
+}
+
+static void attribute_call(reducer *r, const runtime_rec *c, uint32_t stack)
+{
+    int64_t a = c->start, b = c->end;
+    if (!clip(r, &a, &b))
+        return;
+    uint32_t key[2] = {c->key, stack};
+    uint32_t at = pt_strtab_intern(&r->call_sites, (const char *)key, sizeof key);
+    if (at >= r->call_site_cap) {
+        size_t old = r->call_site_cap;
+        PT_GROW(r->call_site_ns, r->call_site_cap, (size_t)at + 1);
+        memset(r->call_site_ns + old, 0, (r->call_site_cap - old) * sizeof *r->call_site_ns);
+    }
+    r->call_site_ns[at] = add_saturating(r->call_site_ns[at], b - a);
+}
+
+/* The Python stack each runtime call ran under: per thread, its CPU events (in call-tree
+ * order) and its runtime calls (in time order) are swept together, so a call is inside
+ * the innermost frame open when it starts. What a cudaFree is for is the frame that
+ * called it (torch.cuda.empty_cache), which the summary names (caller). */
+static void attribute_runtime_calls(reducer *r, const uint32_t *cpu_order)
+{
+    pt_summarizer *s = r->s;
+    if (!s->runtime_count || !cpu_order)
+        return;
+    call_ref *refs = pt_xmalloc(s->runtime_count * sizeof *refs);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        refs[i] = (call_ref){s->runtime[i].tid, s->runtime[i].start, (uint32_t)i};
+    qsort(refs, s->runtime_count, sizeof *refs, cmp_call_ref);
+    uint32_t *calls = pt_xmalloc(s->runtime_count * sizeof *calls);
+    for (size_t i = 0; i < s->runtime_count; i++)
+        calls[i] = refs[i].index;
+    free(refs);
+    typedef struct open {
+        int64_t end;
+        uint32_t stack;
+    } open;
+    open *frames = NULL;
+    size_t cap = 0;
+    for (size_t k = 0; k < s->cpu_count;) {
+        int64_t tid = s->cpu[cpu_order[k]].tid;
+        size_t lo = 0, hi = s->runtime_count; /* this thread's first call */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (s->runtime[calls[mid]].tid < tid)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t depth = 0, c = lo;
+        for (; k < s->cpu_count && s->cpu[cpu_order[k]].tid == tid; k++) {
+            const cpu_rec *e = &s->cpu[cpu_order[k]];
+            for (; c < s->runtime_count && s->runtime[calls[c]].tid == tid && s->runtime[calls[c]].start < e->start; c++) {
+                while (depth && frames[depth - 1].end <= s->runtime[calls[c]].start)
+                    depth--;
+                if (depth)
+                    attribute_call(r, &s->runtime[calls[c]], frames[depth - 1].stack);
+            }
+            while (depth && frames[depth - 1].end <= e->start)
+                depth--;
+            uint32_t parent = depth ? frames[depth - 1].stack : NO_ID;
+            int64_t end = depth ? PT_MIN(e->end, frames[depth - 1].end) : e->end;
+            PT_GROW(frames, cap, depth + 1);
+            frames[depth++] = (open){end, stack_intern(r, parent, normalized_frame(r, e->name))};
+        }
+        for (; c < s->runtime_count && s->runtime[calls[c]].tid == tid; c++) {
+            while (depth && frames[depth - 1].end <= s->runtime[calls[c]].start)
+                depth--;
+            if (depth)
+                attribute_call(r, &s->runtime[calls[c]], frames[depth - 1].stack);
+        }
+    }
+    free(frames);
+    free(calls);
+}
+
+/* The stack a runtime API spent most time under, or NO_ID. */
+static uint32_t main_caller(const reducer *r, uint32_t api)
+{
+    uint32_t best = NO_ID;
+    int64_t best_ns = 0;
+    for (uint32_t i = 0; i < r->call_sites.count; i++) {
+        uint32_t key[2];
+        memcpy(key, pt_strtab_get(&r->call_sites, i), sizeof key);
+        if (key[0] == api && r->call_site_ns[i] > best_ns)
+            best_ns = r->call_site_ns[i], best = key[1];
+    }
+    return best;
 }
 
 /* CPU-side collectives (gloo jobs) are communication functions in their own right. */
@@ -1262,6 +1395,12 @@ static void emit_functions(reducer *r, pt_worker_summary *out, const int64_t *me
         }
         fs->max_ns = f->max_ns;
         fs->median_ns = f->cls == PT_CLASS_PYTHON ? 0 : medians[order[i].index];
+        uint32_t caller = f->cls == PT_CLASS_RUNTIME ? main_caller(r, f->id) : NO_ID;
+        if (caller != NO_ID) {
+            pt_buf stack = PT_BUF_INIT;
+            render_stack(r, caller, &stack);
+            fs->caller = pt_buf_take(&stack);
+        }
         if (f->tput_n) {
             double mean = f->tput_sum / (double)f->tput_n;
             double var = f->tput_sq / (double)f->tput_n - mean * mean;
@@ -1305,8 +1444,11 @@ static void merge_into(pt_function_summary *into, pt_function_summary *from, con
             into->step_exposed_ns[k] = PT_MIN(into->step_exposed_ns[k], out->steps[k].dur_ns);
     }
     into->max_ns = PT_MAX(into->max_ns, from->max_ns);
+    if (!into->caller) /* a runtime API's caller: the first one's, else the other's */
+        into->caller = from->caller, from->caller = NULL;
     free(from->name);
     free(from->group);
+    free(from->caller);
     free(from->step_exposed_ns);
     from->name = NULL;
 }
@@ -1411,6 +1553,125 @@ static void emit_steps(reducer *r, pt_worker_summary *out)
         st->start_ns = s->steps[i].start - r->w0;
         st->dur_ns = s->steps[i].end - s->steps[i].start;
         fill_breakdown(r, s->steps[i].start, s->steps[i].end, st->exposed_ns, &st->idle_ns);
+    }
+}
+
+/* ------------------------------------------------------------ sync points */
+
+/* Collective calls less than this apart are one wait: back-to-back kernels on one
+ * stream, a gloo thread picking up the next bucket. */
+#define SYNC_GAP_NS 20000
+/* A collective is a sync point when the worker waited in most of its last stretch (up to
+ * this long): it was blocked, not working while the collective ran beside its work. */
+#define SYNC_LOOKBACK_NS 1000000
+#define SYNC_MIN_WAIT_NS 5000
+
+/* Work as the step model counts it (see pt_sync_point): H2 = compute ∪ memory, then
+ * runtime calls not under a GPU collective (a synchronize while the GPU runs only NCCL
+ * waits for a peer), then Python work outside runtime calls (an operator's own time
+ * holds the runtime calls it makes, a blocking synchronize among them). */
+static void build_work_layers(reducer *r)
+{
+    pt_timeline runtime_free, python_own;
+    pt_timeline_subtract(&runtime_free, &r->own[PT_CLASS_RUNTIME], &r->gpu_comm);
+    pt_timeline_subtract(&python_own, &r->own[PT_CLASS_PYTHON], &r->own[PT_CLASS_RUNTIME]);
+    pt_timeline_union(&r->work_runtime, &r->layer[PT_CLASS_MEMORY + 1], &runtime_free);
+    pt_timeline_union(&r->work, &r->work_runtime, &python_own);
+    pt_timeline_free(&runtime_free);
+    pt_timeline_free(&python_own);
+}
+
+/* Work in [a, b) by class, in the model's priority (compute > memory > runtime > Python). */
+static void work_by_class(const reducer *r, int64_t a, int64_t b, int64_t busy[PT_CLASS_COUNT])
+{
+    int64_t compute = pt_timeline_covered(&r->layer[PT_CLASS_COMPUTE + 1], a, b);
+    int64_t device = pt_timeline_covered(&r->layer[PT_CLASS_MEMORY + 1], a, b);
+    int64_t runtime = pt_timeline_covered(&r->work_runtime, a, b);
+    int64_t all = pt_timeline_covered(&r->work, a, b);
+    busy[PT_CLASS_COMPUTE] = compute;
+    busy[PT_CLASS_MEMORY] = device - compute;
+    busy[PT_CLASS_COMM] = 0;
+    busy[PT_CLASS_RUNTIME] = runtime - device;
+    busy[PT_CLASS_PYTHON] = all - runtime;
+}
+
+typedef struct sync_candidate {
+    int64_t end, wait; /* wait: in the collective's last stretch */
+} sync_candidate;
+
+static int cmp_candidate_wait(const void *a, const void *b)
+{
+    const sync_candidate *x = a, *y = b;
+    int order = pt_cmp_i64(y->wait, x->wait); /* longest wait first */
+    return order ? order : pt_cmp_i64(x->end, y->end);
+}
+
+static int cmp_candidate_end(const void *a, const void *b)
+{
+    return pt_cmp_i64(((const sync_candidate *)a)->end, ((const sync_candidate *)b)->end);
+}
+
+/* The collectives of [a, b) the worker was blocked in, ends in time order (at most
+ * PT_SUMMARY_MAX_SYNCS_PER_STEP: those it waited longest in). Returns how many. */
+static size_t step_sync_points(const reducer *r, int64_t a, int64_t b, sync_candidate *out)
+{
+    const pt_timeline *comm = &r->own[PT_CLASS_COMM];
+    size_t lo = 0, hi = comm->count; /* first span ending after a */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (comm->spans[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    sync_candidate *all = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = lo; i < comm->count && comm->spans[i].start < b;) {
+        int64_t start = comm->spans[i].start, end = comm->spans[i].end;
+        for (i++; i < comm->count && comm->spans[i].start - end < SYNC_GAP_NS; i++)
+            end = PT_MAX(end, comm->spans[i].end);
+        if (end <= a || end > b) /* a wait that ends in the next step is that step's */
+            continue;
+        int64_t from = PT_MAX(PT_MAX(start, a), end - SYNC_LOOKBACK_NS);
+        int64_t wait = (end - from) - pt_timeline_covered(&r->work, from, end);
+        if (wait < SYNC_MIN_WAIT_NS || 2 * wait < end - from)
+            continue;
+        PT_GROW(all, cap, n + 1);
+        all[n++] = (sync_candidate){end, wait};
+    }
+    if (n > PT_SUMMARY_MAX_SYNCS_PER_STEP) {
+        qsort(all, n, sizeof *all, cmp_candidate_wait);
+        n = PT_SUMMARY_MAX_SYNCS_PER_STEP;
+    }
+    if (n) { /* never qsort or memcpy from NULL: UB */
+        qsort(all, n, sizeof *all, cmp_candidate_end);
+        memcpy(out, all, n * sizeof *out);
+    }
+    free(all);
+    return n;
+}
+
+/* Each step's sync points and the work before each, for the step model; only with
+ * per-step values (a window of at most PT_SUMMARY_MAX_STEP_VALUES steps). */
+static void emit_sync_points(reducer *r, pt_worker_summary *out)
+{
+    if (!r->step_values)
+        return;
+    build_work_layers(r);
+    out->has_syncs = true;
+    sync_candidate found[PT_SUMMARY_MAX_SYNCS_PER_STEP];
+    for (size_t i = 0; i < out->step_count; i++) {
+        pt_step_summary *st = &out->steps[i];
+        int64_t a = r->s->steps[i].start, b = r->s->steps[i].end;
+        st->sync_count = step_sync_points(r, a, b, found);
+        st->syncs = pt_xcalloc(st->sync_count ? st->sync_count : 1, sizeof *st->syncs);
+        int64_t from = a;
+        for (size_t k = 0; k < st->sync_count; k++) {
+            st->syncs[k].end_ns = found[k].end - a;
+            work_by_class(r, from, found[k].end, st->syncs[k].busy_ns);
+            from = found[k].end;
+        }
+        work_by_class(r, from, b, st->tail_busy_ns);
     }
 }
 
@@ -1587,6 +1848,14 @@ static void reducer_free(void *arg)
     pt_unwind_pop(r);
     for (int c = 0; c <= PT_CLASS_COUNT; c++)
         pt_timeline_free(&r->layer[c]);
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        pt_timeline_free(&r->own[c]);
+    pt_timeline_free(&r->gpu_comm);
+    pt_timeline_free(&r->work_runtime);
+    pt_timeline_free(&r->work);
+    pt_strtab_free(&r->call_sites);
+    free(r->call_site_ns);
+    free(r->cpu_order);
     pt_strtab_free(&r->func_index);
     pt_strtab_free(&r->stacks);
     free(r->funcs);
@@ -1641,7 +1910,9 @@ static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_wo
     account_gpu_and_runtime(r);
     account_cpu_collectives(r);
     call_walk walk = {0};
-    account_python(r, &walk);
+    pt_strtab_init(&r->call_sites);
+    r->cpu_order = account_python(r, &walk);
+    attribute_runtime_calls(r, r->cpu_order);
     add_layer(r, PT_CLASS_PYTHON, walk.work.items, walk.work.count);
     free_call_walk(&walk);
     int64_t *medians = compute_medians(r);
@@ -1664,6 +1935,7 @@ static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_wo
     memcpy(out->union_ns, r->own_total, sizeof out->union_ns);
     emit_functions(r, out, medians);
     emit_steps(r, out);
+    emit_sync_points(r, out);
     merge_same_names(out);
     emit_metrics(r, out);
     if (!window_cut) { /* after a cut window the trace goes on because we stopped, not the worker */

@@ -34,11 +34,14 @@ void pt_summary_free(pt_worker_summary *s)
     for (size_t i = 0; i < s->function_count; i++) {
         free(s->functions[i].name);
         free(s->functions[i].group);
+        free(s->functions[i].caller);
         free(s->functions[i].step_exposed_ns);
     }
     for (size_t i = 0; i < s->metric_count; i++)
         free(s->metrics[i].name);
     pt_free_strings(s->warnings, s->warning_count);
+    for (size_t i = 0; i < s->step_count; i++)
+        free(s->steps[i].syncs);
     free(s->functions);
     free(s->metrics);
     free(s->steps);

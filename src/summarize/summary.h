@@ -41,10 +41,27 @@ typedef struct pt_function_summary {
     int64_t *step_exposed_ns;
     int64_t median_ns;     /* median duration of one execution */
     int64_t max_ns;
+    char *caller;          /* runtime calls: the Python stack they spend most time under
+                              (version 3), or NULL */
     double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
     double throughput_std_pct;
     double busbw_avg_gbps;
 } pt_function_summary;
+
+/* A point of a step where this worker waited for its peers: the end of a collective it
+ * was blocked in, waiting (a sync point of the step model, diagnose/whatif.c). Its work
+ * since the previous sync point of the step (or the step's start) is split by class with
+ * compute > memory > runtime > Python: the time the worker was busy, not waiting.
+ * Communication is never work ([PT_CLASS_COMM] is 0), nor is a runtime call while a GPU
+ * collective runs (a synchronize waiting for a peer) or a Python frame that waits; CPU
+ * work on other threads while a CPU collective waits is. */
+typedef struct pt_sync_point {
+    int64_t end_ns;                  /* from the step's start */
+    int64_t busy_ns[PT_CLASS_COUNT]; /* work before it, by class */
+} pt_sync_point;
+
+/* Sync points kept per step: those the worker waited in longest, when it has more. */
+#define PT_SUMMARY_MAX_SYNCS_PER_STEP 16
 
 typedef struct pt_step_summary {
     int64_t step;          /* N of ProfilerStep#N, or the ordinal */
@@ -52,6 +69,11 @@ typedef struct pt_step_summary {
     int64_t dur_ns;
     int64_t exposed_ns[PT_CLASS_COUNT];
     int64_t idle_ns;
+    /* With pt_worker_summary.has_syncs: the step's sync points in time order, and the work
+     * after the last of them (or in the whole step, when there is none). */
+    pt_sync_point *syncs;
+    size_t sync_count;
+    int64_t tail_busy_ns[PT_CLASS_COUNT];
 } pt_step_summary;
 
 #define PT_SERIES_MAX_POINTS 200
@@ -97,7 +119,7 @@ typedef struct pt_metric_summary {
     float series_value[PT_SERIES_MAX_POINTS];
 } pt_metric_summary;
 
-/* Where a worker was in its collectives, per process group (summary version 3): from the
+/* Where a worker was in its collectives, per process group (summary version 4): from the
  * collector's bookkeeping at a hang report, or from a trace's collective ops. The hang
  * analysis (diagnose/hangs.c) matches the groups' calls across workers by sequence number. */
 typedef enum pt_call_state {
@@ -151,7 +173,7 @@ typedef struct pt_thread_stack {
 #define PT_SUMMARY_MAX_ERROR 4096u
 #define PT_SUMMARY_MAX_SEQ (INT64_C(1) << 53)
 /* The summary version that carries the hang state. */
-#define PT_SUMMARY_VERSION_HANG_STATE 3
+#define PT_SUMMARY_VERSION_HANG_STATE 4
 
 /* Whether global rank r is a member of g (false when its members are unknown). */
 bool pt_group_has_rank(const pt_collective_group *g, int32_t r);
@@ -193,6 +215,8 @@ typedef struct pt_worker_summary {
     char *stall_function;
     pt_step_summary *steps;
     size_t step_count;
+    bool has_syncs;           /* steps carry their sync points (version 3, at most
+                                 PT_SUMMARY_MAX_STEP_VALUES steps) */
     pt_function_summary *functions;
     size_t function_count;
     pt_metric_summary *metrics;

@@ -286,6 +286,63 @@ static bool steps_ok(const pt_worker_summary *s, pt_error *err)
     return !twice || REFUSE("step %" PRId64 " appears twice", twice->step);
 }
 
+/* One piece of a step (before a sync point, or after the last): work by class, no
+ * communication, each class and their sum within the piece. */
+static bool work_ok(owner o, const int64_t busy[PT_CLASS_COUNT], int64_t length, pt_error *err)
+{
+    static const char *const work_field[PT_CLASS_COUNT] = {"compute work", "memory work", "communication work",
+                                                           "runtime work", "python work"};
+    char who[OWNER_TEXT_MAX];
+    int64_t sum = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        if (!time_ok(o, work_field[c], busy[c], c == PT_CLASS_COMM ? 0 : length, err))
+            return false;
+        sum += busy[c];
+    }
+    return sum <= length + ROUNDING_SLACK_NS ||
+           REFUSE_OWNED(o, "work adds up to %" PRId64 " ns, more than its %" PRId64 " ns", sum, length);
+}
+
+/* Sync points: only with per-step values, at most PT_SUMMARY_MAX_SYNCS_PER_STEP a step,
+ * their ends inside the step and in time order; the work before each fits in the time
+ * since the previous one. */
+static bool syncs_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->has_syncs && s->step_count > PT_SUMMARY_MAX_STEP_VALUES)
+        return REFUSE("sync points are given for %zu steps, more than the %d a summary gives them for", s->step_count,
+                      PT_SUMMARY_MAX_STEP_VALUES);
+    for (size_t i = 0; i < s->step_count; i++) {
+        const pt_step_summary *st = &s->steps[i];
+        owner step = {"step", NULL, true, st->step};
+        char who[OWNER_TEXT_MAX];
+        if (!s->has_syncs) {
+            bool empty = st->sync_count == 0;
+            for (int c = 0; c < PT_CLASS_COUNT; c++)
+                empty &= st->tail_busy_ns[c] == 0;
+            if (!empty)
+                return REFUSE_OWNED(step, "sync points are given (%zu) but the summary has none", st->sync_count);
+            continue;
+        }
+        if (st->sync_count > PT_SUMMARY_MAX_SYNCS_PER_STEP)
+            return REFUSE_OWNED(step, "%zu sync points, more than %d", st->sync_count, PT_SUMMARY_MAX_SYNCS_PER_STEP);
+        if (st->sync_count && !st->syncs)
+            return REFUSE_OWNED(step, "%zu sync points are counted but none is there", st->sync_count);
+        int64_t from = 0;
+        for (size_t k = 0; k < st->sync_count; k++) {
+            int64_t end = st->syncs[k].end_ns;
+            if (end <= from || end > st->dur_ns)
+                return REFUSE_OWNED(step, "sync point %zu ends at %" PRId64 " ns, not after %" PRId64
+                                          " ns and within the step's %" PRId64 " ns", k, end, from, st->dur_ns);
+            if (!work_ok(step, st->syncs[k].busy_ns, end - from, err))
+                return false;
+            from = end;
+        }
+        if (!work_ok(step, st->tail_busy_ns, st->dur_ns - from, err))
+            return false;
+    }
+    return true;
+}
+
 /* A Python stack's time adds up over the threads that run it, so it may exceed the
  * window; every other class's is the union of its executions, never more. */
 static int64_t exposed_bound(const pt_function_summary *f, int64_t whole)
@@ -301,7 +358,8 @@ static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f
     if ((unsigned)f->cls >= PT_CLASS_COUNT)
         return REFUSE("a function's class (%u) is not one perftracker knows", (unsigned)f->cls);
     if (!text_ok("a function's name", f->name, PRESENT, err) ||
-        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err))
+        !text_ok("a function's group", f->group, MAY_BE_ABSENT, err) ||
+        !text_ok("a function's caller", f->caller, MAY_BE_ABSENT, err))
         return false;
     owner fn = {kinds[f->cls], f->name, false, 0};
     if (!count_ok(fn, "execution count", f->count, err) ||
@@ -544,7 +602,7 @@ static bool hang_state_ok(const pt_worker_summary *s, pt_error *err)
 int pt_summary_check(const pt_worker_summary *s, pt_error *err)
 {
     /* Steps before functions: a function's per-step values are checked against them. */
-    bool ok = identity_ok(s, err) && window_ok(s, err) && steps_ok(s, err) && functions_ok(s, err) &&
+    bool ok = identity_ok(s, err) && window_ok(s, err) && steps_ok(s, err) && syncs_ok(s, err) && functions_ok(s, err) &&
               metrics_ok(s, err) && warnings_ok(s, err) && hang_state_ok(s, err);
     return ok ? 0 : -1;
 }

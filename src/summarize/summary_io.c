@@ -92,6 +92,28 @@ static void put_step(pt_buf *b, const pt_step_summary *st)
     put_varint(b, st->idle_ns);
 }
 
+static void put_work(pt_buf *b, const int64_t busy[PT_CLASS_COUNT])
+{
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        if (c != PT_CLASS_COMM) /* never work */
+            put_varint(b, busy[c]);
+}
+
+/* Version 3: whether steps carry sync points, then each step's. */
+static void put_syncs(pt_buf *b, const pt_worker_summary *s)
+{
+    put_uvarint(b, s->has_syncs);
+    for (size_t i = 0; i < s->step_count && s->has_syncs; i++) {
+        const pt_step_summary *st = &s->steps[i];
+        put_uvarint(b, st->sync_count);
+        for (size_t k = 0; k < st->sync_count; k++) {
+            put_varint(b, st->syncs[k].end_ns);
+            put_work(b, st->syncs[k].busy_ns);
+        }
+        put_work(b, st->tail_busy_ns);
+    }
+}
+
 static void put_metric(pt_buf *b, const pt_metric_summary *m)
 {
     put_string(b, m->name);
@@ -188,16 +210,19 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     put_uvarint(b, s->step_count);
     for (size_t i = 0; i < s->step_count; i++)
         put_step(b, &s->steps[i]);
+    put_syncs(b, s);
 
     /* String table: function names and communication groups, each stored once. */
     pt_strtab strings;
     pt_strtab_init(&strings);
     uint32_t *name_ids = pt_xmalloc((s->function_count + 1) * sizeof *name_ids);
     uint32_t *group_ids = pt_xmalloc((s->function_count + 1) * sizeof *group_ids);
+    uint32_t *caller_ids = pt_xmalloc((s->function_count + 1) * sizeof *caller_ids);
     for (size_t i = 0; i < s->function_count; i++) {
         const pt_function_summary *f = &s->functions[i];
         name_ids[i] = pt_strtab_intern(&strings, f->name, strlen(f->name));
         group_ids[i] = f->group ? pt_strtab_intern(&strings, f->group, strlen(f->group)) + 1 : 0;
+        caller_ids[i] = f->caller ? pt_strtab_intern(&strings, f->caller, strlen(f->caller)) + 1 : 0;
     }
     put_uvarint(b, strings.count);
     for (size_t i = 0; i < strings.count; i++) {
@@ -222,9 +247,11 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
         put_uvarint(b, f->step_count);
         for (size_t k = 0; k < f->step_count; k++)
             put_varint(b, f->step_exposed_ns[k]);
+        put_uvarint(b, caller_ids[i]);
     }
     free(name_ids);
     free(group_ids);
+    free(caller_ids);
     pt_strtab_free(&strings);
 
     put_uvarint(b, s->metric_count);
@@ -373,6 +400,29 @@ static void decode_steps(cursor *c, pt_worker_summary *s)
     }
 }
 
+static void get_work(cursor *c, int64_t busy[PT_CLASS_COUNT])
+{
+    for (int k = 0; k < PT_CLASS_COUNT; k++)
+        busy[k] = k == PT_CLASS_COMM ? 0 : get_varint(c);
+}
+
+/* Version 3: each step's sync points (their values are checked by pt_summary_check). */
+static void decode_syncs(cursor *c, pt_worker_summary *s)
+{
+    s->has_syncs = get_uvarint(c) != 0;
+    for (size_t i = 0; i < s->step_count && s->has_syncs && !c->bad; i++) {
+        pt_step_summary *st = &s->steps[i];
+        size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_SYNCS_PER_STEP);
+        st->syncs = pt_xcalloc(n ? n : 1, sizeof *st->syncs);
+        st->sync_count = n;
+        for (size_t k = 0; k < n; k++) {
+            st->syncs[k].end_ns = get_varint(c);
+            get_work(c, st->syncs[k].busy_ns);
+        }
+        get_work(c, st->tail_busy_ns);
+    }
+}
+
 /* Version 2: waiting time and per-step exposed time; as many steps as the summary has. */
 static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_function_summary *f)
 {
@@ -418,6 +468,14 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
         f->busbw_avg_gbps = get_double(c);
         if (c->version >= 2)
             decode_step_values(c, s, f);
+        if (c->version >= 3) {
+            uint64_t caller = get_uvarint(c);
+            if (caller > nstrings) {
+                broken(c, "a function's caller refers to a missing string");
+                break;
+            }
+            f->caller = caller ? pt_xstrdup(strings[caller - 1]) : NULL;
+        }
     }
     pt_free_strings(strings, nstrings);
 }
@@ -526,6 +584,8 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     if (get_uvarint(c))
         s->stall_function = get_string(c);
     decode_steps(c, s);
+    if (c->version >= 3)
+        decode_syncs(c, s);
     decode_functions(c, s);
     decode_metrics(c, s);
     size_t nw = (size_t)get_count(c, PT_SUMMARY_MAX_WARNINGS);

@@ -28,6 +28,8 @@ static pt_json *function_json(const pt_function_summary *f)
     pt_json_add(j, "max_ms", ns_ms(f->max_ns));
     if (f->waiting_ns)
         pt_json_add(j, "waiting_ms", ns_ms(f->waiting_ns));
+    if (f->caller)
+        pt_json_add(j, "caller", pt_json_string(f->caller));
     if (f->step_count) {
         pt_json *steps = pt_json_add(j, "step_exposed_ms", pt_json_array());
         for (size_t k = 0; k < f->step_count; k++)
@@ -126,6 +128,15 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
         pt_json_add(st, "start_ms", ns_ms(s->steps[i].start_ns));
         pt_json_add(st, "ms", ns_ms(s->steps[i].dur_ns));
         pt_json_add(st, "exposed_ms", classes_json(s->steps[i].exposed_ns));
+        if (!s->has_syncs)
+            continue;
+        pt_json *syncs = pt_json_add(st, "sync_points", pt_json_array());
+        for (size_t k = 0; k < s->steps[i].sync_count; k++) {
+            pt_json *p = pt_json_push(syncs, pt_json_object());
+            pt_json_add(p, "end_ms", ns_ms(s->steps[i].syncs[k].end_ns));
+            pt_json_add(p, "work_before_ms", classes_json(s->steps[i].syncs[k].busy_ns));
+        }
+        pt_json_add(st, "work_after_ms", classes_json(s->steps[i].tail_busy_ns));
     }
     pt_json *functions = pt_json_add(j, "functions", pt_json_array());
     for (size_t i = 0; i < s->function_count; i++)

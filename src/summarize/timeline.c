@@ -103,6 +103,27 @@ void pt_timeline_union(pt_timeline *out, const pt_timeline *a, const pt_timeline
     finish_prefix(out);
 }
 
+void pt_timeline_subtract(pt_timeline *out, const pt_timeline *a, const pt_timeline *b)
+{
+    memset(out, 0, sizeof *out);
+    /* Each span of b splits at most one span of a in two: a's count plus b's bounds it. */
+    out->spans = pt_xmalloc((a->count + b->count + 1) * sizeof *out->spans);
+    size_t j = 0;
+    for (size_t i = 0; i < a->count; i++) {
+        int64_t start = a->spans[i].start, end = a->spans[i].end;
+        while (j < b->count && b->spans[j].end <= start)
+            j++;
+        for (size_t k = j; k < b->count && b->spans[k].start < end; k++) {
+            if (b->spans[k].start > start)
+                out->spans[out->count++] = (pt_interval){start, b->spans[k].start};
+            start = PT_MAX(start, b->spans[k].end);
+        }
+        if (end > start)
+            out->spans[out->count++] = (pt_interval){start, end};
+    }
+    finish_prefix(out);
+}
+
 /* Length covered in (-inf, x). */
 static int64_t covered_before(const pt_timeline *t, int64_t x)
 {

@@ -24,6 +24,8 @@ typedef struct pt_timeline {
 void pt_timeline_build(pt_timeline *t, const pt_interval *intervals, size_t n);
 /* out = a ∪ b. */
 void pt_timeline_union(pt_timeline *out, const pt_timeline *a, const pt_timeline *b);
+/* out = a \ b: the time a covers and b does not. */
+void pt_timeline_subtract(pt_timeline *out, const pt_timeline *a, const pt_timeline *b);
 /* Length of timeline ∩ [a, b). */
 int64_t pt_timeline_covered(const pt_timeline *t, int64_t a, int64_t b);
 int64_t pt_timeline_total(const pt_timeline *t);

@@ -180,6 +180,18 @@ static void to_copy(synth_program *p, synth_op_kind kind, synth_scale scale, con
     POP(p, 2, 3, 2);
 }
 
+/* The ops from first on belong to a fault: they run only where it is injected. */
+static void mark_fault(synth_program *p, size_t first, pt_fault_kind kind)
+{
+    for (size_t i = first; i < p->count; i++)
+        p->ops[i].fault = (uint8_t)kind;
+}
+
+bool synth_job_has(const pt_synth_job *job, pt_fault_kind kind)
+{
+    return job->fault == kind || job->second_fault == kind;
+}
+
 /* ------------------------------------------------------------ the step */
 
 static void data_loading(synth_program *p)
@@ -201,13 +213,15 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
     aten(p, "aten::scaled_dot_product_attention", 7);
     operator_kernel(p, "aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward", K_FLASH_FWD, 470);
     POP(p, 2);
-    if (job->fault == PT_FAULT_COMMON_MEMCPY) {
+    if (synth_job_has(job, PT_FAULT_COMMON_MEMCPY)) {
         /* A needless .contiguous() of the attention output in every block. */
+        size_t first = p->count;
         aten(p, "aten::contiguous", 4);
         aten(p, "aten::clone", 6);
         aten(p, "aten::copy_", 5);
         copy(p, OP_COPY, SCALE_DTOD, "Memcpy DtoD (Device -> Device)", 0, 0);
         POP(p, 2, 2, 2);
+        mark_fault(p, first, PT_FAULT_COMMON_MEMCPY);
     }
     operator_kernel(p, "aten::linear", "aten::addmm", K_GEMM_OUT, 110);
     operator_kernel(p, "aten::add", NULL, K_ADD, 24);
@@ -216,8 +230,8 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
     operator_kernel(p, "aten::gelu", NULL, K_GELU, 57);
     operator_kernel(p, "aten::linear", "aten::addmm", K_GEMM_FC2, 415);
     operator_kernel(p, "aten::add", NULL, K_ADD, 24);
-    if ((job->fault == PT_FAULT_HANG || job->fault == PT_FAULT_HANG_ORDER) && layer == job->layers / 2)
-        add(p, OP_HANG, SCALE_FIXED, NULL);
+    if ((synth_job_has(job, PT_FAULT_HANG) || synth_job_has(job, PT_FAULT_HANG_ORDER)) && layer == job->layers / 2)
+        add(p, OP_HANG, SCALE_FIXED, NULL)->fault = synth_job_has(job, PT_FAULT_HANG) ? PT_FAULT_HANG : PT_FAULT_HANG_ORDER;
     POP_PYTHON(p, 3, 2);
 }
 
@@ -428,13 +442,12 @@ void synth_program_build(synth_program *p, const pt_synth_job *job)
     POP_PYTHON(p, 5);
     to_copy(p, OP_COPY, SCALE_FIXED, "Memcpy HtoD (Pinned -> Device)", 16 << 20, 350);
     forward(p, job);
-    if (job->fault == PT_FAULT_BLOCKING_DTOH) {
+    if (synth_job_has(job, PT_FAULT_BLOCKING_DTOH)) {
         size_t first = p->count;
         py(p, "metrics.py(23): activation_stats", 15);
         to_copy(p, OP_COPY_SYNC, SCALE_DTOH, "Memcpy DtoH (Device -> Pageable)", 0, 0);
         POP_PYTHON(p, 20);
-        for (size_t i = first; i < p->count; i++)
-            p->ops[i].faulty_only = true;
+        mark_fault(p, first, PT_FAULT_BLOCKING_DTOH);
     }
     backward(p, job);
     optimizer_step(p);

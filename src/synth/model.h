@@ -56,7 +56,8 @@ typedef struct synth_op {
     uint8_t kind;        /* synth_op_kind */
     uint8_t scale;       /* synth_scale */
     uint8_t cpu_kind;    /* OP_PUSH: pt_cpu_kind, what Kineto files the frame under */
-    bool faulty_only;    /* present only on the faulty ranks (the blocking copy) */
+    uint8_t fault;       /* pt_fault_kind the op is part of (PT_FAULT_NONE: every job's): it
+                            runs where that fault is injected and not fixed */
     bool comms;          /* OP_PUSH of record_param_comms for bucket `index` (args on it) */
     uint16_t index;      /* kernel (OP_LAUNCH) or bucket (OP_BUCKET, comms) */
     const char *name;    /* frame name or memcpy kind */
@@ -87,6 +88,9 @@ typedef struct synth_program {
 extern const char *const synth_outer_frames[2];
 
 void synth_program_build(synth_program *p, const pt_synth_job *job);
+/* The job injects a fault of this kind (first or second; fixed ones too: their ops stay
+ * in the program, to draw their numbers). */
+bool synth_job_has(const pt_synth_job *job, pt_fault_kind kind);
 void synth_program_free(synth_program *p);
 
 #endif

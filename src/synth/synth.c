@@ -35,7 +35,12 @@
  * `severity` of a healthy one, whatever the mechanism (slower kernels, a slower host CPU,
  * a longer data loader, a blocking copy). A hang is not a knob: the hung worker's replay
  * stops at the op marked for it, its all-reduces never become ready, their ends are
- * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at). */
+ * NEVER, and everyone else blocks in the first one until the profiler stops (stop_at).
+ * A job holds up to two faults on separate ranks, each calibrated alone. A fault written
+ * fixed (job.without) keeps its ranks and calibration but not its knobs, and its own ops
+ * (marked with their fault in the program) run on a copy of the worker that writes
+ * nothing, only to draw their numbers: the rest of the job is the faulty job's, draw for
+ * draw, so the two jobs' step times differ by what fixing the fault saves. */
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"
@@ -181,17 +186,32 @@ enum {
 /* ------------------------------------------------------------ the plan */
 
 typedef struct knobs {
-    bool faulty;
     double kernel;                    /* compute kernel time multiplier */
     double cpu;                       /* every CPU-side duration's multiplier */
     int64_t dataloader_extra_ns, gc_extra_ns;
     int64_t dtoh_ns;                  /* the blocking copy's duration */
 } knobs;
 
+#define HEALTHY_KNOBS ((knobs){1, 1, 0, 0, 0})
+
+/* One injected fault: its ranks (none for common_memcpy: every rank), its calibrated
+ * knobs (each touches only its own fields), and whether this plan writes it fixed. */
+typedef struct synth_fault {
+    pt_fault_kind kind;
+    const int *ranks;
+    int rank_count;
+    double severity;
+    knobs knobs;
+    bool fixed;
+} synth_fault;
+
+#define MAX_FAULTS 2
+
 struct pt_synth_plan {
     pt_synth_job job;                 /* resolved */
     synth_program prog;
-    knobs healthy, faulty;
+    synth_fault faults[MAX_FAULTS];
+    int fault_count;
     int64_t dtod_ns;                  /* common_memcpy: each DtoD copy */
     int64_t healthy_step_ns;          /* jitter-free step of one worker alone */
     int64_t transfer_ns[SYNTH_MAX_BUCKETS]; /* nominal all-reduce time per bucket */
@@ -202,17 +222,29 @@ struct pt_synth_plan {
     int64_t stop_at;                  /* hang: when the profiler stops; NEVER otherwise */
 };
 
-static bool is_faulty(const pt_synth_plan *p, int rank)
+static bool fault_on(const synth_fault *f, int rank)
 {
-    for (int i = 0; i < p->job.fault_rank_count; i++)
-        if (p->job.fault_ranks[i] == rank)
+    if (f->kind == PT_FAULT_COMMON_MEMCPY)
+        return true;
+    for (int i = 0; i < f->rank_count; i++)
+        if (f->ranks[i] == rank)
             return true;
     return false;
 }
 
-static const knobs *rank_knobs(const pt_synth_plan *p, int rank)
+/* A fault's knobs on top of others' (each fault moves only its own). */
+static void add_knobs(knobs *k, const knobs *fault)
 {
-    return is_faulty(p, rank) && p->job.fault != PT_FAULT_COMMON_MEMCPY ? &p->faulty : &p->healthy;
+    k->kernel *= fault->kernel;
+    k->cpu *= fault->cpu;
+    k->dataloader_extra_ns += fault->dataloader_extra_ns;
+    k->gc_extra_ns += fault->gc_extra_ns;
+    k->dtoh_ns += fault->dtoh_ns;
+}
+
+static unsigned kind_bit(pt_fault_kind kind)
+{
+    return 1u << kind;
 }
 
 /* ------------------------------------------------------------ emission */
@@ -329,8 +361,9 @@ static void drop_frames(emitter *em)
 
 typedef struct sim {
     const pt_synth_plan *plan;
-    const knobs *knobs;
-    bool faulty;
+    knobs knobs;
+    unsigned active;                  /* kind_bit of the faults this worker has */
+    unsigned fixed;                   /* ... and of those it would have, written fixed */
     bool nominal;                     /* no jitter, unit speed: calibration */
     int rank, step;
     uint64_t rng;
@@ -391,7 +424,7 @@ static bool bucket_call(const sim *s, int b, pt_collective *c)
     const pt_synth_plan *p = s->plan;
     int64_t nelems = p->prog.bucket_nelems[b];
     const char *op = "allreduce";
-    if (s->faulty && s->step == p->job.hang_step && b >= stuck_bucket(p)) {
+    if ((s->active & kind_bit(p->job.fault)) && s->step == p->job.hang_step && b >= stuck_bucket(p)) {
         switch (p->job.fault) {
         case PT_FAULT_HANG_MISMATCH:
             op = b == stuck_bucket(p) ? "broadcast" : op;
@@ -426,7 +459,7 @@ static int64_t scaled(int64_t ns, double factor)
  * speed x the host knob (cpu_contention stretches all of them alike). */
 static double cpu_factor(const sim *s, double jitter)
 {
-    return jitter * s->speed_cpu * s->knobs->cpu;
+    return jitter * s->speed_cpu * s->knobs.cpu;
 }
 
 static int64_t cpu_time(sim *s, const synth_op *op)
@@ -434,9 +467,9 @@ static int64_t cpu_time(sim *s, const synth_op *op)
     int64_t t = scaled(op->cpu_ns, cpu_factor(s, jitter_factor(s, s->plan->cpu_spread)));
     switch (op->scale) {
     case SCALE_DATALOADER:
-        return t + s->knobs->dataloader_extra_ns;
+        return t + s->knobs.dataloader_extra_ns;
     case SCALE_GC:
-        return t + s->knobs->gc_extra_ns;
+        return t + s->knobs.gc_extra_ns;
     default:
         return t;
     }
@@ -447,11 +480,11 @@ static int64_t gpu_time(sim *s, const synth_op *op)
     double f = jitter_factor(s, s->plan->gpu_spread);
     switch (op->scale) {
     case SCALE_KERNEL:
-        return scaled(op->gpu_ns, f * s->speed_gpu * s->knobs->kernel * s->kernel_inflation);
+        return scaled(op->gpu_ns, f * s->speed_gpu * s->knobs.kernel * s->kernel_inflation);
     case SCALE_DTOD:
         return scaled(s->plan->dtod_ns, f);
     case SCALE_DTOH:
-        return scaled(s->knobs->dtoh_ns, f);
+        return scaled(s->knobs.dtoh_ns, f);
     default:
         return scaled(op->gpu_ns, f);
     }
@@ -743,17 +776,8 @@ static void order_hang_call(sim *s)
     s->cpu[s->thread] = t + 9000;
 }
 
-/* Runs ops [from, to). The second phase draws from its own RNG stream so the plan can
- * replay it without replaying the first. */
-static void run(sim *s, size_t from, size_t to)
+static void exec(sim *s, const synth_op *op)
 {
-    const synth_program *prog = &s->plan->prog;
-    for (size_t i = from; i < to && !s->stopped; i++) {
-        const synth_op *op = &prog->ops[i];
-        if (i == prog->phase_c)
-            s->rng = s->rng_phase_c;
-        if (op->faulty_only && !s->faulty)
-            continue;
         switch ((synth_op_kind)op->kind) {
         case OP_PUSH: op_push(s, op); break;
         case OP_POP: op_pop(s, op); break;
@@ -782,6 +806,34 @@ static void run(sim *s, size_t from, size_t to)
             }
             break;
         }
+}
+
+/* A fixed fault's op: it draws its numbers, on a copy of the worker that writes nothing,
+ * so every later op draws what it would have drawn with the fault; nothing else of it
+ * is kept. */
+static void exec_fixed(sim *s, const synth_op *op)
+{
+    sim copy = *s;
+    copy.em = NULL;
+    exec(&copy, op);
+    s->rng = copy.rng;
+}
+
+/* Runs ops [from, to). The second phase draws from its own RNG stream so the plan can
+ * replay it without replaying the first. */
+static void run(sim *s, size_t from, size_t to)
+{
+    const synth_program *prog = &s->plan->prog;
+    for (size_t i = from; i < to && !s->stopped; i++) {
+        const synth_op *op = &prog->ops[i];
+        if (i == prog->phase_c)
+            s->rng = s->rng_phase_c;
+        if (op->fault != PT_FAULT_NONE && !(s->active & kind_bit((pt_fault_kind)op->fault))) {
+            if (s->fixed & kind_bit((pt_fault_kind)op->fault))
+                exec_fixed(s, op);
+            continue;
+        }
+        exec(s, op);
     }
 }
 
@@ -790,8 +842,18 @@ static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_
 {
     memset(s, 0, sizeof *s);
     s->plan = p;
-    s->knobs = rank_knobs(p, rank);
-    s->faulty = is_faulty(p, rank);
+    s->knobs = HEALTHY_KNOBS;
+    for (int i = 0; i < p->fault_count; i++) {
+        const synth_fault *f = &p->faults[i];
+        if (!fault_on(f, rank))
+            continue;
+        if (f->fixed) {
+            s->fixed |= kind_bit(f->kind);
+        } else {
+            s->active |= kind_bit(f->kind);
+            add_knobs(&s->knobs, &f->knobs);
+        }
+    }
     s->rank = rank;
     s->step = step;
     s->rng = stream_seed(p->job.seed, (uint64_t)rank, (uint64_t)step, DRAW_OPS);
@@ -808,8 +870,7 @@ static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_
     s->cpu[0] = s->cpu[1] = t;
     s->gpu_free = t;
     s->stop_at = p->stop_at;
-    s->hang_here = (p->job.fault == PT_FAULT_HANG || p->job.fault == PT_FAULT_HANG_ORDER) && s->faulty &&
-                   step == p->job.hang_step;
+    s->hang_here = (s->active & (kind_bit(PT_FAULT_HANG) | kind_bit(PT_FAULT_HANG_ORDER))) && step == p->job.hang_step;
     s->em = em;
 }
 
@@ -821,14 +882,15 @@ static int64_t step_gap(sim *s)
 
 /* ------------------------------------------------------------ calibration */
 
-/* One worker alone, without jitter: its all-reduces cost only the transfer. Returns the
- * step length. */
-static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, bool faulty)
+/* One worker alone, without jitter, with the knobs and fault ops of `active`: its
+ * all-reduces cost only the transfer. Returns the step length. */
+static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, unsigned active)
 {
     sim s;
     sim_begin(&s, p, 0, 0, 0, NULL);
-    s.knobs = k;
-    s.faulty = faulty;
+    s.knobs = *k;
+    s.active = active;
+    s.fixed = 0;
     s.hang_here = false;
     s.nominal = true;
     s.speed_gpu = s.speed_cpu = 1.0;
@@ -854,15 +916,16 @@ static void set_dtod(pt_synth_plan *p, knobs *k, double v) { (void)k, p->dtod_ns
 
 /* Bisection for the knob value whose isolated step is `target` long; the step grows
  * monotonically with every knob. lo is the knob's neutral value. */
-static void calibrate(pt_synth_plan *p, knobs *k, knob_setter set, double lo, double hi, int64_t target)
+static void calibrate(pt_synth_plan *p, knobs *k, unsigned active, knob_setter set, double lo, double hi,
+                      int64_t target)
 {
     set(p, k, hi);
-    while (isolated_step(p, k, true) < target && hi < 1e12)
+    while (isolated_step(p, k, active) < target && hi < 1e12)
         lo = hi, hi *= 2, set(p, k, hi);
     for (int i = 0; i < 60 && hi - lo > 1e-6 * hi; i++) {
         double mid = (lo + hi) / 2;
         set(p, k, mid);
-        if (isolated_step(p, k, true) < target)
+        if (isolated_step(p, k, active) < target)
             lo = mid;
         else
             hi = mid;
@@ -870,37 +933,46 @@ static void calibrate(pt_synth_plan *p, knobs *k, knob_setter set, double lo, do
     set(p, k, hi);
 }
 
-static void calibrate_fault(pt_synth_plan *p)
+/* Each fault's knob, alone on a healthy worker (a fixed fault's too: the plan knows what
+ * it fixed). */
+static void calibrate_fault(pt_synth_plan *p, synth_fault *f)
 {
-    p->healthy = (knobs){false, 1, 1, 0, 0, 0};
-    p->faulty = p->healthy;
-    p->faulty.faulty = true;
-    p->healthy_step_ns = isolated_step(p, &p->healthy, false);
+    knobs healthy = HEALTHY_KNOBS;
     int64_t step = p->healthy_step_ns;
-    int64_t target = step + (int64_t)llround(p->job.severity * (double)step);
-    switch (p->job.fault) {
+    int64_t target = step + (int64_t)llround(f->severity * (double)step);
+    unsigned active = kind_bit(f->kind);
+    f->knobs = healthy;
+    switch (f->kind) {
     case PT_FAULT_SLOW_GPU:
     case PT_FAULT_TWO_SLOW:
-        calibrate(p, &p->faulty, set_slow_gpu, 1, 2, target);
+        calibrate(p, &f->knobs, active, set_slow_gpu, 1, 2, target);
         break;
     case PT_FAULT_CPU_CONTENTION:
-        calibrate(p, &p->faulty, set_contention, 1, 2, target);
+        calibrate(p, &f->knobs, active, set_contention, 1, 2, target);
         break;
     case PT_FAULT_SLOW_DATALOADER:
-        calibrate(p, &p->faulty, set_dataloader, 0, (double)step, target);
+        calibrate(p, &f->knobs, active, set_dataloader, 0, (double)step, target);
         break;
     case PT_FAULT_GC_PAUSE:
-        calibrate(p, &p->faulty, set_gc, 0, (double)step, target);
+        calibrate(p, &f->knobs, active, set_gc, 0, (double)step, target);
         break;
     case PT_FAULT_BLOCKING_DTOH:
-        calibrate(p, &p->faulty, set_dtoh, 0, (double)step, target);
+        calibrate(p, &f->knobs, active, set_dtoh, 0, (double)step, target);
         break;
     case PT_FAULT_COMMON_MEMCPY:
-        calibrate(p, &p->healthy, set_dtod, 0, (double)step / p->job.layers, target);
+        calibrate(p, &f->knobs, active, set_dtod, 0, (double)step / p->job.layers, target);
         break;
     default:
         break;
     }
+}
+
+static void calibrate_faults(pt_synth_plan *p)
+{
+    knobs healthy = HEALTHY_KNOBS;
+    p->healthy_step_ns = isolated_step(p, &healthy, 0);
+    for (int i = 0; i < p->fault_count; i++)
+        calibrate_fault(p, &p->faults[i]);
 }
 
 /* ------------------------------------------------------------ schedule */
@@ -966,7 +1038,7 @@ static void schedule(pt_synth_plan *p)
         }
         int64_t *ends = end_row(p, step), last = 0;
         uint64_t rng = stream_seed(p->job.seed, 0xffffffffu, (uint64_t)step, DRAW_TRANSFER);
-        bool stuck = all_enter(p->job.fault) && step == p->job.hang_step;
+        bool stuck = all_enter(p->job.fault) && !(p->job.without & PT_SYNTH_WITHOUT_FIRST) && step == p->job.hang_step;
         for (int b = 0; b < nb; b++) {
             int64_t transfer = scaled(p->transfer_ns[b], 1.0 + GPU_JITTER * draw(&rng));
             int64_t arrived = PT_MAX(latest[b], last);
@@ -1000,6 +1072,80 @@ static void schedule(pt_synth_plan *p)
 }
 
 /* ------------------------------------------------------------ plan lifecycle */
+
+/* Ranks 0..workers-1, each once, none of them in `taken` (count taken_count). */
+static int check_ranks(const int *ranks, int count, const int *taken, int taken_count, int workers, pt_error *err)
+{
+    if (count < 0 || count > PT_SYNTH_MAX_FAULT_RANKS) {
+        pt_error_set(err, "at most %d faulty ranks", PT_SYNTH_MAX_FAULT_RANKS);
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        if (ranks[i] < 0 || ranks[i] >= workers) {
+            pt_error_set(err, "faulty rank %d is not in 0..%d", ranks[i], workers - 1);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) {
+                pt_error_set(err, "faulty rank %d is given twice", ranks[i]);
+                return -1;
+            }
+        for (int j = 0; j < taken_count; j++)
+            if (taken[j] == ranks[i]) {
+                pt_error_set(err, "rank %d has the first fault already: give the second other ranks", ranks[i]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* The second fault: one rank's kind unlike the first, on ranks of its own (default: the
+ * highest rank the first leaves healthy). */
+static int resolve_second_fault(pt_synth_job *job, pt_error *err)
+{
+    if (job->second_fault == PT_FAULT_NONE) {
+        job->second_rank_count = 0;
+        job->without &= ~PT_SYNTH_WITHOUT_SECOND;
+        return 0;
+    }
+    static const pt_fault_kind allowed[] = {PT_FAULT_SLOW_GPU, PT_FAULT_CPU_CONTENTION, PT_FAULT_SLOW_DATALOADER,
+                                            PT_FAULT_GC_PAUSE, PT_FAULT_BLOCKING_DTOH};
+    bool ok = false;
+    for (size_t i = 0; i < PT_ARRAY_LEN(allowed); i++)
+        ok |= job->second_fault == allowed[i];
+    if (!ok || job->second_fault == job->fault || pt_fault_is_hang(job->fault) || job->fault == PT_FAULT_NONE) {
+        pt_error_set(err, "a second fault is one of slow_gpu, cpu_contention, slow_dataloader, gc_pause and "
+                          "blocking_dtoh, of another kind than a first fault that is not none or hang");
+        return -1;
+    }
+    if (job->second_severity == 0)
+        job->second_severity = 0.3;
+    if (!(job->second_severity > 0 && job->second_severity <= 100)) {
+        pt_error_set(err, "severity must be in (0, 100]");
+        return -1;
+    }
+    if (job->second_rank_count == 0) {
+        int r = job->workers - 1;
+        for (int i = 0; i < job->fault_rank_count; i++) /* below every rank of the first */
+            for (int j = 0; j < job->fault_rank_count; j++)
+                if (job->fault_ranks[j] == r)
+                    r--;
+        if (r < 0) {
+            pt_error_set(err, "no rank is left for the second fault");
+            return -1;
+        }
+        job->second_ranks[0] = r;
+        job->second_rank_count = 1;
+    }
+    if (check_ranks(job->second_ranks, job->second_rank_count, job->fault_ranks, job->fault_rank_count, job->workers,
+                    err) != 0)
+        return -1;
+    if (job->fault_rank_count + job->second_rank_count >= job->workers) {
+        pt_error_set(err, "every rank is faulty: there is no healthy worker to compare with");
+        return -1;
+    }
+    return 0;
+}
 
 /* A count from 1 to max, or "WHAT must be between 1 and MAX". */
 static bool count_in_range(int value, int max, const char *what, pt_error *err)
@@ -1052,23 +1198,16 @@ static int resolve_job(pt_synth_job *job, pt_error *err)
             job->fault_rank_count = 1;
         }
     }
-    if (job->fault_rank_count < 0 || job->fault_rank_count > PT_SYNTH_MAX_FAULT_RANKS) {
-        pt_error_set(err, "at most %d faulty ranks", PT_SYNTH_MAX_FAULT_RANKS);
+    if (check_ranks(job->fault_ranks, job->fault_rank_count, NULL, 0, job->workers, err) != 0)
         return -1;
-    }
-    for (int i = 0; i < job->fault_rank_count; i++) {
-        if (job->fault_ranks[i] < 0 || job->fault_ranks[i] >= job->workers) {
-            pt_error_set(err, "faulty rank %d is not in 0..%d", job->fault_ranks[i], job->workers - 1);
-            return -1;
-        }
-        for (int j = 0; j < i; j++)
-            if (job->fault_ranks[j] == job->fault_ranks[i]) {
-                pt_error_set(err, "faulty rank %d is given twice", job->fault_ranks[i]);
-                return -1;
-            }
-    }
     if (per_rank && job->fault_rank_count == job->workers) {
         pt_error_set(err, "every rank is faulty: there is no healthy worker to compare with");
+        return -1;
+    }
+    if (resolve_second_fault(job, err) != 0)
+        return -1;
+    if (job->without & ~PT_SYNTH_WITHOUT_ALL) {
+        pt_error_set(err, "unknown faults to fix (%#x)", job->without);
         return -1;
     }
     if (pt_fault_is_hang(job->fault) && job->fault != PT_FAULT_HANG && job->backend != PT_SYNTH_NCCL) {
@@ -1105,8 +1244,16 @@ pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job_in, pt_error *err)
     synth_program_build(&p->prog, &job);
     set_transfers(p);
     p->stop_at = NEVER;
-    calibrate_fault(p);
-    p->steps_run = pt_fault_is_hang(job.fault) ? job.hang_step + 1 : job.steps;
+    if (job.fault != PT_FAULT_NONE)
+        p->faults[p->fault_count++] = (synth_fault){job.fault, p->job.fault_ranks, job.fault_rank_count,
+                                                    job.severity, HEALTHY_KNOBS, (job.without & PT_SYNTH_WITHOUT_FIRST) != 0};
+    if (job.second_fault != PT_FAULT_NONE)
+        p->faults[p->fault_count++] =
+            (synth_fault){job.second_fault, p->job.second_ranks, job.second_rank_count, job.second_severity,
+                          HEALTHY_KNOBS, (job.without & PT_SYNTH_WITHOUT_SECOND) != 0};
+    calibrate_faults(p);
+    bool hangs = pt_fault_is_hang(job.fault) && !(job.without & PT_SYNTH_WITHOUT_FIRST);
+    p->steps_run = hangs ? job.hang_step + 1 : job.steps;
     if (job.fault == PT_FAULT_HANG_SKIP && p->prog.buckets < 2) {
         pt_error_set(err, "fault hang_skip needs two gradient buckets at least (more --layers)");
         synth_program_free(&p->prog);
@@ -1327,7 +1474,7 @@ static char *stack_at(const synth_program *prog, synth_scale scale)
     return pt_xstrdup("");
 }
 
-static pt_json *rank_list(const pt_synth_plan *p, bool all)
+static pt_json *rank_list(const pt_synth_plan *p, const synth_fault *f, bool all)
 {
     pt_json *list = pt_json_array();
     if (all) {
@@ -1336,8 +1483,8 @@ static pt_json *rank_list(const pt_synth_plan *p, bool all)
         return list;
     }
     int ranks[PT_SYNTH_MAX_FAULT_RANKS];
-    int n = p->job.fault_rank_count;
-    memcpy(ranks, p->job.fault_ranks, (size_t)n * sizeof *ranks);
+    int n = f->rank_count;
+    memcpy(ranks, f->ranks, (size_t)n * sizeof *ranks);
     for (int i = 1; i < n; i++) /* sorted, as the report lists ranks */
         for (int j = i; j > 0 && ranks[j - 1] > ranks[j]; j--) {
             int t = ranks[j];
@@ -1374,34 +1521,18 @@ static void expected_hang(const pt_synth_plan *p, pt_json *f, bool all)
         pt_json_push(groups, pt_json_string("0"));
         pt_json_push(groups, pt_json_string("1"));
         /* every rank waits: the others in group 0, the faulty rank in group 1 */
-        pt_json_set(f, "workers", rank_list(p, true));
+        pt_json_set(f, "workers", rank_list(p, &p->faults[0], true));
     }
     (void)all;
 }
 
-pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
+/* The finding one injected fault should give. */
+static void add_expected_finding(const pt_synth_plan *p, const synth_fault *fault, pt_json *findings)
 {
-    const pt_synth_job *job = &p->job;
-    pt_json *root = pt_json_object();
-    pt_json_add(root, "fault", pt_json_string(pt_fault_name(job->fault)));
-    const char *verdict = job->fault == PT_FAULT_NONE ? "healthy" : pt_fault_is_hang(job->fault) ? "hang" : "degraded";
-    pt_json_add(root, "verdict", pt_json_string(verdict));
-    pt_json_add(root, "severity", pt_json_number(job->severity));
-    pt_json_add(root, "workers", pt_json_int(job->workers));
-    pt_json_add(root, "steps", pt_json_int(job->steps));
-    pt_json_add(root, "layers", pt_json_int(job->layers));
-    pt_json_add(root, "seed", pt_json_int((int64_t)job->seed));
-    pt_json_add(root, "backend", pt_json_string(pt_synth_backend_name(job->backend)));
-    pt_json_add(root, "noise", pt_json_number(job->noise));
-    pt_json_add(root, "healthy_step_ms", pt_json_number_rounded((double)p->healthy_step_ns / 1e6, 6));
-    pt_json *findings = pt_json_add(root, "findings", pt_json_array());
-    if (job->fault == PT_FAULT_NONE)
-        return root;
-
     const char *category = NULL;
     char *function = NULL;
     bool all = false;
-    switch (job->fault) {
+    switch (fault->kind) {
     case PT_FAULT_SLOW_GPU:
     case PT_FAULT_TWO_SLOW:
         category = "gpu_compute", function = top_kernel_key(&p->prog);
@@ -1432,12 +1563,13 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
         category = "hang", all = true;
         break;
     default:
-        break;
+        return;
     }
     pt_json *f = pt_json_push(findings, pt_json_object());
     pt_json_add(f, "category", pt_json_string(category));
     pt_json_add(f, "function", function ? pt_json_string(function) : pt_json_null());
-    pt_json_add(f, "workers", rank_list(p, all));
+    pt_json_add(f, "fault", pt_json_string(pt_fault_name(fault->kind)));
+    pt_json_add(f, "workers", rank_list(p, fault, all));
     pt_json_add(f, "all_workers", pt_json_bool(all));
     if (!all) {
         pt_json *names = pt_json_add(f, "worker_names", pt_json_array());
@@ -1449,15 +1581,48 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
             pt_json_push(names, pt_json_string(name));
         }
     }
-    if (pt_fault_is_hang(job->fault))
+    if (pt_fault_is_hang(fault->kind))
         expected_hang(p, f, all);
-    if (job->fault == PT_FAULT_HANG) {
+    if (fault->kind == PT_FAULT_HANG) {
         const synth_kernel *k = &p->prog.kernels[p->prog.nccl_kernel];
-        pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + job->hang_step));
-        pt_json_add(f, "others_blocked_in", job->backend == PT_SYNTH_GLOO ? pt_json_string("gloo:all_reduce")
-                                                                         : pt_json_string_n(k->name, k->name_len));
+        pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + p->job.hang_step));
+        pt_json_add(f, "others_blocked_in", p->job.backend == PT_SYNTH_GLOO ? pt_json_string("gloo:all_reduce")
+                                                                           : pt_json_string_n(k->name, k->name_len));
     }
     free(function);
+}
+
+pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
+{
+    const pt_synth_job *job = &p->job;
+    bool any = false, hang = false;
+    for (int i = 0; i < p->fault_count; i++) {
+        any |= !p->faults[i].fixed;
+        hang |= !p->faults[i].fixed && pt_fault_is_hang(p->faults[i].kind);
+    }
+    pt_json *root = pt_json_object();
+    pt_json_add(root, "fault", pt_json_string(pt_fault_name(job->fault)));
+    pt_json_add(root, "verdict", pt_json_string(hang ? "hang" : any ? "degraded" : "healthy"));
+    pt_json_add(root, "severity", pt_json_number(job->severity));
+    if (job->second_fault != PT_FAULT_NONE) {
+        pt_json_add(root, "second_fault", pt_json_string(pt_fault_name(job->second_fault)));
+        pt_json_add(root, "second_severity", pt_json_number(job->second_severity));
+    }
+    pt_json *without = pt_json_add(root, "without", pt_json_array());
+    for (int i = 0; i < p->fault_count; i++)
+        if (p->faults[i].fixed)
+            pt_json_push(without, pt_json_string(pt_fault_name(p->faults[i].kind)));
+    pt_json_add(root, "workers", pt_json_int(job->workers));
+    pt_json_add(root, "steps", pt_json_int(job->steps));
+    pt_json_add(root, "layers", pt_json_int(job->layers));
+    pt_json_add(root, "seed", pt_json_int((int64_t)job->seed));
+    pt_json_add(root, "backend", pt_json_string(pt_synth_backend_name(job->backend)));
+    pt_json_add(root, "noise", pt_json_number(job->noise));
+    pt_json_add(root, "healthy_step_ms", pt_json_number_rounded((double)p->healthy_step_ns / 1e6, 6));
+    pt_json *findings = pt_json_add(root, "findings", pt_json_array());
+    for (int i = 0; i < p->fault_count; i++)
+        if (!p->faults[i].fixed)
+            add_expected_finding(p, &p->faults[i], findings);
     return root;
 }
 

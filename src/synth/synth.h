@@ -78,7 +78,22 @@ typedef struct pt_synth_job {
                              varies by +-X, every CPU op's by +-2.5X (at most 90%), and a
                              quarter of (rank, step) pairs run all that step's kernels
                              X/2 to 3X/2 slower (processes time-sharing one GPU) */
+    /* A second fault on other ranks (PT_FAULT_NONE: none): slow_gpu, cpu_contention,
+     * slow_dataloader, gc_pause or blocking_dtoh, of another kind than the first. */
+    pt_fault_kind second_fault;
+    int second_ranks[PT_SYNTH_MAX_FAULT_RANKS];
+    int second_rank_count; /* 0: the highest rank the first fault leaves healthy */
+    double second_severity; /* 0: 0.3 */
+    /* The same job with faults fixed (PT_SYNTH_WITHOUT_*): the same seed and noise, the
+     * same events but the fixed fault's own, whose random draws are still made so that
+     * every other op draws what it drew with the fault. So the true saving of fixing a
+     * fault is known: the step with it against the step without. */
+    unsigned without;
 } pt_synth_job;
+
+#define PT_SYNTH_WITHOUT_FIRST 1u
+#define PT_SYNTH_WITHOUT_SECOND 2u
+#define PT_SYNTH_WITHOUT_ALL (PT_SYNTH_WITHOUT_FIRST | PT_SYNTH_WITHOUT_SECOND)
 
 /* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy, nccl, no
  * noise. */
@@ -122,7 +137,8 @@ int pt_synth_worker(const pt_synth_job *job, int rank, pt_trace_sink *sink, pt_t
 pt_worker_summary *pt_synth_plan_summary(const pt_synth_plan *plan, int rank, pt_error *err);
 pt_worker_summary *pt_synth_summary(const pt_synth_job *job, int rank, pt_error *err);
 
-/* What the analysis should find, as JSON:
+/* What the analysis should find, as JSON (a fixed fault finds nothing; "without" lists
+ * the fixed ones, "second_fault" the second when there is one):
  *   {"fault": "slow_gpu", "verdict": "healthy"|"degraded"|"hang", "severity": 0.3,
  *    "workers": 8, "steps": 3, "seed": 1, "backend": "nccl", "noise": 0,
  *    "findings": [ {"category": "gpu_compute", "function": "<key as the summary keys it>",

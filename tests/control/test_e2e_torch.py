@@ -4,7 +4,7 @@ matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI trigge
 another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
-                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails]
+                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -28,6 +28,10 @@ environment, in no log and in no file the job or the CLI wrote.
 window-fails: the same job, rank 3's collector unable to summarize its window (its
 summarizer binary is missing): the round names rank 3 with the real cause, not the
 "out of memory copying the summary" every failed window used to be reported as.
+rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), with a
+process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
+names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
+each rank's steps are (the loaded machine makes every rank's matmul vary widely).
 
 Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
 module."""
@@ -153,6 +157,62 @@ def check_ends_mid_window(r, tmp, context):
     assert 0 in profiled, "rank 0's summary was lost at the job's end (the coordinator must wait for it)%s" % context
     print("e2e ends-mid-window: ranks %s profiled, exit %d" % (sorted(profiled), r.returncode))
     return 0
+
+
+def job_ranks(job):
+    """{rank: pid} of the launcher's children, from their environment (RANK=)."""
+    ranks = {}
+    try:
+        with open("/proc/%d/task/%d/children" % (job.pid, job.pid)) as f:
+            children = [int(p) for p in f.read().split()]
+    except OSError:
+        return ranks
+    for pid in children:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            ranks[int(env[b"RANK"])] = pid
+        except (OSError, KeyError, ValueError):
+            continue
+    return ranks
+
+
+def burn_beside(pid):
+    """A process spinning on the CPU the given process is pinned to (the last one)."""
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(pid, {cpu})
+    return subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {%d})\nwhile True: pass" % cpu])
+
+
+def check_rounds(cli, env, job, tmp, job_log, scale):
+    """Five rounds in a row on a loaded machine: rank 3 named first in each."""
+    deadline = time.time() + 120
+    ranks = job_ranks(job)
+    while len(ranks) < 4 and time.time() < deadline:
+        time.sleep(0.5)
+        ranks = job_ranks(job)
+    assert len(ranks) == 4, "the job's ranks: %s\n%s" % (ranks, job_log()[-3000:])
+    burner = burn_beside(ranks[3])
+    try:
+        verdicts = []
+        for i in range(5):
+            out = os.path.join(tmp, "round%d" % i)
+            r = trigger(cli, env, out, time.time() + 120, [])
+            context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], job_log()[-3000:])
+            assert r.returncode == 0, "round %d: the CLI exited %d%s" % (i, r.returncode, context)
+            reports = glob.glob(os.path.join(out, "*", "report.json"))
+            assert len(reports) == 1, "round %d: report.json: %s%s" % (i, reports, context)
+            with open(reports[0]) as f:
+                findings = json.load(f)["diagnosis"]["findings"]
+            top = findings[0] if findings else None
+            verdicts.append(top["summary"] if top else "(no finding)")
+            print("e2e rounds (scale %s) %d: %s" % (scale, i, verdicts[-1]))
+            assert top and not top["all_workers"] and top["workers"][0] == 3 and top["summary"].startswith("Rank 3 "), \
+                "round %d at sleep scale %s does not name rank 3 first: %s" % (i, scale, json.dumps(findings, indent=1))
+        return 0
+    finally:
+        burner.kill()
+        burner.wait()
 
 
 def check_no_collector(cli, env, job, context_log):
@@ -287,7 +347,7 @@ def run_small_job(cli, env, tmp, log, check, rank_env=None):
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
-                                                       "secret", "window-fails"):
+                                                       "secret", "window-fails", "rounds-0.2", "rounds-1"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -325,6 +385,8 @@ def main():
         iters = "150"
     if scenario == "no-collector":
         del env["PYTHONPATH"]
+    if scenario.startswith("rounds-"):
+        shape = ["--sleep-scale", scenario.split("-", 1)[1]]
     if scenario == "auto":
         shape = ["--sleep-scale", "0.02", "--size", "64", "--slow-after", "200", "--slow-by", "1.0"]
         iters = "400"
@@ -349,6 +411,8 @@ def main():
 
         if scenario == "no-collector":
             return check_no_collector(cli, env, job, job_log)
+        if scenario.startswith("rounds-"):
+            return check_rounds(cli, env, job, tmp, job_log, scenario.split("-", 1)[1])
         extra = [] if hang else ["--save-raw-trace", "all"]
         if scenario == "ends-mid-window":
             extra = ["--steps", "1000"]

@@ -50,11 +50,13 @@ def check_schema(report, where):
             assert isinstance(entry["abnormal_workers"], list)
     d = report["diagnosis"]
     assert d["verdict"] in ("healthy", "degraded", "hang"), d["verdict"]
+    assert 0 <= d["joint_impact"] <= 1 and d["step_model"]["step_ms"] >= 0, d
     impacts = [f["impact"] for f in d["findings"]]
     assert impacts == sorted(impacts, reverse=True), f"{where}: findings not sorted by impact"
     for f in d["findings"]:
         assert f["category"] in ("gpu_compute", "gpu_memory", "communication", "cuda_runtime", "python", "hang",
-                                 "hardware", "host", "other"), f
+                                 "hardware", "host", "cpu_bound", "other"), f
+        assert 0 <= f["impact"] <= 1, f
         assert isinstance(f["workers"], list) and isinstance(f["all_workers"], bool) and f["summary"], f
     for w in report["workers"]:
         for key in ("rank", "name", "host", "step_time_ms", "gpu_utilization", "status"):

@@ -35,6 +35,14 @@ def main():
         assert [w["rank"] for w in report["workers"]] == list(range(8)), report["workers"]
         assert report["job"]["world_size"] == 8 and not report["job"]["missing_ranks"]
         assert len(dlrm) == 8
+        # CPU-bound jobs: the GPU idles most of the step while Python and launches, spread
+        # over many stacks none of which is large alone, are the critical path.
+        for name in ("tracelens/b200_eager_rank0.json.gz", "hta/nccl_data.json.gz"):
+            rc, report, _ = analyze([os.path.join(TRACES, name)], os.path.join(tmp, "cpu-" + os.path.basename(name)))
+            bound = [f for f in report["diagnosis"]["findings"] if f["category"] == "cpu_bound"]
+            assert report["diagnosis"]["verdict"] == "degraded" and bound, (name, report["diagnosis"])
+            assert bound[0]["all_workers"] and 0.3 < bound[0]["impact"] < 0.9, (name, bound[0])
+            assert bound[0]["summary"].startswith("The job is CPU-bound: the GPU works only "), bound[0]["summary"]
         # The known problem of HTA's trace_diff_test: 11% exposed device-to-device copies.
         rc, report, _ = analyze([os.path.join(TRACES, "hta", "trace_diff_test.json.gz")], os.path.join(tmp, "diff"))
         first = report["diagnosis"]["findings"][0]

@@ -1,12 +1,17 @@
 /* The diagnosis on summaries built in code: the right worker, category and function come
  * first; healthy jobs are not flagged; common problems are all_workers; hangs name the
- * worker the others wait for. (The synthetic-trace fault suite in tests/engine checks the
- * same end to end, from traces.) */
+ * worker the others wait for; impacts are what the step model (diagnose/whatif.c) says a
+ * fix saves, segment by segment between the job's sync points; graded jobs name the
+ * worker that sets the step time first; extra runtime calls name their Python caller.
+ * (The synthetic-trace fault suite in tests/engine checks the same end to end, from
+ * traces, and whatif_truth.py checks impacts against true savings.) */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,9 +268,235 @@ static void test_two_workers_are_not_compared(void **state)
     pt_json_free(report);
 }
 
+/* ------------------------------------------------------------ the step model */
+
+/* A worker whose steps are cut by sync points: every step alike, ends[k] the k-th sync
+ * point's end (ms from the step start), busy[k][c] the work before it by class and
+ * busy[nsync][c] the work after the last. Steps and window are filled in to match. */
+#define MAX_PIECES 4
+static pt_worker_summary *sync_worker(int rank, int world, const char *host, int64_t step_ms, size_t nsync,
+                                      const int64_t *ends, const int64_t busy[MAX_PIECES][PT_CLASS_COUNT])
+{
+    enum { STEPS = 3 };
+    pt_worker_summary *s = pt_summary_new();
+    char name[64];
+    snprintf(name, sizeof name, "%s_%d_%d.json", host, rank % 8, 2000 + rank);
+    s->name = strdup(name);
+    s->host = strdup(host);
+    s->rank = rank;
+    s->rank_source = PT_RANK_FROM_TRACE;
+    s->world_size = world;
+    s->window_start_ns = 1700000000000000000LL;
+    s->window_ns = STEPS * step_ms * MS;
+    s->step_count = STEPS;
+    s->has_syncs = true;
+    s->steps = calloc(STEPS, sizeof *s->steps);
+    for (int i = 0; i < STEPS; i++) {
+        pt_step_summary *st = &s->steps[i];
+        st->step = 10 + i, st->dur_ns = step_ms * MS, st->start_ns = i * step_ms * MS;
+        st->sync_count = nsync;
+        st->syncs = calloc(nsync ? nsync : 1, sizeof *st->syncs);
+        int64_t used = 0;
+        for (size_t k = 0; k <= nsync; k++) {
+            int64_t *out = k < nsync ? st->syncs[k].busy_ns : st->tail_busy_ns;
+            if (k < nsync)
+                st->syncs[k].end_ns = ends[k] * MS;
+            for (int c = 0; c < PT_CLASS_COUNT; c++) {
+                out[c] = busy[k][c] * MS;
+                st->exposed_ns[c] += out[c];
+                used += out[c];
+            }
+        }
+        st->exposed_ns[PT_CLASS_COMM] = st->dur_ns - used; /* the rest: waiting in collectives */
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            s->exposed_ns[c] += st->exposed_ns[c], s->union_ns[c] += st->exposed_ns[c];
+    }
+    return s;
+}
+
+/* A function of s, the same in every step: calls and exposed ms per step. */
+static void add_step_fn(pt_worker_summary *s, pt_class cls, const char *name, int calls, double ms)
+{
+    s->functions = realloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
+    pt_function_summary *f = &s->functions[s->function_count++];
+    memset(f, 0, sizeof *f);
+    f->cls = cls;
+    f->name = strdup(name);
+    f->count = (uint64_t)calls * s->step_count;
+    f->step_count = s->step_count;
+    f->step_exposed_ns = calloc(s->step_count, sizeof *f->step_exposed_ns);
+    for (size_t i = 0; i < s->step_count; i++)
+        f->step_exposed_ns[i] = (int64_t)(ms * MS);
+    f->exposed_ns = f->total_ns = (int64_t)(ms * MS) * (int64_t)s->step_count;
+    f->median_ns = calls ? (int64_t)(ms * MS) / calls : 0;
+}
+
+static const pt_json *finding_about(const pt_json *report, const char *function)
+{
+    const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
+    for (size_t i = 0; i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "function", ""), function) == 0)
+            return findings->items[i];
+    return NULL;
+}
+
+/* Two sync points a step: rank 1 is slow before the first, rank 2 before the second. The
+ * segments add up, so fixing either alone saves its whole excess (20 of 110 ms); a model
+ * of one segment per step would say fixing one saves nothing, the other being as slow. */
+static void two_segment_job(pt_worker_summary **w, bool syncs)
+{
+    static const int64_t ends[] = {50, 100};
+    for (int r = 0; r < 4; r++) {
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{30, 0, 0, 0, 0}, {30, 0, 0, 0, 0}, {10, 0, 0, 0, 0}};
+        busy[0][PT_CLASS_PYTHON] = r == 1 ? 20 : 0;
+        busy[1][PT_CLASS_PYTHON] = r == 2 ? 20 : 0;
+        w[r] = sync_worker(r, 4, "node0", 110, 2, ends, busy);
+        w[r]->has_syncs = syncs;
+        for (size_t i = 0; i < w[r]->step_count && !syncs; i++) {
+            free(w[r]->steps[i].syncs);
+            w[r]->steps[i].syncs = NULL, w[r]->steps[i].sync_count = 0;
+            memset(w[r]->steps[i].tail_busy_ns, 0, sizeof w[r]->steps[i].tail_busy_ns);
+        }
+        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 3, 70);
+        if (r == 1)
+            add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|data.py: load", 1, 20);
+        if (r == 2)
+            add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|aug.py: augment", 1, 20);
+    }
+}
+
+static void test_segments_between_sync_points_add_up(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    two_segment_job(w, true);
+    pt_json *report = diagnose(w, 4);
+    const pt_json *load = finding_about(report, "train.py: train|data.py: load");
+    const pt_json *aug = finding_about(report, "train.py: train|aug.py: augment");
+    assert_non_null(load);
+    assert_non_null(aug);
+    assert_true(fabs(pt_json_get_number(load, "impact", 0) - 20.0 / 110) < 0.01);
+    assert_true(fabs(pt_json_get_number(aug, "impact", 0) - 20.0 / 110) < 0.01);
+    const pt_json *d = pt_json_get(report, "diagnosis");
+    assert_true(fabs(pt_json_get_number(d, "joint_impact", 0) - 40.0 / 110) < 0.01);
+    assert_true(fabs(pt_json_get_number(pt_json_get(d, "step_model"), "sync_points_per_step", 0) - 2) < 1e-9);
+    pt_json_free(report);
+    /* The same job with no sync points known: one segment per step, and either rank's fix
+     * leaves the other as slow. */
+    two_segment_job(w, false);
+    report = diagnose(w, 4);
+    load = finding_about(report, "train.py: train|data.py: load");
+    assert_non_null(load);
+    assert_true(pt_json_get_number(load, "impact", 1) < 0.01);
+    assert_non_null(strstr(pt_json_get_string(load, "summary", ""), "own work then sets the pace"));
+    pt_json_free(report);
+}
+
+/* The seed's example: rank r sleeps r x 100 ms, then a barrier. Rank 3 sets the step time;
+ * ranks 1 and 2 run the same code for less time; fixing rank 3 alone leaves rank 2's
+ * sleep as the bottleneck. */
+static void test_graded_job_names_the_pace_setter_first(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    static const int64_t ends[] = {350};
+    for (int r = 0; r < 4; r++) {
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{50, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
+        busy[0][PT_CLASS_PYTHON] = 100 * r;
+        w[r] = sync_worker(r, 4, "node0", 355, 1, ends, busy);
+        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 2, 55);
+        add_step_fn(w[r], PT_CLASS_PYTHON, "job.py: train|<built-in function sleep>", 1, 100.0 * r);
+    }
+    pt_json *report = diagnose(w, 4);
+    const pt_json *f = finding(report, 0);
+    assert_string_equal(pt_json_get_string(f, "function", ""), "job.py: train|<built-in function sleep>");
+    assert_workers(f, (int[]){3, 1, 2}, 3);
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_true(strncmp(summary, "Rank 3 sets the step time", 25) == 0);
+    assert_non_null(strstr(summary, "ranks 1 and 2 run the same code for less time"));
+    assert_non_null(strstr(summary, "fixing rank 3 alone saves 100 ms"));
+    assert_true(fabs(pt_json_get_number(f, "impact", 0) - 300.0 / 355) < 0.01); /* all of them */
+    pt_json_free(report);
+}
+
+/* Extra cudaFree calls on one rank: named with the Python call that makes them, with
+ * advice for allocations, not for synchronizations. */
+static void test_extra_runtime_calls_name_their_caller(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    static const int64_t ends[] = {90};
+    for (int r = 0; r < 4; r++) {
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{60, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
+        busy[0][PT_CLASS_RUNTIME] = r == 3 ? 20 : 0;
+        w[r] = sync_worker(r, 4, "node0", 95, 1, ends, busy);
+        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 2, 60);
+        if (r == 3) {
+            add_step_fn(w[r], PT_CLASS_RUNTIME, "cudaFree", 40, 20);
+            w[r]->functions[w[r]->function_count - 1].caller =
+                strdup("train.py: <module>|train.py: train|torch/cuda/memory.py: empty_cache");
+        }
+    }
+    pt_json *report = diagnose(w, 4);
+    const pt_json *f = finding(report, 0);
+    assert_string_equal(pt_json_get_string(f, "category", ""), "cuda_runtime");
+    assert_string_equal(pt_json_get_string(f, "function", ""), "cudaFree");
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_non_null(strstr(summary, "called from `... > train.py: train > torch/cuda/memory.py: empty_cache`"));
+    assert_non_null(strstr(summary, "torch.cuda.empty_cache()"));
+    assert_null(strstr(summary, "synchronize"));
+    pt_json_free(report);
+}
+
+/* Every GPU of one host slower by one factor: one finding for all their kernels, costed
+ * at all of them, saying it is that host. */
+static void test_slow_host_gpus_are_one_finding(void **state)
+{
+    (void)state;
+    enum { WORKERS = 16 };
+    pt_worker_summary *w[WORKERS];
+    static const int64_t ends[] = {95};
+    static const char *const kernels[] = {"k0_kernel1_1_1|1_1_1", "k1_kernel1_1_1|1_1_1", "k2_kernel1_1_1|1_1_1",
+                                          "k3_kernel1_1_1|1_1_1", "k4_kernel1_1_1|1_1_1", "k5_kernel1_1_1|1_1_1"};
+    for (int r = 0; r < WORKERS; r++) {
+        bool slow = r >= 8;
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{slow ? 90 : 60, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
+        w[r] = sync_worker(r, WORKERS, r < 8 ? "node0" : "node1", 100, 1, ends, busy);
+        for (int k = 0; k < 6; k++) /* 10 ms each, 1.5x as long on the slow host */
+            add_step_fn(w[r], PT_CLASS_COMPUTE, kernels[k], 2, slow ? 15 : 10);
+    }
+    pt_json *report = diagnose(w, WORKERS);
+    const pt_json *f = finding(report, 0);
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_workers(f, (int[]){8, 9, 10, 11, 12, 13, 14, 15}, 8);
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_non_null(strstr(summary, "Ranks 8-15 (every rank of host node1)"));
+    assert_non_null(strstr(summary, "uniformly slower"));
+    assert_true(fabs(pt_json_get_number(f, "impact", 0) - 30.0 / 100) < 0.01);
+    pt_json_free(report);
+}
+
+/* One trace: "The worker", not "Every worker". */
+static void test_one_worker_is_not_every_worker(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[1] = {worker(0, (extra){0, 0, 10, 10}, 0)};
+    pt_json *report = diagnose(w, 1);
+    const pt_json *f = finding(report, 0);
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_true(strncmp(summary, "The worker spends", 17) == 0);
+    assert_null(strstr(summary, "very worker"));
+    pt_json_free(report);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_segments_between_sync_points_add_up),
+        cmocka_unit_test(test_graded_job_names_the_pace_setter_first),
+        cmocka_unit_test(test_extra_runtime_calls_name_their_caller),
+        cmocka_unit_test(test_slow_host_gpus_are_one_finding),
+        cmocka_unit_test(test_one_worker_is_not_every_worker),
         cmocka_unit_test(test_healthy_is_not_flagged),
         cmocka_unit_test(test_slow_python_worker_is_named_first),
         cmocka_unit_test(test_two_slow_gpus_share_one_finding),

@@ -316,6 +316,33 @@ static void too_many_groups(pt_worker_summary *s)
     }
     s->group_count = PT_SUMMARY_MAX_GROUPS + 1;
 }
+/* Sync points (version 3): the synthetic workers wait once a step, for the last bucket. */
+static void sync_beyond_step(pt_worker_summary *s) { s->steps[0].syncs[0].end_ns = s->steps[0].dur_ns + 1; }
+static void communication_as_work(pt_worker_summary *s) { s->steps[1].syncs[0].busy_ns[PT_CLASS_COMM] = 5; }
+static void work_beyond_piece(pt_worker_summary *s)
+{
+    s->steps[1].syncs[0].busy_ns[PT_CLASS_PYTHON] = s->steps[1].syncs[0].end_ns;
+}
+static void syncs_without_flag(pt_worker_summary *s) { s->has_syncs = false; }
+static void too_many_syncs(pt_worker_summary *s)
+{
+    pt_step_summary *st = &s->steps[0];
+    st->syncs = pt_xrealloc(st->syncs, (PT_SUMMARY_MAX_SYNCS_PER_STEP + 1) * sizeof *st->syncs);
+    for (size_t k = 0; k <= PT_SUMMARY_MAX_SYNCS_PER_STEP; k++)
+        st->syncs[k] = (pt_sync_point){(int64_t)(k + 1), {0}};
+    st->sync_count = PT_SUMMARY_MAX_SYNCS_PER_STEP + 1;
+}
+static void huge_caller(pt_worker_summary *s)
+{
+    for (size_t i = 0; i < s->function_count; i++)
+        if (s->functions[i].cls == PT_CLASS_RUNTIME) {
+            free(s->functions[i].caller);
+            s->functions[i].caller = pt_xmalloc(PT_SUMMARY_MAX_NAME + 2);
+            memset(s->functions[i].caller, 'x', PT_SUMMARY_MAX_NAME + 1);
+            s->functions[i].caller[PT_SUMMARY_MAX_NAME + 1] = '\0';
+            return;
+        }
+}
 
 typedef struct hostile_case {
     const char *what;
@@ -377,6 +404,12 @@ static const hostile_case cases[] = {
     {"two training threads", two_training_threads, "2 threads are marked as the training thread", true},
     {"time since the last step below -1", negative_idle, "the time since the last step (-2 ns)", true},
     {"257 process groups", too_many_groups, "257 process groups, more than the 256", false},
+    {"sync point beyond its step", sync_beyond_step, "sync point 0 ends at", true},
+    {"communication counted as work", communication_as_work, "communication work is 5 ns, outside 0 to 0 ns", false},
+    {"work beyond its piece", work_beyond_piece, "work adds up to", true},
+    {"sync points in a summary without them", syncs_without_flag, "sync points are given", false},
+    {"17 sync points in a step", too_many_syncs, "17 sync points, more than 16", false},
+    {"caller over 1 MiB", huge_caller, "a function's caller is longer than 1048576 bytes", false},
 };
 
 static void refused_by_check(const hostile_case *c, pt_worker_summary *s)

@@ -3,6 +3,7 @@
  * permutation of its input, in key order, stable. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdlib.h>
@@ -76,6 +77,34 @@ static void test_union(void **state)
     pt_timeline_free(&ta);
     pt_timeline_free(&tb);
     pt_timeline_free(&tu);
+}
+
+/* a \ b against brute force: covered by a and not by b, at every point. */
+static void test_subtract_matches_brute_force(void **state)
+{
+    (void)state;
+    srand(5);
+    for (int round = 0; round < 50; round++) {
+        pt_interval ia[30], ib[30];
+        size_t na = (size_t)(rand() % 30), nb = (size_t)(rand() % 30);
+        for (size_t i = 0; i < na; i++)
+            ia[i].start = rand() % 500, ia[i].end = ia[i].start + rand() % 60;
+        for (size_t i = 0; i < nb; i++)
+            ib[i].start = rand() % 500, ib[i].end = ib[i].start + rand() % 40;
+        pt_timeline ta, tb, td;
+        pt_timeline_build(&ta, ia, na);
+        pt_timeline_build(&tb, ib, nb);
+        pt_timeline_subtract(&td, &ta, &tb);
+        for (size_t i = 0; i < td.count; i++) /* disjoint and sorted (touching is allowed) */
+            assert_true(td.spans[i].start < td.spans[i].end && (i == 0 || td.spans[i - 1].end <= td.spans[i].start));
+        for (int64_t t = -5; t < 600; t++) {
+            bool in_a = brute_covered(ia, na, t, t + 1) > 0, in_b = brute_covered(ib, nb, t, t + 1) > 0;
+            assert_int_equal(pt_timeline_covered(&td, t, t + 1), in_a && !in_b);
+        }
+        pt_timeline_free(&ta);
+        pt_timeline_free(&tb);
+        pt_timeline_free(&td);
+    }
 }
 
 /* order[] holds each of 0..n-1 exactly once. */
@@ -156,7 +185,9 @@ static void test_radix_reorder_sorts_by_two_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_covered_matches_brute_force),
-                                       cmocka_unit_test(test_union), cmocka_unit_test(test_radix_order_is_stable_sort),
+                                       cmocka_unit_test(test_union),
+                                       cmocka_unit_test(test_subtract_matches_brute_force),
+                                       cmocka_unit_test(test_radix_order_is_stable_sort),
                                        cmocka_unit_test(test_radix_reorder_sorts_by_two_keys)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

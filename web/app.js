@@ -190,6 +190,43 @@
       }));
   }
 
+  /* A hang finding's ranks side by side (evidence.hang, docs/report-schema.md): each
+   * rank's role, the process group, its call there (number, operation, size, state) and
+   * where its training thread is. */
+  var HANG_KIND = { missing: 'a rank missing from a collective', mismatch: 'calls that do not match',
+                    skipped: 'a skipped collective', deadlock: 'groups entered in opposite orders',
+                    stuck_in_transport: 'a collective nobody returns from', collective_error: 'a collective that failed',
+                    stopped: 'workers that stopped', blocked: 'workers blocked in a collective' };
+  function callText(c) {
+    if (!c) return '–';
+    var size = c.count >= 0 ? c.count + (c.dtype ? ' × ' + c.dtype : ' elements') : (c.dtype || '');
+    return c.op + (size ? ' (' + size + ')' : '');
+  }
+  function hangTable(h) {
+    var rows = (h.ranks || []).slice();
+    var heading = 'Kind: ' + (HANG_KIND[h.kind] || h.kind) + (h.group !== null && h.group !== undefined ? ' · group ' + h.group : '') +
+      (typeof h.seq === 'number' ? ' · call #' + h.seq + (h.call ? ' ' + callText(h.call) : '') : '') +
+      (h.groups ? ' · groups ' + h.groups.join(' and ') : '') + (h.more_ranks ? ' · ' + h.more_ranks + ' more ranks not shown' : '');
+    return el('div', { className: 'hang-ranks' },
+      el('p', { className: 'muted' }, heading),
+      table({
+        rows: rows,
+        visibleRows: 8,
+        sort: { column: 0, descending: false },
+        columns: [
+          { label: 'rank', value: function (r) { return r.rank; }, numeric: true, width: '60px' },
+          { label: 'role', value: function (r) { return r.role; }, render: function (r) {
+              return el('span', { className: /missing|differs|failed|no answer|stopped/.test(r.role) ? 'status-hang' : '' }, r.role); } },
+          { label: 'group', value: function (r) { return r.group; } },
+          { label: 'call #', value: function (r) { return r.call ? r.call.seq : null; }, text: function (r) { return r.call ? String(r.call.seq) : '–'; }, numeric: true },
+          { label: 'call', value: function (r) { return callText(r.call); } },
+          { label: 'state', value: function (r) { return r.call ? r.call.state : (r.answered ? '–' : 'no answer'); } },
+          { label: 'where', value: function (r) { return r.stack || ''; }, render: function (r) {
+              return r.stack ? el('span', { className: 'mono', title: r.stack }, PD.shortFunction('python', r.stack, 60)) : el('span', { className: 'muted' }, r.answered ? '–' : 'no answer'); } }
+        ]
+      }));
+  }
+
   /* Evidence: what a finding rests on, at the top of the section it points to. */
   function evidencePanel(f, index) {
     var ev = f.evidence || {}, values = entries(ev.values);
@@ -198,8 +235,9 @@
       el('div', { className: 'label muted' }, 'Evidence for finding ' + (index + 1) + (index === 0 ? ' (root cause)' : '')),
       el('p', { className: 'summary' }, f.summary || ''),
       ev.key ? el('p', null, 'Key in "' + (ev.section || '') + '": ', el('span', { className: 'mono', title: ev.key }, PD.shortFunction(f.category, ev.key, 90))) : null,
-      ev.metric ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
-      values.length ? table({
+      ev.hang ? hangTable(ev.hang) : null,
+      ev.metric && !ev.hang ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
+      values.length && !ev.hang ? table({
         rows: values.map(function (e) { return { rank: Number(e[0]), value: e[1] }; }),
         visibleRows: 6,
         sort: { column: 2, descending: true },
@@ -249,6 +287,7 @@
           impactMs !== null ? ' (≈' + fmt.ms(impactMs) + ' per step)' : ''),
         el('span', null, 'Workers: ', workerLinks),
         f.function ? el('span', null, 'Function: ', el('span', { className: 'mono', title: f.function }, PD.shortFunction(f.category, f.function, 70))) : null),
+      f.evidence && f.evidence.hang ? hangTable(f.evidence.hang) : null,
       el('div', { className: 'actions' },
         el('a', { className: 'button evidence-link', href: findingHref(f, index) }, 'Evidence →'),
         heatmapColumn(f.function) >= 0 || (!f.all_workers && ranks.length) ? el('a', { className: 'button', href: '#/heatmap?finding=' + index }, 'In the heatmap') : null));

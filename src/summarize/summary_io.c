@@ -128,6 +128,52 @@ static void put_metric(pt_buf *b, const pt_metric_summary *m)
     }
 }
 
+static void put_optional_string(pt_buf *b, const char *s)
+{
+    put_uvarint(b, s != NULL);
+    if (s)
+        put_string(b, s);
+}
+
+/* Version 3: the hang state (stacks of every thread, collectives per group). */
+static void put_hang_state(pt_buf *b, const pt_worker_summary *s)
+{
+    put_varint(b, s->hang_idle_ns);
+    put_varint(b, s->hang_step_ns);
+    put_uvarint(b, s->thread_count);
+    for (size_t i = 0; i < s->thread_count; i++) {
+        const pt_thread_stack *t = &s->threads[i];
+        put_string(b, t->name);
+        put_varint(b, t->ident);
+        put_uvarint(b, t->training);
+        put_string(b, t->stack);
+    }
+    put_uvarint(b, s->group_count);
+    for (size_t i = 0; i < s->group_count; i++) {
+        const pt_collective_group *g = &s->groups[i];
+        put_string(b, g->name);
+        put_optional_string(b, g->backend);
+        put_varint(b, g->size);
+        put_uvarint(b, g->run_count);
+        for (size_t k = 0; k < g->run_count; k++) {
+            put_varint(b, g->runs[k].first);
+            put_varint(b, g->runs[k].last);
+            put_varint(b, g->runs[k].stride);
+        }
+        put_uvarint(b, g->call_count);
+        for (size_t k = 0; k < g->call_count; k++) {
+            const pt_collective_call *c = &g->calls[k];
+            put_varint(b, c->seq);
+            put_string(b, c->op);
+            put_varint(b, c->count);
+            put_optional_string(b, c->dtype);
+            put_uvarint(b, (uint64_t)c->state);
+            put_varint(b, c->age_ns);
+            put_optional_string(b, c->error);
+        }
+    }
+}
+
 static void encode_payload(const pt_worker_summary *s, pt_buf *b)
 {
     put_varint(b, s->rank);
@@ -214,6 +260,7 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     put_uvarint(b, s->warning_count);
     for (size_t i = 0; i < s->warning_count; i++)
         put_string(b, s->warnings[i]);
+    put_hang_state(b, s);
 }
 
 void pt_summary_encode(const pt_worker_summary *s, pt_buf *out)
@@ -456,6 +503,54 @@ static void decode_metrics(cursor *c, pt_worker_summary *s)
     }
 }
 
+static char *get_optional_string(cursor *c)
+{
+    return get_uvarint(c) ? get_string(c) : NULL;
+}
+
+static void decode_hang_state(cursor *c, pt_worker_summary *s)
+{
+    s->hang_idle_ns = get_varint(c);
+    s->hang_step_ns = get_varint(c);
+    size_t nt = (size_t)get_count(c, PT_SUMMARY_MAX_THREADS);
+    s->threads = pt_xcalloc(nt ? nt : 1, sizeof *s->threads);
+    for (size_t i = 0; i < nt && !c->bad; i++) {
+        pt_thread_stack *t = &s->threads[s->thread_count++];
+        t->name = get_string(c);
+        t->ident = get_varint(c);
+        t->training = get_uvarint(c) != 0;
+        t->stack = get_string(c);
+    }
+    size_t ng = (size_t)get_count(c, PT_SUMMARY_MAX_GROUPS);
+    s->groups = pt_xcalloc(ng ? ng : 1, sizeof *s->groups);
+    for (size_t i = 0; i < ng && !c->bad; i++) {
+        pt_collective_group *g = &s->groups[s->group_count++];
+        g->name = get_string(c);
+        g->backend = get_optional_string(c);
+        g->size = get_i32(c);
+        size_t nr = (size_t)get_count(c, PT_SUMMARY_MAX_RUNS);
+        g->runs = pt_xcalloc(nr ? nr : 1, sizeof *g->runs);
+        for (size_t k = 0; k < nr && !c->bad; k++, g->run_count++) {
+            g->runs[k].first = get_i32(c);
+            g->runs[k].last = get_i32(c);
+            g->runs[k].stride = get_i32(c);
+        }
+        size_t nc = (size_t)get_count(c, PT_SUMMARY_MAX_CALLS);
+        g->calls = pt_xcalloc(nc ? nc : 1, sizeof *g->calls);
+        for (size_t k = 0; k < nc && !c->bad; k++) {
+            pt_collective_call *call = &g->calls[g->call_count++];
+            call->seq = get_varint(c);
+            call->op = get_string(c);
+            call->count = get_varint(c);
+            call->dtype = get_optional_string(c);
+            uint64_t state = get_uvarint(c);
+            call->state = state < PT_CALL_STATE_COUNT ? (pt_call_state)state : 0; /* 0: refused by the check */
+            call->age_ns = get_varint(c);
+            call->error = get_optional_string(c);
+        }
+    }
+}
+
 static void decode_payload(cursor *c, pt_worker_summary *s)
 {
     s->rank = get_i32(c);
@@ -499,6 +594,8 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
         pt_summary_add_warning(s, "%s", w);
         free(w);
     }
+    if (c->version >= PT_SUMMARY_VERSION_HANG_STATE && !c->bad)
+        decode_hang_state(c, s);
     if (!c->bad && c->p != c->end)
         broken(c, "unexpected bytes after the summary");
 }

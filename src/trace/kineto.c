@@ -572,6 +572,26 @@ static int scan_arg(const char **pp, const char *end, const char *key, size_t ke
         bool esc;
         TRY(scan_string(&p, end, &body, &n, &esc));
         re->ev.coll.dtype_bytes = dtype_bytes(body, n);
+        if (!esc)
+            re->ev.coll.dtype = body, re->ev.coll.dtype_len = n;
+    } else if ((KEY_IS("Process Group Name") || KEY_IS("Process Group Ranks")) && *p == '"') {
+        /* Names and rank lists never need escapes; one that has them is left out. */
+        const char *body;
+        size_t n;
+        bool esc;
+        bool ranks = KEY_IS("Process Group Ranks");
+        TRY(scan_string(&p, end, &body, &n, &esc));
+        if (!esc && ranks)
+            re->ev.coll.ranks = body, re->ev.coll.ranks_len = n;
+        else if (!esc)
+            re->ev.coll.group = body, re->ev.coll.group_len = n;
+    } else if (KEY_IS("Global rank start") || KEY_IS("Global rank stride")) {
+        TRY(scan_int(&p, end, &v));
+        int32_t *field = KEY_IS("Global rank start") ? &re->ev.coll.rank_start : &re->ev.coll.rank_stride;
+        *field = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    } else if (KEY_IS("Seq")) {
+        TRY(scan_int(&p, end, &v));
+        re->ev.coll.seq = v < 0 ? -1 : v;
     } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
         int64_t micro;
         TRY(scan_held_number(&p, end, 6, &micro, &re->has_counter_value));

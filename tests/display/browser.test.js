@@ -292,6 +292,32 @@ async function run(args, browser, base, displayDir, facts) {
   await filePage.close();
 }
 
+/* A hang finding shows its ranks side by side: role, group, call number, call, state. */
+async function runHang(args, browser, base, facts) {
+  const { page, shots } = await openPage(args, browser, base);
+  await page.goto(base);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
+  await page.screenshot({ path: path.join(shots, 'hang-overview.png'), fullPage: true });
+  check(/^Hang/.test(await page.textContent('#verdict')), 'the verdict says hang');
+  const root = page.locator('#findings .finding.root');
+  check(await root.count() === 1, 'one hang finding is the root cause');
+  const rows = await root.locator('.hang-ranks tbody tr').evaluateAll((trs) =>
+    trs.map((tr) => Array.from(tr.querySelectorAll('td')).map((td) => td.textContent)).filter((r) => r.length >= 7));
+  check(rows.length === args.workers, 'every rank has its row in the finding (' + rows.length + ')');
+  const odd = rows.find((r) => r[0] === String(facts.fault_rank));
+  check(!!odd && odd[1] === 'differs' && odd[2] === facts.hang_group && odd[3] === String(facts.hang_seq) &&
+        /^broadcast \(\d+ × Float\)$/.test(odd[4]), 'the odd rank\'s row: ' + JSON.stringify(odd));
+  const other = rows.find((r) => r[0] !== String(facts.fault_rank));
+  check(!!other && other[1] === 'agrees' && other[3] === String(facts.hang_seq) && /^allreduce /.test(other[4]),
+    'another rank\'s row, side by side: ' + JSON.stringify(other));
+  const heading = await root.locator('.hang-ranks p').textContent();
+  check(heading.includes('group ' + facts.hang_group) && heading.includes('call #' + facts.hang_seq), 'the kind, group and call above the rows: ' + heading);
+  await root.locator('a.evidence-link').click();
+  await page.waitForSelector('section.view[data-view="workers"] #evidence .hang-ranks');
+  check(true, 'the evidence view shows the ranks side by side too');
+  await page.screenshot({ path: path.join(shots, 'hang-evidence.png'), fullPage: true });
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   if (!fs.existsSync(CHROMIUM)) skip(CHROMIUM + ' not found (scripts/install-deps.sh installs chromium)');
@@ -317,6 +343,7 @@ async function main() {
     });
     browser.setDefaultTimeout(30000);
     if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
+    else if (args.source === 'hang') await runHang(args, browser, base, facts);
     else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));

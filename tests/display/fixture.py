@@ -75,6 +75,24 @@ def from_synth(out, perftracker, workers, fault_rank):
             "fault_function": expected["function"]}
 
 
+def from_synth_hang(out, perftracker, workers, fault_rank):
+    """A hang the collectives explain: synth's hang_mismatch (rank fault_rank's first
+    all-reduce of the hang step is a broadcast), its Kineto traces cut short by it."""
+    traces = os.path.join(os.path.dirname(out), "traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    subprocess.check_call([perftracker, "synth", "--fault", "hang_mismatch", "--rank", str(fault_rank),
+                           "-n", str(workers), "--steps", "4", "--seed", "1", "-o", traces],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(traces, "expected.json")) as f:
+        expected = json.load(f)["findings"][0]
+    rc = subprocess.call([perftracker, "analyze", "--quiet", "-o", out, traces],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if rc not in (0, 3):
+        raise RuntimeError("perftracker analyze failed with status %d" % rc)
+    return {"fault_rank": expected["workers"][0], "fault_worker": expected["worker_names"][0],
+            "fault_function": None, "hang_seq": expected["hang"]["seq"], "hang_group": expected["hang"]["group"]}
+
+
 def from_generator(out, perftracker, workers, fault_rank):
     report = os.path.join(out, "report.json")
     facts = json.loads(subprocess.check_output(
@@ -136,7 +154,7 @@ def prepare(work, perftracker, source="synth", workers=8, fault_rank=5):
         return prepare_diff(work, out, perftracker, workers, fault_rank)
     if source == "synth" and workers > 64:
         raise SystemExit("fixture.py: synth writes ~1 MB of trace per worker; use --source generated above 64 workers")
-    make = from_synth if source == "synth" else from_generator
+    make = {"synth": from_synth, "hang": from_synth_hang}.get(source, from_generator)
     facts = make(out, perftracker, workers, fault_rank)
     with open(os.path.join(out, "report.json")) as f:
         report = json.load(f)
@@ -173,7 +191,7 @@ def main():
     prep = sub.add_parser("prepare")
     prep.add_argument("--work", required=True)
     prep.add_argument("--perftracker", required=True)
-    prep.add_argument("--source", choices=("synth", "generated", "diff"), default="synth")
+    prep.add_argument("--source", choices=("synth", "generated", "diff", "hang"), default="synth")
     prep.add_argument("--workers", type=int, default=8)
     prep.add_argument("--fault-rank", type=int, default=5)
     serve = sub.add_parser("serve", help="exec the server (it prints its URL first)")

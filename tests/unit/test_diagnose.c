@@ -176,6 +176,9 @@ static void test_throttled_gpu_is_a_hardware_finding(void **state)
         w[r] = worker(r, (extra){0, r == 3 ? 20 : 0, 0, 0}, r);
         add_metric(w[r], "gpu0.sm_clock_mhz", r == 3 ? 1410 : 1980 - r);
         add_metric(w[r], "host.cpu_util", 35 + r);
+        add_metric(w[r], "host.mem_used", 6.3);
+        add_metric(w[r], "proc.rss_mb", 1240);
+        add_metric(w[r], "gpu0.util", 52);
     }
     pt_json *report = diagnose(w, N);
     const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
@@ -187,7 +190,12 @@ static void test_throttled_gpu_is_a_hardware_finding(void **state)
     assert_non_null(hw);
     assert_string_equal(pt_json_get_string(hw, "function", ""), "gpu0.sm_clock_mhz");
     assert_workers(hw, (int[]){3}, 1);
-    assert_non_null(pt_json_get(report, "Hardware"));
+    const pt_json *metrics = pt_json_get(pt_json_get(report, "Hardware"), "metrics");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "gpu0.sm_clock_mhz"), "unit", ""), "MHz");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "host.cpu_util"), "unit", ""), "%");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "host.mem_used"), "unit", ""), "%");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "proc.rss_mb"), "unit", ""), "MiB");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "gpu0.util"), "unit", ""), "%");
     /* The CPU is not busier on rank 3: no CPU finding. */
     for (size_t i = 0; i < findings->count; i++)
         assert_string_not_equal(pt_json_get_string(findings->items[i], "function", ""), "host.cpu_util");

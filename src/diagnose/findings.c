@@ -749,8 +749,9 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
 
 /* Who sets each modelled step: of the step's segments (in step order, so one run of
  * them per step), the worker that is the busiest in the most (ties: the larger lead),
- * with how many it sets and its lead over the next busiest there. For the page's step
- * timeline; real steps only (a pseudo-step is no step of the job). */
+ * with how many it sets, its lead over the next busiest there, and whether that lead is
+ * above the noise floor the findings use (below it nobody holds the step up). For the
+ * page's step timeline; real steps only (a pseudo-step is no step of the job). */
 static pt_json *pace_json(const pt_analysis *a, const pt_whatif *m)
 {
     pt_json *pace = pt_json_array();
@@ -781,6 +782,7 @@ static pt_json *pace_json(const pt_analysis *a, const pt_whatif *m)
         pt_json_add(p, "sets", pt_json_int((int64_t)best_paced));
         pt_json_add(p, "of", pt_json_int((int64_t)count));
         pt_json_add(p, "lead_ms", pt_json_number_rounded(a->n > 1 ? best_lead : 0, 6));
+        pt_json_add(p, "above_noise", pt_json_bool(a->n > 1 && best_lead >= pt_floor_ms(a)));
     }
     return pace;
 }

@@ -427,6 +427,7 @@ static void test_report_carries_the_step_timeline(void **state)
         assert_int_equal(pt_json_get_number(pace->items[i], "sets", 0), 1);
         assert_int_equal(pt_json_get_number(pace->items[i], "of", 0), 2);
         assert_true(fabs(pt_json_get_number(pace->items[i], "lead_ms", 0) - 20) < 1e-9);
+        assert_true(pt_json_get(pace->items[i], "above_noise")->boolean);
     }
     pt_json_free(report);
     /* Without sync points: no syncs in the steps, each step one segment. */
@@ -437,6 +438,7 @@ static void test_report_carries_the_step_timeline(void **state)
     pace = pt_json_get(pt_json_get(pt_json_get(report, "diagnosis"), "step_model"), "pace");
     assert_int_equal(pace->count, 3);
     assert_int_equal(pt_json_get_number(pace->items[0], "of", 0), 1);
+    assert_false(pt_json_get(pace->items[0], "above_noise")->boolean); /* ranks 1 and 2 tie */
     pt_json_free(report);
 }
 

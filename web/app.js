@@ -411,14 +411,17 @@
     var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1;
     var focus = findings[findingIndex] || (diagnosis.verdict !== 'healthy' ? findings[0] : null);
     var focusKey = focus ? CLASS_OF_CATEGORY[focus.category] : null;
-    var classWidth = { communication_ms: 124 }, fixed = 58 + 70 + 86 + 86 + 5 * 84 + 124;
-    /* The worker column as wide as the longest name (up to 240 px), the breakdown bar what
-     * is left of the view (the page's width less the navigation and a scroll bar). */
-    var nameW = Math.min(240, Math.max(110, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), '14px ' + getComputedStyle(document.body).fontFamily)) + 20));
-    var barW = Math.max(80, Math.min(160, window.innerWidth - 210 - 48 - 20 - fixed - nameW));
+    var classWidth = { communication_ms: 124 }, fixed = 58 + 70 + 86 + 86 + 5 * 84 + 124, minBar = 96;
+    /* The worker column as wide as the longest name, within what the view leaves (the
+     * page's width less the navigation and a scroll bar); longer names are shortened in
+     * the middle, whole on hover. The breakdown bar takes the rest. */
+    var font = '14px ' + getComputedStyle(document.body).fontFamily, room = window.innerWidth - 210 - 48 - 20 - fixed;
+    var nameW = Math.max(110, Math.min(240, room - minBar, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), font)) + 20));
+    var barW = Math.max(minBar, Math.min(160, room - nameW));
     var cols = [
       { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col' },
-      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px' },
+      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; },
+        render: function (w) { return PD.fitText(w.name || '', nameW - 18, font); } },
       { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px' },
       { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '86px' },
       { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '86px', className: 'wrap' },
@@ -431,7 +434,7 @@
     })).concat([
       { label: 'host', value: function (w) { return w.host; }, width: '120px' },
       { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '66px', className: 'wrap' },
-      { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '76px' },
+      { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '86px' },
       { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px' }
     ]);
     var t = new PD.Table({

@@ -129,6 +129,22 @@ var PD = (window.PD = window.PD || {});
     return s.slice(0, head) + '…' + s.slice(s.length - (max - 1 - head));
   }
 
+  /* text, shortened in the middle until it fits width px in font (the full text goes in a
+   * title): a long file name keeps its start and its end. */
+  var fitContext = null;
+  PD.fitText = function (text, width, font) {
+    text = String(text);
+    fitContext = fitContext || document.createElement('canvas').getContext('2d');
+    fitContext.font = font;
+    if (fitContext.measureText(text).width <= width) return text;
+    var lo = 1, hi = text.length - 1;
+    while (lo < hi) { /* the longest shortening that fits */
+      var mid = Math.ceil((lo + hi) / 2);
+      if (fitContext.measureText(middleEllipsis(text, mid)).width <= width) lo = mid; else hi = mid - 1;
+    }
+    return middleEllipsis(text, lo);
+  };
+
   /* A kernel name a person can scan; the full name goes in the title (hover). */
   PD.shortKernel = function (name, max) {
     var s = String(name).replace(/^void /, '').replace(/\(anonymous namespace\)/g, '(anon)');
@@ -157,8 +173,10 @@ var PD = (window.PD = window.PD || {});
     var out = middleEllipsis(frames[0], max);
     for (var i = 1; i < frames.length; i++) {
       var next = out + ' ‹ ' + frames[i];
-      if (next.length > max) return out + ' ‹ …';
-      out = next;
+      if (next.length <= max) { out = next; continue; }
+      var more = i + 1 < frames.length, room = max - out.length - 3 - (more ? 4 : 0);
+      if (room < 8) return out + ' ‹ …';
+      return out + ' ‹ ' + middleEllipsis(frames[i], room) + (more ? ' ‹ …' : ''); /* the caller, shortened */
     }
     return out;
   };

@@ -415,9 +415,11 @@ var PD = (window.PD = window.PD || {});
       }
       var bw = pw / buckets, slot = pw / n;
       ctx.textAlign = 'center';
-      rankTicks(options.ranks, pw).forEach(function (i) { /* x axis: the ranks */
+      var ticks = rankTicks(options.ranks, pw);
+      ticks.forEach(function (i) { /* x axis: the ranks */
         ctx.fillText(String(options.ranks[i]), pad.l + (i + 0.5) * slot, pad.t + ph + 14);
       });
+      canvas.dataset.ticks = ticks.map(function (i) { return options.ranks[i]; }).join(',');
       if (options.xTitle) ctx.fillText(options.xTitle, pad.l + pw / 2, h - 6);
       var labelled = [];
       for (var b = 0; b < buckets; b++) {

@@ -62,6 +62,8 @@
 #define CPU_BOUND_GPU 0.7     /* the GPU works less than 70% of the step ... */
 #define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */
 #define EXPECTED_CPU 0.10
+/* A step's pieces (whatif.c), and the segment closing the loop in the first step. */
+#define MAX_SEGMENTS_PER_STEP (PT_SUMMARY_MAX_SYNCS_PER_STEP + 2)
 
 /* ------------------------------------------------------------ hardware evidence */
 
@@ -659,8 +661,48 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
     return j;
 }
 
+/* Who sets each modelled step: of the step's segments (in step order, so one run of
+ * them per step), the worker that is the busiest in the most (ties: the larger lead),
+ * with how many it sets, its lead over the next busiest there, and whether that lead is
+ * above the noise floor the findings use (below it nobody holds the step up). For the
+ * page's step timeline; real steps only (a pseudo-step is no step of the job). */
+static pt_json *pace_json(const pt_analysis *a, const pt_whatif *m)
+{
+    pt_json *pace = pt_json_array();
+    size_t segments = pt_whatif_segments(m);
+    if (!pt_whatif_by_step(m) || a->n == 0)
+        return pace;
+    size_t pacer[MAX_SEGMENTS_PER_STEP];
+    double margin[MAX_SEGMENTS_PER_STEP];
+    for (size_t j = 0; j < segments;) {
+        size_t step = pt_whatif_segment_step(m, j), count = 0;
+        for (; j < segments && pt_whatif_segment_step(m, j) == step; j++)
+            if (count < MAX_SEGMENTS_PER_STEP)
+                pacer[count] = pt_whatif_pacer(m, j, &margin[count]), count++;
+        size_t best = 0, best_paced = 0;
+        double best_lead = -1;
+        for (size_t k = 0; k < count; k++) {
+            size_t paced = 0;
+            double lead = 0;
+            for (size_t i = 0; i < count; i++)
+                if (pacer[i] == pacer[k])
+                    paced++, lead += margin[i];
+            if (paced > best_paced || (paced == best_paced && lead > best_lead))
+                best = pacer[k], best_paced = paced, best_lead = lead;
+        }
+        pt_json *p = pt_json_push(pace, pt_json_object());
+        pt_json_add(p, "step", pt_json_int((int64_t)step));
+        pt_json_add(p, "rank", pt_json_int(pt_worker_rank(a, best)));
+        pt_json_add(p, "sets", pt_json_int((int64_t)best_paced));
+        pt_json_add(p, "of", pt_json_int((int64_t)count));
+        pt_json_add(p, "lead_ms", pt_json_number_rounded(a->n > 1 ? best_lead : 0, 6));
+        pt_json_add(p, "above_noise", pt_json_bool(a->n > 1 && best_lead >= pt_floor_ms(a)));
+    }
+    return pace;
+}
+
 /* The step model as the report states it: the modelled step and how it is cut. */
-static pt_json *model_json(const pt_whatif *m, double joint)
+static pt_json *model_json(const pt_analysis *a, const pt_whatif *m, double joint)
 {
     pt_json *j = pt_json_object();
     pt_json_add(j, "step_ms", pt_json_number_rounded(pt_whatif_step_ms(m), 6));
@@ -669,6 +711,7 @@ static pt_json *model_json(const pt_whatif *m, double joint)
                 pt_json_number_rounded((double)pt_whatif_sync_segments(m) / (double)pt_whatif_steps(m), 3));
     pt_json_add(j, "unshortened_ms", pt_json_number_rounded(pt_whatif_unshortened_ms(m), 6));
     pt_json_add(j, "joint_impact", pt_json_number_rounded(joint, 6));
+    pt_json_add(j, "pace", pace_json(a, m));
     return j;
 }
 
@@ -713,7 +756,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";
     pt_json_add(diagnosis, "verdict", pt_json_string(verdict));
     pt_json_add(diagnosis, "joint_impact", pt_json_number_rounded(joint, 6));
-    pt_json_add(diagnosis, "step_model", model_json(m, joint));
+    pt_json_add(diagnosis, "step_model", model_json(a, m, joint));
     pt_whatif_free(m);
     pt_json *findings = pt_json_add(diagnosis, "findings", pt_json_array());
     for (size_t i = 0; i < list.count; i++) {

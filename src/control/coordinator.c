@@ -885,6 +885,24 @@ static void remember_snapshot(pt_coordinator *c, worker *w, const pt_ctl_msg *m,
     snap->taken = true;
 }
 
+/* The automatic round's folder: made under the configured (or default) output folder, or,
+ * for an in-memory round (the fuzz target's seam), only named there. 0 or -1 with err. */
+static int make_auto_round_dir(pt_coordinator *c, char *dir, size_t cap, pt_error *err)
+{
+    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
+    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
+    if (c->cfg.auto_in_memory) {
+        snprintf(dir, cap, "%s/in-memory", output_dir[0] ? output_dir : PT_DEFAULT_OUTPUT_DIR);
+        return 0;
+    }
+    if (!output_dir[0]) {
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+        if (note[0])
+            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
+    }
+    return pt_round_make_dir(output_dir, dir, cap, err);
+}
+
 static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *m, int64_t now)
 {
     bool hang = m->kind == PT_AUTO_HANG || m->kind == PT_AUTO_COLLECTIVE_ERROR;
@@ -909,19 +927,13 @@ static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *
     char dir[PT_CTL_MAX_PATH];
     pt_error err;
     round *r = new_round(c, hang ? ROUND_HANG_REPORT : ROUND_AUTO, now);
-    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
-    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
-    if (!output_dir[0]) {
-        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
-        if (note[0])
-            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
-    }
-    if (!r || pt_round_make_dir(output_dir, dir, sizeof dir, &err) != 0) {
+    if (!r || make_auto_round_dir(c, dir, sizeof dir, &err) != 0) {
         pt_ctl_logf(&c->cfg.log, "cannot start an automatic round: %s", r ? err.message : "out of memory");
         free_round(r);
         return;
     }
-    r->local = pt_round_new(dir, c->cfg.world_size);
+    r->local = c->cfg.auto_in_memory ? pt_round_new_in_memory(dir, c->cfg.world_size)
+                                     : pt_round_new(dir, c->cfg.world_size);
     if (m->kind == PT_AUTO_COLLECTIVE_ERROR)
         pt_round_add_warning(r->local, "automatic hang report: a collective of rank %d raised an error (at step %lld)",
                              rank, (long long)m->steps_done);

@@ -43,6 +43,7 @@ struct pt_round {
     char **warnings;
     size_t warning_count, warning_cap;
     size_t summaries, failures;
+    bool in_memory;          /* pt_round_new_in_memory: nothing is written */
 };
 
 int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err)
@@ -128,6 +129,13 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     return r;
 }
 
+pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size)
+{
+    pt_round *r = pt_round_new(round_dir, world_size);
+    r->in_memory = true;
+    return r;
+}
+
 void pt_round_add_warning(pt_round *r, const char *fmt, ...)
 {
     va_list ap;
@@ -180,6 +188,8 @@ static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *
 {
     pt_out_dir round_dir, summaries;
     pt_error err;
+    if (r->in_memory)
+        return;
     if (pt_out_dir_open(&round_dir, r->dir, false, &err) != 0) {
         pt_round_add_warning(r, "%s", err.message);
         return;
@@ -353,7 +363,16 @@ pt_json *pt_round_report(pt_round *r, pt_error *err)
     free(workers);
     free(failed_ranks);
     free(failed_names);
-    if (pt_report_write(r->dir, report, err) != 0) {
+    int rc;
+    if (r->in_memory) {
+        pt_buf text = PT_BUF_INIT, data_js = PT_BUF_INIT;
+        rc = pt_report_render(report, &text, &data_js, err);
+        pt_buf_free(&text);
+        pt_buf_free(&data_js);
+    } else {
+        rc = pt_report_write(r->dir, report, err);
+    }
+    if (rc != 0) {
         pt_json_free(report);
         return NULL;
     }

@@ -34,6 +34,11 @@ void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_
 
 /* Collects into round_dir (created by pt_round_make_dir); world_size may be -1. */
 pt_round *pt_round_new(const char *round_dir, int32_t world_size);
+/* The same in memory only (test seam: fuzz/fuzz_coordinator.c, whose every input would
+ * otherwise write report folders): summaries are not stored, and pt_round_report renders
+ * the report's files (pt_report_render) instead of writing them. round_dir only names the
+ * round in messages; nothing is created. */
+pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size);
 /* Decodes and keeps one worker's summary; returns how many steps it profiled. A summary
  * that does not decode is recorded as a failure (PT_FAIL_BAD_SUMMARY) and -1 is returned
  * with err set. */

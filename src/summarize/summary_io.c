@@ -605,6 +605,54 @@ bool pt_summary_sniff(const void *head, size_t n)
     return n >= 8 && memcmp(head, PT_SUMMARY_MAGIC, 8) == 0;
 }
 
+/* The payload's first buffer, and the largest window a frame may ask for: the encoder
+ * (level 9) uses at most 2^22, so this only refuses frames it never writes. */
+#define PAYLOAD_FIRST_BUFFER (64u << 10)
+#define PAYLOAD_WINDOW_LOG_MAX 23
+
+/* Decompresses the zstd frame(s) into exactly payload_len bytes, or NULL with err. The
+ * header's length is only a claim: the buffer grows with what the frames really yield, so
+ * a few bytes claiming 256 MiB cost what they decompress to, not 256 MiB (and a window
+ * beyond PAYLOAD_WINDOW_LOG_MAX is refused before zstd allocates it). */
+static unsigned char *decompress_payload(const unsigned char *frame, size_t frame_len, size_t payload_len,
+                                         pt_error *err)
+{
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    if (!dctx || ZSTD_isError(ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, PAYLOAD_WINDOW_LOG_MAX))) {
+        ZSTD_freeDCtx(dctx);
+        pt_error_set(err, "summary cannot be decompressed (zstd initialisation failed: out of memory)");
+        return NULL;
+    }
+    size_t cap = PT_MIN(payload_len, (size_t)PAYLOAD_FIRST_BUFFER);
+    unsigned char *out = pt_xmalloc(cap ? cap : 1);
+    ZSTD_inBuffer in = {frame, frame_len, 0};
+    ZSTD_outBuffer o = {out, cap, 0};
+    const char *problem = NULL;
+    size_t rc = 1; /* not at the end of a frame */
+    while (!problem && !(rc == 0 && in.pos == in.size)) {
+        if (o.pos == o.size && o.size < payload_len) {
+            cap = PT_MIN(payload_len, cap * 2);
+            o.dst = out = pt_xrealloc(out, cap);
+            o.size = cap;
+        }
+        size_t in_before = in.pos, out_before = o.pos;
+        rc = ZSTD_decompressStream(dctx, &o, &in);
+        if (ZSTD_isError(rc))
+            problem = ZSTD_getErrorName(rc);
+        else if (rc != 0 && in.pos == in_before && o.pos == out_before)
+            problem = "size mismatch"; /* out of input (truncated), or beyond the claimed size */
+    }
+    ZSTD_freeDCtx(dctx);
+    if (!problem && o.pos != payload_len)
+        problem = "size mismatch";
+    if (problem) {
+        pt_error_set(err, "summary is corrupt or truncated (%s)", problem);
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err)
 {
     const unsigned char *h = data;
@@ -623,14 +671,9 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_error_set(err, "summary payload too large (%llu bytes)", (unsigned long long)payload_len);
         return NULL;
     }
-    unsigned char *payload = pt_xmalloc(payload_len ? payload_len : 1);
-    size_t got = ZSTD_decompress(payload, payload_len, h + HEADER_BYTES, len - HEADER_BYTES);
-    if (ZSTD_isError(got) || got != payload_len) {
-        pt_error_set(err, "summary is corrupt or truncated (%s)",
-                     ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
-        free(payload);
+    unsigned char *payload = decompress_payload(h + HEADER_BYTES, len - HEADER_BYTES, (size_t)payload_len, err);
+    if (!payload)
         return NULL;
-    }
     cursor c = {payload, payload + payload_len, false, NULL, version};
     pt_worker_summary *s = pt_summary_new();
     decode_payload(&c, s);

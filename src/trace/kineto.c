@@ -48,6 +48,9 @@
 #include <unistd.h>
 
 #define INITIAL_BUFFER (1u << 20)
+/* A plain file smaller than INITIAL_BUFFER is read into a buffer of its size (at least
+ * this): it fits whole, so the buffer never grows, and a small file does not cost 1 MiB. */
+#define SMALL_FILE_BUFFER (4u << 10)
 #define DEFAULT_MAX_EVENT_BYTES (64u << 20)
 #define MAX_TOP_LEVEL_BYTES (64u << 20)
 /* The members we read (distributedInfo, deviceProperties, ...) are a few KiB; a tree costs
@@ -1229,7 +1232,10 @@ static kineto_reader *reader_new(pt_input *in, pt_trace_sink *sink, pt_trace_met
     pt_unwind_push(reader_release, kr);
     kr->in = in, kr->sink = sink, kr->meta = meta, kr->opts = opts, kr->err = err;
     kr->max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
-    kr->cap = PT_MIN((size_t)INITIAL_BUFFER, kr->max_event);
+    uint64_t want = INITIAL_BUFFER;
+    if (pt_input_compression(in) == PT_COMPRESSION_NONE)
+        want = PT_MIN(want, PT_MAX(pt_input_file_size(in) + 1, (uint64_t)SMALL_FILE_BUFFER));
+    kr->cap = (size_t)PT_MIN(want, (uint64_t)kr->max_event);
     kr->buf = pt_xmalloc(kr->cap + 1);
     kr->buf[0] = '\0';
     kr->stopped_at = UINT64_MAX;

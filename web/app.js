@@ -234,6 +234,12 @@
   }
   function hangTable(h) {
     var rows = (h.ranks || []).slice();
+    /* Fixed columns, and the call and the stack shortened in the middle to what the view
+     * leaves (the page less the navigation, the finding's margins and a scroll bar), whole
+     * on hover: a hang's sizes and NCCL kernel names would otherwise run past the edge. */
+    var font = '14px ' + getComputedStyle(document.body).fontFamily, monoFont = '12.5px ui-monospace, Menlo, Consolas, monospace';
+    var room = Math.max(360, window.innerWidth - 210 - 48 - 60 - 20 - (60 + 96 + 70 + 70 + 96));
+    var callW = Math.round(room * 0.42), whereW = room - callW;
     var heading = 'Kind: ' + (HANG_KIND[h.kind] || h.kind) + (h.group !== null && h.group !== undefined ? ' · group ' + h.group : '') +
       (typeof h.seq === 'number' ? ' · call #' + h.seq + (h.call ? ' ' + callText(h.call) : '') : '') +
       (h.groups ? ' · groups ' + h.groups.join(' and ') : '') + (h.more_ranks ? ' · ' + h.more_ranks + ' more ranks not shown' : '');
@@ -245,14 +251,16 @@
         sort: { column: 0, descending: false },
         columns: [
           { label: 'rank', value: function (r) { return r.rank; }, numeric: true, width: '60px' },
-          { label: 'role', value: function (r) { return r.role; }, render: function (r) {
+          { label: 'role', value: function (r) { return r.role; }, width: '96px', render: function (r) {
               return el('span', { className: /missing|differs|failed|no answer|stopped/.test(r.role) ? 'status-hang' : '' }, r.role); } },
-          { label: 'group', value: function (r) { return r.group; } },
-          { label: 'call #', value: function (r) { return r.call ? r.call.seq : null; }, text: function (r) { return r.call ? String(r.call.seq) : '–'; }, numeric: true },
-          { label: 'call', value: function (r) { return callText(r.call); } },
-          { label: 'state', value: function (r) { return r.call ? r.call.state : (r.answered ? '–' : 'no answer'); } },
-          { label: 'where', value: function (r) { return r.stack || ''; }, render: function (r) {
-              return r.stack ? el('span', { className: 'mono', title: r.stack }, PD.shortFunction('python', r.stack, 60)) : el('span', { className: 'muted' }, r.answered ? '–' : 'no answer'); } }
+          { label: 'group', value: function (r) { return r.group; }, width: '70px' },
+          { label: 'call #', value: function (r) { return r.call ? r.call.seq : null; }, text: function (r) { return r.call ? String(r.call.seq) : '–'; }, numeric: true, width: '70px' },
+          { label: 'call', value: function (r) { return callText(r.call); }, width: callW + 'px', title: function (r) { return callText(r.call); },
+            render: function (r) { return PD.fitText(callText(r.call), callW - 18, font); } },
+          { label: 'state', value: function (r) { return r.call ? r.call.state : (r.answered ? '–' : 'no answer'); }, width: '96px' },
+          { label: 'where', value: function (r) { return r.stack || ''; }, width: whereW + 'px', render: function (r) {
+              return r.stack ? el('span', { className: 'mono', title: r.stack }, PD.fitText(PD.shortFunction('python', r.stack, 200), whereW - 18, monoFont))
+                             : el('span', { className: 'muted' }, r.answered ? '–' : 'no answer'); } }
         ]
       }));
   }

@@ -239,7 +239,9 @@ async function run(args, browser, base, displayDir, facts) {
   }
   if (facts.markup_worker) {
     await visit(page, '#/workers');
-    const shown = await page.$$eval('section.view .vtable td', (tds, n) => tds.some((td) => td.textContent === n), facts.markup_worker);
+    /* Whole, or shortened in the middle with the whole name on hover; never as markup. */
+    const shown = await page.$$eval('section.view .vtable td', (tds, n) => tds.some((td) => (td.textContent === n || td.title === n) &&
+      !td.querySelector('b')), facts.markup_worker);
     check(shown, 'a worker file name with markup is shown as text: ' + facts.markup_worker);
   }
   check(await page.evaluate(() => document.querySelectorAll('img').length === 0), 'no injected <img> anywhere');

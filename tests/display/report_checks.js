@@ -55,7 +55,9 @@ async function runReports(ctx, browser, base, displayDir, facts) {
   const { args, check } = ctx;
   const shots = path.join(args.work, 'screenshots', 'reports');
   fs.mkdirSync(shots, { recursive: true });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  /* browser is a persistent context, whose newPage() takes no options: size the page itself. */
+  const page = await browser.newPage();
+  await page.setViewportSize({ width: 1400, height: 1000 });
   const dialogs = [], errors = [];
   page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
   page.on('pageerror', (e) => errors.push(String(e)));

@@ -1236,7 +1236,7 @@ static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
     kineto_reader *kr = reader_new(in, sink, meta, opts, err);
     int result = kineto_run(kr, ST_START, false);
     if (result == 0 && !kr->saw_trace_events) {
-        pt_error_set(err, "no \"traceEvents\" list: this is JSON but not a Chrome/Kineto trace");
+        pt_error_set(err, PT_JSON_NOT_A_TRACE ": it has no \"traceEvents\" list (not a Chrome/Kineto trace)");
         result = -1;
     }
     reader_finish(kr);

@@ -34,7 +34,9 @@
  * as integers or fractions; tid/pid as numbers or strings.
  *
  * Metadata records ("ph":"M": process and thread names) go to the sink's on_metadata
- * when it has one, so a converted trace keeps them; the analysis does not ask for them. */
+ * when it has one, and every other record the event model does not carry (flows,
+ * instants, spans of other categories) to its on_other, as the object's text, so a
+ * converted trace keeps them; the analysis asks for neither. */
 #define _POSIX_C_SOURCE 200809L
 #include "trace/reader.h"
 #include "util/json.h"
@@ -775,24 +777,35 @@ static void classify_uncategorised(raw_event *re)
         re->cpu_kind = PT_CPU_ANNOTATION;
 }
 
-static int deliver(kineto_reader *kr, raw_event *re)
+/* An event record the model does not carry, to the sink that keeps them (event.h). */
+static int deliver_other(kineto_reader *kr, const char *json, size_t len)
+{
+    if (kr->sink->on_other)
+        kr->sink->on_other(kr->sink->ctx, json, len);
+    return 0;
+}
+
+/* re, parsed from the len bytes at json (the whole object). */
+static int deliver(kineto_reader *kr, raw_event *re, const char *json, size_t len)
 {
     kr->events_seen++;
     pt_event *ev = &re->ev;
     if (re->ph == 'M') {
+        if (!re->name || !re->has_md_value)
+            return deliver_other(kr, json, len);
         deliver_metadata(kr, re);
         return 0;
     }
     if (re->ph == 'C') {
         if (!re->has_ts || !re->has_counter_value || !re->name)
-            return 0;
+            return deliver_other(kr, json, len);
         ev->kind = PT_EVENT_COUNTER;
         ev->value = re->counter_value;
     } else {
         if (re->ph == 'X' && re->category == CATEGORY_ABSENT)
             classify_uncategorised(re);
         if (re->ph != 'X' || re->category < 0)
-            return 0;
+            return deliver_other(kr, json, len);
         if (!re->has_ts || !re->has_dur || re->dur_ns < 0 || !re->name) {
             kr->events_malformed++;
             return 0;
@@ -1108,8 +1121,9 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *oversized_unit = true;
         if (*p == '{') {
             raw_event re;
+            const char *object = p;
             TRY(scan_event(&p, end, &re));
-            if (deliver(kr, &re) != 0) {
+            if (deliver(kr, &re, object, (size_t)(p - object)) != 0) {
                 kr->bad_what = "stopped by the consumer";
                 return SCAN_BAD;
             }

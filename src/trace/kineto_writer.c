@@ -431,6 +431,26 @@ int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md)
     return w->failed ? -1 : 0;
 }
 
+/* Parsed again, not copied: what is written is this writer's JSON (escaped as its own
+ * strings are), whatever bytes the input spelt it with. */
+int pt_kineto_writer_other(pt_kineto_writer *w, const char *json, size_t len)
+{
+    if (w->failed)
+        return -1;
+    pt_error err;
+    pt_json *object = pt_json_parse(json, len, 64, &err);
+    if (object && object->type == PT_JSON_OBJECT) {
+        char *p = reserve(w, 2);
+        if (w->events++)
+            *p++ = ',';
+        *p++ = '\n';
+        commit(w, p);
+        pt_json_write(&w->buf, object, -1);
+    }
+    pt_json_free(object);
+    return w->failed ? -1 : 0;
+}
+
 static int sink_event(void *ctx, const pt_event *ev)
 {
     return pt_kineto_writer_event(ctx, ev);
@@ -441,9 +461,14 @@ static void sink_metadata(void *ctx, const pt_trace_metadata *md)
     pt_kineto_writer_metadata(ctx, md);
 }
 
+static void sink_other(void *ctx, const char *json, size_t len)
+{
+    pt_kineto_writer_other(ctx, json, len);
+}
+
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w)
 {
-    pt_trace_sink sink = {w, sink_event, NULL, sink_metadata};
+    pt_trace_sink sink = {w, sink_event, NULL, sink_metadata, sink_other};
     return sink;
 }
 

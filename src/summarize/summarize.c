@@ -1762,6 +1762,7 @@ static void fill_identity(pt_worker_summary *out, const pt_trace_meta *meta, con
     out->device_count = meta->device_count;
     out->backend = pt_xstrdup(meta->backend);
     out->producer = pt_xstrdup(meta->producer);
+    out->software = meta->software[0] ? pt_xstrdup(meta->software) : NULL;
     out->dropped_events = meta->dropped_events;
     out->hw_sample_period_us = meta->hw_sample_period_us;
     out->hang_step = meta->hang_step;

@@ -130,6 +130,8 @@ typedef struct pt_worker_summary {
     char *device_name;
     char *backend;
     char *producer;
+    char *software;        /* versions of what ran it ("torch 2.5.1, cuda 12.4"), or NULL
+                              (version 4) */
     int32_t device_count;
     int64_t window_start_ns;  /* Unix epoch ns */
     int64_t window_ns;

@@ -84,6 +84,8 @@ typedef struct pt_trace_meta {
     char backend[32];        /* "nccl", "gloo", ... */
     char device_name[PT_NAME_MAX]; /* first GPU's model, "" on CPU-only traces */
     int32_t device_count;
+    char software[PT_NAME_MAX]; /* versions of what ran the job, "name version" joined by
+                                   ", " ("torch 2.5.1, cuda 12.4, nccl 2.21.5"), "" unknown */
     int64_t clock_origin_ns; /* add to ts_ns for Unix-epoch ns (baseTimeNanoseconds) */
     char producer[32];       /* "kineto", "perftracker", "synth" */
     /* Collector-only facts about the profiled window, -1 when absent. */

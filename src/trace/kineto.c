@@ -861,9 +861,37 @@ static void copy_member_string(kineto_reader *kr, char *dst, size_t cap, const p
     snprintf(dst, cap, "%s", pt_buf_cstr(&kr->coll_scratch));
 }
 
+/* The top-level version numbers Kineto records, and what the software list calls them. */
+static const struct {
+    const char *key, *name;
+} software_keys[] = {
+    {"cuda_runtime_version", "cuda runtime"}, {"cuda_driver_version", "cuda driver"},
+    {"hip_runtime_version", "hip runtime"},   {"hip_driver_version", "hip driver"},
+    {"cupti_version", "cupti"},               {"roctracer_version", "roctracer"},
+};
+
+/* "name version" onto meta->software, whatever order the members come in (cut to fit). */
+static void add_software(pt_trace_meta *meta, const char *name, const pt_json *v)
+{
+    char version[64];
+    if (v->type == PT_JSON_NUMBER && v->is_integer)
+        snprintf(version, sizeof version, "%lld", (long long)v->integer);
+    else if (v->type == PT_JSON_NUMBER)
+        snprintf(version, sizeof version, "%g", v->number);
+    else if (v->type == PT_JSON_STRING && v->string_len < sizeof version && !memchr(v->string, '\0', v->string_len))
+        snprintf(version, sizeof version, "%.*s", (int)v->string_len, v->string);
+    else
+        return;
+    size_t used = strlen(meta->software);
+    snprintf(meta->software + used, sizeof meta->software - used, "%s%s %s", used ? ", " : "", name, version);
+}
+
 static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v)
 {
     pt_trace_meta *meta = kr->meta;
+    for (size_t i = 0; i < PT_ARRAY_LEN(software_keys); i++)
+        if (strcmp(key, software_keys[i].key) == 0)
+            add_software(meta, software_keys[i].name, v);
     if (strcmp(key, "distributedInfo") == 0 && v->type == PT_JSON_OBJECT) {
         const pt_json *rank = pt_json_get(v, "rank");
         if (rank && rank->type == PT_JSON_NUMBER && rank->number >= 0 && rank->number < 1e9)
@@ -872,6 +900,9 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         if (ws > 0 && ws < 1e9)
             meta->world_size = (int32_t)ws;
         copy_member_string(kr, meta->backend, sizeof meta->backend, v, "backend");
+        const pt_json *nccl = pt_json_get(v, "nccl_version");
+        if (nccl)
+            add_software(meta, "nccl", nccl);
     } else if (strcmp(key, "deviceProperties") == 0 && v->type == PT_JSON_ARRAY) {
         meta->device_count = (int32_t)v->count;
         if (v->count)
@@ -885,6 +916,8 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         const pt_json *uname = pt_json_get(system, "uname");
         if (!meta->host[0])
             copy_member_string(kr, meta->host, sizeof meta->host, uname, "node");
+        if (!meta->software[0]) /* what perftracker export writes */
+            copy_member_string(kr, meta->software, sizeof meta->software, v, "software");
     }
 }
 
@@ -893,6 +926,9 @@ static bool top_level_key_wanted(const char *key, size_t n)
     static const char *wanted[] = {"distributedInfo", "deviceProperties", "baseTimeNanoseconds", "metadata"};
     for (size_t i = 0; i < PT_ARRAY_LEN(wanted); i++)
         if (strlen(wanted[i]) == n && memcmp(wanted[i], key, n) == 0)
+            return true;
+    for (size_t i = 0; i < PT_ARRAY_LEN(software_keys); i++)
+        if (strlen(software_keys[i].key) == n && memcmp(software_keys[i].key, key, n) == 0)
             return true;
     return false;
 }

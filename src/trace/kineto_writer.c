@@ -502,6 +502,10 @@ static void write_top_level(pt_kineto_writer *w)
      * reader takes it from here. */
     pt_buf_puts(b, ",\n\"metadata\":{\"producer\":");
     put_string(w, m->producer, strlen(m->producer));
+    if (m->software[0]) { /* the reader takes it back from here */
+        pt_buf_puts(b, ",\"software\":");
+        put_string(w, m->software, strlen(m->software));
+    }
     if (m->host[0] || m->pid >= 0) {
         pt_buf_puts(b, ",\"system\":{");
         if (m->pid >= 0)

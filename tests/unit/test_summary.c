@@ -55,6 +55,7 @@ static pt_worker_summary *known_summary(void)
     meta.rank = 3;
     meta.world_size = 4;
     snprintf(meta.device_name, sizeof meta.device_name, "NVIDIA H100 80GB HBM3");
+    snprintf(meta.software, sizeof meta.software, "torch 2.5.1, cuda 12.4");
     meta.device_count = 8;
     pt_error err = {{0}};
     pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_3_42.json", &err);
@@ -121,6 +122,7 @@ static void test_round_trip_is_exact(void **state)
     assert_int_equal(a.len, b.len);
     assert_memory_equal(a.data, b.data, a.len);
     assert_true(d->functions[0].throughput_avg_pct == s->functions[0].throughput_avg_pct);
+    assert_string_equal(d->software, "torch 2.5.1, cuda 12.4"); /* version 4 carries it */
     pt_summary_free(d);
     pt_buf_free(&a);
     pt_buf_free(&b);

@@ -10,7 +10,10 @@
  * other ends and turns the loop by hand on a clock the input moves.
  *
  * Input: byte 0 sets up the job (world size 1 + (b & 7); bit 3: the job opted in to
- * automatic rounds); then records, each
+ * automatic rounds; bits 4-6 all set: automatic rounds write their folders to disk, as a
+ * job's do, otherwise they are collected and reported in memory through the seam
+ * pt_round_new_in_memory -- the same diagnosis and report text, without the files, which
+ * cost most of an input's time); then records, each
  *   a byte with bit 7 set: the clock moves ((b & 0x7f) + 1) x 50 ms, and the loop turns;
  *   else peer = b % 5 (0-3: the agents, 4: the CLI), u16 length (little endian), that
  *   many bytes written to the peer's socket; the loop turns.
@@ -19,8 +22,7 @@
  *
  * Properties: every frame the coordinator sends decodes (it never sends what its own
  * decoder would refuse, whatever it was fed), and it stops cleanly with nothing leaked.
- * Automatic rounds write their reports under a private temporary folder, emptied after
- * every input. */
+ * Rounds on disk write under a private temporary folder, emptied after such an input. */
 #define _GNU_SOURCE
 #include "fuzz_common.h"
 
@@ -30,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #define PEERS 5
+#define SETUP_ON_DISK 0x70
 #define CONTROL_PEER 4
 #define TICK_NS (50 * 1000000LL)
 
@@ -100,11 +104,19 @@ static void drain(far_end *e)
     }
 }
 
+/* One poll() finds the peers with something to read, so an idle turn costs one system
+ * call instead of a failed recv() per peer; each readable one is drained as before. */
 static void turn(pt_coordinator *c, far_end *ends, int64_t now)
 {
     pt_coordinator_turn(c, now);
+    struct pollfd ready[PEERS];
     for (int i = 0; i < PEERS; i++)
-        drain(&ends[i]);
+        ready[i] = (struct pollfd){ends[i].fd, POLLIN, 0}; /* a closed one (-1) is skipped */
+    if (poll(ready, PEERS, 0) <= 0)
+        return;
+    for (int i = 0; i < PEERS; i++)
+        if (ready[i].revents)
+            drain(&ends[i]);
 }
 
 static pt_coordinator *new_coordinator(uint8_t setup, far_end *ends, int64_t now)
@@ -113,6 +125,7 @@ static pt_coordinator *new_coordinator(uint8_t setup, far_end *ends, int64_t now
     pt_coordinator_config_defaults(&cfg);
     cfg.world_size = 1 + (setup & 7);
     cfg.auto_trigger = (setup & 8) != 0;
+    cfg.auto_in_memory = (setup & SETUP_ON_DISK) != SETUP_ON_DISK;
     cfg.auto_interval_ns = 0;
     cfg.join_grace_ns = 200 * 1000000LL;
     snprintf(cfg.auto_output_dir, sizeof cfg.auto_output_dir, "%s", auto_dir);
@@ -137,7 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    if (!auto_dir[0]) {
+    bool on_disk = (data[0] & SETUP_ON_DISK) == SETUP_ON_DISK;
+    if (on_disk && !auto_dir[0]) {
         const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
         snprintf(auto_dir, sizeof auto_dir, "%s/pt-fuzz-coordinator-XXXXXX", tmp);
         PT_FUZZ_CHECK(mkdtemp(auto_dir) != NULL, "cannot make a temporary folder");
@@ -172,6 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < PEERS; i++)
         if (ends[i].fd >= 0)
             close(ends[i].fd);
-    nftw(auto_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (on_disk)
+        nftw(auto_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
 }

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool valid_utf8(const unsigned char *s, size_t n)
+PT_FUZZ_CHECKER static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         unsigned char c = s[i];
@@ -54,6 +54,18 @@ static pt_json *parse_back(const pt_buf *text, const char *what)
     return v;
 }
 
+/* Whether text holds a byte the HTML-safe writer must never emit raw: '<', '>', '&', and
+ * with controls set, a control byte or DEL. */
+PT_FUZZ_CHECKER static bool holds_unsafe_byte(const pt_buf *text, bool controls)
+{
+    for (size_t i = 0; i < text->len; i++) {
+        unsigned char c = (unsigned char)text->data[i];
+        if (c == '<' || c == '>' || c == '&' || (controls && (c < 0x20 || c == 0x7f)))
+            return true;
+    }
+    return false;
+}
+
 static bool same_text(const pt_buf *a, const pt_buf *b)
 {
     return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
@@ -72,10 +84,7 @@ static void check_tree_round_trip(const pt_json *v)
     pt_json *from_pretty = parse_back(&pretty, "pretty output does not parse back");
     rewrite(&once, from_pretty, -1);
     PT_FUZZ_CHECK(same_text(&once, &twice), "pretty and compact output disagree");
-    for (size_t i = 0; i < twice.len; i++) {
-        unsigned char c = (unsigned char)twice.data[i];
-        PT_FUZZ_CHECK(c != '<' && c != '>' && c != '&', "raw '<', '>' or '&' in the writer's output");
-    }
+    PT_FUZZ_CHECK(!holds_unsafe_byte(&twice, false), "raw '<', '>' or '&' in the writer's output");
     pt_json_free(again);
     pt_json_free(normal);
     pt_json_free(from_pretty);
@@ -89,11 +98,7 @@ static void check_string_literal(const uint8_t *data, size_t size)
     pt_buf lit = PT_BUF_INIT;
     pt_json_write_string(&lit, (const char *)data, size);
     PT_FUZZ_CHECK(valid_utf8((const unsigned char *)lit.data, lit.len), "a written string is not valid UTF-8");
-    for (size_t i = 0; i < lit.len; i++) {
-        unsigned char c = (unsigned char)lit.data[i];
-        PT_FUZZ_CHECK(c >= 0x20 && c != 0x7f && c != '<' && c != '>' && c != '&',
-                      "a written string holds a raw control byte, '<', '>' or '&'");
-    }
+    PT_FUZZ_CHECK(!holds_unsafe_byte(&lit, true), "a written string holds a raw control byte, '<', '>' or '&'");
     pt_error err = {{0}};
     pt_json *back = pt_json_parse(lit.data, lit.len, 4, &err);
     PT_FUZZ_CHECK(back && back->type == PT_JSON_STRING, "a written string does not parse back");

@@ -22,7 +22,10 @@
  *       no zstd program is installed).
  *
  * Small on purpose: 1-layer, 2-step workers (tens of KB), so libFuzzer spends its time
- * mutating rather than re-reading big inputs. */
+ * mutating rather than re-reading big inputs; and "fit-" copies of the same workers
+ * thinned to every step and the first few events of each kind (a few KB), which fit the
+ * targets' max_len (fuzz/<target>.options) whole, and make the coordinator's and the
+ * frames' summaries. */
 #define _GNU_SOURCE
 #include "control/protocol.h"
 #include "diagnose/diagnose.h"
@@ -78,6 +81,48 @@ static pt_synth_plan *small_plan(int workers, int steps, pt_fault_kind fault)
     return plan;
 }
 
+/* ------------------------------------------------------------ thinned workers */
+
+/* Passes on every step and the first `limit` events of each other kind (limit 0: all). */
+#define FIT_EVENTS_PER_KIND 6
+
+typedef struct thin_sink {
+    pt_trace_sink inner;
+    int limit;
+    int seen[PT_EVENT_KIND_COUNT];
+} thin_sink;
+
+static int thin_event(void *ctx, const pt_event *ev)
+{
+    thin_sink *t = ctx;
+    if (t->limit && ev->kind != PT_EVENT_STEP && t->seen[ev->kind]++ >= t->limit)
+        return 0;
+    return t->inner.on_event(t->inner.ctx, ev);
+}
+
+static void thin_warning(void *ctx, const char *message)
+{
+    thin_sink *t = ctx;
+    if (t->inner.on_warning)
+        t->inner.on_warning(t->inner.ctx, message);
+}
+
+static void thin_metadata(void *ctx, const pt_trace_metadata *md)
+{
+    thin_sink *t = ctx;
+    if (t->inner.on_metadata)
+        t->inner.on_metadata(t->inner.ctx, md);
+}
+
+/* Worker rank's events through a thin_sink of limit into inner. 0 or -1 with err. */
+static int thin_worker(const pt_synth_plan *plan, int rank, int limit, pt_trace_sink inner, pt_trace_meta *meta,
+                       pt_error *err)
+{
+    thin_sink t = {inner, limit, {0}};
+    pt_trace_sink sink = {&t, thin_event, thin_warning, thin_metadata};
+    return pt_synth_plan_worker(plan, rank, &sink, meta, err);
+}
+
 /* ------------------------------------------------------------ native raw traces */
 
 typedef struct native_sink {
@@ -110,7 +155,7 @@ static int native_event(void *ctx, const pt_event *ev)
 
 /* One synthetic worker, plus what only the collector records: hardware samples, a
  * warning, hang and drop facts. */
-static void write_native(const pt_synth_plan *plan, int rank, const char *path, unsigned pace_us)
+static void write_native(const pt_synth_plan *plan, int rank, int limit, const char *path, unsigned pace_us)
 {
     pt_error err = {{0}};
     native_sink ns = {pt_native_writer_open(path, &err), {0}, pace_us, 0};
@@ -123,10 +168,10 @@ static void write_native(const pt_synth_plan *plan, int rank, const char *path, 
     meta.dropped_events = 3;
     pt_native_writer_meta(ns.w, &meta);
     pt_native_writer_fact(ns.w, "warning", "the sampler was late twice");
-    pt_trace_sink sink = {&ns, native_event, NULL};
-    if (pt_synth_plan_worker(plan, rank, &sink, &meta, &err) != 0 || ns.failed)
+    pt_trace_sink sink = {&ns, native_event, NULL, NULL};
+    if (thin_worker(plan, rank, limit, sink, &meta, &err) != 0 || ns.failed)
         die("native events", err.message[0] ? err.message : "writer failed");
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < (limit ? limit : 64); i++) {
         pt_event ev;
         pt_event_init(&ev, PT_EVENT_COUNTER);
         ev.name = i % 2 ? "gpu0.sm_active" : "host.cpu_util";
@@ -170,10 +215,22 @@ static void write_kineto(const pt_synth_plan *plan, int rank, const char *path, 
         die("kineto", err.message);
 }
 
-static pt_worker_summary *synth_summary(const pt_synth_plan *plan, int rank)
+static pt_worker_summary *synth_summary(const pt_synth_plan *plan, int rank, int limit)
 {
     pt_error err = {{0}};
-    pt_worker_summary *s = pt_synth_plan_summary(plan, rank, &err);
+    pt_worker_summary *s = NULL;
+    if (!limit) {
+        s = pt_synth_plan_summary(plan, rank, &err);
+    } else {
+        pt_summarizer *sz = pt_summarizer_new();
+        pt_trace_meta meta;
+        pt_trace_meta_init(&meta);
+        char stem[256];
+        pt_synth_plan_worker_stem(plan, rank, stem, sizeof stem);
+        if (thin_worker(plan, rank, limit, pt_summarizer_sink(sz), &meta, &err) == 0)
+            s = pt_summarizer_finish(sz, &meta, stem, &err);
+        pt_summarizer_free(sz);
+    }
     if (!s)
         die("summarize", err.message);
     return s;
@@ -204,7 +261,7 @@ static void write_summary_seeds(const pt_worker_summary *s, const char *dir, con
 
 /* ------------------------------------------------------------ control-plane frames */
 
-static void add_frame(pt_buf *stream, const char *dir, const pt_ctl_msg *m)
+static void add_frame(pt_buf *stream, const char *dir, const char *prefix, const pt_ctl_msg *m)
 {
     size_t n = pt_ctl_encoded_size(m);
     if (n == 0)
@@ -212,8 +269,9 @@ static void add_frame(pt_buf *stream, const char *dir, const pt_ctl_msg *m)
     uint8_t *frame = pt_xmalloc(n);
     pt_ctl_encode(m, frame, n);
     char name[64];
-    snprintf(name, sizeof name, "%s.frame", pt_ctl_type_name(m->type));
-    write_bytes(dir, name, frame, n);
+    snprintf(name, sizeof name, "%s%s.frame", prefix, pt_ctl_type_name(m->type));
+    if (dir) /* NULL: only into the stream */
+        write_bytes(dir, name, frame, n);
     pt_buf_append(stream, frame, n);
     free(frame);
 }
@@ -223,7 +281,9 @@ static void fill_worker(pt_ctl_msg *m)
     m->worker = (pt_ctl_worker){3, 3, 8, 0, 4711, pt_ctl_str("node0")};
 }
 
-static void write_protocol_seeds(const char *dir, const pt_buf *summary)
+/* One frame of each type (those that carry a summary carry this one), and all of them in
+ * one stream; file names start with prefix. */
+static void write_protocol_seeds(const char *dir, const pt_buf *summary, const char *prefix)
 {
     static const pt_ctl_type types[] = {
         PT_CTL_CHALLENGE, PT_CTL_AUTH, PT_CTL_WELCOME, PT_CTL_REFUSED, PT_CTL_JOIN, PT_CTL_HEARTBEAT,
@@ -247,9 +307,14 @@ static void write_protocol_seeds(const char *dir, const pt_buf *summary)
         m.path = pt_ctl_str("/tmp/perftracker/output/20260101_000000/raw_trace");
         m.stack = pt_ctl_str("train.py: <module>|train.py: train|model.py: forward");
         m.blob = pt_ctl_blob(summary->data, summary->len);
-        add_frame(&stream, dir, &m);
+        if (!prefix[0] || types[i] == PT_CTL_SUMMARY || types[i] == PT_CTL_WORKER_SUMMARY)
+            add_frame(&stream, dir, prefix, &m);
+        else
+            add_frame(&stream, NULL, prefix, &m);
     }
-    write_bytes(dir, "all-frames.stream", stream.data, stream.len);
+    char name[64];
+    snprintf(name, sizeof name, "%sall-frames.stream", prefix);
+    write_bytes(dir, name, stream.data, stream.len);
     pt_buf_free(&stream);
 }
 
@@ -349,6 +414,8 @@ static void write_coordinator_seeds(const char *dir, const pt_buf *summary)
     clock_moves(&in, 1);
     window(&in, 6, 1, summary);
     write_bytes(dir, "automatic-round", in.data, in.len);
+    in.data[0] |= 0x70; /* the same round with its folder written to disk */
+    write_bytes(dir, "automatic-round-on-disk", in.data, in.len);
 
     pt_buf_reset(&in); /* a hang report */
     pt_buf_putc(&in, 3 | 8);
@@ -441,8 +508,8 @@ static int corpus(const char *out, int ntraces, char **traces)
     const char *kineto = dirs[0], *native = dirs[1], *summary = dirs[2], *json = dirs[3], *protocol = dirs[4];
 
     static const pt_fault_kind faults[] = {PT_FAULT_NONE, PT_FAULT_SLOW_GPU, PT_FAULT_HANG};
-    pt_worker_summary *workers[8] = {0};
-    size_t nworkers = 0;
+    pt_worker_summary *workers[8] = {0}, *thin[8] = {0};
+    size_t nworkers = 0, nthin = 0;
     pt_buf encoded = PT_BUF_INIT;
     char path[4096], stem[256];
     for (size_t f = 0; f < PT_ARRAY_LEN(faults); f++) {
@@ -455,14 +522,21 @@ static int corpus(const char *out, int ntraces, char **traces)
                 snprintf(path, sizeof path, "%s/%s-%d.json.gz", kineto, fault, rank);
                 write_kineto(plan, rank, path, true);
             }
-            snprintf(path, sizeof path, "%s/%s-%d.ptrace", native, fault, rank);
-            write_native(plan, rank, path, 0);
-            snprintf(stem, sizeof stem, "%s-%d.stream", fault, rank);
-            write_decompressed(path, native, stem);
-            pt_worker_summary *s = synth_summary(plan, rank);
-            snprintf(stem, sizeof stem, "%s-%d", fault, rank);
-            write_summary_seeds(s, summary, stem, &encoded);
-            workers[nworkers++] = s;
+            for (int fit = 0; fit < 2; fit++) { /* the whole worker, then its thinned copy */
+                int limit = fit ? FIT_EVENTS_PER_KIND : 0;
+                const char *prefix = fit ? "fit-" : "";
+                snprintf(path, sizeof path, "%s/%s%s-%d.ptrace", native, prefix, fault, rank);
+                write_native(plan, rank, limit, path, 0);
+                snprintf(stem, sizeof stem, "%s%s-%d.stream", prefix, fault, rank);
+                write_decompressed(path, native, stem);
+                pt_worker_summary *s = synth_summary(plan, rank, limit);
+                snprintf(stem, sizeof stem, "%s%s-%d", prefix, fault, rank);
+                write_summary_seeds(s, summary, stem, &encoded);
+                if (fit)
+                    thin[nthin++] = s;
+                else
+                    workers[nworkers++] = s;
+            }
         }
         pt_synth_plan_free(plan);
     }
@@ -479,12 +553,17 @@ static int corpus(const char *out, int ntraces, char **traces)
     }
     pt_buf_reset(&encoded);
     pt_summary_encode(workers[1], &encoded);
-    write_protocol_seeds(protocol, &encoded);
+    write_protocol_seeds(protocol, &encoded, "");
+    pt_buf_reset(&encoded); /* the sessions carry the thinned summary: they fit max_len */
+    pt_summary_encode(thin[1], &encoded);
+    write_protocol_seeds(protocol, &encoded, "fit-");
     write_coordinator_seeds(dirs[6], &encoded);
     write_json_seeds(json, workers, nworkers);
     write_path_seeds(dirs[5]);
     for (size_t i = 0; i < nworkers; i++)
         pt_summary_free(workers[i]);
+    for (size_t i = 0; i < nthin; i++)
+        pt_summary_free(thin[i]);
     pt_buf_free(&encoded);
     printf("make_seeds: seeds for %zu targets in %s\n", PT_ARRAY_LEN(targets), out);
     return 0;
@@ -507,7 +586,7 @@ static int native_one(int argc, char **argv)
             die("unknown option", argv[i]);
     }
     pt_synth_plan *plan = small_plan(workers, steps, PT_FAULT_NONE);
-    write_native(plan, rank, argv[2], pace_us);
+    write_native(plan, rank, 0, argv[2], pace_us);
     pt_synth_plan_free(plan);
     return 0;
 }

@@ -37,6 +37,15 @@
   var culpritNames = new Set(Array.from(culprits).map(function (r) { return byRank.has(r) ? byRank.get(r).name : null; }));
   var hasCharts = typeof window.echarts !== 'undefined';
   var stepMs = job.median_step_time_ms;
+  /* Ranks of the job with no trace in the report. When they outnumber the ranks it holds,
+   * the traces are a sample (rank 0 of 128, the usual profiler dump), not a job that lost
+   * most of its workers: those ranks are counted, not listed as failures. */
+  var analyzed = workers.filter(function (w) { return w.status !== 'missing'; });
+  var missingCount = typeof job.missing_count === 'number' ? job.missing_count : workers.length - analyzed.length;
+  var sampled = missingCount > 0 && missingCount > analyzed.length;
+  var listedWorkers = sampled ? analyzed : workers;
+  var worldSize = typeof job.world_size === 'number' ? job.world_size : workers.length;
+  var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzed.length;
 
   function workerName(rank) { var w = byRank.get(rank); return w && w.name ? w.name : 'rank ' + rank; }
   function rankOf(name) { var w = byName.get(name); return w ? w.rank : null; }
@@ -46,7 +55,8 @@
   /* Views ----------------------------------------------------------------------------- */
   var VIEWS = [
     { id: 'overview', title: 'Overview', render: renderOverview },
-    { id: 'workers', title: 'Workers', render: renderWorkers, count: function () { return workers.length; } },
+    { id: 'workers', title: 'Workers', render: renderWorkers, count: function () { return listedWorkers.length; } },
+    { id: 'timeline', title: 'Step timeline', render: renderTimeline, optional: function () { return !timelineRows().length; } },
     { id: 'heatmap', title: 'Heatmap', section: 'Heatmap', render: renderHeatmap },
     { id: 'gpu-compute', title: 'GPU Compute', section: 'GPU Compute', render: renderGpuCompute,
       bad: function (s) { return (s['workers with potential GPU issues'] || []).length + entries(s['workers with abnormal GPU utilization']).length; } },
@@ -67,6 +77,22 @@
   var SECTION_VIEW = { 'workers': 'workers', 'job': 'overview', 'diagnosis': 'overview' };
   VIEWS.forEach(function (v) { if (v.section) SECTION_VIEW[v.section] = v.id; });
 
+  /* A section with nothing in it (the GPU views of a CPU-only job): no verdict to give. */
+  function sectionEmpty(id, s) {
+    if (id === 'gpu-compute') {
+      var util = s['min/median/max GPU utilization (in [0,1])'] || [];
+      return !entries(s.major_kernel_executions).length && !(util[2] > 0);
+    }
+    if (id === 'communication') return !communicationRows().length;
+    return !entries(s).length;
+  }
+  var EMPTY_SECTION = {
+    'gpu-compute': 'No GPU kernel ran in the profiled window: a CPU-only job (or a trace without GPU activity). Nothing to show here.',
+    'gpu-memory': 'No GPU memory operation (copy or memset) in the profiled window.',
+    'communication': 'No collective in the profiled window: the workers did not communicate (a single worker, or a job without a process group).',
+    'cuda-runtime': 'No CUDA runtime call in the profiled window: a CPU-only job (or a trace without GPU activity).'
+  };
+
   function viewAvailable(v) {
     if (typeof v.optional === 'function') return !v.optional();
     return !v.optional || !!section(v.section);
@@ -76,7 +102,8 @@
     var nav = document.getElementById('nav');
     VIEWS.filter(viewAvailable).forEach(function (v) {
       var count = null, s = v.section ? section(v.section) : null;
-      if (v.bad && s) { var n = v.bad(s); count = el('span', { className: 'count' + (n ? ' bad' : ''), title: n ? n + ' with abnormal workers' : 'nothing abnormal' }, n ? String(n) : '✓'); }
+      if (v.bad && s && sectionEmpty(v.id, s)) count = el('span', { className: 'count', title: 'nothing recorded in this job' }, '–');
+      else if (v.bad && s) { var n = v.bad(s); count = el('span', { className: 'count' + (n ? ' bad' : ''), title: n ? n + ' with abnormal workers' : 'nothing abnormal' }, n ? String(n) : '✓'); }
       else if (v.count) count = el('span', { className: 'count' }, String(v.count()));
       else if (v.section && !s) count = el('span', { className: 'count' }, '–');
       nav.appendChild(el('a', { href: '#/' + v.id, dataset: { view: v.id } }, el('span', null, v.title), count));
@@ -97,6 +124,9 @@
     if (view.section && !section(view.section)) {
       node.appendChild(el('h1', null, view.title));
       node.appendChild(el('p', { className: 'muted' }, 'This report has no "' + view.section + '" section.'));
+    } else if (EMPTY_SECTION[view.id] && sectionEmpty(view.id, section(view.section))) {
+      node.appendChild(el('h1', null, view.title));
+      node.appendChild(el('p', { className: 'muted', id: 'empty-section' }, EMPTY_SECTION[view.id]));
     } else {
       view.render(node, params);
     }
@@ -190,16 +220,54 @@
       }));
   }
 
+  /* A hang finding's ranks side by side (evidence.hang, docs/report-schema.md): each
+   * rank's role, the process group, its call there (number, operation, size, state) and
+   * where its training thread is. */
+  var HANG_KIND = { missing: 'a rank missing from a collective', mismatch: 'calls that do not match',
+                    skipped: 'a skipped collective', deadlock: 'groups entered in opposite orders',
+                    stuck_in_transport: 'a collective nobody returns from', collective_error: 'a collective that failed',
+                    stopped: 'workers that stopped', blocked: 'workers blocked in a collective' };
+  function callText(c) {
+    if (!c) return '–';
+    var size = c.count >= 0 ? c.count + (c.dtype ? ' × ' + c.dtype : ' elements') : (c.dtype || '');
+    return c.op + (size ? ' (' + size + ')' : '');
+  }
+  function hangTable(h) {
+    var rows = (h.ranks || []).slice();
+    var heading = 'Kind: ' + (HANG_KIND[h.kind] || h.kind) + (h.group !== null && h.group !== undefined ? ' · group ' + h.group : '') +
+      (typeof h.seq === 'number' ? ' · call #' + h.seq + (h.call ? ' ' + callText(h.call) : '') : '') +
+      (h.groups ? ' · groups ' + h.groups.join(' and ') : '') + (h.more_ranks ? ' · ' + h.more_ranks + ' more ranks not shown' : '');
+    return el('div', { className: 'hang-ranks' },
+      el('p', { className: 'muted' }, heading),
+      table({
+        rows: rows,
+        visibleRows: 8,
+        sort: { column: 0, descending: false },
+        columns: [
+          { label: 'rank', value: function (r) { return r.rank; }, numeric: true, width: '60px' },
+          { label: 'role', value: function (r) { return r.role; }, render: function (r) {
+              return el('span', { className: /missing|differs|failed|no answer|stopped/.test(r.role) ? 'status-hang' : '' }, r.role); } },
+          { label: 'group', value: function (r) { return r.group; } },
+          { label: 'call #', value: function (r) { return r.call ? r.call.seq : null; }, text: function (r) { return r.call ? String(r.call.seq) : '–'; }, numeric: true },
+          { label: 'call', value: function (r) { return callText(r.call); } },
+          { label: 'state', value: function (r) { return r.call ? r.call.state : (r.answered ? '–' : 'no answer'); } },
+          { label: 'where', value: function (r) { return r.stack || ''; }, render: function (r) {
+              return r.stack ? el('span', { className: 'mono', title: r.stack }, PD.shortFunction('python', r.stack, 60)) : el('span', { className: 'muted' }, r.answered ? '–' : 'no answer'); } }
+        ]
+      }));
+  }
+
   /* Evidence: what a finding rests on, at the top of the section it points to. */
   function evidencePanel(f, index) {
     var ev = f.evidence || {}, values = entries(ev.values);
     var median = typeof ev.median === 'number' ? ev.median : null;
     return el('div', { className: 'panel evidence', id: 'evidence' },
       el('div', { className: 'label muted' }, 'Evidence for finding ' + (index + 1) + (index === 0 ? ' (root cause)' : '')),
-      el('p', { className: 'summary' }, f.summary || ''),
+      el('p', { className: 'summary' }, PD.richText(f.summary || '')),
       ev.key ? el('p', null, 'Key in "' + (ev.section || '') + '": ', el('span', { className: 'mono', title: ev.key }, PD.shortFunction(f.category, ev.key, 90))) : null,
-      ev.metric ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
-      values.length ? table({
+      ev.hang ? hangTable(ev.hang) : null,
+      ev.metric && !ev.hang ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
+      values.length && !ev.hang ? table({
         rows: values.map(function (e) { return { rank: Number(e[0]), value: e[1] }; }),
         visibleRows: 6,
         sort: { column: 2, descending: true },
@@ -222,6 +290,9 @@
     return { gpu_compute: 'gpu-compute', gpu_memory: 'gpu-memory', communication: 'communication',
              cuda_runtime: 'cuda-runtime', python: 'python', cpu_bound: 'python', hardware: 'hardware', hang: 'workers', host: 'workers' }[category] || 'overview';
   }
+  /* The breakdown class a finding is about, for the Workers table's marked column. */
+  var CLASS_OF_CATEGORY = { gpu_compute: 'compute_ms', gpu_memory: 'memory_ms', communication: 'communication_ms',
+                            cuda_runtime: 'runtime_ms', python: 'python_ms', cpu_bound: 'python_ms', host: 'runtime_ms' };
   var CATEGORY_LABEL = { gpu_compute: 'GPU compute', gpu_memory: 'GPU memory', communication: 'communication',
                          cuda_runtime: 'CUDA runtime', python: 'Python', hang: 'hang', hardware: 'hardware', host: 'host CPU',
                          cpu_bound: 'CPU-bound', other: 'other' };
@@ -243,12 +314,13 @@
     return el('div', { className: 'panel finding' + (root ? ' root' : ''), dataset: { index: index } },
       el('div', { className: 'label' }, root ? 'Root cause' : 'Finding ' + (index + 1),
         ' ', el('span', { className: 'chip' }, CATEGORY_LABEL[f.category] || f.category || '')),
-      el('p', { className: 'summary' }, f.summary || ''),
+      el('p', { className: 'summary' }, PD.richText(f.summary || '')),
       el('div', { className: 'facts' },
         el('span', null, 'Impact: ', el('b', null, typeof f.impact === 'number' ? '≈' + fmt.pct(f.impact) + ' of step time' : '–'),
           impactMs !== null ? ' (≈' + fmt.ms(impactMs) + ' per step)' : ''),
         el('span', null, 'Workers: ', workerLinks),
         f.function ? el('span', null, 'Function: ', el('span', { className: 'mono', title: f.function }, PD.shortFunction(f.category, f.function, 70))) : null),
+      f.evidence && f.evidence.hang ? hangTable(f.evidence.hang) : null,
       el('div', { className: 'actions' },
         el('a', { className: 'button evidence-link', href: findingHref(f, index) }, 'Evidence →'),
         heatmapColumn(f.function) >= 0 || (!f.all_workers && ranks.length) ? el('a', { className: 'button', href: '#/heatmap?finding=' + index }, 'In the heatmap') : null));
@@ -257,7 +329,12 @@
   /* Overview ---------------------------------------------------------------------------- */
   function verdictSentence() {
     var v = diagnosis.verdict || 'unknown', n = findings.length;
-    if (v === 'healthy') return 'Healthy: no slow worker, bottleneck function or hang was found among the ' + (job.workers_analyzed || workers.length) + ' workers analyzed.';
+    if (v === 'healthy') {
+      var of = worldSize > workersAnalyzed ? ' (of ' + worldSize + ' in the job)' : '';
+      if (workersAnalyzed === 1) return 'Healthy: no bottleneck function or hang was found in the one worker analyzed' + of + '.';
+      return 'Healthy: no ' + (workersAnalyzed >= 3 ? 'slow worker, ' : '') + 'bottleneck function or hang was found among the ' +
+        workersAnalyzed + ' workers analyzed' + of + '.';
+    }
     if (v === 'hang') return 'Hang: the job stopped making progress. ' + (n ? 'The findings below say where.' : '');
     if (v === 'degraded') return 'Degraded: ' + n + (n === 1 ? ' finding' : ' findings') + ', the root cause first' +
       (n > 1 && typeof diagnosis.joint_impact === 'number' ? '; fixing them all saves ≈' + fmt.pct(diagnosis.joint_impact) + ' of step time.' : '.');
@@ -274,21 +351,17 @@
     var missing = job.missing_ranks || [];
     node.appendChild(statCards([
       ['world size', String(job.world_size !== undefined ? job.world_size : '–')],
-      ['workers analyzed', String(job.workers_analyzed !== undefined ? job.workers_analyzed : workers.length)],
-      ['missing ranks', missing.length ? missing.slice(0, 8).join(', ') + (missing.length > 8 ? ' …' : '') : 'none', missing.join(', ')],
+      ['workers analyzed', String(workersAnalyzed)],
+      sampled ? ['ranks not in this report', missingCount + ' of ' + worldSize, 'ranks ' + rankRanges(missing) + (missingCount > missing.length ? ' …' : '')]
+              : ['missing ranks', missing.length ? missing.slice(0, 8).join(', ') + (missing.length > 8 ? ' …' : '') : 'none', missing.join(', ')],
       ['steps profiled', String(job.steps !== undefined ? job.steps : '–')],
       ['median step time', fmt.ms(stepMs)]
     ]));
+    if (sampled) node.appendChild(el('p', { className: 'muted', id: 'sample-note' }, sampleNote()));
 
-    var h = section('Heatmap');
-    if (h && (h.ranks || []).length) {
-      node.appendChild(el('h2', null, 'Workers at a glance'));
-      node.appendChild(el('p', { className: 'muted' }, 'For each rank, the largest excess over the median worker in any one function outside communication, as a share of step time (workers that wait for a straggler spend longer in collectives, so a worker is judged by what it does instead of waiting). A slow or faulty worker stands out as a tall bar (red: named in a finding). Click a bar to open the worker.'));
-      var values = PD.heatmapExcess(h);
-      node.appendChild(later(PD.barPlot({ ranks: h.ranks, values: values, highlight: culprits, format: fmt.pct, floor: 0.05,
-        label: 'largest excess per rank', onClick: function (r) { location.hash = '#/workers?rank=' + r; } })));
-    }
-    if (workers.length) {
+    var glance = workersAtAGlance();
+    if (glance) node.appendChild(el('div', { id: 'glance' }, el('h2', null, 'Workers at a glance'), glance));
+    if (analyzed.length > 1) { /* one worker's steps are drawn above */
       node.appendChild(el('h2', null, 'The median worker\'s step'));
       var med = {};
       PD.BREAKDOWN.forEach(function (c) { med[c.key] = PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
@@ -299,6 +372,65 @@
       ' · the data behind this page: ', el('a', { href: 'report.json' }, 'report.json')));
   }
 
+  /* Every rank at once: its largest excess over the median worker, hung ranks at full
+   * height; one worker has nobody to be compared with, so its steps are shown instead. */
+  function workersAtAGlance() {
+    var h = section('Heatmap'), ranks = h && Array.isArray(h.ranks) ? h.ranks : [];
+    if (ranks.length >= 2) {
+      var values = PD.heatmapExcess(h), hung = new Set(), marks = new Map();
+      analyzed.forEach(function (w) { if (w.status === 'hang') hung.add(w.rank); });
+      culprits.forEach(function (r) { marks.set(r, 'rank ' + r); });
+      hung.forEach(function (r) { marks.set(r, 'rank ' + r + ': hang'); });
+      var top = Math.max.apply(null, values.filter(isFinite).concat([0]));
+      var plot = PD.barPlot({ ranks: ranks, values: values, highlight: culprits, full: hung, marks: marks, format: fmt.pct, floor: 0.05,
+        label: 'largest excess per rank', xTitle: 'rank', yTitle: 'excess, % of step',
+        note: !hung.size && !culprits.size && top < 0.01 ? 'No worker stands out: every rank is within ' + fmt.pct(top) + ' of the median worker in every function' : null,
+        onClick: function (r) { location.hash = '#/workers?rank=' + r; } });
+      plot.node.style.height = '210px';
+      return [el('p', { className: 'muted' }, 'Each bar is a rank (x axis): its largest excess over the median worker in any one function outside communication, as a share of step time (y axis). Workers that wait for a straggler spend longer in collectives, so a worker is judged by what it does instead of waiting. A slow or faulty worker stands out as a tall bar; red: named in a finding', hung.size ? ', or hung (full height)' : '', '. Click a bar to open the worker.'),
+              later(plot)];
+    }
+    if (analyzed.length === 1) {
+      var w = analyzed[0], steps = w.steps || [];
+      var longest = Math.max.apply(null, steps.map(function (st) { return st.ms || 0; }).concat([w.step_time_ms || 0]));
+      return [el('p', { className: 'muted' }, 'One worker (rank ' + w.rank + '): there is no other worker to compare it with, so here are its profiled steps, each split into exposed time by class.'),
+              el('div', { className: 'panel one-worker' }, (steps.length ? steps : [Object.assign({ step: '–', ms: w.step_time_ms }, w.breakdown || {})]).map(function (st) {
+                return el('div', { className: 'glance-step' }, el('span', { className: 'glance-label' }, 'step ' + st.step),
+                  el('div', { className: 'glance-bar', style: { width: 'calc((100% - 170px) * ' + ((st.ms || 0) / (longest || 1)).toFixed(4) + ')' } }, breakdownBar(st, st.ms)),
+                  el('span', { className: 'glance-ms' }, fmt.ms(st.ms)));
+              }), breakdownLegend())];
+    }
+    return null;
+  }
+
+  /* The width of the widest of texts in a font (px). */
+  var measureContext = null;
+  function longestText(texts, font) {
+    measureContext = measureContext || document.createElement('canvas').getContext('2d');
+    measureContext.font = font;
+    var widest = 0, longest = {};
+    texts.forEach(function (t) { var n = t.length; if (!longest[n]) longest[n] = t; }); /* one of each length */
+    Object.keys(longest).forEach(function (n) { widest = Math.max(widest, measureContext.measureText(longest[n]).width); });
+    return widest;
+  }
+
+  /* "1-5, 9, 12-127": a list of ranks, short. */
+  function rankRanges(ranks) {
+    var out = [], i = 0;
+    while (i < ranks.length) {
+      var j = i;
+      while (j + 1 < ranks.length && ranks[j + 1] === ranks[j] + 1) j++;
+      out.push(j > i ? ranks[i] + '–' + ranks[j] : String(ranks[i]));
+      i = j + 1;
+    }
+    return out.join(', ');
+  }
+  function sampleNote() {
+    var held = analyzed.map(function (w) { return w.rank; }).filter(function (r) { return r >= 0; });
+    return 'This report holds ' + analyzed.length + ' of the job\'s ' + worldSize + ' ranks (' + (held.length === 1 ? 'rank ' : 'ranks ') +
+      rankRanges(held) + '): a sample, the other ranks\' traces were not given. Findings compare only the ranks it holds.';
+  }
+
   /* Workers --------------------------------------------------------------------------- */
   function renderWorkers(node, params) {
     heading(node, 'Workers', 'One row per worker (rank). Step time is the median duration of the profiled steps. Each step\'s time is split into exposed time by priority: GPU compute first, then memory operations, communication, CUDA runtime, Python, and idle for the rest, so the parts add up to the step time. In a synchronous job every worker\'s step takes about as long, so look at the split: the straggler computes longer and communicates less, because the others wait for it inside their collectives.', [
@@ -307,27 +439,45 @@
       ['rank source', 'where the rank came from: distributedInfo in the trace, the file name, the file order, or the collector.']
     ]);
     node.appendChild(breakdownLegend());
-    if (workers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (listedWorkers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (sampled) node.appendChild(el('p', { className: 'muted', id: 'sample-note' }, sampleNote()));
     var detail = el('div', { id: 'worker-detail' });
     var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
     var maxStep = Math.max.apply(null, workers.map(function (w) { return w.step_time_ms || 0; }).concat([0]));
+    /* The class of the finding the reader came from (else the root cause's): its column
+     * is marked. The columns up to idle fit 1400 px; the rest scroll, the rank column
+     * staying in place. */
+    var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1;
+    var focus = findings[findingIndex] || (diagnosis.verdict !== 'healthy' ? findings[0] : null);
+    var focusKey = focus ? CLASS_OF_CATEGORY[focus.category] : null;
+    var classWidth = { communication_ms: 124 }, fixed = 58 + 70 + 86 + 86 + 5 * 84 + 124, minBar = 96;
+    /* The worker column as wide as the longest name, within what the view leaves (the
+     * page's width less the navigation and a scroll bar); longer names are shortened in
+     * the middle, whole on hover. The breakdown bar takes the rest. */
+    var font = '14px ' + getComputedStyle(document.body).fontFamily, room = window.innerWidth - 210 - 48 - 20 - fixed;
+    var nameW = Math.max(110, Math.min(240, room - minBar, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), font)) + 20));
+    var barW = Math.max(minBar, Math.min(160, room - nameW));
     var cols = [
-      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '64px' },
-      { label: 'worker', value: function (w) { return w.name; }, width: '210px' },
-      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '80px' },
-      { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '96px' },
-      { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '96px' },
-      { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: '160px', help: 'exposed time per step; sorts by compute' }
+      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col' },
+      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; },
+        render: function (w) { return PD.fitText(w.name || '', nameW - 18, font); } },
+      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px' },
+      { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '86px' },
+      { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '86px', className: 'wrap' },
+      { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: barW + 'px', help: 'exposed time per step; sorts by compute' }
     ].concat(PD.BREAKDOWN.map(function (c) {
-      return { label: c.label, value: function (w) { return (w.breakdown || {})[c.key]; }, text: function (w) { return fmt.ms((w.breakdown || {})[c.key]); }, numeric: true, width: '96px', help: c.label + ' ms per step' };
+      var marked = c.key === focusKey;
+      return { label: c.label, value: function (w) { return (w.breakdown || {})[c.key]; }, text: function (w) { return fmt.ms((w.breakdown || {})[c.key]); },
+               numeric: true, width: (classWidth[c.key] || 84) + 'px', className: 'wrap' + (marked ? ' finding-col' : ''),
+               help: c.label + ' ms per step' + (marked ? ' (the class of ' + (findings.indexOf(focus) === 0 ? 'the root cause' : 'finding ' + (findings.indexOf(focus) + 1)) + ')' : '') };
     })).concat([
-      { label: 'host', value: function (w) { return w.host; }, width: '110px' },
-      { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '70px' },
-      { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '70px' },
-      { label: 'rank source', value: function (w) { return w.rank_source; }, width: '110px' }
+      { label: 'host', value: function (w) { return w.host; }, width: '120px' },
+      { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '66px', className: 'wrap' },
+      { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '86px' },
+      { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px' }
     ]);
     var t = new PD.Table({
-      rows: workers, columns: cols, filter: 'Filter workers (rank, name, host, status)', visibleRows: 16,
+      rows: listedWorkers, columns: cols, filter: 'Filter workers (rank, name, host, status)', visibleRows: 16,
       rowClass: function (w) { return culprits.has(w.rank) ? 'culprit' : ''; },
       onRowClick: function (w) { showWorker(w); }
     });
@@ -353,8 +503,8 @@
       el('h2', null, 'Rank ' + w.rank + ' · ' + (w.name || '')),
       el('p', { className: 'muted' }, 'host ' + (w.host || '–') + ' · local rank ' + (w.local_rank !== undefined ? w.local_rank : '–') +
         ' · pid ' + (w.pid !== undefined ? w.pid : '–') + ' · rank from ' + (w.rank_source || '–') + ' · status ' + (w.status || '–')),
-      culprits.has(w.rank) ? el('p', { className: 'status-slow' }, 'Named in: ' + findings.filter(function (f) { return (f.workers || []).indexOf(w.rank) >= 0 && !f.all_workers; })
-        .map(function (f) { return f.summary; }).join(' ')) : null,
+      culprits.has(w.rank) ? el('p', { className: 'status-slow' }, 'Named in: ', findings.filter(function (f) { return (f.workers || []).indexOf(w.rank) >= 0 && !f.all_workers; })
+        .map(function (f, i) { return [i ? ' ' : '', PD.richText(f.summary || '')]; })) : null,
       el('h3', null, 'Per step'),
       steps.length ? table({
         rows: steps, visibleRows: 10,
@@ -377,12 +527,12 @@
   }
 
   function breakdownChartOption() {
-    var ranks = workers.map(function (w) { return 'rank ' + w.rank; });
+    var workers = listedWorkers, ranks = workers.map(function (w) { return 'rank ' + w.rank; });
     var window_ = Math.min(100, 100 * 96 / Math.max(1, workers.length));
     return {
       animation: workers.length <= 256,
       tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, formatter: escapedTooltip },
-      grid: { left: 60, right: 20, top: 20, bottom: workers.length > 96 ? 70 : 40 },
+      grid: { left: 60, right: 20, top: 36, bottom: workers.length > 96 ? 70 : 40 },
       xAxis: { type: 'category', data: ranks },
       yAxis: { type: 'value', name: 'ms per step' },
       dataZoom: workers.length > 96 ? [{ type: 'slider', start: 0, end: window_ }, { type: 'inside' }] : [],
@@ -403,6 +553,31 @@
         return { name: c.label, type: 'bar', stack: 'step', itemStyle: { color: c.color }, data: w.steps.map(function (s) { return s[c.key] || 0; }) };
       })
     };
+  }
+
+  /* Step timeline ------------------------------------------------------------------------ */
+  function timelineRows() {
+    return analyzed.filter(function (w) { return Array.isArray(w.steps) && w.steps.length; });
+  }
+
+  function renderTimeline(node, params) {
+    var model = diagnosis.step_model || {}, rows = timelineRows();
+    var synced = rows.some(function (w) { return w.steps.some(function (st) { return Array.isArray(st.syncs); }); });
+    heading(node, 'Step timeline', 'One row per rank, each profiled step side by side, every rank\'s step from its own start. A step is a chain of sync points: the collectives a worker waits in (an all-reduce, a barrier). Between two of them each worker works (blue), then waits for the others (orange) until the collective ends (the black tick). In a synchronous job every segment lasts as long as its busiest worker\'s work: that rank sets the step time (red outline), and the others\' orange is time spent waiting for it. Fix what the red rank does, not the waiting.', [
+      ['blue', 'the worker\'s own work before each sync point: compute, memory operations, CUDA runtime calls, Python.'],
+      ['orange', 'waiting: inside a collective until every worker has arrived (and the transfer), or idle.'],
+      ['red outline', 'the rank the step model (' + (typeof model.step_ms === 'number' ? 'a modelled step of ' + fmt.ms(model.step_ms) : 'diagnosis.step_model') + ') finds the busiest in most of the step\'s segments: the others wait for it.'],
+      ['"Step setters first"', 'orders the rows by how many steps each rank sets.']
+    ]);
+    if (!synced) node.appendChild(el('p', { className: 'muted', id: 'no-syncs' }, 'These summaries carry no sync points (a trace whose collectives the collector could not see, or an older summary): each step shows its exposed work, then the rest as waiting.'));
+    var timeline = new PD.Timeline({
+      workers: rows, pace: model.pace, culprits: culprits,
+      onRowClick: function (r) { location.hash = '#/workers?rank=' + r; }
+    });
+    node.appendChild(timeline.node);
+    var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
+    mounted.push({ node: timeline.node, mount: function () { timeline.mount(); if (wantRank !== null) timeline.scrollToRank(wantRank); },
+                   destroy: function () { timeline.destroy(); } });
   }
 
   /* Heatmap --------------------------------------------------------------------------- */
@@ -652,7 +827,7 @@
     node.appendChild(table({
       rows: metrics, highlight: key !== null ? function (e) { return e[0] === key; } : null,
       columns: [{ label: 'metric', value: function (e) { return e[0]; } },
-                { label: 'unit', value: function (e) { return e[1].unit; }, width: '80px' },
+                { label: 'unit', value: function (e) { return e[1].unit; }, text: function (e) { return e[1].unit || '–'; }, width: '80px' },
                 { label: 'min', value: function (e) { return (e[1]['min/median/max'] || [])[0]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[0]); }, numeric: true },
                 { label: 'median', value: function (e) { return (e[1]['min/median/max'] || [])[1]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[1]); }, numeric: true },
                 { label: 'max', value: function (e) { return (e[1]['min/median/max'] || [])[2]; }, text: function (e) { return fmt.num((e[1]['min/median/max'] || [])[2]); }, numeric: true }]
@@ -717,7 +892,7 @@
   /* Warnings and raw traces ------------------------------------------------------------------- */
   function renderWarnings(node) {
     heading(node, 'Warnings', 'Problems with the input that did not stop the analysis: a rank guessed from a file name, a trace cut short, a worker that never reported. The diagnosis above is only as complete as these allow.');
-    node.appendChild(el('ul', { className: 'plain', id: 'warnings' }, (R.warnings || []).map(function (w) { return el('li', null, String(w)); })));
+    node.appendChild(el('ul', { className: 'plain', id: 'warnings' }, (R.warnings || []).map(function (w) { return el('li', null, PD.richText(String(w))); })));
   }
 
   function rawTraceLink(path) {
@@ -743,7 +918,8 @@
   /* Start ------------------------------------------------------------------------------------- */
   function start() {
     document.getElementById('job-line').textContent =
-      (job.world_size !== undefined ? job.world_size + ' workers' : '') +
+      (workersAnalyzed < worldSize ? workersAnalyzed + ' of ' + worldSize + ' workers'
+                                   : worldSize + (worldSize === 1 ? ' worker' : ' workers')) +
       (typeof stepMs === 'number' ? ' · median step ' + fmt.ms(stepMs) : '') +
       (R.generated_at ? ' · ' + R.generated_at : '');
     var badge = document.getElementById('verdict-badge');

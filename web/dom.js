@@ -129,6 +129,22 @@ var PD = (window.PD = window.PD || {});
     return s.slice(0, head) + '…' + s.slice(s.length - (max - 1 - head));
   }
 
+  /* text, shortened in the middle until it fits width px in font (the full text goes in a
+   * title): a long file name keeps its start and its end. */
+  var fitContext = null;
+  PD.fitText = function (text, width, font) {
+    text = String(text);
+    fitContext = fitContext || document.createElement('canvas').getContext('2d');
+    fitContext.font = font;
+    if (fitContext.measureText(text).width <= width) return text;
+    var lo = 1, hi = text.length - 1;
+    while (lo < hi) { /* the longest shortening that fits */
+      var mid = Math.ceil((lo + hi) / 2);
+      if (fitContext.measureText(middleEllipsis(text, mid)).width <= width) lo = mid; else hi = mid - 1;
+    }
+    return middleEllipsis(text, lo);
+  };
+
   /* A kernel name a person can scan; the full name goes in the title (hover). */
   PD.shortKernel = function (name, max) {
     var s = String(name).replace(/^void /, '').replace(/\(anonymous namespace\)/g, '(anon)');
@@ -139,12 +155,43 @@ var PD = (window.PD = window.PD || {});
     return PD.shortKernel(k.name, max) + (k.launch ? ' ' + k.launch : '');
   };
 
-  /* A Python call stack "a.py: f|b.py: g|...": the innermost frame, and how deep it is. */
+  /* A Python call stack "a.py: f|b.py: g|...", outermost frame first. */
   PD.stackFrames = function (stack) { return String(stack).split('|'); };
+  /* A frame by its function alone: "a.py(74): f" and "engine: f" -> "f",
+   * "<built-in function sleep>" and "<built-in method randn of ...>" -> "sleep", "randn". */
+  PD.frameName = function (frame) {
+    var f = String(frame), builtin = /^<built-in (?:function|method) ([^\s>]+)/.exec(f);
+    if (builtin) return builtin[1];
+    var colon = f.lastIndexOf(': ');
+    return colon >= 0 && colon + 2 < f.length ? f.slice(colon + 2) : f;
+  };
+  /* The stack as a person reads it: the innermost frame first, then its callers
+   * ("sleep ‹ load_batch ‹ train_step"), outer callers dropped to fit max characters. */
   PD.shortStack = function (stack, max) {
-    var frames = PD.stackFrames(stack);
-    var last = middleEllipsis(frames[frames.length - 1], max || 70);
-    return frames.length > 1 ? '… ' + (frames.length - 1) + ' frames | ' + last : last;
+    max = max || 70;
+    var frames = PD.stackFrames(stack).map(PD.frameName).reverse();
+    var out = middleEllipsis(frames[0], max);
+    for (var i = 1; i < frames.length; i++) {
+      var next = out + ' ‹ ' + frames[i];
+      if (next.length <= max) { out = next; continue; }
+      var more = i + 1 < frames.length, room = max - out.length - 3 - (more ? 4 : 0);
+      if (room < 8) return out + ' ‹ …';
+      return out + ' ‹ ' + middleEllipsis(frames[i], room) + (more ? ' ‹ …' : ''); /* the caller, shortened */
+    }
+    return out;
+  };
+
+  /* A sentence whose `quoted` parts are code: text nodes and <code> elements, never
+   * markup, so a name inside the quotes stays text whatever it holds. */
+  PD.richText = function (text) {
+    var parts = String(text).split('`');
+    if (parts.length % 2 === 0) { /* an unpaired backtick stays a backtick */
+      var last = parts.pop();
+      parts[parts.length - 1] += '`' + last;
+    }
+    return parts.map(function (part, i) {
+      return i % 2 ? PD.el('code', null, part) : part;
+    }).filter(function (part) { return part !== ''; });
   };
 
   /* A function named in the heatmap or a finding, shortened by what kind it is. */

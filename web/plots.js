@@ -4,9 +4,12 @@
  * workers, so they are drawn directly rather than through a general chart library.
  *
  * Heatmap design: one canvas the size of the viewport draws only the rows in view; a
- * spacer gives the scroll bar its full height (rows x 16 px). Row labels and column
- * headers are HTML (text, hover titles, clickable) positioned over the same grid. An
- * overview strip beside it maps every row to at most one pixel, keeping for each pixel
+ * spacer gives the scroll bar its full height (rows x row height). Row labels and column
+ * headers are HTML (text, hover titles, clickable) positioned over the same grid: the
+ * label gutter is as wide as the longest label, column labels stand upright in their
+ * column (innermost frame first, the full name on hover) under a header as tall as the
+ * longest, and a small job gets taller rows and wider columns rather than a thin strip.
+ * An overview strip beside it maps every row to at most one pixel, keeping for each pixel
  * the largest deviation among its rows, so one slow worker in 4096 shows as a red tick
  * without scrolling. Cost per frame: visible rows x functions fillRect calls.
  */
@@ -14,7 +17,23 @@
 var PD = (window.PD = window.PD || {});
 
 (function () {
-  var ROW_H = 16, GUTTER = 168, MIN_COL_W = 14, MAX_COL_W = 44, MIN_SCALE = 0.05;
+  var MIN_ROW_H = 16, MAX_ROW_H = 48, SMALL_JOB_H = 260, MIN_COL_W = 16, MAX_COL_W = 72, MIN_SCALE = 0.05;
+  var MIN_GUTTER = 120, MAX_GUTTER = 360, LABEL_CHARS = 34, MAX_HEADER = 250;
+  var ROW_FONT = '11px ui-monospace, Menlo, Consolas, monospace';
+
+  var measurer = null;
+  function textWidth(text, font) {
+    measurer = measurer || document.createElement('canvas').getContext('2d');
+    measurer.font = font;
+    return measurer.measureText(text).width;
+  }
+
+  /* A heatmap column's label: the function shortened by its kind (a Python stack reads
+   * innermost frame first). */
+  PD.heatmapLabel = function (fn) {
+    if (fn.category === 'gpu_compute') return PD.shortKernel(PD.splitKernelKey(String(fn.name)).name, LABEL_CHARS);
+    return PD.shortFunction(fn.category, fn.name, LABEL_CHARS);
+  };
 
   function setupCanvas(canvas, width, height) {
     var dpr = window.devicePixelRatio || 1;
@@ -53,7 +72,9 @@ var PD = (window.PD = window.PD || {});
     this.functions = h.functions || [];
     this.ranks = h.ranks || [];
     this.matrices = { values: h.values || [], shares: h.shares || [] };
-    this.mode = 'values';
+    /* One worker has no median to deviate from: its time shares are what there is. */
+    this.mode = this.ranks.length >= 2 ? 'values' : 'shares';
+    this.rowH = Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(SMALL_JOB_H / Math.max(1, this.ranks.length))));
     this.culprits = options.culprits || new Set();
     this.highlightColumn = options.highlightColumn >= 0 ? options.highlightColumn : -1;
     this.rowExcess = PD.heatmapExcess(h);
@@ -117,12 +138,13 @@ var PD = (window.PD = window.PD || {});
     this.cols = el('div', { className: 'cols' });
     this.canvas = el('canvas', { attrs: { 'aria-label': 'workers by functions heatmap', role: 'img' } });
     this.labels = el('div', { className: 'labels' });
-    this.spacer = el('div', { style: { height: this.ranks.length * ROW_H + 'px' } });
+    this.spacer = el('div', { style: { height: this.ranks.length * this.rowH + 'px' } });
     this.scroll = el('div', { className: 'scroll' }, el('div', { className: 'sticky' }, this.canvas, this.labels), this.spacer);
     this.overview = el('canvas', { className: 'overview', title: 'Every worker at once: its largest excess outside communication (several workers per pixel row when there are many; the largest shows). Click to jump.' });
     this.grid = el('div', { className: 'grid' }, this.cols, this.scroll);
+    this.gutter = this.measureGutter();
     this.node = el('div', { id: 'heatmap', className: 'heatmap-wrap' }, toolbar,
-      el('div', { className: 'heatmap', style: { '--gutter': GUTTER + 'px' } }, this.grid, this.overview));
+      el('div', { className: 'heatmap', style: { '--gutter': this.gutter + 'px' } }, this.grid, this.overview));
     this.node.dataset.culprits = Array.from(this.culprits).sort(function (a, b) { return a - b; }).join(',');
     this.node.ptHeatmap = this;
 
@@ -143,17 +165,37 @@ var PD = (window.PD = window.PD || {});
     this.updateButtons();
   };
 
+  /* A row's label, "▶ 3 · host_3_4711.json", its name shortened in the middle to fit. */
+  Heatmap.prototype.rowLabel = function (rank) {
+    var head = (this.culprits.has(rank) ? '▶ ' : '') + rank + ' · ', name = String(this.options.workerName(rank));
+    var room = this.labelChars - head.length;
+    if (name.length > room) name = name.slice(0, Math.ceil((room - 1) * 0.6)) + '…' + name.slice(name.length - Math.floor((room - 1) * 0.4));
+    return head + name;
+  };
+
+  /* The label gutter: as wide as the longest label (its name in up to 40 characters). */
+  Heatmap.prototype.measureGutter = function () {
+    var self = this, longest = 0;
+    this.ranks.forEach(function (rank) {
+      var n = String(rank).length + 3 + (self.culprits.has(rank) ? 2 : 0) + Math.min(40, String(self.options.workerName(rank)).length);
+      if (n > longest) longest = n;
+    });
+    var charW = textWidth('0123456789', ROW_FONT) / 10;
+    this.labelChars = Math.max(8, Math.min(longest, Math.floor((MAX_GUTTER - 12) / charW)));
+    return Math.max(MIN_GUTTER, Math.min(MAX_GUTTER, Math.ceil(this.labelChars * charW) + 12));
+  };
+
   /* Called once the node is in the document (sizes are known only then). */
   Heatmap.prototype.mount = function () { this.layout(); };
   Heatmap.prototype.destroy = function () { window.removeEventListener('resize', this.resizeListener); };
 
   Heatmap.prototype.layout = function () {
     var width = (this.grid.parentNode.clientWidth || 850) - 50; /* less the overview strip */
-    var f = Math.max(1, this.functions.length);
-    this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - GUTTER - 2) / f)));
-    this.viewH = Math.min(this.ranks.length * ROW_H, Math.max(240, window.innerHeight - 330));
+    var f = Math.max(1, this.functions.length), gutter = this.gutter;
+    this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - gutter - 2) / f)));
+    this.viewH = Math.min(this.ranks.length * this.rowH, Math.max(240, window.innerHeight - 330));
     this.scroll.style.height = this.viewH + 'px';
-    this.grid.style.width = Math.min(width, GUTTER + f * this.colW + 2) + 'px';
+    this.grid.style.width = Math.min(width, gutter + f * this.colW + 2) + 'px';
     this.ctx = setupCanvas(this.canvas, f * this.colW, this.viewH);
     this.buildColumns();
     this.octx = setupCanvas(this.overview, 36, this.viewH);
@@ -161,19 +203,24 @@ var PD = (window.PD = window.PD || {});
     this.render();
   };
 
+  /* Column labels stand upright (read bottom to top) inside their column, under a
+   * header as tall as the longest label; the full name is the column's title. */
   Heatmap.prototype.buildColumns = function () {
-    var el = PD.el, self = this;
+    var el = PD.el, self = this, tallest = 0;
     this.cols.replaceChildren();
     this.functions.forEach(function (fn, j) {
-      var full = (fn.category || '') + ': ' + fn.name;
+      var full = (fn.category || '') + ': ' + fn.name, label = PD.heatmapLabel(fn);
       var col = el('div', {
         className: 'col' + (j === self.highlightColumn ? ' hl' : ''), title: full,
         style: { left: j * self.colW + 'px', width: self.colW + 'px' },
         dataset: { index: j, category: fn.category || '' },
         onclick: function () { if (self.options.onColumnClick) self.options.onColumnClick(j); }
-      }, el('span', null, PD.shortFunction(fn.category, fn.name, 30)));
+      }, el('span', null, label));
       self.cols.appendChild(col);
     });
+    /* The labels' own height as the page's font draws them (they are in the document). */
+    Array.prototype.forEach.call(this.cols.querySelectorAll('span'), function (span) { tallest = Math.max(tallest, span.offsetHeight); });
+    this.cols.style.height = Math.min(MAX_HEADER, Math.ceil(tallest || 120) + 12) + 'px';
   };
 
   Heatmap.prototype.schedule = function () {
@@ -187,29 +234,29 @@ var PD = (window.PD = window.PD || {});
     if (!this.ctx) return;
     var ctx = this.ctx, matrix = this.matrices[this.mode], scale = this.scales[this.mode];
     var color = this.mode === 'values' ? PD.deviationColor : PD.shareColor;
-    var top = this.scroll.scrollTop, first = Math.floor(top / ROW_H), offset = top - first * ROW_H;
-    var rowsInView = Math.ceil(this.viewH / ROW_H) + 1, f = this.functions.length, colW = this.colW;
+    var rowH = this.rowH, top = this.scroll.scrollTop, first = Math.floor(top / rowH), offset = top - first * rowH;
+    var rowsInView = Math.ceil(this.viewH / rowH) + 1, f = this.functions.length, colW = this.colW;
     var el = PD.el, self = this;
     ctx.clearRect(0, 0, f * colW, this.viewH);
     var labels = document.createDocumentFragment();
     for (var k = 0; k < rowsInView && first + k < this.order.length; k++) {
-      var i = this.order[first + k], y = k * ROW_H - offset, row = matrix[i] || [];
+      var i = this.order[first + k], y = k * rowH - offset, row = matrix[i] || [];
       for (var j = 0; j < f; j++) {
         ctx.fillStyle = color(row[j], scale);
-        ctx.fillRect(j * colW, y, colW - 1, ROW_H - 1);
+        ctx.fillRect(j * colW, y, colW - 1, rowH - 1);
       }
       var rank = this.ranks[i], culprit = this.culprits.has(rank);
       if (culprit) {
         ctx.strokeStyle = '#c62828';
         ctx.lineWidth = 2;
-        ctx.strokeRect(1, y + 1, f * colW - 2, ROW_H - 2);
+        ctx.strokeRect(1, y + 1, f * colW - 2, rowH - 2);
       }
       labels.appendChild(el('div', {
-        className: 'rowlabel' + (culprit ? ' culprit' : ''), title: this.options.workerName(rank),
-        style: { top: y + 'px', height: ROW_H + 'px', 'line-height': ROW_H + 'px' },
+        className: 'rowlabel' + (culprit ? ' culprit' : ''), title: 'rank ' + rank + ' · ' + this.options.workerName(rank),
+        style: { top: y + 'px', height: rowH + 'px', 'line-height': rowH + 'px' },
         dataset: { rank: rank },
         onclick: (function (r) { return function () { if (self.options.onRowClick) self.options.onRowClick(r); }; })(rank)
-      }, (culprit ? '▶ ' : '') + rank + ' · ' + this.options.workerName(rank)));
+      }, this.rowLabel(rank)));
     }
     if (this.highlightColumn >= 0) {
       ctx.strokeStyle = '#e8b400';
@@ -256,7 +303,7 @@ var PD = (window.PD = window.PD || {});
   Heatmap.prototype.cellAt = function (e) {
     var r = this.canvas.getBoundingClientRect();
     var x = e.clientX - r.left, y = e.clientY - r.top + this.scroll.scrollTop;
-    var pos = Math.floor(y / ROW_H), j = Math.floor(x / this.colW);
+    var pos = Math.floor(y / this.rowH), j = Math.floor(x / this.colW);
     if (pos < 0 || pos >= this.order.length || j < 0 || j >= this.functions.length) return null;
     return { row: this.order[pos], col: j };
   };
@@ -293,7 +340,7 @@ var PD = (window.PD = window.PD || {});
     if (i >= 0) this.scrollToIndex(this.order.indexOf(i));
   };
   Heatmap.prototype.scrollToIndex = function (pos) {
-    this.scroll.scrollTop = Math.max(0, pos * ROW_H - this.viewH / 3);
+    this.scroll.scrollTop = Math.max(0, pos * this.rowH - this.viewH / 3);
     this.render();
   };
 
@@ -315,43 +362,91 @@ var PD = (window.PD = window.PD || {});
 
   /* Bar plot: one bar per rank, bucketed by max when there are more ranks than pixels. --- */
 
-  /* options: {ranks, values, highlight: Set, format(v), onClick(rank), label, floor} */
+  /* Ticks for ranks first..last: every rank when they fit, else round steps (0, 512, ...). */
+  function rankTicks(ranks, width) {
+    var n = ranks.length, fit = Math.max(2, Math.floor(width / 44));
+    if (n <= fit) return ranks.map(function (_, i) { return i; });
+    var raw = n / fit, mag = Math.pow(10, Math.floor(Math.log10(raw))), step = mag;
+    [1, 2, 5, 10].some(function (m) { step = m * mag; return step >= raw; });
+    var ticks = [];
+    for (var i = 0; i < n; i += step) ticks.push(i);
+    if (n - 1 - ticks[ticks.length - 1] > step / 2) ticks.push(n - 1);
+    return ticks;
+  }
+
+  /* options: {ranks, values, highlight: Set, format(v), onClick(rank), label, floor,
+   *           xTitle, yTitle, marks: Map rank -> label drawn above its bar,
+   *           full: Set of ranks drawn at full height (a hang: no value, all the time),
+   *           note: text across the plot (nothing stands out)} */
   PD.barPlot = function (options) {
     var canvas = PD.el('canvas', { className: 'plot', attrs: { role: 'img', 'aria-label': options.label || 'bar plot' } });
-    var state = {};
+    var state = {}, marks = options.marks || new Map(), full = options.full || new Set();
     function draw() {
-      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 180, pad = { l: 54, r: 10, t: 10, b: 22 };
+      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 180;
+      var pad = { l: 58, r: 12, t: 24, b: options.xTitle ? 36 : 22 };
       var ctx = setupCanvas(canvas, w, h), n = options.ranks.length, pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
       var buckets = Math.max(1, Math.min(n, Math.floor(pw))), best = new Array(buckets).fill(-1);
+      var important = function (i) { return options.highlight.has(options.ranks[i]) || full.has(options.ranks[i]); };
       /* Per pixel, the bar that matters: a highlighted rank, else the tallest. */
       options.values.forEach(function (v, i) {
         var b = Math.floor(i * buckets / n), cur = best[b];
         if (cur < 0) { best[b] = i; return; }
-        var hi = options.highlight.has(options.ranks[i]), hc = options.highlight.has(options.ranks[cur]);
+        var hi = important(i), hc = important(cur);
         if (hi !== hc ? hi : v > options.values[cur]) best[b] = i;
       });
       /* A floor on the axis keeps healthy noise looking like noise rather than tall bars. */
       var max = Math.max.apply(null, options.values.filter(isFinite).concat([options.floor || 1e-12]));
       ctx.font = '11px system-ui, sans-serif';
       ctx.fillStyle = '#5d6678';
+      ctx.strokeStyle = '#eef0f4';
       ctx.textAlign = 'right';
-      ctx.fillText(options.format(max), pad.l - 6, pad.t + 8);
-      ctx.fillText('0', pad.l - 6, pad.t + ph);
-      ctx.textAlign = 'left';
-      ctx.fillText('rank ' + options.ranks[0], pad.l, h - 6);
-      ctx.textAlign = 'right';
-      ctx.fillText('rank ' + options.ranks[n - 1], w - pad.r, h - 6);
-      var bw = pw / buckets;
+      [0, 0.5, 1].forEach(function (f) { /* y axis: 0, half, top, with grid lines */
+        var y = pad.t + ph - f * ph;
+        ctx.fillText(f ? options.format(max * f) : '0', pad.l - 6, y + 4);
+        ctx.beginPath(); ctx.moveTo(pad.l, y + 0.5); ctx.lineTo(w - pad.r, y + 0.5); ctx.stroke();
+      });
+      if (options.yTitle) {
+        ctx.save();
+        ctx.translate(12, pad.t + ph / 2);
+        ctx.rotate(-Math.PI / 2);
+        ctx.textAlign = 'center';
+        ctx.fillText(options.yTitle, 0, 0);
+        ctx.restore();
+      }
+      var bw = pw / buckets, slot = pw / n;
+      ctx.textAlign = 'center';
+      var ticks = rankTicks(options.ranks, pw);
+      ticks.forEach(function (i) { /* x axis: the ranks */
+        ctx.fillText(String(options.ranks[i]), pad.l + (i + 0.5) * slot, pad.t + ph + 14);
+      });
+      canvas.dataset.ticks = ticks.map(function (i) { return options.ranks[i]; }).join(',');
+      if (options.xTitle) ctx.fillText(options.xTitle, pad.l + pw / 2, h - 6);
+      var labelled = [];
       for (var b = 0; b < buckets; b++) {
         var i = best[b];
         if (i < 0) continue;
-        var v = options.values[i], bh = isFinite(v) ? v / max * ph : 0, hl = options.highlight.has(options.ranks[i]);
+        var rank = options.ranks[i], v = options.values[i], hl = important(i);
+        var bh = full.has(rank) ? ph : isFinite(v) ? v / max * ph : 0;
         ctx.fillStyle = hl ? '#c62828' : '#4c78a8';
         ctx.fillRect(pad.l + b * bw, pad.t + ph - bh, Math.max(1, bw - (bw > 3 ? 1 : 0)), Math.max(hl ? 2 : 0, bh));
+        if (marks.has(rank)) labelled.push({ x: pad.l + (b + 0.5) * bw, y: pad.t + ph - bh, text: marks.get(rank) });
       }
       ctx.strokeStyle = '#dde1e8';
       ctx.beginPath(); ctx.moveTo(pad.l, pad.t + ph + 0.5); ctx.lineTo(w - pad.r, pad.t + ph + 0.5); ctx.stroke();
+      ctx.fillStyle = '#c62828';
+      ctx.font = '600 11px system-ui, sans-serif';
+      labelled.slice(0, 12).forEach(function (m) {
+        ctx.textAlign = m.x < pad.l + 40 ? 'left' : m.x > w - pad.r - 40 ? 'right' : 'center';
+        ctx.fillText(m.text, m.x, Math.max(11, m.y - 4));
+      });
+      if (options.note) {
+        ctx.fillStyle = '#5d6678';
+        ctx.font = '13px system-ui, sans-serif';
+        ctx.textAlign = 'center';
+        ctx.fillText(options.note, pad.l + pw / 2, pad.t + ph / 2);
+      }
       state = { pad: pad, bw: bw, best: best };
+      canvas.dataset.marks = labelled.map(function (m) { return m.text; }).join(',');
     }
     function indexAt(e) {
       var r = canvas.getBoundingClientRect(), b = Math.floor((e.clientX - r.left - state.pad.l) / state.bw);
@@ -360,7 +455,8 @@ var PD = (window.PD = window.PD || {});
     canvas.addEventListener('mousemove', function (e) {
       var i = indexAt(e);
       if (i < 0) return PD.tooltip.hide();
-      PD.tooltip.show(e.clientX, e.clientY, 'rank ' + options.ranks[i] + ': ' + options.format(options.values[i]));
+      var rank = options.ranks[i];
+      PD.tooltip.show(e.clientX, e.clientY, 'rank ' + rank + ': ' + (full.has(rank) ? (marks.get(rank) || '') : options.format(options.values[i])));
     });
     canvas.addEventListener('mouseleave', function () { PD.tooltip.hide(); });
     canvas.addEventListener('click', function (e) { var i = indexAt(e); if (i >= 0 && options.onClick) options.onClick(options.ranks[i]); });

@@ -7,7 +7,7 @@
  * fixed-width (table-layout: fixed) so they do not jump while scrolling.
  *
  *   new PD.Table({columns: [{label, value(row), text(row)?, render(row)?, title(row)?,
- *                            numeric?, width?, sortable?}],
+ *                            numeric?, width?, sortable?, className?}],
  *                 rows, sort: {column, descending}, height, filter: 'placeholder',
  *                 onRowClick(row), rowClass(row)})  -> .node, .highlight(pred), .rows
  */
@@ -16,6 +16,12 @@ var PD = (window.PD = window.PD || {});
 
 (function () {
   var ROW_HEIGHT = 26, HEADER_HEIGHT = 31, OVERSCAN = 8;
+
+  /* A column's classes: 'num' for numbers, and its own (sticky-col: stays in place when
+   * the table scrolls sideways; wrap: a header on two lines; finding-col: marked). */
+  function cellClass(col) {
+    return [col.numeric ? 'num' : '', col.className || ''].join(' ').trim();
+  }
 
   function Table(options) {
     this.options = options;
@@ -34,7 +40,7 @@ var PD = (window.PD = window.PD || {});
     var self = this, o = this.options, el = PD.el;
     this.headers = this.columns.map(function (col, i) {
       return el('th', {
-        className: col.numeric ? 'num' : '', title: col.help || col.label,
+        className: cellClass(col), title: col.help || col.label,
         style: col.width ? { width: col.width } : null,
         attrs: { scope: 'col' },
         onclick: function () { if (col.sortable !== false) self.sortBy(i); }
@@ -102,7 +108,7 @@ var PD = (window.PD = window.PD || {});
     this.columns.forEach(function (col) {
       var content = col.render ? col.render(row) : self.cellText(col, row);
       var title = col.title ? col.title(row) : (col.render ? null : String(content));
-      tr.appendChild(el('td', { className: col.numeric ? 'num' : '', title: title }, content));
+      tr.appendChild(el('td', { className: cellClass(col), title: title }, content));
     });
     if (o.onRowClick) tr.addEventListener('click', function () { o.onRowClick(row); });
     return tr;

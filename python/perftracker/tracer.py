@@ -16,7 +16,7 @@ import socket
 import sys
 import sysconfig
 
-from perftracker import _perftracker
+from perftracker import _perftracker, collectives
 
 _DEFAULT_OUTPUT_DIR = "/tmp/perftracker/output"
 _started = False
@@ -266,6 +266,13 @@ def _share_job_secret():
         return False
 
 
+def _until_ready():
+    """What step() retries until it is done: the job secret, and the collective
+    bookkeeping (it needs torch.distributed imported)."""
+    secret = _share_job_secret()
+    return collectives.install() and secret
+
+
 def _forked_child():
     global _started
     _started = False
@@ -308,8 +315,8 @@ class PerfTracker(_perftracker.Tracer):
                 sample_period_us = _env_int("PERFTRACKER_SAMPLE_PERIOD_US", 100)
             summary_dir = os.path.join(output_dir, "summaries") if local and summarize else ""
             _start(summary_dir, bool(auto_trigger), int(sample_period_us))
-            if not _share_job_secret():
-                _perftracker._set_secret_hook(_share_job_secret)
+            if not _until_ready():
+                _perftracker._set_secret_hook(_until_ready)
             if local:
                 wait = 5 if wait is None else int(wait)
                 steps = 2 if steps is None else int(steps)

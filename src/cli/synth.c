@@ -51,7 +51,9 @@ static void usage(FILE *out)
             "  node<rank / gpus-per-node>.\n"
             "\n"
             "  --fault KIND        none (default), slow_gpu, cpu_contention, slow_dataloader,\n"
-            "                      gc_pause, blocking_dtoh, common_memcpy, two_slow, hang\n"
+            "                      gc_pause, blocking_dtoh, common_memcpy, two_slow, hang; and\n"
+            "                      hangs the collectives explain (NCCL): hang_mismatch,\n"
+            "                      hang_size, hang_skip, hang_order, hang_transport\n"
             "  --rank R[,R...]     the faulty rank(s) (default: the last rank; two_slow: 1 and\n"
             "                      n-2; ignored by none and common_memcpy)\n"
             "  --second-fault KIND a second fault on other ranks: slow_gpu, cpu_contention,\n"
@@ -68,7 +70,7 @@ static void usage(FILE *out)
             "  --gpus-per-node N   workers per host (default 8)\n"
             "  --severity X        extra step time on the faulty rank, as a fraction of a healthy\n"
             "                      step (default 0.3; common_memcpy 0.11, ~10%% of the step)\n"
-            "  --hang-step K       hang: the step index it stops in (default: the last)\n"
+            "  --hang-step K       hangs: the step index it happens in (default: the last)\n"
             "  --backend B         nccl (default: all-reduce kernels on a GPU stream) or gloo\n"
             "                      (all-reduces on two CPU threads, each bucket copied to the\n"
             "                      host and back; backward blocks until the last one is done)\n"
@@ -257,7 +259,7 @@ static int write_workers(synth_run *run, int threads, bool quiet)
 static int trace_bytes(pt_synth_job job, int steps, uint64_t *bytes, pt_error *err)
 {
     job.steps = steps;
-    if (job.fault == PT_FAULT_HANG)
+    if (pt_fault_is_hang(job.fault))
         job.hang_step = -1;
     pt_synth_plan *plan = pt_synth_plan_new(&job, err);
     if (!plan)

@@ -31,6 +31,12 @@
  * once a second: only the training thread ever touches the store (so no other thread
  * competes with the job's own store calls), and each call is a non-blocking check.
  *
+ * A hang report's snapshot (hook_snapshot, for the agent). A helper thread takes the
+ * GIL, calls collectives.py's refresh (async calls done since, torch's Flight Recorder),
+ * and formats every thread's stack, the training thread marked; the agent waits at most
+ * two seconds for it, then adds the collective bookkeeping (collectives.h), which needs
+ * no GIL. The bookkeeping's own functions come from collectives_module.c.
+ *
  * Failure policy: nothing here raises into the training loop. A failure abandons the
  * window with one log line and the collector stays ready for the next one. */
 #define PY_SSIZE_T_CLEAN
@@ -39,8 +45,10 @@
 #include <frameobject.h> /* PyFrame_GetBack before 3.11 */
 #endif
 
+#include "collect/collectives.h"
 #include "collect/collector.h"
 #include "collect/cupti.h"
+#include "collect/collectives_module.h"
 #include "collect/log.h"
 
 #ifdef PT_HAVE_AGENT
@@ -56,6 +64,7 @@
 #include <unistd.h>
 
 #define MAX_PREFIXES 16
+#define PT_STACKS_MAX (64u << 10) /* every thread's stack, as a hang report sends it */
 #define NAME_MAX_BYTES 1024
 
 /* ------------------------------------------------------------ state (GIL-guarded) */
@@ -80,6 +89,7 @@ static struct {
     char **cupti_libs;                  /* NULL-terminated */
     bool agent_running;
     PyObject *secret_hook;              /* tracer.py's job-secret step hook, while needed */
+    PyObject *hang_hook;                /* collectives.py's refresh before a hang snapshot */
     int64_t secret_next_ns;             /* when step() may call it again */
 } M;
 
@@ -913,6 +923,18 @@ static void hook_status(void *ctx, int64_t *steps_done, int64_t *last_step_end_n
     pt_collector_status(steps_done, last_step_end_ns, mean_step_ns);
 }
 
+/* The collective bookkeeping's own wrapper (collectives.py) is not the user's code: a
+ * stack blocked in all_reduce reads ".. train > all_reduce", as it would without us. */
+static bool is_bookkeeping_frame(PyCodeObject *code)
+{
+    const char *file = code->co_filename ? PyUnicode_AsUTF8(code->co_filename) : NULL;
+    if (!file) {
+        PyErr_Clear();
+        return false;
+    }
+    return pt_ends_with(file, "/perftracker/collectives.py");
+}
+
 static void format_stack(PyThreadState *ts, char *buf, size_t cap)
 {
     const char *names[PT_MAX_DEPTH];
@@ -921,9 +943,11 @@ static void format_stack(PyThreadState *ts, char *buf, size_t cap)
     PyFrameObject *f = PyThreadState_GetFrame(ts);
     while (f && depth < PT_MAX_DEPTH) {
         PyCodeObject *code = PyFrame_GetCode(f);
-        format_code_name(code, storage[depth], sizeof storage[depth]);
-        names[depth] = storage[depth];
-        depth++;
+        if (!is_bookkeeping_frame(code)) {
+            format_code_name(code, storage[depth], sizeof storage[depth]);
+            names[depth] = storage[depth];
+            depth++;
+        }
         Py_DECREF(code);
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -940,73 +964,189 @@ static void format_stack(PyThreadState *ts, char *buf, size_t cap)
     }
 }
 
+/* "name<TAB>ident<TAB>training<TAB>stack" for one thread, the line a hang report sends. */
+static void thread_line(PyThreadState *ts, PyObject *active, char *buf, size_t cap, size_t *used)
+{
+    char stack[8192], name[128] = "";
+    format_stack(ts, stack, sizeof stack);
+    unsigned long ident = ts->thread_id;
+    PyObject *key = PyLong_FromUnsignedLong(ident);
+    PyObject *thread = key && active ? PyDict_GetItemWithError(active, key) : NULL; /* borrowed */
+    Py_XDECREF(key);
+    PyObject *label = thread ? PyObject_GetAttrString(thread, "name") : NULL;
+    const char *text = label && PyUnicode_Check(label) ? PyUnicode_AsUTF8(label) : NULL;
+    snprintf(name, sizeof name, "%s", text ? text : "");
+    Py_XDECREF(label);
+    PyErr_Clear();
+    for (char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    if (*used >= cap)
+        return;
+    int n = snprintf(buf + *used, cap - *used, "thread\t%s\t%lu\t%d\t%s\n", name[0] ? name : "-", ident,
+                     ts == M.training_tstate, stack);
+    if (n > 0 && (size_t)n < cap - *used)
+        *used += (size_t)n;
+    else
+        buf[*used] = '\0'; /* a thread is sent whole or not at all */
+}
+
 typedef struct stack_request {
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
     bool done, abandoned;
-    char text[8192];
+    char stack[8192];
+    char threads[PT_STACKS_MAX];
+    char replaced[PT_STACKS_MAX]; /* collectives the refresh hook read from a better source */
 } stack_request;
+
+/* Under the GIL: the refresh hook (collectives.py: async calls done since, torch's Flight
+ * Recorder), then every thread's stack. */
+static void take_stacks(stack_request *req)
+{
+    PyObject *hook = M.hang_hook;
+    req->replaced[0] = '\0';
+    if (hook) {
+        Py_INCREF(hook);
+        PyObject *r = PyObject_CallNoArgs(hook);
+        const char *text = r && PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : NULL;
+        if (text && strlen(text) < sizeof req->replaced)
+            snprintf(req->replaced, sizeof req->replaced, "%s", text);
+        Py_XDECREF(r);
+        Py_DECREF(hook);
+        PyErr_Clear();
+    }
+    PyObject *name = PyUnicode_FromString("threading");
+    PyObject *module = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *active = module ? PyObject_GetAttrString(module, "_active") : NULL;
+    Py_XDECREF(module);
+    if (active && !PyDict_Check(active))
+        Py_CLEAR(active);
+    PyErr_Clear();
+    size_t used = 0;
+    req->threads[0] = '\0';
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == me)
+            continue; /* this helper */
+        if (ts == M.training_tstate)
+            format_stack(ts, req->stack, sizeof req->stack);
+        thread_line(ts, active, req->threads, sizeof req->threads, &used);
+    }
+    Py_XDECREF(active);
+}
 
 static void *stack_helper(void *arg)
 {
     stack_request *req = arg;
-    char text[sizeof req->text] = "";
-    if (Py_IsInitialized()) {
+    stack_request *taken = calloc(1, sizeof *taken);
+    if (taken && Py_IsInitialized()) {
         PyGILState_STATE st = PyGILState_Ensure();
-        PyThreadState *me = PyThreadState_Get();
-        for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
-            if (ts == M.training_tstate)
-                format_stack(ts, text, sizeof text);
+        take_stacks(taken);
         PyGILState_Release(st);
     }
     pthread_mutex_lock(&req->lock);
-    memcpy(req->text, text, sizeof text);
+    if (taken) {
+        memcpy(req->stack, taken->stack, sizeof req->stack);
+        memcpy(req->threads, taken->threads, sizeof req->threads);
+        memcpy(req->replaced, taken->replaced, sizeof req->replaced);
+    }
     req->done = true;
     bool abandoned = req->abandoned;
     pthread_cond_signal(&req->done_cond);
     pthread_mutex_unlock(&req->lock);
+    free(taken);
     if (abandoned)
         free(req);
     return NULL;
 }
 
 /* The agent thread must not wait on the GIL for long (a hung worker may hold it): a
- * helper thread takes the GIL, the agent waits at most two seconds for its answer. */
-static void hook_python_stack(void *ctx, char *buf, size_t cap)
+ * helper thread takes the GIL, the agent waits at most two seconds for its answer. The
+ * collective bookkeeping needs no GIL and is read whatever happened. */
+/* Where the three parts of a hang report's snapshot go (caps may be 0: not wanted). */
+typedef struct pt_snapshot_bufs {
+    char *stack;
+    size_t stack_cap;
+    char *threads;
+    size_t threads_cap;
+    char *collectives;
+    size_t collectives_cap;
+} pt_snapshot_bufs;
+
+static void take_snapshot(pt_snapshot_bufs *out)
+{
+    if (out->stack_cap)
+        out->stack[0] = '\0';
+    if (out->threads_cap)
+        out->threads[0] = '\0';
+    stack_request *req = calloc(1, sizeof *req);
+    pthread_t helper;
+    if (req) {
+        pthread_mutex_init(&req->lock, NULL);
+        pthread_cond_init(&req->done_cond, NULL);
+        if (pthread_create(&helper, NULL, stack_helper, req) != 0) {
+            free(req);
+            req = NULL;
+        }
+    }
+    char *replaced = NULL; /* the refresh hook's collectives, when it had any */
+    if (req) {
+        pthread_detach(helper);
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 2;
+        pthread_mutex_lock(&req->lock);
+        while (!req->done && pthread_cond_timedwait(&req->done_cond, &req->lock, &deadline) == 0) {
+        }
+        bool done = req->done;
+        if (done) {
+            if (out->stack_cap)
+                snprintf(out->stack, out->stack_cap, "%s", req->stack);
+            if (out->threads_cap)
+                snprintf(out->threads, out->threads_cap, "%s", req->threads);
+            if (req->replaced[0])
+                replaced = strdup(req->replaced);
+        } else {
+            req->abandoned = true; /* the helper frees it when it finally gets the GIL */
+        }
+        pthread_mutex_unlock(&req->lock);
+        if (done)
+            free(req);
+    }
+    if (out->collectives_cap) {
+        size_t used = 0;
+        out->collectives[0] = '\0';
+        if (replaced && strlen(replaced) < out->collectives_cap) {
+            used = strlen(replaced);
+            memcpy(out->collectives, replaced, used + 1);
+        }
+        pt_coll_snapshot(out->collectives + used, out->collectives_cap - used, pt_now_ns(), replaced);
+    }
+    free(replaced);
+}
+
+#ifdef PT_HAVE_AGENT
+static void hook_snapshot(void *ctx, pt_agent_snapshot *out)
 {
     (void)ctx;
-    buf[0] = '\0';
-    stack_request *req = calloc(1, sizeof *req);
-    if (!req)
-        return;
-    pthread_mutex_init(&req->lock, NULL);
-    pthread_cond_init(&req->done_cond, NULL);
-    pthread_t helper;
-    if (pthread_create(&helper, NULL, stack_helper, req) != 0) {
-        free(req);
-        return;
-    }
-    pthread_detach(helper);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 2;
-    pthread_mutex_lock(&req->lock);
-    while (!req->done && pthread_cond_timedwait(&req->done_cond, &req->lock, &deadline) == 0) {
-    }
-    bool done = req->done;
-    if (done)
-        snprintf(buf, cap, "%s", req->text);
-    else
-        req->abandoned = true; /* the helper frees it when it finally gets the GIL */
-    pthread_mutex_unlock(&req->lock);
-    if (done)
-        free(req);
+    pt_snapshot_bufs bufs = {out->stack, out->stack_cap, out->threads, out->threads_cap, out->collectives,
+                             out->collectives_cap};
+    take_snapshot(&bufs);
+}
+#endif
+
+static bool hook_collective_failed(void *ctx)
+{
+    (void)ctx;
+    return pt_coll_take_failure();
 }
 
 static void start_agent(bool auto_trigger)
 {
 #ifdef PT_HAVE_AGENT
-    pt_agent_hooks hooks = {NULL, hook_arm, hook_status, hook_python_stack};
+    pt_agent_hooks hooks = {NULL, hook_arm, hook_status, hook_snapshot, hook_collective_failed};
     pt_error err;
     pt_agent_set_auto_trigger(auto_trigger ? 1 : 0);
     int rc = pt_agent_start(&hooks, &err);
@@ -1018,7 +1158,7 @@ static void start_agent(bool auto_trigger)
     }
 #else
     (void)auto_trigger;
-    (void)hook_arm, (void)hook_status, (void)hook_python_stack;
+    (void)hook_arm, (void)hook_status, (void)hook_collective_failed;
 #endif
 }
 
@@ -1164,30 +1304,63 @@ static PyObject *mod_shutdown(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-typedef struct stack_probe {
-    char text[4096];
-} stack_probe;
+typedef struct snapshot_probe {
+    char stack[8192];
+    char threads[PT_STACKS_MAX];
+    char collectives[PT_STACKS_MAX];
+} snapshot_probe;
 
-static void *probe_stack(void *arg)
+static void *probe_snapshot(void *arg)
 {
-    stack_probe *p = arg;
-    hook_python_stack(NULL, p->text, sizeof p->text);
+    snapshot_probe *p = arg;
+    pt_snapshot_bufs bufs = {p->stack, sizeof p->stack, p->threads, sizeof p->threads, p->collectives,
+                             sizeof p->collectives};
+    take_snapshot(&bufs);
     return NULL;
 }
 
-/* Test helper: the agent's python_stack hook, called from a thread of its own as the
- * agent would (the GIL is released meanwhile, as it is while training waits). */
-static PyObject *mod_training_stack(PyObject *self, PyObject *unused)
+/* Test helper: the snapshot a hang report takes, from a thread of its own as the agent
+ * takes it (the GIL is released meanwhile, as it is while training waits): (the training
+ * thread's stack, every thread's line, the collective bookkeeping). */
+static PyObject *mod_hang_snapshot(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
-    stack_probe probe = {""};
+    snapshot_probe *probe = calloc(1, sizeof *probe);
+    if (!probe)
+        return PyErr_NoMemory();
     pthread_t thread;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = pthread_create(&thread, NULL, probe_stack, &probe);
+    Py_BEGIN_ALLOW_THREADS rc = pthread_create(&thread, NULL, probe_snapshot, probe);
     if (rc == 0)
         pthread_join(thread, NULL);
-    Py_END_ALLOW_THREADS if (rc != 0) return PyErr_Format(PyExc_OSError, "cannot start a thread");
-    return PyUnicode_FromString(probe.text);
+    Py_END_ALLOW_THREADS
+    PyObject *out = rc != 0 ? PyErr_Format(PyExc_OSError, "cannot start a thread")
+                            : Py_BuildValue("(sss)", probe->stack, probe->threads, probe->collectives);
+    free(probe);
+    return out;
+}
+
+static PyObject *mod_training_stack(PyObject *self, PyObject *unused)
+{
+    PyObject *all = mod_hang_snapshot(self, unused);
+    if (!all)
+        return NULL;
+    PyObject *stack = PyTuple_GetItem(all, 0);
+    Py_XINCREF(stack);
+    Py_DECREF(all);
+    return stack;
+}
+
+/* collectives.py's refresh, called under the GIL before a hang report's stacks. */
+static PyObject *mod_set_hang_hook(PyObject *self, PyObject *hook)
+{
+    (void)self;
+    if (hook != Py_None && !PyCallable_Check(hook))
+        return PyErr_Format(PyExc_TypeError, "the hang hook must be callable or None");
+    PyObject *kept = hook == Py_None ? NULL : hook;
+    Py_XINCREF(kept);
+    Py_XSETREF(M.hang_hook, kept);
+    Py_RETURN_NONE;
 }
 
 /* os.register_at_fork(after_in_child=...): a DataLoader worker forked during a window must
@@ -1206,6 +1379,7 @@ static PyObject *mod_after_fork_child(PyObject *self, PyObject *unused)
         M.held_count = 0; /* the references belong to the parent's window: leaked, not released */
     }
     pt_collector_after_fork_child();
+    pt_coll_reset();
     M.started = false;
     M.agent_running = false;
     Py_CLEAR(M.secret_hook);
@@ -1357,6 +1531,9 @@ static PyMethodDef module_methods[] = {
     {"_null_monitoring", mod_null_monitoring, METH_O,
      "Install (True) or remove do-nothing sys.monitoring callbacks for the hook's events (3.12+ benchmarks)."},
     {"_training_stack", mod_training_stack, METH_NOARGS, "The agent's view of the training thread's stack (tests)."},
+    {"_hang_snapshot", mod_hang_snapshot, METH_NOARGS,
+     "(training stack, every thread's stack, collectives) as a hang report takes them (tests)."},
+    {"_set_hang_hook", mod_set_hang_hook, METH_O, "Called under the GIL before a hang report's stacks."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's collector in a forked child."},
     {"_job_secret_to_publish", mod_job_secret_to_publish, METH_NOARGS,
      "Rank 0: the job secret to put into the job's store, or None."},
@@ -1395,5 +1572,9 @@ PyMODINIT_FUNC PyInit__perftracker(void)
     }
     PyModule_AddStringConstant(m, "__version__", PT_VERSION);
     PyModule_AddIntConstant(m, "cupti_compiled", pt_cupti_compiled());
+    if (pt_coll_add_to_module(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

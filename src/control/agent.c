@@ -7,7 +7,10 @@
  * every poll (100 ms) from this thread with lock-free reads; arm_window is a flag flip in
  * the collector; the only lock is the one-slot mailbox pt_agent_finish_window fills from
  * the collector's writer thread. Memory is bounded: one connection's buffers, one pending
- * summary, one stack buffer. Every failure (coordinator unreachable, refused, a dropped
+ * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB). Where the
+ * worker is -- every thread's stack and its collectives -- is sent whenever a probe asks,
+ * its own stall passes the threshold, or a collective raised (then also on the way out,
+ * before BYE, so a process ending on that error leaves its state behind). Every failure (coordinator unreachable, refused, a dropped
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *
@@ -94,7 +97,11 @@ struct pt_agent {
     int64_t hang_reported_steps; /* the step a hang was reported in, -1 when none */
     int64_t next_auto_ns;
     unsigned random_state;
+    bool failure_unsent;         /* a collective raised; its snapshot is not sent yet */
+    /* The snapshot a hang report sends, one allocation: stack, threads, collectives. */
     char *stack;                 /* PT_CTL_MAX_STACK bytes */
+    char *threads;               /* PT_CTL_MAX_SNAPSHOT bytes */
+    char *collectives;           /* PT_CTL_MAX_SNAPSHOT bytes */
 };
 
 void pt_agent_config_defaults(pt_agent_config *cfg)
@@ -244,24 +251,32 @@ static void send_heartbeat(pt_agent *a, int64_t now)
     a->heartbeat_steps = a->steps_done;
 }
 
-static void read_stack(pt_agent *a)
+static void take_snapshot(pt_agent *a)
 {
-    a->stack[0] = '\0';
-    if (a->hooks.python_stack) {
-        a->hooks.python_stack(a->hooks.ctx, a->stack, PT_CTL_MAX_STACK);
-        a->stack[PT_CTL_MAX_STACK - 1] = '\0';
+    a->stack[0] = a->threads[0] = a->collectives[0] = '\0';
+    if (a->hooks.snapshot) {
+        pt_agent_snapshot snap = {a->stack, PT_CTL_MAX_STACK, a->threads, PT_CTL_MAX_SNAPSHOT, a->collectives,
+                                  PT_CTL_MAX_SNAPSHOT};
+        a->hooks.snapshot(a->hooks.ctx, &snap);
+        a->stack[PT_CTL_MAX_STACK - 1] = a->threads[PT_CTL_MAX_SNAPSHOT - 1] = '\0';
+        a->collectives[PT_CTL_MAX_SNAPSHOT - 1] = '\0';
     }
 }
 
+/* Where this worker is, with every thread's stack and its collectives, taken now:
+ * whenever it is asked (a probe), it stopped stepping, or a collective raised. */
 static void send_hang(pt_agent *a, int64_t stalled_ns)
 {
+    take_snapshot(a);
     pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, stalled_ns);
-    if (stalled_ns > 0)
-        read_stack(a);
-    else
-        a->stack[0] = '\0';
+    int64_t now = pt_now_ns();
+    m.since_step_ns = clamp_duration(a->last_step_end_ns > 0 && now > a->last_step_end_ns
+                                         ? now - a->last_step_end_ns : 0);
     m.stack = pt_ctl_str(a->stack);
+    m.threads = pt_ctl_str(a->threads);
+    m.collectives = pt_ctl_str(a->collectives);
     send_or_drop(a, &m);
+    a->failure_unsent = false;
 }
 
 static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
@@ -277,7 +292,8 @@ static void send_auto_request(pt_agent *a, uint8_t kind, int64_t now)
     send_or_drop(a, &m);
     a->next_auto_ns = now + a->cfg.auto_interval_ns;
     pt_ctl_logf(&a->cfg.log, "automatic trigger: %s at step %lld (recent mean %.1f ms, best %.1f ms)",
-                kind == PT_AUTO_SLOWDOWN ? "slowdown" : "hang", (long long)a->steps_done,
+                kind == PT_AUTO_SLOWDOWN ? "slowdown" : kind == PT_AUTO_HANG ? "hang" : "a collective failed",
+                (long long)a->steps_done,
                 (double)m.mean_step_ns / 1e6, (double)m.best_mean_ns / 1e6);
 }
 
@@ -419,8 +435,17 @@ static void sample_status(pt_agent *a, int64_t now)
 static void periodic(pt_agent *a, int64_t now)
 {
     sample_status(a, now);
+    if (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx))
+        a->failure_unsent = true;
     if (a->link != LINK_READY)
         return;
+    if (a->failure_unsent) {
+        /* Sent before the process is likely to end (the error propagates): the report
+         * shows the failed call even if nobody asks this worker again. */
+        send_hang(a, a->stalled_ns);
+        if (a->cfg.auto_trigger && now >= a->next_auto_ns)
+            send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
+    }
     if (a->stalled_ns > 0 && a->hang_reported_steps != a->steps_done) {
         send_hang(a, a->stalled_ns);
         a->hang_reported_steps = a->steps_done;
@@ -503,6 +528,16 @@ static void say_goodbye(pt_agent *a)
     pthread_mutex_lock(&a->mailbox_lock);
     bool had_summary = a->mailbox.present;
     pthread_mutex_unlock(&a->mailbox_lock);
+    if (a->failure_unsent || (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx))) {
+        /* It ends because a collective raised: ask for the report now (rank 0's process
+         * waits for a running round as it exits) and say where this worker is, before
+         * its window's outcome settles it in a round. */
+        int64_t now = pt_now_ns();
+        sample_status(a, now); /* the step count it says must be the one it ends with */
+        if (a->cfg.auto_trigger && now >= a->next_auto_ns)
+            send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
+        send_hang(a, a->stalled_ns);
+    }
     deliver_finished_window(a);
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_BYE);
@@ -556,7 +591,7 @@ static void *agent_main(void *arg)
 pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
 {
     pt_agent *a = calloc(1, sizeof *a);
-    char *stack = malloc(PT_CTL_MAX_STACK);
+    char *stack = malloc(PT_CTL_MAX_STACK + 2 * PT_CTL_MAX_SNAPSHOT);
     int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!a || !stack || wake < 0) {
         pt_error_set(err, "cannot allocate the agent: %s", strerror(errno ? errno : ENOMEM));
@@ -568,6 +603,8 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
     a->cfg = *cfg;
     a->hooks = *hooks;
     a->stack = stack;
+    a->threads = stack + PT_CTL_MAX_STACK;
+    a->collectives = a->threads + PT_CTL_MAX_SNAPSHOT;
     a->wake_fd = wake;
     a->hang_reported_steps = -1;
     a->random_state = (unsigned)(cfg->rank * 2654435761u) ^ (unsigned)pt_now_ns();

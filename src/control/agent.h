@@ -20,6 +20,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A hang report's view of one worker, each part NUL-terminated in its buffer:
+ *   stack        the training thread's Python stack, frames joined with '|';
+ *   threads      every Python thread, one "thread<TAB>name<TAB>ident<TAB>training(0/1)<TAB>stack"
+ *                line each;
+ *   collectives  the collective bookkeeping (src/collect/collectives.h's text). */
+typedef struct pt_agent_snapshot {
+    char *stack;
+    size_t stack_cap;
+    char *threads;
+    size_t threads_cap;
+    char *collectives;
+    size_t collectives_cap;
+} pt_agent_snapshot;
+
 typedef struct pt_agent_hooks {
     void *ctx;
     /* Arm a profiling window: profile `steps` steps starting at the first step >= start_step.
@@ -30,9 +44,12 @@ typedef struct pt_agent_hooks {
      * last_step_end_ns: pt_now_ns() of the latest step() call (0 before the first);
      * mean_step_ns: the collector's running mean step duration (0 while unknown). */
     void (*status)(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns);
-    /* Best effort: the training thread's Python stack, frames joined with '|', into buf.
-     * May be NULL. Called from the agent thread only when the worker looks hung. */
-    void (*python_stack)(void *ctx, char *buf, size_t cap);
+    /* Best effort: where the worker is, for a hang report (below). May be NULL. Called
+     * from the agent thread when the worker looks hung, a hang report probes it, or a
+     * collective failed; it may take up to a few seconds (it waits for the GIL). */
+    void (*snapshot)(void *ctx, pt_agent_snapshot *out);
+    /* Whether a collective raised since the last call (lock-free). May be NULL. */
+    bool (*collective_failed)(void *ctx);
 } pt_agent_hooks;
 
 /* Starts the agent's background thread if the environment describes a distributed job

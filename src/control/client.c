@@ -522,6 +522,25 @@ static void end_at_invalid_message(pt_round *r, const round_guard *g, const char
 /* Reads the round's messages into r until ROUND_DONE. 0, or -1 when the coordinator said
  * no or said something the CLI refuses to believe (err) -- losing the coordinator midway
  * is not an error, it is recorded. */
+/* A worker without a summary, with the snapshot the coordinator relayed (its stacks and
+ * collectives, already bounded by the decoder; the round parses and checks them). */
+static void add_failure_with_snapshot(pt_round *r, const pt_ctl_msg *m, const char *text)
+{
+    char *stack = malloc((size_t)m->stack.len + 1), *threads = malloc((size_t)m->threads.len + 1);
+    char *collectives = malloc((size_t)m->collectives.len + 1);
+    bool any = m->stack.len || m->threads.len || m->collectives.len;
+    if (stack && threads && collectives) {
+        pt_ctl_copy_str(stack, (size_t)m->stack.len + 1, m->stack);
+        pt_ctl_copy_str(threads, (size_t)m->threads.len + 1, m->threads);
+        pt_ctl_copy_str(collectives, (size_t)m->collectives.len + 1, m->collectives);
+    } else {
+        any = false;
+    }
+    pt_round_snapshot snap = {stack, threads, collectives, m->since_step_ns, m->mean_step_ns};
+    pt_round_add_failure(r, &m->worker, m->kind, m->steps_done, m->stalled_ns, text, any ? &snap : NULL);
+    free(stack), free(threads), free(collectives);
+}
+
 static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_request *req,
                    const pt_trigger_observer *obs, pt_trigger_result *out, pt_error *err)
 {
@@ -560,7 +579,7 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_r
             return 0;
         }
         last_heard = now;
-        char text[PT_CTL_MAX_TEXT + 1], stack[PT_CTL_MAX_STACK + 1];
+        char text[PT_CTL_MAX_TEXT + 1];
         switch (m.type) {
         case PT_CTL_ERROR:
             pt_ctl_copy_str(text, sizeof text, m.text);
@@ -593,8 +612,7 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_r
             if (!*r || !accept_outcome(*r, &m, out->world_size, &g))
                 break;
             pt_ctl_copy_str(text, sizeof text, m.text);
-            pt_ctl_copy_str(stack, sizeof stack, m.stack);
-            pt_round_add_failure(*r, &m.worker, m.kind, m.steps_done, m.stalled_ns, text, stack);
+            add_failure_with_snapshot(*r, &m, text);
             worker_event(obs, &m, m.kind, 0);
             break;
         case PT_CTL_ROUND_DONE:

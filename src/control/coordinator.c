@@ -29,7 +29,12 @@
  * SUMMARY from each -> the round ends when every worker is settled: done, failed (died,
  * error, no summary in time, unresponsive), hung, or absent. The deadline (the CLI's
  * --timeout, or one derived from the step time) settles whoever is left. Hang reports
- * (AUTO_REQUEST of kind hang) PROBE every worker for its stack instead of profiling. */
+ * (AUTO_REQUEST of kind hang, or a collective that failed) PROBE every worker instead of
+ * profiling, and every answer -- stopped or still stepping -- becomes that worker's
+ * snapshot in the report: a hang is judged from every rank's stacks and collectives at
+ * one moment. A triggered round PROBEs everyone as soon as one worker is hung. Each
+ * worker's last snapshot is kept (all together within SNAPSHOT_BUDGET) and goes with its
+ * outcome while it is current. */
 #define _GNU_SOURCE
 #include "control/coordinator.h"
 #include "control/round.h"
@@ -84,6 +89,15 @@ typedef struct peer {
     size_t admitted;       /* the input budget its current frame holds */
 } peer;
 
+/* Where a worker was, as its last HANG said (each text NULL when it sent none). */
+typedef struct snapshot {
+    char *stack, *threads, *collectives;
+    size_t bytes;          /* held, counted against SNAPSHOT_BUDGET */
+    int64_t since_step_ns, mean_step_ns;
+    int64_t steps_done;    /* its step count then: a snapshot is current while it stays */
+    bool taken;
+} snapshot;
+
 typedef struct worker {
     peer *peer;            /* NULL while not connected */
     bool ever_joined;
@@ -93,10 +107,15 @@ typedef struct worker {
     char host[PT_HOST_MAX];
     int64_t steps_done, mean_step_ns, stalled_ns;
     int64_t steps_heard_ns; /* when steps_done was reported */
-    char *stack;           /* the last hang report's Python stack */
+    snapshot snap;         /* its last HANG: where it was */
 } worker;
 
 enum rw_state { RW_PENDING, RW_ARMED, RW_DONE, RW_FAILED, RW_HUNG };
+
+/* Snapshots held at once, all workers together (each is at most 192 KB): beyond it a
+ * worker's stacks and collectives are dropped (its training stack is kept), so a hang
+ * report of a huge job cannot grow rank 0's process without bound. */
+#define SNAPSHOT_BUDGET (256u << 20)
 
 typedef struct round_worker {
     uint8_t state;
@@ -120,6 +139,7 @@ typedef struct round {
     bool progress_dirty;
     bool abandoned;        /* the CLI went away: drop it at the next tick */
     bool gathering;        /* waiting (until gather_until_ns) for workers still joining */
+    bool probed;           /* every worker was asked where it is (a hang in this round) */
     int64_t gather_until_ns, timeout_ns;
     int64_t progress_sent_ns;
 } round;
@@ -137,6 +157,8 @@ struct pt_coordinator {
     round *round;
     uint32_t next_round_id;
     int64_t next_auto_ns, last_tick_ns, last_busy_log_ns, last_opt_in_log_ns;
+    size_t snapshot_bytes;   /* held by the workers' snapshots (SNAPSHOT_BUDGET) */
+    int64_t last_budget_log_ns;
     size_t input_admitted;   /* the sum of the peers' admitted */
     size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
     size_t control_peers;
@@ -368,14 +390,21 @@ static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *
     const worker *w = &c->workers[rank];
     r->w[rank].state = RW_FAILED;
     r->progress_dirty = true;
-    const char *stack = kind == PT_FAIL_HANG && w->stack ? w->stack : "";
+    /* Its snapshot goes with it while it is current: a hang's, and that of a worker that
+     * ended right after a collective failed (it made no step since). */
+    const snapshot *snap = w->snap.taken && w->snap.steps_done == w->steps_done &&
+                                   (kind == PT_FAIL_HANG || w->snap.collectives) ? &w->snap : NULL;
+    pt_round_snapshot shown = {snap ? snap->stack : NULL, snap ? snap->threads : NULL,
+                               snap ? snap->collectives : NULL, snap ? snap->since_step_ns : 0,
+                               snap ? snap->mean_step_ns : 0};
     int64_t steps = w->ever_joined ? w->steps_done : -1;
     pt_ctl_worker id = identity_of(c, rank);
-    if (kind != PT_FAIL_NEVER_CONNECTED && kind != PT_FAIL_NOT_PROFILED)
+    bool answered_probe = kind == PT_FAIL_HANG && r->kind == ROUND_HANG_REPORT && w->stalled_ns == 0;
+    if (kind != PT_FAIL_NEVER_CONNECTED && kind != PT_FAIL_NOT_PROFILED && !answered_probe)
         pt_ctl_logf(&c->cfg.log, "round %u: rank %d %s%s%s", r->id, rank, pt_ctl_failure_name(kind), *text ? ": " : "",
                     text);
     if (r->local) {
-        pt_round_add_failure(r->local, &id, kind, steps, w->stalled_ns, text, stack);
+        pt_round_add_failure(r->local, &id, kind, steps, w->stalled_ns, text, snap ? &shown : NULL);
         return;
     }
     pt_ctl_msg m;
@@ -385,7 +414,11 @@ static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *
     m.steps_done = steps;
     m.stalled_ns = w->stalled_ns;
     m.text = pt_ctl_str(text);
-    m.stack = pt_ctl_blob(stack, strnlen(stack, PT_CTL_MAX_STACK));
+    m.stack = pt_ctl_str(shown.stack);
+    m.threads = pt_ctl_str(shown.threads);
+    m.collectives = pt_ctl_str(shown.collectives);
+    m.since_step_ns = snap ? snap->since_step_ns : 0;
+    m.mean_step_ns = snap ? snap->mean_step_ns : 0;
     send_to(c, r->control, &m, now);
 }
 
@@ -474,6 +507,19 @@ static void send_arm(pt_coordinator *c, int32_t rank, int64_t now)
     send_to(c, c->workers[rank].peer, &m, now);
 }
 
+/* Asks every connected worker where it is, now: the snapshots a hang is judged from are
+ * taken at one moment, from the workers that stopped and from those still stepping. */
+static void probe_all(pt_coordinator *c, round *r, int64_t now)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_PROBE);
+    m.round = r->id;
+    r->probed = true;
+    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++)
+        if (c->workers[i].peer && !terminal(&r->w[i]))
+            send_to(c, c->workers[i].peer, &m, now);
+}
+
 /* A worker said something about where it is: move it along the round. */
 static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
 {
@@ -487,6 +533,8 @@ static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
     r->progress_dirty = true;
     if (w->stalled_ns > 0) { /* the agent says it is stuck */
         rw->state = RW_HUNG;
+        if (!r->probed && r->kind != ROUND_HANG_REPORT)
+            probe_all(c, r, now);
         return;
     }
     if (rw->state == RW_HUNG)
@@ -606,14 +654,10 @@ static void begin_hang_report(pt_coordinator *c, round *r, int64_t now)
     r->deadline_ns = now + c->cfg.probe_timeout_ns;
     c->round = r;
     pt_ctl_logf(&c->cfg.log, "round %u: hang report, asking every worker where it is", r->id);
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_PROBE);
-    m.round = r->id;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
-        if (c->workers[i].peer) {
+        if (c->workers[i].peer)
             r->w[i].arm_sent = true;
-            send_to(c, c->workers[i].peer, &m, now);
-        }
+    probe_all(c, r, now);
 }
 
 static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now);
@@ -803,20 +847,65 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     pt_ctl_copy_str(w->host, sizeof w->host, m->worker.host);
 }
 
-static void remember_stack(worker *w, pt_ctl_bytes stack)
+static char *copy_text(pt_ctl_bytes b)
 {
-    free(w->stack);
-    w->stack = NULL;
-    if (stack.len) {
-        w->stack = malloc((size_t)stack.len + 1);
-        if (w->stack)
-            pt_ctl_copy_str(w->stack, (size_t)stack.len + 1, stack);
+    char *t = b.len ? malloc((size_t)b.len + 1) : NULL;
+    if (t)
+        pt_ctl_copy_str(t, (size_t)b.len + 1, b);
+    return t;
+}
+
+static void forget_snapshot(pt_coordinator *c, snapshot *snap)
+{
+    free(snap->stack), free(snap->threads), free(snap->collectives);
+    c->snapshot_bytes -= snap->bytes;
+    memset(snap, 0, sizeof *snap);
+}
+
+static void remember_snapshot(pt_coordinator *c, worker *w, const pt_ctl_msg *m, int64_t now)
+{
+    forget_snapshot(c, &w->snap);
+    snapshot *snap = &w->snap;
+    size_t wanted = (size_t)m->stack.len + m->threads.len + m->collectives.len;
+    snap->stack = copy_text(m->stack);
+    snap->bytes = m->stack.len;
+    if (c->snapshot_bytes + wanted <= SNAPSHOT_BUDGET) {
+        snap->threads = copy_text(m->threads);
+        snap->collectives = copy_text(m->collectives);
+        snap->bytes = wanted;
+    } else if (now - c->last_budget_log_ns > 60 * SEC) {
+        pt_ctl_logf(&c->cfg.log, "hang snapshots hold %zu MB: keeping only the training stack of rank %d",
+                    c->snapshot_bytes >> 20, (int)(w - c->workers));
+        c->last_budget_log_ns = now;
     }
+    c->snapshot_bytes += snap->bytes;
+    snap->since_step_ns = m->since_step_ns;
+    snap->mean_step_ns = m->mean_step_ns;
+    snap->steps_done = m->steps_done;
+    snap->taken = true;
+}
+
+/* The automatic round's folder: made under the configured (or default) output folder, or,
+ * for an in-memory round (the fuzz target's seam), only named there. 0 or -1 with err. */
+static int make_auto_round_dir(pt_coordinator *c, char *dir, size_t cap, pt_error *err)
+{
+    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
+    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
+    if (c->cfg.auto_in_memory) {
+        snprintf(dir, cap, "%s/in-memory", output_dir[0] ? output_dir : PT_DEFAULT_OUTPUT_DIR);
+        return 0;
+    }
+    if (!output_dir[0]) {
+        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
+        if (note[0])
+            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
+    }
+    return pt_round_make_dir(output_dir, dir, cap, err);
 }
 
 static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *m, int64_t now)
 {
-    bool hang = m->kind == PT_AUTO_HANG;
+    bool hang = m->kind == PT_AUTO_HANG || m->kind == PT_AUTO_COLLECTIVE_ERROR;
     if (!c->cfg.auto_trigger) {
         if (!c->last_opt_in_log_ns || now - c->last_opt_in_log_ns > 60 * SEC) {
             pt_ctl_logf(&c->cfg.log, "refused rank %d's request for an automatic %s round: this job did not opt in "
@@ -838,20 +927,17 @@ static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *
     char dir[PT_CTL_MAX_PATH];
     pt_error err;
     round *r = new_round(c, hang ? ROUND_HANG_REPORT : ROUND_AUTO, now);
-    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
-    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
-    if (!output_dir[0]) {
-        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
-        if (note[0])
-            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
-    }
-    if (!r || pt_round_make_dir(output_dir, dir, sizeof dir, &err) != 0) {
+    if (!r || make_auto_round_dir(c, dir, sizeof dir, &err) != 0) {
         pt_ctl_logf(&c->cfg.log, "cannot start an automatic round: %s", r ? err.message : "out of memory");
         free_round(r);
         return;
     }
-    r->local = pt_round_new(dir, c->cfg.world_size);
-    if (hang)
+    r->local = c->cfg.auto_in_memory ? pt_round_new_in_memory(dir, c->cfg.world_size)
+                                     : pt_round_new(dir, c->cfg.world_size);
+    if (m->kind == PT_AUTO_COLLECTIVE_ERROR)
+        pt_round_add_warning(r->local, "automatic hang report: a collective of rank %d raised an error (at step %lld)",
+                             rank, (long long)m->steps_done);
+    else if (hang)
         pt_round_add_warning(r->local, "automatic hang report: rank %d made no step for %.1f s (mean step %.1f ms)",
                              rank, (double)m->stalled_ns / 1e9, (double)m->mean_step_ns / 1e6);
     else
@@ -918,11 +1004,12 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         w->steps_done = m->steps_done;
         w->steps_heard_ns = now;
         w->stalled_ns = m->stalled_ns;
-        if (m->stalled_ns > 0)
-            remember_stack(w, m->stack);
-        if (c->round && c->round->kind == ROUND_HANG_REPORT && m->stalled_ns == 0 &&
-            !terminal(&c->round->w[rank]))
-            emit_failure(c, rank, PT_FAIL_NOT_PROFILED, "", now); /* answered the probe: alive */
+        remember_snapshot(c, w, m, now);
+        /* A hang report decides from every worker's snapshot, taken now: one still
+         * stepping is as much evidence as one that stopped (it may be the one the
+         * others wait for, blocked in Python before their collective). */
+        if (c->round && c->round->kind == ROUND_HANG_REPORT && !terminal(&c->round->w[rank]))
+            emit_failure(c, rank, PT_FAIL_HANG, "", now);
         else
             advance_worker(c, rank, now);
         break;
@@ -1529,7 +1616,7 @@ void pt_coordinator_stop(pt_coordinator *c)
         free(c->peers[i]);
     }
     for (int32_t i = 0; i < c->cfg.world_size; i++)
-        free(c->workers[i].stack);
+        forget_snapshot(c, &c->workers[i].snap);
     free_round(c->round);
     free(c->peers);
     free(c->workers);

@@ -38,6 +38,9 @@ typedef struct pt_coordinator_config {
     int32_t auto_wait, auto_steps; /* PERFTRACKER_AUTO_WAIT (5), PERFTRACKER_AUTO_STEPS (2) */
     uint8_t auto_save_raw;         /* PERFTRACKER_AUTO_SAVE_RAW none|master|all (none) */
     int64_t auto_interval_ns;      /* at most one automatic round per this (PERFTRACKER_AUTO_INTERVAL_S) */
+    bool auto_in_memory;           /* test seam (fuzz_coordinator): automatic rounds are collected
+                                      and reported in memory, nothing is written
+                                      (pt_round_new_in_memory); false everywhere else */
     /* A job's coordinator (pt_coordinator_config_from_env) publishes a job file once it
      * listens, so the CLI finds it, and removes that file and the control key file when it
      * stops; tests' coordinators publish nothing. */

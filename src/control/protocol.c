@@ -63,9 +63,13 @@ static const field heartbeat_fields[] = {U32(round), STEPS_DONE(steps_done), DUR
 static const field armed_fields[] = {U32(round), STATUS(status), BYTES(text, PT_CTL_MAX_TEXT), PATH(path)};
 static const field summary_fields[] = {U32(round), STATUS(status), BYTES(text, PT_CTL_MAX_TEXT), PATH(path),
                                        BYTES(blob, PT_CTL_MAX_FRAME)};
+/* Where a worker is: the stacks and collectives are text the analysis parses and checks
+ * line by line (summarize/hang_state.c); here they are bounded and hold no NUL. */
+#define SNAPSHOT_FIELDS                                                                            \
+    DURATION(since_step_ns), NAME(threads, PT_CTL_MAX_SNAPSHOT), NAME(collectives, PT_CTL_MAX_SNAPSHOT)
 static const field hang_fields[] = {U32(round), STEPS_DONE(steps_done), DURATION(mean_step_ns),
-                                    DURATION(stalled_ns), BYTES(stack, PT_CTL_MAX_STACK)};
-static const field auto_fields[] = {U8(kind, PT_AUTO_SLOWDOWN, PT_AUTO_HANG), STEPS_DONE(steps_done),
+                                    DURATION(stalled_ns), BYTES(stack, PT_CTL_MAX_STACK), SNAPSHOT_FIELDS};
+static const field auto_fields[] = {U8(kind, PT_AUTO_SLOWDOWN, PT_AUTO_COLLECTIVE_ERROR), STEPS_DONE(steps_done),
                                     DURATION(mean_step_ns), DURATION(best_mean_ns), DURATION(stalled_ns)};
 static const field arm_fields[] = {U32(round), I64(start_step, 0, PT_CTL_MAX_STEP), WINDOW(steps), PATH(path)};
 static const field round_fields[] = {U32(round)};
@@ -78,7 +82,8 @@ static const field progress_fields[] = {PROGRESS_FIELDS};
 static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME)};
 static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
                                              I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
-                                             BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK)};
+                                             BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),
+                                             SNAPSHOT_FIELDS, DURATION(mean_step_ns)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
 
 typedef struct schema {

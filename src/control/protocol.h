@@ -30,6 +30,7 @@
 #define PT_CTL_MAX_TEXT 4096
 #define PT_CTL_MAX_PATH 4096
 #define PT_CTL_MAX_STACK 65536
+#define PT_CTL_MAX_SNAPSHOT 65536  /* a hang report's threads and collectives, each */
 
 /* The ranges the decoder accepts (and the encoder sends). */
 #define PT_CTL_MAX_WORLD (1 << 20)                         /* world size; ranks below it */
@@ -50,19 +51,22 @@ typedef enum pt_ctl_type {
     PT_CTL_HEARTBEAT = 11,  /* steps_done, mean_step_ns, stalled_ns, round */
     PT_CTL_ARMED = 12,      /* round, status, text, path (raw trace it will write) */
     PT_CTL_SUMMARY = 13,    /* round, status, text, path, blob (pt_summary_encode bytes) */
-    PT_CTL_HANG = 14,       /* round, steps_done, mean_step_ns, stalled_ns, stack */
+    PT_CTL_HANG = 14,       /* round, steps_done, mean_step_ns, stalled_ns, stack, since_step_ns,
+                               threads, collectives: where the worker is (a probe's answer, its
+                               own stall, or a collective that failed) */
     PT_CTL_AUTO_REQUEST = 15, /* kind, steps_done, mean_step_ns (recent), best_mean_ns, stalled_ns */
     PT_CTL_BYE = 16,        /* the process is exiting cleanly */
     /* coordinator -> agent */
     PT_CTL_ARM = 20,        /* round, start_step, steps, path (raw trace dir, "" = private) */
-    PT_CTL_PROBE = 21,      /* round: answer with HANG now (status and stack) */
+    PT_CTL_PROBE = 21,      /* round: answer with HANG now (status, stacks, collectives) */
     /* control (CLI) -> coordinator */
     PT_CTL_TRIGGER = 30,    /* wait, steps, save_raw, timeout_ms, path (raw trace dir) */
     /* coordinator -> control */
     PT_CTL_ROUND_STARTED = 40, /* round, start_step, steps, progress */
     PT_CTL_PROGRESS = 41,      /* progress */
     PT_CTL_WORKER_SUMMARY = 42, /* worker, path (raw trace), blob */
-    PT_CTL_WORKER_FAILED = 43,  /* worker, kind (pt_ctl_failure), steps_done, stalled_ns, text, stack */
+    PT_CTL_WORKER_FAILED = 43,  /* worker, kind (pt_ctl_failure), steps_done, stalled_ns, text, stack,
+                                   since_step_ns, threads, collectives, mean_step_ns (its last HANG's) */
     PT_CTL_ROUND_DONE = 44,     /* round, progress */
     PT_CTL_ERROR = 45           /* text */
 } pt_ctl_type;
@@ -71,20 +75,24 @@ typedef enum pt_ctl_role { PT_CTL_ROLE_AGENT = 1, PT_CTL_ROLE_CONTROL = 2 } pt_c
 
 typedef enum pt_ctl_save_raw { PT_SAVE_RAW_NONE = 0, PT_SAVE_RAW_MASTER = 1, PT_SAVE_RAW_ALL = 2 } pt_ctl_save_raw;
 
-typedef enum pt_ctl_auto_kind { PT_AUTO_SLOWDOWN = 1, PT_AUTO_HANG = 2 } pt_ctl_auto_kind;
+/* Why an agent asks for an automatic round: its job slowed down, it stopped stepping,
+ * or one of its collectives raised (a hang report is taken at once). */
+typedef enum pt_ctl_auto_kind { PT_AUTO_SLOWDOWN = 1, PT_AUTO_HANG = 2, PT_AUTO_COLLECTIVE_ERROR = 3 } pt_ctl_auto_kind;
 
 /* Why a worker has no summary in a round (PT_CTL_WORKER_FAILED.kind). */
 typedef enum pt_ctl_failure {
     PT_FAIL_NEVER_CONNECTED = 1, /* its agent never joined the coordinator */
     PT_FAIL_DIED,                /* the connection dropped mid-round */
     PT_FAIL_EXITED,              /* the process said goodbye (training ended) */
-    PT_FAIL_HANG,                /* stopped stepping: hang_step = steps_done, stack */
+    PT_FAIL_HANG,                /* stopped stepping, or answered a hang report's probe:
+                                    hang_step = steps_done, its stacks and collectives */
     PT_FAIL_NOT_REACHED,         /* never reached the window before the deadline */
     PT_FAIL_NO_SUMMARY,          /* passed the window but sent no summary in time */
     PT_FAIL_ERROR,               /* its collector reported a failure (text) */
     PT_FAIL_UNRESPONSIVE,        /* heartbeats stopped (frozen process or lost node) */
     PT_FAIL_BAD_SUMMARY,         /* a summary arrived but did not decode */
-    PT_FAIL_NOT_PROFILED,        /* still stepping, but a hang report profiles nobody */
+    PT_FAIL_NOT_PROFILED,        /* no longer sent (a hang report now takes every answer as
+                                    a snapshot); still decoded from older coordinators */
     PT_FAIL_COORDINATOR_LOST     /* the CLI lost the coordinator (in rank 0's process) before
                                     this worker's outcome arrived; never sent on the wire */
 } pt_ctl_failure;
@@ -140,11 +148,14 @@ typedef struct pt_ctl_msg {
     int64_t mean_step_ns;
     int64_t best_mean_ns;
     int64_t stalled_ns;
+    int64_t since_step_ns;   /* HANG: time since its last step when the snapshot was taken */
     pt_ctl_worker worker;
     pt_ctl_progress progress;
     pt_ctl_bytes text;
     pt_ctl_bytes path;
     pt_ctl_bytes stack;
+    pt_ctl_bytes threads;     /* HANG, WORKER_FAILED: every thread's stack (agent.h) */
+    pt_ctl_bytes collectives; /* HANG, WORKER_FAILED: the collective bookkeeping */
     pt_ctl_bytes blob;
 } pt_ctl_msg;
 

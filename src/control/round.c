@@ -13,6 +13,7 @@
 #include "control/jobfile.h"
 #include "diagnose/diagnose.h"
 #include "report/report.h"
+#include "summarize/hang_state.h"
 #include "summarize/summary.h"
 #include "summarize/summary_io.h"
 #include "util/outdir.h"
@@ -42,6 +43,7 @@ struct pt_round {
     char **warnings;
     size_t warning_count, warning_cap;
     size_t summaries, failures;
+    bool in_memory;          /* pt_round_new_in_memory: nothing is written */
 };
 
 int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err)
@@ -127,6 +129,13 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     return r;
 }
 
+pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size)
+{
+    pt_round *r = pt_round_new(round_dir, world_size);
+    r->in_memory = true;
+    return r;
+}
+
 void pt_round_add_warning(pt_round *r, const char *fmt, ...)
 {
     va_list ap;
@@ -179,6 +188,8 @@ static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *
 {
     pt_out_dir round_dir, summaries;
     pt_error err;
+    if (r->in_memory)
+        return;
     if (pt_out_dir_open(&round_dir, r->dir, false, &err) != 0) {
         pt_round_add_warning(r, "%s", err.message);
         return;
@@ -221,10 +232,12 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
     return (int)PT_MIN(s->step_count, (size_t)INT32_MAX);
 }
 
-/* A hung worker has no profile, only where it stopped: a summary with hang_step set,
- * which is what the diagnosis reads to name the workers that stopped. */
-static pt_worker_summary *hang_summary(const outcome *o, const pt_ctl_worker *w, int64_t steps_done,
-                                       int64_t stalled_ns, const char *stack)
+/* A worker a hang report reached has no profile, only where it was: a summary with
+ * hang_step set, its stacks and its collectives, which the diagnosis matches across the
+ * workers. A snapshot that does not parse is dropped with a warning naming why; the
+ * stack it came with is kept. */
+static pt_worker_summary *snapshot_summary(const outcome *o, const pt_ctl_worker *w, int64_t steps_done,
+                                           const pt_round_snapshot *snap)
 {
     pt_worker_summary *s = pt_summary_new();
     char host[PT_HOST_MAX];
@@ -238,27 +251,38 @@ static pt_worker_summary *hang_summary(const outcome *o, const pt_ctl_worker *w,
     s->host = pt_xstrdup(host);
     s->producer = pt_xstrdup("perftracker");
     s->hang_step = steps_done >= 0 ? steps_done : 0;
-    s->hang_stack = stack && *stack ? pt_xstrdup(stack) : NULL;
-    pt_summary_add_warning(s, "stopped stepping in step %lld (no step for %.1f s); it has no profile, only "
-                              "where it stopped", (long long)s->hang_step, (double)stalled_ns / 1e9);
+    if (!snap)
+        return s;
+    s->hang_stack = snap->stack && *snap->stack ? pt_xstrdup(snap->stack) : NULL;
+    s->hang_idle_ns = snap->since_step_ns >= 0 ? snap->since_step_ns : -1;
+    s->hang_step_ns = snap->mean_step_ns > 0 ? snap->mean_step_ns : -1;
+    pt_error err;
+    if (pt_hang_state_parse(s, snap->threads, snap->collectives, &err) != 0)
+        pt_summary_add_warning(s, "its hang snapshot was not read: %s", err.message);
     return s;
 }
 
 void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t steps_done, int64_t stalled_ns,
-                          const char *text, const char *stack)
+                          const char *text, const pt_round_snapshot *snap)
 {
     outcome *o = add_outcome(r, w);
     r->failures++;
-    if (kind == PT_FAIL_HANG) {
-        o->summary = hang_summary(o, w, steps_done, stalled_ns, stack);
-        return;
-    }
-    if (kind == PT_FAIL_NOT_PROFILED) { /* alive: listed as a worker, with nothing to compare */
-        o->summary = hang_summary(o, w, steps_done, 0, NULL);
-        o->summary->hang_step = -1;
-        free(o->summary->warnings[0]);
-        o->summary->warnings[0] = pt_xstrdup("still stepping when the hang was reported; not profiled");
-        r->failures--;
+    if (kind == PT_FAIL_HANG || kind == PT_FAIL_NOT_PROFILED) {
+        o->summary = snapshot_summary(o, w, steps_done, snap);
+        if (kind == PT_FAIL_NOT_PROFILED) { /* an older coordinator's "alive, not profiled" */
+            o->summary->hang_step = -1;
+            pt_summary_add_warning(o->summary, "still stepping when the hang was reported; not profiled");
+            r->failures--;
+        } else if (stalled_ns > 0) {
+            pt_summary_add_warning(o->summary, "stopped stepping in step %lld (no step for %.1f s); it has no "
+                                   "profile, only where it was", (long long)o->summary->hang_step,
+                                   (double)stalled_ns / 1e9);
+        } else { /* answered a hang report before its own stall threshold: not a failure */
+            r->failures--;
+            pt_summary_add_warning(o->summary, "a hang report took where it was in step %lld (%.1f s after its "
+                                   "last step); it has no profile", (long long)o->summary->hang_step,
+                                   snap && snap->since_step_ns > 0 ? (double)snap->since_step_ns / 1e9 : 0.0);
+        }
         return;
     }
     char where[64] = "";
@@ -266,6 +290,13 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
         snprintf(where, sizeof where, " (at step %lld)", (long long)steps_done);
     pt_round_add_warning(r, "rank %d (%s): %s%s%s%s", w->rank, o->name, pt_ctl_failure_name(kind), where,
                          text && *text ? ": " : "", text ? text : "");
+    /* It died or left right after its collectives said where it was (one failed): that
+     * state is evidence too. */
+    if (snap && snap->collectives && *snap->collectives) {
+        o->summary = snapshot_summary(o, w, steps_done, snap);
+        pt_summary_add_warning(o->summary, "%s%s%s%s; this is where it was before", pt_ctl_failure_name(kind), where,
+                               text && *text ? ": " : "", text ? text : "");
+    }
 }
 
 bool pt_round_rank_open(const pt_round *r, int32_t rank)
@@ -332,7 +363,16 @@ pt_json *pt_round_report(pt_round *r, pt_error *err)
     free(workers);
     free(failed_ranks);
     free(failed_names);
-    if (pt_report_write(r->dir, report, err) != 0) {
+    int rc;
+    if (r->in_memory) {
+        pt_buf text = PT_BUF_INIT, data_js = PT_BUF_INIT;
+        rc = pt_report_render(report, &text, &data_js, err);
+        pt_buf_free(&text);
+        pt_buf_free(&data_js);
+    } else {
+        rc = pt_report_write(r->dir, report, err);
+    }
+    if (rc != 0) {
         pt_json_free(report);
         return NULL;
     }

@@ -5,9 +5,11 @@
  * at once as <round_dir>/summaries/<worker>.ptsum, so nothing collected is lost if the
  * collector of the round dies later) or the reason it has none. pt_round_report then
  * runs the same diagnosis `perftracker analyze` runs (pt_diagnose) and writes
- * <round_dir>/report.json and <round_dir>/PerfDisplay/ (pt_report_write). Hung workers
- * become summaries with hang_step/hang_stack set, which the diagnosis turns into "hang"
- * findings; workers that died or never answered become failed ranks with a warning. */
+ * <round_dir>/report.json and <round_dir>/PerfDisplay/ (pt_report_write). Hung workers,
+ * and every worker a hang report reached, become summaries of their snapshot (hang_step,
+ * every thread's stack, their collectives per process group), which the diagnosis
+ * (diagnose/hangs.c) matches across workers into "hang" findings; workers that died or
+ * never answered become failed ranks with a warning. */
 #ifndef PT_CONTROL_ROUND_H
 #define PT_CONTROL_ROUND_H
 
@@ -32,14 +34,32 @@ void pt_round_default_output_dir(char *dst, size_t cap, char *note, size_t note_
 
 /* Collects into round_dir (created by pt_round_make_dir); world_size may be -1. */
 pt_round *pt_round_new(const char *round_dir, int32_t world_size);
+/* The same in memory only (test seam: fuzz/fuzz_coordinator.c, whose every input would
+ * otherwise write report folders): summaries are not stored, and pt_round_report renders
+ * the report's files (pt_report_render) instead of writing them. round_dir only names the
+ * round in messages; nothing is created. */
+pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size);
 /* Decodes and keeps one worker's summary; returns how many steps it profiled. A summary
  * that does not decode is recorded as a failure (PT_FAIL_BAD_SUMMARY) and -1 is returned
  * with err set. */
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
                          size_t len, pt_error *err);
-/* A worker with no summary: why (pt_ctl_failure), where it was, and what it said. */
+/* Where a worker was when a hang report (or its own stall, or a failed collective) asked:
+ * the texts its agent sent (agent.h, collectives.h), NULL where absent. */
+typedef struct pt_round_snapshot {
+    const char *stack;        /* the training thread's Python stack */
+    const char *threads;      /* every thread's stack, one line each */
+    const char *collectives;  /* its collective bookkeeping */
+    int64_t since_step_ns;    /* time since its last step then */
+    int64_t mean_step_ns;     /* its mean step time then (0: unknown) */
+} pt_round_snapshot;
+
+/* A worker with no summary: why (pt_ctl_failure), where it was, and what it said. A
+ * snapshot (may be NULL) makes it a worker of the report with that state -- a hang's,
+ * or that of a worker that died or exited right after a collective failed -- instead of
+ * a warning only. */
 void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t steps_done, int64_t stalled_ns,
-                          const char *text, const char *stack);
+                          const char *text, const pt_round_snapshot *snap);
 /* Adds a warning line to the report (e.g. "the coordinator connection was lost"). */
 void pt_round_add_warning(pt_round *r, const char *fmt, ...) PT_PRINTF(2, 3);
 

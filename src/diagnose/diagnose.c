@@ -76,6 +76,28 @@ static const char *rank_source_name(pt_rank_source source)
     }
 }
 
+static double busy_ms(const int64_t busy[PT_CLASS_COUNT])
+{
+    double sum = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        sum += (double)busy[c] / 1e6;
+    return sum;
+}
+
+/* A step's sync points as the page's step timeline draws them: per collective the worker
+ * waited in, its end (ms from the step's start) and the work before it since the
+ * previous one; then the work after the last. The step model's own input (whatif.c). */
+static void add_sync_points(pt_json *step, const pt_step_summary *st)
+{
+    pt_json *syncs = pt_json_add(step, "syncs", pt_json_array());
+    for (size_t k = 0; k < st->sync_count; k++) {
+        pt_json *point = pt_json_push(syncs, pt_json_array());
+        pt_json_push(point, pt_json_number_rounded((double)st->syncs[k].end_ns / 1e6, 6));
+        pt_json_push(point, pt_json_number_rounded(busy_ms(st->syncs[k].busy_ns), 6));
+    }
+    pt_json_add(step, "tail_busy_ms", pt_json_number_rounded(busy_ms(st->tail_busy_ns), 6));
+}
+
 static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
 {
     const pt_worker_summary *s = a->workers[w];
@@ -100,6 +122,8 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
         pt_json_add(step, "step", pt_json_int(st->step));
         pt_json_add(step, "ms", pt_json_number_rounded((double)st->dur_ns / 1e6, 6));
         add_breakdown(step, st->exposed_ns, st->idle_ns, 1.0);
+        if (s->has_syncs)
+            add_sync_points(step, st);
     }
     return j;
 }

@@ -56,6 +56,7 @@ typedef struct finding {
     pt_class cls;             /* peer findings: the class compared */
     pt_evidence evidence;     /* peer findings: of the worker with the largest excess */
     double calls, peer_calls; /* that worker's calls per step, and the typical worker's */
+    pt_json *hang;            /* hang findings: evidence.hang (each rank's side), owned */
 } finding;
 
 typedef struct finding_list {
@@ -88,6 +89,10 @@ void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_bu
 /* "37%", "4.3%", "0.35%": small shares keep their digits (a 0.35% link use is not 0%). */
 #define PT_PERCENT_LEN 16
 const char *pt_percent(char out[PT_PERCENT_LEN], double percent);
+
+/* Hangs (hangs.c): which rank is missing from which collective, and what does not match;
+ * marks the workers each finding names in status (2). */
+void pt_hang_findings(const pt_analysis *a, finding_list *list, int *status);
 
 /* The passes of peers.c: functions and classes against the other workers, uniformly slow
  * hosts, and stragglers (workers the others wait for). Their sentences are written once

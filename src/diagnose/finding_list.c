@@ -61,6 +61,7 @@ static void finding_free(finding *f)
     free(f->workers);
     free(f->values);
     free(f->summary);
+    pt_json_free(f->hang);
 }
 
 void pt_finding_drop_last(finding_list *list)

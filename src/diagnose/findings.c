@@ -25,9 +25,10 @@
  *     (cpu_bound, summed over every stack), exposed communication above 30% (what no
  *     worker's work sets: the transfers), and a slowest worker that moves from step to
  *     step (uneven work).
- *  4. Hangs. Workers whose traces go on long after their last step blocked in a
- *     collective are waiting; the workers that are not are the culprits. Workers the
- *     collector or control plane marked as stopped are hangs too.
+ *  4. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
+ *     missing from the call the others wait in, which calls do not match, groups entered
+ *     in opposite orders, a call nobody returns from -- and, without collective state,
+ *     the stacks: workers stopped outside a collective are the culprits.
  *
  * Impact is what fixing saves, from the step model (whatif.h): a step is a chain of sync
  * points, each segment between two lasts as long as its busiest worker's work plus its
@@ -49,7 +50,6 @@
 #include <string.h>
 
 #define SIGMAS 5.0
-#define HANG_STEPS 5.0        /* stuck for 5x the step time (the paper's rule) */
 #define COMMON_MEMORY 0.03
 #define COMMON_RUNTIME 0.05
 #define COMMON_PYTHON 0.15
@@ -62,6 +62,8 @@
 #define CPU_BOUND_GPU 0.7     /* the GPU works less than 70% of the step ... */
 #define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */
 #define EXPECTED_CPU 0.10
+/* A step's pieces (whatif.c), and the segment closing the loop in the first step. */
+#define MAX_SEGMENTS_PER_STEP (PT_SUMMARY_MAX_SYNCS_PER_STEP + 2)
 
 /* ------------------------------------------------------------ hardware evidence */
 
@@ -613,96 +615,6 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
     f->summary = pt_buf_take(&s);
 }
 
-/* ------------------------------------------------------------ 4. hangs */
-
-static bool stack_in_collective(const char *stack)
-{
-    if (!stack)
-        return false;
-    const char *frame = stack;
-    for (const char *p = stack;; p++) {
-        if (*p == '|' || *p == '\0') {
-            if (pt_cpu_is_collective(frame, (size_t)(p - frame)) || pt_kernel_is_collective(frame, (size_t)(p - frame)))
-                return true;
-            if (!*p)
-                return false;
-            frame = p + 1;
-        }
-    }
-}
-
-static void hang_findings(const pt_analysis *a, finding_list *list, int *status)
-{
-    double stuck_ms = HANG_STEPS * a->median_step_ms;
-    bool *blocked = pt_xcalloc(a->n ? a->n : 1, sizeof *blocked);
-    bool *stopped = pt_xcalloc(a->n ? a->n : 1, sizeof *stopped);
-    size_t nblocked = 0, nstopped = 0;
-    const char *collective = NULL;
-    for (size_t w = 0; w < a->n; w++) {
-        const pt_worker_summary *s = a->workers[w];
-        bool stalled = (double)s->stall_ns / 1e6 > stuck_ms && a->median_step_ms > 0;
-        if (s->hang_step >= 0) {
-            blocked[w] = stack_in_collective(s->hang_stack);
-            stopped[w] = !blocked[w];
-        } else if (stalled && s->stall_class == PT_CLASS_COMM) {
-            blocked[w] = true;
-            collective = s->stall_function;
-        } else if (stalled) {
-            stopped[w] = true;
-        }
-        nblocked += blocked[w];
-        nstopped += stopped[w];
-    }
-    /* Workers blocked in a collective wait for someone: those that are not blocked. */
-    if (nblocked && !nstopped)
-        for (size_t w = 0; w < a->n; w++)
-            if (!blocked[w])
-                stopped[w] = true, nstopped++;
-    if (nstopped) {
-        finding *f = pt_finding_add(list, "hang", "", "workers");
-        f->metric = "step the worker stopped in";
-        for (size_t w = 0; w < a->n; w++)
-            if (stopped[w]) {
-                pt_finding_name_worker(f, w, (double)a->workers[w]->hang_step);
-                status[w] = 2;
-            }
-        const pt_worker_summary *first = a->workers[f->workers[0]];
-        free(f->function);
-        f->function = pt_xstrdup(first->hang_stack ? first->hang_stack
-                                 : first->stall_function && first->stall_class != PT_CLASS_COMM ? first->stall_function
-                                                                                                 : "stopped stepping");
-        f->impact = 1.0;
-        pt_buf s = PT_BUF_INIT;
-        pt_ranks_phrase(a, f, &s);
-        pt_buf_printf(&s, " stopped making progress");
-        if (first->hang_step >= 0)
-            pt_buf_printf(&s, " in step %lld", (long long)first->hang_step);
-        if (strcmp(f->function, "stopped stepping") != 0)
-            pt_buf_printf(&s, " (last in `%s`)", f->function);
-        if (nblocked)
-            pt_buf_printf(&s, "; %zu other worker%s %s blocked in %s waiting for %s", nblocked, nblocked == 1 ? "" : "s",
-                          nblocked == 1 ? "is" : "are", collective ? collective : "a collective",
-                          f->worker_count == 1 ? "it" : "them");
-        pt_buf_puts(&s, ". Inspect that process (py-spy dump, gdb) before restarting the job.");
-        f->summary = pt_buf_take(&s);
-    } else if (nblocked) {
-        finding *f = pt_finding_add(list, "hang", collective ? collective : "collective", "workers");
-        f->all_workers = true;
-        f->impact = 1.0;
-        f->metric = "blocked after the last step, ms";
-        for (size_t w = 0; w < a->n; w++)
-            if (blocked[w])
-                pt_finding_name_worker(f, w, (double)a->workers[w]->stall_ns / 1e6), status[w] = 2;
-        pt_buf s = PT_BUF_INIT;
-        pt_buf_printf(&s, "Every traced worker is blocked in %s: the worker they wait for is not among the traces "
-                          "(see the missing ranks) or the network hangs.",
-                      collective ? collective : "a collective");
-        f->summary = pt_buf_take(&s);
-    }
-    free(blocked);
-    free(stopped);
-}
-
 /* ------------------------------------------------------------ output */
 
 static int by_impact(const void *x, const void *y)
@@ -736,6 +648,10 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
         pt_json_add(ev, "key", pt_json_string(f->function));
     pt_json_add(ev, "metric", pt_json_string(f->metric));
     pt_json_add(ev, "median", pt_json_number_rounded(f->median, 6));
+    if (f->hang) {
+        pt_json_add(ev, "hang", f->hang);
+        f->hang = NULL; /* the report owns it now */
+    }
     pt_json *values = pt_json_add(ev, "values", pt_json_object());
     for (size_t i = 0; i < f->worker_count && i < 64; i++) {
         char rank[16];
@@ -745,8 +661,48 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
     return j;
 }
 
+/* Who sets each modelled step: of the step's segments (in step order, so one run of
+ * them per step), the worker that is the busiest in the most (ties: the larger lead),
+ * with how many it sets, its lead over the next busiest there, and whether that lead is
+ * above the noise floor the findings use (below it nobody holds the step up). For the
+ * page's step timeline; real steps only (a pseudo-step is no step of the job). */
+static pt_json *pace_json(const pt_analysis *a, const pt_whatif *m)
+{
+    pt_json *pace = pt_json_array();
+    size_t segments = pt_whatif_segments(m);
+    if (!pt_whatif_by_step(m) || a->n == 0)
+        return pace;
+    size_t pacer[MAX_SEGMENTS_PER_STEP];
+    double margin[MAX_SEGMENTS_PER_STEP];
+    for (size_t j = 0; j < segments;) {
+        size_t step = pt_whatif_segment_step(m, j), count = 0;
+        for (; j < segments && pt_whatif_segment_step(m, j) == step; j++)
+            if (count < MAX_SEGMENTS_PER_STEP)
+                pacer[count] = pt_whatif_pacer(m, j, &margin[count]), count++;
+        size_t best = 0, best_paced = 0;
+        double best_lead = -1;
+        for (size_t k = 0; k < count; k++) {
+            size_t paced = 0;
+            double lead = 0;
+            for (size_t i = 0; i < count; i++)
+                if (pacer[i] == pacer[k])
+                    paced++, lead += margin[i];
+            if (paced > best_paced || (paced == best_paced && lead > best_lead))
+                best = pacer[k], best_paced = paced, best_lead = lead;
+        }
+        pt_json *p = pt_json_push(pace, pt_json_object());
+        pt_json_add(p, "step", pt_json_int((int64_t)step));
+        pt_json_add(p, "rank", pt_json_int(pt_worker_rank(a, best)));
+        pt_json_add(p, "sets", pt_json_int((int64_t)best_paced));
+        pt_json_add(p, "of", pt_json_int((int64_t)count));
+        pt_json_add(p, "lead_ms", pt_json_number_rounded(a->n > 1 ? best_lead : 0, 6));
+        pt_json_add(p, "above_noise", pt_json_bool(a->n > 1 && best_lead >= pt_floor_ms(a)));
+    }
+    return pace;
+}
+
 /* The step model as the report states it: the modelled step and how it is cut. */
-static pt_json *model_json(const pt_whatif *m, double joint)
+static pt_json *model_json(const pt_analysis *a, const pt_whatif *m, double joint)
 {
     pt_json *j = pt_json_object();
     pt_json_add(j, "step_ms", pt_json_number_rounded(pt_whatif_step_ms(m), 6));
@@ -755,6 +711,7 @@ static pt_json *model_json(const pt_whatif *m, double joint)
                 pt_json_number_rounded((double)pt_whatif_sync_segments(m) / (double)pt_whatif_steps(m), 3));
     pt_json_add(j, "unshortened_ms", pt_json_number_rounded(pt_whatif_unshortened_ms(m), 6));
     pt_json_add(j, "joint_impact", pt_json_number_rounded(joint, 6));
+    pt_json_add(j, "pace", pace_json(a, m));
     return j;
 }
 
@@ -763,7 +720,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
     pt_whatif *m = pt_whatif_new(a);
-    hang_findings(a, &list, status);
+    pt_hang_findings(a, &list, status);
     size_t hangs = list.count;
     if (a->n >= 3) {
         pt_peer_findings(a, m, &list, hangs == 0);
@@ -799,7 +756,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";
     pt_json_add(diagnosis, "verdict", pt_json_string(verdict));
     pt_json_add(diagnosis, "joint_impact", pt_json_number_rounded(joint, 6));
-    pt_json_add(diagnosis, "step_model", model_json(m, joint));
+    pt_json_add(diagnosis, "step_model", model_json(a, m, joint));
     pt_whatif_free(m);
     pt_json *findings = pt_json_add(diagnosis, "findings", pt_json_array());
     for (size_t i = 0; i < list.count; i++) {

@@ -10,12 +10,17 @@
 
 #define SERIES_WORKERS 64
 
+/* The unit of a metric the collector samples, from its name (collect/sampler.c, nvml.c):
+ * utilizations, GPM activities and host memory in use are percentages; "_mb" values are
+ * MiB (bytes / 2^20) and "_mibps" MiB/s. */
 static const char *unit_of(const char *metric)
 {
     static const struct {
         const char *suffix, *unit;
-    } units[] = {{"_pct", "%"}, {"_mhz", "MHz"}, {"_w", "W"}, {"_gbps", "GB/s"}, {"_mbps", "MB/s"},
-                 {"_c", "C"},   {"_mib", "MiB"}, {"_bytes", "B"}};
+    } units[] = {{"_pct", "%"},      {"util", "%"},     {"_active", "%"},     {"_occupancy", "%"},
+                 {"mem_used", "%"},  {"_mhz", "MHz"},   {"_w", "W"},          {"_gbps", "GB/s"},
+                 {"_mbps", "MB/s"},  {"_mibps", "MiB/s"}, {"_c", "C"},        {"_mib", "MiB"},
+                 {"_mb", "MiB"},     {"_bytes", "B"}};
     size_t n = strlen(metric);
     for (size_t i = 0; i < PT_ARRAY_LEN(units); i++) {
         size_t m = strlen(units[i].suffix);

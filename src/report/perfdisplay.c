@@ -116,8 +116,8 @@ static int write_assets(const pt_out_dir *display, pt_error *err)
     return rc;
 }
 
-static int write_report_data(const pt_out_dir *dir, const char *report_json, size_t report_len,
-                             pt_error *err)
+int pt_perfdisplay_render_data(const char *report_json, size_t report_len, pt_buf *data_js, bool *is_diff,
+                               pt_error *err)
 {
     pt_error parse_err = {{0}};
     pt_json *report = pt_json_parse(report_json, report_len, REPORT_MAX_DEPTH, &parse_err);
@@ -130,23 +130,32 @@ static int write_report_data(const pt_out_dir *dir, const char *report_json, siz
         pt_error_set(err, "the report is not a JSON object");
         return -1;
     }
+    *is_diff = pt_json_get(report, "diff_version") != NULL;
+    pt_buf_puts(data_js, data_js_prefix);
+    pt_json_write(data_js, report, -1);
+    pt_buf_puts(data_js, ";\n");
+    pt_json_free(report);
+    return 0;
+}
+
+static int write_report_data(const pt_out_dir *dir, const char *report_json, size_t report_len,
+                             pt_error *err)
+{
+    pt_buf data_js = PT_BUF_INIT;
+    bool is_diff;
+    if (pt_perfdisplay_render_data(report_json, report_len, &data_js, &is_diff, err) != 0)
+        return -1;
     /* A diff (perftracker diff) keeps its own name beside the page; the other name goes,
      * so a folder never holds a stale document of the other kind. */
-    bool is_diff = pt_json_get(report, "diff_version") != NULL;
     const char *name = is_diff ? "diff.json" : "report.json";
-    pt_buf compact = PT_BUF_INIT;
-    pt_json_write(&compact, report, -1);
-    pt_json_free(report);
-    static const char suffix[] = ";\n";
-    const void *js_parts[] = {data_js_prefix, compact.data, suffix};
-    const size_t js_sizes[] = {sizeof data_js_prefix - 1, compact.len, sizeof suffix - 1};
+    const void *js_parts[] = {data_js.data};
     const void *json_parts[] = {report_json};
-    int rc = write_file(dir, "data.js", js_parts, js_sizes, 3, false, err);
+    int rc = write_file(dir, "data.js", js_parts, &data_js.len, 1, false, err);
     if (rc == 0)
         rc = write_file(dir, name, json_parts, &report_len, 1, false, err);
     if (rc == 0)
         remove_file(dir, is_diff ? "report.json" : "diff.json"); /* usually not there */
-    pt_buf_free(&compact);
+    pt_buf_free(&data_js);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #ifndef PT_REPORT_PERFDISPLAY_H
 #define PT_REPORT_PERFDISPLAY_H
 
+#include "util/buf.h"
 #include "util/common.h"
 #include "util/outdir.h"
 
@@ -24,6 +25,12 @@ int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_
 /* The same into a folder already opened and checked (outdir.h). */
 int pt_perfdisplay_write_into(const pt_out_dir *display_dir, const char *report_json, size_t report_len,
                               pt_error *err);
+
+/* data.js for report_json, appended to data_js (the report parsed and re-serialised, as
+ * the writers above write it); is_diff: a diff document. 0 or -1 with err when the text
+ * is not a JSON object. */
+int pt_perfdisplay_render_data(const char *report_json, size_t report_len, pt_buf *data_js, bool *is_diff,
+                               pt_error *err);
 
 /* Whether this binary bundles the chart library (false when npm was unavailable at build
  * time: the page then shows tables and its own canvas heatmap, and says so). */

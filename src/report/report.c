@@ -8,14 +8,20 @@
 
 #include <time.h>
 
+/* report.json's text (pretty, 2-space, a final newline). */
+static void document_text(const pt_json *doc, pt_buf *out)
+{
+    pt_json_write(out, doc, 2);
+    pt_buf_putc(out, '\n');
+}
+
 int pt_report_write_document(const char *out_dir, const char *file_name, const pt_json *doc, pt_error *err)
 {
     pt_out_dir out, display;
     if (pt_out_dir_open(&out, out_dir, true, err) != 0)
         return -1;
     pt_buf json = PT_BUF_INIT;
-    pt_json_write(&json, doc, 2);
-    pt_buf_putc(&json, '\n');
+    document_text(doc, &json);
     const void *parts[] = {json.data};
     size_t sizes[] = {json.len};
     int rc = pt_out_dir_write(&out, file_name, parts, sizes, 1, 0644, err);
@@ -33,6 +39,13 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
 int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)
 {
     return pt_report_write_document(out_dir, "report.json", report, err);
+}
+
+int pt_report_render(const pt_json *report, pt_buf *report_json, pt_buf *data_js, pt_error *err)
+{
+    document_text(report, report_json);
+    bool is_diff;
+    return pt_perfdisplay_render_data(report_json->data, report_json->len, data_js, &is_diff, err);
 }
 
 /* ------------------------------------------------------------ log lines */

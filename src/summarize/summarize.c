@@ -25,6 +25,7 @@
  * bounds it: a worker that would need more is refused, not half-analysed (on_event). */
 #include "summarize/summarize.h"
 #include "summarize/classify.h"
+#include "summarize/collective_log.h"
 #include "summarize/demangle.h"
 #include "summarize/summary_io.h"
 #include "summarize/timeline.h"
@@ -114,6 +115,8 @@ struct pt_summarizer {
     DEFINE_VEC(step_rec, steps);
     DEFINE_VEC(counter_rec, counters);
     DEFINE_VEC(char *, warnings);
+    pt_coll_log *coll_log;  /* collectives of named process groups, for the hang analysis */
+    int64_t trace_end;      /* the latest end of any kept event */
     uint64_t events;
     uint64_t out_of_range; /* events dropped for impossible times (time_in_range) */
     uint64_t kept, max_kept, over_budget; /* the event budget (see on_event) */
@@ -187,6 +190,10 @@ static int on_event(void *ctx, const pt_event *ev)
         return 1; /* stops the reader */
     }
     int64_t end = ev->ts_ns + ev->dur_ns;
+    if (ev->kind != PT_EVENT_COUNTER && ev->kind != PT_EVENT_STEP)
+        s->trace_end = PT_MAX(s->trace_end, end);
+    if (PT_UNLIKELY(ev->coll.group != NULL))
+        pt_coll_log_add(s->coll_log, ev);
     switch (ev->kind) {
     case PT_EVENT_GPU_KERNEL: {
         kernel_key k = {pt_demangler_intern(&s->kernel_names, &s->names, ev->name, ev->name_len),
@@ -256,6 +263,8 @@ pt_summarizer *pt_summarizer_new(void)
     pt_strtab_init(&s->names);
     pt_strtab_init(&s->kernel_keys);
     pt_demangler_init(&s->kernel_names);
+    s->coll_log = pt_coll_log_new();
+    s->trace_end = INT64_MIN;
     return s;
 }
 
@@ -273,6 +282,7 @@ void pt_summarizer_free(pt_summarizer *s)
     pt_strtab_free(&s->names);
     pt_strtab_free(&s->kernel_keys);
     pt_demangler_free(&s->kernel_names);
+    pt_coll_log_free(s->coll_log);
     pt_free_strings(s->warnings, s->warnings_count);
     free(s->kernels);
     free(s->colls);
@@ -1929,8 +1939,10 @@ static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_wo
     emit_sync_points(r, out);
     merge_same_names(out);
     emit_metrics(r, out);
-    if (!window_cut) /* after a cut window the trace goes on because we stopped, not the worker */
+    if (!window_cut) { /* after a cut window the trace goes on because we stopped, not the worker */
         find_stall(r, out);
+        pt_coll_log_finish(s->coll_log, s->trace_end, s->steps_count ? r->w1 : INT64_MIN, r->meta->backend, out);
+    }
     free(medians);
 }
 
@@ -2004,6 +2016,8 @@ static void merge_summarizer(pt_summarizer *dst, const pt_summarizer *src)
         char *w = pt_xstrdup(src->warnings[i]);
         PUSH(dst, warnings, w);
     }
+    pt_coll_log_merge(dst->coll_log, src->coll_log);
+    dst->trace_end = PT_MAX(dst->trace_end, src->trace_end);
     dst->events += src->events;
     dst->out_of_range += src->out_of_range;
     dst->over_budget += src->over_budget;

@@ -19,6 +19,8 @@ pt_worker_summary *pt_summary_new(void)
     s->rank = s->local_rank = s->world_size = -1;
     s->pid = -1;
     s->hang_step = -1;
+    s->hang_idle_ns = -1;
+    s->hang_step_ns = -1;
     s->dropped_events = -1;
     s->hw_sample_period_us = -1;
     s->stall_class = PT_CLASS_PYTHON;
@@ -51,7 +53,59 @@ void pt_summary_free(pt_worker_summary *s)
     free(s->producer);
     free(s->hang_stack);
     free(s->stall_function);
+    pt_summary_free_hang_state(s);
     free(s);
+}
+
+void pt_summary_free_hang_state(pt_worker_summary *s)
+{
+    for (size_t i = 0; i < s->thread_count; i++) {
+        free(s->threads[i].name);
+        free(s->threads[i].stack);
+    }
+    free(s->threads);
+    s->threads = NULL;
+    s->thread_count = 0;
+    for (size_t i = 0; i < s->group_count; i++) {
+        pt_collective_group *g = &s->groups[i];
+        for (size_t k = 0; k < g->call_count; k++) {
+            free(g->calls[k].op);
+            free(g->calls[k].dtype);
+            free(g->calls[k].error);
+        }
+        free(g->calls);
+        free(g->runs);
+        free(g->name);
+        free(g->backend);
+    }
+    free(s->groups);
+    s->groups = NULL;
+    s->group_count = 0;
+}
+
+const char *pt_call_state_name(pt_call_state state)
+{
+    static const char *const names[PT_CALL_STATE_COUNT] = {NULL, "entered", "issued", "completed", "failed"};
+    return state > 0 && state < PT_CALL_STATE_COUNT ? names[state] : "unknown";
+}
+
+bool pt_group_has_rank(const pt_collective_group *g, int32_t r)
+{
+    for (size_t i = 0; i < g->run_count; i++) {
+        const pt_rank_run *run = &g->runs[i];
+        if (r >= run->first && r <= run->last && run->stride > 0 && (r - run->first) % run->stride == 0)
+            return true;
+    }
+    return false;
+}
+
+int64_t pt_group_run_members(const pt_collective_group *g)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < g->run_count; i++)
+        if (g->runs[i].stride > 0 && g->runs[i].last >= g->runs[i].first)
+            n += ((int64_t)g->runs[i].last - g->runs[i].first) / g->runs[i].stride + 1;
+    return n;
 }
 
 void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)

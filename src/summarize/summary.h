@@ -119,6 +119,67 @@ typedef struct pt_metric_summary {
     float series_value[PT_SERIES_MAX_POINTS];
 } pt_metric_summary;
 
+/* Where a worker was in its collectives, per process group (summary version 4): from the
+ * collector's bookkeeping at a hang report, or from a trace's collective ops. The hang
+ * analysis (diagnose/hangs.c) matches the groups' calls across workers by sequence number. */
+typedef enum pt_call_state {
+    PT_CALL_ENTERED = 1,   /* called, not returned (blocked in it, or still running) */
+    PT_CALL_ISSUED,        /* returned a handle (async, or a GPU collective enqueued); not known done */
+    PT_CALL_COMPLETED,
+    PT_CALL_FAILED,        /* raised; error says what */
+    PT_CALL_STATE_COUNT
+} pt_call_state;
+
+const char *pt_call_state_name(pt_call_state state); /* "entered", ... */
+
+typedef struct pt_collective_call {
+    int64_t seq;           /* 1.. in the group, as this worker numbers its calls */
+    char *op;              /* "all_reduce", "broadcast", ... */
+    int64_t count;         /* elements of its input, -1 unknown */
+    char *dtype;           /* "float32", ...; NULL unknown */
+    pt_call_state state;
+    int64_t age_ns;        /* how long before the snapshot it was entered, -1 unknown */
+    char *error;           /* PT_CALL_FAILED: what it raised (may be NULL); else NULL */
+} pt_collective_call;
+
+/* Members of a group: first, first + stride, ..., last. */
+typedef struct pt_rank_run {
+    int32_t first, last, stride;
+} pt_rank_run;
+
+typedef struct pt_collective_group {
+    char *name;            /* the process group's name ("0": the default group) */
+    char *backend;         /* "gloo", "nccl", ...; NULL unknown */
+    int32_t size;          /* members, -1 unknown */
+    pt_rank_run *runs;     /* members' global ranks in order (none: unknown) */
+    size_t run_count;
+    pt_collective_call *calls; /* this worker's last calls in the group, oldest first */
+    size_t call_count;
+} pt_collective_group;
+
+typedef struct pt_thread_stack {
+    char *name;            /* threading's name ("MainThread"), may be "" */
+    int64_t ident;         /* threading.get_ident() */
+    bool training;         /* the thread that calls step() */
+    char *stack;           /* frames joined with '|', outermost first; may be "" */
+} pt_thread_stack;
+
+/* Bounds of the hang state (pt_summary_check; docs/summary-format.md). */
+#define PT_SUMMARY_MAX_THREADS 1024u
+#define PT_SUMMARY_MAX_GROUPS 256u
+#define PT_SUMMARY_MAX_RUNS 256u
+#define PT_SUMMARY_MAX_CALLS 64u
+#define PT_SUMMARY_MAX_LABEL 256u      /* a group, op, dtype or thread name, bytes */
+#define PT_SUMMARY_MAX_ERROR 4096u
+#define PT_SUMMARY_MAX_SEQ (INT64_C(1) << 53)
+/* The summary version that carries the hang state. */
+#define PT_SUMMARY_VERSION_HANG_STATE 4
+
+/* Whether global rank r is a member of g (false when its members are unknown). */
+bool pt_group_has_rank(const pt_collective_group *g, int32_t r);
+/* Number of members the runs list. */
+int64_t pt_group_run_members(const pt_collective_group *g);
+
 typedef struct pt_worker_summary {
     int32_t rank;
     pt_rank_source rank_source;
@@ -141,8 +202,14 @@ typedef struct pt_worker_summary {
     uint64_t events;
     int64_t dropped_events;   /* collector ring overflow, -1 unknown */
     int32_t hw_sample_period_us;
-    int64_t hang_step;        /* >= 0: the worker stopped stepping in this step */
-    char *hang_stack;         /* Python stack it was in, when known */
+    int64_t hang_step;        /* >= 0: a hang report's snapshot of the worker, in this step */
+    char *hang_stack;         /* the training thread's Python stack then, when known */
+    int64_t hang_idle_ns;     /* then: time since its last step; -1 unknown */
+    int64_t hang_step_ns;     /* then: its mean step time; -1 unknown */
+    pt_thread_stack *threads; /* then: every Python thread */
+    size_t thread_count;
+    pt_collective_group *groups; /* its collectives, per process group (snapshot or trace) */
+    size_t group_count;
     /* Activity after the last complete step: a trace that goes on long after its last
      * step was stuck in something (the longest activity there, and its class). */
     int64_t stall_ns;
@@ -162,6 +229,8 @@ typedef struct pt_worker_summary {
 
 pt_worker_summary *pt_summary_new(void);
 void pt_summary_free(pt_worker_summary *s);
+/* Frees the threads and groups only (a parser that failed half way). */
+void pt_summary_free_hang_state(pt_worker_summary *s);
 void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

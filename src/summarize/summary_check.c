@@ -457,10 +457,153 @@ static bool warnings_ok(const pt_worker_summary *s, pt_error *err)
     return true;
 }
 
+/* ------------------------------------------------------------ the hang state */
+
+static bool label_ok(const char *what, const char *text, text_rule rule, pt_error *err)
+{
+    if (!text_ok(what, text, rule, err))
+        return false;
+    return !text || strnlen(text, PT_SUMMARY_MAX_LABEL + 1) <= PT_SUMMARY_MAX_LABEL ||
+           REFUSE("%s is longer than %u bytes", what, PT_SUMMARY_MAX_LABEL);
+}
+
+static bool threads_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->thread_count > PT_SUMMARY_MAX_THREADS)
+        return REFUSE("%zu thread stacks, more than the %u a summary may hold", s->thread_count,
+                      PT_SUMMARY_MAX_THREADS);
+    if (s->thread_count && !s->threads)
+        return REFUSE("%zu thread stacks are counted but none is there", s->thread_count);
+    size_t training = 0;
+    for (size_t i = 0; i < s->thread_count; i++) {
+        const pt_thread_stack *t = &s->threads[i];
+        if (!label_ok("a thread's name", t->name, PRESENT, err) || !text_ok("a thread's stack", t->stack, PRESENT, err))
+            return false;
+        if (t->ident < 0)
+            return REFUSE("thread %zu's ident is %" PRId64 ", below 0", i, t->ident);
+        training += t->training;
+    }
+    return training <= 1 || REFUSE("%zu threads are marked as the training thread (at most one is)", training);
+}
+
+static bool runs_ok(const pt_worker_summary *s, const pt_collective_group *g, pt_error *err)
+{
+    char name[SHOWN_MAX + 4];
+    if (g->run_count > PT_SUMMARY_MAX_RUNS)
+        return REFUSE("group \"%s\" lists %zu runs of ranks, more than %u", shown(g->name, name), g->run_count,
+                      PT_SUMMARY_MAX_RUNS);
+    if (g->run_count && !g->runs)
+        return REFUSE("group \"%s\"'s runs of ranks are counted but not there", shown(g->name, name));
+    int64_t after = -1;
+    for (size_t k = 0; k < g->run_count; k++) {
+        const pt_rank_run *r = &g->runs[k];
+        if (r->first < 0 || r->last < r->first || r->last >= PT_MAX_WORLD_SIZE || r->stride < 1 ||
+            ((int64_t)r->last - r->first) % r->stride != 0)
+            return REFUSE("group \"%s\" has a run of ranks %" PRId32 "-%" PRId32 "/%" PRId32
+                          " that is not first <= last < %d with last - first a multiple of stride >= 1",
+                          shown(g->name, name), r->first, r->last, r->stride, PT_MAX_WORLD_SIZE);
+        if (r->first <= after)
+            return REFUSE("group \"%s\"'s ranks are not in increasing order (run %zu starts at %" PRId32 ")",
+                          shown(g->name, name), k, r->first);
+        if (s->world_size > 0 && r->last >= s->world_size)
+            return REFUSE("group \"%s\" has rank %" PRId32 ", not below the world size %" PRId32,
+                          shown(g->name, name), r->last, s->world_size);
+        after = r->last;
+    }
+    if (!g->run_count)
+        return true;
+    int64_t members = pt_group_run_members(g);
+    if (g->size >= 0 && members != g->size)
+        return REFUSE("group \"%s\" says %" PRId32 " members but lists %" PRId64, shown(g->name, name), g->size,
+                      members);
+    return s->rank < 0 || pt_group_has_rank(g, s->rank) ||
+           REFUSE("group \"%s\" does not list rank %" PRId32 ", whose calls in it the summary holds",
+                  shown(g->name, name), s->rank);
+}
+
+static bool call_ok(const pt_collective_group *g, const pt_collective_call *c, int64_t after, pt_error *err)
+{
+    char name[SHOWN_MAX + 4];
+    const char *gname = shown(g->name, name);
+    if (c->seq < 1 || c->seq > PT_SUMMARY_MAX_SEQ)
+        return REFUSE("group \"%s\" has a call numbered %" PRId64 ", outside 1 to 2^53", gname, c->seq);
+    if (c->seq <= after)
+        return REFUSE("group \"%s\"'s calls are not in increasing order of their numbers (%" PRId64 " after %" PRId64
+                      ")", gname, c->seq, after);
+    if (!label_ok("a collective's operation", c->op, NON_EMPTY, err) ||
+        !label_ok("a collective's dtype", c->dtype, MAY_BE_ABSENT, err))
+        return false;
+    if (c->count < -1 || c->count > PT_SUMMARY_MAX_NS)
+        return REFUSE("group \"%s\" call %" PRId64 " counts %" PRId64 " elements, outside -1 (unknown) to 2^60",
+                      gname, c->seq, c->count);
+    if (c->state < PT_CALL_ENTERED || c->state >= PT_CALL_STATE_COUNT)
+        return REFUSE("group \"%s\" call %" PRId64 " has a state (%d) perftracker does not know", gname, c->seq,
+                      (int)c->state);
+    if (c->age_ns < -1 || c->age_ns > PT_SUMMARY_MAX_NS)
+        return REFUSE("group \"%s\" call %" PRId64 " is %" PRId64 " ns old, outside -1 (unknown) to 2^60 ns", gname,
+                      c->seq, c->age_ns);
+    if (c->error && c->state != PT_CALL_FAILED)
+        return REFUSE("group \"%s\" call %" PRId64 " has an error but did not fail", gname, c->seq);
+    return !c->error || strnlen(c->error, PT_SUMMARY_MAX_ERROR + 1) <= PT_SUMMARY_MAX_ERROR ||
+           REFUSE("group \"%s\" call %" PRId64 "'s error is longer than %u bytes", gname, c->seq,
+                  PT_SUMMARY_MAX_ERROR);
+}
+
+static int cmp_group_name(const void *x, const void *y)
+{
+    const pt_collective_group *a = *(const pt_collective_group *const *)x, *b = *(const pt_collective_group *const *)y;
+    return strcmp(a->name, b->name);
+}
+
+static bool groups_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->group_count > PT_SUMMARY_MAX_GROUPS)
+        return REFUSE("%zu process groups, more than the %u a summary may hold", s->group_count, PT_SUMMARY_MAX_GROUPS);
+    if (s->group_count && !s->groups)
+        return REFUSE("%zu process groups are counted but none is there", s->group_count);
+    for (size_t i = 0; i < s->group_count; i++) {
+        const pt_collective_group *g = &s->groups[i];
+        char name[SHOWN_MAX + 4];
+        if (!label_ok("a process group's name", g->name, NON_EMPTY, err) ||
+            !label_ok("a process group's backend", g->backend, MAY_BE_ABSENT, err))
+            return false;
+        if (g->size != -1 && (g->size < 1 || g->size > PT_MAX_WORLD_SIZE))
+            return REFUSE("group \"%s\" has %" PRId32 " members, outside 1 to %d (or -1, unknown)",
+                          shown(g->name, name), g->size, PT_MAX_WORLD_SIZE);
+        if (!runs_ok(s, g, err))
+            return false;
+        if (g->call_count > PT_SUMMARY_MAX_CALLS)
+            return REFUSE("group \"%s\" holds %zu calls, more than %u", shown(g->name, name), g->call_count,
+                          PT_SUMMARY_MAX_CALLS);
+        if (g->call_count && !g->calls)
+            return REFUSE("group \"%s\"'s calls are counted but not there", shown(g->name, name));
+        int64_t after = 0;
+        for (size_t k = 0; k < g->call_count; k++) {
+            if (!call_ok(g, &g->calls[k], after, err))
+                return false;
+            after = g->calls[k].seq;
+        }
+    }
+    const pt_collective_group *twice = find_repeat(s->groups, s->group_count, sizeof *s->groups, cmp_group_name);
+    char name[SHOWN_MAX + 4];
+    return !twice || REFUSE("process group \"%s\" appears twice", shown(twice->name, name));
+}
+
+static bool hang_state_ok(const pt_worker_summary *s, pt_error *err)
+{
+    if (s->hang_idle_ns < -1 || s->hang_idle_ns > PT_SUMMARY_MAX_NS)
+        return REFUSE("the time since the last step (%" PRId64 " ns) is outside -1 (unknown) to 2^60 ns",
+                      s->hang_idle_ns);
+    if (s->hang_step_ns < -1 || s->hang_step_ns > PT_SUMMARY_MAX_NS)
+        return REFUSE("the mean step time at the hang report (%" PRId64 " ns) is outside -1 (unknown) to 2^60 ns",
+                      s->hang_step_ns);
+    return threads_ok(s, err) && groups_ok(s, err);
+}
+
 int pt_summary_check(const pt_worker_summary *s, pt_error *err)
 {
     /* Steps before functions: a function's per-step values are checked against them. */
     bool ok = identity_ok(s, err) && window_ok(s, err) && steps_ok(s, err) && syncs_ok(s, err) && functions_ok(s, err) &&
-              metrics_ok(s, err) && warnings_ok(s, err);
+              metrics_ok(s, err) && warnings_ok(s, err) && hang_state_ok(s, err);
     return ok ? 0 : -1;
 }

@@ -128,6 +128,52 @@ static void put_metric(pt_buf *b, const pt_metric_summary *m)
     }
 }
 
+static void put_optional_string(pt_buf *b, const char *s)
+{
+    put_uvarint(b, s != NULL);
+    if (s)
+        put_string(b, s);
+}
+
+/* Version 3: the hang state (stacks of every thread, collectives per group). */
+static void put_hang_state(pt_buf *b, const pt_worker_summary *s)
+{
+    put_varint(b, s->hang_idle_ns);
+    put_varint(b, s->hang_step_ns);
+    put_uvarint(b, s->thread_count);
+    for (size_t i = 0; i < s->thread_count; i++) {
+        const pt_thread_stack *t = &s->threads[i];
+        put_string(b, t->name);
+        put_varint(b, t->ident);
+        put_uvarint(b, t->training);
+        put_string(b, t->stack);
+    }
+    put_uvarint(b, s->group_count);
+    for (size_t i = 0; i < s->group_count; i++) {
+        const pt_collective_group *g = &s->groups[i];
+        put_string(b, g->name);
+        put_optional_string(b, g->backend);
+        put_varint(b, g->size);
+        put_uvarint(b, g->run_count);
+        for (size_t k = 0; k < g->run_count; k++) {
+            put_varint(b, g->runs[k].first);
+            put_varint(b, g->runs[k].last);
+            put_varint(b, g->runs[k].stride);
+        }
+        put_uvarint(b, g->call_count);
+        for (size_t k = 0; k < g->call_count; k++) {
+            const pt_collective_call *c = &g->calls[k];
+            put_varint(b, c->seq);
+            put_string(b, c->op);
+            put_varint(b, c->count);
+            put_optional_string(b, c->dtype);
+            put_uvarint(b, (uint64_t)c->state);
+            put_varint(b, c->age_ns);
+            put_optional_string(b, c->error);
+        }
+    }
+}
+
 static void encode_payload(const pt_worker_summary *s, pt_buf *b)
 {
     put_varint(b, s->rank);
@@ -215,6 +261,7 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     put_uvarint(b, s->warning_count);
     for (size_t i = 0; i < s->warning_count; i++)
         put_string(b, s->warnings[i]);
+    put_hang_state(b, s);
 }
 
 void pt_summary_encode(const pt_worker_summary *s, pt_buf *out)
@@ -457,6 +504,54 @@ static void decode_metrics(cursor *c, pt_worker_summary *s)
     }
 }
 
+static char *get_optional_string(cursor *c)
+{
+    return get_uvarint(c) ? get_string(c) : NULL;
+}
+
+static void decode_hang_state(cursor *c, pt_worker_summary *s)
+{
+    s->hang_idle_ns = get_varint(c);
+    s->hang_step_ns = get_varint(c);
+    size_t nt = (size_t)get_count(c, PT_SUMMARY_MAX_THREADS);
+    s->threads = pt_xcalloc(nt ? nt : 1, sizeof *s->threads);
+    for (size_t i = 0; i < nt && !c->bad; i++) {
+        pt_thread_stack *t = &s->threads[s->thread_count++];
+        t->name = get_string(c);
+        t->ident = get_varint(c);
+        t->training = get_uvarint(c) != 0;
+        t->stack = get_string(c);
+    }
+    size_t ng = (size_t)get_count(c, PT_SUMMARY_MAX_GROUPS);
+    s->groups = pt_xcalloc(ng ? ng : 1, sizeof *s->groups);
+    for (size_t i = 0; i < ng && !c->bad; i++) {
+        pt_collective_group *g = &s->groups[s->group_count++];
+        g->name = get_string(c);
+        g->backend = get_optional_string(c);
+        g->size = get_i32(c);
+        size_t nr = (size_t)get_count(c, PT_SUMMARY_MAX_RUNS);
+        g->runs = pt_xcalloc(nr ? nr : 1, sizeof *g->runs);
+        for (size_t k = 0; k < nr && !c->bad; k++, g->run_count++) {
+            g->runs[k].first = get_i32(c);
+            g->runs[k].last = get_i32(c);
+            g->runs[k].stride = get_i32(c);
+        }
+        size_t nc = (size_t)get_count(c, PT_SUMMARY_MAX_CALLS);
+        g->calls = pt_xcalloc(nc ? nc : 1, sizeof *g->calls);
+        for (size_t k = 0; k < nc && !c->bad; k++) {
+            pt_collective_call *call = &g->calls[g->call_count++];
+            call->seq = get_varint(c);
+            call->op = get_string(c);
+            call->count = get_varint(c);
+            call->dtype = get_optional_string(c);
+            uint64_t state = get_uvarint(c);
+            call->state = state < PT_CALL_STATE_COUNT ? (pt_call_state)state : 0; /* 0: refused by the check */
+            call->age_ns = get_varint(c);
+            call->error = get_optional_string(c);
+        }
+    }
+}
+
 static void decode_payload(cursor *c, pt_worker_summary *s)
 {
     s->rank = get_i32(c);
@@ -502,6 +597,8 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
         pt_summary_add_warning(s, "%s", w);
         free(w);
     }
+    if (c->version >= PT_SUMMARY_VERSION_HANG_STATE && !c->bad)
+        decode_hang_state(c, s);
     if (!c->bad && c->p != c->end)
         broken(c, "unexpected bytes after the summary");
 }
@@ -509,6 +606,54 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
 bool pt_summary_sniff(const void *head, size_t n)
 {
     return n >= 8 && memcmp(head, PT_SUMMARY_MAGIC, 8) == 0;
+}
+
+/* The payload's first buffer, and the largest window a frame may ask for: the encoder
+ * (level 9) uses at most 2^22, so this only refuses frames it never writes. */
+#define PAYLOAD_FIRST_BUFFER (64u << 10)
+#define PAYLOAD_WINDOW_LOG_MAX 23
+
+/* Decompresses the zstd frame(s) into exactly payload_len bytes, or NULL with err. The
+ * header's length is only a claim: the buffer grows with what the frames really yield, so
+ * a few bytes claiming 256 MiB cost what they decompress to, not 256 MiB (and a window
+ * beyond PAYLOAD_WINDOW_LOG_MAX is refused before zstd allocates it). */
+static unsigned char *decompress_payload(const unsigned char *frame, size_t frame_len, size_t payload_len,
+                                         pt_error *err)
+{
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    if (!dctx || ZSTD_isError(ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, PAYLOAD_WINDOW_LOG_MAX))) {
+        ZSTD_freeDCtx(dctx);
+        pt_error_set(err, "summary cannot be decompressed (zstd initialisation failed: out of memory)");
+        return NULL;
+    }
+    size_t cap = PT_MIN(payload_len, (size_t)PAYLOAD_FIRST_BUFFER);
+    unsigned char *out = pt_xmalloc(cap ? cap : 1);
+    ZSTD_inBuffer in = {frame, frame_len, 0};
+    ZSTD_outBuffer o = {out, cap, 0};
+    const char *problem = NULL;
+    size_t rc = 1; /* not at the end of a frame */
+    while (!problem && !(rc == 0 && in.pos == in.size)) {
+        if (o.pos == o.size && o.size < payload_len) {
+            cap = PT_MIN(payload_len, cap * 2);
+            o.dst = out = pt_xrealloc(out, cap);
+            o.size = cap;
+        }
+        size_t in_before = in.pos, out_before = o.pos;
+        rc = ZSTD_decompressStream(dctx, &o, &in);
+        if (ZSTD_isError(rc))
+            problem = ZSTD_getErrorName(rc);
+        else if (rc != 0 && in.pos == in_before && o.pos == out_before)
+            problem = "size mismatch"; /* out of input (truncated), or beyond the claimed size */
+    }
+    ZSTD_freeDCtx(dctx);
+    if (!problem && o.pos != payload_len)
+        problem = "size mismatch";
+    if (problem) {
+        pt_error_set(err, "summary is corrupt or truncated (%s)", problem);
+        free(out);
+        return NULL;
+    }
+    return out;
 }
 
 pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err)
@@ -529,14 +674,9 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_error_set(err, "summary payload too large (%llu bytes)", (unsigned long long)payload_len);
         return NULL;
     }
-    unsigned char *payload = pt_xmalloc(payload_len ? payload_len : 1);
-    size_t got = ZSTD_decompress(payload, payload_len, h + HEADER_BYTES, len - HEADER_BYTES);
-    if (ZSTD_isError(got) || got != payload_len) {
-        pt_error_set(err, "summary is corrupt or truncated (%s)",
-                     ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
-        free(payload);
+    unsigned char *payload = decompress_payload(h + HEADER_BYTES, len - HEADER_BYTES, (size_t)payload_len, err);
+    if (!payload)
         return NULL;
-    }
     cursor c = {payload, payload + payload_len, false, NULL, version};
     pt_worker_summary *s = pt_summary_new();
     decode_payload(&c, s);

@@ -78,6 +78,43 @@ static void add_window(pt_json *j, const pt_worker_summary *s)
     pt_json_add(j, "stall_ms", ns_ms(s->stall_ns));
 }
 
+/* Where the worker was in its collectives (and, from a hang report, its threads). */
+static void add_hang_state(pt_json *j, const pt_worker_summary *s)
+{
+    if (s->hang_step >= 0) {
+        pt_json_add(j, "hang_step", pt_json_int(s->hang_step));
+        pt_json_add(j, "hang_idle_ms", ns_ms(s->hang_idle_ns));
+    }
+    if (s->thread_count) {
+        pt_json *threads = pt_json_add(j, "threads", pt_json_array());
+        for (size_t i = 0; i < s->thread_count; i++) {
+            pt_json *t = pt_json_push(threads, pt_json_object());
+            pt_json_add(t, "name", pt_json_string(s->threads[i].name));
+            pt_json_add(t, "training", pt_json_bool(s->threads[i].training));
+            pt_json_add(t, "stack", pt_json_string(s->threads[i].stack));
+        }
+    }
+    if (!s->group_count)
+        return;
+    pt_json *groups = pt_json_add(j, "process_groups", pt_json_array());
+    for (size_t i = 0; i < s->group_count; i++) {
+        const pt_collective_group *g = &s->groups[i];
+        pt_json *gj = pt_json_push(groups, pt_json_object());
+        pt_json_add(gj, "name", pt_json_string(g->name));
+        pt_json_add(gj, "size", pt_json_int(g->size));
+        pt_json *calls = pt_json_add(gj, "calls", pt_json_array());
+        for (size_t k = 0; k < g->call_count; k++) {
+            const pt_collective_call *c = &g->calls[k];
+            pt_json *cj = pt_json_push(calls, pt_json_object());
+            pt_json_add(cj, "seq", pt_json_int(c->seq));
+            pt_json_add(cj, "op", pt_json_string(c->op));
+            pt_json_add(cj, "count", pt_json_int(c->count));
+            pt_json_add(cj, "dtype", c->dtype ? pt_json_string(c->dtype) : pt_json_null());
+            pt_json_add(cj, "state", pt_json_string(pt_call_state_name(c->state)));
+        }
+    }
+}
+
 pt_json *pt_summary_to_json(const pt_worker_summary *s)
 {
     pt_json *j = pt_json_object();
@@ -113,6 +150,7 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
         pt_json_add(m, "min", pt_json_number(s->metrics[i].min));
         pt_json_add(m, "max", pt_json_number(s->metrics[i].max));
     }
+    add_hang_state(j, s);
     pt_json *warnings = pt_json_add(j, "warnings", pt_json_array());
     for (size_t i = 0; i < s->warning_count; i++)
         pt_json_push(warnings, pt_json_string(s->warnings[i]));

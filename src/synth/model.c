@@ -230,8 +230,8 @@ static void block_forward(synth_program *p, const pt_synth_job *job, int layer)
     operator_kernel(p, "aten::gelu", NULL, K_GELU, 57);
     operator_kernel(p, "aten::linear", "aten::addmm", K_GEMM_FC2, 415);
     operator_kernel(p, "aten::add", NULL, K_ADD, 24);
-    if (synth_job_has(job, PT_FAULT_HANG) && layer == job->layers / 2)
-        add(p, OP_HANG, SCALE_FIXED, NULL)->fault = PT_FAULT_HANG;
+    if ((synth_job_has(job, PT_FAULT_HANG) || synth_job_has(job, PT_FAULT_HANG_ORDER)) && layer == job->layers / 2)
+        add(p, OP_HANG, SCALE_FIXED, NULL)->fault = synth_job_has(job, PT_FAULT_HANG) ? PT_FAULT_HANG : PT_FAULT_HANG_ORDER;
     POP_PYTHON(p, 3, 2);
 }
 
@@ -338,6 +338,8 @@ static void bucket_all_reduce(synth_program *p, int64_t nelems)
     } else {
         aten(p, "nccl:all_reduce", 12);
         aten(p, "record_param_comms", 6);
+        p->ops[p->count - 1].comms = true;
+        p->ops[p->count - 1].index = (uint16_t)p->buckets;
         op = add(p, OP_BUCKET, SCALE_LAUNCH, "cudaLaunchKernel");
         op->cpu_ns = us(7);
         POP(p, 2, 3);

@@ -58,7 +58,8 @@ typedef struct synth_op {
     uint8_t cpu_kind;    /* OP_PUSH: pt_cpu_kind, what Kineto files the frame under */
     uint8_t fault;       /* pt_fault_kind the op is part of (PT_FAULT_NONE: every job's): it
                             runs where that fault is injected and not fixed */
-    uint16_t index;      /* kernel (OP_LAUNCH) or bucket (OP_BUCKET) */
+    bool comms;          /* OP_PUSH of record_param_comms for bucket `index` (args on it) */
+    uint16_t index;      /* kernel (OP_LAUNCH) or bucket (OP_BUCKET, comms) */
     const char *name;    /* frame name or memcpy kind */
     size_t name_len;
     int64_t cpu_ns;      /* nominal CPU time */

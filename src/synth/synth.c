@@ -99,7 +99,21 @@ int pt_synth_backend_parse(const char *name, pt_synth_backend *backend)
 static const char *const fault_names[PT_FAULT_KIND_COUNT] = {
     "none", "slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause",
     "blocking_dtoh", "common_memcpy", "two_slow", "hang",
+    "hang_mismatch", "hang_size", "hang_skip", "hang_order", "hang_transport",
 };
+
+bool pt_fault_is_hang(pt_fault_kind kind)
+{
+    return kind >= PT_FAULT_HANG && kind <= PT_FAULT_HANG_TRANSPORT;
+}
+
+/* Hangs in which every rank reaches its all-reduces and they never end (from the bucket
+ * stuck_bucket gives on): the calls, not a stopped rank, are what is wrong. */
+static bool all_enter(pt_fault_kind kind)
+{
+    return kind == PT_FAULT_HANG_MISMATCH || kind == PT_FAULT_HANG_SIZE || kind == PT_FAULT_HANG_SKIP ||
+           kind == PT_FAULT_HANG_TRANSPORT;
+}
 
 const char *pt_fault_name(pt_fault_kind kind)
 {
@@ -240,6 +254,7 @@ typedef struct frame {
     size_t name_len;
     int64_t start;
     pt_cpu_kind cpu_kind;
+    int bucket;                       /* record_param_comms of this bucket, else -1 */
 } frame;
 
 enum { MAIN_THREAD, AUTOGRAD_THREAD, GLOO_THREAD_0, THREAD_COUNT = GLOO_THREAD_0 + GLOO_THREADS };
@@ -288,9 +303,14 @@ static void emit_cpu(emitter *em, const char *name, size_t name_len, pt_cpu_kind
     emit(em, &ev);
 }
 
-static void emit_frame(emitter *em, const frame *f, int64_t end, int64_t tid)
+static void emit_frame(emitter *em, const frame *f, int64_t end, int64_t tid, const pt_collective *coll)
 {
-    emit_cpu(em, f->name, f->name_len, f->cpu_kind, f->start, PT_MAX(end - f->start, 0), tid);
+    pt_event ev;
+    span_event(&ev, PT_EVENT_CPU, f->name, f->name_len, f->start, PT_MAX(end - f->start, 0), tid);
+    ev.cpu_kind = f->cpu_kind;
+    if (coll)
+        ev.coll = *coll;
+    emit(em, &ev);
 }
 
 static void emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t name_len, const synth_kernel *k,
@@ -306,7 +326,7 @@ static void emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t n
     emit(em, &ev);
 }
 
-static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, int64_t nelems)
+static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, const pt_collective *coll)
 {
     pt_event ev;
     pt_event_init(&ev, PT_EVENT_GPU_KERNEL);
@@ -318,12 +338,7 @@ static void emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, i
     ev.device = em->device;
     for (int i = 0; i < 3; i++)
         ev.grid[i] = k->grid[i], ev.block[i] = k->block[i];
-    ev.coll.name = "allreduce";
-    ev.coll.name_len = 9;
-    ev.coll.in_nelems = nelems;
-    ev.coll.out_nelems = nelems;
-    ev.coll.group_size = em->world_size;
-    ev.coll.dtype_bytes = 4;
+    ev.coll = *coll;
     emit(em, &ev);
 }
 
@@ -332,7 +347,7 @@ static void close_frames(emitter *em, int64_t t)
 {
     for (int th = 0; th < 2; th++)
         while (em->depth[th] > 0)
-            emit_frame(em, &em->stack[th][--em->depth[th]], t, em->tid[th]);
+            emit_frame(em, &em->stack[th][--em->depth[th]], t, em->tid[th], NULL);
 }
 
 /* The trace ends while frames are open: like the profiler, which writes an operator or
@@ -367,6 +382,68 @@ typedef struct sim {
     int64_t stopped_at;
     emitter *em;                      /* NULL: simulate only */
 } sim;
+
+/* ------------------------------------------------------------ collectives' args */
+
+/* The number a rank's all-reduce of bucket b in step `step` has in the default group, as
+ * torch counts them from the job's start (ProfilerStep numbers run from FIRST_STEP). */
+static int64_t bucket_seq(const pt_synth_plan *p, int step, int b)
+{
+    return (int64_t)(FIRST_STEP + step) * p->prog.buckets + b + 1;
+}
+
+/* The bucket from which the all-enter hangs never end. */
+static int stuck_bucket(const pt_synth_plan *p)
+{
+    return p->job.fault == PT_FAULT_HANG_SKIP ? p->prog.buckets - 2 : 0;
+}
+
+static void group_args(pt_collective *c, const char *group, int32_t world_size, int64_t seq, int64_t nelems,
+                       const char *op)
+{
+    memset(c, 0, sizeof *c);
+    c->name = op;
+    c->name_len = strlen(op);
+    c->in_nelems = c->out_nelems = nelems;
+    c->group_size = world_size;
+    c->dtype_bytes = 4;
+    c->dtype = "Float";
+    c->dtype_len = 5;
+    c->group = group;
+    c->group_len = strlen(group);
+    c->rank_start = 0;
+    c->rank_stride = 1;
+    c->seq = seq;
+}
+
+/* What a rank's all-reduce of bucket b says (record_param_comms and the kernel alike),
+ * with the fault's rank in the hang step changing it; false: that rank makes no such call
+ * (it skipped one, so its calls run one ahead). */
+static bool bucket_call(const sim *s, int b, pt_collective *c)
+{
+    const pt_synth_plan *p = s->plan;
+    int64_t nelems = p->prog.bucket_nelems[b];
+    const char *op = "allreduce";
+    if ((s->active & kind_bit(p->job.fault)) && s->step == p->job.hang_step && b >= stuck_bucket(p)) {
+        switch (p->job.fault) {
+        case PT_FAULT_HANG_MISMATCH:
+            op = b == stuck_bucket(p) ? "broadcast" : op;
+            break;
+        case PT_FAULT_HANG_SIZE:
+            nelems = b == stuck_bucket(p) ? PT_MAX(nelems / 2, 1) : nelems;
+            break;
+        case PT_FAULT_HANG_SKIP:
+            if (b + 1 >= p->prog.buckets)
+                return false;
+            nelems = p->prog.bucket_nelems[b + 1];
+            break;
+        default:
+            break;
+        }
+    }
+    group_args(c, "0", p->job.workers, bucket_seq(p, s->step, b), nelems, op);
+    return true;
+}
 
 static double jitter_factor(sim *s, double spread)
 {
@@ -427,7 +504,8 @@ static void op_push(sim *s, const synth_op *op)
         emitter *em = s->em;
         int d = em->depth[s->thread];
         if (d < MAX_FRAME_DEPTH)
-            em->stack[s->thread][d] = (frame){op->name, op->name_len, s->cpu[s->thread], (pt_cpu_kind)op->cpu_kind};
+            em->stack[s->thread][d] = (frame){op->name, op->name_len, s->cpu[s->thread], (pt_cpu_kind)op->cpu_kind,
+                                              op->comms ? op->index : -1};
         em->depth[s->thread] = d + 1;
     }
     s->cpu[s->thread] += cpu_time(s, op);
@@ -439,8 +517,12 @@ static void op_pop(sim *s, const synth_op *op)
     if (s->em && s->em->depth[s->thread] > 0) {
         emitter *em = s->em;
         int d = --em->depth[s->thread];
-        if (d < MAX_FRAME_DEPTH)
-            emit_frame(em, &em->stack[s->thread][d], s->cpu[s->thread], em->tid[s->thread]);
+        if (d < MAX_FRAME_DEPTH) {
+            const frame *f = &em->stack[s->thread][d];
+            pt_collective coll;
+            bool comms = f->bucket >= 0 && bucket_call(s, f->bucket, &coll);
+            emit_frame(em, f, s->cpu[s->thread], em->tid[s->thread], comms ? &coll : NULL);
+        }
     }
 }
 
@@ -516,11 +598,12 @@ static void op_bucket(sim *s, const synth_op *op)
     int64_t start = PT_MAX(s->ready[b], s->nccl_free);
     int64_t end = s->coll_end[b];
     s->nccl_free = end;
+    pt_collective coll;
     if (s->em) {
         emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, call, s->em->tid[s->thread]);
-        if (start < PT_MIN(end, s->stop_at))
+        if (start < PT_MIN(end, s->stop_at) && bucket_call(s, b, &coll))
             emit_all_reduce(s->em, &s->plan->prog.kernels[s->plan->prog.nccl_kernel], start, PT_MIN(end, s->stop_at),
-                            s->plan->prog.bucket_nelems[b]);
+                            &coll);
     }
 }
 
@@ -673,6 +756,26 @@ static void op_sync(sim *s, const synth_op *op)
         emit_span(s->em, PT_EVENT_RUNTIME, op->name, op->name_len, call_start, done - call_start, s->em->tid[s->thread]);
 }
 
+/* hang_order: the faulty rank reduces a metric over a second process group ("1", every
+ * rank) before the gradients and waits for it (loss.item()): its kernel runs until the
+ * profiler stops, the synchronize is never written (it never ends), and its gradients'
+ * all-reduces in group "0" are never made -- while the others wait in those. */
+static void order_hang_call(sim *s)
+{
+    if (!s->em)
+        return;
+    int64_t t = s->cpu[s->thread];
+    pt_collective coll;
+    group_args(&coll, "1", s->plan->job.workers, 1, 1, "allreduce");
+    frame f = {"record_param_comms", 18, t, PT_CPU_OPERATOR, -1};
+    emit_frame(s->em, &f, t + 9000, s->em->tid[s->thread], &coll);
+    emit_span(s->em, PT_EVENT_RUNTIME, "cudaLaunchKernel", 16, t + 2000, 6000, s->em->tid[s->thread]);
+    int64_t start = PT_MAX(t + 8000 + LAUNCH_LATENCY_NS, s->nccl_free);
+    if (start < s->stop_at)
+        emit_all_reduce(s->em, &s->plan->prog.kernels[s->plan->prog.nccl_kernel], start, s->stop_at, &coll);
+    s->cpu[s->thread] = t + 9000;
+}
+
 static void exec(sim *s, const synth_op *op)
 {
         switch ((synth_op_kind)op->kind) {
@@ -696,6 +799,8 @@ static void exec(sim *s, const synth_op *op)
             break;
         case OP_HANG:
             if (s->hang_here) {
+                if (s->plan->job.fault == PT_FAULT_HANG_ORDER)
+                    order_hang_call(s);
                 s->stopped = true;
                 s->stopped_at = s->cpu[s->thread];
             }
@@ -765,7 +870,7 @@ static void sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_
     s->cpu[0] = s->cpu[1] = t;
     s->gpu_free = t;
     s->stop_at = p->stop_at;
-    s->hang_here = (s->active & kind_bit(PT_FAULT_HANG)) && step == p->job.hang_step;
+    s->hang_here = (s->active & (kind_bit(PT_FAULT_HANG) | kind_bit(PT_FAULT_HANG_ORDER))) && step == p->job.hang_step;
     s->em = em;
 }
 
@@ -933,9 +1038,12 @@ static void schedule(pt_synth_plan *p)
         }
         int64_t *ends = end_row(p, step), last = 0;
         uint64_t rng = stream_seed(p->job.seed, 0xffffffffu, (uint64_t)step, DRAW_TRANSFER);
+        bool stuck = all_enter(p->job.fault) && !(p->job.without & PT_SYNTH_WITHOUT_FIRST) && step == p->job.hang_step;
         for (int b = 0; b < nb; b++) {
             int64_t transfer = scaled(p->transfer_ns[b], 1.0 + GPU_JITTER * draw(&rng));
             int64_t arrived = PT_MAX(latest[b], last);
+            if (stuck && b >= stuck_bucket(p))
+                arrived = NEVER; /* every rank is in it, and it never ends */
             last = ends[b] = arrived >= NEVER ? NEVER : arrived + transfer;
         }
         if (last >= NEVER) { /* hang: the profiler stops HANG_WAIT_STEPS healthy steps later */
@@ -1005,7 +1113,7 @@ static int resolve_second_fault(pt_synth_job *job, pt_error *err)
     bool ok = false;
     for (size_t i = 0; i < PT_ARRAY_LEN(allowed); i++)
         ok |= job->second_fault == allowed[i];
-    if (!ok || job->second_fault == job->fault || job->fault == PT_FAULT_HANG || job->fault == PT_FAULT_NONE) {
+    if (!ok || job->second_fault == job->fault || pt_fault_is_hang(job->fault) || job->fault == PT_FAULT_NONE) {
         pt_error_set(err, "a second fault is one of slow_gpu, cpu_contention, slow_dataloader, gc_pause and "
                           "blocking_dtoh, of another kind than a first fault that is not none or hang");
         return -1;
@@ -1102,7 +1210,11 @@ static int resolve_job(pt_synth_job *job, pt_error *err)
         pt_error_set(err, "unknown faults to fix (%#x)", job->without);
         return -1;
     }
-    if (job->fault == PT_FAULT_HANG) {
+    if (pt_fault_is_hang(job->fault) && job->fault != PT_FAULT_HANG && job->backend != PT_SYNTH_NCCL) {
+        pt_error_set(err, "fault %s is modelled on NCCL (--backend nccl)", pt_fault_name(job->fault));
+        return -1;
+    }
+    if (pt_fault_is_hang(job->fault)) {
         if (job->steps < 2) {
             pt_error_set(err, "a hang needs at least 2 steps: a healthy one, then the one it stops in");
             return -1;
@@ -1140,8 +1252,14 @@ pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job_in, pt_error *err)
             (synth_fault){job.second_fault, p->job.second_ranks, job.second_rank_count, job.second_severity,
                           HEALTHY_KNOBS, (job.without & PT_SYNTH_WITHOUT_SECOND) != 0};
     calibrate_faults(p);
-    bool hangs = job.fault == PT_FAULT_HANG && !(job.without & PT_SYNTH_WITHOUT_FIRST);
+    bool hangs = pt_fault_is_hang(job.fault) && !(job.without & PT_SYNTH_WITHOUT_FIRST);
     p->steps_run = hangs ? job.hang_step + 1 : job.steps;
+    if (job.fault == PT_FAULT_HANG_SKIP && p->prog.buckets < 2) {
+        pt_error_set(err, "fault hang_skip needs two gradient buckets at least (more --layers)");
+        synth_program_free(&p->prog);
+        free(p);
+        return NULL;
+    }
     p->start = pt_xmalloc((size_t)(p->steps_run + 1) * (size_t)job.workers * sizeof *p->start);
     p->end = pt_xmalloc((size_t)p->steps_run * (size_t)p->prog.buckets * sizeof *p->end);
     schedule(p);
@@ -1377,6 +1495,37 @@ static pt_json *rank_list(const pt_synth_plan *p, const synth_fault *f, bool all
     return list;
 }
 
+/* What the hang analysis must name: the kind, the group and the call number (and for
+ * hang_order the second group), from the same numbering the traces carry. */
+static void expected_hang(const pt_synth_plan *p, pt_json *f, bool all)
+{
+    const pt_synth_job *job = &p->job;
+    static const char *const kinds[] = {
+        [PT_FAULT_HANG] = "missing",          [PT_FAULT_HANG_MISMATCH] = "mismatch",
+        [PT_FAULT_HANG_SIZE] = "mismatch",    [PT_FAULT_HANG_SKIP] = "skipped",
+        [PT_FAULT_HANG_ORDER] = "deadlock",   [PT_FAULT_HANG_TRANSPORT] = "stuck_in_transport",
+    };
+    pt_json *h = pt_json_add(f, "hang", pt_json_object());
+    pt_json_add(h, "kind", pt_json_string(kinds[job->fault]));
+    pt_json_add(h, "group", pt_json_string("0"));
+    if (job->backend == PT_SYNTH_GLOO) { /* gloo traces carry no collective args: the stacks decide */
+        pt_json_set(h, "kind", pt_json_string("stopped"));
+        pt_json_set(h, "group", pt_json_null());
+        return;
+    }
+    pt_json_add(h, "seq", pt_json_int(bucket_seq(p, job->hang_step, stuck_bucket(p))));
+    if (job->fault == PT_FAULT_HANG_MISMATCH || job->fault == PT_FAULT_HANG_SIZE)
+        pt_json_add(h, "mismatch", pt_json_string(job->fault == PT_FAULT_HANG_SIZE ? "size" : "operation"));
+    if (job->fault == PT_FAULT_HANG_ORDER) {
+        pt_json *groups = pt_json_add(h, "groups", pt_json_array());
+        pt_json_push(groups, pt_json_string("0"));
+        pt_json_push(groups, pt_json_string("1"));
+        /* every rank waits: the others in group 0, the faulty rank in group 1 */
+        pt_json_set(f, "workers", rank_list(p, &p->faults[0], true));
+    }
+    (void)all;
+}
+
 /* The finding one injected fault should give. */
 static void add_expected_finding(const pt_synth_plan *p, const synth_fault *fault, pt_json *findings)
 {
@@ -1404,7 +1553,14 @@ static void add_expected_finding(const pt_synth_plan *p, const synth_fault *faul
         category = "gpu_memory", function = pt_xstrdup("Memcpy DtoD (Device -> Device)"), all = true;
         break;
     case PT_FAULT_HANG:
+    case PT_FAULT_HANG_MISMATCH:
+    case PT_FAULT_HANG_SIZE:
+    case PT_FAULT_HANG_SKIP:
+    case PT_FAULT_HANG_ORDER:
         category = "hang";
+        break;
+    case PT_FAULT_HANG_TRANSPORT:
+        category = "hang", all = true;
         break;
     default:
         return;
@@ -1425,6 +1581,8 @@ static void add_expected_finding(const pt_synth_plan *p, const synth_fault *faul
             pt_json_push(names, pt_json_string(name));
         }
     }
+    if (pt_fault_is_hang(fault->kind))
+        expected_hang(p, f, all);
     if (fault->kind == PT_FAULT_HANG) {
         const synth_kernel *k = &p->prog.kernels[p->prog.nccl_kernel];
         pt_json_add(f, "hang_step", pt_json_int(FIRST_STEP + p->job.hang_step));
@@ -1440,7 +1598,7 @@ pt_json *pt_synth_plan_expected(const pt_synth_plan *p)
     bool any = false, hang = false;
     for (int i = 0; i < p->fault_count; i++) {
         any |= !p->faults[i].fixed;
-        hang |= !p->faults[i].fixed && p->faults[i].kind == PT_FAULT_HANG;
+        hang |= !p->faults[i].fixed && pt_fault_is_hang(p->faults[i].kind);
     }
     pt_json *root = pt_json_object();
     pt_json_add(root, "fault", pt_json_string(pt_fault_name(job->fault)));

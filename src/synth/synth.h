@@ -42,6 +42,13 @@ typedef enum pt_fault_kind {
     PT_FAULT_COMMON_MEMCPY,   /* every worker spends ~10% of its step in DtoD copies */
     PT_FAULT_TWO_SLOW,        /* slow_gpu on two ranks */
     PT_FAULT_HANG,            /* the faulty rank stops in a step; the others wait for it */
+    /* Hangs the collectives explain (NCCL), in the step hang_step: */
+    PT_FAULT_HANG_MISMATCH,   /* the faulty rank's first all-reduce is a broadcast: all block */
+    PT_FAULT_HANG_SIZE,       /* ... has half the elements: all block */
+    PT_FAULT_HANG_SKIP,       /* the faulty rank skips the next-to-last bucket's all-reduce */
+    PT_FAULT_HANG_ORDER,      /* the faulty rank reduces over a second group first (and waits
+                                 in .item()); the others in the first group: a deadlock */
+    PT_FAULT_HANG_TRANSPORT,  /* every rank enters the first all-reduce; none returns */
     PT_FAULT_KIND_COUNT
 } pt_fault_kind;
 
@@ -90,6 +97,8 @@ typedef struct pt_synth_job {
 
 /* Defaults: 8 workers, 3 steps, 8 GPUs per node, 12 layers, seed 1, healthy, nccl, no
  * noise. */
+/* Whether a fault is one of the hangs (the verdict is "hang"). */
+bool pt_fault_is_hang(pt_fault_kind kind);
 void pt_synth_job_init(pt_synth_job *job);
 
 const char *pt_fault_name(pt_fault_kind kind);  /* "slow_gpu", ... */

@@ -11,6 +11,8 @@ void pt_event_init(pt_event *ev, pt_event_kind kind)
     ev->device = -1;
     ev->depth = -1;
     ev->step = -1;
+    ev->coll.rank_start = ev->coll.rank_stride = -1;
+    ev->coll.seq = -1;
 }
 
 #define FIELD(name, type, unknown) \

@@ -37,7 +37,9 @@ typedef enum pt_cpu_kind {
     PT_CPU_ANNOTATION  /* user_annotation: record_function ranges, "## backward ##" */
 } pt_cpu_kind;
 
-/* What an NCCL kernel's args say about its collective, when the profiler recorded it. */
+/* What a collective's args say (an NCCL kernel's, or record_param_comms'), when the
+ * profiler recorded it. The process group and the call's number let the hang analysis
+ * line the ranks' calls up (summarize/collective_log.c). */
 typedef struct pt_collective {
     const char *name;       /* "allreduce", "_allgather_base", ... (NULL when unknown) */
     size_t name_len;
@@ -45,6 +47,14 @@ typedef struct pt_collective {
     int64_t out_nelems;
     int32_t group_size;
     int32_t dtype_bytes;    /* 0 when unknown */
+    const char *dtype;      /* as written ("Float"), NULL when unknown */
+    size_t dtype_len;
+    const char *group;      /* "Process Group Name" ("0": the default group), NULL unknown */
+    size_t group_len;
+    const char *ranks;      /* "Process Group Ranks" ("[0, 1, 2, 3]"), NULL unknown */
+    size_t ranks_len;
+    int32_t rank_start, rank_stride; /* "Global rank start", "... stride"; -1 unknown */
+    int64_t seq;            /* "Seq": the call's number in its group; -1 unknown */
 } pt_collective;
 
 typedef struct pt_event {

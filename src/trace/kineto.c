@@ -50,6 +50,9 @@
 #include <unistd.h>
 
 #define INITIAL_BUFFER (1u << 20)
+/* A plain file smaller than INITIAL_BUFFER is read into a buffer of its size (at least
+ * this): it fits whole, so the buffer never grows, and a small file does not cost 1 MiB. */
+#define SMALL_FILE_BUFFER (4u << 10)
 #define DEFAULT_MAX_EVENT_BYTES (64u << 20)
 #define MAX_TOP_LEVEL_BYTES (64u << 20)
 /* The members we read (distributedInfo, deviceProperties, ...) are a few KiB; a tree costs
@@ -574,6 +577,26 @@ static int scan_arg(const char **pp, const char *end, const char *key, size_t ke
         bool esc;
         TRY(scan_string(&p, end, &body, &n, &esc));
         re->ev.coll.dtype_bytes = dtype_bytes(body, n);
+        if (!esc)
+            re->ev.coll.dtype = body, re->ev.coll.dtype_len = n;
+    } else if ((KEY_IS("Process Group Name") || KEY_IS("Process Group Ranks")) && *p == '"') {
+        /* Names and rank lists never need escapes; one that has them is left out. */
+        const char *body;
+        size_t n;
+        bool esc;
+        bool ranks = KEY_IS("Process Group Ranks");
+        TRY(scan_string(&p, end, &body, &n, &esc));
+        if (!esc && ranks)
+            re->ev.coll.ranks = body, re->ev.coll.ranks_len = n;
+        else if (!esc)
+            re->ev.coll.group = body, re->ev.coll.group_len = n;
+    } else if (KEY_IS("Global rank start") || KEY_IS("Global rank stride")) {
+        TRY(scan_int(&p, end, &v));
+        int32_t *field = KEY_IS("Global rank start") ? &re->ev.coll.rank_start : &re->ev.coll.rank_stride;
+        *field = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    } else if (KEY_IS("Seq")) {
+        TRY(scan_int(&p, end, &v));
+        re->ev.coll.seq = v < 0 ? -1 : v;
     } else if (re->ph == 'C' && !re->has_counter_value && (*p == '-' || (*p >= '0' && *p <= '9'))) {
         int64_t micro;
         TRY(scan_held_number(&p, end, 6, &micro, &re->has_counter_value));
@@ -1259,7 +1282,10 @@ static kineto_reader *reader_new(pt_input *in, pt_trace_sink *sink, pt_trace_met
     pt_unwind_push(reader_release, kr);
     kr->in = in, kr->sink = sink, kr->meta = meta, kr->opts = opts, kr->err = err;
     kr->max_event = opts && opts->max_event_bytes ? opts->max_event_bytes : DEFAULT_MAX_EVENT_BYTES;
-    kr->cap = PT_MIN((size_t)INITIAL_BUFFER, kr->max_event);
+    uint64_t want = INITIAL_BUFFER;
+    if (pt_input_compression(in) == PT_COMPRESSION_NONE)
+        want = PT_MIN(want, PT_MAX(pt_input_file_size(in) + 1, (uint64_t)SMALL_FILE_BUFFER));
+    kr->cap = (size_t)PT_MIN(want, (uint64_t)kr->max_event);
     kr->buf = pt_xmalloc(kr->cap + 1);
     kr->buf[0] = '\0';
     kr->stopped_at = UINT64_MAX;

@@ -281,6 +281,8 @@ static char *put_dim3(char *p, const int32_t v[3])
     return p;
 }
 
+static void put_collective_args(pt_kineto_writer *w, const pt_event *ev);
+
 static void write_gpu_event(pt_kineto_writer *w, const pt_event *ev, const char *ph_and_cat)
 {
     open_event(w, ph_and_cat);
@@ -306,27 +308,70 @@ static void write_gpu_event(pt_kineto_writer *w, const pt_event *ev, const char 
         commit(w, p);
         return;
     }
-    if (ev->coll.name) {
+    commit(w, p);
+    put_collective_args(w, ev);
+    p = reserve(w, EVENT_FIXED_BYTES);
+    PUT_LIT(p, "}}");
+    commit(w, p);
+}
+
+/* The args torch writes for a collective (kernel or record_param_comms), each after a
+ * comma (they follow other args). */
+static void put_collective_args(pt_kineto_writer *w, const pt_event *ev)
+{
+    const pt_collective *c = &ev->coll;
+    char *p = reserve(w, EVENT_FIXED_BYTES);
+    if (c->name) {
         PUT_LIT(p, ",\"Collective name\":");
         commit(w, p);
-        put_string(w, ev->coll.name, ev->coll.name_len);
+        put_string(w, c->name, c->name_len);
         p = reserve(w, EVENT_FIXED_BYTES);
     }
     PUT_LIT(p, ",\"In msg nelems\":");
-    p = put_i64(p, ev->coll.in_nelems);
+    p = put_i64(p, c->in_nelems);
     PUT_LIT(p, ",\"Out msg nelems\":");
-    p = put_i64(p, ev->coll.out_nelems);
+    p = put_i64(p, c->out_nelems);
     PUT_LIT(p, ",\"Group size\":");
-    p = put_i64(p, ev->coll.group_size);
-    const char *dtype = dtype_name(ev->coll.dtype_bytes);
-    if (dtype) {
+    p = put_i64(p, c->group_size);
+    const char *dtype = dtype_name(c->dtype_bytes);
+    if (c->dtype) {
+        PUT_LIT(p, ",\"dtype\":");
+        commit(w, p);
+        put_string(w, c->dtype, c->dtype_len);
+        p = reserve(w, EVENT_FIXED_BYTES);
+    } else if (dtype) {
         PUT_LIT(p, ",\"dtype\":\"");
         size_t n = strlen(dtype);
         memcpy(p, dtype, n);
         p += n;
         *p++ = '"';
     }
-    PUT_LIT(p, "}}");
+    const struct { const char *key; const char *text; size_t len; } strings[] = {
+        {",\"Process Group Name\":", c->group, c->group_len},
+        {",\"Process Group Ranks\":", c->ranks, c->ranks_len},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(strings); i++) {
+        if (!strings[i].text)
+            continue;
+        size_t n = strlen(strings[i].key);
+        memcpy(p, strings[i].key, n);
+        p += n;
+        commit(w, p);
+        put_string(w, strings[i].text, strings[i].len);
+        p = reserve(w, EVENT_FIXED_BYTES);
+    }
+    if (c->rank_start >= 0) {
+        PUT_LIT(p, ",\"Global rank start\":");
+        p = put_i64(p, c->rank_start);
+    }
+    if (c->rank_stride >= 0) {
+        PUT_LIT(p, ",\"Global rank stride\":");
+        p = put_i64(p, c->rank_stride);
+    }
+    if (c->seq >= 0) {
+        PUT_LIT(p, ",\"Seq\":");
+        p = put_i64(p, c->seq);
+    }
     commit(w, p);
 }
 
@@ -335,6 +380,14 @@ static void write_cpu_side_event(pt_kineto_writer *w, const pt_event *ev, const 
     open_event(w, ph_and_cat);
     put_string(w, ev->name, ev->name_len);
     char *p = put_place_and_time(w, w->meta.pid >= 0 ? w->meta.pid : 0, ev->tid, ev, true);
+    if (ev->kind == PT_EVENT_CPU && (ev->coll.name || ev->coll.group)) { /* record_param_comms */
+        PUT_LIT(p, ",\"args\":{\"Rank\":");
+        p = put_i64(p, w->meta.rank);
+        commit(w, p);
+        put_collective_args(w, ev);
+        p = reserve(w, EVENT_FIXED_BYTES);
+        *p++ = '}';
+    }
     *p++ = '}';
     commit(w, p);
 }

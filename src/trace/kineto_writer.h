@@ -10,13 +10,15 @@
  * How each pt_event kind is written (the Kineto conventions):
  *   GPU_KERNEL   cat "kernel", pid = device, tid = stream; args device, stream, grid,
  *                block, and for collectives "Collective name", "In msg nelems",
- *                "Out msg nelems", "Group size", "dtype"
+ *                "Out msg nelems", "Group size", "dtype" and, when known, "Process Group
+ *                Name", "Process Group Ranks", "Global rank start/stride", "Seq"
  *   GPU_MEMCPY   cat "gpu_memcpy" (name is the kind), args device, stream, bytes
  *   GPU_MEMSET   cat "gpu_memset", same args
  *   RUNTIME      cat "cuda_runtime", or "cuda_driver" for cu* driver calls
  *   CPU          by ev.cpu_kind: "user_annotation", "python_function" or "cpu_op";
  *                when unknown, "python_function" for Python frames ("file.py(12): f",
- *                "<built-in ...>"), else "cpu_op"
+ *                "<built-in ...>"), else "cpu_op"; a collective's op (record_param_comms)
+ *                with the kernels' collective args and "Rank"
  *   STEP         cat "user_annotation", name "ProfilerStep#<step>"
  *   COUNTER      ph "C", args {"value": v}
  *   metadata     ph "M" (process and thread names), given by pt_kineto_writer_metadata

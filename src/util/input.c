@@ -22,6 +22,9 @@
 #include <zstd.h>
 
 #define RAW_CHUNK (256 * 1024)
+/* A file smaller than RAW_CHUNK gets a buffer of its size (at least this): reads never go
+ * past the size at open, so more would never be used. */
+#define RAW_CHUNK_MIN (4 * 1024)
 
 struct pt_input {
     int fd;
@@ -29,7 +32,7 @@ struct pt_input {
     pt_compression compression;
     uint64_t file_size, file_offset;
     unsigned char *raw;          /* compressed bytes read but not yet consumed */
-    size_t raw_len, raw_pos;
+    size_t raw_cap, raw_len, raw_pos;
     bool raw_eof;
     bool stream_done;            /* a complete compressed frame/member just ended */
     z_stream gz;
@@ -73,7 +76,7 @@ static bool fill_raw(pt_input *in, pt_error *err)
 {
     if (in->raw_pos < in->raw_len || in->raw_eof)
         return true;
-    ptrdiff_t got = read_fd(in, in->raw, RAW_CHUNK, err);
+    ptrdiff_t got = read_fd(in, in->raw, in->raw_cap, err);
     if (got < 0)
         return false;
     in->raw_pos = 0;
@@ -106,7 +109,8 @@ pt_input *pt_input_open(const char *path, pt_error *err)
     in->fd = fd;
     in->file_size = (uint64_t)st.st_size;
     pt_unwind_push(close_on_unwind, in);
-    in->raw = pt_xmalloc(RAW_CHUNK);
+    in->raw_cap = (size_t)PT_MIN((uint64_t)RAW_CHUNK, PT_MAX(in->file_size, (uint64_t)RAW_CHUNK_MIN));
+    in->raw = pt_xmalloc(in->raw_cap);
     if (!fill_raw(in, err)) {
         pt_input_close(in);
         return NULL;

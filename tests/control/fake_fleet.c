@@ -44,7 +44,7 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->world_size = world_size;
     cfg->count = world_size;
     snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
-    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false, NULL};
+    cfg->normal = (fake_behaviour){20 * 1000000LL, -1, -1, 1.0, false, false, NULL, NULL, NULL};
     cfg->special = cfg->normal;
     cfg->special_rank = -1;
     cfg->heartbeat_ns = 200 * 1000000LL;
@@ -99,10 +99,14 @@ static int arm_hook(void *ctx, int64_t start_step, int32_t steps, const char *ra
     return 0;
 }
 
-static void stack_hook(void *ctx, char *buf, size_t cap)
+static void snapshot_hook(void *ctx, pt_agent_snapshot *out)
 {
     fake_worker *w = ctx;
-    snprintf(buf, cap, "%s", w->b.hang_at_step >= 0 ? FAKE_HANG_STACK : "fake_train.py: <module>");
+    const char *stack = w->b.stack ? w->b.stack : w->b.hang_at_step >= 0 ? FAKE_HANG_STACK : "fake_train.py: <module>";
+    snprintf(out->stack, out->stack_cap, "%s", stack);
+    snprintf(out->threads, out->threads_cap, "thread\tMainThread\t%d\t1\t%s\nthread\tpin_memory\t%d\t0\t%s\n",
+             1000 + w->rank, stack, 2000 + w->rank, "threading.py: _bootstrap|threading.py: run");
+    snprintf(out->collectives, out->collectives_cap, "%s", w->b.collectives ? w->b.collectives : "");
 }
 
 static void write_raw_trace(const fake_worker *w, const char *path)
@@ -210,6 +214,7 @@ static void worker_summary(fake_worker *w, const pt_buf *template, int32_t world
     s->local_rank = w->rank % 8;
     s->world_size = world_size;
     s->pid = 100000 + w->rank;
+    pt_summary_free_hang_state(s); /* the template's process groups are another job's ranks */
     pt_summary_encode(s, &w->summary);
     pt_summary_free(s);
 }
@@ -237,7 +242,7 @@ static pt_agent *start_agent(fake_fleet *f, fake_worker *w)
     cfg.thread_stack_bytes = 128 * 1024;
     cfg.log = f->cfg.log;
     snprintf(cfg.log.prefix, sizeof cfg.log.prefix, "fake[rank %d]: ", w->rank);
-    pt_agent_hooks hooks = {w, arm_hook, status_hook, stack_hook};
+    pt_agent_hooks hooks = {w, arm_hook, status_hook, snapshot_hook, NULL};
     pt_error err;
     pt_agent *a = pt_agent_create(&cfg, &hooks, &err);
     if (!a)

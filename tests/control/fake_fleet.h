@@ -20,6 +20,8 @@ typedef struct fake_behaviour {
     bool die_in_window;      /* the worker dies as its profiling window begins */
     bool faulty_profile;     /* its summary shows the slow-GPU fault */
     const char *window_error; /* non-NULL: its collector fails the window, saying this */
+    const char *stack;       /* non-NULL: the training thread's stack a hang report sees */
+    const char *collectives; /* non-NULL: the collective bookkeeping it reports (collectives.h) */
 } fake_behaviour;
 
 typedef struct fake_fleet_config {

@@ -133,6 +133,31 @@ static void test_round_trip_every_field(void **state)
     assert_memory_equal(d.worker.host.data, "node-127", 8);
     assert_memory_equal(d.stack.data, "train.py: <module>|time.sleep", d.stack.len);
 
+    /* A hang report's snapshot: every thread and the collectives, with the mean step. */
+    static const char threads[] = "thread\tMainThread\t1\t1\ttrain.py: <module>\n";
+    static const char colls[] = "group\t0\tgloo\t4\t0-3\ncall\t41\tall_reduce\t1000\tfloat32\tentered\t9\n";
+    pt_ctl_msg_init(&m, PT_CTL_HANG);
+    m.steps_done = 20, m.mean_step_ns = 38000000, m.since_step_ns = PT_CTL_MAX_DURATION_NS;
+    m.stack = pt_ctl_str("train.py: <module>");
+    m.threads = pt_ctl_str(threads);
+    m.collectives = pt_ctl_str(colls);
+    n = encode(&m, buf, 200000);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_true(d.since_step_ns == PT_CTL_MAX_DURATION_NS);
+    assert_int_equal(d.threads.len, strlen(threads));
+    assert_memory_equal(d.threads.data, threads, d.threads.len);
+    assert_int_equal(d.collectives.len, strlen(colls));
+    assert_memory_equal(d.collectives.data, colls, d.collectives.len);
+    pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
+    m.worker = (pt_ctl_worker){3, 3, 4, 0, 1, pt_ctl_str("node")};
+    m.kind = PT_FAIL_EXITED;
+    m.steps_done = 20, m.mean_step_ns = 38000000, m.since_step_ns = 5;
+    m.collectives = pt_ctl_str(colls);
+    n = encode(&m, buf, 200000);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_true(d.mean_step_ns == 38000000 && d.since_step_ns == 5);
+    assert_memory_equal(d.collectives.data, colls, d.collectives.len);
+
     pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
     m.round = 77;
     m.status = -1;
@@ -317,6 +342,20 @@ static void test_out_of_range_fields_refused(void **state)
     assert_int_equal(pt_ctl_check(&m, &err), -1);
     pt_ctl_msg_init(&m, PT_CTL_AUTO_REQUEST);
     m.kind = 7;
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    m.kind = PT_AUTO_COLLECTIVE_ERROR;
+    assert_int_equal(pt_ctl_check(&m, &err), 0);
+    /* A snapshot's texts: bounded, no NUL (they are parsed as lines later). */
+    static char big[PT_CTL_MAX_SNAPSHOT + 2];
+    memset(big, 'x', sizeof big - 1);
+    pt_ctl_msg_init(&m, PT_CTL_HANG);
+    m.threads = pt_ctl_blob("thread\0x", 8);
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "threads holds a NUL byte"));
+    m.threads = pt_ctl_str(""), m.collectives = pt_ctl_str(big);
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "collectives is 65537 bytes, longer than its limit of 65536"));
+    m.collectives = pt_ctl_str(""), m.since_step_ns = -1;
     assert_int_equal(pt_ctl_check(&m, &err), -1);
     pt_ctl_msg_init(&m, PT_CTL_ARM);
     m.steps = 2, m.start_step = -3;

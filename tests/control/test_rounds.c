@@ -444,6 +444,50 @@ static void test_hang_triggers_a_hang_report_by_itself(void **state)
     stop_job(&j);
 }
 
+/* The issue's inverted report: a hang report took a stack only from the worker that
+ * noticed first (one of those waiting in the collective) and listed the rank blocked in
+ * Python, still short of its own stall threshold, as "still stepping, not profiled" --
+ * then named the ranks it had not looked at as the ones that stopped. Now every worker's
+ * stacks and collectives are taken at the probe and the matching names the rank missing
+ * from the call the others wait in. */
+#define WAITING_STACK "fake_train.py: <module>|fake_train.py: train|torch/distributed/distributed_c10d.py: all_reduce"
+#define PYTHON_STACK "fake_train.py: <module>|fake_train.py: train|fake_train.py: load_batch"
+static void test_hang_report_takes_every_rank_at_once(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 4, true);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 4);
+    fc.auto_trigger = true;
+    fc.normal.hang_at_step = 20; /* ranks 0-2 wait in all_reduce #41 ... */
+    fc.normal.stack = WAITING_STACK;
+    fc.normal.collectives = "group\t0\tgloo\t4\t0-3\ncall\t40\tbroadcast\t10\tfloat32\tcompleted\t90000\n"
+                            "call\t41\tall_reduce\t1000\tfloat32\tentered\t80000\n";
+    fc.special_rank = 3; /* ... for rank 3, in Python, whose own stall is not yet long */
+    fc.special = fc.normal;
+    fc.special.hang_at_step = 25;
+    fc.special.stack = PYTHON_STACK;
+    fc.special.collectives = "group\t0\tgloo\t4\t0-3\ncall\t40\tbroadcast\t10\tfloat32\tcompleted\t90000\n";
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 4);
+    pt_coordinator_stats stats = wait_auto_round(j.coordinator);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
+    pt_json *report = read_json(path);
+    const pt_json *hang = finding(report, "hang");
+    assert_non_null(hang);
+    for (int r = 0; r < 3; r++)
+        assert_false(names_rank(hang, r));
+    assert_true(names_rank(hang, 3));
+    assert_string_equal(pt_json_get_string(hang, "function", ""), PYTHON_STACK);
+    const pt_json *evidence = pt_json_get(pt_json_get(hang, "evidence"), "hang");
+    assert_string_equal(pt_json_get_string(evidence, "kind", ""), "missing");
+    assert_int_equal((int)pt_json_get_number(evidence, "seq", 0), 41);
+    assert_false(any_warning_contains(report, "not profiled", NULL));
+    pt_json_free(report);
+    stop_job(&j);
+}
 
 /* A window its collector could not finish is reported with the cause the collector gave
  * (it used to read "out of memory copying the summary", whatever had happened). */
@@ -689,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_save_raw_master_keeps_rank0_only),
         cmocka_unit_test(test_slowdown_triggers_a_round_by_itself),
         cmocka_unit_test(test_hang_triggers_a_hang_report_by_itself),
+        cmocka_unit_test(test_hang_report_takes_every_rank_at_once),
         cmocka_unit_test(test_unauthenticated_flood_is_dropped),
         cmocka_unit_test(test_failed_window_reports_its_cause),
         cmocka_unit_test(test_auto_request_without_opt_in_is_refused),

@@ -2,8 +2,8 @@
 /* browser.test.js -- PerfDisplay in headless Debian Chromium, driven by playwright-core.
  *
  *   node browser.test.js --server app.py|perftracker --perftracker BIN --work DIR
- *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated|diff]
- *        [--workers 8 --fault-rank 5]
+ *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated|diff|reports]
+ *        [--workers 8 --fault-rank 5] [--traces ../shared/data/traces] [--page web/]
  *
  * A PerfDisplay folder for a job with a known fault (fixture.py: `perftracker synth
  * --fault slow_gpu` + `perftracker analyze`, or a generated report for 4096 workers and the
@@ -13,9 +13,12 @@
  * heatmap's culprit row is red on the canvas and marked; the hostile names
  * (<img src=x onerror=alert(1)>) render as text with no dialog and no <img>; nothing is
  * fetched from outside the folder; the page also works from file:// and without the chart
- * library. With --source diff the page is a `perftracker diff` and diff_checks.js checks it.
- * Screenshots go to DIR/screenshots. Exits 77 (skip) without chromium or
- * playwright-core, 1 on any failed check.
+ * library. With --source diff the page is a `perftracker diff` and diff_checks.js checks it;
+ * with --source reports, report_checks.js checks the reports real runs make (real traces
+ * and synth jobs of 1 to 4096 ranks) at 1400 x 1000. --page DIR puts the page files of DIR
+ * (a web/ folder, e.g. of an older commit) into every folder first: how a check is shown
+ * to fail on another page. Screenshots go to DIR/screenshots. Exits 77 (skip) without
+ * chromium or playwright-core, 1 on any failed check.
  */
 'use strict';
 const fs = require('fs');
@@ -23,6 +26,7 @@ const os = require('os');
 const path = require('path');
 const { execFileSync, spawn } = require('child_process');
 const { runDiff } = require('./diff_checks.js');
+const { runReports } = require('./report_checks.js');
 
 const SKIP = 77;
 const CHROMIUM = process.env.PT_CHROMIUM || '/usr/bin/chromium';
@@ -53,9 +57,22 @@ function skip(why) {
 function prepare(args) {
   const out = execFileSync('python3', [path.join(HERE, 'fixture.py'), 'prepare', '--work', args.work,
     '--perftracker', args.perftracker, '--source', args.source, '--workers', String(args.workers),
-    '--fault-rank', String(args.faultRank)],
+    '--fault-rank', String(args.faultRank)].concat(args.traces ? ['--traces', args.traces] : []),
     { encoding: 'utf8', maxBuffer: 1 << 26 });
-  return JSON.parse(out.trim().split('\n').pop());
+  const prepared = JSON.parse(out.trim().split('\n').pop());
+  if (args.page) {
+    const folders = prepared.facts.reports ? Object.values(prepared.facts.reports) : [prepared.display_dir];
+    for (const dir of folders) replacePage(args.page, dir);
+  }
+  return prepared;
+}
+
+/* The page files of a web/ folder into a PerfDisplay folder, as the build would put them. */
+function replacePage(web, dir) {
+  for (const name of fs.readdirSync(web)) {
+    if (name === 'index.html') fs.copyFileSync(path.join(web, name), path.join(dir, name));
+    else if (/\.(js|css)$/.test(name)) fs.copyFileSync(path.join(web, name), path.join(dir, 'assets', name));
+  }
 }
 
 /* Starts the server through fixture.py (which execs it) and reads the URL it prints. */
@@ -140,7 +157,8 @@ async function run(args, browser, base, displayDir, facts) {
   const root = page.locator('#findings .finding.root');
   check(await root.count() === 1, 'one finding is marked as the root cause');
   const rootText = await root.locator('.summary').textContent();
-  check(rootText.startsWith('Rank ' + facts.fault_rank + ' '), 'root-cause sentence names the worker: ' + rootText.slice(0, 90));
+  const namesRank = (text) => new RegExp('^Rank ' + facts.fault_rank + '(?![0-9])').test(text); /* "Rank 5 ...", "Rank 5's ..." */
+  check(namesRank(rootText), 'root-cause sentence names the worker: ' + rootText.slice(0, 90));
   const rootWorkers = await root.locator('.facts a[href^="#/workers"]').evaluateAll((as) => as.map((a) => [a.textContent, a.title]));
   check(rootWorkers.length === 1 && rootWorkers[0][0] === 'rank ' + facts.fault_rank && rootWorkers[0][1] === facts.fault_worker,
     'root cause links to exactly that worker (' + JSON.stringify(rootWorkers) + ')');
@@ -211,6 +229,9 @@ async function run(args, browser, base, displayDir, facts) {
   if (facts.xss_in_findings) {
     await visit(page, '#/overview');
     check((await page.textContent('#findings')).includes(facts.xss), 'hostile name in a finding sentence shown as text');
+    const codes = await page.$$eval('#findings .summary code', (cs) => cs.map((c) => c.textContent));
+    check(codes.includes(facts.xss) && !(await page.textContent('#findings')).includes('`' + facts.xss),
+      'a `quoted` hostile name in a sentence is code, as text (' + JSON.stringify(codes) + ')');
   }
   if (facts.xss_in_warnings) {
     await visit(page, '#/warnings');
@@ -279,7 +300,7 @@ async function run(args, browser, base, displayDir, facts) {
   const fileUrl = 'file://' + path.join(displayDir, 'index.html');
   await filePage.goto(fileUrl);
   await filePage.waitForSelector('body[data-ready="true"]');
-  check((await filePage.textContent('#findings .finding.root .summary')).startsWith('Rank ' + facts.fault_rank + ' ') && fileErrors.length === 0,
+  check(namesRank(await filePage.textContent('#findings .finding.root .summary')) && fileErrors.length === 0,
     'the page works from file:// too');
   let fileImgs = 0;
   for (const hash of ['#/gpu-compute', '#/python?key=' + encodeURIComponent(facts.xss_stack || ''), '#/warnings', '#/workers', '#/heatmap', '#/overview']) {
@@ -290,6 +311,32 @@ async function run(args, browser, base, displayDir, facts) {
   }
   check(fileDialogs.length === 0 && fileImgs === 0, 'from file:// (no CSP), hostile names open no dialog and add no <img> (' + fileDialogs.length + ' dialogs, ' + fileImgs + ' images)');
   await filePage.close();
+}
+
+/* A hang finding shows its ranks side by side: role, group, call number, call, state. */
+async function runHang(args, browser, base, facts) {
+  const { page, shots } = await openPage(args, browser, base);
+  await page.goto(base);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
+  await page.screenshot({ path: path.join(shots, 'hang-overview.png'), fullPage: true });
+  check(/^Hang/.test(await page.textContent('#verdict')), 'the verdict says hang');
+  const root = page.locator('#findings .finding.root');
+  check(await root.count() === 1, 'one hang finding is the root cause');
+  const rows = await root.locator('.hang-ranks tbody tr').evaluateAll((trs) =>
+    trs.map((tr) => Array.from(tr.querySelectorAll('td')).map((td) => td.textContent)).filter((r) => r.length >= 7));
+  check(rows.length === args.workers, 'every rank has its row in the finding (' + rows.length + ')');
+  const odd = rows.find((r) => r[0] === String(facts.fault_rank));
+  check(!!odd && odd[1] === 'differs' && odd[2] === facts.hang_group && odd[3] === String(facts.hang_seq) &&
+        /^broadcast \(\d+ × Float\)$/.test(odd[4]), 'the odd rank\'s row: ' + JSON.stringify(odd));
+  const other = rows.find((r) => r[0] !== String(facts.fault_rank));
+  check(!!other && other[1] === 'agrees' && other[3] === String(facts.hang_seq) && /^allreduce /.test(other[4]),
+    'another rank\'s row, side by side: ' + JSON.stringify(other));
+  const heading = await root.locator('.hang-ranks p').textContent();
+  check(heading.includes('group ' + facts.hang_group) && heading.includes('call #' + facts.hang_seq), 'the kind, group and call above the rows: ' + heading);
+  await root.locator('a.evidence-link').click();
+  await page.waitForSelector('section.view[data-view="workers"] #evidence .hang-ranks');
+  check(true, 'the evidence view shows the ranks side by side too');
+  await page.screenshot({ path: path.join(shots, 'hang-evidence.png'), fullPage: true });
 }
 
 async function main() {
@@ -317,6 +364,8 @@ async function main() {
     });
     browser.setDefaultTimeout(30000);
     if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
+    else if (args.source === 'hang') await runHang(args, browser, base, facts);
+    else if (args.source === 'reports') await runReports({ args, check, visit }, browser, base, displayDir, facts);
     else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));

@@ -20,6 +20,12 @@ Sources:
              for what synth does not produce: 4096 workers in seconds, a Hardware section,
              raw traces (DIR/out/raw_trace/, served by the raw_trace mapping), warnings, and
              markup in a worker's file name. perftracker writes its PerfDisplay.
+  reports    the page as real reports make it (prepare_reports): `perftracker analyze` on the
+             real traces of --traces (h200 slow data, with its load_batch frame renamed to
+             hold the XSS string; h200 native with hardware samples; dlrm-8rank; a B200 rank
+             0 of 8; a rank sampled from a 128-rank job; a CPU-only trace) and on synth jobs
+             (1 rank, 8 ranks with a slow data loader, a hang, 4096 ranks with a slow GPU).
+             The culprits come from label.json and synth's expected.json.
 
 The facts the browser test asserts on are derived here, once, for both sources.
 Standard library only.
@@ -75,6 +81,24 @@ def from_synth(out, perftracker, workers, fault_rank):
             "fault_function": expected["function"]}
 
 
+def from_synth_hang(out, perftracker, workers, fault_rank):
+    """A hang the collectives explain: synth's hang_mismatch (rank fault_rank's first
+    all-reduce of the hang step is a broadcast), its Kineto traces cut short by it."""
+    traces = os.path.join(os.path.dirname(out), "traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    subprocess.check_call([perftracker, "synth", "--fault", "hang_mismatch", "--rank", str(fault_rank),
+                           "-n", str(workers), "--steps", "4", "--seed", "1", "-o", traces],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(traces, "expected.json")) as f:
+        expected = json.load(f)["findings"][0]
+    rc = subprocess.call([perftracker, "analyze", "--quiet", "-o", out, traces],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if rc not in (0, 3):
+        raise RuntimeError("perftracker analyze failed with status %d" % rc)
+    return {"fault_rank": expected["workers"][0], "fault_worker": expected["worker_names"][0],
+            "fault_function": None, "hang_seq": expected["hang"]["seq"], "hang_group": expected["hang"]["group"]}
+
+
 def from_generator(out, perftracker, workers, fault_rank):
     report = os.path.join(out, "report.json")
     facts = json.loads(subprocess.check_output(
@@ -128,15 +152,94 @@ def prepare_diff(work, out, perftracker, workers, fault_rank):
         "workers": workers, "source": "diff"}
 
 
-def prepare(work, perftracker, source="synth", workers=8, fault_rank=5):
+def analyze(perftracker, inputs, out):
+    """`perftracker analyze` as a user runs it; 3 (some input skipped or failed) is a report too."""
+    rc = subprocess.call([perftracker, "analyze", "--quiet", "-o", out] + inputs,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if rc not in (0, 3):
+        raise RuntimeError("perftracker analyze %s failed with status %d" % (inputs, rc))
+    return os.path.join(out, "PerfDisplay")
+
+
+def synth_job(perftracker, out, workers, fault, rank=None):
+    """A synth job as summaries (fast at 4096 ranks); returns (folder, its expected culprit)."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [perftracker, "synth", "-n", str(workers), "--fault", fault, "--format", "summary", "--seed", "1",
+           "-j", "2", "-o", out]
+    if rank is not None:
+        cmd += ["--rank", str(rank)]
+    subprocess.check_call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(out, "expected.json")) as f:
+        found = json.load(f).get("findings") or [{}]
+    return out, (found[0].get("workers") or [None])[0]
+
+
+def hostile_copy(src, dst, frame, hostile):
+    """The .json.gz traces of src, with one Python frame's name replaced, into dst."""
+    import gzip
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".json.gz"):
+            continue
+        with gzip.open(os.path.join(src, name), "rt", encoding="utf-8") as f:
+            text = f.read()
+        with gzip.open(os.path.join(dst, name), "wt", encoding="utf-8") as f:
+            f.write(text.replace(json.dumps(frame), json.dumps(hostile)))
+    return dst
+
+
+def prepare_reports(work, out, perftracker, traces):
+    """Every report the page checks run on (see the module's docstring): name -> folder, and
+    what each must show."""
+    dirs, facts = {}, {"xss": XSS, "expected": {}, "missing_traces": []}
+    jobs = os.path.join(work, "jobs")
+    os.makedirs(jobs, exist_ok=True)
+
+    def real(name, *parts):
+        path = os.path.join(traces, *parts)
+        if not os.path.exists(path):
+            facts["missing_traces"].append(path)
+            return None
+        return path
+
+    slow = real("h200_slowdata", "h200", "kineto_slowdata_r3")
+    if slow:
+        with open(os.path.join(slow, "label.json")) as f:
+            label = json.load(f)
+        frame = "heldout_job.py(31): load_batch"
+        copy = hostile_copy(slow, os.path.join(jobs, "h200_slowdata"), frame, frame + XSS)
+        dirs["h200_slowdata"] = analyze(perftracker, [copy], os.path.join(out, "h200_slowdata"))
+        facts["expected"]["h200_slowdata"] = {"culprit": label["culprit"], "frame": "load_batch" + XSS,
+                                               "innermost": "sleep", "category": "python"}
+    for name, parts in (("h200_native", ("h200", "native_healthy")), ("dlrm", ("dlrm-8rank",)),
+                        ("b200", ("tracelens", "b200_eager_rank0.json.gz")),
+                        ("sampled", ("hta", "sampled_rank-0.json.gz")),
+                        ("cpu_only", ("bad-input", "rank_non_gpu.json.gz"))):
+        path = real(name, *parts)
+        if path:
+            dirs[name] = analyze(perftracker, [path], os.path.join(out, name))
+    for name, workers, fault, rank in (("synth1", 1, "none", None), ("synth8", 8, "slow_dataloader", 5),
+                                       ("hang", 8, "hang", 6), ("large", 4096, "slow_gpu", 3071)):
+        folder, culprit = synth_job(perftracker, os.path.join(jobs, name), workers, fault, rank)
+        dirs[name] = analyze(perftracker, [folder], os.path.join(out, name))
+        facts["expected"][name] = {"culprit": culprit, "workers": workers, "fault": fault}
+    facts["reports"] = dirs
+    first = dirs.get("h200_slowdata") or dirs["synth8"]
+    return first, facts
+
+
+def prepare(work, perftracker, source="synth", workers=8, fault_rank=5, traces=None):
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     if source == "diff":
         return prepare_diff(work, out, perftracker, workers, fault_rank)
+    if source == "reports":
+        return prepare_reports(work, out, perftracker, traces)
     if source == "synth" and workers > 64:
         raise SystemExit("fixture.py: synth writes ~1 MB of trace per worker; use --source generated above 64 workers")
-    make = from_synth if source == "synth" else from_generator
+    make = {"synth": from_synth, "hang": from_synth_hang}.get(source, from_generator)
     facts = make(out, perftracker, workers, fault_rank)
     with open(os.path.join(out, "report.json")) as f:
         report = json.load(f)
@@ -173,7 +276,9 @@ def main():
     prep = sub.add_parser("prepare")
     prep.add_argument("--work", required=True)
     prep.add_argument("--perftracker", required=True)
-    prep.add_argument("--source", choices=("synth", "generated", "diff"), default="synth")
+    prep.add_argument("--source", choices=("synth", "generated", "diff", "hang", "reports"), default="synth")
+    prep.add_argument("--traces", default=os.path.join(HERE, "..", "..", "..", "shared", "data", "traces"),
+                      help="the real traces (reports source; ../shared/data/traces)")
     prep.add_argument("--workers", type=int, default=8)
     prep.add_argument("--fault-rank", type=int, default=5)
     serve = sub.add_parser("serve", help="exec the server (it prints its URL first)")
@@ -187,7 +292,7 @@ def main():
         if cwd:
             os.chdir(cwd)
         os.execv(cmd[0], cmd)
-    display_dir, facts = prepare(a.work, a.perftracker, a.source, a.workers, a.fault_rank)
+    display_dir, facts = prepare(a.work, a.perftracker, a.source, a.workers, a.fault_rank, a.traces)
     print(json.dumps({"display_dir": display_dir, "facts": facts}))
 
 

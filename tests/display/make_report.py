@@ -81,6 +81,11 @@ def build(workers, fault, seed, raw_trace):
             s = {k: r(v * scale) for k, v in b.items()}
             s["step"] = step
             s["ms"] = r(sum(v for k, v in s.items() if k != "step"))
+            # One sync point a step (the gradients' all-reduce), then the optimizer's work.
+            work = s["ms"] - s["communication_ms"] - s["idle_ms"]
+            tail = min(work, 25.0)
+            s["syncs"] = [[r(s["ms"] - tail), r(work - tail)]]
+            s["tail_busy_ms"] = r(tail)
             steps.append({"step": s.pop("step"), "ms": s.pop("ms"), **s})
         w = {"rank": rank, "name": names[rank], "host": hosts[rank], "local_rank": rank % hosts_per,
              "pid": 4711 + rank, "rank_source": "distributedInfo", "step_time_ms": r(step_ms + noise(0.8)),
@@ -135,6 +140,9 @@ def build(workers, fault, seed, raw_trace):
         "workers": worker_list,
         "diagnosis": {
             "verdict": "degraded",
+            "step_model": {"step_ms": r(step_ms), "steps": 3, "sync_points_per_step": 1,
+                           "pace": [{"step": i, "rank": fault, "sets": 1, "of": 1, "lead_ms": r(extra),
+                                     "above_noise": True} for i in range(3)]},
             "findings": [
                 {"category": "gpu_compute", "function": GEMM, "workers": [fault], "all_workers": False,
                  "impact": impact,
@@ -152,7 +160,7 @@ def build(workers, fault, seed, raw_trace):
                               "metric": "avg bottleneck ratio", "median": 0.0397, "values": {}}},
                 {"category": "python", "function": XSS_STACK, "workers": list(range(workers)),
                  "all_workers": True, "impact": 0.004,
-                 "summary": "Every worker spends 1.1% of the window in the Python frame " + XSS + ".",
+                 "summary": "Every worker spends 1.1% of the window in the Python frame `" + XSS + "`.",
                  "evidence": {"section": "Python functions", "key": XSS_STACK, "metric": "share",
                               "median": 0.011, "values": {}}},
             ],

@@ -16,6 +16,9 @@ from engine_common import TempDir, analyze, check_schema, run
 FAULTS = ["none", "slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause", "blocking_dtoh", "common_memcpy",
           "two_slow", "hang"]
 GLOO = ["--backend", "gloo"]
+# Hangs the collectives explain (NCCL only): the analysis must also name the kind, the
+# process group and the call number the traces carry (expected.json's "hang").
+HANG_KINDS = ["hang_mismatch", "hang_size", "hang_skip", "hang_order", "hang_transport"]
 
 # A slower GPU in noise as large as the slowdown: with --noise 0.2 a quarter of (rank,
 # step) pairs run their kernels 10-30% slower, and a rank 20% slower in three steps is
@@ -55,6 +58,11 @@ def check_case(fault, workers, seed, fmt, extra, tmp):
         problems.append(f"workers {got['workers']} != {want['workers']}")
     if got["all_workers"] != want["all_workers"]:
         problems.append(f"all_workers {got['all_workers']} != {want['all_workers']}")
+    if want.get("hang"):
+        have = got["evidence"].get("hang") or {}
+        for key in ("kind", "group", "seq", "mismatch", "groups"):
+            if key in want["hang"] and have.get(key) != want["hang"][key]:
+                problems.append(f"hang {key} {have.get(key)!r} != {want['hang'][key]!r}")
     if problems:
         return "; ".join(problems) + f"\n  got: {json.dumps(got)[:600]}"
     # The workers list marks exactly the named workers (subset findings).
@@ -80,6 +88,10 @@ def cases():
     for fault in FAULTS:
         out.append((fault, 8, 1, "kineto", []))
         out.append((fault, 32, 7, "summary", []))
+    for fault in HANG_KINDS:
+        out.append((fault, 8, 1, "kineto", ["--steps", "4"]))
+        out.append((fault, 32, 7, "summary", ["--steps", "4", "--rank", "9"]))
+    out.append(("hang", 64, 8, "summary", ["--steps", "5", "--hang-step", "2", "--rank", "40"]))
     out.append(("slow_gpu", 16, 3, "kineto-gz", ["--rank", "5"]))
     out.append(("slow_dataloader", 128, 11, "summary", ["--rank", "77"]))
     out.append(("two_slow", 64, 5, "summary", ["--rank", "3,40"]))

@@ -176,6 +176,9 @@ static void test_throttled_gpu_is_a_hardware_finding(void **state)
         w[r] = worker(r, (extra){0, r == 3 ? 20 : 0, 0, 0}, r);
         add_metric(w[r], "gpu0.sm_clock_mhz", r == 3 ? 1410 : 1980 - r);
         add_metric(w[r], "host.cpu_util", 35 + r);
+        add_metric(w[r], "host.mem_used", 6.3);
+        add_metric(w[r], "proc.rss_mb", 1240);
+        add_metric(w[r], "gpu0.util", 52);
     }
     pt_json *report = diagnose(w, N);
     const pt_json *findings = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
@@ -187,7 +190,12 @@ static void test_throttled_gpu_is_a_hardware_finding(void **state)
     assert_non_null(hw);
     assert_string_equal(pt_json_get_string(hw, "function", ""), "gpu0.sm_clock_mhz");
     assert_workers(hw, (int[]){3}, 1);
-    assert_non_null(pt_json_get(report, "Hardware"));
+    const pt_json *metrics = pt_json_get(pt_json_get(report, "Hardware"), "metrics");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "gpu0.sm_clock_mhz"), "unit", ""), "MHz");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "host.cpu_util"), "unit", ""), "%");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "host.mem_used"), "unit", ""), "%");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "proc.rss_mb"), "unit", ""), "MiB");
+    assert_string_equal(pt_json_get_string(pt_json_get(metrics, "gpu0.util"), "unit", ""), "%");
     /* The CPU is not busier on rank 3: no CPU finding. */
     for (size_t i = 0; i < findings->count; i++)
         assert_string_not_equal(pt_json_get_string(findings->items[i], "function", ""), "host.cpu_util");
@@ -392,6 +400,48 @@ static void test_segments_between_sync_points_add_up(void **state)
     pt_json_free(report);
 }
 
+/* What the page's step timeline draws: each worker's sync points per step (end, work
+ * before it) and its work after the last; per step, who sets it. Rank 1 is the busiest
+ * before the first sync point, rank 2 before the second: one segment each, a tie broken
+ * by the lead (equal here), so the first of them. */
+static void test_report_carries_the_step_timeline(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    two_segment_job(w, true);
+    pt_json *report = diagnose(w, 4);
+    const pt_json *steps = pt_json_get(pt_json_get(report, "workers")->items[1], "steps");
+    assert_int_equal(steps->count, 3);
+    const pt_json *syncs = pt_json_get(steps->items[0], "syncs");
+    assert_int_equal(syncs->count, 2);
+    assert_true(fabs(syncs->items[0]->items[0]->number - 50) < 1e-9); /* end, ms from the step start */
+    assert_true(fabs(syncs->items[0]->items[1]->number - 50) < 1e-9); /* 30 compute + 20 Python */
+    assert_true(fabs(syncs->items[1]->items[0]->number - 100) < 1e-9);
+    assert_true(fabs(syncs->items[1]->items[1]->number - 30) < 1e-9);
+    assert_true(fabs(pt_json_get_number(steps->items[0], "tail_busy_ms", 0) - 10) < 1e-9);
+    const pt_json *pace = pt_json_get(pt_json_get(pt_json_get(report, "diagnosis"), "step_model"), "pace");
+    assert_int_equal(pace->count, 3);
+    for (size_t i = 0; i < pace->count; i++) {
+        assert_int_equal(pt_json_get_number(pace->items[i], "step", -1), (double)i);
+        assert_int_equal(pt_json_get_number(pace->items[i], "rank", -1), 1);
+        assert_int_equal(pt_json_get_number(pace->items[i], "sets", 0), 1);
+        assert_int_equal(pt_json_get_number(pace->items[i], "of", 0), 2);
+        assert_true(fabs(pt_json_get_number(pace->items[i], "lead_ms", 0) - 20) < 1e-9);
+        assert_true(pt_json_get(pace->items[i], "above_noise")->boolean);
+    }
+    pt_json_free(report);
+    /* Without sync points: no syncs in the steps, each step one segment. */
+    two_segment_job(w, false);
+    report = diagnose(w, 4);
+    steps = pt_json_get(pt_json_get(report, "workers")->items[1], "steps");
+    assert_null(pt_json_get(steps->items[0], "syncs"));
+    pace = pt_json_get(pt_json_get(pt_json_get(report, "diagnosis"), "step_model"), "pace");
+    assert_int_equal(pace->count, 3);
+    assert_int_equal(pt_json_get_number(pace->items[0], "of", 0), 1);
+    assert_false(pt_json_get(pace->items[0], "above_noise")->boolean); /* ranks 1 and 2 tie */
+    pt_json_free(report);
+}
+
 /* The seed's example: rank r sleeps r x 100 ms, then a barrier. Rank 3 sets the step time;
  * ranks 1 and 2 run the same code for less time; fixing rank 3 alone leaves rank 2's
  * sleep as the bottleneck. */
@@ -505,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_hang_names_the_worker_others_wait_for),
         cmocka_unit_test(test_missing_and_failed_ranks_are_listed),
         cmocka_unit_test(test_two_workers_are_not_compared),
+        cmocka_unit_test(test_report_carries_the_step_timeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,8 +6,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
@@ -154,6 +158,51 @@ static void test_corruption_is_rejected(void **state)
     pt_summary_free(s);
 }
 
+/* The header's payload length is a claim: a summary of a few KB claiming 200 MiB must be
+ * refused for what it is (its frame yields less), without allocating the 200 MiB first.
+ * The decode runs in a child whose RLIMIT_DATA allows 64 MiB more than it holds (VmData,
+ * which counts the sanitizers' mappings too), so allocating the claim kills the child. */
+static long vm_data_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmData: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static void test_claimed_payload_length_is_not_allocated(void **state)
+{
+    (void)state;
+    pt_worker_summary *s = known_summary();
+    pt_buf a = PT_BUF_INIT;
+    pt_summary_encode(s, &a);
+    uint64_t claim = 200u << 20;
+    for (int i = 0; i < 8; i++)
+        a.data[16 + i] = (char)(claim >> (8 * i));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        long data = vm_data_bytes();
+        struct rlimit limit = {(rlim_t)data + (64 << 20), (rlim_t)data + (64 << 20)};
+        if (data < 0 || setrlimit(RLIMIT_DATA, &limit) != 0)
+            _exit(3);
+        pt_error err = {{0}};
+        pt_worker_summary *d = pt_summary_decode(a.data, a.len, &err);
+        _exit(d == NULL && strstr(err.message, "size mismatch") ? 0 : 4);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    pt_buf_free(&a);
+    pt_summary_free(s);
+}
+
 static void test_event_budget_bounds_what_is_kept(void **state)
 {
     (void)state;
@@ -234,6 +283,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
                                        cmocka_unit_test(test_corruption_is_rejected),
+                                       cmocka_unit_test(test_claimed_payload_length_is_not_allocated),
                                        cmocka_unit_test(test_event_budget_bounds_what_is_kept),
                                        cmocka_unit_test(test_file_name_facts),
                                        cmocka_unit_test(test_deep_stacks_sharing_a_name_merge)};

@@ -251,6 +251,71 @@ static void missing_function_name(pt_worker_summary *s)
     s->functions[0].name = NULL;
 }
 
+/* The hang state: the valid worker's first process group and its calls. */
+static pt_collective_group *group0(pt_worker_summary *s)
+{
+    if (!s->group_count || s->groups[0].call_count < 2)
+        fail_msg("the valid worker has no process group with two calls");
+    return &s->groups[0];
+}
+static void repeat_group(pt_worker_summary *s)
+{
+    s->groups = pt_xrealloc(s->groups, (s->group_count + 1) * sizeof *s->groups);
+    pt_collective_group *g = &s->groups[s->group_count++];
+    memset(g, 0, sizeof *g);
+    g->name = pt_xstrdup(s->groups[0].name);
+    g->size = -1;
+}
+static void calls_out_of_order(pt_worker_summary *s) { group0(s)->calls[1].seq = group0(s)->calls[0].seq; }
+static void call_numbered_zero(pt_worker_summary *s) { group0(s)->calls[0].seq = 0; }
+static void unknown_call_state(pt_worker_summary *s) { group0(s)->calls[0].state = (pt_call_state)9; }
+static void error_on_completed_call(pt_worker_summary *s)
+{
+    group0(s)->calls[0].state = PT_CALL_COMPLETED;
+    group0(s)->calls[0].error = pt_xstrdup("Connection reset by peer");
+}
+static void empty_call_op(pt_worker_summary *s) { group0(s)->calls[0].op[0] = '\0'; }
+static void group_without_the_rank(pt_worker_summary *s)
+{
+    pt_collective_group *g = group0(s);
+    g->runs = pt_xrealloc(g->runs, sizeof *g->runs);
+    g->runs[0] = (pt_rank_run){s->rank == 0 ? 1 : 0, s->rank == 0 ? 1 : 0, 1};
+    g->run_count = 1, g->size = 1;
+}
+static void group_beyond_the_world(pt_worker_summary *s)
+{
+    pt_collective_group *g = group0(s);
+    g->runs = pt_xrealloc(g->runs, sizeof *g->runs);
+    g->runs[0] = (pt_rank_run){0, s->world_size, 1};
+    g->run_count = 1, g->size = s->world_size + 1;
+}
+static void run_off_its_stride(pt_worker_summary *s)
+{
+    pt_collective_group *g = group0(s);
+    g->runs = pt_xrealloc(g->runs, sizeof *g->runs);
+    g->runs[0] = (pt_rank_run){0, 3, 2};
+    g->run_count = 1, g->size = 2;
+}
+static void group_size_unlike_its_ranks(pt_worker_summary *s) { group0(s)->size += 1; }
+static void two_training_threads(pt_worker_summary *s)
+{
+    s->threads = pt_xrealloc(s->threads, (s->thread_count + 2) * sizeof *s->threads);
+    for (int i = 0; i < 2; i++)
+        s->threads[s->thread_count++] = (pt_thread_stack){pt_xstrdup("MainThread"), 7 + i, true, pt_xstrdup("a.py: f")};
+}
+static void negative_idle(pt_worker_summary *s) { s->hang_idle_ns = -2; }
+static void too_many_groups(pt_worker_summary *s)
+{
+    s->groups = pt_xrealloc(s->groups, (PT_SUMMARY_MAX_GROUPS + 1) * sizeof *s->groups);
+    for (size_t i = s->group_count; i <= PT_SUMMARY_MAX_GROUPS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "g%zu", i);
+        memset(&s->groups[i], 0, sizeof s->groups[i]);
+        s->groups[i].name = pt_xstrdup(name);
+        s->groups[i].size = -1;
+    }
+    s->group_count = PT_SUMMARY_MAX_GROUPS + 1;
+}
 /* Sync points (version 3): the synthetic workers wait once a step, for the last bucket. */
 static void sync_beyond_step(pt_worker_summary *s) { s->steps[0].syncs[0].end_ns = s->steps[0].dur_ns + 1; }
 static void communication_as_work(pt_worker_summary *s) { s->steps[1].syncs[0].busy_ns[PT_CLASS_COMM] = 5; }
@@ -326,6 +391,19 @@ static const hostile_case cases[] = {
     {"4097 metrics", too_many_metrics, "4097 metrics, more than the 4096", false},
     {"unknown function class", bad_class, "a function's class (5)", false},
     {"function without a name", missing_function_name, "a function's name is missing", false},
+    {"repeated process group", repeat_group, "process group \"0\" appears twice", true},
+    {"calls out of order", calls_out_of_order, "calls are not in increasing order of their numbers", true},
+    {"call numbered 0", call_numbered_zero, "has a call numbered 0, outside 1 to 2^53", true},
+    {"unknown call state", unknown_call_state, "has a state (", true},
+    {"error on a completed call", error_on_completed_call, "has an error but did not fail", true},
+    {"empty collective operation", empty_call_op, "a collective's operation is empty", true},
+    {"group without the worker's rank", group_without_the_rank, "does not list rank", true},
+    {"group beyond the world", group_beyond_the_world, "not below the world size", true},
+    {"run of ranks off its stride", run_off_its_stride, "that is not first <= last", true},
+    {"group size unlike its ranks", group_size_unlike_its_ranks, "members but lists 4", true},
+    {"two training threads", two_training_threads, "2 threads are marked as the training thread", true},
+    {"time since the last step below -1", negative_idle, "the time since the last step (-2 ns)", true},
+    {"257 process groups", too_many_groups, "257 process groups, more than the 256", false},
     {"sync point beyond its step", sync_beyond_step, "sync point 0 ends at", true},
     {"communication counted as work", communication_as_work, "communication work is 5 ns, outside 0 to 0 ns", false},
     {"work beyond its piece", work_beyond_piece, "work adds up to", true},
@@ -575,6 +653,20 @@ static void at_the_bounds(pt_worker_summary *s, int sign)
         m->min = -1.7e308, m->max = 1.7e308, m->mean = sign * 1.7e308;
         for (size_t k = 0; k < m->points; k++)
             m->series_ms[k] = 3e38f, m->series_value[k] = -3e38f;
+    }
+    /* The hang state too: a group of every rank, calls numbered up to 2^53. */
+    s->hang_idle_ns = s->hang_step_ns = max;
+    for (size_t i = 0; i < s->group_count; i++) {
+        pt_collective_group *g = &s->groups[i];
+        g->runs = pt_xrealloc(g->runs, sizeof *g->runs);
+        g->runs[0] = (pt_rank_run){0, PT_MAX_WORLD_SIZE - 1, 1};
+        g->run_count = 1;
+        g->size = PT_MAX_WORLD_SIZE;
+        for (size_t k = 0; k < g->call_count; k++) {
+            pt_collective_call *c = &g->calls[k];
+            c->seq = PT_SUMMARY_MAX_SEQ - (int64_t)(g->call_count - 1 - k);
+            c->count = c->age_ns = max;
+        }
     }
 }
 

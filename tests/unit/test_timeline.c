@@ -155,6 +155,16 @@ static void test_radix_order_is_stable_sort(void **state)
     check_stable_order(keys, order, N);
     free(keys);
     free(order);
+    /* Enough keys for the 16-bit digits (fewer use 8-bit ones): the same stable order. */
+    enum { BIG = 70000 };
+    keys = malloc(BIG * sizeof *keys);
+    order = malloc(BIG * sizeof *order);
+    for (size_t i = 0; i < BIG; i++)
+        keys[i] = ((uint64_t)rand() << 33) ^ (uint64_t)(rand() % 1000) ^ (i % 7 ? 0 : UINT64_MAX);
+    pt_radix_order(keys, BIG, order);
+    check_stable_order(keys, order, BIG);
+    free(keys);
+    free(order);
 }
 
 /* Sorting by two keys, least significant first, gives lexicographic order, and stays a

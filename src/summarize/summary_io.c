@@ -566,7 +566,7 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     s->backend = get_string(c);
     s->producer = get_string(c);
     s->device_count = get_i32(c);
-    if (c->version >= 4)
+    if (c->version >= PT_SUMMARY_VERSION_SOFTWARE)
         s->software = get_string(c);
     s->window_start_ns = get_varint(c);
     s->window_ns = get_varint(c);

@@ -126,7 +126,7 @@ static void test_round_trip_is_exact(void **state)
     assert_int_equal(a.len, b.len);
     assert_memory_equal(a.data, b.data, a.len);
     assert_true(d->functions[0].throughput_avg_pct == s->functions[0].throughput_avg_pct);
-    assert_string_equal(d->software, "torch 2.5.1, cuda 12.4"); /* version 4 carries it */
+    assert_string_equal(d->software, "torch 2.5.1, cuda 12.4"); /* version 5 carries it */
     pt_summary_free(d);
     pt_buf_free(&a);
     pt_buf_free(&b);

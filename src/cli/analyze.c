@@ -66,7 +66,7 @@ static void usage(FILE *out)
             "  (.ptsum) of one job: one file per worker, or directories of them.\n"
             "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
-            "  --quiet      do not print the report sections\n"
+            "  --quiet      print only the verdict and findings, not the report sections\n"
             "Exit status: 0 every input read (ranks not given are noted, not failed); 3 report\n"
             "written, but some inputs were unreadable or the verdict is a hang; 1 nothing could\n"
             "be analysed, or OUT is not writable; 2 bad command line.\n",
@@ -444,7 +444,8 @@ int cmd_analyze(int argc, char **argv)
             pt_cli_print(stderr, "perftracker: nothing could be analysed: none of the %zu inputs is a readable trace "
                                  "or summary (each is named above); no report written\n", n);
         rc = PT_EXIT_FAILURE;
-    } else if (pt_cli_write_document(out_dir, "report.json", report, pt_report_render_log, quiet) != 0) {
+    } else if (pt_cli_write_document(out_dir, "report.json", report,
+                                                   quiet ? pt_report_render_verdict : pt_report_render_log) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
@@ -480,19 +481,17 @@ bool pt_cli_is_worker_file(const char *name)
 }
 
 int pt_cli_write_document(const char *out_dir, const char *file_name, const pt_json *doc,
-                          void (*render)(const pt_json *doc, pt_buf *out), bool quiet)
+                          void (*render)(const pt_json *doc, pt_buf *out))
 {
     pt_error err = {{0}};
     if (pt_report_write_document(out_dir, file_name, doc, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
         return -1;
     }
-    if (!quiet) {
-        pt_buf text = PT_BUF_INIT;
-        render(doc, &text);
-        pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
-        pt_buf_free(&text);
-    }
+    pt_buf text = PT_BUF_INIT;
+    render(doc, &text);
+    pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
+    pt_buf_free(&text);
     return 0;
 }
 

@@ -108,7 +108,9 @@ def _software_versions():
                 parts.append("hip " + str(torch.version.hip))
             cuda = sys.modules.get("torch.cuda")
             if cuda is not None and cuda.is_initialized() and hasattr(cuda, "nccl"):
-                parts.append("nccl " + ".".join(str(v) for v in cuda.nccl.version()))
+                version = cuda.nccl.version()  # (2, 21, 5); an int (2708) on older torch
+                parts.append("nccl " + (".".join(str(v) for v in version) if isinstance(version, tuple)
+                                        else str(version)))
     except Exception:
         pass
     return ", ".join(parts)

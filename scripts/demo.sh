@@ -33,7 +33,7 @@ work=$(mktemp -d /tmp/perftracker-demo.XXXXXX)
 echo "demo: (0) a synthetic 16-worker job whose rank 11 has a slow data loader:"
 echo "demo: $ perftracker synth --fault slow_dataloader --rank 11 -n 16 -o JOB && perftracker analyze -o OUT JOB"
 "$build/bin/perftracker" synth --fault slow_dataloader --rank 11 -n 16 --quiet -o "$work/synth" >/dev/null
-"$build/bin/perftracker" analyze --quiet -o "$out/synthetic-demo" "$work/synth" 2>/dev/null || true
+"$build/bin/perftracker" analyze --quiet -o "$out/synthetic-demo" "$work/synth" >/dev/null 2>&1 || true
 "$torch_python" - "$out/synthetic-demo/report.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["diagnosis"]
@@ -95,5 +95,5 @@ round=$(sed -n 's/^PerfTracker report: \(.*\)\/PerfDisplay\/ .*/\1/p' "$work/rep
 echo
 echo "demo: the report is in $round"
 echo "demo:   $round/report.json"
-echo "demo:   $round/PerfDisplay/   (cd there and run: python3 app.py, then open http://127.0.0.1:5000/)"
+echo "demo:   $round/PerfDisplay/   (the page; the line above says how to open it)"
 echo "demo:   $round/raw_trace/     (each rank's raw trace; perftracker export converts one to Chrome JSON)"

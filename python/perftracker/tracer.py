@@ -90,7 +90,30 @@ def _identity():
             info["device_name"] = cuda.get_device_name(cuda.current_device())
     except Exception:
         pass
+    info["software"] = _software_versions()
     return info
+
+
+def _software_versions():
+    """"torch 2.5.1, cuda 12.4, nccl 2.21.5": what `perftracker diff` names when two runs
+    differ in it (a change of version explains a change of speed)."""
+    parts = []
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None:
+            parts.append("torch " + str(torch.__version__))
+            if getattr(torch.version, "cuda", None):
+                parts.append("cuda " + str(torch.version.cuda))
+            if getattr(torch.version, "hip", None):
+                parts.append("hip " + str(torch.version.hip))
+            cuda = sys.modules.get("torch.cuda")
+            if cuda is not None and cuda.is_initialized() and hasattr(cuda, "nccl"):
+                version = cuda.nccl.version()  # (2, 21, 5); an int (2708) on older torch
+                parts.append("nccl " + (".".join(str(v) for v in version) if isinstance(version, tuple)
+                                        else str(version)))
+    except Exception:
+        pass
+    return ", ".join(parts)
 
 
 def _path_prefixes():

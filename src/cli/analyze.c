@@ -10,16 +10,19 @@
  * small to be useful), a file that needs more than its share is refused, and an
  * allocation that fails anyway inside one file's read fails that file alone
  * (pt_run_guarded). Then the reduce
- * step (pt_diagnose) and the writers. Exit status: 0 all inputs read (ranks of the job
- * that were not given are a note, not a failure), 3 report written but some inputs
- * unreadable or the verdict is a hang, 1 nothing to analyse or -o not writable (checked
- * before reading anything), 2 usage. */
+ * step (pt_diagnose) and the writers. A JSON file that is no trace at all (a label.json
+ * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
+ * every subcommand (README.md): 0 all inputs read (ranks of the job that were not given
+ * are a note, not a failure), 3 report written but some inputs unreadable or the verdict
+ * is a hang, 1 nothing to analyse (no report: a missing path, no worker file, none
+ * readable) or -o not writable (checked before reading anything), 2 bad command line. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "cli/progress.h"
 #include "diagnose/diagnose.h"
 #include "report/report.h"
 #include "summarize/summarize.h"
+#include "trace/reader.h"
 #include "util/strtab.h"
 
 #include <dirent.h>
@@ -63,7 +66,7 @@ static void usage(FILE *out)
             "  (.ptsum) of one job: one file per worker, or directories of them.\n"
             "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
-            "  --quiet      do not print the report sections\n"
+            "  --quiet      print only the verdict and findings, not the report sections\n"
             "Exit status: 0 every input read (ranks not given are noted, not failed); 3 report\n"
             "written, but some inputs were unreadable or the verdict is a hang; 1 nothing could\n"
             "be analysed, or OUT is not writable; 2 bad command line.\n",
@@ -147,7 +150,8 @@ static int expand(input_list *list, const char *arg)
     pt_buf_free(&path);
     qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
     if (named == 0)
-        pt_cli_print(stderr, "perftracker: warning: %s holds no trace or summary files\n", arg);
+        pt_cli_print(stderr, "perftracker: note: %s holds no trace or summary files (names ending in .json, .json.gz, "
+                             ".gz, .zst, .ptrace or .ptsum)\n", arg);
     else if (repeated)
         pt_cli_print(stderr, "perftracker: note: %zu of the files in %s were already named: each is analysed once\n",
                      repeated, arg);
@@ -306,18 +310,34 @@ static void assign_missing_ranks(job_state *js)
     free(used);
 }
 
+/* The command line (PT_EXIT_USAGE when it is wrong), then the inputs it names: a path
+ * that does not exist, or folders without a single worker file, leave nothing to analyse
+ * (PT_EXIT_FAILURE, said on stderr) -- the input is wrong, not the command line. */
 static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *inputs)
 {
-    for (int i = 1; i < argc; i++) {
+    char **operands = pt_xmalloc((size_t)(argc > 0 ? argc : 1) * sizeof *operands);
+    int count = 0, rc = PT_EXIT_OK;
+    for (int i = 1; i < argc && rc == PT_EXIT_OK; i++) {
         int taken = pt_cli_job_option(argc, argv, &i, o);
-        if (taken < 0 || (taken == 0 && expand(inputs, argv[i]) != 0))
-            return -1;
+        if (taken < 0)
+            rc = PT_EXIT_USAGE;
+        else if (taken == 0)
+            operands[count++] = argv[i];
     }
-    if (inputs->count == 0) {
+    if (rc == PT_EXIT_OK && count == 0) {
         usage(stderr);
-        return -1;
+        rc = PT_EXIT_USAGE;
     }
-    return 0;
+    for (int i = 0; i < count && rc == PT_EXIT_OK; i++)
+        if (expand(inputs, operands[i]) != 0)
+            rc = PT_EXIT_FAILURE;
+    if (rc == PT_EXIT_OK && inputs->count == 0) {
+        pt_cli_print(stderr, "perftracker: nothing to analyse: no trace or summary file among the paths given; no "
+                             "report written\n");
+        rc = PT_EXIT_FAILURE;
+    }
+    free(operands);
+    return rc;
 }
 
 /* Offline, ranks that were not given are information (one rank's traces of a big job is a
@@ -332,8 +352,12 @@ int cmd_analyze(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     pt_cli_job_options o = {"analyze", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false};
     input_list inputs = {0};
-    if (parse_args(argc, argv, &o, &inputs) != 0)
-        return PT_EXIT_USAGE;
+    int parsed = parse_args(argc, argv, &o, &inputs);
+    if (parsed != PT_EXIT_OK) {
+        pt_free_strings(inputs.paths, inputs.count);
+        free(inputs.ids);
+        return parsed;
+    }
     const char *out_dir = o.out_dir;
     int threads = o.threads;
     bool quiet = o.quiet;
@@ -360,25 +384,30 @@ int cmd_analyze(int argc, char **argv)
     int32_t *failed_ranks = pt_xmalloc(n * sizeof *failed_ranks);
     const char **failed_names = pt_xmalloc(n * sizeof *failed_names);
     char **warnings = pt_xmalloc(n * sizeof *warnings);
-    size_t nok = 0, nfailed = 0;
+    size_t nok = 0, nfailed = 0, nwarnings = 0;
     for (size_t i = 0; i < n; i++) {
         if (js.summaries[i]) {
             ok[nok++] = js.summaries[i];
             continue;
         }
+        pt_buf w = PT_BUF_INIT;
+        pt_buf_printf(&w, "%s: %s (skipped)", inputs.paths[i], js.errors[i]);
+        warnings[nwarnings++] = pt_buf_take(&w);
+        pt_error why;
+        snprintf(why.message, sizeof why.message, "%s", js.errors[i]);
+        if (pt_trace_error_is_foreign_json(&why)) { /* a label.json beside the traces: not a worker */
+            pt_cli_print(stderr, "perftracker: note: %s: %s: skipped, not a worker\n", inputs.paths[i], js.errors[i]);
+            continue;
+        }
         pt_file_name_facts facts;
         pt_parse_worker_file_name(pt_basename(inputs.paths[i]), &facts);
         failed_ranks[nfailed] = facts.rank;
-        failed_names[nfailed] = pt_basename(inputs.paths[i]);
-        pt_buf w = PT_BUF_INIT;
-        pt_buf_printf(&w, "%s: %s (skipped)", inputs.paths[i], js.errors[i]);
-        warnings[nfailed++] = pt_buf_take(&w);
-        pt_cli_print(stderr, "perftracker: %s: %s (skipped; the other workers are still analysed)\n", inputs.paths[i],
-                js.errors[i]);
+        failed_names[nfailed++] = pt_basename(inputs.paths[i]);
+        pt_cli_print(stderr, "perftracker: %s: %s (skipped)\n", inputs.paths[i], js.errors[i]);
     }
     pt_strtab printed; /* warnings already on stderr, as the report words them */
     pt_strtab_init(&printed);
-    for (size_t i = 0; i < nfailed; i++)
+    for (size_t i = 0; i < nwarnings; i++)
         pt_strtab_intern(&printed, warnings[i], strlen(warnings[i]));
     for (size_t w = 0; w < nok; w++)
         for (size_t k = 0; k < ok[w]->warning_count; k++) {
@@ -389,7 +418,7 @@ int cmd_analyze(int argc, char **argv)
             pt_buf_free(&line);
         }
 
-    pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nfailed, failed_ranks, failed_names, nfailed,
+    pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nwarnings, failed_ranks, failed_names, nfailed,
                         NULL};
     pt_json *report = pt_diagnose(&job);
     /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
@@ -405,8 +434,18 @@ int cmd_analyze(int argc, char **argv)
     /* Counted from the report: pt_diagnose also refuses workers whose summary is invalid. */
     const pt_json *job_facts = pt_json_get(report, "job");
     bool some_failed = pt_json_get_number(job_facts, "workers_failed", 0) > 0;
-    int rc = pt_json_get_number(job_facts, "workers_analyzed", 0) > 0 ? PT_EXIT_OK : PT_EXIT_FAILURE;
-    if (pt_cli_write_document(out_dir, "report.json", report, pt_report_render_log, quiet) != 0) {
+    int rc = PT_EXIT_OK;
+    if (pt_json_get_number(job_facts, "workers_analyzed", 0) == 0) {
+        /* A report of nobody would only restate stderr, with a verdict about no job. */
+        if (n == 1)
+            pt_cli_print(stderr, "perftracker: nothing could be analysed: the input is not a readable trace or "
+                                 "summary; no report written\n");
+        else
+            pt_cli_print(stderr, "perftracker: nothing could be analysed: none of the %zu inputs is a readable trace "
+                                 "or summary (each is named above); no report written\n", n);
+        rc = PT_EXIT_FAILURE;
+    } else if (pt_cli_write_document(out_dir, "report.json", report,
+                                                   quiet ? pt_report_render_verdict : pt_report_render_log) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
@@ -423,7 +462,7 @@ int cmd_analyze(int argc, char **argv)
         free(js.errors[i]);
         free(inputs.paths[i]);
     }
-    pt_free_strings(warnings, nfailed);
+    pt_free_strings(warnings, nwarnings);
     free(failed_ranks);
     free(failed_names);
     free(ok);
@@ -442,19 +481,17 @@ bool pt_cli_is_worker_file(const char *name)
 }
 
 int pt_cli_write_document(const char *out_dir, const char *file_name, const pt_json *doc,
-                          void (*render)(const pt_json *doc, pt_buf *out), bool quiet)
+                          void (*render)(const pt_json *doc, pt_buf *out))
 {
     pt_error err = {{0}};
     if (pt_report_write_document(out_dir, file_name, doc, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
         return -1;
     }
-    if (!quiet) {
-        pt_buf text = PT_BUF_INIT;
-        render(doc, &text);
-        pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
-        pt_buf_free(&text);
-    }
+    pt_buf text = PT_BUF_INIT;
+    render(doc, &text);
+    pt_cli_print(stdout, "%s", pt_buf_cstr(&text));
+    pt_buf_free(&text);
     return 0;
 }
 
@@ -482,9 +519,15 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
             job->workers[job->worker_count++] = js.summaries[i];
             continue;
         }
-        pt_buf why = PT_BUF_INIT;
-        pt_buf_printf(&why, "%s: %s", inputs.paths[i], js.errors[i]);
-        job->failures[job->failure_count++] = pt_buf_take(&why);
+        pt_error err;
+        snprintf(err.message, sizeof err.message, "%s", js.errors[i]);
+        if (pt_trace_error_is_foreign_json(&err)) {
+            pt_cli_print(stderr, "perftracker: note: %s: %s: skipped, not a worker\n", inputs.paths[i], js.errors[i]);
+        } else {
+            pt_buf why = PT_BUF_INIT;
+            pt_buf_printf(&why, "%s: %s", inputs.paths[i], js.errors[i]);
+            job->failures[job->failure_count++] = pt_buf_take(&why);
+        }
         free(js.errors[i]);
     }
     pt_free_strings(inputs.paths, inputs.count);

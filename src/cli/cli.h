@@ -60,10 +60,11 @@ int pt_cli_usage_error(const char *command, void (*usage)(FILE *out), const char
 int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt_cli_job *job);
 void pt_cli_job_free(pt_cli_job *job);
 bool pt_cli_is_worker_file(const char *name);
-/* Writes doc as out_dir/file_name with its PerfDisplay folder, then, unless quiet, prints
- * what render makes of it on stdout. 0, or -1 when it could not be written (printed). */
+/* Writes doc as out_dir/file_name with its PerfDisplay folder, then prints what render
+ * makes of it on stdout (the caller picks the verdict alone for --quiet). 0, or -1 when
+ * it could not be written (printed). */
 int pt_cli_write_document(const char *out_dir, const char *file_name, const pt_json *doc,
-                          void (*render)(const pt_json *doc, pt_buf *out), bool quiet);
+                          void (*render)(const pt_json *doc, pt_buf *out));
 int cmd_jobs(int argc, char **argv);
 
 /* fprintf for everything the CLI prints: control characters from hostile inputs (file,

@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "  analyze output directory, or a report.json (less detail; the diff says what).\n"
             "  -o OUT       output directory (default ./%s): OUT/diff.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
-            "  --quiet      do not print the summary\n"
+            "  --quiet      print only the verdict line, not the summary\n"
             "Exit status: 0 diff written; 3 written, some inputs unreadable or invalid; 1 a run had nothing\n"
             "readable; 2 bad command line.\n",
             DEFAULT_OUT);
@@ -236,7 +236,8 @@ int cmd_diff(int argc, char **argv)
             rc = PT_EXIT_FAILURE;
     if (rc == PT_EXIT_OK) {
         pt_json *diff = pt_diff(&runs[0], &runs[1], NULL);
-        if (pt_cli_write_document(out_dir, "diff.json", diff, pt_diff_render_text, quiet) != 0) {
+        if (pt_cli_write_document(out_dir, "diff.json", diff,
+                                  quiet ? pt_diff_render_verdict : pt_diff_render_text) != 0) {
             rc = PT_EXIT_FAILURE;
         } else {
             pt_cli_print(stderr, "perftracker: diff written to %s/diff.json; open %s/PerfDisplay (python3 app.py)\n",

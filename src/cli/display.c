@@ -1,10 +1,12 @@
 /* display.c -- `perftracker display DIR`: serve a PerfDisplay folder on 127.0.0.1:5000.
  *
- *   perftracker display OUT/PerfDisplay [--port 5000] [--bind 127.0.0.1]
+ *   perftracker display OUT[/PerfDisplay] [--port 5000] [--bind 127.0.0.1]
  *   perftracker display --report OUT/report.json OUT/PerfDisplay [--no-serve]
  *
- * With --report it first (re)writes the folder from a report.json, which also refreshes
- * an old PerfDisplay with this binary's page. It serves until SIGINT or SIGTERM. */
+ * OUT, the folder analyze, diff or a round wrote, serves its PerfDisplay/. With --report
+ * it first (re)writes the folder from a report.json, which also refreshes an old
+ * PerfDisplay with this binary's page. It serves until SIGINT or SIGTERM. A port another
+ * program holds is said so, with how to pick another. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "display/server.h"
@@ -24,8 +26,9 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: perftracker display [options] DIR\n"
-            "Serve the PerfDisplay folder DIR (what `perftracker analyze -o OUT` writes as\n"
-            "OUT/PerfDisplay) until Ctrl-C. Inside DIR, `python3 app.py` does the same.\n\n"
+            "Serve the PerfDisplay folder DIR until Ctrl-C: OUT/PerfDisplay, or OUT itself (the\n"
+            "folder analyze, diff or a round wrote). Inside the page's folder, `python3 app.py`\n"
+            "does the same.\n\n"
             "  --port N         port to listen on (default 5000; 0 = any free port)\n"
             "  --bind ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 exposes the\n"
             "                   report to the network)\n"
@@ -42,17 +45,31 @@ static bool has_file(const char *dir, const char *name)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* `perftracker display OUT` for the folder analyze or the trigger wrote: the page is in
- * OUT/PerfDisplay. Said after the server refused DIR (site.c decides what a page is). */
-static void suggest_inner_folder(const char *dir)
+/* DIR/PerfDisplay: the page inside the folder analyze, diff or the trigger wrote. */
+static void inner_folder(const char *dir, char *inner, size_t cap)
 {
-    char inner[4120];
-    snprintf(inner, sizeof inner, "%.4096s%sPerfDisplay", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/");
-    if (has_file(inner, "index.html"))
-        pt_cli_print(stderr, "perftracker display: the page is in %s: run perftracker display %s\n", inner, inner);
-    else if (has_file(dir, "report.json"))
-        pt_cli_print(stderr, "perftracker display: %s holds a report.json: write its page with perftracker display "
-                             "--report %s/report.json %s\n", dir, dir, inner);
+    snprintf(inner, cap, "%.4096s%sPerfDisplay", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/");
+}
+
+/* `perftracker display OUT` for the folder analyze or the trigger wrote serves its page,
+ * OUT/PerfDisplay; a folder with a report.json and no page is told how to write one.
+ * 0 with *dir the folder to serve, or -1 (said). */
+static int resolve_folder(const char **dir, char *inner, size_t cap)
+{
+    if (has_file(*dir, "index.html"))
+        return 0;
+    inner_folder(*dir, inner, cap);
+    if (has_file(inner, "index.html")) {
+        pt_cli_print(stderr, "perftracker display: serving %s, the page of the report in %s\n", inner, *dir);
+        *dir = inner;
+        return 0;
+    }
+    pt_cli_print(stderr, "perftracker display: %s: no PerfDisplay page in it (no index.html, nor "
+                         "PerfDisplay/index.html)\n", *dir);
+    if (has_file(*dir, "report.json"))
+        pt_cli_print(stderr, "perftracker display: it holds a report.json: write its page with perftracker display "
+                             "--report %s/report.json %s\n", *dir, inner);
+    return -1;
 }
 
 static int write_display(const char *report_path, const char *dir)
@@ -85,7 +102,6 @@ static int serve(const pt_display_options *options)
     pt_display_server *server = pt_display_start(options, &err);
     if (!server) {
         pt_cli_print(stderr, "perftracker display: %s\n", err.message);
-        suggest_inner_folder(options->dir);
         return PT_EXIT_FAILURE;
     }
     const char *host = pt_display_bind_address(server);
@@ -137,5 +153,10 @@ int cmd_display(int argc, char **argv)
     options.dir = argv[optind];
     if (report_path && write_display(report_path, options.dir) != 0)
         return PT_EXIT_FAILURE;
-    return no_serve ? PT_EXIT_OK : serve(&options);
+    if (no_serve)
+        return PT_EXIT_OK;
+    char inner[4120];
+    if (resolve_folder(&options.dir, inner, sizeof inner) != 0)
+        return PT_EXIT_FAILURE;
+    return serve(&options);
 }

@@ -43,7 +43,7 @@ static void usage(FILE *out)
             "  --job ID           which job, when several run here (ID: the JOB column of\n"
             "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
             "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"
-            "  --quiet            do not print the report sections\n"
+            "  --quiet            print only the verdict and findings, not the report sections\n"
             "Exit status: 0 every worker profiled; 3 report written, some workers failed, hung or\n"
             "missing; 1 no report; 2 bad command line.\n",
             PT_DEFAULT_OUTPUT_DIR);
@@ -288,12 +288,10 @@ int cmd_trigger(int argc, char **argv)
                 result.summaries, result.round_dir, result.round_dir, result.round_dir);
         return result.summaries ? rc : PT_EXIT_FAILURE;
     }
-    if (!quiet) {
-        pt_buf log = PT_BUF_INIT;
-        pt_report_render_log(result.report, &log);
-        pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
-        pt_buf_free(&log);
-    }
+    pt_buf log = PT_BUF_INIT;
+    (quiet ? pt_report_render_verdict : pt_report_render_log)(result.report, &log);
+    pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
+    pt_buf_free(&log);
     printf("PerfTracker report: %s/PerfDisplay/ (report.json: %s/report.json)\n", result.round_dir,
            result.round_dir);
     printf("View it: cd %s/PerfDisplay && python3 app.py, then open http://127.0.0.1:5000/\n", result.round_dir);

@@ -771,6 +771,7 @@ static bool fill_identity(pt_window *w)
     dict_str(d, "host", m->host, sizeof m->host);
     dict_str(d, "backend", m->backend, sizeof m->backend);
     dict_str(d, "device_name", m->device_name, sizeof m->device_name);
+    dict_str(d, "software", m->software, sizeof m->software);
     if (!m->host[0])
         gethostname(m->host, sizeof m->host - 1);
     bool cuda = dict_int(d, "cuda", 0) != 0;

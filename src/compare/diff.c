@@ -3,9 +3,10 @@
  *
  * Design. Each run is analysed as the diagnosis analyses a job (pt_analysis: workers
  * sorted by rank, one row per function), and every figure is per step and per worker:
- * a worker's step time is its profiled window over its steps, a class's or a function's
- * time is its exposed (bottleneck) time over the steps, so the classes and idle add up to
- * the step time and a function's change is its share of the step-time change. A run's
+ * a worker's step time is its median profiled step (the report's step_time_ms: one
+ * definition), a class's or a function's time is its window's exposed (bottleneck) time
+ * scaled to that step, so the classes and idle add up to the step time and a function's
+ * change is its share of the step-time change. A run's
  * figure is its median worker's, so runs of different sizes compare (8 workers against 16
  * is a fair question about the typical worker) and one straggler does not move it.
  *
@@ -27,6 +28,8 @@
  *     given its class's step noise scaled by the square root of its share of the class
  *     (function_noise);
  *   - material: at least MATERIAL_SHARE of the step time, the seed's 1% threshold.
+ * The step time also changes when every profiled step of one run (four at least) is
+ * longer than every step of the other, however widely they spread (steps_apart).
  * Rank by rank, a rank stands out when its change differs from the median rank's change
  * by more than RANK_SIGMAS robust sigmas (MAD) of the ranks' changes, and by more than
  * the step noise and RANK_MATERIAL_SHARE of the step time. Without two steps per worker
@@ -35,7 +38,10 @@
  *
  * A hang in AFTER (its diagnosis's hang finding) is the verdict whatever the step times
  * say. Findings of both runs' diagnoses are matched by category and function, so the diff
- * also lists what AFTER's diagnosis gained or lost.
+ * also lists what AFTER's diagnosis gained or lost. When the runs ran on different setups
+ * (GPU model, world size, a version of software both name), the sentence says so first
+ * and the cause's class is "environment": a change of setup explains a change of speed
+ * before any function does.
  *
  * Cost: one pt_analysis per run (linear in workers x functions), then for each function
  * a few medians over workers (quickselect). Memory is a few arrays of n doubles. */
@@ -58,6 +64,7 @@
 #define RANK_MATERIAL_SHARE 0.02
 #define MEDIAN_ERROR 1.2533  /* standard error of a median, in sigma / sqrt(n) */
 #define MIN_SPREAD_WORKERS 3 /* fewer workers say nothing about their spread */
+#define SEPARATED_MIN_STEPS 4 /* per run, for "every step slower" to count (steps_apart) */
 #define MAX_CHANGED 100
 #define MAX_LISTED 200
 #define MAX_RANKS 16
@@ -84,17 +91,15 @@ static void side_init(side *s, const pt_diff_run *run)
         s->noise[p] = pt_step_noise_ms(s->a.workers, s->a.n, p);
 }
 
-/* Per-worker value of a part of the step, per step (ms). */
+/* Per-worker value of a part of the step, per step (ms): the step time is the median
+ * profiled step, as `analyze` reports it, and the classes and idle time are the window's
+ * scaled to that step (pt_median_steps_in_window), so they still add up to it. */
 static void part_values(const side *s, int part, double *out)
 {
-    if (part < PT_CLASS_COUNT) {
-        pt_class_exposed_ms(&s->a, (pt_class)part, out);
-        return;
-    }
     for (size_t w = 0; w < s->a.n; w++) {
         const pt_worker_summary *ws = s->a.workers[w];
-        double ns = part == PT_STEP_IDLE ? (double)ws->idle_ns : (double)ws->window_ns;
-        out[w] = ns / 1e6 / s->a.steps[w];
+        double ns = part < PT_CLASS_COUNT ? (double)ws->exposed_ns[part] : (double)ws->idle_ns;
+        out[w] = part == PT_STEP_DURATION ? s->a.step_ms[w] : ns / 1e6 / pt_median_steps_in_window(&s->a, w);
     }
 }
 
@@ -106,11 +111,11 @@ static void function_values(const side *s, pt_class cls, const char *name, fn_me
     const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
     for (size_t w = 0; w < s->a.n; w++) {
         const pt_function_summary *f = row ? row->by_worker[w] : NULL;
-        double steps = s->a.steps[w];
+        double steps = pt_median_steps_in_window(&s->a, w); /* times: per median step, as the classes */
         switch (m) {
         case EXPOSED: out[w] = f ? (double)f->exposed_ns / 1e6 / steps : 0; break;
         case TOTAL: out[w] = f ? (double)f->total_ns / 1e6 / steps : 0; break;
-        case CALLS: out[w] = f ? (double)f->count / steps : 0; break;
+        case CALLS: out[w] = f ? (double)f->count / s->a.steps[w] : 0; break;
         case PER_CALL: out[w] = f && f->count ? (double)f->median_ns / 1e6 : NAN; break;
         }
     }
@@ -228,11 +233,39 @@ static change compare(diff_ctx *d, double noise_b, double noise_a)
     return c;
 }
 
+/* The shortest and longest profiled step of any worker of a run (ms); false with fewer
+ * than SEPARATED_MIN_STEPS steps in all. */
+static bool step_range(const side *s, double *lo, double *hi)
+{
+    size_t count = 0;
+    *lo = INFINITY, *hi = -INFINITY;
+    for (size_t w = 0; w < s->a.n; w++)
+        for (size_t i = 0; i < s->a.workers[w]->step_count; i++, count++) {
+            double ms = (double)s->a.workers[w]->steps[i].dur_ns / 1e6;
+            *lo = fmin(*lo, ms), *hi = fmax(*hi, ms);
+        }
+    return count >= SEPARATED_MIN_STEPS;
+}
+
+/* Every step of one run longer than every step of the other: a change no noise model is
+ * needed for (with 4 steps each, chance gives that 1 time in 35), however widely the
+ * slower run's steps spread. */
+static bool steps_apart(const diff_ctx *d, double delta)
+{
+    double lo_b, hi_b, lo_a, hi_a;
+    if (!step_range(&d->before, &lo_b, &hi_b) || !step_range(&d->after, &lo_a, &hi_a))
+        return false;
+    return delta > 0 ? lo_a > hi_b : hi_a < lo_b;
+}
+
 static change compare_part(diff_ctx *d, int part)
 {
     part_values(&d->before, part, d->b);
     part_values(&d->after, part, d->a);
-    return compare(d, d->before.noise[part], d->after.noise[part]);
+    change c = compare(d, d->before.noise[part], d->after.noise[part]);
+    if (part == PT_STEP_DURATION && !c.significant && fabs(c.delta) > d->floor_ms && steps_apart(d, c.delta))
+        c.significant = true;
+    return c;
 }
 
 /* ------------------------------------------------------------ functions */
@@ -280,7 +313,7 @@ static double function_noise(diff_ctx *d, const side *s, const double *values, p
         return s->noise[cls];
     double fn = pt_median_of(values, s->a.n, d->scratch);
     double *class_values = d->scratch + s->a.n;
-    pt_class_exposed_ms(&s->a, cls, class_values);
+    part_values(s, cls, class_values);
     double total = pt_median_of(class_values, s->a.n, d->scratch);
     double share = total > 0 ? fmin(fmax(fn / total, 0), 1) : 1;
     return s->noise[cls] * sqrt(share);
@@ -411,6 +444,12 @@ static pt_json *devices_json(const side *s)
     return list;
 }
 
+/* The world size the run's own report gives, NAN when it gives none. */
+static double world_size_of(const side *s)
+{
+    return pt_json_get_number(pt_json_get(s->run->report, "job"), "world_size", NAN);
+}
+
 static pt_json *run_json(const side *s, const change *step, bool before)
 {
     const pt_json *report = s->run->report;
@@ -418,7 +457,7 @@ static pt_json *run_json(const side *s, const change *step, bool before)
     pt_json_add(j, "input", pt_json_string(s->run->label));
     pt_json_add(j, "source", pt_json_string(source_name(s->run->source)));
     pt_json_add(j, "workers", pt_json_int((int64_t)s->a.n));
-    pt_json_add(j, "world_size", number_or_null(pt_json_get_number(pt_json_get(report, "job"), "world_size", NAN)));
+    pt_json_add(j, "world_size", number_or_null(world_size_of(s)));
     pt_json_add(j, "steps", number_or_null(s->steps));
     pt_json_add(j, "step_time_ms", number_or_null(before ? step->before : step->after));
     pt_json_add(j, "devices", devices_json(s));
@@ -735,14 +774,105 @@ static bool explain_hang(pt_buf *out, pt_json *v, pt_json *cause, const pt_diff_
     return false;
 }
 
-static pt_json *verdict_json(const change *parts, const fn_list *fns, bool paired, const pt_diff_run *before,
-                             const pt_diff_run *after)
+/* ------------------------------------------------------------ what the runs ran on */
+
+/* The first GPU model and the first software list any worker of a run states ("" when
+ * none does), and the world size its report gives (0 unknown). */
+static const char *first_stated(const side *s, bool software)
 {
+    for (size_t w = 0; w < s->a.n; w++) {
+        const char *v = software ? s->a.workers[w]->software : s->a.workers[w]->device_name;
+        if (v && *v)
+            return v;
+    }
+    return "";
+}
+
+static void add_difference(pt_json *list, const char *what, const char *before, const char *after)
+{
+    pt_json *d = pt_json_push(list, pt_json_object());
+    pt_json_add(d, "what", pt_json_string(what));
+    pt_json_add(d, "before", pt_json_string(before));
+    pt_json_add(d, "after", pt_json_string(after));
+}
+
+/* The next "name version" of a software list ("torch 2.5.1, nccl 2.21.5"): false at its
+ * end. The name is everything before the last space. */
+static bool next_component(const char **p, char *name, size_t name_cap, char *version, size_t version_cap)
+{
+    while (*p && **p) {
+        const char *end = strstr(*p, ", ");
+        size_t len = end ? (size_t)(end - *p) : strlen(*p);
+        size_t space = len;
+        while (space > 0 && (*p)[space - 1] != ' ')
+            space--;
+        const char *item = *p;
+        *p = end ? end + 2 : NULL;
+        if (space > 1) {
+            snprintf(name, name_cap, "%.*s", (int)(space - 1), item);
+            snprintf(version, version_cap, "%.*s", (int)(len - space), item + space);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Each component both software lists name, with a different version. */
+static void add_software_differences(pt_json *list, const char *before, const char *after)
+{
+    char name[64], was[64], other[64], now[64];
+    for (const char *p = before; next_component(&p, name, sizeof name, was, sizeof was);)
+        for (const char *q = after; next_component(&q, other, sizeof other, now, sizeof now);)
+            if (strcmp(name, other) == 0 && strcmp(was, now) != 0)
+                add_difference(list, name, was, now);
+}
+
+/* What the two runs ran on, where it differs: the GPU model, the job's world size, the
+ * versions of the software both name. A change there explains a change of step time
+ * better than any function can, so the verdict leads with it. */
+static pt_json *environment_json(const diff_ctx *d)
+{
+    pt_json *list = pt_json_array();
+    const char *gpu_b = first_stated(&d->before, false), *gpu_a = first_stated(&d->after, false);
+    if (*gpu_b && *gpu_a && strcmp(gpu_b, gpu_a) != 0)
+        add_difference(list, "GPU", gpu_b, gpu_a);
+    double ws_b = world_size_of(&d->before), ws_a = world_size_of(&d->after);
+    if (ws_b > 0 && ws_a > 0 && ws_b != ws_a) {
+        char b[32], a[32];
+        snprintf(b, sizeof b, "%g", ws_b);
+        snprintf(a, sizeof a, "%g", ws_a);
+        add_difference(list, "world size", b, a);
+    }
+    add_software_differences(list, first_stated(&d->before, true), first_stated(&d->after, true));
+    return list;
+}
+
+/* "The runs ran on different setups (GPU A100 -> V100; world size 8 -> 2), which alone
+ * can change the step time. " */
+static void put_environment(pt_buf *out, const pt_json *environment)
+{
+    pt_buf_puts(out, "The runs ran on different setups (");
+    for (size_t i = 0; i < environment->count; i++) {
+        const pt_json *d = environment->items[i];
+        pt_buf_printf(out, "%s%s %s \xe2\x86\x92 %s", i ? "; " : "", pt_json_get_string(d, "what", ""),
+                      pt_json_get_string(d, "before", ""), pt_json_get_string(d, "after", ""));
+    }
+    pt_buf_puts(out, "), which alone can change the step time. ");
+}
+
+static pt_json *verdict_json(const diff_ctx *d, const change *parts, const fn_list *fns)
+{
+    bool paired = d->paired;
+    const pt_diff_run *before = d->before.run, *after = d->after.run;
     const change *step = &parts[PT_STEP_DURATION];
     pt_json *v = pt_json_object();
     pt_buf s = PT_BUF_INIT;
     pt_json *cause = pt_json_object();
-    if (explain_hang(&s, v, cause, before, after)) {
+    pt_json *environment = environment_json(d);
+    if (environment->count)
+        put_environment(&s, environment);
+    bool hang = explain_hang(&s, v, cause, before, after);
+    if (hang) {
         /* the hang is the verdict */
     } else if (step->significant) {
         double sign = step->delta > 0 ? 1 : -1;
@@ -791,8 +921,11 @@ static pt_json *verdict_json(const change *parts, const fn_list *fns, bool paire
                 pt_json_push(ranks, pt_json_int(f->exposed.ranks[r].rank));
         }
     }
+    if (environment->count && cause && !hang) /* the setup comes first; the function is what changed most */
+        pt_json_set(cause, "class", pt_json_string("environment"));
     pt_json_add(v, "sentence", pt_json_string(pt_buf_cstr(&s)));
     pt_json_add(v, "cause", cause ? cause : pt_json_null());
+    pt_json_add(v, "environment", environment);
     pt_buf_free(&s);
     return v;
 }
@@ -836,8 +969,7 @@ static void add_notes(pt_json *notes, const diff_ctx *d)
                     "medians), not rank by rank.",
              d->before.a.n, d->before.a.n == 1 ? "" : "s", d->after.a.n,
              d->before.a.n == d->after.a.n ? ", with other ranks" : "");
-    double ws_b = pt_json_get_number(pt_json_get(d->before.run->report, "job"), "world_size", 0);
-    double ws_a = pt_json_get_number(pt_json_get(d->after.run->report, "job"), "world_size", 0);
+    double ws_b = world_size_of(&d->before), ws_a = world_size_of(&d->after);
     if (ws_b > 0 && ws_a > 0 && ws_b != ws_a)
         note(notes, "The runs come from jobs of different sizes (world size %g and %g).", ws_b, ws_a);
     bool reports[2] = {d->before.run->source == PT_RUN_REPORT, d->after.run->source == PT_RUN_REPORT};
@@ -939,7 +1071,7 @@ pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char
     pt_json_add(doc, "before", run_json(&d.before, &parts[PT_STEP_DURATION], true));
     pt_json_add(doc, "after", run_json(&d.after, &parts[PT_STEP_DURATION], false));
     pt_json_add(doc, "comparison", pt_json_string(d.paired ? "rank by rank" : "median worker"));
-    pt_json_add(doc, "verdict", verdict_json(parts, &fns, d.paired, before, after));
+    pt_json_add(doc, "verdict", verdict_json(&d, parts, &fns));
     pt_json *step = pt_json_add(doc, "step_time", pt_json_object());
     add_change(step, &parts[PT_STEP_DURATION]);
     pt_json *classes = pt_json_add(doc, "classes", pt_json_array());

@@ -91,6 +91,7 @@ typedef struct target {
     char connect_host[PT_HOST_MAX];
     char key_file[PT_RUNTIME_PATH_MAX]; /* from a job file; "" = the secret or the env's key file */
     bool registered;           /* found through a job file */
+    bool from_flag;            /* named by --coordinator */
     int64_t pid;               /* rank 0's, when registered */
 } target;
 
@@ -126,6 +127,7 @@ static int target_from_flag(target *t, const char *spec, pt_error *err)
     snprintf(t->env.coordinator_host, sizeof t->env.coordinator_host, "%.*s", (int)(colon - spec), spec);
     t->env.coordinator_port = (uint16_t)port;
     snprintf(t->connect_host, sizeof t->connect_host, "%s", t->env.coordinator_host);
+    t->from_flag = true;
     return 0;
 }
 
@@ -210,6 +212,16 @@ static void explain_unreachable(const target *t, pt_error *err, pt_trigger_resul
     if (t->registered) {
         pt_error_set(err, "cannot reach the coordinator of the job rank 0 (pid %lld) registered, at %s:%u: %s",
                      (long long)t->pid, t->connect_host, (unsigned)t->env.coordinator_port, why);
+        return;
+    }
+    if (t->from_flag) { /* the user's own address: no guess about the environment */
+        pt_error_set(err, "no coordinator answers at %s:%u, the address --coordinator names (%s)",
+                     t->env.coordinator_host, (unsigned)t->env.coordinator_port, why);
+        pt_buf lines = PT_BUF_INIT;
+        pt_buf_puts(&lines, "Check the address: rank 0's host, and the job's MASTER_PORT + 1 (or its "
+                            "PERFTRACKER_PORT); `perftracker jobs` lists the jobs that registered here.\n");
+        set_hint(out, &lines);
+        pt_buf_free(&lines);
         return;
     }
     pt_error_set(err, "no running job found: nothing answers at %s:%u, where %s puts the job's coordinator (%s)",

@@ -251,6 +251,11 @@ void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out)
         out[w] = (double)a->workers[w]->exposed_ns[cls] / 1e6 / a->steps[w];
 }
 
+double pt_median_steps_in_window(const pt_analysis *a, size_t w)
+{
+    return a->step_ms[w] > 0 ? a->window_ms[w] / a->step_ms[w] : a->steps[w];
+}
+
 double pt_median_of(const double *values, size_t n, double *scratch)
 {
     memcpy(scratch, values, n * sizeof *values);

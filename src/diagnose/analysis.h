@@ -76,6 +76,11 @@ void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out);
 /* Per-worker exposed ms per step of a whole class. */
 void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out);
+/* How many of worker w's median steps its window holds: its window's totals over this
+ * are per median step, so its classes and idle time add up to its step time (step_ms,
+ * the median profiled step -- the one definition of a step's time, in the report and in
+ * `perftracker diff`). */
+double pt_median_steps_in_window(const pt_analysis *a, size_t w);
 /* Calls per step of a row, per worker (0 where absent). */
 void pt_row_calls_per_step(const pt_analysis *a, const pt_fn_row *row, double *out);
 /* Step by step, out[w * steps + s]: a row's exposed ms (steps = function_steps), a

@@ -113,7 +113,7 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
     pt_json_add(j, "gpu_utilization", pt_json_number_rounded(util, 6));
     pt_json_add(j, "status", pt_json_string(status_name(status)));
     /* The window's breakdown scaled to one median step, so the parts sum to step_time_ms. */
-    double scale = a->step_ms[w] > 0 ? a->window_ms[w] / a->step_ms[w] : a->steps[w];
+    double scale = pt_median_steps_in_window(a, w);
     pt_json_add(j, "breakdown", add_breakdown(pt_json_object(), s->exposed_ns, s->idle_ns, scale));
     pt_json *steps = pt_json_add(j, "steps", pt_json_array());
     for (size_t i = 0; i < s->step_count; i++) {

@@ -31,8 +31,11 @@
 
 #ifdef PT_HAVE_MICROHTTPD
 
+#include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -65,6 +68,7 @@ struct pt_display_server {
     pthread_t watchdog;
     size_t live;
     tracked_connection connections[MAX_CONNECTIONS];
+    char library_error[256]; /* libmicrohttpd's last complaint, for our own message */
 };
 
 /* Scripts and styles from the folder only; ECharts sets inline styles on its tooltip. */
@@ -271,6 +275,32 @@ static socklen_t parse_bind_address(const char *bind, uint16_t port, struct sock
     return 0;
 }
 
+/* The library's error lines go into our message instead of straight to stderr, where
+ * they would come before, and contradict, the one that says what to do. */
+static void keep_library_error(void *ctx, const char *fmt, va_list ap)
+{
+    pt_display_server *server = ctx;
+    vsnprintf(server->library_error, sizeof server->library_error, fmt, ap);
+    size_t n = strlen(server->library_error);
+    while (n && (server->library_error[n - 1] == '\n' || server->library_error[n - 1] == '.'))
+        server->library_error[--n] = '\0';
+}
+
+/* Whether another program already listens on the address: a bind of our own (with the
+ * SO_REUSEADDR libmicrohttpd sets too) says so with EADDRINUSE, which the library's
+ * failure does not tell its caller. */
+static bool address_taken(const struct sockaddr_storage *addr, socklen_t len)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bool taken = bind(fd, (const struct sockaddr *)addr, len) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return taken;
+}
+
 static void free_server(pt_display_server *server)
 {
     if (server->watchdog_started) {
@@ -298,8 +328,14 @@ pt_display_server *pt_display_start(const pt_display_options *options, pt_error 
     struct sockaddr_storage addr;
     if (pt_display_site_open(&server->site, options->dir, err) != 0)
         goto fail;
-    if (!parse_bind_address(bind, options->port, &addr, &server->loopback_only)) {
+    socklen_t addr_len = parse_bind_address(bind, options->port, &addr, &server->loopback_only);
+    if (!addr_len) {
         pt_error_set(err, "--bind %s: not a numeric IPv4/IPv6 address", bind);
+        goto fail;
+    }
+    if (options->port != 0 && address_taken(&addr, addr_len)) {
+        pt_error_set(err, "port %u on %s is taken: another program listens there. Pick another port with --port N "
+                     "(--port 0 takes any free one)", (unsigned)options->port, bind);
         goto fail;
     }
     snprintf(server->bind, sizeof server->bind, "%s", bind);
@@ -320,10 +356,12 @@ pt_display_server *pt_display_start(const pt_display_options *options, pt_error 
         MHD_OPTION_THREAD_POOL_SIZE, 4u,
         MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
         MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+        MHD_OPTION_EXTERNAL_LOGGER, keep_library_error, server,
         MHD_OPTION_END);
     if (!server->daemon) {
-        pt_error_set(err, "cannot listen on %s port %u (in use, or not an address of this machine)",
-                     bind, (unsigned)options->port);
+        pt_error_set(err, "cannot listen on %s port %u (%s): is it an address of this machine? --bind and --port "
+                     "choose another", bind, (unsigned)options->port,
+                     server->library_error[0] ? server->library_error : "the HTTP library refused it");
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -154,13 +154,20 @@ static void put_findings(pt_buf *out, const pt_json *findings, const char *key, 
         pt_buf_printf(out, "%s %s\n", i == 0 ? title : "   ", pt_json_get_string(list->items[i], "summary", ""));
 }
 
+void pt_diff_render_verdict(const pt_json *diff, pt_buf *out)
+{
+    const pt_json *verdict = pt_json_get(diff, "verdict");
+    pt_buf_printf(out, "Verdict (%s): %s\n", pt_json_get_string(verdict, "change", "?"),
+                  pt_json_get_string(verdict, "sentence", ""));
+}
+
 void pt_diff_render_text(const pt_json *diff, pt_buf *out)
 {
     put_run(out, "BEFORE", pt_json_get(diff, "before"));
     put_run(out, "AFTER", pt_json_get(diff, "after"));
-    const pt_json *verdict = pt_json_get(diff, "verdict");
-    pt_buf_printf(out, "\nVerdict (%s): %s\n\n", pt_json_get_string(verdict, "change", "?"),
-                  pt_json_get_string(verdict, "sentence", ""));
+    pt_buf_putc(out, '\n');
+    pt_diff_render_verdict(diff, out);
+    pt_buf_putc(out, '\n');
     pt_buf_printf(out, "  %-16s %10s %10s  %s    (median worker, per step; * beyond noise)\n", "", "before", "after",
                   "change");
     put_figure_row(out, "step time", pt_json_get(diff, "step_time"));

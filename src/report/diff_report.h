@@ -9,5 +9,7 @@
 /* The verdict, the step and class table, the largest function changes, the functions
  * added and removed, the findings that appeared or went away, and the notes. */
 void pt_diff_render_text(const pt_json *diff, pt_buf *out);
+/* Only the verdict line ("Verdict (slower): ..."): what --quiet still prints. */
+void pt_diff_render_verdict(const pt_json *diff, pt_buf *out);
 
 #endif

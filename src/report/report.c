@@ -63,12 +63,19 @@ static void log_prefix(pt_buf *out, const char *source)
 
 void pt_report_render_log(const pt_json *report, pt_buf *out)
 {
+    /* The seed's key reads as "these workers are anomalous"; in these two sections it
+     * means "above the 1% threshold", which can be every worker: the line says so. */
+    static const char threshold_legend[] =
+        "  (abnormal_workers: the workers whose bottleneck ratio -- the share of the step this holds up -- is "
+        "above 0.01 (1%), with their ratio; not a comparison between workers, so every worker can be listed)\n";
     static const struct {
-        const char *section, *source;
+        const char *section, *source, *legend;
     } sections[] = {
-        {"GPU Compute", "gpu_compute.c"},     {"GPU memory operations", "gpu_memory.c"},
-        {"Communication", "communication.c"}, {"CUDA Runtime", "cuda_runtime.c"},
-        {"Python functions", "python_functions.c"},
+        {"GPU Compute", "gpu_compute.c", NULL},
+        {"GPU memory operations", "gpu_memory.c", threshold_legend},
+        {"Communication", "communication.c", NULL},
+        {"CUDA Runtime", "cuda_runtime.c", threshold_legend},
+        {"Python functions", "python_functions.c", NULL},
     };
     for (size_t i = 0; i < PT_ARRAY_LEN(sections); i++) {
         const pt_json *s = pt_json_get(report, sections[i].section);
@@ -78,7 +85,14 @@ void pt_report_render_log(const pt_json *report, pt_buf *out)
         log_prefix(out, sections[i].source);
         pt_json_write_for_terminal(out, s, 4);
         pt_buf_putc(out, '\n');
+        if (sections[i].legend && s->count)
+            pt_buf_puts(out, sections[i].legend);
     }
+    pt_report_render_verdict(report, out);
+}
+
+void pt_report_render_verdict(const pt_json *report, pt_buf *out)
+{
     const pt_json *diagnosis = pt_json_get(report, "diagnosis");
     const pt_json *findings = pt_json_get(diagnosis, "findings");
     pt_buf_puts(out, "Diagnosis:\n");

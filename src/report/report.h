@@ -23,5 +23,7 @@ int pt_report_render(const pt_json *report, pt_buf *report_json, pt_buf *data_js
  *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: { ... }
  * followed by the verdict and findings in plain sentences. */
 void pt_report_render_log(const pt_json *report, pt_buf *out);
+/* Only the verdict and findings of the log (what --quiet still prints). */
+void pt_report_render_verdict(const pt_json *report, pt_buf *out);
 
 #endif

@@ -29,6 +29,16 @@ bool pt_kernel_is_collective(const char *name, size_t n)
     return contains_ci(name, n, "nccl") || contains_ci(name, n, "rccl") || contains_ci(name, n, "msccl");
 }
 
+int pt_pinned_copy_direction(const char *name, size_t n)
+{
+    static const char to_host[] = "Memcpy DtoH (Device -> Pinned)", to_device[] = "Memcpy HtoD (Pinned -> Device)";
+    if (n == sizeof to_host - 1 && memcmp(name, to_host, n) == 0)
+        return 1;
+    if (n == sizeof to_device - 1 && memcmp(name, to_device, n) == 0)
+        return -1;
+    return 0;
+}
+
 bool pt_cpu_is_collective(const char *name, size_t n)
 {
     static const char *const prefixes[] = {"nccl:", "gloo:", "c10d::", "mpi:", "ucc:"};

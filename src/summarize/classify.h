@@ -16,6 +16,10 @@ bool pt_kernel_is_collective(const char *name, size_t n);
 /* CPU-side collective calls: gloo:/nccl:/c10d:: operators and torch.distributed's
  * blocking Python entry points (barrier, all_reduce, ...). */
 bool pt_cpu_is_collective(const char *name, size_t n);
+/* A memcpy between device and pinned host memory, by its Kineto/CUPTI name: 1 to the host
+ * ("Memcpy DtoH (Device -> Pinned)"), -1 back to the device ("Memcpy HtoD (Pinned ->
+ * Device)"), 0 any other. gloo stages a CUDA collective through one of each. */
+int pt_pinned_copy_direction(const char *name, size_t n);
 /* Appends the seed's frame name: "pkg/file.py(12): f" -> "pkg/file.py: f", and
  * "<built-in method m of T object at 0x7f3a...>" -> "<built-in method m of T object at 0x>". */
 void pt_normalize_frame(pt_buf *out, const char *name, size_t n);

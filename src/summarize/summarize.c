@@ -1,6 +1,9 @@
 /* summarize.c -- reduce one worker's events to its summary.
  *
  * Pipeline, once the reader has pushed every event:
+ *   0. gloo's collectives, when the trace does not name them (a raw trace: they run in C++
+ *      on gloo's threads), are found from gloo's copies to pinned memory and back around
+ *      them (infer_gloo_collectives) and become CPU annotations like Kineto's.
  *   1. Window: from the first ProfilerStep's start to the last one's end (the whole trace
  *      when no steps were marked; the first PT_SUMMARY_MAX_STEPS steps when there are
  *      more, with a warning). Everything is clipped to it.
@@ -80,6 +83,17 @@ typedef struct step_rec {
     int64_t start, end, step;
 } step_rec;
 
+/* A copy between device and pinned host memory, kept with its stream and size: gloo
+ * stages its collectives through such copies (infer_gloo_collectives). */
+typedef struct pinned_copy {
+    int64_t start, end;
+    int64_t stream;
+    int64_t bytes;
+    bool to_host;
+} pinned_copy;
+
+#define MAX_KERNEL_STREAMS 32
+
 typedef struct counter_rec {
     int64_t ts;
     uint32_t metric;
@@ -114,6 +128,10 @@ struct pt_summarizer {
     DEFINE_VEC(cpu_rec, cpu);
     DEFINE_VEC(step_rec, steps);
     DEFINE_VEC(counter_rec, counters);
+    DEFINE_VEC(pinned_copy, pinned);
+    int64_t kernel_streams[MAX_KERNEL_STREAMS]; /* the streams that ran kernels */
+    size_t kernel_stream_count;
+    bool many_kernel_streams; /* more than MAX_KERNEL_STREAMS: every stream may run kernels */
     DEFINE_VEC(char *, warnings);
     pt_coll_log *coll_log;  /* collectives of named process groups, for the hang analysis */
     int64_t trace_end;      /* the latest end of any kept event */
@@ -173,6 +191,17 @@ static size_t held_bytes(const pt_summarizer *s)
 
 /* ------------------------------------------------------------ the sink */
 
+static void note_kernel_stream(pt_summarizer *s, int64_t stream)
+{
+    for (size_t i = 0; i < s->kernel_stream_count; i++)
+        if (s->kernel_streams[i] == stream)
+            return;
+    if (s->kernel_stream_count < MAX_KERNEL_STREAMS)
+        s->kernel_streams[s->kernel_stream_count++] = stream;
+    else
+        s->many_kernel_streams = true;
+}
+
 static int on_event(void *ctx, const pt_event *ev)
 {
     pt_summarizer *s = ctx;
@@ -207,12 +236,18 @@ static int on_event(void *ctx, const pt_event *ev)
             PUSH(s, colls, c);
         }
         PUSH(s, kernels, r);
+        note_kernel_stream(s, ev->tid);
         break;
     }
     case PT_EVENT_GPU_MEMCPY:
     case PT_EVENT_GPU_MEMSET: {
         span_rec r = {ev->ts_ns, end, pt_strtab_intern(&s->names, ev->name, ev->name_len), NO_ID};
         PUSH(s, memops, r);
+        int direction = ev->kind == PT_EVENT_GPU_MEMCPY ? pt_pinned_copy_direction(ev->name, ev->name_len) : 0;
+        if (PT_UNLIKELY(direction != 0)) {
+            pinned_copy c = {ev->ts_ns, end, ev->tid, ev->bytes, direction > 0};
+            PUSH(s, pinned, c);
+        }
         break;
     }
     case PT_EVENT_RUNTIME: {
@@ -288,6 +323,7 @@ void pt_summarizer_free(pt_summarizer *s)
     free(s->colls);
     free(s->memops);
     free(s->runtime);
+    free(s->pinned);
     free(s->cpu);
     free(s->steps);
     free(s->counters);
@@ -1228,6 +1264,66 @@ static void account_cpu_collectives(reducer *r)
     }
 }
 
+/* ------------------------------------------------------------ gloo's host-staged collectives */
+
+/* gloo reduces CUDA tensors through pinned host memory: each tensor is copied to the host
+ * on one of gloo's own streams (Memcpy DtoH, Device -> Pinned), one of gloo's threads waits
+ * for the copy, runs the collective on the CPU over TCP, then copies the result back on
+ * the same stream (Memcpy HtoD, Pinned -> Device, as many bytes). Kineto records the
+ * middle as a "gloo:all_reduce" annotation; the collector's raw trace, which records no
+ * C++ calls, has only the copies around it. So, on a gloo job whose trace names no gloo
+ * call, each stretch from the end of such a copy to the host to the start of the copy
+ * back, on a stream that runs no kernel, is taken for one collective: an annotation
+ * "gloo:collective", communication as on Kineto's twin (issue 17.10). */
+#define INFERRED_GLOO_NAME "gloo:collective"
+
+static int cmp_pinned(const void *a, const void *b)
+{
+    const pinned_copy *x = a, *y = b;
+    if (x->stream != y->stream)
+        return (x->stream > y->stream) - (x->stream < y->stream);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Whether the trace records gloo's calls itself (Kineto's gloo:* annotations). */
+static bool records_gloo_calls(const pt_summarizer *s)
+{
+    for (size_t i = 0; i < s->cpu_count; i++) {
+        size_t len = pt_strtab_len(&s->names, s->cpu[i].name);
+        if (len >= 5 && memcmp(pt_strtab_get(&s->names, s->cpu[i].name), "gloo:", 5) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool stream_runs_kernels(const pt_summarizer *s, int64_t stream)
+{
+    if (s->many_kernel_streams)
+        return true;
+    for (size_t i = 0; i < s->kernel_stream_count; i++)
+        if (s->kernel_streams[i] == stream)
+            return true;
+    return false;
+}
+
+static void infer_gloo_collectives(pt_summarizer *s, const pt_trace_meta *meta)
+{
+    if (strcmp(meta->backend, "gloo") != 0 || s->pinned_count < 2 || records_gloo_calls(s))
+        return;
+    qsort(s->pinned, s->pinned_count, sizeof *s->pinned, cmp_pinned);
+    uint32_t name = pt_strtab_intern(&s->names, INFERRED_GLOO_NAME, strlen(INFERRED_GLOO_NAME));
+    for (size_t i = 0; i + 1 < s->pinned_count; i++) {
+        const pinned_copy *out = &s->pinned[i], *back = &s->pinned[i + 1];
+        if (!out->to_host || back->to_host || back->stream != out->stream || back->bytes != out->bytes ||
+            back->start <= out->end || stream_runs_kernels(s, out->stream))
+            continue;
+        /* Its own thread, apart from every real one: the stream's, negated (CPU ids are >= 0). */
+        cpu_rec r = {out->end, back->start, -1 - out->stream, name, 0, (uint8_t)PT_CPU_ANNOTATION};
+        PUSH(s, cpu, r);
+        i++; /* the copy back is not the next collective's copy out */
+    }
+}
+
 /* ------------------------------------------------------------ medians */
 
 static int64_t *compute_medians(reducer *r)
@@ -1772,6 +1868,7 @@ static void fill_identity(pt_worker_summary *out, const pt_trace_meta *meta, con
     out->device_count = meta->device_count;
     out->backend = pt_xstrdup(meta->backend);
     out->producer = pt_xstrdup(meta->producer);
+    out->software = meta->software[0] ? pt_xstrdup(meta->software) : NULL;
     out->dropped_events = meta->dropped_events;
     out->hw_sample_period_us = meta->hw_sample_period_us;
     out->hang_step = meta->hang_step;
@@ -1899,6 +1996,7 @@ static void add_reading_warnings(const pt_summarizer *s, size_t steps_dropped, p
 static void reduce(reducer *r, const pt_trace_meta *meta, bool window_cut, pt_worker_summary *out)
 {
     pt_summarizer *s = r->s;
+    infer_gloo_collectives(s, meta);
     pt_strtab_init(&r->func_index);
     r->step_values = s->steps_count <= PT_SUMMARY_MAX_STEP_VALUES ? s->steps_count : 0;
     pt_strtab_init(&r->stacks);
@@ -2011,6 +2109,11 @@ static void merge_summarizer(pt_summarizer *dst, const pt_summarizer *src)
 #undef MERGE_NAMED
     for (size_t i = 0; i < src->steps_count; i++)
         PUSH(dst, steps, src->steps[i]);
+    for (size_t i = 0; i < src->pinned_count; i++)
+        PUSH(dst, pinned, src->pinned[i]);
+    for (size_t i = 0; i < src->kernel_stream_count; i++)
+        note_kernel_stream(dst, src->kernel_streams[i]);
+    dst->many_kernel_streams |= src->many_kernel_streams;
     for (size_t i = 0; i < src->warnings_count; i++) {
         char *w = pt_xstrdup(src->warnings[i]);
         PUSH(dst, warnings, w);

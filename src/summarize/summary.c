@@ -48,6 +48,7 @@ void pt_summary_free(pt_worker_summary *s)
     free(s->name);
     free(s->host);
     free(s->device_name);
+    free(s->software);
     free(s->backend);
     free(s->producer);
     free(s->hang_stack);

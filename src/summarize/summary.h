@@ -174,6 +174,8 @@ typedef struct pt_thread_stack {
 #define PT_SUMMARY_MAX_SEQ (INT64_C(1) << 53)
 /* The summary version that carries the hang state. */
 #define PT_SUMMARY_VERSION_HANG_STATE 4
+/* The summary version that carries the software versions (pt_worker_summary.software). */
+#define PT_SUMMARY_VERSION_SOFTWARE 5
 
 /* Whether global rank r is a member of g (false when its members are unknown). */
 bool pt_group_has_rank(const pt_collective_group *g, int32_t r);
@@ -191,6 +193,8 @@ typedef struct pt_worker_summary {
     char *device_name;
     char *backend;
     char *producer;
+    char *software;        /* versions of what ran it ("torch 2.5.1, cuda 12.4"), or NULL
+                              (version 5) */
     int32_t device_count;
     int64_t window_start_ns;  /* Unix epoch ns */
     int64_t window_ns;

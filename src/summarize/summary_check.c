@@ -213,7 +213,8 @@ static bool identity_ok(const pt_worker_summary *s, pt_error *err)
         !text_ok("the host name", s->host, MAY_BE_ABSENT, err) ||
         !text_ok("the device name", s->device_name, MAY_BE_ABSENT, err) ||
         !text_ok("the backend", s->backend, MAY_BE_ABSENT, err) ||
-        !text_ok("the producer", s->producer, MAY_BE_ABSENT, err))
+        !text_ok("the producer", s->producer, MAY_BE_ABSENT, err) ||
+        !text_ok("the software versions", s->software, MAY_BE_ABSENT, err))
         return false;
     if (s->rank < -1 || s->rank >= PT_MAX_WORLD_SIZE)
         return REFUSE("rank %" PRId32 " is outside -1 (unknown) to %d", s->rank, PT_MAX_WORLD_SIZE - 1);

@@ -187,6 +187,7 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     put_string(b, s->backend);
     put_string(b, s->producer);
     put_varint(b, s->device_count);
+    put_string(b, s->software);
     put_varint(b, s->window_start_ns);
     put_varint(b, s->window_ns);
     for (int c = 0; c < PT_CLASS_COUNT; c++)
@@ -565,6 +566,8 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     s->backend = get_string(c);
     s->producer = get_string(c);
     s->device_count = get_i32(c);
+    if (c->version >= PT_SUMMARY_VERSION_SOFTWARE)
+        s->software = get_string(c);
     s->window_start_ns = get_varint(c);
     s->window_ns = get_varint(c);
     for (int k = 0; k < PT_CLASS_COUNT; k++)

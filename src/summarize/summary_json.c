@@ -63,6 +63,7 @@ static void add_identity(pt_json *j, const pt_worker_summary *s)
     pt_json_add(j, "device", pt_json_string(s->device_name ? s->device_name : ""));
     pt_json_add(j, "producer", pt_json_string(s->producer ? s->producer : ""));
     pt_json_add(j, "backend", pt_json_string(s->backend ? s->backend : ""));
+    pt_json_add(j, "software", pt_json_string(s->software ? s->software : ""));
 }
 
 /* The profiled window: its events, and the time each class kept busy and left exposed. */

@@ -22,6 +22,7 @@ const pt_meta_field pt_meta_fields[] = {
     FIELD(world_size, PT_META_I32, -1), FIELD(pid, PT_META_I64, -1),
     FIELD(host, PT_META_STRING, 0),     FIELD(backend, PT_META_STRING, 0),
     FIELD(device_name, PT_META_STRING, 0), FIELD(device_count, PT_META_I32, 0),
+    FIELD(software, PT_META_STRING, 0),
     FIELD(clock_origin_ns, PT_META_I64, 0), FIELD(producer, PT_META_STRING, 0),
     FIELD(hang_step, PT_META_I64, -1),  FIELD(dropped_events, PT_META_COUNT32, -1),
     FIELD(hw_sample_period_us, PT_META_I32, -1),

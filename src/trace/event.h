@@ -94,6 +94,8 @@ typedef struct pt_trace_meta {
     char backend[32];        /* "nccl", "gloo", ... */
     char device_name[PT_NAME_MAX]; /* first GPU's model, "" on CPU-only traces */
     int32_t device_count;
+    char software[PT_NAME_MAX]; /* versions of what ran the job, "name version" joined by
+                                   ", " ("torch 2.5.1, cuda 12.4, nccl 2.21.5"), "" unknown */
     int64_t clock_origin_ns; /* add to ts_ns for Unix-epoch ns (baseTimeNanoseconds) */
     char producer[32];       /* "kineto", "perftracker", "synth" */
     /* Collector-only facts about the profiled window, -1 when absent. */
@@ -148,12 +150,17 @@ typedef struct pt_trace_metadata {
 
 /* A sink receives every event; returning non-zero stops the reader (it reports an error).
  * on_warning is optional and receives one human sentence (no file name: the caller adds
- * it). on_metadata is optional: readers skip metadata records when it is NULL. */
+ * it). on_metadata is optional: readers skip metadata records when it is NULL. on_other
+ * is optional too: an event record the model above does not carry (a flow arrow's start
+ * or end, "ph":"s"/"f"; an instant, "i"; a span of a category the analysis ignores), as
+ * the JSON text of its object, which the reader has parsed whole (valid during the call
+ * only); a converter keeps them, so Perfetto still draws launch -> kernel arrows. */
 typedef struct pt_trace_sink {
     void *ctx;
     int (*on_event)(void *ctx, const pt_event *ev);
     void (*on_warning)(void *ctx, const char *message);
     void (*on_metadata)(void *ctx, const pt_trace_metadata *md);
+    void (*on_other)(void *ctx, const char *json, size_t len);
 } pt_trace_sink;
 
 void pt_event_init(pt_event *ev, pt_event_kind kind);

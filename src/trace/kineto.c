@@ -34,7 +34,9 @@
  * as integers or fractions; tid/pid as numbers or strings.
  *
  * Metadata records ("ph":"M": process and thread names) go to the sink's on_metadata
- * when it has one, so a converted trace keeps them; the analysis does not ask for them. */
+ * when it has one, and every other record the event model does not carry (flows,
+ * instants, spans of other categories) to its on_other, as the object's text, so a
+ * converted trace keeps them; the analysis asks for neither. */
 #define _POSIX_C_SOURCE 200809L
 #include "trace/reader.h"
 #include "util/json.h"
@@ -798,24 +800,35 @@ static void classify_uncategorised(raw_event *re)
         re->cpu_kind = PT_CPU_ANNOTATION;
 }
 
-static int deliver(kineto_reader *kr, raw_event *re)
+/* An event record the model does not carry, to the sink that keeps them (event.h). */
+static int deliver_other(kineto_reader *kr, const char *json, size_t len)
+{
+    if (kr->sink->on_other)
+        kr->sink->on_other(kr->sink->ctx, json, len);
+    return 0;
+}
+
+/* re, parsed from the len bytes at json (the whole object). */
+static int deliver(kineto_reader *kr, raw_event *re, const char *json, size_t len)
 {
     kr->events_seen++;
     pt_event *ev = &re->ev;
     if (re->ph == 'M') {
+        if (!re->name || !re->has_md_value)
+            return deliver_other(kr, json, len);
         deliver_metadata(kr, re);
         return 0;
     }
     if (re->ph == 'C') {
         if (!re->has_ts || !re->has_counter_value || !re->name)
-            return 0;
+            return deliver_other(kr, json, len);
         ev->kind = PT_EVENT_COUNTER;
         ev->value = re->counter_value;
     } else {
         if (re->ph == 'X' && re->category == CATEGORY_ABSENT)
             classify_uncategorised(re);
         if (re->ph != 'X' || re->category < 0)
-            return 0;
+            return deliver_other(kr, json, len);
         if (!re->has_ts || !re->has_dur || re->dur_ns < 0 || !re->name) {
             kr->events_malformed++;
             return 0;
@@ -871,9 +884,37 @@ static void copy_member_string(kineto_reader *kr, char *dst, size_t cap, const p
     snprintf(dst, cap, "%s", pt_buf_cstr(&kr->coll_scratch));
 }
 
+/* The top-level version numbers Kineto records, and what the software list calls them. */
+static const struct {
+    const char *key, *name;
+} software_keys[] = {
+    {"cuda_runtime_version", "cuda runtime"}, {"cuda_driver_version", "cuda driver"},
+    {"hip_runtime_version", "hip runtime"},   {"hip_driver_version", "hip driver"},
+    {"cupti_version", "cupti"},               {"roctracer_version", "roctracer"},
+};
+
+/* "name version" onto meta->software, whatever order the members come in (cut to fit). */
+static void add_software(pt_trace_meta *meta, const char *name, const pt_json *v)
+{
+    char version[64];
+    if (v->type == PT_JSON_NUMBER && v->is_integer)
+        snprintf(version, sizeof version, "%lld", (long long)v->integer);
+    else if (v->type == PT_JSON_NUMBER)
+        snprintf(version, sizeof version, "%g", v->number);
+    else if (v->type == PT_JSON_STRING && v->string_len < sizeof version && !memchr(v->string, '\0', v->string_len))
+        snprintf(version, sizeof version, "%.*s", (int)v->string_len, v->string);
+    else
+        return;
+    size_t used = strlen(meta->software);
+    snprintf(meta->software + used, sizeof meta->software - used, "%s%s %s", used ? ", " : "", name, version);
+}
+
 static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v)
 {
     pt_trace_meta *meta = kr->meta;
+    for (size_t i = 0; i < PT_ARRAY_LEN(software_keys); i++)
+        if (strcmp(key, software_keys[i].key) == 0)
+            add_software(meta, software_keys[i].name, v);
     if (strcmp(key, "distributedInfo") == 0 && v->type == PT_JSON_OBJECT) {
         const pt_json *rank = pt_json_get(v, "rank");
         if (rank && rank->type == PT_JSON_NUMBER && rank->number >= 0 && rank->number < 1e9)
@@ -882,6 +923,9 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         if (ws > 0 && ws < 1e9)
             meta->world_size = (int32_t)ws;
         copy_member_string(kr, meta->backend, sizeof meta->backend, v, "backend");
+        const pt_json *nccl = pt_json_get(v, "nccl_version");
+        if (nccl)
+            add_software(meta, "nccl", nccl);
     } else if (strcmp(key, "deviceProperties") == 0 && v->type == PT_JSON_ARRAY) {
         meta->device_count = (int32_t)v->count;
         if (v->count)
@@ -895,6 +939,8 @@ static void apply_top_level(kineto_reader *kr, const char *key, const pt_json *v
         const pt_json *uname = pt_json_get(system, "uname");
         if (!meta->host[0])
             copy_member_string(kr, meta->host, sizeof meta->host, uname, "node");
+        if (!meta->software[0]) /* what perftracker export writes */
+            copy_member_string(kr, meta->software, sizeof meta->software, v, "software");
     }
 }
 
@@ -903,6 +949,9 @@ static bool top_level_key_wanted(const char *key, size_t n)
     static const char *wanted[] = {"distributedInfo", "deviceProperties", "baseTimeNanoseconds", "metadata"};
     for (size_t i = 0; i < PT_ARRAY_LEN(wanted); i++)
         if (strlen(wanted[i]) == n && memcmp(wanted[i], key, n) == 0)
+            return true;
+    for (size_t i = 0; i < PT_ARRAY_LEN(software_keys); i++)
+        if (strlen(software_keys[i].key) == n && memcmp(software_keys[i].key, key, n) == 0)
             return true;
     return false;
 }
@@ -1131,8 +1180,9 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         *oversized_unit = true;
         if (*p == '{') {
             raw_event re;
+            const char *object = p;
             TRY(scan_event(&p, end, &re));
-            if (deliver(kr, &re) != 0) {
+            if (deliver(kr, &re, object, (size_t)(p - object)) != 0) {
                 kr->bad_what = "stopped by the consumer";
                 return SCAN_BAD;
             }
@@ -1262,7 +1312,7 @@ static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
     kineto_reader *kr = reader_new(in, sink, meta, opts, err);
     int result = kineto_run(kr, ST_START, false);
     if (result == 0 && !kr->saw_trace_events) {
-        pt_error_set(err, "no \"traceEvents\" list: this is JSON but not a Chrome/Kineto trace");
+        pt_error_set(err, PT_JSON_NOT_A_TRACE ": it has no \"traceEvents\" list (not a Chrome/Kineto trace)");
         result = -1;
     }
     reader_finish(kr);

@@ -484,6 +484,26 @@ int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md)
     return w->failed ? -1 : 0;
 }
 
+/* Parsed again, not copied: what is written is this writer's JSON (escaped as its own
+ * strings are), whatever bytes the input spelt it with. */
+int pt_kineto_writer_other(pt_kineto_writer *w, const char *json, size_t len)
+{
+    if (w->failed)
+        return -1;
+    pt_error err;
+    pt_json *object = pt_json_parse(json, len, 64, &err);
+    if (object && object->type == PT_JSON_OBJECT) {
+        char *p = reserve(w, 2);
+        if (w->events++)
+            *p++ = ',';
+        *p++ = '\n';
+        commit(w, p);
+        pt_json_write(&w->buf, object, -1);
+    }
+    pt_json_free(object);
+    return w->failed ? -1 : 0;
+}
+
 static int sink_event(void *ctx, const pt_event *ev)
 {
     return pt_kineto_writer_event(ctx, ev);
@@ -494,9 +514,14 @@ static void sink_metadata(void *ctx, const pt_trace_metadata *md)
     pt_kineto_writer_metadata(ctx, md);
 }
 
+static void sink_other(void *ctx, const char *json, size_t len)
+{
+    pt_kineto_writer_other(ctx, json, len);
+}
+
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w)
 {
-    pt_trace_sink sink = {w, sink_event, NULL, sink_metadata};
+    pt_trace_sink sink = {w, sink_event, NULL, sink_metadata, sink_other};
     return sink;
 }
 
@@ -530,6 +555,10 @@ static void write_top_level(pt_kineto_writer *w)
      * reader takes it from here. */
     pt_buf_puts(b, ",\n\"metadata\":{\"producer\":");
     put_string(w, m->producer, strlen(m->producer));
+    if (m->software[0]) { /* the reader takes it back from here */
+        pt_buf_puts(b, ",\"software\":");
+        put_string(w, m->software, strlen(m->software));
+    }
     if (m->host[0] || m->pid >= 0) {
         pt_buf_puts(b, ",\"system\":{");
         if (m->pid >= 0)

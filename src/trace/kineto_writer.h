@@ -22,6 +22,7 @@
  *   STEP         cat "user_annotation", name "ProfilerStep#<step>"
  *   COUNTER      ph "C", args {"value": v}
  *   metadata     ph "M" (process and thread names), given by pt_kineto_writer_metadata
+ *   other        flows, instants and the like, as given (pt_kineto_writer_other)
  * CPU-side events carry the process id given by pt_kineto_writer_meta, so call it before
  * the first event; the top-level members (distributedInfo, deviceProperties,
  * baseTimeNanoseconds, host) are written at close, from the last meta given.
@@ -50,6 +51,10 @@ void pt_kineto_writer_meta(pt_kineto_writer *w, const pt_trace_meta *meta);
 int pt_kineto_writer_event(pt_kineto_writer *w, const pt_event *ev);
 /* A metadata record (a process or thread name), written where it comes in the stream. */
 int pt_kineto_writer_metadata(pt_kineto_writer *w, const pt_trace_metadata *md);
+/* An event the model does not carry (a flow, an instant: pt_trace_sink.on_other), given
+ * as its JSON object's text and written as it is (parsed and written again); text that
+ * is not a JSON object is dropped. */
+int pt_kineto_writer_other(pt_kineto_writer *w, const char *json, size_t len);
 /* A sink that writes every event and metadata record it receives, so a reader can stream
  * into the writer. */
 pt_trace_sink pt_kineto_writer_sink(pt_kineto_writer *w);

@@ -36,3 +36,8 @@ int pt_trace_read(const char *path, pt_trace_sink *sink, pt_trace_meta *meta,
     pt_error_set(err, "not a trace: neither Chrome/Kineto JSON nor a perftracker raw trace");
     return -1;
 }
+
+bool pt_trace_error_is_foreign_json(const pt_error *err)
+{
+    return strncmp(err->message, PT_JSON_NOT_A_TRACE, strlen(PT_JSON_NOT_A_TRACE)) == 0;
+}

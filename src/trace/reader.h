@@ -41,6 +41,12 @@ typedef struct pt_trace_reader {
 int pt_trace_read(const char *path, pt_trace_sink *sink, pt_trace_meta *meta,
                   const pt_read_options *opts, pt_error *err);
 
+/* How the error of a file that is JSON but no trace at all begins (a label.json or a
+ * config beside the traces, as opposed to a trace that is damaged): whoever reads a
+ * folder of worker files skips it with a note instead of counting a failed worker. */
+#define PT_JSON_NOT_A_TRACE "JSON but not a trace"
+bool pt_trace_error_is_foreign_json(const pt_error *err);
+
 extern const pt_trace_reader pt_kineto_reader;
 
 /* Parallel reading of one large uncompressed Kineto file, in spans of whole events.

@@ -6,9 +6,12 @@ Python's json module (not against numbers written into this file): the test run 
 about a tenth of its step in device-to-device copies that the control run barely has
 (HTA: ~11% exposed DtoD memcpy). "Exposed" is the copy time not hidden under a compute
 kernel, as perftracker defines it; computed here from the raw events as interval unions
-over the ProfilerStep window, then per step. The diff must report that copy as the largest
-change in time per step, with the same numbers and call counts, and call the test run
-slower."""
+over the ProfilerStep window, then per step (per median step: the window's total over the
+number of median steps it holds, the one definition of a step that `analyze` uses too).
+The diff must report that copy as the largest change in time per step, with the same
+numbers and call counts, and call the test run slower. The runs were on an A100 and a
+V100, in jobs of 8 and 2 ranks: that leads the verdict (issue 17.15), and the step times
+are those `analyze` reports for the same files."""
 import gzip
 import json
 import os
@@ -81,11 +84,38 @@ def dtod_facts(path):
                and not any(m in e["name"].lower() for m in COMM_MARKERS)]
     exposed = minus(union(copies), union([c for c in compute if c]))
     n = len(steps)
-    return {"exposed_ms": exposed / 1e6 / n, "calls": len(copies) / n, "step_ms": (w1 - w0) / 1e6 / n}
+    durations = sorted(b - a for a, b in steps.values())
+    median = (durations[(n - 1) // 2] + durations[n // 2]) / 2
+    median_steps = (w1 - w0) / median  # the window in median steps
+    return {"exposed_ms": exposed / 1e6 / median_steps, "calls": len(copies) / n, "step_ms": median / 1e6}
 
 
 def close(ours, theirs, rel=0.02, absolute=0.02):
     return abs(ours - theirs) <= max(rel * abs(theirs), absolute)
+
+
+def check_software_change():
+    """The same trace against itself with another CUDA runtime: the version change leads."""
+    src = os.path.join(TRACES, "h200", "kineto_healthy", "rank0.pt.trace.json.gz")
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    was = doc.get("cuda_runtime_version")
+    doc["cuda_runtime_version"] = 12080
+    with TempDir() as tmp:
+        after = os.path.join(tmp, "rank0.pt.trace.json.gz")
+        with gzip.open(after, "wt") as f:
+            json.dump(doc, f)
+        out = os.path.join(tmp, "diff")
+        run("diff", "-q", "-o", out, src, after, check=False)
+        with open(os.path.join(out, "diff.json")) as f:
+            verdict = json.load(f)["verdict"]
+    # Nothing else changed: the setup leads the sentence, and there is no cause to name.
+    check(was == 13000 and verdict["sentence"].startswith("The runs ran on different setups (cuda runtime 13000 "
+                                                         "\u2192 12080), which alone can change the step time. "
+                                                         "Step time did not change beyond noise")
+          and verdict["environment"] == [{"what": "cuda runtime", "before": "13000", "after": "12080"}]
+          and verdict["cause"] is None,
+          "a change of CUDA runtime leads the verdict: " + verdict["sentence"][:160])
 
 
 def main():
@@ -134,6 +164,19 @@ def main():
           f"kernels only one run launched are listed as added ({d['added_count']}) or removed ({d['removed_count']}), "
           "with their calls per step")
     check("Memcpy DtoD" in stdout and "Verdict (slower)" in stdout, "the terminal summary shows the verdict and the copy")
+    sentence = d["verdict"]["sentence"]
+    check(sentence.startswith("The runs ran on different setups (GPU NVIDIA A100-PG509-200 \u2192 Tesla V100-SXM2-16GB; "
+                              "world size 8 \u2192 2)") and d["verdict"]["cause"]["class"] == "environment",
+          "the change of GPU and world size leads the verdict: " + sentence[:160])
+    with TempDir() as tmp:
+        for path, ms in ((control, step["before_ms"]), (test, step["after_ms"])):
+            out = os.path.join(tmp, os.path.basename(path))
+            run("analyze", "-q", "-o", out, path, check=False)
+            with open(os.path.join(out, "report.json")) as f:
+                analysed = json.load(f)["job"]["median_step_time_ms"]
+            check(abs(analysed - ms) < 1e-3, f"{os.path.basename(path)}: diff's step time {ms} ms is analyze's "
+                                             f"{analysed} ms")
+    check_software_change()
     if FAILURES:
         sys.exit(f"FAIL: {len(FAILURES)} check(s) failed")
     print("PASS")

@@ -1,6 +1,9 @@
 """`perftracker export` keeps what a viewer needs: every "M" metadata record (process and
-thread names, labels, sort order) and every user annotation, as they were, next to the
-events; and a gzip output is always named .gz.
+thread names, labels, sort order), every user annotation, and every record of every
+other kind -- flow arrows ("s"/"f", the launch -> kernel "ac2g" ones), instants ("i"),
+spans of categories the analysis ignores -- as they were, next to the events (every
+kind is counted, issue 17.16); a native raw trace comes out with its processes and
+threads named; and a gzip output is always named .gz.
 
 Checked on a hand-made Kineto trace and a synthetic one (always), and on every real trace
 in ../shared/data/traces (skips, 77, when that folder is absent, after the other checks
@@ -29,6 +32,12 @@ HANDMADE = {
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 77, "tid": 77, "ts": 102, "dur": 10},
         {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 105, "dur": 4,
          "args": {"device": 0, "stream": 7}},
+        {"ph": "s", "id": 40728, "pid": 77, "tid": 77, "ts": 102.5, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 40728, "pid": 0, "tid": 7, "ts": 105, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",
+         "tid": "Trace PyTorch Profiler", "ts": 99},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+         "ts": 99, "dur": 60, "args": {"Op count": 0}},
     ],
 }
 
@@ -43,6 +52,17 @@ def annotations(events):
     """(name, start ns, duration ns) of every user annotation."""
     return sorted((e["name"], round(float(e["ts"]) * 1000), round(float(e.get("dur", 0)) * 1000))
                   for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation")
+
+
+def kinds(events):
+    """How many records of each kind ("ph"), and the flows' and instants' own fields: a
+    kind that is dropped, or a flow whose id or end changed, shows here."""
+    count = {}
+    for e in events:
+        count[e.get("ph")] = count.get(e.get("ph"), 0) + 1
+    marks = sorted(json.dumps(dict(e, ts=float(e.get("ts", 0))), sort_keys=True)  # 5.0 and 5 are one time
+                   for e in events if e.get("ph") in ("s", "t", "f", "i", "I"))
+    return count, marks
 
 
 def load(path):
@@ -67,6 +87,9 @@ def check_round_trip(src, tmp, tag):
     want_md, got_md = metadata(original), metadata(exported)
     assert got_md == want_md, f"{tag}: metadata differ\n  lost {sorted(set(want_md) - set(got_md))[:5]}" \
                               f"\n  new {sorted(set(got_md) - set(want_md))[:5]}"
+    (want_n, want_marks), (got_n, got_marks) = kinds(original), kinds(exported)
+    assert got_n == want_n, f"{tag}: records by kind differ: {want_n} in, {got_n} out"
+    assert got_marks == want_marks, f"{tag}: flows or instants changed: lost {sorted(set(want_marks) - set(got_marks))[:3]}"
     want_ua, got_ua = annotations(original), annotations(exported)
     assert got_ua == want_ua, f"{tag}: user annotations differ: lost {sorted(set(want_ua) - set(got_ua))[:5]}, " \
                               f"new {sorted(set(got_ua) - set(want_ua))[:5]}"
@@ -75,7 +98,21 @@ def check_round_trip(src, tmp, tag):
     _, after, _ = run("summarize", out, "--json")
     b, a = json.loads(before), json.loads(after)
     assert (b["events"], b["steps"], b["busy_ms"]) == (a["events"], a["steps"], a["busy_ms"]), tag
-    return len(want_md), len(want_ua)
+    return len(want_md), len(want_ua), sum(want_n.get(k, 0) for k in ("s", "f", "t", "i", "I"))
+
+
+def check_native_names(path, tmp, tag):
+    """A native trace names nothing; the export names every process and thread that has
+    records (the worker, its threads, each GPU and stream)."""
+    out = os.path.join(tmp, tag + ".exported.json")
+    export(path, out)
+    events = load(out)
+    named = {(e["pid"], e.get("tid", 0) if e["name"] == "thread_name" else None): e["args"]["name"]
+             for e in events if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name")}
+    places = {(e["pid"], e["tid"]) for e in events if e.get("ph") != "M"}
+    unnamed = sorted(p for p in places if (p[0], None) not in named or p not in named)
+    assert places and not unnamed, f"{tag}: processes or threads without a name: {unnamed[:5]}"
+    return len(named)
 
 
 def check_gzip_names(tmp):
@@ -106,9 +143,9 @@ def main():
         handmade = os.path.join(tmp, "handmade.json")
         with open(handmade, "w") as f:
             json.dump(HANDMADE, f)
-        md, ua = check_round_trip(handmade, tmp, "handmade")
-        assert (md, ua) == (5, 2), (md, ua)
-        print(f"ok handmade: {md} metadata records, {ua} user annotations kept")
+        md, ua, marks = check_round_trip(handmade, tmp, "handmade")
+        assert (md, ua, marks) == (5, 2, 3), (md, ua, marks)
+        print(f"ok handmade: {md} metadata records, {ua} user annotations, {marks} flows and instants kept")
         same = subprocess.run([CLI, "export", handmade, "-o", handmade], capture_output=True, text=True)
         assert same.returncode == 1 and "same file" in same.stderr, (same.returncode, same.stderr)
         assert load(handmade) == HANDMADE["traceEvents"], "exporting a trace onto itself destroyed it"
@@ -119,13 +156,20 @@ def main():
         files = sorted(glob.glob(os.path.join(TRACES, "*", "*.json.gz")) +
                        glob.glob(os.path.join(TRACES, "*", "*", "*.json.gz")))
         assert files, f"no traces under {TRACES}"
-        total_md = 0
+        total_md = total_marks = 0
         for i, path in enumerate(files):
-            md, ua = check_round_trip(path, tmp, f"real{i}")
+            md, ua, marks = check_round_trip(path, tmp, f"real{i}")
             total_md += md
-            print(f"ok {os.path.relpath(path, TRACES)}: {md} metadata records, {ua} user annotations kept")
+            total_marks += marks
+            print(f"ok {os.path.relpath(path, TRACES)}: {md} metadata records, {ua} user annotations, "
+                  f"{marks} flows and instants kept")
         assert total_md > 0, "no real trace had metadata records: the check checked nothing"
-    print("PASS: export keeps metadata and user annotations")
+        assert total_marks > 0, "no real trace had flows or instants: the check checked nothing"
+        natives = sorted(glob.glob(os.path.join(TRACES, "*", "*", "*.ptrace")))
+        for i, path in enumerate(natives):
+            print(f"ok {os.path.relpath(path, TRACES)}: {check_native_names(path, tmp, f'native{i}')} "
+                  "processes and threads named")
+    print("PASS: export keeps metadata, user annotations, flows and instants, and names a native trace's threads")
 
 
 if __name__ == "__main__":

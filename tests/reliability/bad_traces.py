@@ -146,8 +146,10 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".json"), "this is a log file, not a trace\n" * 100)]
 
 
-@kind("json_but_not_a_trace", "refused", r"not a Chrome/Kineto trace")
+@kind("json_but_not_a_trace", "refused", r"not a Chrome/Kineto trace", exit_codes=(0,))
 def _(job, ctx):
+    """JSON that is no trace at all (a label or config file): named and skipped, not a
+    failed worker, so its rank is only a rank not given (exit 0)."""
     return [write(os.path.join(job, BAD + ".json"), dump({"hello": "world", "list": [1, 2, 3]}))]
 
 

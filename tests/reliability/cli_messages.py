@@ -9,16 +9,26 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   without_o             summarize and export say that -o is missing; exit 2
   export_not_a_trace    export of JSON without a single event ("[1, 2, 3]", an empty
                         event list): exit 1 saying so, and no output file
-  display_outer_folder  `display OUT` suggests OUT/PerfDisplay; exit 1
+  display_outer_folder  `display OUT` serves OUT/PerfDisplay (issue 17.9)
+  display_port_taken    a port in use: one line saying so and how to pick another; exit 1
+  not_a_trace_beside_traces  a label.json beside the traces: a note, not a worker (17.7)
+  nothing_analysable    random files, a truncated .json.gz, an empty folder, a missing
+                        path: exit 1, no report; a bad option: exit 2 (17.8)
   unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
                         naming the path, and nothing said about the input (a FIFO, which
                         reading would either refuse or block on): it was not read first
 Each case prints one line; the script fails if any case does."""
+import gzip
 import json
 import os
+import random
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 
 CLI = os.environ.get("PT_CLI", "perftracker")
 CASES = {}
@@ -100,14 +110,106 @@ def without_o(work, problems):
 
 @case
 def display_outer_folder(work, problems):
+    """Issue 17.9: `display OUT` serves OUT/PerfDisplay (it used to refuse OUT and ask for
+    OUT/PerfDisplay)."""
     out = os.path.join(work, "display-out")
     run("analyze", "-q", "-o", out, synth(work, "healthy"))
-    rc, _, err = run("display", "--port", "0", out, timeout=30)
+    p = subprocess.Popen([CLI, "display", "--port", "0", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.search(r"serving (\S+) at (http://127\.0\.0\.1:\d+/)", line)
+        expect(m and m.group(1) == os.path.join(out, "PerfDisplay"), f"not serving {out}/PerfDisplay: {line!r}",
+               problems)
+        if m:
+            with urllib.request.urlopen(m.group(2), timeout=30) as page:
+                expect(b"<html" in page.read().lower(), "the page is not the PerfDisplay page", problems)
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+    expect(p.returncode == 0, f"exit {p.returncode} after Ctrl-C, expected 0: {err[-300:]}", problems)
+    return line.strip()
+
+
+@case
+def display_port_taken(work, problems):
+    """Issue 17.9: a port another program holds is said so, once, with how to pick another
+    (it used to print libmicrohttpd's line, ours, and a hint naming PerfDisplay/PerfDisplay)."""
+    out = os.path.join(work, "display-out")
+    run("analyze", "-q", "-o", out, synth(work, "healthy"))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        rc, _, err = run("display", "--port", str(port), os.path.join(out, "PerfDisplay"), timeout=30)
+    lines = err.strip().splitlines()
     expect(rc == 1, f"exit {rc}, expected 1", problems)
-    inner = os.path.join(out, "PerfDisplay")
-    lines = [line for line in err.splitlines() if f"run perftracker display {inner}" in line]
-    expect(lines, f"no suggestion of {inner}: {err[-300:]}", problems)
-    return lines[0] if lines else ""
+    expect(len(lines) == 1, f"{len(lines)} lines on stderr, expected one: {lines}", problems)
+    said = lines[0] if lines else ""
+    expect(f"port {port}" in said and "taken" in said and "--port" in said,
+           f"does not say the port is taken and how to pick another: {said!r}", problems)
+    expect("PerfDisplay/PerfDisplay" not in err, f"a doubled path: {err!r}", problems)
+    return said
+
+
+@case
+def not_a_trace_beside_traces(work, problems):
+    """Issue 17.7: a label.json beside the traces is noted, not a failed worker of rank -1."""
+    job = os.path.join(work, "labelled")
+    shutil.rmtree(job, ignore_errors=True)
+    shutil.copytree(synth(work, "healthy"), job)
+    with open(os.path.join(job, "label.json"), "w") as f:
+        json.dump({"mode": "perftracker", "fault": "healthy", "culprit": -1, "world": 4}, f)
+    out = os.path.join(work, "labelled-out")
+    rc, _, err = run("analyze", "-q", "-o", out, job)
+    expect(rc == 0, f"exit {rc}, expected 0: {err[-400:]}", problems)
+    report = json.load(open(os.path.join(out, "report.json")))
+    expect(report["job"]["workers_failed"] == 0, f"workers_failed {report['job']['workers_failed']}", problems)
+    ranks = sorted(w["rank"] for w in report["workers"])
+    expect(ranks == [0, 1, 2, 3], f"workers' ranks {ranks}", problems)
+    notes = [line for line in err.splitlines() if line.startswith("perftracker: note:") and "label.json" in line]
+    expect(notes and "not a worker" in notes[0], f"no note names label.json: {err[-400:]}", problems)
+    return notes[0] if notes else ""
+
+
+@case
+def nothing_analysable(work, problems):
+    """Issue 17.8: nothing to analyse is exit 1 and no report, for every subcommand; only a
+    wrong command line is exit 2 (with the usage)."""
+    rnd = os.path.join(work, "random-files")
+    os.makedirs(rnd, exist_ok=True)
+    gen = random.Random(17)
+    for name in ("a.json", "b.json.gz", "c.ptrace"):
+        with open(os.path.join(rnd, name), "wb") as f:
+            f.write(bytes(gen.randrange(256) for _ in range(3000)))
+    truncated = os.path.join(work, "truncated.json.gz")
+    with open(os.path.join(synth(work, "healthy"), "node0_0_10000.json"), "rb") as f:
+        data = gzip.compress(f.read())
+    with open(truncated, "wb") as f:
+        f.write(data[: len(data) // 2])
+    empty = os.path.join(work, "empty-folder")
+    os.makedirs(empty, exist_ok=True)
+    missing = os.path.join(work, "no-such-trace.json")
+    said = []
+    for what, args in (("random files", [rnd]), ("a truncated .json.gz", [truncated]), ("an empty folder", [empty]),
+                       ("a missing path", [missing])):
+        out = os.path.join(work, "nothing-out", what.replace(" ", "-"))
+        shutil.rmtree(out, ignore_errors=True)
+        rc, stdout, err = run("analyze", "-o", out, *args)
+        expect(rc == 1, f"analyze {what}: exit {rc}, expected 1", problems)
+        expect(not os.path.exists(os.path.join(out, "report.json")), f"analyze {what}: a report was written",
+               problems)
+        expect("report written to" not in err and "usage:" not in err, f"analyze {what}: {err[-300:]!r}", problems)
+        expect("other workers are still analysed" not in err, f"analyze {what}: speaks of other workers", problems)
+        said.append(err.strip().splitlines()[-1] if err.strip() else "")
+    for command in (["export", missing, "-o", os.path.join(work, "x.json")],
+                    ["summarize", missing, "-o", os.path.join(work, "x.ptsum")],
+                    ["diff", "-o", os.path.join(work, "diff-out"), missing, truncated]):
+        rc, _, err = run(*command)
+        expect(rc == 1, f"{command[0]} of a missing path: exit {rc}, expected 1: {err[-200:]}", problems)
+    rc, _, err = run("analyze", "--bogus", rnd)
+    expect(rc == 2 and "unknown option" in err, f"analyze --bogus: exit {rc}, expected 2 naming the option", problems)
+    return " / ".join(said)
 
 
 @case

@@ -59,6 +59,7 @@ static pt_worker_summary *known_summary(void)
     meta.rank = 3;
     meta.world_size = 4;
     snprintf(meta.device_name, sizeof meta.device_name, "NVIDIA H100 80GB HBM3");
+    snprintf(meta.software, sizeof meta.software, "torch 2.5.1, cuda 12.4");
     meta.device_count = 8;
     pt_error err = {{0}};
     pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_3_42.json", &err);
@@ -125,6 +126,7 @@ static void test_round_trip_is_exact(void **state)
     assert_int_equal(a.len, b.len);
     assert_memory_equal(a.data, b.data, a.len);
     assert_true(d->functions[0].throughput_avg_pct == s->functions[0].throughput_avg_pct);
+    assert_string_equal(d->software, "torch 2.5.1, cuda 12.4"); /* version 5 carries it */
     pt_summary_free(d);
     pt_buf_free(&a);
     pt_buf_free(&b);
@@ -237,6 +239,41 @@ static void test_file_name_facts(void **state)
     assert_int_equal(f.rank, 1);
 }
 
+/* gloo's collectives in a raw trace (issue 17.10): the stretch between a copy to pinned
+ * memory and the copy back on a stream of gloo's is communication -- only on a gloo job,
+ * only on a stream that runs no kernel. */
+static int64_t staged_comm_ns(const char *backend, bool kernel_on_gloo_stream)
+{
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    feed(&sink, PT_EVENT_STEP, "ProfilerStep#1", 0, 1000000, 1);
+    feed(&sink, PT_EVENT_GPU_KERNEL, "gemm", 0, 50000, 7);
+    feed(&sink, PT_EVENT_GPU_MEMCPY, "Memcpy DtoH (Device -> Pinned)", 100000, 50000, 9);
+    feed(&sink, PT_EVENT_GPU_MEMCPY, "Memcpy HtoD (Pinned -> Device)", 600000, 50000, 9);
+    if (kernel_on_gloo_stream)
+        feed(&sink, PT_EVENT_GPU_KERNEL, "gemm", 900000, 10000, 9);
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    snprintf(meta.backend, sizeof meta.backend, "%s", backend);
+    pt_error err = {{0}};
+    pt_worker_summary *out = pt_summarizer_finish(s, &meta, "w.ptrace", &err);
+    pt_summarizer_free(s);
+    assert_non_null(out);
+    int64_t comm = out->exposed_ns[PT_CLASS_COMM];
+    if (comm)
+        assert_non_null(pt_summary_find(out, PT_CLASS_COMM, "gloo:collective"));
+    pt_summary_free(out);
+    return comm;
+}
+
+static void test_gloo_collectives_from_pinned_copies(void **state)
+{
+    (void)state;
+    assert_true(staged_comm_ns("gloo", false) == 450000); /* 150 us to 600 us */
+    assert_true(staged_comm_ns("nccl", false) == 0);
+    assert_true(staged_comm_ns("gloo", true) == 0);
+}
+
 /* Two different stacks deeper than 256 frames that end in the same 256 frames render to
  * one name; the summary must hold them as one function (a valid summary, with a warning),
  * with both stacks' time, not two functions of one name that the validator refuses. */
@@ -280,6 +317,7 @@ static void test_deep_stacks_sharing_a_name_merge(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
+                                       cmocka_unit_test(test_gloo_collectives_from_pinned_copies),
                                        cmocka_unit_test(test_corruption_is_rejected),
                                        cmocka_unit_test(test_claimed_payload_length_is_not_allocated),
                                        cmocka_unit_test(test_event_budget_bounds_what_is_kept),

@@ -15,13 +15,15 @@ these sources that shows itself; a better one replaces a worse one whenever it a
    several optimizers the step ends after the last one of the cycle they step in: the
    anchor is the optimizer that stepped just before the first one stepped again.
    Gradient accumulation needs nothing: only optimizer steps end steps.
-3. learned: the sequence that repeats. Each data-loader `next` and each torch.distributed
-   collective call is a token; once the last tokens are one cycle repeated three times
-   (and at least 8 tokens were seen), a step begins at each cycle's first token, rotated
-   to start at a data-loader `next` when the cycle has one. A cycle that breaks (an epoch
-   end, an evaluation) is followed again from its first token, and learned anew when it
-   keeps breaking.
-4. clock: nothing of the above within GRACE seconds: one log line says so, and a step is
+3. learned: the sequence that repeats. Each data-loader item (when it has been fetched)
+   and each torch.distributed collective call (before it runs) is a token; once the last
+   tokens are one cycle repeated three times (and at least 4 tokens were seen), a step
+   begins at each cycle's first token, the cycle rotated to start at a data-loader item
+   when it has one (so a step runs from one item's work to the fetch of the next). A cycle
+   that breaks (an epoch end, an evaluation) is followed again from its first token, and
+   learned anew when it keeps breaking.
+4. clock: nothing of the above within GRACE_MIN_S (10) seconds, or 3 x S if longer: one
+   log line says so, and a step is
    marked every PERFTRACKER_RUN_SECONDS seconds (`perftracker run --seconds S`, default
    1) in the main thread, through a signal handler that _thread.interrupt_main runs
    without a real signal (so no system call is interrupted); the window is then a time
@@ -49,8 +51,8 @@ _NOTES = {
     CLOCK: "none found (no step() call, no optimizer.step, no repeating data-loader or collective sequence): "
            "a step every %g s (perftracker run --seconds)",
 }
-GRACE_MIN_S = 5.0
-_LEARN_MIN_TOKENS = 8
+GRACE_MIN_S = 10.0
+_LEARN_MIN_TOKENS = 4
 _LEARN_REPEATS = 3
 _LEARN_MAX_PERIOD = 64
 _LEARN_KEEP = _LEARN_REPEATS * _LEARN_MAX_PERIOD
@@ -196,7 +198,7 @@ _learning = True            # false once a better source took over
 
 
 def _on_token(token):
-    """Before each data-loader item and collective call."""
+    """After each data-loader item is fetched, before each collective call."""
     if not _learning:
         return
     try:

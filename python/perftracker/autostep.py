@@ -123,7 +123,7 @@ def _step():
         _become(EXPLICIT, " (step() was called outside perftracker run)")
         return
     tracer.step()
-    _expected_steps = tracer.steps_done
+    _expected_steps += 1
 
 
 # ------------------------------------------------------------ optimizer.step

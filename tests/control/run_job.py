@@ -37,6 +37,8 @@ def parse_args():
     p.add_argument("--iters", type=int, default=100000)
     p.add_argument("--sleep-scale", type=float, default=0.2)
     p.add_argument("--size", type=int, default=200)
+    p.add_argument("--hang-at", type=int, default=-1, metavar="ITERATION",
+                   help="the highest rank sleeps forever in this iteration (the others wait in dist.barrier())")
     return p.parse_args()
 
 
@@ -45,7 +47,7 @@ def launch(args):
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("MASTER_PORT", "29500")
     argv = [sys.executable, os.path.abspath(__file__), "--mode", args.mode, "--iters", str(args.iters),
-            "--sleep-scale", str(args.sleep_scale), "--size", str(args.size)]
+            "--sleep-scale", str(args.sleep_scale), "--size", str(args.size), "--hang-at", str(args.hang_at)]
     procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.launch),
                                              LOCAL_WORLD_SIZE=str(args.launch)))
              for r in range(args.launch)]
@@ -125,6 +127,8 @@ def train(args):
                 break
             if args.mode == "seed":
                 matmul()
+                while i == args.hang_at and rank == dist.get_world_size() - 1:
+                    time.sleep(3600)
                 time.sleep(rank * args.sleep_scale)
             elif args.mode == "eval":
                 eval_step(batch[0])

@@ -12,6 +12,9 @@ must name rank 3 and time.sleep, say where the steps came from (optimizer.step, 
 for the seed's loop and the evaluation, which have no optimizer), and each step must be one
 whole iteration -- at least 3/4 of rank 3's sleep per iteration, which a step per
 micro-batch (1/4) or per optimizer (two per iteration) cannot be.
+explicit: the seed's script with its PerfTracker() and step() kept, run the same way.
+hang: rank 3 stops for good after the steps were learned: the round ends by itself with a
+"hang" finding naming rank 3 only, as without perftracker run.
 counts: jobs that end by themselves: the script's own step() kept (explicit) is counted
 once per iteration, not twice; a job with no optimizer, collective or DataLoader gets the
 clock (--seconds) and says so; `/usr/bin/python3 run_job.py` started directly works too.
@@ -95,6 +98,35 @@ def check_triggered(cli, run_job, scenario, tmp):
         log.close()
 
 
+def check_hang(cli, run_job, tmp):
+    """The seed's loop, rank 3 asleep for good in its 8th iteration (after the steps were
+    learned): the round must end by itself and name rank 3's hang."""
+    env = dict(base_env(tmp), PERFTRACKER_HANG_MIN_MS="3000")
+    log = open(os.path.join(tmp, "job.log"), "w+")
+    job = subprocess.Popen([cli, "run", TORCH_PYTHON, run_job, "--launch", "4", "--mode", "seed", "--sleep-scale",
+                            "0.1", "--hang-at", "8"],
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 180, [])
+        log.flush()
+        log.seek(0)
+        context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], log.read()[-4000:])
+        assert r.returncode == 3, "the CLI exited %d (want 3: partial)%s" % (r.returncode, context)
+        reports = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+        assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+        with open(reports[0]) as f:
+            report = json.load(f)
+        assert report["diagnosis"]["verdict"] == "hang", json.dumps(report["diagnosis"], indent=1)
+        top = report["diagnosis"]["findings"][0]
+        assert top["category"] == "hang" and top["workers"] == [3], json.dumps(top, indent=1)
+        assert "run_job.py: train" in top["function"], json.dumps(top, indent=1)
+        print("run hang: %s" % top["summary"])
+        return 0
+    finally:
+        stop(job)
+        log.close()
+
+
 def run_to_end(cmd, env, timeout=300):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, "%s exited %d:\n%s" % (cmd, r.returncode, (r.stdout + r.stderr)[-4000:])
@@ -161,7 +193,7 @@ def check_bootstrap(cli, tmp):
 
 
 def main():
-    scenarios = ("seed", "accumulation", "two-optimizers", "eval", "explicit", "counts", "bootstrap")
+    scenarios = ("seed", "accumulation", "two-optimizers", "eval", "explicit", "hang", "counts", "bootstrap")
     if len(sys.argv) != 4 or sys.argv[3] not in scenarios:
         print(__doc__, file=sys.stderr)
         return 2
@@ -179,6 +211,8 @@ def main():
             return check_counts(cli, run_job, tmp)
         if scenario == "bootstrap":
             return check_bootstrap(cli, tmp)
+        if scenario == "hang":
+            return check_hang(cli, run_job, tmp)
         return check_triggered(cli, run_job, scenario, tmp)
 
 

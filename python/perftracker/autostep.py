@@ -62,7 +62,7 @@ _tracer = None              # the PerfTracker this module made
 _mode = None
 _expected_steps = 0         # the step count after our last step(): anything else is the script's
 _making_tracer = False
-_lock = threading.Lock()    # mode changes (the clock thread reads _mode too)
+_lock = threading.RLock()   # mode changes; reentrant: the clock's signal handler may run while the main thread holds it
 
 
 def _log(message):
@@ -269,6 +269,8 @@ def _stop_learning():
 
 
 def _install_sequence_hooks(torch):
+    if not _learning:  # the script steps by itself: nothing to learn
+        return
     from perftracker import collectives
     collectives.observer = _on_token
     base = getattr(getattr(getattr(getattr(torch, "utils", None), "data", None), "dataloader", None),

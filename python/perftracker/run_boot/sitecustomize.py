@@ -11,7 +11,9 @@ processes that are not workers (launchers, tools the job starts):
    RANK, SLURM_PROCID, ... -- in its environment), else when the process calls
    torch.distributed.init_process_group(). A process without torch (a launcher, a tool)
    never loads perftracker. Processes multiprocessing starts for a worker (DataLoader
-   workers, spawn) inherit its rank variables but are not workers, and are left alone.
+   workers, spawn) inherit its rank variables but are not workers, and torchrun (or
+   torch.distributed.launch/run) may have a rank variable of its own under SLURM or MPI:
+   both are left alone.
 
 The perftracker package is found where it is installed; when it is not importable (a
 build tree), the folder above this package is appended to sys.path, after everything the
@@ -39,6 +41,14 @@ def _chain_to_the_next_sitecustomize():
     finally:
         if "sitecustomize" not in sys.modules and me is not None:
             sys.modules["sitecustomize"] = me
+
+
+def _is_torch_launcher():
+    """torchrun and torch.distributed.launch/run start the workers; under SLURM or MPI they
+    have a rank variable of their own (the node's task), but they are not workers."""
+    argv = getattr(sys, "orig_argv", None) or []
+    return any(os.path.basename(a) == "torchrun" or a in ("torch.distributed.run", "torch.distributed.launch")
+               for a in argv[:3])
 
 
 def _is_multiprocessing_child():
@@ -94,7 +104,7 @@ def _set_up_after_torch():
 
 
 _chain_to_the_next_sitecustomize()
-if os.environ.get("PERFTRACKER_RUN") == "1" and not _is_multiprocessing_child():
+if os.environ.get("PERFTRACKER_RUN") == "1" and not _is_multiprocessing_child() and not _is_torch_launcher():
     if "torch" in sys.modules:  # the chained sitecustomize imported it
         _set_up_after_torch()
     else:

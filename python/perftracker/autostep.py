@@ -328,10 +328,17 @@ def _start_clock():
 
 # ------------------------------------------------------------ start
 
+_failed = set()
+
+
 def _fail(what, exc):
+    """One log line per hook that failed; the program goes on (a failed learner stops)."""
     global _learning
-    _learning = False
-    _log("%s disabled: %s: %s" % (what, type(exc).__name__, exc))
+    if what == "sequence learning":
+        _learning = False
+    if what not in _failed:
+        _failed.add(what)
+        _log("%s failed: %s: %s" % (what, type(exc).__name__, exc))
 
 
 def _start_collector():

@@ -280,9 +280,10 @@ def _install_sequence_hooks(torch):
         return
 
     def __next__(self):
+        item = original(self)  # the end of an epoch (StopIteration) is no token
         if _learning:
             _on_token(_NEXT_TOKEN)
-        return original(self)
+        return item
 
     __next__.__perftracker_wraps__ = original
     base.__next__ = __next__

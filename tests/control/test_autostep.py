@@ -176,6 +176,46 @@ def test_explicit_step_is_not_counted_twice(path):
     assert b.mode() == b.EXPLICIT and b._tracer.steps_done == 0
 
 
+def test_the_end_of_an_epoch_is_no_token(path):
+    """An epoch's last next() raises StopIteration: were it a token, a cycle of (item,
+    barrier) would see (item, item) at each epoch's end, and a step with no work in it."""
+    a = fresh(path)
+    a._cycle = None
+
+    class _BaseDataLoaderIter:
+        def __init__(self, n):
+            self.left = n
+
+        def __next__(self):
+            if not self.left:
+                raise StopIteration
+            self.left -= 1
+            return self.left
+
+    dataloader = types.ModuleType("torch.utils.data.dataloader")
+    dataloader._BaseDataLoaderIter = _BaseDataLoaderIter
+    torch = types.SimpleNamespace(utils=types.SimpleNamespace(data=types.SimpleNamespace(dataloader=dataloader)))
+    package, collectives = types.ModuleType("perftracker"), types.ModuleType("perftracker.collectives")
+    package.collectives = collectives
+    sys.modules.update({"perftracker": package, "perftracker.collectives": collectives})
+    try:
+        a._install_sequence_hooks(torch)
+        assert collectives.observer == a._on_token
+    finally:
+        sys.modules.pop("perftracker", None)
+        sys.modules.pop("perftracker.collectives", None)
+    for _ in range(3):  # three epochs of 4 items, each item followed by a barrier
+        iterator = _BaseDataLoaderIter(4)
+        while True:
+            try:
+                next(iterator)
+            except StopIteration:
+                break
+            a._on_token(BARRIER)
+    assert a._cycle == [NEXT, BARRIER] and a._misses == 0, (a._cycle, a._misses)
+    assert a._tracer.steps_done == 12 - 3, a._tracer.steps_done  # a step per item once learned
+
+
 def test_better_sources_replace_worse_ones(path):
     a = fresh(path)
     a._become(a.CLOCK)

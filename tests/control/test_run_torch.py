@@ -21,7 +21,8 @@ clock (--seconds) and says so; `/usr/bin/python3 run_job.py` started directly wo
 bootstrap: the environment and startup of the job's processes are what they are without
 perftracker -- the same sys.path, the sitecustomize that would have run (Debian's, a
 user's on PYTHONPATH) still runs, only PYTHONPATH's first entry and PERFTRACKER_RUN /
-PERFTRACKER_CLI added -- and a process without torch never loads the collector.
+PERFTRACKER_CLI added -- and a process without torch never loads the collector; the
+command's exit status comes back, bad options and a missing command are refused clearly.
 
 Skips (77) without Debian's torch or the collector module."""
 import glob
@@ -187,6 +188,14 @@ def check_bootstrap(cli, tmp):
     r = run_to_end([cli, "run", TORCH_PYTHON, "-c", "import torch, sys; print('perftracker.autostep' in sys.modules)"],
                    dict(env, PERFTRACKER_AGENT="0"))
     assert r.stdout.strip() == "True", r.stdout + r.stderr
+    # The command line: the command's own exit status, and clear refusals.
+    for args, status, message in ((["/bin/sh", "-c", "exit 7"], 7, ""), ([], 2, "no command to run"),
+                                  (["--seconds", "0", "true"], 2, "--seconds wants seconds from 0.01 to 3600: 0"),
+                                  (["--seconds", "1e9", "true"], 2, "--seconds wants"),
+                                  (["--seconds"], 2, "--seconds wants"), (["--bogus", "true"], 2, "unknown option"),
+                                  (["/nonexistent/train"], 127, "cannot run /nonexistent/train: No such file")):
+        r = subprocess.run([cli, "run", *args], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == status and message in r.stderr, (args, r.returncode, r.stderr)
     print("run bootstrap: same sys.path and sitecustomize; only PYTHONPATH's first entry and %s added"
           % ", ".join(sorted(set(added) - {"PYTHONPATH", "_"})))
     return 0

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.path.join(ROOT, "build-pip", "cmake")
 NAME, VERSION = "perftracker", "0.1.0"
 PACKAGES = ("perftracker", "c4d_perftracker_collector")
+PACKAGE_DIRS = PACKAGES + ("perftracker/run_boot",)  # run_boot: `perftracker run`'s sitecustomize
 SCRIPTS = {"perftracker": "perftracker.cli:main", "c4d_perftracker": "perftracker.cli:main"}
 
 
@@ -48,7 +49,7 @@ def _wheel_tag():
 
 def _files(extension, cli):
     """(path in the wheel, path on disk, executable) for everything installed."""
-    for package in PACKAGES:
+    for package in PACKAGE_DIRS:
         source = os.path.join(ROOT, "python", package)
         for name in sorted(os.listdir(source)):
             if name.endswith(".py"):

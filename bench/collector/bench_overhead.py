@@ -16,6 +16,12 @@
    changes faster); with one, the GPU tier runs at the period asked.
 4. The raw trace's size against the same events as Chrome/Kineto JSON (`perftracker
    export`).
+5. Steps found from optimizer.step (`perftracker run`, python/perftracker/autostep.py)
+   against an explicit step() after each optimizer.step, when torch is importable: a
+   training loop of SGD steps on a small model, run with neither, with step(), and with
+   the optimizer hook (rounds alternate, medians of thread CPU time). Printed: each one's
+   added cost per step and the found step's cost over the explicit one's (target: about 1,
+   against the whole loop).
 
 usage: PYTHONPATH=<build>/python python3 bench_overhead.py PERFTRACKER_CLI [WORKDIR]
 """
@@ -170,6 +176,64 @@ def sampler_cost(workdir):
     return results
 
 
+OPTIMIZER_STEPS = 2000
+
+
+def found_step_cost():
+    """Section 5: (ns per optimizer step plain, with step(), with the hook) or None."""
+    try:
+        import torch
+        import torch.optim.optimizer as optimizer_module
+    except ImportError:
+        return None
+    from perftracker import autostep
+    tracer = PerfTracker()
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    base = optimizer_module.Optimizer
+    plain_code = base._optimizer_step_code if not hasattr(optimizer_module, "register_optimizer_step_post_hook") \
+        else None
+
+    def loop(explicit):
+        t0 = clock()
+        for _ in range(OPTIMIZER_STEPS):
+            optimizer.step()
+            if explicit:
+                tracer.step()
+        return (clock() - t0) / OPTIMIZER_STEPS * 1e9
+
+    def hooked():
+        # autostep as `perftracker run` sets it up, counting into this tracer; the mode is
+        # reset each round since the explicit rounds move the step count (which would make
+        # it stand down for good).
+        before = tracer.steps_done
+        autostep._tracer, autostep._mode, autostep._expected_steps = tracer, autostep.OPTIMIZER, before
+        if plain_code is not None:
+            base._optimizer_step_code = hooked_code
+        try:
+            return loop(False)
+        finally:
+            counted.append(tracer.steps_done - before == OPTIMIZER_STEPS)
+            if plain_code is not None:
+                base._optimizer_step_code = plain_code
+
+    autostep._install_optimizer_hook(torch)  # torch >= 2.0: global, and stays
+    hooked_code = base._optimizer_step_code if plain_code is not None else None
+    if plain_code is not None:
+        base._optimizer_step_code = plain_code
+    counted = []
+    runs = {"plain": lambda: loop(False) if plain_code is not None else None, "explicit": lambda: loop(True),
+            "found": hooked}
+    times = {name: [] for name in runs}
+    for _ in range(ROUNDS + 1):  # the first round warms up
+        for name, fn in runs.items():
+            times[name].append(fn())
+    med = {name: statistics.median(v[1:]) if v[1] is not None else None for name, v in times.items()}
+    return med, all(counted)
+
+
 def main():
     cli = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("PERFTRACKER_CLI", "perftracker")
     workdir = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="pt-bench-")
@@ -233,6 +297,23 @@ def main():
     raw_size, json_size = os.path.getsize(raw), os.path.getsize(exported)
     print("\n4. raw trace %d bytes vs Chrome/Kineto JSON %d bytes: ratio %.3f (target <= 0.1), %.1f bytes/event"
           % (raw_size, json_size, raw_size / json_size, raw_size / max(events["perftracker"], 1)))
+
+    found = found_step_cost()
+    if found is None:
+        print("\n5. steps found from optimizer.step: not measured (no torch)")
+        return
+    med, counted = found
+    print("\n5. an SGD step on Linear(16, 4), thread CPU time per step, median of %d rounds of %d:"
+          % (ROUNDS, OPTIMIZER_STEPS))
+    plain = med["plain"]
+    for name, label in (("plain", "optimizer.step()"), ("explicit", "optimizer.step(); tracer.step()"),
+                        ("found", "optimizer.step(), step found")):
+        if med[name] is None:
+            continue
+        added = "" if plain is None or name == "plain" else "  adds %6.0f ns" % (med[name] - plain)
+        print("   %-34s %8.0f ns%s" % (label, med[name], added))
+    print("   found step / explicit step() (the whole loop): %.3f (target: about 1)%s"
+          % (med["found"] / med["explicit"], "" if counted else "  -- the hook did NOT count the steps"))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ _groups = {}                # id(group argument) -> (group index or -1, the grou
 _pending = []               # (token, work) of async calls not known to be done
 _dtype_index = {}
 _installed = False
+observer = None             # autostep's sequence learner: called with the operation's index before each call
 _OP_INDEX = {name: i for i, name in enumerate(_perftracker.COLL_OPS)}
 _OTHER_DTYPE = len(_perftracker.COLL_DTYPES) - 1
 
@@ -184,6 +185,8 @@ def _wrap(fn, op, input_name):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if observer is not None:
+                observer(op_index)
             group = args[group_pos] if len(args) > group_pos else kwargs.get("group")
             index = group_index(group)
             token = 0

@@ -82,6 +82,9 @@ def _identity():
             info["backend"] = str(dist.get_backend())
     except Exception:
         pass
+    autostep = sys.modules.get("perftracker.autostep")  # under `perftracker run`: where the steps come from
+    if autostep is not None:
+        info["step_source"] = autostep.note()
     cuda = sys.modules.get("torch.cuda")
     try:
         if cuda is not None and cuda.is_initialized():
@@ -301,6 +304,9 @@ class PerfTracker(_perftracker.Tracer):
                 enabled = _env_flag("PERFTRACKER_ENABLED", True)
             if not enabled:
                 return
+            autostep = sys.modules.get("perftracker.autostep")
+            if autostep is not None:  # `perftracker run`: the script steps by itself
+                autostep.user_tracer_created()
             wait = wait if wait is not None else _env_int("PERFTRACKER_WAIT", None)
             steps = steps if steps is not None else _env_int("PERFTRACKER_STEPS", None)
             output_dir = output_dir or os.environ.get("PERFTRACKER_OUTPUT_DIR") or None

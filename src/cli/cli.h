@@ -17,6 +17,7 @@ int cmd_export(int argc, char **argv);
 int cmd_display(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* One job's inputs read as `analyze` reads them (analyze.c), for the commands that compare
  * jobs: files and directories expanded, summarized in parallel with progress, ranks

@@ -16,7 +16,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker jobs\n"
                  "  List the running jobs on this machine that `perftracker --trigger-on` can profile:\n"
-                 "  those whose rank 0 runs here with PerfTracker() in its training script, as this\n"
+                 "  those whose rank 0 runs here with PerfTracker() in its training script or under\n"
+                 "  `perftracker run`, as this\n"
                  "  user (root included: another user's job files are named on stderr, not trusted; run\n"
                  "  the trigger as that user to profile its job). The JOB column is what\n"
                  "  --trigger-on --job takes when several run.\n");

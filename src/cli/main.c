@@ -13,6 +13,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"run", cmd_run, "run a training job with the collector in it, unchanged (steps found on their own)"},
     {"analyze", cmd_analyze, "analyze traces or summaries of one job and write the report"},
     {"diff", cmd_diff, "compare two runs (traces, summaries or reports): what changed and why"},
     {"summarize", cmd_summarize, "reduce one worker's trace to its summary (the per-worker step)"},
@@ -26,6 +27,7 @@ static const command commands[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker <command> [options]\n"
+                 "       perftracker run [--seconds S] [--] COMMAND [ARG...]\n"
                  "       perftracker --trigger-on --auto-analyze [--wait N] [--steps N]\n"
                  "                   [--output-dir DIR] [--save-raw-trace none|master|all]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -774,6 +774,10 @@ static bool fill_identity(pt_window *w)
     dict_str(d, "software", m->software, sizeof m->software);
     if (!m->host[0])
         gethostname(m->host, sizeof m->host - 1);
+    char step_source[256] = ""; /* under `perftracker run`: where the steps come from */
+    dict_str(d, "step_source", step_source, sizeof step_source);
+    if (step_source[0])
+        pt_window_warn(w, "steps: %s", step_source);
     bool cuda = dict_int(d, "cuda", 0) != 0;
     Py_XDECREF(d);
     return cuda;

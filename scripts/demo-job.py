@@ -13,9 +13,12 @@ LOCAL_WORLD_SIZE). Run with Debian's /usr/bin/python3 (it has torch) and the col
 PYTHONPATH (build/python):
 
     PYTHONPATH=build/python /usr/bin/python3 scripts/demo-job.py --launch 4 --iters 1000
+
+Stop it with Ctrl-C, or kill the launcher's pid: its ranks end with it.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,8 +42,19 @@ def parse_args():
     return p.parse_args()
 
 
+def _die_with_launcher(libc, launcher_pid):
+    """In each rank, before it runs (subprocess's preexec_fn): the kernel sends it SIGTERM
+    when the launcher dies, however it dies -- kill -9 included, which no handler sees."""
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != launcher_pid:  # the launcher died before the line above
+        os._exit(1)
+
+
 def launch(args):
-    """What torchrun --nproc_per_node=N would do, minus the elastic agent."""
+    """What torchrun --nproc_per_node=N would do, minus the elastic agent. The ranks go
+    with the launcher: SIGINT, SIGTERM and SIGHUP end them (SIGTERM), and each rank
+    gets SIGTERM from the kernel if the launcher dies without passing anything on."""
     env = dict(os.environ)
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("MASTER_PORT", "29500")
@@ -49,16 +63,28 @@ def launch(args):
             str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every),
             "--hang-at", str(args.hang_at), "--slow-after", str(args.slow_after), "--slow-by", str(args.slow_by)]
     procs = []
+    stopping = []
+
+    def stop_ranks(signum, frame):
+        stopping.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()  # SIGTERM: a rank blocked in a collective ends too
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop_ranks)
+    import ctypes
+    libc, me = ctypes.CDLL(None, use_errno=True), os.getpid()
     for rank in range(args.launch):
         env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
                         LOCAL_WORLD_SIZE=str(args.launch), GROUP_RANK="0")
-        procs.append(subprocess.Popen(argv, env=env_rank))
-    try:
-        codes = [p.wait() for p in procs]
-    except KeyboardInterrupt:
-        for p in procs:
-            p.terminate()
-        codes = [p.wait() for p in procs]
+        procs.append(subprocess.Popen(argv, env=env_rank, preexec_fn=lambda: _die_with_launcher(libc, me)))
+        if stopping:  # a signal came while the ranks were starting
+            stop_ranks(stopping[0], None)
+    codes = [p.wait() for p in procs]
+    if stopping:
+        print("demo-job: stopped by signal %d; all %d ranks ended" % (stopping[0], len(procs)), file=sys.stderr,
+              flush=True)
     return max(abs(c) for c in codes)
 
 

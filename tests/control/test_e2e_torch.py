@@ -4,7 +4,8 @@ matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI trigge
 another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
-                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1]
+                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1|
+                       launcher-killed]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -28,6 +29,9 @@ environment, in no log and in no file the job or the CLI wrote.
 window-fails: the same job, rank 3's collector unable to summarize its window (its
 summarizer binary is missing): the round names rank 3 with the real cause, not the
 "out of memory copying the summary" every failed window used to be reported as.
+launcher-killed: the README's job (demo-job.py --launch 4) stopped by killing its launcher's
+pid, once with SIGTERM (`kill PID`) and once with SIGKILL: its 4 ranks must end with it
+(they used to keep running, orphaned).
 rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), with a
 process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
 names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
@@ -321,6 +325,66 @@ def check_window_fails(cli, env, tmp, ranks, job_log):
     return 0
 
 
+def children_of(pid):
+    """The pids whose parent is pid (the launcher's ranks)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def running(pid):
+    """Whether pid is a live process (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_launcher_killed(demo_job, env, tmp):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        log = open(os.path.join(tmp, "launcher-%d.log" % sig), "w+")
+        ranks = []
+        job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--print-every", "1",
+                                "--sleep-scale", "0.05", "--size", "64"], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.time() + 180
+            while True:  # until the ranks train (rank 0 prints its epochs after the rendezvous)
+                log.flush()
+                with open(log.name) as f:
+                    text = f.read()
+                if "Epoch: 1" in text or time.time() > deadline or job.poll() is not None:
+                    break
+                time.sleep(0.5)
+            ranks = children_of(job.pid)
+            assert "Epoch: 1" in text and len(ranks) == 4, "the job did not start: ranks %s\n%s" % (ranks, text[-3000:])
+            os.kill(job.pid, sig)
+            job.wait(timeout=60)
+            deadline = time.time() + 60  # a generous bound: a loaded machine is slow to end 4 torch processes
+            while any(running(p) for p in ranks) and time.time() < deadline:
+                time.sleep(0.5)
+            left = [p for p in ranks if running(p)]
+            assert not left, "killing the launcher with signal %d left its ranks %s running" % (sig, left)
+            print("e2e launcher-killed: signal %d to the launcher ended its 4 ranks %s" % (sig, ranks))
+        finally:
+            stop(job)
+            for p in ranks:  # whatever the check found left, so the next test starts clean
+                if running(p):
+                    os.kill(p, signal.SIGKILL)
+            log.close()
+    return 0
+
+
 def run_small_job(cli, env, tmp, log, check, rank_env=None):
     script = os.path.join(tmp, "small_job.py")
     with open(script, "w") as f:
@@ -347,7 +411,8 @@ def run_small_job(cli, env, tmp, log, check, rank_env=None):
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
-                                                       "secret", "window-fails", "rounds-0.2", "rounds-1"):
+                                                       "secret", "window-fails", "rounds-0.2", "rounds-1",
+                                                       "launcher-killed"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -355,7 +420,7 @@ def main():
     if not os.path.exists(TORCH_PYTHON) or subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
                                                           capture_output=True).returncode != 0:
         skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
-    if not glob.glob(os.path.join(python_dir, "perftracker", "_perftracker*.so")):
+    if not glob.glob(os.path.join(python_dir, "perftracker", "_perftracker*.so")) and scenario != "launcher-killed":
         skip("the collector's Python module is not built in %s" % python_dir)
 
     tmp = tempfile.mkdtemp(prefix="pt-e2e-")
@@ -366,6 +431,11 @@ def main():
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_master_port()), "PYTHONPATH": python_dir,
                 "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
                 "OMP_NUM_THREADS": "1"})
+    if scenario == "launcher-killed":
+        try:
+            return check_launcher_killed(demo_job, env, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     log = open(os.path.join(tmp, "job.log"), "w+")
     if scenario in ("secret", "window-fails"):
         try:

@@ -5,7 +5,7 @@ another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
                       [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1|
-                       launcher-killed]
+                       starting|launcher-killed]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -29,6 +29,10 @@ environment, in no log and in no file the job or the CLI wrote.
 window-fails: the same job, rank 3's collector unable to summarize its window (its
 summarizer binary is missing): the round names rank 3 with the real cause, not the
 "out of memory copying the summary" every failed window used to be reported as.
+starting: `perftracker jobs` on a 4-rank job that is still starting (its ranks import
+torch and wait at a gate before they import perftracker, as a slow import would): it must
+say rank 0 is still starting and to try again, not that it runs without the collector;
+once the gate opens the job registers and is listed.
 launcher-killed: the README's job (demo-job.py --launch 4) stopped by killing its launcher's
 pid, once with SIGTERM (`kill PID`) and once with SIGKILL: its 4 ranks must end with it
 (they used to keep running, orphaned).
@@ -325,6 +329,56 @@ def check_window_fails(cli, env, tmp, ranks, job_log):
     return 0
 
 
+GATED_JOB = r"""
+import os, sys, time
+import torch.distributed as dist
+while not os.path.exists(sys.argv[1]):  # the gate: a slow start, before perftracker is imported
+    time.sleep(0.1)
+from perftracker import PerfTracker
+tracer = PerfTracker()
+dist.init_process_group("gloo")
+for step in range(100000):
+    time.sleep(0.05)
+    tracer.step()
+    dist.barrier()
+"""
+
+
+def check_starting(cli, env, tmp, log):
+    script, gate = os.path.join(tmp, "gated_job.py"), os.path.join(tmp, "gate")
+    with open(script, "w") as f:
+        f.write(GATED_JOB)
+    ranks = []
+    for rank in range(4):
+        own = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")
+        ranks.append(subprocess.Popen([TORCH_PYTHON, script, gate], env=own, stdout=log, stderr=subprocess.STDOUT))
+    try:
+        r = subprocess.run([cli, "jobs"], env=env, capture_output=True, text=True, timeout=60)
+        line = next((l for l in r.stderr.splitlines() if "is rank 0 of a job with MASTER_PORT %s" % env["MASTER_PORT"]
+                     in l), "")
+        context = "\n--- jobs ---\n%s%s" % (r.stdout, r.stderr)
+        assert r.returncode == 0 and "without the perftracker collector" not in line, \
+            "a job still starting is said to run without the collector%s" % context
+        assert "is still starting" in line and "try again" in line, "rank 0 is not named as starting%s" % context
+        print("e2e starting: " + line)
+        with open(gate, "w"):
+            pass
+        deadline = time.time() + 180
+        while True:  # the job registers once PerfTracker() runs in rank 0
+            r = subprocess.run([cli, "jobs"], env=env, capture_output=True, text=True, timeout=60)
+            if r.stdout.strip() or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert re.search(r"^\s*%s\s" % env["MASTER_PORT"], r.stdout, re.M), \
+            "the job never registered\n--- jobs ---\n%s%s" % (r.stdout, r.stderr)
+        print("e2e starting: then listed: " + r.stdout.strip().splitlines()[-1])
+        return 0
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
 def children_of(pid):
     """The pids whose parent is pid (the launcher's ranks)."""
     found = []
@@ -412,7 +466,7 @@ def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
                                                        "secret", "window-fails", "rounds-0.2", "rounds-1",
-                                                       "launcher-killed"):
+                                                       "starting", "launcher-killed"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -437,6 +491,12 @@ def main():
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     log = open(os.path.join(tmp, "job.log"), "w+")
+    if scenario == "starting":
+        try:
+            return check_starting(cli, env, tmp, log)
+        finally:
+            log.close()
+            shutil.rmtree(tmp, ignore_errors=True)
     if scenario in ("secret", "window-fails"):
         try:
             if scenario == "secret":

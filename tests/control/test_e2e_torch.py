@@ -5,7 +5,7 @@ another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
                       [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1|
-                       starting|launcher-killed]
+                       ctrl-c|nothing-armed|starting|launcher-killed]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -29,6 +29,15 @@ environment, in no log and in no file the job or the CLI wrote.
 window-fails: the same job, rank 3's collector unable to summarize its window (its
 summarizer binary is missing): the round names rank 3 with the real cause, not the
 "out of memory copying the summary" every failed window used to be reported as.
+ctrl-c: SIGINT to `--trigger-on --auto-analyze --wait 3 --steps 2` once every rank armed
+its round's window (rank 3's steps take over 3 s, so the window is seconds away): the CLI must say
+the round was cancelled on every worker (4 windows dropped), exit 130 and leave no round
+folder; a trigger right after it must profile all 4 ranks (it waits while a cancelled
+window still drains, instead of every rank failing "could not arm the window").
+nothing-armed: every rank's collector is busy with a window its own script armed
+(PERFTRACKER_WAIT=1000000), so no rank can arm the round's: the CLI must say the round
+failed and why (each rank's collector refused the window), exit 1, and write no report
+(it used to diagnose the job from nothing: "degraded", "every input failed to read").
 starting: `perftracker jobs` on a 4-rank job that is still starting (its ranks import
 torch and wait at a gate before they import perftracker, as a slow import would): it must
 say rank 0 is still starting and to try again, not that it runs without the collector;
@@ -379,6 +388,64 @@ def check_starting(cli, env, tmp, log):
             p.wait()
 
 
+def check_ctrl_c(cli, env, job, tmp, job_log):
+    out = os.path.join(tmp, "out")
+    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "3", "--steps", "2", "--output-dir", out]
+    deadline = time.time() + 180
+    while True:  # until the job's coordinator takes the round
+        err = open(os.path.join(tmp, "cli.err"), "w+")
+        cli_proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        # Until every rank armed the window (the first steps of a job starting on a loaded
+        # machine are slow, so one may be armed a step later than the others).
+        while cli_proc.poll() is None and "workers reached 4/4" not in open(err.name).read():
+            time.sleep(0.1)
+        if cli_proc.poll() is None or time.time() > deadline:
+            break
+        time.sleep(1)  # the job is still starting: no coordinator yet
+    started = open(err.name).read()
+    assert cli_proc.poll() is None, "the round never started:\n%s\n--- job ---\n%s" % (started, job_log()[-3000:])
+    round_id = re.search(r"round (\d+): profiling steps", started).group(1)
+    cli_proc.send_signal(signal.SIGINT)
+    code = cli_proc.wait(timeout=120)
+    said = open(err.name).read()
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (said[-3000:], job_log()[-3000:])
+    assert code == 130, "the interrupted CLI exited %d (want 130)%s" % (code, context)
+    assert "interrupted: round %s cancelled on every worker (4 dropped" % round_id in said, \
+        "the CLI does not say the round was cancelled on every worker%s" % context
+    left = os.listdir(out) if os.path.isdir(out) else []
+    assert left == [], "the cancelled round left %s in %s%s" % (left, out, context)
+    print("e2e ctrl-c: " + next(l for l in said.splitlines() if "cancelled" in l))
+
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], job_log()[-3000:])
+    assert r.returncode == 0, "the trigger after the cancelled one exited %d%s" % (r.returncode, context)
+    assert "could not arm" not in r.stderr, "a rank could not arm the window%s" % context
+    reports = glob.glob(os.path.join(out, "*", "report.json"))
+    assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+    with open(reports[0]) as f:
+        assert json.load(f)["job"]["workers_analyzed"] == 4, context
+    waited = next((l for l in r.stderr.splitlines() if "waiting for" in l), "(it did not have to wait)")
+    print("e2e ctrl-c: the next trigger profiled all 4 ranks; " + waited)
+    return 0
+
+
+def check_nothing_armed(cli, env, tmp, ranks, job_log):
+    out = os.path.join(tmp, "out")
+    r = trigger(cli, env, out, time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], job_log()[-3000:])
+    assert r.returncode == 1, "the CLI exited %d (want 1: no report)%s" % (r.returncode, context)
+    reason = next((l for l in r.stderr.splitlines() if "the round failed: no worker was profiled" in l), "")
+    assert reason, "the CLI does not say why the round failed%s" % context
+    assert "4 of 4 workers: collector error: the collector could not arm the window: it was busy with another one" \
+        in reason and "(ranks 0, 1, 2, 3)" in reason, "the reason does not name the refusal and the ranks%s" % context
+    assert "report" not in r.stdout and not glob.glob(os.path.join(out, "*", "report.json")), \
+        "a report was written for a round that profiled nobody%s" % context
+    left = os.listdir(out) if os.path.isdir(out) else []
+    assert left == [], "the failed round left %s in %s%s" % (left, out, context)
+    print("e2e nothing-armed: " + reason)
+    return 0
+
+
 def children_of(pid):
     """The pids whose parent is pid (the launcher's ranks)."""
     found = []
@@ -466,7 +533,7 @@ def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
                                                        "secret", "window-fails", "rounds-0.2", "rounds-1",
-                                                       "starting", "launcher-killed"):
+                                                       "ctrl-c", "nothing-armed", "starting", "launcher-killed"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -497,10 +564,13 @@ def main():
         finally:
             log.close()
             shutil.rmtree(tmp, ignore_errors=True)
-    if scenario in ("secret", "window-fails"):
+    if scenario in ("secret", "window-fails", "nothing-armed"):
         try:
             if scenario == "secret":
                 return run_small_job(cli, env, tmp, log, check_secret)
+            if scenario == "nothing-armed":  # each rank's own window waits for a step it never reaches
+                busy = {"PERFTRACKER_WAIT": "1000000", "PERFTRACKER_OUTPUT_DIR": os.path.join(tmp, "local")}
+                return run_small_job(cli, env, tmp, log, check_nothing_armed, {rank: busy for rank in range(4)})
             return run_small_job(cli, env, tmp, log, check_window_fails, {3: {"PERFTRACKER_CLI": MISSING_SUMMARIZER}})
         finally:
             log.close()
@@ -541,6 +611,8 @@ def main():
 
         if scenario == "no-collector":
             return check_no_collector(cli, env, job, job_log)
+        if scenario == "ctrl-c":
+            return check_ctrl_c(cli, env, job, tmp, job_log)
         if scenario.startswith("rounds-"):
             return check_rounds(cli, env, job, tmp, job_log, scenario.split("-", 1)[1])
         extra = [] if hang else ["--save-raw-trace", "all"]

@@ -10,7 +10,10 @@
  * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB). Where the
  * worker is -- every thread's stack and its collectives -- is sent whenever a probe asks,
  * its own stall passes the threshold, or a collective raised (then also on the way out,
- * before BYE, so a process ending on that error leaves its state behind). Every failure (coordinator unreachable, refused, a dropped
+ * before BYE, so a process ending on that error leaves its state behind). A CANCEL drops
+ * the window through the collector and is answered with a SUMMARY of its round without a
+ * profile once the collector is free; an ARM the collector refuses while it is still busy
+ * is retried at each poll until its start step. Every failure (coordinator unreachable, refused, a dropped
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *

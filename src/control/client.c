@@ -16,7 +16,12 @@
  * together may take at most 2 GiB; counters are clamped to the round's world size; the
  * wait for workers to join and the round itself end at limits derived from --timeout.
  * Memory: the decoded summaries, which the diagnosis needs anyway -- at most one per
- * rank. */
+ * rank.
+ *
+ * Interrupted (the caller's flag, set by its signal handler), the CLI sends CANCEL_ROUND,
+ * waits at most 5 s for ROUND_CANCELLED and removes the round folder. Told BUSY (workers
+ * still drop a cancelled round's window), it waits and asks again for at most 2 minutes.
+ * A round in which no worker has anything to diagnose writes no report (round.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "control/client.h"
 #include "control/discover.h"

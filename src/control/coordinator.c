@@ -34,7 +34,11 @@
  * snapshot in the report: a hang is judged from every rank's stacks and collectives at
  * one moment. A triggered round PROBEs everyone as soon as one worker is hung. Each
  * worker's last snapshot is kept (all together within SNAPSHOT_BUDGET) and goes with its
- * outcome while it is current. */
+ * outcome while it is current. A round that ends before its windows do -- its CLI asked
+ * (CANCEL_ROUND, Ctrl-C), went away, or the deadline passed -- CANCELs every worker still
+ * armed; such a worker drains until the SUMMARY that answers the CANCEL says its collector
+ * is free, and a TRIGGER meanwhile hears BUSY (who, for about how long) instead of a round
+ * in which every ARM is refused. */
 #define _GNU_SOURCE
 #include "control/coordinator.h"
 #include "control/round.h"

@@ -331,6 +331,8 @@ int cmd_trigger(int argc, char **argv)
     catch_interrupts(true);
     int run = pt_trigger_run(&req, &obs, &result, &err);
     catch_interrupts(false); /* the report is written: an interrupt now only stops the printing */
+    if (run != 0 && !result.cancelled && interrupted) /* it stopped a connection or handshake */
+        result.cancelled = result.cancel_confirmed = true;
     if (run != 0 && result.cancelled) {
         pt_buf_free(&pr.failures);
         return report_cancelled(&result);

@@ -773,6 +773,12 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     trigger.save_raw = (uint8_t)req->save_raw;
     trigger.timeout_ms = req->timeout_ms;
     trigger.path = pt_ctl_str(req->save_raw == PT_SAVE_RAW_NONE ? "" : raw_dir);
+    if (interrupted(req->interrupted)) { /* before anything was asked of the job */
+        out->cancelled = out->cancel_confirmed = true;
+        pt_error_set(err, "interrupted");
+        discard_round(NULL, out);
+        goto done;
+    }
     if (send_all(&conn, &trigger, err) != 0 ||
         collect(&conn, &r, out->round_dir, &trigger, req, obs, out, err) != 0) {
         discard_round(r, out); /* cancelled, or nothing was collected: leave no round folder behind */

@@ -719,6 +719,9 @@ static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
         if (!rw->arm_sent || (rw->state != RW_ARMED && rw->state != RW_HUNG) || !w->peer)
             continue;
         send_to(c, w->peer, &m, now);
+        told++;
+        if (rw->state == RW_HUNG || w->stalled_ns > 0)
+            continue; /* stuck: its window ends when it moves again, and a new round finds the hang */
         w->draining_round = r->id;
         w->cancelled_ns = now;
         w->drain_end_step = PT_MIN(w->steps_done + 1, PT_CTL_MAX_STEP);
@@ -726,7 +729,6 @@ static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
         double left = (double)PT_MAX(r->start_step + r->steps - w->steps_done, 1) + 1;
         double bound = (double)DRAIN_BOUND_NS + left * (double)PT_MAX(w->mean_step_ns, 0);
         w->drain_until_ns = now + (int64_t)PT_MIN(bound, (double)PT_CTL_MAX_DURATION_NS);
-        told++;
     }
     return told;
 }
@@ -778,6 +780,9 @@ static void finish_round(pt_coordinator *c, int64_t now)
     if (r->local) {
         pt_error err;
         pt_json *report = pt_round_report(r->local, &err);
+        bool discarded = !report && pt_round_nothing_to_diagnose(r->local, NULL);
+        if (discarded) /* no report: leave no empty round folder either */
+            pt_round_discard(r->local, pt_round_dir(r->local));
         if (report)
             pt_ctl_logf(&c->cfg.log, "automatic round %u: report in %s/PerfDisplay/ (verdict: %s)", r->id,
                         pt_round_dir(r->local),
@@ -786,7 +791,8 @@ static void finish_round(pt_coordinator *c, int64_t now)
             pt_ctl_logf(&c->cfg.log, "automatic round %u: no report: %s", r->id, err.message);
         pt_json_free(report);
         pthread_mutex_lock(&c->stats_lock);
-        snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
+        if (!discarded)
+            snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
         c->stats.auto_rounds++;
         pthread_mutex_unlock(&c->stats_lock);
     }

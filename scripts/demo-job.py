@@ -13,12 +13,16 @@ LOCAL_WORLD_SIZE). Run with Debian's /usr/bin/python3 (it has torch) and the col
 PYTHONPATH (build/python):
 
     PYTHONPATH=build/python /usr/bin/python3 scripts/demo-job.py --launch 4 --iters 1000
+
+Stop it with Ctrl-C, or kill the launcher's pid: its ranks end with it.
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from launch_ranks import launch_ranks  # noqa: E402 (beside this file)
 
 
 def parse_args():
@@ -40,26 +44,11 @@ def parse_args():
 
 
 def launch(args):
-    """What torchrun --nproc_per_node=N would do, minus the elastic agent."""
-    env = dict(os.environ)
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", "29500")
-    env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the cores
+    """Starts args.launch ranks of this script (scripts/launch_ranks.py: they end with it)."""
     argv = [sys.executable, os.path.abspath(__file__), "--iters", str(args.iters), "--sleep-scale",
             str(args.sleep_scale), "--size", str(args.size), "--print-every", str(args.print_every),
             "--hang-at", str(args.hang_at), "--slow-after", str(args.slow_after), "--slow-by", str(args.slow_by)]
-    procs = []
-    for rank in range(args.launch):
-        env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.launch),
-                        LOCAL_WORLD_SIZE=str(args.launch), GROUP_RANK="0")
-        procs.append(subprocess.Popen(argv, env=env_rank))
-    try:
-        codes = [p.wait() for p in procs]
-    except KeyboardInterrupt:
-        for p in procs:
-            p.terminate()
-        codes = [p.wait() for p in procs]
-    return max(abs(c) for c in codes)
+    return launch_ranks(argv, args.launch, "demo-job")
 
 
 def train(args):

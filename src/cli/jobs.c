@@ -4,9 +4,9 @@
  * on stdout, one line each, with the ID `--trigger-on --job ID` takes. On stderr it says
  * what else it found: a squatted runtime directory and where it looks instead, other
  * users' job files (ignored), files of jobs that are gone (removed), and processes of
- * distributed jobs that cannot be profiled from here and why (no collector loaded, the
- * control plane off, rank 0 elsewhere, another user's). Exit status 0 (even with no job: listing none is an answer),
- * 2 bad command line. */
+ * distributed jobs that cannot be profiled from here and why (still starting, no
+ * collector loaded, the control plane off, rank 0 elsewhere, another user's). Exit status
+ * 0 (even with no job: listing none is an answer), 2 bad command line. */
 #include "cli/cli.h"
 #include "control/discover.h"
 

@@ -6,18 +6,22 @@
  * is, so the shell needs no variables (--job, or MASTER_ADDR/MASTER_PORT, picks one of
  * several jobs). Only this user's job files are trusted, root's included: root profiles
  * another user's job by running this as that user (runuser -u USER -- perftracker ...). The work is pt_trigger_run (src/control/client.c); this file parses the
- * vendor's flags, prints progress on stderr and the report's sections on stdout. Exit
- * status: 0 every worker profiled; 3 report written but some workers failed, hung or
- * went missing (each named on stderr); 1 no report; 2 bad command line. */
+ * vendor's flags, prints progress on stderr and the report's sections on stdout. Ctrl-C
+ * (SIGINT, or SIGTERM) cancels the round on every worker and removes its folder; a second
+ * one kills the CLI at once. Exit status: 0 every worker profiled; 3 report written but
+ * some workers failed, hung or went missing (each named on stderr); 1 no report (a round
+ * where no worker was profiled says why); 2 bad command line; 130 interrupted. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "control/client.h"
 #include "control/round.h"
 #include "report/report.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *out)
 {
@@ -44,8 +48,9 @@ static void usage(FILE *out)
             "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
             "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"
             "  --quiet            print only the verdict and findings, not the report sections\n"
+            "Ctrl-C cancels the round on every worker and keeps nothing of it.\n"
             "Exit status: 0 every worker profiled; 3 report written, some workers failed, hung or\n"
-            "missing; 1 no report; 2 bad command line.\n",
+            "missing; 1 no report; 2 bad command line; 130 interrupted.\n",
             PT_DEFAULT_OUTPUT_DIR);
 }
 
@@ -150,7 +155,7 @@ typedef struct printer {
     int64_t began_ns, last_print_ns;
     progress_line shown;
     int32_t joined_shown;
-    bool started, printed;
+    bool started, printed, busy_shown;
     pt_buf failures;           /* "rank 0 (missing), rank 3 (hang)" for the closing line */
     int32_t failures_count;
 } printer;
@@ -247,6 +252,58 @@ static void on_worker(void *ctx, const pt_trigger_worker_event *e)
                       pt_ctl_failure_name(e->kind));
 }
 
+static void on_busy(void *ctx, const char *text, int64_t wait_ms)
+{
+    printer *pr = ctx;
+    int64_t now = pt_now_ns();
+    if (pr->busy_shown && now - pr->last_print_ns < STILL_NS)
+        return; /* asked again every second: said once, then every 30 s */
+    pt_cli_print(stderr, "perftracker: %s; waiting for %s (about %lld s) before starting this round\n", text,
+                 strstr(text, "1 worker ") == text ? "it" : "them", (long long)(wait_ms + 999) / 1000);
+    pr->busy_shown = true;
+    pr->last_print_ns = now;
+}
+
+#define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
+
+/* SIGINT/SIGTERM: cancel the round (client.c notices within a poll). SA_RESETHAND: a
+ * second Ctrl-C kills the CLI as usual; no SA_RESTART: the wait ends at once. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void catch_interrupts(bool on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_interrupt : SIG_DFL;
+    sa.sa_flags = on ? SA_RESETHAND : 0;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int report_cancelled(const pt_trigger_result *result)
+{
+    if (!result->cancel_confirmed)
+        pt_cli_print(stderr, "perftracker: interrupted: the coordinator did not confirm the cancel in time; the "
+                             "workers drop their windows once it sees this CLI gone\n");
+    else if (result->cancelled_round)
+        pt_cli_print(stderr, "perftracker: interrupted: round %u cancelled on every worker (%d dropped the window "
+                             "they had armed)\n", result->cancelled_round, result->cancelled_windows);
+    else
+        pt_cli_print(stderr, "perftracker: interrupted before the round started: nothing was armed\n");
+    if (result->round_dir[0] && result->round_dir_kept)
+        pt_cli_print(stderr, "perftracker: kept %s: a worker wrote its raw trace there\n", result->round_dir);
+    else if (result->round_dir[0])
+        pt_cli_print(stderr, "perftracker: nothing was kept (%s removed)\n", result->round_dir);
+    return EXIT_INTERRUPTED;
+}
+
 /* The last word on stderr: how many workers the report stands on, and who is not in it. */
 static void print_outcome(printer *pr, const pt_trigger_result *result)
 {
@@ -258,7 +315,7 @@ static void print_outcome(printer *pr, const pt_trigger_result *result)
 
 int cmd_trigger(int argc, char **argv)
 {
-    pt_trigger_request req = {5, 2, PT_SAVE_RAW_NONE, NULL, false, 0, NULL, NULL};
+    pt_trigger_request req = {5, 2, PT_SAVE_RAW_NONE, NULL, false, 0, NULL, NULL, NULL};
     bool quiet = false;
     if (parse_args(argc, argv, &req, &quiet) != 0)
         return PT_EXIT_USAGE;
@@ -267,10 +324,20 @@ int cmd_trigger(int argc, char **argv)
     pr.steps = req.steps;
     pr.began_ns = pt_now_ns();
     pr.failures = (pt_buf)PT_BUF_INIT;
-    pt_trigger_observer obs = {&pr, on_connected, on_started, on_progress, on_worker};
+    pt_trigger_observer obs = {&pr, on_connected, on_started, on_progress, on_worker, on_busy};
     pt_trigger_result result;
     pt_error err = {{0}};
-    if (pt_trigger_run(&req, &obs, &result, &err) != 0) {
+    req.interrupted = &interrupted;
+    catch_interrupts(true);
+    int run = pt_trigger_run(&req, &obs, &result, &err);
+    catch_interrupts(false); /* the report is written: an interrupt now only stops the printing */
+    if (run != 0 && !result.cancelled && interrupted) /* it stopped a connection or handshake */
+        result.cancelled = result.cancel_confirmed = true;
+    if (run != 0 && result.cancelled) {
+        pt_buf_free(&pr.failures);
+        return report_cancelled(&result);
+    }
+    if (run != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", err.message);
         if (!strstr(result.hint, result.notes)) /* the no-job hint has them already */
             pt_cli_print_lines(stderr, "perftracker: ", result.notes);

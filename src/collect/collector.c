@@ -39,6 +39,7 @@ static struct {
     _Atomic int64_t last_step_ns;
     _Atomic int64_t mean_step_ns;
     atomic_int attention;          /* step() must take the slow path */
+    atomic_int cancel;             /* pt_collector_cancel: drop the waiting plan or the open window */
 
     bool has_plan;                 /* (L) armed, not yet seen by the training thread */
     pt_window_plan plan;           /* (L) */
@@ -80,6 +81,8 @@ pt_step_action pt_collector_step(void)
         return PT_STEP_NONE;
 
     int64_t tick = pt_ticks(); /* read beside `now`: a reference point for the recorder clock */
+    if (C.open && atomic_load_explicit(&C.cancel, memory_order_acquire))
+        return PT_STEP_END; /* the caller stops recording; pt_collector_end_window drops it */
     if (C.open) {
         pt_window_mark_step(C.open, now);
         C.open->tick_end = tick;
@@ -91,10 +94,20 @@ pt_step_action pt_collector_step(void)
         C.waiting_plan = C.plan;
         C.has_plan = false;
     }
+    bool dropped = false;
+    if (atomic_exchange_explicit(&C.cancel, 0, memory_order_acq_rel) && C.waiting) {
+        C.waiting = false; /* nothing else is in flight while a plan waits */
+        C.busy = false;
+        dropped = true;
+        pthread_cond_broadcast(&C.changed);
+    }
     bool start = C.waiting && n >= C.waiting_plan.start_step;
     if (!C.waiting)
         atomic_store_explicit(&C.attention, 0, memory_order_relaxed);
+    void (*done)(const void *, size_t, const char *, int, const char *) = C.cfg.window_done;
     pthread_mutex_unlock(&C.lock);
+    if (dropped && done)
+        done(NULL, 0, "", 1, "the round was cancelled");
     if (!start)
         return PT_STEP_NONE;
 
@@ -147,6 +160,7 @@ int pt_collector_arm(int64_t start_step, int32_t steps, const char *raw_trace_pa
         snprintf(C.plan.raw_path, sizeof C.plan.raw_path, "%s", raw_trace_path ? raw_trace_path : "");
         C.has_plan = true;
         C.busy = true;
+        atomic_store_explicit(&C.cancel, 0, memory_order_relaxed); /* a late cancel of an older window */
         atomic_store_explicit(&C.attention, 1, memory_order_release);
         rc = 0;
     }
@@ -207,6 +221,23 @@ void pt_collector_end_window(void)
         return;
     stop_sources();
     C.open = NULL;
+    if (atomic_exchange_explicit(&C.cancel, 0, memory_order_acq_rel)) { /* nobody wants it: not written */
+        if (C.cupti_on)
+            pt_cupti_flush(w);
+        C.cupti_on = false;
+        pt_window_free(w);
+        pthread_mutex_lock(&C.lock);
+        C.busy = false;
+        if (!C.has_plan && !C.waiting)
+            atomic_store_explicit(&C.attention, 0, memory_order_relaxed);
+        void (*done)(const void *, size_t, const char *, int, const char *) = C.cfg.window_done;
+        pthread_cond_broadcast(&C.changed);
+        pthread_mutex_unlock(&C.lock);
+        pt_collect_log(PT_LOG_INFO, "profiling window dropped: its round was cancelled");
+        if (done)
+            done(NULL, 0, "", 1, "the round was cancelled");
+        return;
+    }
     pthread_mutex_lock(&C.lock);
     C.queued = w;
     C.queued_cupti = C.cupti_on;
@@ -544,6 +575,24 @@ int pt_collector_init(const pt_collect_config *cfg, pt_error *err)
     }
     pthread_mutex_unlock(&C.lock);
     return rc;
+}
+
+void pt_collector_cancel(void)
+{
+    pthread_mutex_lock(&C.lock);
+    bool dropped = C.has_plan; /* the training thread has not seen it: drop it here */
+    if (dropped) {
+        C.has_plan = false;
+        C.busy = false;
+        pthread_cond_broadcast(&C.changed);
+    } else if (C.busy && !C.queued && !C.writing) { /* waiting or open: the training thread's */
+        atomic_store_explicit(&C.cancel, 1, memory_order_release);
+        atomic_store_explicit(&C.attention, 1, memory_order_release);
+    }
+    void (*done)(const void *, size_t, const char *, int, const char *) = C.cfg.window_done;
+    pthread_mutex_unlock(&C.lock);
+    if (dropped && done)
+        done(NULL, 0, "", 1, "the round was cancelled");
 }
 
 void pt_collector_cancel_pending(void)

@@ -74,6 +74,12 @@ void pt_collector_stats_get(pt_collector_stats *out);
 /* Training thread: drops a window that is armed but not yet open (the program is
  * ending), so waiting for idle does not wait for a step that will never come. */
 void pt_collector_cancel_pending(void);
+/* Any thread: whoever armed the window no longer wants it (its round was cancelled). A
+ * plan the training thread has not seen is dropped now; a plan waiting for its start step,
+ * or an open window, at the next step() (the open window is freed unwritten). Either way
+ * window_done then reports a failure ("the round was cancelled"), so the caller knows the
+ * collector is free. A window already being written is left to finish. */
+void pt_collector_cancel(void);
 /* Waits until no window is armed, open or being written; false on timeout. */
 bool pt_collector_wait_idle(double timeout_s);
 

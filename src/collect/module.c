@@ -921,6 +921,12 @@ static int hook_arm(void *ctx, int64_t start_step, int32_t steps, const char *ra
     return pt_collector_arm(start_step, steps, raw_trace_path);
 }
 
+static void hook_cancel(void *ctx)
+{
+    (void)ctx;
+    pt_collector_cancel();
+}
+
 static void hook_status(void *ctx, int64_t *steps_done, int64_t *last_step_end_ns, int64_t *mean_step_ns)
 {
     (void)ctx;
@@ -1150,7 +1156,7 @@ static bool hook_collective_failed(void *ctx)
 static void start_agent(bool auto_trigger)
 {
 #ifdef PT_HAVE_AGENT
-    pt_agent_hooks hooks = {NULL, hook_arm, hook_status, hook_snapshot, hook_collective_failed};
+    pt_agent_hooks hooks = {NULL, hook_arm, hook_status, hook_snapshot, hook_collective_failed, hook_cancel};
     pt_error err;
     pt_agent_set_auto_trigger(auto_trigger ? 1 : 0);
     int rc = pt_agent_start(&hooks, &err);
@@ -1162,7 +1168,7 @@ static void start_agent(bool auto_trigger)
     }
 #else
     (void)auto_trigger;
-    (void)hook_arm, (void)hook_status, (void)hook_collective_failed;
+    (void)hook_arm, (void)hook_status, (void)hook_collective_failed, (void)hook_cancel;
 #endif
 }
 

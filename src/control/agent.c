@@ -10,7 +10,10 @@
  * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB). Where the
  * worker is -- every thread's stack and its collectives -- is sent whenever a probe asks,
  * its own stall passes the threshold, or a collective raised (then also on the way out,
- * before BYE, so a process ending on that error leaves its state behind). Every failure (coordinator unreachable, refused, a dropped
+ * before BYE, so a process ending on that error leaves its state behind). A CANCEL drops
+ * the window through the collector and is answered with a SUMMARY of its round without a
+ * profile once the collector is free; an ARM the collector refuses while it is still busy
+ * is retried at each poll until its start step. Every failure (coordinator unreachable, refused, a dropped
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *
@@ -89,8 +92,16 @@ struct pt_agent {
     int64_t handshake_deadline_ns;
     int64_t next_connect_ns, backoff_ns, unreachable_since_ns, last_unreachable_log_ns;
     uint32_t armed_round;
-    bool window_active;
+    bool window_active;          /* armed, and its summary not sent yet */
     int64_t window_end_step;     /* start + steps of the armed window */
+    uint32_t cancelled_round;    /* the armed window's round was cancelled: drop its summary */
+    /* An ARM the collector refused while busy (an earlier window still being dropped or
+     * written): retried every poll until it is armed or its start step comes. */
+    bool arm_pending;
+    uint32_t pending_round;
+    int64_t pending_start_step;
+    int32_t pending_steps;
+    char pending_path[PT_CTL_MAX_PATH];
     pt_step_tracker tracker;
     int64_t steps_done, last_step_end_ns, mean_step_ns, stalled_ns;
     int64_t last_heartbeat_ns, heartbeat_steps;
@@ -150,6 +161,7 @@ static void link_down(pt_agent *a, int64_t now, int64_t backoff_ns, const char *
                     (unsigned)a->cfg.coordinator_port, why);
     pt_conn_close(&a->conn);
     a->link = LINK_DOWN;
+    a->arm_pending = false; /* its round gave this worker up as it lost the link */
     atomic_store(&a->joined, false);
     a->next_connect_ns = now + backoff_ns;
 }
@@ -318,28 +330,86 @@ static int make_dirs(const char *path, char *why, size_t why_cap)
     }
 }
 
-static void handle_arm(pt_agent *a, const pt_ctl_msg *m)
+static void send_armed(pt_agent *a, uint32_t round, int status, const char *text, const char *path)
 {
-    char dir[PT_CTL_MAX_PATH], path[PT_CTL_MAX_PATH] = "", text[512] = "";
-    pt_ctl_copy_str(dir, sizeof dir, m->path);
-    if (dir[0] && make_dirs(dir, text, sizeof text) == 0) {
-        char name[PT_HOST_MAX + 64];
-        pt_worker_file_name(name, sizeof name, a->cfg.host, a->cfg.local_rank, a->cfg.pid, ".ptrace");
-        snprintf(path, sizeof path, "%.3500s/%.500s", dir, name);
-    }
-    int rc = a->hooks.arm_window ? a->hooks.arm_window(a->hooks.ctx, m->start_step, m->steps, path) : -1;
-    if (rc != 0)
-        snprintf(text, sizeof text, "the collector could not arm the window");
-    a->armed_round = m->round;
-    a->window_active = rc == 0;
-    a->window_end_step = m->start_step + m->steps;
     pt_ctl_msg reply;
     pt_ctl_msg_init(&reply, PT_CTL_ARMED);
-    reply.round = m->round;
-    reply.status = rc;
+    reply.round = round;
+    reply.status = status;
     reply.text = pt_ctl_str(text);
     reply.path = pt_ctl_str(path);
     send_or_drop(a, &reply);
+}
+
+/* Arms the pending window. A busy collector (the window of an earlier round still being
+ * dropped or written, which takes up to a step and a write) is asked again at the next
+ * poll while the start step is still ahead; after that the worker says why it has none. */
+static void try_arm(pt_agent *a)
+{
+    int rc = a->hooks.arm_window ? a->hooks.arm_window(a->hooks.ctx, a->pending_start_step, a->pending_steps,
+                                                       a->pending_path) : -1;
+    if (rc != 0 && a->hooks.arm_window && a->steps_done < a->pending_start_step)
+        return; /* still pending */
+    char text[512] = "";
+    if (rc != 0 && a->window_active)
+        snprintf(text, sizeof text, "the collector could not arm the window: it was still busy with the window of "
+                 "round %u when this round's began (step %lld)", a->armed_round, (long long)a->pending_start_step);
+    else if (rc != 0)
+        snprintf(text, sizeof text, "the collector could not arm the window: it was busy with another one (one the "
+                 "training script armed itself, with PerfTracker(wait=..., steps=...) or PERFTRACKER_WAIT/_STEPS), "
+                 "still open or being written when this round's began (step %lld)",
+                 (long long)a->pending_start_step);
+    a->arm_pending = false;
+    if (rc == 0) {
+        a->armed_round = a->pending_round;
+        a->window_active = true;
+        a->window_end_step = a->pending_start_step + a->pending_steps;
+    }
+    send_armed(a, a->pending_round, rc, text, a->pending_path);
+}
+
+static void handle_arm(pt_agent *a, const pt_ctl_msg *m)
+{
+    char dir[PT_CTL_MAX_PATH], text[512] = "";
+    pt_ctl_copy_str(dir, sizeof dir, m->path);
+    a->pending_path[0] = '\0';
+    if (dir[0] && make_dirs(dir, text, sizeof text) == 0) {
+        char name[PT_HOST_MAX + 64];
+        pt_worker_file_name(name, sizeof name, a->cfg.host, a->cfg.local_rank, a->cfg.pid, ".ptrace");
+        snprintf(a->pending_path, sizeof a->pending_path, "%.3500s/%.500s", dir, name);
+    }
+    a->arm_pending = true;
+    a->pending_round = m->round;
+    a->pending_start_step = m->start_step;
+    a->pending_steps = m->steps;
+    try_arm(a);
+}
+
+/* Every CANCEL is answered with a SUMMARY of its round that carries no profile: at once
+ * when no window of that round is in flight here, else once the collector has dropped
+ * it (deliver_finished_window). The coordinator waits for that before it arms again. */
+static void send_cancelled(pt_agent *a, uint32_t round)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
+    m.round = round;
+    m.status = 1;
+    m.text = pt_ctl_str("the round was cancelled");
+    send_or_drop(a, &m);
+}
+
+static void handle_cancel(pt_agent *a, const pt_ctl_msg *m)
+{
+    if (a->arm_pending && a->pending_round == m->round)
+        a->arm_pending = false; /* never armed: nothing to drop */
+    if (!a->window_active || a->armed_round != m->round) {
+        send_cancelled(a, m->round);
+        return;
+    }
+    pt_ctl_logf(&a->cfg.log, "round %u was cancelled: dropping its window", m->round);
+    a->cancelled_round = m->round;
+    if (a->hooks.cancel_window)
+        a->hooks.cancel_window(a->hooks.ctx);
 }
 
 static void handle_challenge(pt_agent *a, const pt_ctl_msg *m, int64_t now)
@@ -404,6 +474,8 @@ static void handle_message(pt_agent *a, const pt_ctl_msg *m, int64_t now)
         return;
     if (m->type == PT_CTL_ARM)
         handle_arm(a, m);
+    else if (m->type == PT_CTL_CANCEL)
+        handle_cancel(a, m);
     else if (m->type == PT_CTL_PROBE)
         send_hang(a, a->stalled_ns);
 }
@@ -435,6 +507,8 @@ static void sample_status(pt_agent *a, int64_t now)
 static void periodic(pt_agent *a, int64_t now)
 {
     sample_status(a, now);
+    if (a->arm_pending && a->link == LINK_READY)
+        try_arm(a);
     if (a->hooks.collective_failed && a->hooks.collective_failed(a->hooks.ctx))
         a->failure_unsent = true;
     if (a->link != LINK_READY)
@@ -478,6 +552,13 @@ static void deliver_finished_window(pt_agent *a)
      * are current when the summary lands. */
     sample_status(a, pt_now_ns());
     send_heartbeat(a, pt_now_ns());
+    a->window_active = false;
+    if (a->cancelled_round && a->cancelled_round == a->armed_round) { /* nobody waits for its profile */
+        send_cancelled(a, a->armed_round);
+        a->cancelled_round = 0;
+        free(w.summary);
+        return;
+    }
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_SUMMARY);
     m.round = a->armed_round;
@@ -487,7 +568,6 @@ static void deliver_finished_window(pt_agent *a)
     m.blob = pt_ctl_blob(w.summary, w.summary ? w.len : 0);
     send_or_drop(a, &m);
     free(w.summary);
-    a->window_active = false;
 }
 
 /* ---------------------------------------------------------------- the thread */

@@ -50,6 +50,12 @@ typedef struct pt_agent_hooks {
     void (*snapshot)(void *ctx, pt_agent_snapshot *out);
     /* Whether a collective raised since the last call (lock-free). May be NULL. */
     bool (*collective_failed)(void *ctx);
+    /* The round that armed the window was cancelled: drop the window (a plan not yet open
+     * at once, an open one at the next step) and report it through pt_agent_window_done
+     * with a failure status, so the agent knows the collector is free. Called from the
+     * agent thread; must not block. May be NULL (the window then runs to its end, and its
+     * summary is dropped). */
+    void (*cancel_window)(void *ctx);
 } pt_agent_hooks;
 
 /* Starts the agent's background thread if the environment describes a distributed job

@@ -16,7 +16,12 @@
  * together may take at most 2 GiB; counters are clamped to the round's world size; the
  * wait for workers to join and the round itself end at limits derived from --timeout.
  * Memory: the decoded summaries, which the diagnosis needs anyway -- at most one per
- * rank. */
+ * rank.
+ *
+ * Interrupted (the caller's flag, set by its signal handler), the CLI sends CANCEL_ROUND,
+ * waits at most 5 s for ROUND_CANCELLED and removes the round folder. Told BUSY (workers
+ * still drop a cancelled round's window), it waits and asks again for at most 2 minutes.
+ * A round in which no worker has anything to diagnose writes no report (round.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "control/client.h"
 #include "control/discover.h"
@@ -28,6 +33,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONNECT_TIMEOUT_MS 3000
@@ -44,14 +50,25 @@ _Static_assert(PT_CTL_MAX_WORLD <= PT_MAX_WORLD_SIZE, "the decoder admits worlds
 
 /* receive()'s answer when the coordinator sent bytes the decoder refuses. */
 #define INVALID_MESSAGE (-2)
+/* receive()'s answer when the user interrupted the CLI. */
+#define INTERRUPTED (-3)
+#define CANCEL_CONFIRM_MS 5000
+#define BUSY_WAIT_MAX_S 120
+
+static bool interrupted(const volatile sig_atomic_t *flag)
+{
+    return flag && *flag;
+}
 
 /* Waits up to timeout_ms for the next message: 1, 0 (timeout), -1 (closed or failed;
  * err), INVALID_MESSAGE (err: the decoder's reason, naming the message, the field and its
- * range). */
-static int receive(pt_conn *c, pt_ctl_msg *m, int timeout_ms, pt_error *err)
+ * range), INTERRUPTED (*stop was set; a signal ends the wait at once). */
+static int receive(pt_conn *c, pt_ctl_msg *m, int timeout_ms, const volatile sig_atomic_t *stop, pt_error *err)
 {
     int64_t deadline = pt_now_ns() + (int64_t)timeout_ms * 1000000;
     for (;;) {
+        if (interrupted(stop))
+            return INTERRUPTED;
         int got = pt_conn_next(c, m, err);
         if (got < 0)
             return INVALID_MESSAGE;
@@ -316,7 +333,7 @@ static const char *invalid_detail(int got, const pt_error *err, char *buf, size_
 static int await_challenge(pt_conn *c, uint8_t server_nonce[PT_CTL_NONCE_BYTES], const char *name, pt_error *err)
 {
     pt_ctl_msg m;
-    int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
+    int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, NULL, err);
     if (got <= 0 || m.type != PT_CTL_CHALLENGE || m.version != PT_CTL_VERSION) {
         char why[280];
         if (got != -1) /* else err says how the connection failed */
@@ -342,7 +359,7 @@ static int authenticate(pt_conn *c, const pt_key *key, const uint8_t server_nonc
     memcpy(client_nonce, auth.nonce, sizeof client_nonce);
     if (send_all(c, &auth, err) != 0)
         return -1;
-    int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, err);
+    int got = receive(c, &m, HANDSHAKE_TIMEOUT_MS, NULL, err);
     if (got > 0 && m.type == PT_CTL_REFUSED) {
         char why[256];
         pt_ctl_copy_str(why, sizeof why, m.text);
@@ -553,16 +570,71 @@ static void add_failure_with_snapshot(pt_round *r, const pt_ctl_msg *m, const ch
     free(stack), free(threads), free(collectives);
 }
 
-static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_request *req,
-                   const pt_trigger_observer *obs, pt_trigger_result *out, pt_error *err)
+/* The user interrupted the CLI: the coordinator cancels the round on every worker and
+ * says how many dropped a window. Whatever else arrives meanwhile is the cancelled
+ * round's, and dropped. -1 always (err: interrupted). */
+static int cancel_round(pt_conn *c, pt_trigger_result *out, pt_error *err)
 {
-    int64_t last_heard = pt_now_ns();
+    out->cancelled = true;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_CANCEL_ROUND);
+    pt_error rerr;
+    int64_t deadline = pt_now_ns() + (int64_t)CANCEL_CONFIRM_MS * 1000000;
+    int got = send_all(c, &m, &rerr) == 0 ? 1 : -1;
+    while (got > 0) {
+        int left = (int)((deadline - pt_now_ns()) / 1000000);
+        got = left > 0 ? receive(c, &m, left, NULL, &rerr) : 0;
+        if (got > 0 && m.type == PT_CTL_ROUND_CANCELLED) {
+            out->cancel_confirmed = true;
+            out->cancelled_round = m.round;
+            out->cancelled_windows = m.progress.armed;
+            break;
+        }
+    }
+    pt_error_set(err, "interrupted");
+    return -1;
+}
+
+/* Workers still finish a cancelled round's window: wait as the coordinator suggests (at
+ * most a second at a time, so the trigger goes out as soon as they are free) and ask
+ * again, for at most BUSY_WAIT_MAX_S. 0 (asked again), -1 (err: gave up), INTERRUPTED. */
+static int wait_until_free(pt_conn *c, const pt_ctl_msg *busy, const pt_ctl_msg *trigger, int64_t *since,
+                           const pt_trigger_request *req, const pt_trigger_observer *obs, pt_error *err)
+{
+    char text[PT_CTL_MAX_TEXT + 1];
+    pt_ctl_copy_str(text, sizeof text, busy->text);
+    int64_t now = pt_now_ns();
+    if (!*since)
+        *since = now;
+    if (now - *since > BUSY_WAIT_MAX_S * SEC_NS) {
+        pt_error_set(err, "%s; waited %d s for them: try again in about %lld s", text, BUSY_WAIT_MAX_S,
+                     (long long)(busy->timeout_ms + 999) / 1000);
+        return -1;
+    }
+    if (obs && obs->busy)
+        obs->busy(obs->ctx, text, busy->timeout_ms);
+    struct timespec nap = {0, 100 * 1000000L};
+    for (int64_t ms = 0; ms < PT_MIN(busy->timeout_ms, 1000); ms += 100) {
+        if (interrupted(req->interrupted))
+            return INTERRUPTED;
+        nanosleep(&nap, NULL);
+    }
+    return send_all(c, trigger, err);
+}
+
+static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_ctl_msg *trigger,
+                   const pt_trigger_request *req, const pt_trigger_observer *obs, pt_trigger_result *out,
+                   pt_error *err)
+{
+    int64_t last_heard = pt_now_ns(), busy_since = 0;
     round_guard g;
     guard_init(&g, req, last_heard);
     for (;;) {
         pt_ctl_msg m;
         pt_error rerr;
-        int got = receive(c, &m, 1000, &rerr);
+        int got = receive(c, &m, 1000, req->interrupted, &rerr);
+        if (got == INTERRUPTED)
+            return cancel_round(c, out, err);
         int64_t now = pt_now_ns();
         bool silent = got == 0 && now - last_heard >= (int64_t)SILENCE_LIMIT_MS * 1000000;
         bool overdue = now >= g.limit_ns;
@@ -597,6 +669,19 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_r
             pt_ctl_copy_str(text, sizeof text, m.text);
             pt_error_set(err, "the coordinator refused the round: %s", text);
             return -1;
+        case PT_CTL_BUSY: {
+            if (*r) {
+                g.ignored++;
+                break;
+            }
+            int rc = wait_until_free(c, &m, trigger, &busy_since, req, obs, err);
+            if (rc == INTERRUPTED)
+                return cancel_round(c, out, err);
+            if (rc != 0)
+                return -1;
+            last_heard = pt_now_ns();
+            break;
+        }
         case PT_CTL_ROUND_STARTED:
             if (*r) {
                 g.ignored++;
@@ -641,6 +726,13 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_trigger_r
             break;
         }
     }
+}
+
+/* Removes what the round left in its folder, and the folder when nothing else is there. */
+static void discard_round(pt_round *r, pt_trigger_result *out)
+{
+    pt_round_discard(r, out->round_dir);
+    out->round_dir_kept = access(out->round_dir, F_OK) == 0;
 }
 
 int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs, pt_trigger_result *out,
@@ -693,12 +785,23 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
     trigger.save_raw = (uint8_t)req->save_raw;
     trigger.timeout_ms = req->timeout_ms;
     trigger.path = pt_ctl_str(req->save_raw == PT_SAVE_RAW_NONE ? "" : raw_dir);
-    if (send_all(&conn, &trigger, err) != 0 || collect(&conn, &r, out->round_dir, req, obs, out, err) != 0) {
-        rmdir(out->round_dir); /* nothing was collected: leave no empty round behind */
+    if (interrupted(req->interrupted)) { /* before anything was asked of the job */
+        out->cancelled = out->cancel_confirmed = true;
+        pt_error_set(err, "interrupted");
+        discard_round(NULL, out);
+        goto done;
+    }
+    if (send_all(&conn, &trigger, err) != 0 ||
+        collect(&conn, &r, out->round_dir, &trigger, req, obs, out, err) != 0) {
+        discard_round(r, out); /* cancelled, or nothing was collected: leave no round folder behind */
         goto done;
     }
     out->summaries = (int32_t)pt_round_summary_count(r);
     out->failed = (int32_t)pt_round_failure_count(r);
+    if (pt_round_nothing_to_diagnose(r, err)) {
+        discard_round(r, out);
+        goto done;
+    }
     if (req->auto_analyze && !(out->report = pt_round_report(r, err)))
         goto done;
     rc = 0;

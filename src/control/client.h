@@ -16,6 +16,8 @@
 #include "control/protocol.h"
 #include "util/json.h"
 
+#include <signal.h>
+
 typedef struct pt_trigger_request {
     int32_t wait;              /* steps before the window (default 5) */
     int32_t steps;             /* steps profiled (default 2) */
@@ -26,6 +28,10 @@ typedef struct pt_trigger_request {
     int64_t timeout_ms;        /* 0: the coordinator derives one from the step time */
     const char *coordinator;   /* "host:port" overriding everything else, or NULL */
     const char *job;           /* --job ID (`perftracker jobs`), or NULL */
+    /* Set (by a signal handler) when the user interrupts: the round is cancelled on every
+     * worker and its folder removed. NULL: never. The handler must not restart system
+     * calls (no SA_RESTART), so a wait ends at once. */
+    volatile sig_atomic_t *interrupted;
 } pt_trigger_request;
 
 /* One worker's outcome as it arrives (kind 0 = a summary). */
@@ -47,6 +53,9 @@ typedef struct pt_trigger_observer {
     void (*started)(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p);
     void (*progress)(void *ctx, const pt_ctl_progress *p);
     void (*worker)(void *ctx, const pt_trigger_worker_event *e);
+    /* Workers still finish an earlier round's window: the CLI waits about wait_ms and asks
+     * again (text: who, and why). */
+    void (*busy)(void *ctx, const char *text, int64_t wait_ms);
 } pt_trigger_observer;
 
 typedef struct pt_trigger_result {
@@ -57,6 +66,13 @@ typedef struct pt_trigger_result {
     int32_t failed;            /* workers without a profile, hangs included */
     int32_t cut_short;         /* summaries of fewer steps than asked */
     bool coordinator_lost;     /* the round ended because the coordinator went away */
+    /* Interrupted (pt_trigger_request.interrupted): the call returned -1 and the round
+     * folder is gone unless round_dir_kept. */
+    bool cancelled;
+    bool cancel_confirmed;     /* the coordinator said it cancelled the round */
+    uint32_t cancelled_round;  /* 0: no round had started */
+    int32_t cancelled_windows; /* workers that dropped a window */
+    bool round_dir_kept;       /* something the CLI did not write is in it (a raw trace) */
     char hint[4096];           /* on failure: lines that explain err ('\n'-separated), or "" */
     char notes[4096];          /* lines on what finding the job ignored and why (a squatted
                                   directory, other users' job files), or ""; the observer's
@@ -65,8 +81,10 @@ typedef struct pt_trigger_result {
 
 /* Runs one round. 0: the round ended and (with auto_analyze) the report is written;
  * -1: err says why (no running job found, cannot reach or authenticate to the
- * coordinator, it refused the round, or the report could not be written), and hint may
- * add what was found instead. */
+ * coordinator, it refused the round, the user interrupted it (cancelled), no worker had
+ * anything to diagnose, or the report could not be written), and hint may add what was
+ * found instead. While workers still finish a cancelled round's window the trigger waits
+ * for them (observer busy), at most BUSY_WAIT_MAX_S. */
 int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs, pt_trigger_result *out,
                    pt_error *err);
 

@@ -34,7 +34,11 @@
  * snapshot in the report: a hang is judged from every rank's stacks and collectives at
  * one moment. A triggered round PROBEs everyone as soon as one worker is hung. Each
  * worker's last snapshot is kept (all together within SNAPSHOT_BUDGET) and goes with its
- * outcome while it is current. */
+ * outcome while it is current. A round that ends before its windows do -- its CLI asked
+ * (CANCEL_ROUND, Ctrl-C), went away, or the deadline passed -- CANCELs every worker still
+ * armed; such a worker drains until the SUMMARY that answers the CANCEL says its collector
+ * is free, and a TRIGGER meanwhile hears BUSY (who, for about how long) instead of a round
+ * in which every ARM is refused. */
 #define _GNU_SOURCE
 #include "control/coordinator.h"
 #include "control/round.h"
@@ -108,6 +112,13 @@ typedef struct worker {
     int64_t steps_done, mean_step_ns, stalled_ns;
     int64_t steps_heard_ns; /* when steps_done was reported */
     snapshot snap;         /* its last HANG: where it was */
+    /* A round ended before its window did (cancelled): its collector may still hold that
+     * window, and an ARM now would find it busy. Draining until a SUMMARY of that round
+     * (the agent answers every CANCEL with one) says it is free, it goes away, or
+     * drain_until_ns passes. */
+    uint32_t draining_round;
+    int64_t cancelled_ns, drain_until_ns;
+    int64_t drain_end_step;  /* its window ends by this step (its next one, once cancelled) */
 } worker;
 
 enum rw_state { RW_PENDING, RW_ARMED, RW_DONE, RW_FAILED, RW_HUNG };
@@ -689,11 +700,47 @@ static void end_gathering(pt_coordinator *c, round *r, int64_t now)
     begin_profiling(c, r, r->wait, r->steps, r->save_raw, r->raw_dir, r->timeout_ns, now);
 }
 
+#define DRAIN_BOUND_NS (30 * SEC) /* plus its steps: how long a cancelled window may keep a worker */
+
+/* The round ends before its windows do (cancelled by the user, its CLI gone, or past its
+ * deadline): every worker still armed is told to drop its window, and drains (see
+ * worker.draining_round) meanwhile. Returns how many were told. */
+static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
+{
+    if (r->kind == ROUND_HANG_REPORT)
+        return 0; /* it armed nothing */
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_CANCEL);
+    m.round = r->id;
+    int32_t told = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++) {
+        worker *w = &c->workers[i];
+        const round_worker *rw = &r->w[i];
+        if (!rw->arm_sent || (rw->state != RW_ARMED && rw->state != RW_HUNG) || !w->peer)
+            continue;
+        send_to(c, w->peer, &m, now);
+        told++;
+        if (rw->state == RW_HUNG || w->stalled_ns > 0)
+            continue; /* stuck: its window ends when it moves again, and a new round finds the hang */
+        w->draining_round = r->id;
+        w->cancelled_ns = now;
+        w->drain_end_step = PT_MIN(w->steps_done + 1, PT_CTL_MAX_STEP);
+        /* In double: steps and step times are each bounded, their product is not. */
+        double left = (double)PT_MAX(r->start_step + r->steps - w->steps_done, 1) + 1;
+        double bound = (double)DRAIN_BOUND_NS + left * (double)PT_MAX(w->mean_step_ns, 0);
+        w->drain_until_ns = now + (int64_t)PT_MIN(bound, (double)PT_CTL_MAX_DURATION_NS);
+    }
+    return told;
+}
+
 /* Settles whoever is left and hands the round over (relay or local report). */
 static void finish_round(pt_coordinator *c, int64_t now)
 {
     round *r = c->round;
     int32_t hung = 0;
+    int32_t cancelled = cancel_windows(c, r, now); /* whoever is still armed will not be waited for */
+    if (cancelled)
+        pt_ctl_logf(&c->cfg.log, "round %u: told %d workers still in the window to drop it", r->id, cancelled);
     for (int32_t i = 0; i < c->cfg.world_size; i++)
         hung += r->w[i].state == RW_HUNG;
     for (int32_t i = 0; i < c->cfg.world_size; i++) {
@@ -733,6 +780,9 @@ static void finish_round(pt_coordinator *c, int64_t now)
     if (r->local) {
         pt_error err;
         pt_json *report = pt_round_report(r->local, &err);
+        bool discarded = !report && pt_round_nothing_to_diagnose(r->local, NULL);
+        if (discarded) /* no report: leave no empty round folder either */
+            pt_round_discard(r->local, pt_round_dir(r->local));
         if (report)
             pt_ctl_logf(&c->cfg.log, "automatic round %u: report in %s/PerfDisplay/ (verdict: %s)", r->id,
                         pt_round_dir(r->local),
@@ -741,7 +791,8 @@ static void finish_round(pt_coordinator *c, int64_t now)
             pt_ctl_logf(&c->cfg.log, "automatic round %u: no report: %s", r->id, err.message);
         pt_json_free(report);
         pthread_mutex_lock(&c->stats_lock);
-        snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
+        if (!discarded)
+            snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
         c->stats.auto_rounds++;
         pthread_mutex_unlock(&c->stats_lock);
     }
@@ -757,7 +808,10 @@ static void check_round(pt_coordinator *c, int64_t now)
     round *r = c->round;
     if (!r)
         return;
-    if (r->abandoned) {
+    if (r->abandoned) { /* its CLI went away without a word (killed): cancel it as if it had asked */
+        int32_t told = cancel_windows(c, r, now);
+        pt_ctl_logf(&c->cfg.log, "round %u cancelled: its CLI went away; told %d workers to drop their windows",
+                    r->id, told);
         c->round = NULL;
         free_round(r);
         return;
@@ -990,6 +1044,8 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         }
         break;
     case PT_CTL_SUMMARY:
+        if (w->draining_round && m->round == w->draining_round)
+            w->draining_round = 0; /* the cancelled window is gone: its collector is free */
         if (!for_this_round(c, m->round, rank) || c->round->kind == ROUND_HANG_REPORT)
             break;
         if (m->status != 0 || m->blob.len == 0) {
@@ -1038,11 +1094,76 @@ static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t no
     send_to(c, p, &m, now);
 }
 
+/* The user interrupted the CLI (Ctrl-C): its round ends now, on every worker, and the CLI
+ * hears how many workers dropped a window. A CLI without a round hears the same with
+ * round 0 (the round had not started, or ended as it asked). */
+static void cancel_for_cli(pt_coordinator *c, peer *p, int64_t now)
+{
+    round *r = c->round && c->round->control == p ? c->round : NULL;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_ROUND_CANCELLED);
+    m.progress = progress_of(c);
+    if (r) {
+        m.round = r->id;
+        m.progress.armed = cancel_windows(c, r, now);
+        pt_ctl_logf(&c->cfg.log, "round %u cancelled by its CLI; told %d workers to drop their windows", r->id,
+                    m.progress.armed);
+        c->round = NULL;
+        free_round(r);
+    } else {
+        m.progress.armed = 0;
+    }
+    send_to(c, p, &m, now);
+}
+
+/* Workers still finishing a cancelled round's window would refuse an ARM: a trigger now
+ * hears BUSY, with who and for about how long, instead of a round of refusals. */
+static bool reply_busy(pt_coordinator *c, peer *p, int64_t now)
+{
+    int32_t draining = 0, first = -1;
+    uint32_t round_id = 0;
+    int64_t wait_ns = 0, since_ns = 0;
+    for (int32_t i = 0; i < c->cfg.world_size; i++) {
+        worker *w = &c->workers[i];
+        if (!w->draining_round)
+            continue;
+        if (!w->peer || now >= w->drain_until_ns) {
+            w->draining_round = 0; /* gone, or past any window's end: believe it free */
+            continue;
+        }
+        if (first < 0)
+            first = i, round_id = w->draining_round, since_ns = now - w->cancelled_ns;
+        draining++;
+        double steps = (double)PT_MAX(w->drain_end_step - w->steps_done, 1);
+        int64_t estimate = (int64_t)PT_MIN(steps * (double)PT_MAX(w->mean_step_ns, 0), (double)DRAIN_BOUND_NS) + SEC;
+        wait_ns = PT_MAX(wait_ns, PT_MIN(estimate, w->drain_until_ns - now));
+    }
+    if (!draining)
+        return false;
+    char text[320];
+    snprintf(text, sizeof text, "%d worker%s (rank %d%s) still finish%s the window of round %u, cancelled %.0f s "
+             "ago, and would refuse a new one: it ends at %s next step, about %.0f s from now", (int)draining,
+             draining == 1 ? "" : "s", (int)first, draining > 1 ? " and others" : "", draining == 1 ? "es" : "",
+             round_id, (double)since_ns / 1e9, draining == 1 ? "its" : "their", (double)wait_ns / 1e9);
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_BUSY);
+    m.text = pt_ctl_str(text);
+    m.timeout_ms = PT_MAX(wait_ns / MS, 1);
+    send_to(c, p, &m, now);
+    return true;
+}
+
 static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
+    if (m->type == PT_CTL_CANCEL_ROUND) {
+        cancel_for_cli(c, p, now);
+        return;
+    }
     if (m->type != PT_CTL_TRIGGER)
         return;
     char text[256];
+    if (!c->round && reply_busy(c, p, now))
+        return;
     if (c->round) {
         snprintf(text, sizeof text, "round %u is still running (started %.0f s ago); try again when it ends",
                  c->round->id, (double)(now - c->round->started_ns) / 1e9);
@@ -1122,6 +1243,7 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     if (p->kind == PEER_AGENT && p->rank >= 0 && c->workers[p->rank].peer == p) {
         int32_t rank = p->rank;
         c->workers[rank].peer = NULL;
+        c->workers[rank].draining_round = 0; /* it gets a new collector, or none */
         round *r = c->round;
         if (r && !terminal(&r->w[rank]) && r->w[rank].arm_sent) {
             bool exited = c->workers[rank].exited;

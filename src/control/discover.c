@@ -10,7 +10,10 @@
  * further than its own directory). When no job
  * is found, /proc says why: a process whose environment has RANK and MASTER_PORT is a
  * worker of a distributed job; the collector's extension in its memory map says whether
- * perftracker runs in it. Cost: a few directory reads, and for the explanation one pass over
+ * perftracker runs in it. A process without it that started moments ago and has not yet
+ * joined its job's rendezvous (no socket of its on MASTER_PORT, which init_process_group()
+ * opens) is still starting -- importing torch takes seconds, and PerfTracker() comes after
+ * -- so it is told to try again, not that its script does without the collector. Cost: a few directory reads, and for the explanation one pass over
  * /proc reading the environ of the processes this user may read (milliseconds); this runs
  * in the CLI only. */
 #define _GNU_SOURCE
@@ -268,6 +271,80 @@ static const char *environ_value(const char *env, size_t len, const char *name)
     return NULL;
 }
 
+/* Long enough for a loaded machine to import torch; a job that trains without the
+ * collector has joined its rendezvous by then, and is named at once anyway. */
+#define STARTING_GRACE_S 120
+#define SOCKETS_MAX 64
+
+static int64_t process_age_s(int64_t pid)
+{
+    uint64_t start = pt_process_start_ticks(pid);
+    long hz = sysconf(_SC_CLK_TCK);
+    char text[64] = "";
+    int fd = open("/proc/uptime", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    double up = strtod(text, NULL);
+    if (!start || hz <= 0 || up <= 0)
+        return -1;
+    double age = up - (double)start / (double)hz;
+    return age < 0 ? 0 : (int64_t)age;
+}
+
+/* The inodes of the TCP sockets in pid's network namespace whose local or remote port is
+ * port (lines of /proc/PID/net/tcp and tcp6: "sl: local:port remote:port st ... inode"). */
+static size_t sockets_on_port(int64_t pid, int32_t port, unsigned long *inodes, size_t cap)
+{
+    size_t count = 0;
+    const char *tables[] = {"net/tcp", "net/tcp6"};
+    for (size_t t = 0; t < PT_ARRAY_LEN(tables); t++) {
+        size_t len;
+        char *text = read_proc(pid, tables[t], 4u << 20, &len);
+        for (char *line = text ? strchr(text, '\n') : NULL; line && count < cap; line = strchr(line + 1, '\n')) {
+            unsigned local = 0, remote = 0;
+            unsigned long inode = 0;
+            if (sscanf(line + 1, "%*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x %*x %*s %*s %*s %*u %*d %lu", &local, &remote,
+                       &inode) == 3 && inode && ((int32_t)local == port || (int32_t)remote == port))
+                inodes[count++] = inode;
+        }
+        free(text);
+    }
+    return count;
+}
+
+/* Whether pid holds a TCP socket on port: listening there (rank 0's store) or connected. */
+static bool holds_socket_on_port(int64_t pid, int32_t port)
+{
+    unsigned long inodes[SOCKETS_MAX];
+    size_t n = port > 0 ? sockets_on_port(pid, port, inodes, SOCKETS_MAX) : 0;
+    if (n == 0)
+        return false;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%lld/fd", (long long)pid);
+    DIR *fds = opendir(path);
+    if (!fds)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(fds)) != NULL) {
+        char link[96], target[64];
+        snprintf(link, sizeof link, "%s/%.20s", path, de->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        unsigned long inode;
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) == 1)
+            for (size_t i = 0; i < n && !found; i++)
+                found = inodes[i] == inode;
+    }
+    closedir(fds);
+    return found;
+}
+
 /* Fills p from a process's environment; false when it is not a worker of a job. */
 static bool read_worker(int64_t pid, pt_job_process *p)
 {
@@ -295,6 +372,9 @@ static bool read_worker(int64_t pid, pt_job_process *p)
     char *maps = read_proc(pid, "maps", 64u << 20, &len);
     p->has_collector = maps && strstr(maps, "/_perftracker") != NULL;
     free(maps);
+    p->age_s = process_age_s(pid);
+    p->starting = !p->has_collector && p->age_s >= 0 && p->age_s < STARTING_GRACE_S &&
+                  !holds_socket_on_port(pid, p->master_port);
     pt_process_command(pid, p->command, sizeof p->command);
     return true;
 }
@@ -376,7 +456,11 @@ static void explain_process(const pt_job_process *p, const pt_job_list *l, pt_bu
 {
     pt_buf_printf(out, "pid %lld (%s) is rank %d of a job with MASTER_PORT %d ", (long long)p->pid,
                   p->command[0] ? p->command : "?", (int)p->rank, (int)p->master_port);
-    if (!p->has_collector) {
+    if (p->starting) {
+        pt_buf_printf(out, "that is still starting (it started %lld s ago and has not joined its job's rendezvous "
+                           "yet) and has not loaded the perftracker collector yet: a job registers once its training "
+                           "script constructs PerfTracker(); try again in a few seconds\n", (long long)p->age_s);
+    } else if (!p->has_collector) {
         char hint[PT_RUNTIME_PATH_MAX];
         collector_path_hint(hint, sizeof hint);
         pt_buf_printf(out, "that runs without the perftracker collector: its training script did not load it. Is "

@@ -44,6 +44,9 @@ typedef struct pt_job_process {
     int32_t rank;
     int32_t master_port;        /* -1 when unset */
     bool has_collector;         /* perftracker's extension is loaded in it */
+    bool starting;              /* without it, but young and not yet in its job's rendezvous
+                                   (no socket on MASTER_PORT): it may still load it */
+    int64_t age_s;              /* since it started; -1 when unknown */
     bool agent_disabled;        /* PERFTRACKER_AGENT=0 in its environment */
     bool registered;            /* a running job file is its rank 0's */
     uint32_t uid;               /* who runs it */

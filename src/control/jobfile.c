@@ -230,7 +230,7 @@ static void single_line(char *s)
 
 /* Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat); 0 when
  * unknown. The command name (field 2) may hold spaces and parentheses: skip to the last ')'. */
-static uint64_t process_start_ticks(int64_t pid)
+uint64_t pt_process_start_ticks(int64_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
@@ -285,7 +285,7 @@ void pt_job_record_for_self(pt_job_record *r, const pt_job_env *env)
     memset(r, 0, sizeof *r);
     r->uid = (uint32_t)geteuid();
     r->pid = (int64_t)getpid();
-    r->start_ticks = process_start_ticks(r->pid);
+    r->start_ticks = pt_process_start_ticks(r->pid);
     r->started = (int64_t)time(NULL);
     r->world_size = env->world_size;
     snprintf(r->master_addr, sizeof r->master_addr, "%s", env->master_addr);
@@ -511,7 +511,7 @@ bool pt_job_record_alive(const pt_job_record *r)
 {
     if (r->pid <= 0)
         return false;
-    uint64_t ticks = process_start_ticks(r->pid);
+    uint64_t ticks = pt_process_start_ticks(r->pid);
     if (ticks)
         return r->start_ticks == 0 || ticks == r->start_ticks;
     char proc[64];

@@ -112,5 +112,7 @@ bool pt_job_record_alive(const pt_job_record *r);
 /* Reads one line of /proc/PID/cmdline into dst, arguments joined by spaces and control
  * characters replaced, for people to recognise a process. "" when unreadable. */
 void pt_process_command(int64_t pid, char *dst, size_t cap);
+/* When pid started, in clock ticks after boot (/proc/PID/stat's field 22); 0 when unknown. */
+uint64_t pt_process_start_ticks(int64_t pid);
 
 #endif

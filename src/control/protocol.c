@@ -85,6 +85,7 @@ static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEV
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),
                                              SNAPSHOT_FIELDS, DURATION(mean_step_ns)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
+static const field busy_fields[] = {BYTES(text, PT_CTL_MAX_TEXT), I64(timeout_ms, 0, PT_CTL_MAX_TIMEOUT_MS)};
 
 typedef struct schema {
     pt_ctl_type type;
@@ -110,13 +111,17 @@ static const schema schemas[] = {
     {PT_CTL_BYE, "bye", NULL, 0, false, false},
     SCHEMA(PT_CTL_ARM, "arm", arm_fields),
     SCHEMA(PT_CTL_PROBE, "probe", round_fields),
+    SCHEMA(PT_CTL_CANCEL, "cancel", round_fields),
     SCHEMA(PT_CTL_TRIGGER, "trigger", trigger_fields),
+    {PT_CTL_CANCEL_ROUND, "cancel-round", NULL, 0, false, false},
     SCHEMA_WP(PT_CTL_ROUND_STARTED, "round-started", started_fields, false, true),
     SCHEMA_WP(PT_CTL_PROGRESS, "progress", progress_fields, false, true),
     SCHEMA_WP(PT_CTL_WORKER_SUMMARY, "worker-summary", worker_summary_fields, true, false),
     SCHEMA_WP(PT_CTL_WORKER_FAILED, "worker-failed", worker_failed_fields, true, false),
     SCHEMA_WP(PT_CTL_ROUND_DONE, "round-done", done_fields, false, true),
     SCHEMA(PT_CTL_ERROR, "error", text_fields),
+    SCHEMA_WP(PT_CTL_ROUND_CANCELLED, "round-cancelled", done_fields, false, true),
+    SCHEMA(PT_CTL_BUSY, "busy", busy_fields),
 };
 
 static const schema *find_schema(int type)

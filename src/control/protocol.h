@@ -59,8 +59,11 @@ typedef enum pt_ctl_type {
     /* coordinator -> agent */
     PT_CTL_ARM = 20,        /* round, start_step, steps, path (raw trace dir, "" = private) */
     PT_CTL_PROBE = 21,      /* round: answer with HANG now (status, stacks, collectives) */
+    PT_CTL_CANCEL = 22,     /* round: the round was cancelled; drop its window (its SUMMARY, or
+                               a failed one, still says when the collector is free again) */
     /* control (CLI) -> coordinator */
     PT_CTL_TRIGGER = 30,    /* wait, steps, save_raw, timeout_ms, path (raw trace dir) */
+    PT_CTL_CANCEL_ROUND = 31, /* the user interrupted the CLI: cancel its round on every worker */
     /* coordinator -> control */
     PT_CTL_ROUND_STARTED = 40, /* round, start_step, steps, progress */
     PT_CTL_PROGRESS = 41,      /* progress */
@@ -68,7 +71,10 @@ typedef enum pt_ctl_type {
     PT_CTL_WORKER_FAILED = 43,  /* worker, kind (pt_ctl_failure), steps_done, stalled_ns, text, stack,
                                    since_step_ns, threads, collectives, mean_step_ns (its last HANG's) */
     PT_CTL_ROUND_DONE = 44,     /* round, progress */
-    PT_CTL_ERROR = 45           /* text */
+    PT_CTL_ERROR = 45,          /* text */
+    PT_CTL_ROUND_CANCELLED = 46, /* round, progress (as it stood: `armed` workers dropped a window) */
+    PT_CTL_BUSY = 47            /* text, timeout_ms: workers still finish an earlier round's
+                                   window; TRIGGER again in about timeout_ms */
 } pt_ctl_type;
 
 typedef enum pt_ctl_role { PT_CTL_ROLE_AGENT = 1, PT_CTL_ROLE_CONTROL = 2 } pt_ctl_role;

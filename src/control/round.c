@@ -32,6 +32,8 @@ typedef struct outcome {
     char *name;              /* the worker's file name, as the report names workers */
     pt_worker_summary *summary; /* decoded, or a hang's minimal one; NULL for a failure */
     char *raw_trace_path;
+    char *failure;           /* "kind: text" of a failure, for saying why nothing was profiled */
+    int kind;                /* pt_ctl_failure, 0 for a summary */
 } outcome;
 
 struct pt_round {
@@ -266,6 +268,7 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
                           const char *text, const pt_round_snapshot *snap)
 {
     outcome *o = add_outcome(r, w);
+    o->kind = kind;
     r->failures++;
     if (kind == PT_FAIL_HANG || kind == PT_FAIL_NOT_PROFILED) {
         o->summary = snapshot_summary(o, w, steps_done, snap);
@@ -290,6 +293,9 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
         snprintf(where, sizeof where, " (at step %lld)", (long long)steps_done);
     pt_round_add_warning(r, "rank %d (%s): %s%s%s%s", w->rank, o->name, pt_ctl_failure_name(kind), where,
                          text && *text ? ": " : "", text ? text : "");
+    pt_buf failure = PT_BUF_INIT;
+    pt_buf_printf(&failure, "%s%s%s", pt_ctl_failure_name(kind), text && *text ? ": " : "", text ? text : "");
+    o->failure = pt_buf_take(&failure);
     /* It died or left right after its collectives said where it was (one failed): that
      * state is evidence too. */
     if (snap && snap->collectives && *snap->collectives) {
@@ -342,8 +348,112 @@ static void add_raw_trace_paths(const pt_round *r, pt_json *report)
     }
 }
 
+/* A worker that died, hung, left or was never heard from is a finding about the job even
+ * when nobody was profiled; a collector that refused or failed its window is not. */
+static bool lost(int kind)
+{
+    return kind == PT_FAIL_NEVER_CONNECTED || kind == PT_FAIL_DIED || kind == PT_FAIL_EXITED || kind == PT_FAIL_HANG ||
+           kind == PT_FAIL_UNRESPONSIVE || kind == PT_FAIL_COORDINATOR_LOST;
+}
+
+static void explain_unprofiled(const pt_round *r, pt_buf *out);
+
+bool pt_round_nothing_to_diagnose(const pt_round *r, pt_error *why)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->outcomes[i].summary || lost(r->outcomes[i].kind))
+            return false;
+    if (r->world_size > 0 && r->count < (size_t)r->world_size)
+        return false; /* an unheard rank is missing: lost */
+    if (why) {
+        pt_buf text = PT_BUF_INIT;
+        explain_unprofiled(r, &text);
+        pt_error_set(why, "the round failed: no worker was profiled, so there is no report (it would diagnose "
+                     "nothing): %s", text.len ? pt_buf_cstr(&text) : "no worker answered");
+        pt_buf_free(&text);
+    }
+    return true;
+}
+
+#define REASONS_LISTED 3
+#define RANKS_LISTED 8
+
+/* "4 of 4 workers: collector error: the collector could not arm ... (ranks 0, 1, 2, 3)":
+ * the failures grouped by what they say, the most common first. */
+static int compare_ranks(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void explain_unprofiled(const pt_round *r, pt_buf *out)
+{
+    bool *told = pt_xcalloc(r->count ? r->count : 1, sizeof *told);
+    for (int listed = 0; listed < REASONS_LISTED; listed++) {
+        size_t best = r->count, best_n = 0;
+        for (size_t i = 0; i < r->count; i++) {
+            if (told[i] || !r->outcomes[i].failure)
+                continue;
+            size_t n = 0;
+            for (size_t k = i; k < r->count; k++)
+                n += !told[k] && r->outcomes[k].failure && strcmp(r->outcomes[k].failure, r->outcomes[i].failure) == 0;
+            if (n > best_n)
+                best = i, best_n = n;
+        }
+        if (best == r->count)
+            break;
+        pt_buf_printf(out, "%s%zu of %d workers: %s (rank%s", listed ? "; " : "", best_n, (int)r->world_size,
+                      r->outcomes[best].failure, best_n == 1 ? "" : "s");
+        int32_t *ranks = pt_xmalloc(best_n * sizeof *ranks);
+        size_t n = 0;
+        for (size_t k = best; k < r->count; k++) {
+            if (told[k] || !r->outcomes[k].failure || strcmp(r->outcomes[k].failure, r->outcomes[best].failure) != 0)
+                continue;
+            ranks[n++] = r->outcomes[k].rank;
+            told[k] = true;
+        }
+        qsort(ranks, n, sizeof *ranks, compare_ranks);
+        for (size_t k = 0; k < n && k < RANKS_LISTED; k++)
+            pt_buf_printf(out, "%s %d", k ? "," : "", (int)ranks[k]);
+        pt_buf_puts(out, n > RANKS_LISTED ? ", ...)" : ")");
+        free(ranks);
+    }
+    size_t missing = 0;
+    for (size_t i = 0; i < r->count; i++)
+        missing += !told[i] && r->outcomes[i].failure;
+    if (missing)
+        pt_buf_printf(out, "; %zu more workers for other reasons (the log above names each)", missing);
+    free(told);
+}
+
+void pt_round_discard(pt_round *r, const char *round_dir)
+{
+    pt_out_dir dir = PT_OUT_DIR_INIT, summaries = PT_OUT_DIR_INIT;
+    pt_error err;
+    if (r && pt_out_dir_open(&dir, round_dir, false, &err) == 0 &&
+        pt_out_dir_sub(&summaries, &dir, "summaries", false, &err) == 0) {
+        for (size_t i = 0; i < r->count; i++) {
+            const char *name = r->outcomes[i].name;
+            size_t stem = strlen(name) - (pt_ends_with(name, ".ptrace") ? strlen(".ptrace") : 0);
+            char file[PT_HOST_MAX + 80];
+            snprintf(file, sizeof file, "%.*s.ptsum", (int)PT_MIN(stem, (size_t)PT_HOST_MAX + 64), name);
+            pt_out_dir_remove(&summaries, file);
+        }
+        pt_out_dir_close(&summaries);
+    }
+    pt_out_dir_close(&dir);
+    char sub[PT_CTL_MAX_PATH + 32];
+    snprintf(sub, sizeof sub, "%s/summaries", round_dir);
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/raw_trace", round_dir);
+    rmdir(sub); /* only when empty: a raw trace a worker wrote is its own */
+    rmdir(round_dir);
+}
+
 pt_json *pt_round_report(pt_round *r, pt_error *err)
 {
+    if (pt_round_nothing_to_diagnose(r, err)) /* a diagnosis of nothing would only mislead */
+        return NULL;
     pt_worker_summary **workers = pt_xmalloc((r->count ? r->count : 1) * sizeof *workers);
     int32_t *failed_ranks = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_ranks);
     const char **failed_names = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_names);
@@ -386,6 +496,7 @@ void pt_round_free(pt_round *r)
     for (size_t i = 0; i < r->count; i++) {
         outcome *o = &r->outcomes[i];
         pt_summary_free(o->summary);
+        free(o->failure);
         free(o->name);
         free(o->raw_trace_path);
     }

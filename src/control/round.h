@@ -73,7 +73,19 @@ size_t pt_round_summary_count(const pt_round *r);
 size_t pt_round_failure_count(const pt_round *r); /* hangs included */
 const char *pt_round_dir(const pt_round *r);
 
-/* Diagnoses and writes the report. Returns the report (caller frees) or NULL with err. */
+/* True when no worker has a profile or a snapshot of where it was, and none was lost (died,
+ * hung, exited, never heard from): every collector refused or failed its window, so the
+ * round says nothing about the job. why (may be NULL) then says so, with the failures
+ * grouped by what they say ("4 of 4 workers: collector error: ... (ranks 0, 1, 2, 3)"). */
+bool pt_round_nothing_to_diagnose(const pt_round *r, pt_error *why);
+/* The round was cancelled: removes the summaries it stored and, when nothing else is left
+ * in them, round_dir/summaries, round_dir/raw_trace and round_dir itself. r may be NULL
+ * (nothing was collected). */
+void pt_round_discard(pt_round *r, const char *round_dir);
+
+/* Diagnoses and writes the report. Returns the report (caller frees) or NULL with err --
+ * also when pt_round_nothing_to_diagnose: err then says why each worker has nothing (a
+ * diagnosis of no profile would read as a degraded job), and nothing is written. */
 pt_json *pt_round_report(pt_round *r, pt_error *err);
 void pt_round_free(pt_round *r);
 

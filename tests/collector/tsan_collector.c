@@ -4,7 +4,9 @@
  * GPU-callback thread adding records and interning names while windows are open, the
  * hardware sampler, and the writer thread writing, summarizing (by spawning the CLI given
  * as argv[1]) and reporting. Two windows are profiled; both traces must read back with
- * the expected steps and events and both summaries must be reported.
+ * the expected steps and events and both summaries must be reported. Then the agent
+ * cancels two more (its round was cancelled), one while it waits for its start step and
+ * one while it is open: neither is written, and each is reported as a failure.
  *   usage: tsan_collector PERFTRACKER_CLI */
 #define _GNU_SOURCE
 #include "collect/collector.h"
@@ -17,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STEPS 60
+#define STEPS 90
 #define WINDOW_STEPS 3
+#define LONG_WINDOW_STEPS 10 /* open long enough for the agent to cancel it while it is */
 
 static pthread_mutex_t gil = PTHREAD_MUTEX_INITIALIZER;
 static pt_window *open_window;               /* under gil */
@@ -92,6 +95,7 @@ static void *agent(void *arg)
 {
     (void)arg;
     int armed = 0;
+    int64_t long_start = 0;
     int64_t steps = 0, last = 0, mean = 0, previous_steps = -1;
     while (!atomic_load(&finished)) {
         pt_collector_status(&steps, &last, &mean);
@@ -104,6 +108,16 @@ static void *agent(void *arg)
             armed = 1;
         else if (armed == 1 && steps >= 30 && pt_collector_arm(steps + 2, WINDOW_STEPS, raw_dir) == 0)
             armed = 2;
+        else if (armed == 2 && steps >= 45 && pt_collector_arm(steps + 5, WINDOW_STEPS, raw_dir) == 0) {
+            pt_collector_cancel(); /* before its start step */
+            armed = 3;
+        } else if (armed == 3 && steps >= 60 && pt_collector_arm(steps + 1, LONG_WINDOW_STEPS, raw_dir) == 0) {
+            long_start = steps + 1;
+            armed = 4;
+        } else if (armed == 4 && steps >= long_start + 2) {
+            pt_collector_cancel(); /* open */
+            armed = 5;
+        }
         nap_us(200);
     }
     return NULL;
@@ -188,7 +202,7 @@ int main(int argc, char **argv)
         }
         pthread_mutex_unlock(&gil);
         nap_us(2000);
-        if (s == 20 || s == STEPS - 1)
+        if (s == 20 || s == 40 || s == STEPS - 1)
             pt_collector_wait_idle(30); /* let a window finish before the next is armed */
     }
     atomic_store(&finished, true);
@@ -213,8 +227,9 @@ int main(int argc, char **argv)
     CHECK(stats.windows_done == 2, "windows_done %lld (failed %lld: %s)", (long long)stats.windows_done,
           (long long)stats.windows_failed, stats.last_error);
     CHECK(stats.windows_failed == 0, "windows_failed %lld: %s", (long long)stats.windows_failed, stats.last_error);
-    CHECK(atomic_load(&summaries_reported) == 2, "summaries reported: %d (failures %d)",
-          atomic_load(&summaries_reported), atomic_load(&summary_failures));
+    CHECK(atomic_load(&summaries_reported) == 2 && atomic_load(&summary_failures) == 2,
+          "summaries reported: %d, failures %d (want 2 and the 2 cancelled windows)", atomic_load(&summaries_reported),
+          atomic_load(&summary_failures));
     tally t = {0};
     pt_trace_sink sink = {&t, count, NULL};
     pt_trace_meta meta;

@@ -22,9 +22,11 @@ read from the collector when one is loaded (the test's probe, not part of the jo
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from launch_ranks import launch_ranks  # noqa: E402 (scripts/)
 
 MODES = ("seed", "accumulation", "two-optimizers", "eval", "no-step", "explicit")
 MICRO_BATCHES = 4
@@ -43,15 +45,10 @@ def parse_args():
 
 
 def launch(args):
-    env = dict(os.environ)
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", "29500")
+    """Starts args.launch ranks of this script (scripts/launch_ranks.py: they end with it)."""
     argv = [sys.executable, os.path.abspath(__file__), "--mode", args.mode, "--iters", str(args.iters),
             "--sleep-scale", str(args.sleep_scale), "--size", str(args.size), "--hang-at", str(args.hang_at)]
-    procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.launch),
-                                             LOCAL_WORLD_SIZE=str(args.launch)))
-             for r in range(args.launch)]
-    return max(abs(p.wait()) for p in procs)
+    return launch_ranks(argv, args.launch, "run_job")
 
 
 def probe(iterations):

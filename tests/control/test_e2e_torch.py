@@ -4,7 +4,8 @@ matmul, time.sleep(rank)) on 4 real ranks with the collector, and the CLI trigge
 another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
-                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1]
+                      [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1|
+                       ctrl-c|nothing-armed|starting|launcher-killed]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -28,6 +29,22 @@ environment, in no log and in no file the job or the CLI wrote.
 window-fails: the same job, rank 3's collector unable to summarize its window (its
 summarizer binary is missing): the round names rank 3 with the real cause, not the
 "out of memory copying the summary" every failed window used to be reported as.
+ctrl-c: SIGINT to `--trigger-on --auto-analyze --wait 3 --steps 2` once every rank armed
+its round's window (rank 3's steps take over 3 s, so the window is seconds away): the CLI must say
+the round was cancelled on every worker (4 windows dropped), exit 130 and leave no round
+folder; a trigger right after it must profile all 4 ranks (it waits while a cancelled
+window still drains, instead of every rank failing "could not arm the window").
+nothing-armed: every rank's collector is busy with a window its own script armed
+(PERFTRACKER_WAIT=1000000), so no rank can arm the round's: the CLI must say the round
+failed and why (each rank's collector refused the window), exit 1, and write no report
+(it used to diagnose the job from nothing: "degraded", "every input failed to read").
+starting: `perftracker jobs` on a 4-rank job that is still starting (its ranks import
+torch and wait at a gate before they import perftracker, as a slow import would): it must
+say rank 0 is still starting and to try again, not that it runs without the collector;
+once the gate opens the job registers and is listed.
+launcher-killed: the README's job (demo-job.py --launch 4) stopped by killing its launcher's
+pid, once with SIGTERM (`kill PID`) and once with SIGKILL: its 4 ranks must end with it
+(they used to keep running, orphaned).
 rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), with a
 process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
 names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
@@ -321,6 +338,174 @@ def check_window_fails(cli, env, tmp, ranks, job_log):
     return 0
 
 
+GATED_JOB = r"""
+import os, sys, time
+import torch.distributed as dist
+while not os.path.exists(sys.argv[1]):  # the gate: a slow start, before perftracker is imported
+    time.sleep(0.1)
+from perftracker import PerfTracker
+tracer = PerfTracker()
+dist.init_process_group("gloo")
+for step in range(100000):
+    time.sleep(0.05)
+    tracer.step()
+    dist.barrier()
+"""
+
+
+def check_starting(cli, env, tmp, log):
+    script, gate = os.path.join(tmp, "gated_job.py"), os.path.join(tmp, "gate")
+    with open(script, "w") as f:
+        f.write(GATED_JOB)
+    ranks = []
+    for rank in range(4):
+        own = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")
+        ranks.append(subprocess.Popen([TORCH_PYTHON, script, gate], env=own, stdout=log, stderr=subprocess.STDOUT))
+    try:
+        r = subprocess.run([cli, "jobs"], env=env, capture_output=True, text=True, timeout=60)
+        line = next((l for l in r.stderr.splitlines() if "is rank 0 of a job with MASTER_PORT %s" % env["MASTER_PORT"]
+                     in l), "")
+        context = "\n--- jobs ---\n%s%s" % (r.stdout, r.stderr)
+        assert r.returncode == 0 and "without the perftracker collector" not in line, \
+            "a job still starting is said to run without the collector%s" % context
+        assert "is still starting" in line and "try again" in line, "rank 0 is not named as starting%s" % context
+        print("e2e starting: " + line)
+        with open(gate, "w"):
+            pass
+        deadline = time.time() + 180
+        while True:  # the job registers once PerfTracker() runs in rank 0
+            r = subprocess.run([cli, "jobs"], env=env, capture_output=True, text=True, timeout=60)
+            if r.stdout.strip() or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert re.search(r"^\s*%s\s" % env["MASTER_PORT"], r.stdout, re.M), \
+            "the job never registered\n--- jobs ---\n%s%s" % (r.stdout, r.stderr)
+        print("e2e starting: then listed: " + r.stdout.strip().splitlines()[-1])
+        return 0
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
+def check_ctrl_c(cli, env, job, tmp, job_log):
+    out = os.path.join(tmp, "out")
+    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "3", "--steps", "2", "--output-dir", out]
+    deadline = time.time() + 180
+    while True:  # until the job's coordinator takes the round
+        err = open(os.path.join(tmp, "cli.err"), "w+")
+        cli_proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        # Until every rank armed the window (the first steps of a job starting on a loaded
+        # machine are slow, so one may be armed a step later than the others).
+        while cli_proc.poll() is None and "workers reached 4/4" not in open(err.name).read():
+            time.sleep(0.1)
+        if cli_proc.poll() is None or time.time() > deadline:
+            break
+        time.sleep(1)  # the job is still starting: no coordinator yet
+    started = open(err.name).read()
+    assert cli_proc.poll() is None, "the round never started:\n%s\n--- job ---\n%s" % (started, job_log()[-3000:])
+    round_id = re.search(r"round (\d+): profiling steps", started).group(1)
+    cli_proc.send_signal(signal.SIGINT)
+    code = cli_proc.wait(timeout=120)
+    said = open(err.name).read()
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (said[-3000:], job_log()[-3000:])
+    assert code == 130, "the interrupted CLI exited %d (want 130)%s" % (code, context)
+    assert "interrupted: round %s cancelled on every worker (4 dropped" % round_id in said, \
+        "the CLI does not say the round was cancelled on every worker%s" % context
+    left = os.listdir(out) if os.path.isdir(out) else []
+    assert left == [], "the cancelled round left %s in %s%s" % (left, out, context)
+    print("e2e ctrl-c: " + next(l for l in said.splitlines() if "cancelled" in l))
+
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], job_log()[-3000:])
+    assert r.returncode == 0, "the trigger after the cancelled one exited %d%s" % (r.returncode, context)
+    assert "could not arm" not in r.stderr, "a rank could not arm the window%s" % context
+    reports = glob.glob(os.path.join(out, "*", "report.json"))
+    assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+    with open(reports[0]) as f:
+        assert json.load(f)["job"]["workers_analyzed"] == 4, context
+    waited = next((l for l in r.stderr.splitlines() if "waiting for" in l), "(it did not have to wait)")
+    print("e2e ctrl-c: the next trigger profiled all 4 ranks; " + waited)
+    return 0
+
+
+def check_nothing_armed(cli, env, tmp, ranks, job_log):
+    out = os.path.join(tmp, "out")
+    r = trigger(cli, env, out, time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-3000:], job_log()[-3000:])
+    assert r.returncode == 1, "the CLI exited %d (want 1: no report)%s" % (r.returncode, context)
+    reason = next((l for l in r.stderr.splitlines() if "the round failed: no worker was profiled" in l), "")
+    assert reason, "the CLI does not say why the round failed%s" % context
+    assert "4 of 4 workers: collector error: the collector could not arm the window: it was busy with another one" \
+        in reason and "(ranks 0, 1, 2, 3)" in reason, "the reason does not name the refusal and the ranks%s" % context
+    assert "report" not in r.stdout and not glob.glob(os.path.join(out, "*", "report.json")), \
+        "a report was written for a round that profiled nobody%s" % context
+    left = os.listdir(out) if os.path.isdir(out) else []
+    assert left == [], "the failed round left %s in %s%s" % (left, out, context)
+    print("e2e nothing-armed: " + reason)
+    return 0
+
+
+def children_of(pid):
+    """The pids whose parent is pid (the launcher's ranks)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def running(pid):
+    """Whether pid is a live process (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_launcher_killed(demo_job, env, tmp):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        log = open(os.path.join(tmp, "launcher-%d.log" % sig), "w+")
+        ranks = []
+        job = subprocess.Popen([TORCH_PYTHON, demo_job, "--launch", "4", "--iters", "100000", "--print-every", "1",
+                                "--sleep-scale", "0.05", "--size", "64"], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.time() + 180
+            while True:  # until the ranks train (rank 0 prints its epochs after the rendezvous)
+                log.flush()
+                with open(log.name) as f:
+                    text = f.read()
+                if "Epoch: 1" in text or time.time() > deadline or job.poll() is not None:
+                    break
+                time.sleep(0.5)
+            ranks = children_of(job.pid)
+            assert "Epoch: 1" in text and len(ranks) == 4, "the job did not start: ranks %s\n%s" % (ranks, text[-3000:])
+            os.kill(job.pid, sig)
+            job.wait(timeout=60)
+            deadline = time.time() + 60  # a generous bound: a loaded machine is slow to end 4 torch processes
+            while any(running(p) for p in ranks) and time.time() < deadline:
+                time.sleep(0.5)
+            left = [p for p in ranks if running(p)]
+            assert not left, "killing the launcher with signal %d left its ranks %s running" % (sig, left)
+            print("e2e launcher-killed: signal %d to the launcher ended its 4 ranks %s" % (sig, ranks))
+        finally:
+            stop(job)
+            for p in ranks:  # whatever the check found left, so the next test starts clean
+                if running(p):
+                    os.kill(p, signal.SIGKILL)
+            log.close()
+    return 0
+
+
 def run_small_job(cli, env, tmp, log, check, rank_env=None):
     script = os.path.join(tmp, "small_job.py")
     with open(script, "w") as f:
@@ -347,7 +532,8 @@ def run_small_job(cli, env, tmp, log, check, rank_env=None):
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
-                                                       "secret", "window-fails", "rounds-0.2", "rounds-1"):
+                                                       "secret", "window-fails", "rounds-0.2", "rounds-1",
+                                                       "ctrl-c", "nothing-armed", "starting", "launcher-killed"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -355,7 +541,7 @@ def main():
     if not os.path.exists(TORCH_PYTHON) or subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"],
                                                           capture_output=True).returncode != 0:
         skip("%s has no torch (apt-get install python3-torch)" % TORCH_PYTHON)
-    if not glob.glob(os.path.join(python_dir, "perftracker", "_perftracker*.so")):
+    if not glob.glob(os.path.join(python_dir, "perftracker", "_perftracker*.so")) and scenario != "launcher-killed":
         skip("the collector's Python module is not built in %s" % python_dir)
 
     tmp = tempfile.mkdtemp(prefix="pt-e2e-")
@@ -366,11 +552,25 @@ def main():
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_master_port()), "PYTHONPATH": python_dir,
                 "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
                 "OMP_NUM_THREADS": "1"})
+    if scenario == "launcher-killed":
+        try:
+            return check_launcher_killed(demo_job, env, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     log = open(os.path.join(tmp, "job.log"), "w+")
-    if scenario in ("secret", "window-fails"):
+    if scenario == "starting":
+        try:
+            return check_starting(cli, env, tmp, log)
+        finally:
+            log.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+    if scenario in ("secret", "window-fails", "nothing-armed"):
         try:
             if scenario == "secret":
                 return run_small_job(cli, env, tmp, log, check_secret)
+            if scenario == "nothing-armed":  # each rank's own window waits for a step it never reaches
+                busy = {"PERFTRACKER_WAIT": "1000000", "PERFTRACKER_OUTPUT_DIR": os.path.join(tmp, "local")}
+                return run_small_job(cli, env, tmp, log, check_nothing_armed, {rank: busy for rank in range(4)})
             return run_small_job(cli, env, tmp, log, check_window_fails, {3: {"PERFTRACKER_CLI": MISSING_SUMMARIZER}})
         finally:
             log.close()
@@ -411,6 +611,8 @@ def main():
 
         if scenario == "no-collector":
             return check_no_collector(cli, env, job, job_log)
+        if scenario == "ctrl-c":
+            return check_ctrl_c(cli, env, job, tmp, job_log)
         if scenario.startswith("rounds-"):
             return check_rounds(cli, env, job, tmp, job_log, scenario.split("-", 1)[1])
         extra = [] if hang else ["--save-raw-trace", "all"]

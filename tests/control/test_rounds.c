@@ -253,6 +253,74 @@ static void test_round_finds_the_slow_gpu(void **state)
     stop_job(&j);
 }
 
+/* Ctrl-C as trigger.c's handler reports it: the flag, set here as soon as the round starts. */
+static volatile sig_atomic_t interrupt_flag;
+static int busy_heard;
+
+static void interrupt_at_start(void *ctx, uint32_t round, int64_t start_step, int32_t steps,
+                               const pt_ctl_progress *p)
+{
+    (void)ctx, (void)round, (void)start_step, (void)steps, (void)p;
+    interrupt_flag = 1;
+}
+
+static void count_busy(void *ctx, const char *text, int64_t wait_ms)
+{
+    (void)ctx, (void)wait_ms;
+    assert_non_null(strstr(text, "still finish"));
+    busy_heard++;
+}
+
+static size_t entries_in(const char *dir)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The fake collectors cannot drop a window (no cancel hook): each runs to its end and its
+ * agent answers the CANCEL then, so the next trigger meets draining workers and waits. */
+static void test_interrupted_round_is_cancelled_everywhere_and_the_next_one_waits(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 8, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 8);
+    fc.normal.step_ns = 200 * MS; /* the window is 2 steps away: the cancel comes first */
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 8);
+
+    pt_trigger_request req = {2, 2, PT_SAVE_RAW_NONE, j.out_dir, true, 20000, j.coordinator_addr, NULL,
+                              &interrupt_flag};
+    pt_trigger_observer obs = {NULL, NULL, interrupt_at_start, NULL, NULL, count_busy};
+    pt_trigger_result result;
+    pt_error err;
+    interrupt_flag = 0;
+    assert_int_equal(pt_trigger_run(&req, &obs, &result, &err), -1);
+    assert_true(result.cancelled && result.cancel_confirmed);
+    assert_int_equal(result.cancelled_round, 1);
+    assert_int_equal(result.cancelled_windows, 8);
+    assert_false(result.round_dir_kept);
+    assert_int_equal((int)entries_in(j.out_dir), 0);
+    assert_true(log_contains("round 1 cancelled by its CLI; told 8 workers to drop their windows"));
+
+    interrupt_flag = 0;
+    obs.started = NULL;
+    busy_heard = 0;
+    assert_int_equal(pt_trigger_run(&req, &obs, &result, &err), 0);
+    assert_int_equal(result.summaries, 8);
+    assert_int_equal(result.failed, 0);
+    assert_true(busy_heard > 0); /* the cancelled windows were still running */
+    assert_int_equal((int)entries_in(j.out_dir), 1);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 static void test_killed_worker_is_reported_and_the_rest_analysed(void **state)
 {
     (void)state;
@@ -728,6 +796,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_finds_the_slow_gpu),
         cmocka_unit_test(test_killed_worker_is_reported_and_the_rest_analysed),
+        cmocka_unit_test(test_interrupted_round_is_cancelled_everywhere_and_the_next_one_waits),
         cmocka_unit_test(test_hung_worker_is_a_hang_finding_with_its_stack),
         cmocka_unit_test(test_wrong_keys_are_refused_and_logged),
         cmocka_unit_test(test_save_raw_master_keeps_rank0_only),

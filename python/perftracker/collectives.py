@@ -54,6 +54,7 @@ _pending = []               # (token, work) of async calls not known to be done
 _dtype_index = {}
 _installed = False
 observer = None             # autostep's sequence learner: called with the operation's index before each call
+after_init = None           # tracer.py's: shares the job secret as init_process_group returns
 _OP_INDEX = {name: i for i, name in enumerate(_perftracker.COLL_OPS)}
 _OTHER_DTYPE = len(_perftracker.COLL_DTYPES) - 1
 
@@ -223,6 +224,25 @@ def _wrap(fn, op, input_name):
     return wrapper
 
 
+def _then_share_secret(fn):
+    """init_process_group, then after_init: its rendezvous has just brought every rank
+    together, so rank 0 publishes the job secret and the others fetch it before their first
+    collective, which may be the one that hangs (step() would come too late)."""
+    @functools.wraps(fn)
+    def init(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        hook = after_init
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                pass
+        return result
+
+    init.__perftracker_wraps__ = fn
+    return init
+
+
 def _forget_groups(fn):
     @functools.wraps(fn)
     def destroy(*args, **kwargs):
@@ -260,12 +280,14 @@ def install():
             for module in (c10d, dist):
                 if getattr(module, name, None) is fn:
                     setattr(module, name, wrapped)
-        destroy = getattr(c10d, "destroy_process_group", None)
-        if destroy is not None and not hasattr(destroy, "__perftracker_wraps__"):
-            wrapped = _forget_groups(destroy)
+        for name, wrap in (("destroy_process_group", _forget_groups), ("init_process_group", _then_share_secret)):
+            fn = getattr(c10d, name, None)
+            if fn is None or hasattr(fn, "__perftracker_wraps__"):
+                continue
+            wrapped = wrap(fn)
             for module in (c10d, dist):
-                if getattr(module, "destroy_process_group", None) is destroy:
-                    setattr(module, "destroy_process_group", wrapped)
+                if getattr(module, name, None) is fn:
+                    setattr(module, name, wrapped)
         _perftracker._set_hang_hook(refresh)
     except Exception:
         return False

@@ -9,6 +9,7 @@ never raises into the training script: any problem becomes one log line and a tr
 whose step() only counts.
 """
 import atexit
+import datetime
 import glob
 import os
 import shutil
@@ -216,10 +217,13 @@ def _start(summary_dir, auto_trigger, sample_period_us):
 # other ranks' agents do not connect until they have it. It travels through the store the
 # job's ranks already share (torch.distributed's default store) under a name per elastic
 # attempt, so a restarted job never reads the secret of the attempt before it. Only the
-# training thread touches the store: here at PerfTracker(), then from step() (at most once
-# a second, by the C side) until done.
+# training thread touches the store: as init_process_group returns (collectives.py wraps
+# it), at PerfTracker(), then from step() (at most once a second, by the C side) until done.
+# A job can hang in its first collectives, before any step(): right after the
+# rendezvous every rank is where rank 0 is, so there the other ranks wait a moment for it.
 _SECRET_KEY = "perftracker/job-secret/v1/attempt-"
 _SECRET_READY = "perftracker/job-secret-ready/v1/attempt-"
+_SECRET_WAIT_AFTER_INIT_S = 5.0
 _said = set()
 
 
@@ -237,11 +241,11 @@ def _job_store():
     return distributed_c10d._get_default_store()
 
 
-def _share_job_secret():
+def _share_job_secret(wait_s=0.0):
     """Rank 0: puts the job secret into the store. Any other rank: takes it from there once
-    rank 0 has. True when nothing is left to do. Never waits: store.add(key, 0) reads a
-    counter without blocking (torch 1.13's store has no check()), and get() runs only once
-    that counter says the value is there."""
+    rank 0 has. True when nothing is left to do. Waits at most wait_s: store.add(key, 0)
+    reads a counter without blocking (torch 1.13's store has no check()), and get() runs
+    only once that counter, or a bounded store.wait(), says the value is there."""
     try:
         publish = _perftracker._job_secret_to_publish()
         if publish is None and not _perftracker._job_secret_needed():
@@ -257,7 +261,12 @@ def _share_job_secret():
             _perftracker._job_secret_published()
             return True
         if store.add(ready, 0) < 1:
-            return False  # rank 0 has not published it yet
+            if wait_s <= 0:
+                return False  # rank 0 has not published it yet
+            try:
+                store.wait([key], datetime.timedelta(seconds=wait_s))
+            except Exception:
+                return False  # not within wait_s: step() tries again
         value = store.get(key)
         _perftracker._set_job_secret(value.decode("ascii") if isinstance(value, bytes) else str(value))
         return True
@@ -269,6 +278,11 @@ def _share_job_secret():
         _say_once("secret-store", "cannot use torch.distributed's store for the job secret yet (%s: %s); trying "
                   "again at later steps" % (type(exc).__name__, exc))
         return False
+
+
+def _secret_after_init():
+    """collectives.after_init: as init_process_group returns."""
+    _share_job_secret(_SECRET_WAIT_AFTER_INIT_S)
 
 
 def _until_ready():
@@ -323,6 +337,7 @@ class PerfTracker(_perftracker.Tracer):
                 sample_period_us = _env_int("PERFTRACKER_SAMPLE_PERIOD_US", 100)
             summary_dir = os.path.join(output_dir, "summaries") if local and summarize else ""
             _start(summary_dir, bool(auto_trigger), int(sample_period_us))
+            collectives.after_init = _secret_after_init
             if not _until_ready():
                 _perftracker._set_secret_hook(_until_ready)
             if local:

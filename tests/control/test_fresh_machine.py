@@ -78,8 +78,8 @@ def readme_block(repo):
     use = re.search(r"^## Use\n(.*?)^## ", text, re.M | re.S)
     assert use, "README.md has no '## Use' section"
     blocks = re.findall(r"^```[a-z]*\n(.*?)^```", use.group(1), re.M | re.S)
-    block = next((b for b in blocks if "demo-job.py" in b), None)
-    assert block, "the Use section has no block running scripts/demo-job.py"
+    block = next((b for b in blocks if "--launch" in b and "--trigger-on" in b), None)
+    assert block, "the Use section has no block that launches the example job and triggers it"
     return [line for line in block.splitlines() if line.strip()]
 
 
@@ -110,7 +110,8 @@ def scenario_readme(cli, fake, repo, build):
     trigger = next(r for line, r in results if "--trigger-on" in line)
     assert trigger.returncode == 0, "the README's trigger exited %d" % trigger.returncode
     listing = next(r for line, r in results if line.split("#")[0].split()[-1] == "jobs")
-    assert "demo-job.py" in listing.stdout, "`perftracker jobs` did not list the job"
+    script = next(os.path.basename(w) for w in job[0].split() if w.endswith(".py"))
+    assert script in listing.stdout, "`perftracker jobs` did not list the job (%s)" % script
     reports = glob.glob("/tmp/perftracker/output/*/report.json")
     assert len(reports) == 1, "reports: %s" % reports
     report = json.load(open(reports[0]))

@@ -4,7 +4,9 @@
 
     test_hangs_torch.py PERFTRACKER BUILD_PYTHON_DIR FAULT MODE
 
-FAULT: stuck | other-op | size | skip | order | none (hang_job.py's faults);
+FAULT: stuck | other-op | size | skip | order | none (hang_job.py's faults), or
+       stuck-early: stuck in the second iteration, right after the ranks' first step():
+       the job secret must have reached them before any step() could fetch it;
 MODE:  trigger (the CLI from another process, after the fault) | auto (the job reports
        itself: PERFTRACKER_AUTO_TRIGGER=1, no CLI).
 
@@ -27,7 +29,7 @@ import time
 TORCH_PYTHON = "/usr/bin/python3"
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAULTS = ("stuck", "other-op", "size", "skip", "order", "none")
+FAULTS = ("stuck", "stuck-early", "other-op", "size", "skip", "order", "none")
 
 
 def skip(why):
@@ -92,7 +94,7 @@ def check(fault, report, context):
     hang = f["evidence"]["hang"]
     assert report["diagnosis"]["verdict"] == "hang", report["diagnosis"]
     assert hang["group"] == "0" or fault == "order", hang
-    if fault == "stuck":
+    if fault in ("stuck", "stuck-early"):
         assert hang["kind"] == "missing" and f["workers"] == [3], json.dumps(f, indent=1)
         seq = hang["seq"]
         for rank in (0, 1, 2):
@@ -158,6 +160,8 @@ def main():
                 "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys"), "PERFTRACKER_JOIN_GRACE_S": "60",
                 "PERFTRACKER_HANG_MIN_MS": "3000", "OMP_NUM_THREADS": "1"})
     args = ["--launch", "4", "--fault", fault]
+    if fault == "stuck-early":
+        args = ["--launch", "4", "--fault", "stuck", "--fault-at", "1"]
     if mode == "auto":
         env.update({"PERFTRACKER_AUTO_TRIGGER": "1", "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto")})
         if fault == "none":

@@ -88,27 +88,6 @@ static const hardware_rule hardware_rules[] = {
      "its host CPU is busier than its peers': other processes compete with the training process"},
 };
 
-static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char *suffix)
-{
-    for (size_t i = 0; i < s->metric_count; i++)
-        if (pt_ends_with(s->metrics[i].name, suffix))
-            return &s->metrics[i];
-    return NULL;
-}
-
-/* Host metrics compare hosts: a worker sharing its host with others it is compared with
- * shares its CPU too, so differences are noise. */
-static bool shares_host(const pt_analysis *a, size_t w)
-{
-    const char *host = a->workers[w]->host;
-    if (!host || !*host)
-        return true; /* unknown: cannot tell hosts apart */
-    for (size_t v = 0; v < a->n; v++)
-        if (v != w && a->workers[v]->host && strcmp(a->workers[v]->host, host) == 0)
-            return true;
-    return false;
-}
-
 static void hardware_findings(const pt_analysis *a, finding_list *list)
 {
     size_t count = list->count; /* only findings that existed before this pass */
@@ -117,7 +96,7 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
         const hardware_rule *rule = &hardware_rules[r];
         size_t m = 0;
         for (size_t w = 0; w < a->n; w++) {
-            const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
+            const pt_metric_summary *metric = pt_worker_metric(a->workers[w], rule->suffix);
             if (metric)
                 values[m++] = metric->mean;
         }
@@ -130,8 +109,8 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
                 continue;
             for (size_t k = 0; k < explained->worker_count; k++) {
                 size_t w = explained->workers[k];
-                const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
-                if (!metric || (strncmp(rule->suffix, "host.", 5) == 0 && shares_host(a, w)))
+                const pt_metric_summary *metric = pt_worker_metric(a->workers[w], rule->suffix);
+                if (!metric || (strncmp(rule->suffix, "host.", 5) == 0 && pt_worker_shares_host(a, w)))
                     continue;
                 double off = (metric->mean - s.median) * rule->direction;
                 if (off <= fmax(SIGMAS * s.sigma, rule->relative_floor * fabs(s.median)))

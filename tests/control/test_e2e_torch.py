@@ -344,6 +344,14 @@ def run_small_job(cli, env, tmp, log, check, rank_env=None):
             p.wait()
 
 
+def keep(tmp):
+    """PT_E2E_KEEP=DIR keeps the scenario's files (round folders with their summaries, for
+    `perftracker analyze DIR/.../summaries`) before they are removed."""
+    where = os.environ.get("PT_E2E_KEEP")
+    if where:
+        shutil.copytree(tmp, os.path.join(where, os.path.basename(tmp)), dirs_exist_ok=True)
+
+
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
@@ -460,6 +468,7 @@ def main():
     finally:
         stop(job)
         log.close()
+        keep(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

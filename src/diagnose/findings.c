@@ -651,7 +651,7 @@ static pt_json *model_json(const pt_whatif *m, double joint)
     return j;
 }
 
-pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, bool ranks_lost)
 {
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
@@ -675,8 +675,9 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
             common_cpu_bound(a, m, &list);
         }
         /* Waiting for a straggler is exposed communication on everyone else: it is
-         * explained by the straggler's finding, not a communication problem. */
-        if (!peer_findings) {
+         * explained by the straggler's finding, not a communication problem; so is
+         * waiting for a rank lost mid-round (the steps its crash cut short). */
+        if (!peer_findings && !ranks_lost) {
             common_communication(a, m, &list);
             common_imbalance(a, m, &list);
         }

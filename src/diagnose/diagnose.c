@@ -81,6 +81,16 @@ static const char *rank_source_name(pt_rank_source source)
     }
 }
 
+/* A step time for the report: the profiled steps' median, else (a worker a hang report
+ * reached, with no profile) the mean step its collector measured before it stopped, else
+ * unknown -- never "0 ms". */
+static pt_json *step_time_json(double profiled_ms, int64_t before_hang_ns)
+{
+    if (profiled_ms > 0)
+        return pt_json_number_rounded(profiled_ms, 6);
+    return before_hang_ns > 0 ? pt_json_number_rounded((double)before_hang_ns / 1e6, 6) : pt_json_null();
+}
+
 static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
 {
     const pt_worker_summary *s = a->workers[w];
@@ -91,7 +101,7 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
     pt_json_add(j, "local_rank", pt_json_int(s->local_rank));
     pt_json_add(j, "pid", pt_json_int(s->pid));
     pt_json_add(j, "rank_source", pt_json_string(rank_source_name(s->rank_source)));
-    pt_json_add(j, "step_time_ms", pt_json_number_rounded(a->step_ms[w], 6));
+    pt_json_add(j, "step_time_ms", step_time_json(a->step_ms[w], s->hang_step_ns));
     double util = s->window_ns > 0 ? (double)s->union_ns[PT_CLASS_COMPUTE] / (double)s->window_ns : 0;
     pt_json_add(j, "gpu_utilization", pt_json_number_rounded(util, 6));
     pt_json_add(j, "status", pt_json_string(status_name(status)));
@@ -133,7 +143,14 @@ static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis 
     pt_json_add(j, "missing_ranks", missing);
     pt_json_add(j, "missing_count", pt_json_int(missing_count));
     pt_json_add(j, "steps", pt_json_number(pt_median_of(a->steps, a->n, a->scratch)));
-    pt_json_add(j, "median_step_time_ms", pt_json_number_rounded(a->median_step_ms, 6));
+    double *before = pt_xmalloc((a->n ? a->n : 1) * sizeof *before);
+    size_t known = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->hang_step_ns > 0)
+            before[known++] = (double)a->workers[w]->hang_step_ns;
+    int64_t before_hang_ns = known ? (int64_t)pt_median(before, known) : 0;
+    free(before);
+    pt_json_add(j, "median_step_time_ms", step_time_json(a->median_step_ms, before_hang_ns));
 }
 
 /* A profiled window further than this from the median worker's cannot be the same

@@ -266,6 +266,39 @@ def check_killed_rank(cli, env, job, tmp, job_log):
     return 0
 
 
+HUNG_AT = 14
+
+
+def check_already_hung(cli, env, job, tmp, job_log):
+    """The trigger on a job stuck at step HUNG_AT (rank 3 asleep, the others in barrier),
+    a few seconds after it stopped: before the agents' 10 s stall threshold says so."""
+    deadline = time.time() + 120
+    while not glob.glob(os.path.join(env["PERFTRACKER_KEY_DIR"], "job-*.info")) and time.time() < deadline:
+        time.sleep(0.2)  # registered: the ranks are past init_process_group
+    time.sleep(6)  # 14 steps of ~0.1 s, then stuck for a few seconds
+    r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log()[-3000:])
+    # No promise the job cannot keep: the ranks have done HUNG_AT (rank 3) and HUNG_AT + 1
+    # steps, and --wait 2 starts the window two steps after the furthest.
+    for first in re.findall(r"profiling steps (\d+)\.\.", r.stderr):
+        assert int(first) <= HUNG_AT + 1 + 2, "the trigger promises steps from %s of a job stuck at step %d%s" % (
+            first, HUNG_AT, context)
+    reports = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+    assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+    with open(reports[0]) as f:
+        report = json.load(f)
+    step = report["job"]["median_step_time_ms"]
+    assert step is None or step > 0, "the report gives a median step of %r ms%s" % (step, context)
+    assert "median step 0 ms" not in r.stdout + r.stderr, "the CLI says median step 0 ms%s" % context
+    assert report["diagnosis"]["verdict"] == "hang", json.dumps(report["diagnosis"], indent=1)
+    top = report["diagnosis"]["findings"][0]
+    assert top["category"] == "hang" and top["workers"] == [3], json.dumps(top, indent=1)
+    assert "|" not in top["summary"], "the hang sentence quotes the raw stack key: %s" % top["summary"]
+    assert "demo-job.py: train" in top["summary"], "the hang sentence does not name the frame: %s" % top["summary"]
+    print("e2e already-hung: %s (median step %s ms)\n%s" % (top["summary"], step, r.stderr))
+    return 0
+
+
 def check_no_collector(cli, env, job, context_log):
     """PYTHONPATH forgotten: the job runs, perftracker is not in it."""
     deadline = time.time() + 120
@@ -449,6 +482,8 @@ def main():
         shape = ["--sleep-scale", scenario.split("-", 1)[1]]
     if scenario == "killed-rank":
         shape = ["--sleep-scale", "0.05", "--size", "300"]
+    if scenario == "already-hung":
+        shape = ["--sleep-scale", "0.02", "--size", "300", "--hang-at", str(HUNG_AT)]
     if scenario == "auto":
         shape = ["--sleep-scale", "0.02", "--size", "64", "--slow-after", "200", "--slow-by", "1.0"]
         iters = "400"
@@ -477,6 +512,8 @@ def main():
             return check_rounds(cli, env, job, tmp, job_log, scenario.split("-", 1)[1])
         if scenario == "killed-rank":
             return check_killed_rank(cli, env, job, tmp, job_log)
+        if scenario == "already-hung":
+            return check_already_hung(cli, env, job, tmp, job_log)
         extra = [] if hang else ["--save-raw-trace", "all"]
         if scenario == "ends-mid-window":
             extra = ["--steps", "1000"]

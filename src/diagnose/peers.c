@@ -60,6 +60,7 @@ typedef struct peer_values {
     double *per_step;    /* [w * steps + s], when steps >= 2 */
     double median;       /* the typical worker */
     double threshold;    /* statistical: what clears the typical worker's noise (never under the floor) */
+    double floor;        /* pt_floor_ms */
     double *own_noise;   /* [w]: that worker's own step-to-step spread (steps >= 2) */
     double *step_median; /* [s] */
     double swing;        /* how far the typical worker itself moves from step to step (the
@@ -102,6 +103,7 @@ static void values_free(peer_values *v)
 static void measure(const pt_analysis *a, peer_values *v)
 {
     size_t n = a->n, steps = v->steps;
+    v->floor = pt_floor_ms(a);
     if (!steps) {
         pt_spread spread = pt_spread_of(v->mean, n, a->scratch);
         v->median = spread.median;
@@ -146,13 +148,21 @@ static bool above_in_steps(const peer_values *v, size_t w)
  * that slowdown landing unevenly, not a slow worker (a 10 s matmul that takes 5 s in the
  * next step is not 300 ms slower on one rank). Consistent work is unaffected: a sleep's
  * typical value does not swing. On a host whose CPU is saturated and shared by several
- * workers, CPU-side time is a share of one CPU that the scheduler hands out unevenly
- * from step to step: there the excess must be the same size in every step (clear
- * STEP_SIGMAS of the worker's own spread, not of its mean's), as a sleep, a slower
- * code path or a throttled core is, and as a rank that the scheduler starved in one
- * step and not the next is not. */
+ * workers, CPU-side time is a share of one CPU that the scheduler hands out unevenly:
+ * there the excess must be the same size in every step (clear STEP_SIGMAS of the
+ * worker's own spread, not of its mean's), and a function whose typical time itself
+ * swings by more than the floor is load-bound -- what one rank loses of it another
+ * gains, so no rank is named for it (the host is the problem, not that rank). A sleep,
+ * whose time the load does not move, is still judged. */
+static bool load_bound(const peer_values *v, size_t w)
+{
+    return v->cpu_side && v->contended[w] && v->steps && v->swing > v->floor;
+}
+
 static double time_threshold(const peer_values *v, size_t w)
 {
+    if (load_bound(v, w))
+        return INFINITY;
     double threshold = fmax(v->threshold, v->swing);
     if (v->steps)
         threshold = fmax(threshold, STEP_SIGMAS * v->own_noise[w] /
@@ -369,7 +379,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
             double noise = pt_sample_sd(excess, steps) / sqrt((double)steps);
             double mean = v.mean[w] - ref_mean;
             graded[w] = call_evidence(calls[w], peer_calls) == PT_EVIDENCE_SLOWER && above + (steps >= 4) >= steps &&
-                        mean > fmax(fmax(floor, v.swing), STEP_SIGMAS * noise);
+                        !load_bound(&v, w) && mean > fmax(fmax(floor, v.swing), STEP_SIGMAS * noise);
             count += graded[w];
             if (graded[w])
                 least_excess = fmin(least_excess, mean), most_excess = fmax(most_excess, mean);

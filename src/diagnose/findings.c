@@ -9,9 +9,13 @@
  *     show a straggler.
  *  1. Peers (peers.c). Every worker is compared with the typical one, function by function
  *     and class by class: extra calls are exact evidence of extra work; more time in the
- *     same calls must clear the noise (each worker's own step-to-step spread) in every
- *     step, and the worker must hold the others up (it is among the busiest workers of
- *     the step model's segments: causality, not variance). A worker whose CPU-side calls
+ *     same calls must clear the noise (each worker's own step-to-step spread, and the
+ *     machine-wide swing of the typical worker) in every step, and the worker must hold
+ *     the others up (it is among the busiest workers of the step model's segments:
+ *     causality, not variance). Work graded across several workers (rank r sleeps r s)
+ *     is judged against the fastest workers, consistently in every step, whoever
+ *     arrived last; on a saturated host CPU shared by workers, CPU-side time that
+ *     swings with the load names no rank. A worker whose CPU-side calls
  *     are all slower by a similar factor is one host finding; one whose kernels are is
  *     one slow-GPU finding (a host's slow GPUs together). The worker busiest in every
  *     segment is the straggler whatever its noise, explained by what it does instead of
@@ -25,7 +29,9 @@
  *     (cpu_bound, summed over every stack), exposed communication above 30% (what no
  *     worker's work sets: the transfers), and a slowest worker that moves from step to
  *     step (uneven work).
- *  4. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
+ *  4. Ranks lost mid-round (diagnose.c) lead, and the others' waiting for them is not
+ *     judged as exposed communication (ranks_lost).
+ *  5. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
  *     missing from the call the others wait in, which calls do not match, groups entered
  *     in opposite orders, a call nobody returns from -- and, without collective state,
  *     the stacks: workers stopped outside a collective are the culprits.

@@ -16,7 +16,17 @@
  *    taken out (over sqrt(steps) for the mean), or 5 sigma of the spread across workers
  *    when steps cannot be compared, and hold in every step (all but one of four or
  *    more): four processes sharing a GPU inflate one step here and another there, which
- *    is not a slow worker.
+ *    is not a slow worker. It must also clear the machine-wide swing (how far the
+ *    typical worker's own time moves from step to step): a loaded machine slows everyone
+ *    by a factor that changes every step and lands unevenly. On a host whose CPU is
+ *    saturated and shared by several workers, CPU-side time is the scheduler's share:
+ *    a function whose typical time swings there is load-bound and names no rank, and
+ *    other CPU-side excess must be the same size in every step (time_threshold).
+ *  - Graded (against the fastest). The same calls taking consistently different times
+ *    on several workers (rank r sleeps r s) are judged against the fastest workers of
+ *    each step, not the median a grade drags up; who arrived last plays no part, so a
+ *    loaded machine that reshuffles arrivals every step does not hide it. Most workers
+ *    above one by the same amount is that one being odd, not a grade (graded_rows).
  * Whole classes are judged the same way, for slowness spread over many functions (a
  * uniformly slower GPU), and named by the function with the largest excess.
  * A host whose CPU is contended or throttled slows everything the CPU does by a similar
@@ -26,10 +36,11 @@
  * A GPU slowed as a whole (clocks, heat) makes every kernel slower by a similar factor:
  * one finding for those workers, costed at the whole class.
  * Who holds the others up is causal, from the step model (whatif.h): a worker among the
- * busiest (within the floor) in half its segments. The worker busiest in every segment,
- * each time by the floor, is the straggler however noisy its steps; so is one that waits
- * far less than its peers (exposed communication plus idle, compared like everything
- * else). A straggler no finding names yet is explained by its largest excess covering
+ * busiest (within a tie: the floor, or the machine's swing between segments) in half its
+ * segments. The worker busiest in every segment, each time by more than a tie, is the
+ * straggler however noisy its steps (on a saturated shared CPU, only when its lead is
+ * the same size every time); so is one that waits far less than its peers (exposed
+ * communication plus idle, compared like everything else). A straggler no finding names yet is explained by its largest excess covering
  * half its lead, else as untraced time; when its function is one the other workers also
  * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
  * straggler first (graded). Sentences are written once the model has costed each

@@ -11,8 +11,7 @@
  * whose sums fit int64).
  *
  * A rank lost mid-round (its process died, its connection dropped) is the first thing a
- * user must know: its finding leads whatever the others' summaries say (only a hang's
- * findings, which say what its collectives did, come before it), it counts among
+ * user must know: its finding leads whatever the others' summaries say, it counts among
  * the missing ranks (it has no data), and the others' waiting is not judged as exposed
  * communication -- their last steps wait for a rank that is gone (pt_build_diagnosis). */
 #define _POSIX_C_SOURCE 200809L
@@ -379,18 +378,13 @@ static pt_json *lost_finding(const pt_job_input *job, const uint8_t *lost, int32
     return f;
 }
 
-/* The lost ranks' finding first -- after the hang findings, which say what the lost
- * rank's collectives were doing when it went (a size mismatch that made gloo abort it) --
- * and a verdict that is not "healthy". */
+/* The lost ranks' finding first, and a verdict that is not "healthy". */
 static void lead_with_lost(pt_json *diagnosis, pt_json *finding)
 {
     pt_json *findings = pt_json_get(diagnosis, "findings");
-    size_t at = 0;
-    while (at < findings->count && strcmp(pt_json_get_string(findings->items[at], "category", ""), "hang") == 0)
-        at++;
     pt_json_push(findings, finding);
-    memmove(findings->items + at + 1, findings->items + at, (findings->count - 1 - at) * sizeof *findings->items);
-    findings->items[at] = finding;
+    memmove(findings->items + 1, findings->items, (findings->count - 1) * sizeof *findings->items);
+    findings->items[0] = finding;
     pt_json *verdict = pt_json_get(diagnosis, "verdict");
     if (verdict && verdict->string && strcmp(verdict->string, "healthy") == 0)
         pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));

@@ -378,7 +378,9 @@ static pt_json *lost_finding(const pt_job_input *job, const uint8_t *lost, int32
     return f;
 }
 
-/* The lost ranks' finding first, and a verdict that is not "healthy". */
+/* The lost ranks' finding first, and a verdict that is not "healthy". First even before
+ * a hang's findings: those follow from the loss (the others blocked in the call it never
+ * joined, or gloo raising on them once it was gone) and say less precisely what it was. */
 static void lead_with_lost(pt_json *diagnosis, pt_json *finding)
 {
     pt_json *findings = pt_json_get(diagnosis, "findings");

@@ -40,7 +40,8 @@
  * segments. The worker busiest in every segment, each time by more than a tie, is the
  * straggler however noisy its steps (on a saturated shared CPU, only when its lead is
  * the same size every time); so is one that waits far less than its peers (exposed
- * communication plus idle, compared like everything else). A straggler no finding names yet is explained by its largest excess covering
+ * communication plus idle, compared like everything else). A lead that load-bound
+ * CPU time explains names nobody (lead_is_load). A straggler no finding names yet is explained by its largest excess covering
  * half its lead, else as untraced time; when its function is one the other workers also
  * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
  * straggler first (graded). Sentences are written once the model has costed each
@@ -857,6 +858,20 @@ static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
     free(fast);
 }
 
+/* The row explaining worker w's lead is load-bound there (time_threshold): the
+ * scheduler's share of a saturated CPU, which names no rank, whoever arrived last. */
+static bool lead_is_load(const pt_analysis *a, size_t w, const pt_fn_row *row)
+{
+    if (!pt_worker_cpu_contended(a, w) || !cpu_side(row->cls) || a->function_steps < 2)
+        return false;
+    peer_values v;
+    values_init(&v, a, a->function_steps);
+    row_values(a, row, &v);
+    bool load = load_bound(&v, w);
+    values_free(&v);
+    return load;
+}
+
 /* Workers that wait far less than their peers, when nothing names them yet. */
 static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
 {
@@ -867,6 +882,8 @@ static void stragglers(const pt_analysis *a, finding_list *list, const peer_cont
             continue;
         named who;
         const pt_fn_row *row = explain_lead(a, w, lead, &who);
+        if (row && lead_is_load(a, w, row))
+            continue;
         if (row) {
             name_on_row(list, row, &who);
             continue;

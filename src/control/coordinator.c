@@ -111,6 +111,7 @@ typedef struct worker {
     char host[PT_HOST_MAX];
     int64_t steps_done, mean_step_ns, stalled_ns;
     int64_t steps_heard_ns; /* when steps_done was reported */
+    bool stepping;         /* that report showed steps made since the one before it */
     snapshot snap;         /* its last HANG: where it was */
     /* A round ended before its window did (cancelled): its collector may still hold that
      * window, and an ARM now would find it busy. Draining until a SUMMARY of that round
@@ -610,10 +611,13 @@ static void free_round(round *r)
 
 /* Where a worker is now: its last report plus the steps its mean step time says it made
  * since (heartbeats are a second apart; a fast job makes many steps in a second, and a
- * start step computed from stale counts would already be past when the ARM arrives). */
+ * start step computed from stale counts would already be past when the ARM arrives) --
+ * when it is still stepping: a worker whose count did not move between two heartbeats
+ * is stuck (or in a step longer than a heartbeat), and a job hung at step 14 must not be
+ * promised a window at step 20 before its stall threshold has passed. */
 static int64_t estimated_step(const worker *w, int64_t now)
 {
-    if (w->stalled_ns > 0 || w->mean_step_ns <= 0 || now <= w->steps_heard_ns)
+    if (w->stalled_ns > 0 || !w->stepping || w->mean_step_ns <= 0 || now <= w->steps_heard_ns)
         return w->steps_done;
     return w->steps_done + (now - w->steps_heard_ns) / w->mean_step_ns;
 }
@@ -1025,6 +1029,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
     worker *w = &c->workers[rank];
     switch (m->type) {
     case PT_CTL_HEARTBEAT:
+        w->stepping = m->steps_done > w->steps_done;
         w->steps_done = m->steps_done;
         w->steps_heard_ns = now;
         w->mean_step_ns = m->mean_step_ns;

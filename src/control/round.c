@@ -34,6 +34,9 @@ typedef struct outcome {
     char *raw_trace_path;
     char *failure;           /* "kind: text" of a failure, for saying why nothing was profiled */
     int kind;                /* pt_ctl_failure, 0 for a summary */
+    bool lost;               /* a failure: lost mid-round (died, or its heartbeats stopped) ... */
+    int64_t lost_step;       /* ... after this step (-1: not known) ... */
+    char *reason;            /* ... as the round saw it */
 } outcome;
 
 struct pt_round {
@@ -296,6 +299,17 @@ void pt_round_add_failure(pt_round *r, const pt_ctl_worker *w, int kind, int64_t
     pt_buf failure = PT_BUF_INIT;
     pt_buf_printf(&failure, "%s%s%s", pt_ctl_failure_name(kind), text && *text ? ": " : "", text ? text : "");
     o->failure = pt_buf_take(&failure);
+    /* A rank lost mid-round leads the diagnosis (pt_job_input.failed_lost). */
+    o->lost = kind == PT_FAIL_DIED || kind == PT_FAIL_UNRESPONSIVE;
+    o->lost_step = steps_done;
+    if (o->lost) {
+        pt_buf reason = PT_BUF_INIT;
+        if (text && *text)
+            pt_buf_puts(&reason, text);
+        else
+            pt_buf_printf(&reason, "%s%s", pt_ctl_failure_name(kind), where);
+        o->reason = pt_buf_take(&reason);
+    }
     /* It died or left right after its collectives said where it was (one failed): that
      * state is evidence too. */
     if (snap && snap->collectives && *snap->collectives) {
@@ -457,22 +471,31 @@ pt_json *pt_round_report(pt_round *r, pt_error *err)
     pt_worker_summary **workers = pt_xmalloc((r->count ? r->count : 1) * sizeof *workers);
     int32_t *failed_ranks = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_ranks);
     const char **failed_names = pt_xmalloc((r->count ? r->count : 1) * sizeof *failed_names);
+    bool *lost = pt_xmalloc((r->count ? r->count : 1) * sizeof *lost);
+    int64_t *lost_step = pt_xmalloc((r->count ? r->count : 1) * sizeof *lost_step);
+    const char **reasons = pt_xmalloc((r->count ? r->count : 1) * sizeof *reasons);
     size_t nworkers = 0, nfailed = 0;
     for (size_t i = 0; i < r->count; i++) {
         if (r->outcomes[i].summary) {
             workers[nworkers++] = r->outcomes[i].summary;
         } else {
             failed_ranks[nfailed] = r->outcomes[i].rank;
+            lost[nfailed] = r->outcomes[i].lost;
+            lost_step[nfailed] = r->outcomes[i].lost_step;
+            reasons[nfailed] = r->outcomes[i].reason;
             failed_names[nfailed++] = r->outcomes[i].name;
         }
     }
     pt_job_input job = {workers, nworkers, r->world_size, (const char *const *)r->warnings, r->warning_count,
-                        failed_ranks, failed_names, nfailed, NULL};
+                        failed_ranks, failed_names, nfailed, NULL, lost, lost_step, reasons};
     pt_json *report = pt_diagnose(&job);
     add_raw_trace_paths(r, report);
     free(workers);
     free(failed_ranks);
     free(failed_names);
+    free(lost);
+    free(lost_step);
+    free(reasons);
     int rc;
     if (r->in_memory) {
         pt_buf text = PT_BUF_INIT, data_js = PT_BUF_INIT;
@@ -499,6 +522,7 @@ void pt_round_free(pt_round *r)
         free(o->failure);
         free(o->name);
         free(o->raw_trace_path);
+        free(o->reason);
     }
     pt_free_strings(r->warnings, r->warning_count);
     free(r->outcomes);

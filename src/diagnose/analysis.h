@@ -136,7 +136,7 @@ pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight);
 
 /* Findings (findings.c): the verdict and the sorted findings; marks the workers each
  * finding names in status_out (0 normal, 1 slow, 2 hang). */
-pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out);
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out, bool ranks_lost);
 
 /* The workers x functions matrix for the page (heatmap.c). */
 pt_json *pt_section_heatmap(const pt_analysis *a, const int *status);

@@ -8,7 +8,12 @@
  * pt_summary_check first. One that breaks a rule is not analysed: it is listed as a
  * failed worker, with a warning naming it and the rule, and the others are analysed as
  * usual. The sections may then rely on the rules (one entry per metric name, times
- * whose sums fit int64). */
+ * whose sums fit int64).
+ *
+ * A rank lost mid-round (its process died, its connection dropped) is the first thing a
+ * user must know: its finding leads whatever the others' summaries say, it counts among
+ * the missing ranks (it has no data), and the others' waiting is not judged as exposed
+ * communication -- their last steps wait for a rank that is gone (pt_build_diagnosis). */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
 #include "util/stats.h"
@@ -98,6 +103,16 @@ static void add_sync_points(pt_json *step, const pt_step_summary *st)
     pt_json_add(step, "tail_busy_ms", pt_json_number_rounded(busy_ms(st->tail_busy_ns), 6));
 }
 
+/* A step time for the report: the profiled steps' median, else (a worker a hang report
+ * reached, with no profile) the mean step its collector measured before it stopped, else
+ * unknown -- never "0 ms". */
+static pt_json *step_time_json(double profiled_ms, int64_t before_hang_ns)
+{
+    if (profiled_ms > 0)
+        return pt_json_number_rounded(profiled_ms, 6);
+    return before_hang_ns > 0 ? pt_json_number_rounded((double)before_hang_ns / 1e6, 6) : pt_json_null();
+}
+
 static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
 {
     const pt_worker_summary *s = a->workers[w];
@@ -108,7 +123,7 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
     pt_json_add(j, "local_rank", pt_json_int(s->local_rank));
     pt_json_add(j, "pid", pt_json_int(s->pid));
     pt_json_add(j, "rank_source", pt_json_string(rank_source_name(s->rank_source)));
-    pt_json_add(j, "step_time_ms", pt_json_number_rounded(a->step_ms[w], 6));
+    pt_json_add(j, "step_time_ms", step_time_json(a->step_ms[w], s->hang_step_ns));
     double util = s->window_ns > 0 ? (double)s->union_ns[PT_CLASS_COMPUTE] / (double)s->window_ns : 0;
     pt_json_add(j, "gpu_utilization", pt_json_number_rounded(util, 6));
     pt_json_add(j, "status", pt_json_string(status_name(status)));
@@ -152,7 +167,14 @@ static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis 
     pt_json_add(j, "missing_ranks", missing);
     pt_json_add(j, "missing_count", pt_json_int(missing_count));
     pt_json_add(j, "steps", pt_json_number(pt_median_of(a->steps, a->n, a->scratch)));
-    pt_json_add(j, "median_step_time_ms", pt_json_number_rounded(a->median_step_ms, 6));
+    double *before = pt_xmalloc((a->n ? a->n : 1) * sizeof *before);
+    size_t known = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->hang_step_ns > 0)
+            before[known++] = (double)a->workers[w]->hang_step_ns;
+    int64_t before_hang_ns = known ? (int64_t)pt_median(before, known) : 0;
+    free(before);
+    pt_json_add(j, "median_step_time_ms", step_time_json(a->median_step_ms, before_hang_ns));
 }
 
 /* A profiled window further than this from the median worker's cannot be the same
@@ -242,6 +264,9 @@ typedef struct admitted {
     int32_t *failed_ranks;
     const char **failed_names;
     const char **warnings;
+    bool *failed_lost;
+    int64_t *failed_lost_step;
+    const char **failed_reasons;
     char **refusals; /* owned: the warnings and names of refused workers */
     size_t refused;
 } admitted;
@@ -256,9 +281,17 @@ static void admit_workers(const pt_job_input *in, admitted *out)
     out->failed_names = pt_xmalloc((failed ? failed : 1) * sizeof *out->failed_names);
     out->warnings = pt_xmalloc((warned ? warned : 1) * sizeof *out->warnings);
     out->refusals = pt_xmalloc((n ? 2 * n : 1) * sizeof *out->refusals);
+    out->failed_lost = pt_xcalloc(failed ? failed : 1, sizeof *out->failed_lost);
+    out->failed_lost_step = pt_xmalloc((failed ? failed : 1) * sizeof *out->failed_lost_step);
+    out->failed_reasons = pt_xcalloc(failed ? failed : 1, sizeof *out->failed_reasons);
+    for (size_t i = 0; i < failed; i++)
+        out->failed_lost_step[i] = -1;
     for (size_t i = 0; i < in->failed_count; i++) {
         out->failed_ranks[i] = in->failed_ranks[i];
         out->failed_names[i] = in->failed_names ? in->failed_names[i] : "";
+        out->failed_lost[i] = in->failed_lost && in->failed_lost[i];
+        out->failed_lost_step[i] = in->failed_lost_step ? in->failed_lost_step[i] : -1;
+        out->failed_reasons[i] = in->failed_reasons ? in->failed_reasons[i] : NULL;
     }
     for (size_t i = 0; i < in->warning_count; i++)
         out->warnings[i] = in->warnings[i];
@@ -286,6 +319,9 @@ static void admit_workers(const pt_job_input *in, admitted *out)
     out->job.failed_ranks = out->failed_ranks;
     out->job.failed_names = out->failed_names;
     out->job.failed_count = nfailed;
+    out->job.failed_lost = out->failed_lost;
+    out->job.failed_lost_step = out->failed_lost_step;
+    out->job.failed_reasons = out->failed_reasons;
     out->job.warnings = out->warnings;
     out->job.warning_count = nwarnings;
 }
@@ -297,6 +333,87 @@ static void admitted_free(admitted *a)
     free(a->failed_ranks);
     free(a->failed_names);
     free(a->warnings);
+    free(a->failed_lost);
+    free(a->failed_lost_step);
+    free(a->failed_reasons);
+}
+
+/* lost[r]: rank r was lost mid-round. */
+static uint8_t *lost_ranks(const pt_job_input *job, int32_t world_size, size_t *count)
+{
+    uint8_t *lost = pt_xcalloc(world_size > 0 ? (size_t)world_size : 1, 1);
+    *count = 0;
+    for (size_t i = 0; i < job->failed_count; i++) {
+        int32_t r = job->failed_ranks[i];
+        if (job->failed_lost[i] && r >= 0 && r < world_size && !lost[r])
+            lost[r] = 1, (*count)++;
+    }
+    return lost;
+}
+
+/* "Rank 3 was lost mid-round (died (at step 22): connection lost ...)": the finding that
+ * leads, about ranks the analysis has no data of. Its impact is the whole step, as a
+ * hang's is: the job cannot step without them. */
+#define LOST_LISTED 8
+
+static pt_json *lost_finding(const pt_job_input *job, const uint8_t *lost, int32_t world_size, size_t count)
+{
+    pt_json *f = pt_json_object();
+    pt_json_add(f, "category", pt_json_string("lost"));
+    pt_json_add(f, "function", pt_json_string(""));
+    pt_json *ranks = pt_json_add(f, "workers", pt_json_array());
+    pt_buf s = PT_BUF_INIT;
+    pt_buf_puts(&s, count == 1 ? "Rank " : "Ranks ");
+    size_t listed = 0;
+    for (int32_t r = 0; r < world_size; r++) {
+        if (!lost[r])
+            continue;
+        pt_json_push(ranks, pt_json_int(r));
+        if (listed < LOST_LISTED)
+            pt_buf_printf(&s, "%s%d", listed == 0 ? "" : listed + 1 == count ? " and " : ", ", r);
+        listed++;
+    }
+    if (count > LOST_LISTED)
+        pt_buf_printf(&s, " and %zu more", count - LOST_LISTED);
+    pt_buf_printf(&s, " %s lost in the middle of the round", count == 1 ? "was" : "were");
+    for (size_t i = 0; i < job->failed_count && count == 1; i++)
+        if (job->failed_lost[i] && job->failed_reasons[i])
+            pt_buf_printf(&s, " (%s)", job->failed_reasons[i]);
+    pt_buf_printf(&s, ": %s no profile, and the job cannot step without %s. The other workers' last steps waited "
+                      "for %s, so their waiting is not diagnosed as communication. Find out why %s stopped (%s log; "
+                      "dmesg for the OOM killer or a signal; the host's health), then profile again.",
+                  count == 1 ? "it has" : "they have", count == 1 ? "it" : "them", count == 1 ? "it" : "them",
+                  count == 1 ? "it" : "they", count == 1 ? "its" : "their");
+    pt_json_add(f, "all_workers", pt_json_bool(false));
+    pt_json_add(f, "impact", pt_json_number(1));
+    pt_json_add(f, "summary", pt_json_string(s.data));
+    pt_buf_free(&s);
+    pt_json *ev = pt_json_add(f, "evidence", pt_json_object());
+    pt_json_add(ev, "section", pt_json_string("workers"));
+    pt_json_add(ev, "metric", pt_json_string("ranks lost mid-round"));
+    pt_json_add(ev, "median", pt_json_number(0));
+    pt_json *values = pt_json_add(ev, "values", pt_json_object());
+    for (size_t i = 0; i < job->failed_count; i++) {
+        char rank[16];
+        snprintf(rank, sizeof rank, "%d", job->failed_ranks[i]);
+        if (job->failed_lost[i] && job->failed_ranks[i] >= 0 && !pt_json_get(values, rank))
+            pt_json_add(values, rank, pt_json_int(job->failed_lost_step[i]));
+    }
+    return f;
+}
+
+/* The lost ranks' finding first, and a verdict that is not "healthy". First even before
+ * a hang's findings: those follow from the loss (the others blocked in the call it never
+ * joined, or gloo raising on them once it was gone) and say less precisely what it was. */
+static void lead_with_lost(pt_json *diagnosis, pt_json *finding)
+{
+    pt_json *findings = pt_json_get(diagnosis, "findings");
+    pt_json_push(findings, finding);
+    memmove(findings->items + 1, findings->items, (findings->count - 1) * sizeof *findings->items);
+    findings->items[0] = finding;
+    pt_json *verdict = pt_json_get(diagnosis, "verdict");
+    if (verdict && verdict->string && strcmp(verdict->string, "healthy") == 0)
+        pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));
 }
 
 static pt_json *diagnose_admitted(const pt_job_input *job)
@@ -304,9 +421,14 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_analysis a;
     pt_analysis_init_by_rank(&a, job->workers, job->worker_count);
 
+    int32_t world_size = world_size_of(job, &a);
+    size_t lost_count;
+    uint8_t *lost = lost_ranks(job, world_size, &lost_count);
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
-    pt_json *diagnosis = pt_build_diagnosis(&a, status);
-    if (a.n == 0) {
+    pt_json *diagnosis = pt_build_diagnosis(&a, status, lost_count > 0);
+    if (lost_count)
+        lead_with_lost(diagnosis, lost_finding(job, lost, world_size, lost_count));
+    else if (a.n == 0) {
         pt_json *findings = pt_json_get(diagnosis, "findings");
         pt_json *f = pt_json_push(findings, pt_json_object());
         pt_json_add(f, "category", pt_json_string("other"));
@@ -328,15 +450,14 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_json_add(report, "generated_at", pt_json_string(job->generated_at ? job->generated_at : now));
 
     /* Missing ranks are listed up to MISSING_LISTED and counted beyond: a trace claiming
-     * a world of a million ranks must not cost a million report entries. */
-    int32_t world_size = world_size_of(job, &a);
+     * a world of a million ranks must not cost a million report entries. A rank lost
+     * mid-round is missing too (it has no data), and listed once among the workers. */
     pt_json *missing = pt_json_array();
     int64_t missing_count = 0;
     uint8_t *known = known_ranks(job, &a, world_size);
     for (int32_t r = 0; r < world_size; r++)
-        if (!known[r] && missing_count++ < MISSING_LISTED)
+        if ((!known[r] || lost[r]) && missing_count++ < MISSING_LISTED)
             pt_json_push(missing, pt_json_int(r));
-    free(known);
     add_job(report, job, &a, world_size, missing, missing_count);
 
     pt_json *workers = pt_json_add(report, "workers", pt_json_array());
@@ -346,7 +467,10 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
         pt_json_push(workers, absent_worker_json(job->failed_ranks[i], job->failed_names ? job->failed_names[i] : "",
                                                  "error"));
     for (size_t i = 0; i < missing->count; i++)
-        pt_json_push(workers, absent_worker_json((int32_t)missing->items[i]->integer, "", "missing"));
+        if (!known[missing->items[i]->integer])
+            pt_json_push(workers, absent_worker_json((int32_t)missing->items[i]->integer, "", "missing"));
+    free(known);
+    free(lost);
 
     pt_json_add(report, "diagnosis", diagnosis);
     pt_json_add(report, "GPU Compute", pt_section_gpu_compute(&a));

@@ -22,6 +22,13 @@ typedef struct pt_job_input {
     const char *const *failed_names;   /* their trace file names, for the workers list */
     size_t failed_count;
     const char *generated_at;          /* ISO-8601; NULL = now (tests pass a fixed value) */
+    /* Of the failed workers, [failed_count] each (NULL: none of them): lost mid-round (its
+     * process died, its connection dropped, its heartbeats stopped), the last step it was
+     * known to complete (-1: not known), and what the round saw (NULL: nothing). A lost
+     * rank leads the diagnosis and counts among the missing ranks. */
+    const bool *failed_lost;
+    const int64_t *failed_lost_step;
+    const char *const *failed_reasons;
 } pt_job_input;
 
 /* Builds the report. Never fails: with no usable worker the verdict explains why. A

@@ -80,6 +80,17 @@ double pt_floor_ms(const pt_analysis *a);
 /* Fraction of the median step that excess_ms is, in [0, 1]. */
 double pt_impact_of(const pt_analysis *a, double excess_ms);
 
+/* A worker's metric whose name ends with suffix ("host.cpu_util"), or NULL. */
+const pt_metric_summary *pt_worker_metric(const pt_worker_summary *s, const char *suffix);
+/* Worker w shares its host with another worker of the job (or its host is unknown):
+ * host metrics and the host's CPU are then the same for both. */
+bool pt_worker_shares_host(const pt_analysis *a, size_t w);
+/* Worker w's host CPU was busy nearly all the window (host.cpu_util averaging
+ * PT_HOST_SATURATED_PCT or more) and it shares that host with other workers: their
+ * CPU-side work competes for one CPU, so what one of them loses another gains. */
+#define PT_HOST_SATURATED_PCT 95.0
+bool pt_worker_cpu_contended(const pt_analysis *a, size_t w);
+
 /* Sentence pieces: "Rank 3" / "Ranks 1, 2 and 5"; "12.5 ms"; the short function name. */
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
 void pt_put_ms(pt_buf *out, double ms);

@@ -160,3 +160,28 @@ void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out)
     if (host)
         pt_buf_printf(out, " (every rank of host %s)", host);
 }
+
+const pt_metric_summary *pt_worker_metric(const pt_worker_summary *s, const char *suffix)
+{
+    for (size_t i = 0; i < s->metric_count; i++)
+        if (pt_ends_with(s->metrics[i].name, suffix))
+            return &s->metrics[i];
+    return NULL;
+}
+
+bool pt_worker_shares_host(const pt_analysis *a, size_t w)
+{
+    const char *host = a->workers[w]->host;
+    if (!host || !*host)
+        return true; /* unknown: cannot tell hosts apart */
+    for (size_t v = 0; v < a->n; v++)
+        if (v != w && a->workers[v]->host && strcmp(a->workers[v]->host, host) == 0)
+            return true;
+    return false;
+}
+
+bool pt_worker_cpu_contended(const pt_analysis *a, size_t w)
+{
+    const pt_metric_summary *busy = pt_worker_metric(a->workers[w], "host.cpu_util");
+    return busy && busy->mean >= PT_HOST_SATURATED_PCT && pt_worker_shares_host(a, w);
+}

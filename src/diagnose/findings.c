@@ -9,9 +9,13 @@
  *     show a straggler.
  *  1. Peers (peers.c). Every worker is compared with the typical one, function by function
  *     and class by class: extra calls are exact evidence of extra work; more time in the
- *     same calls must clear the noise (each worker's own step-to-step spread) in every
- *     step, and the worker must hold the others up (it is among the busiest workers of
- *     the step model's segments: causality, not variance). A worker whose CPU-side calls
+ *     same calls must clear the noise (each worker's own step-to-step spread, and the
+ *     machine-wide swing of the typical worker) in every step, and the worker must hold
+ *     the others up (it is among the busiest workers of the step model's segments:
+ *     causality, not variance). Work graded across several workers (rank r sleeps r s)
+ *     is judged against the fastest workers, consistently in every step, whoever
+ *     arrived last; on a saturated host CPU shared by workers, CPU-side time that
+ *     swings with the load names no rank. A worker whose CPU-side calls
  *     are all slower by a similar factor is one host finding; one whose kernels are is
  *     one slow-GPU finding (a host's slow GPUs together). The worker busiest in every
  *     segment is the straggler whatever its noise, explained by what it does instead of
@@ -25,7 +29,9 @@
  *     (cpu_bound, summed over every stack), exposed communication above 30% (what no
  *     worker's work sets: the transfers), and a slowest worker that moves from step to
  *     step (uneven work).
- *  4. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
+ *  4. Ranks lost mid-round (diagnose.c) lead, and the others' waiting for them is not
+ *     judged as exposed communication (ranks_lost).
+ *  5. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
  *     missing from the call the others wait in, which calls do not match, groups entered
  *     in opposite orders, a call nobody returns from -- and, without collective state,
  *     the stacks: workers stopped outside a collective are the culprits.
@@ -90,27 +96,6 @@ static const hardware_rule hardware_rules[] = {
      "its host CPU is busier than its peers': other processes compete with the training process"},
 };
 
-static const pt_metric_summary *metric_of(const pt_worker_summary *s, const char *suffix)
-{
-    for (size_t i = 0; i < s->metric_count; i++)
-        if (pt_ends_with(s->metrics[i].name, suffix))
-            return &s->metrics[i];
-    return NULL;
-}
-
-/* Host metrics compare hosts: a worker sharing its host with others it is compared with
- * shares its CPU too, so differences are noise. */
-static bool shares_host(const pt_analysis *a, size_t w)
-{
-    const char *host = a->workers[w]->host;
-    if (!host || !*host)
-        return true; /* unknown: cannot tell hosts apart */
-    for (size_t v = 0; v < a->n; v++)
-        if (v != w && a->workers[v]->host && strcmp(a->workers[v]->host, host) == 0)
-            return true;
-    return false;
-}
-
 static void hardware_findings(const pt_analysis *a, finding_list *list)
 {
     size_t count = list->count; /* only findings that existed before this pass */
@@ -119,7 +104,7 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
         const hardware_rule *rule = &hardware_rules[r];
         size_t m = 0;
         for (size_t w = 0; w < a->n; w++) {
-            const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
+            const pt_metric_summary *metric = pt_worker_metric(a->workers[w], rule->suffix);
             if (metric)
                 values[m++] = metric->mean;
         }
@@ -132,8 +117,8 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
                 continue;
             for (size_t k = 0; k < explained->worker_count; k++) {
                 size_t w = explained->workers[k];
-                const pt_metric_summary *metric = metric_of(a->workers[w], rule->suffix);
-                if (!metric || (strncmp(rule->suffix, "host.", 5) == 0 && shares_host(a, w)))
+                const pt_metric_summary *metric = pt_worker_metric(a->workers[w], rule->suffix);
+                if (!metric || (strncmp(rule->suffix, "host.", 5) == 0 && pt_worker_shares_host(a, w)))
                     continue;
                 double off = (metric->mean - s.median) * rule->direction;
                 if (off <= fmax(SIGMAS * s.sigma, rule->relative_floor * fabs(s.median)))
@@ -715,7 +700,7 @@ static pt_json *model_json(const pt_analysis *a, const pt_whatif *m, double join
     return j;
 }
 
-pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, bool ranks_lost)
 {
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
@@ -739,8 +724,9 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status)
             common_cpu_bound(a, m, &list);
         }
         /* Waiting for a straggler is exposed communication on everyone else: it is
-         * explained by the straggler's finding, not a communication problem. */
-        if (!peer_findings) {
+         * explained by the straggler's finding, not a communication problem; so is
+         * waiting for a rank lost mid-round (the steps its crash cut short). */
+        if (!peer_findings && !ranks_lost) {
             common_communication(a, m, &list);
             common_imbalance(a, m, &list);
         }

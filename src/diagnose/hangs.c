@@ -984,8 +984,11 @@ static void stack_findings(hang_ctx *h)
         pt_buf_printf(&s, " stopped making progress");
         if (first->hang_step >= 0)
             pt_buf_printf(&s, " in step %lld", (long long)first->hang_step);
-        if (strcmp(f->function, "stopped stepping") != 0)
-            pt_buf_printf(&s, " (last in `%s`)", f->function);
+        if (strcmp(f->function, "stopped stepping") != 0) { /* its innermost frames, not the stack key */
+            pt_buf_puts(&s, " (last in ");
+            put_where(&s, f->function);
+            pt_buf_puts(&s, ")");
+        }
         if (nblocked)
             pt_buf_printf(&s, "; %zu other worker%s %s blocked in %s waiting for %s", nblocked, nblocked == 1 ? "" : "s",
                           nblocked == 1 ? "is" : "are", collective ? collective : "a collective",

@@ -16,7 +16,17 @@
  *    taken out (over sqrt(steps) for the mean), or 5 sigma of the spread across workers
  *    when steps cannot be compared, and hold in every step (all but one of four or
  *    more): four processes sharing a GPU inflate one step here and another there, which
- *    is not a slow worker.
+ *    is not a slow worker. It must also clear the machine-wide swing (how far the
+ *    typical worker's own time moves from step to step): a loaded machine slows everyone
+ *    by a factor that changes every step and lands unevenly. On a host whose CPU is
+ *    saturated and shared by several workers, CPU-side time is the scheduler's share:
+ *    a function whose typical time swings there is load-bound and names no rank, and
+ *    other CPU-side excess must be the same size in every step (time_threshold).
+ *  - Graded (against the fastest). The same calls taking consistently different times
+ *    on several workers (rank r sleeps r s) are judged against the fastest workers of
+ *    each step, not the median a grade drags up; who arrived last plays no part, so a
+ *    loaded machine that reshuffles arrivals every step does not hide it. Most workers
+ *    above one by the same amount is that one being odd, not a grade (graded_rows).
  * Whole classes are judged the same way, for slowness spread over many functions (a
  * uniformly slower GPU), and named by the function with the largest excess.
  * A host whose CPU is contended or throttled slows everything the CPU does by a similar
@@ -26,10 +36,12 @@
  * A GPU slowed as a whole (clocks, heat) makes every kernel slower by a similar factor:
  * one finding for those workers, costed at the whole class.
  * Who holds the others up is causal, from the step model (whatif.h): a worker among the
- * busiest (within the floor) in half its segments. The worker busiest in every segment,
- * each time by the floor, is the straggler however noisy its steps; so is one that waits
- * far less than its peers (exposed communication plus idle, compared like everything
- * else). A straggler no finding names yet is explained by its largest excess covering
+ * busiest (within a tie: the floor, or the machine's swing between segments) in half its
+ * segments. The worker busiest in every segment, each time by more than a tie, is the
+ * straggler however noisy its steps (on a saturated shared CPU, only when its lead is
+ * the same size every time); so is one that waits far less than its peers (exposed
+ * communication plus idle, compared like everything else). A lead that load-bound
+ * CPU time explains names nobody (lead_is_load). A straggler no finding names yet is explained by its largest excess covering
  * half its lead, else as untraced time; when its function is one the other workers also
  * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
  * straggler first (graded). Sentences are written once the model has costed each
@@ -60,8 +72,13 @@ typedef struct peer_values {
     double *per_step;    /* [w * steps + s], when steps >= 2 */
     double median;       /* the typical worker */
     double threshold;    /* statistical: what clears the typical worker's noise (never under the floor) */
+    double floor;        /* pt_floor_ms */
     double *own_noise;   /* [w]: that worker's own step-to-step spread (steps >= 2) */
     double *step_median; /* [s] */
+    double swing;        /* how far the typical worker itself moves from step to step (the
+                            spread of step_median): the machine-wide slowdown's noise */
+    bool cpu_side;       /* the values are CPU-side time (runtime calls, Python) ... */
+    bool *contended;     /* [w]: ... and that worker's host CPU is saturated and shared */
 } peer_values;
 
 static void values_init(peer_values *v, const pt_analysis *a, size_t steps)
@@ -72,6 +89,9 @@ static void values_init(peer_values *v, const pt_analysis *a, size_t steps)
     v->per_step = pt_xmalloc((a->n * v->steps + 1) * sizeof *v->per_step);
     v->step_median = pt_xmalloc((v->steps + 1) * sizeof *v->step_median);
     v->own_noise = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->own_noise);
+    v->contended = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->contended);
+    for (size_t w = 0; w < a->n; w++)
+        v->contended[w] = pt_worker_cpu_contended(a, w);
 }
 
 static void values_free(peer_values *v)
@@ -80,6 +100,7 @@ static void values_free(peer_values *v)
     free(v->per_step);
     free(v->step_median);
     free(v->own_noise);
+    free(v->contended);
 }
 
 /* The typical worker, and how far above it chance reaches (see the header comment).
@@ -94,6 +115,7 @@ static void values_free(peer_values *v)
 static void measure(const pt_analysis *a, peer_values *v)
 {
     size_t n = a->n, steps = v->steps;
+    v->floor = pt_floor_ms(a);
     if (!steps) {
         pt_spread spread = pt_spread_of(v->mean, n, a->scratch);
         v->median = spread.median;
@@ -117,6 +139,7 @@ static void measure(const pt_analysis *a, peer_values *v)
     double sigma = pt_median(column, n);
     free(column);
     v->threshold = fmax(pt_floor_ms(a), STEP_SIGMAS * sigma / sqrt((double)steps));
+    v->swing = pt_sample_sd(v->step_median, steps);
 }
 
 /* Above the typical worker in every step (all but one of four or more), not in one. */
@@ -130,19 +153,52 @@ static bool above_in_steps(const peer_values *v, size_t w)
     return above + (v->steps >= 4) >= v->steps;
 }
 
+/* What a difference in time (not in calls) must clear on worker w: the noise of the
+ * typical worker and its own, and the machine-wide swing. A loaded machine slows every
+ * worker by a factor that changes from step to step; the workers' shares of it differ by
+ * as much, so an excess no larger than the typical worker's own step-to-step swing is
+ * that slowdown landing unevenly, not a slow worker (a 10 s matmul that takes 5 s in the
+ * next step is not 300 ms slower on one rank). Consistent work is unaffected: a sleep's
+ * typical value does not swing. On a host whose CPU is saturated and shared by several
+ * workers, CPU-side time is a share of one CPU that the scheduler hands out unevenly:
+ * there the excess must be the same size in every step (clear STEP_SIGMAS of the
+ * worker's own spread, not of its mean's), and a function whose typical time itself
+ * swings by more than the floor is load-bound -- what one rank loses of it another
+ * gains, so no rank is named for it (the host is the problem, not that rank). A sleep,
+ * whose time the load does not move, is still judged. */
+static bool load_bound(const peer_values *v, size_t w)
+{
+    return v->cpu_side && v->contended[w] && v->steps && v->swing > v->floor;
+}
+
+static double time_threshold(const peer_values *v, size_t w)
+{
+    if (load_bound(v, w))
+        return INFINITY;
+    double threshold = fmax(v->threshold, v->swing);
+    if (v->steps)
+        threshold = fmax(threshold, STEP_SIGMAS * v->own_noise[w] /
+                                        (v->cpu_side && v->contended[w] ? 1 : sqrt((double)v->steps)));
+    return threshold;
+}
+
 /* Worker w's excess over the typical worker when it is real, else 0. Exact evidence
  * (extra calls) needs only the floor; a difference in time must clear the noise. */
 static double real_excess(const pt_analysis *a, const peer_values *v, size_t w, bool exact)
 {
     double excess = v->mean[w] - v->median;
-    double threshold = exact ? pt_floor_ms(a) : v->threshold;
-    if (!exact && v->steps)
-        threshold = fmax(threshold, STEP_SIGMAS * v->own_noise[w] / sqrt((double)v->steps));
+    double threshold = exact ? pt_floor_ms(a) : time_threshold(v, w);
     return excess > threshold && above_in_steps(v, w) ? excess : 0;
+}
+
+static bool cpu_side(pt_class cls)
+{
+    return cls == PT_CLASS_RUNTIME || cls == PT_CLASS_PYTHON;
 }
 
 static void row_values(const pt_analysis *a, const pt_fn_row *row, peer_values *v)
 {
+    v->cpu_side = cpu_side(row->cls);
     pt_row_exposed_ms(a, row, v->mean);
     if (v->steps)
         pt_row_step_ms(a, row, v->per_step);
@@ -156,6 +212,9 @@ static void classes_values(const pt_analysis *a, const pt_class *classes, size_t
     double *mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *mean), *per_step = pt_xmalloc((cells + 1) * sizeof *per_step);
     memset(v->mean, 0, a->n * sizeof *v->mean);
     memset(v->per_step, 0, cells * sizeof *v->per_step);
+    v->cpu_side = count > 0;
+    for (size_t k = 0; k < count; k++)
+        v->cpu_side &= cpu_side(classes[k]);
     for (size_t k = 0; k < count; k++) {
         pt_class_exposed_ms(a, classes[k], mean);
         for (size_t w = 0; w < a->n; w++)
@@ -239,11 +298,6 @@ static void name_on_row(finding_list *list, const pt_fn_row *row, const named *w
     f->classes = PT_CLASS_BIT(row->cls);
 }
 
-static bool cpu_side(pt_class cls)
-{
-    return cls == PT_CLASS_RUNTIME || cls == PT_CLASS_PYTHON;
-}
-
 /* ------------------------------------------------------------ functions and classes */
 
 /* One pass over the functions: the exact evidence (extra calls) first, then, once slow
@@ -278,6 +332,83 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
         }
     }
     free(calls);
+    values_free(&v);
+}
+
+/* Graded work: the same calls taking different times on several workers, each
+ * consistently (rank r sleeps r s). Against the typical worker a grade hides: with ranks
+ * at 0, 200, 400 and 600 ms the median is 300, and the worst is "only" 300 ms above it,
+ * under the floor of a slow step, while ranks 1 and 2 look like noise. Against the
+ * fastest workers (those within the floor of the least time, per step) each of them is
+ * above by what it really spends more, and that excess must hold from step to step: clear
+ * STEP_SIGMAS of the noise of its own per-step excess (over sqrt(steps)) and the
+ * machine's swing. A matmul the
+ * loaded machine makes 7 s in one step and 5 s in the next on the fastest rank is no
+ * grade, and neither are most workers above one by the same amount (that one is the odd
+ * one out, not the others slow). No one has to be seen holding the others up: on a loaded machine
+ * who arrives last in a step is chance, while the grade is in every step; what fixing it
+ * saves is the step model's (its impact), and the grade's finding names the most first
+ * (name_graded). Two workers or more, not all; one alone, when it holds the others up:
+ * a straggler the median of a spread hides (its 600 ms are 262 above the 338 of the
+ * typical worker, under the floor of a 9 s step). */
+static void graded_rows(const pt_analysis *a, finding_list *list, const peer_context *c)
+{
+    size_t n = a->n, steps = a->function_steps;
+    if (steps < 2)
+        return;
+    peer_values v;
+    values_init(&v, a, steps);
+    double *calls = pt_xmalloc(n * sizeof *calls), *column = pt_xmalloc(n * sizeof *column);
+    double *reference = pt_xmalloc(steps * sizeof *reference), floor = pt_floor_ms(a);
+    double *excess = pt_xmalloc(steps * sizeof *excess);
+    bool *graded = pt_xmalloc(n * sizeof *graded);
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (row->cls == PT_CLASS_COMM)
+            continue;
+        row_values(a, row, &v);
+        pt_row_calls_per_step(a, row, calls);
+        double peer_calls = pt_median_of(calls, n, a->scratch), ref_mean = 0;
+        for (size_t s = 0; s < steps; s++) { /* the fastest workers of each step */
+            double least = INFINITY;
+            for (size_t w = 0; w < n; w++)
+                least = fmin(least, v.per_step[w * steps + s]);
+            size_t k = 0;
+            for (size_t w = 0; w < n; w++)
+                if (v.per_step[w * steps + s] <= least + floor)
+                    column[k++] = v.per_step[w * steps + s];
+            reference[s] = pt_median_of(column, k, a->scratch);
+            ref_mean += reference[s] / (double)steps;
+        }
+        size_t count = 0;
+        double least_excess = INFINITY, most_excess = 0;
+        for (size_t w = 0; w < n; w++) {
+            size_t above = 0;
+            for (size_t s = 0; s < steps; s++) {
+                excess[s] = v.per_step[w * steps + s] - reference[s];
+                above += excess[s] > floor / 2;
+            }
+            double noise = pt_sample_sd(excess, steps) / sqrt((double)steps);
+            double mean = v.mean[w] - ref_mean;
+            graded[w] = call_evidence(calls[w], peer_calls) == PT_EVIDENCE_SLOWER && above + (steps >= 4) >= steps &&
+                        !load_bound(&v, w) && mean > fmax(fmax(floor, v.swing), STEP_SIGMAS * noise);
+            count += graded[w];
+            if (graded[w])
+                least_excess = fmin(least_excess, mean), most_excess = fmax(most_excess, mean);
+        }
+        if (count == 0 || count >= n || (2 * count > n && most_excess - least_excess <= floor))
+            continue;
+        for (size_t w = 0; w < n; w++)
+            if (graded[w] && (count >= 2 || holds_others_up(c, w))) {
+                named who = {w, v.mean[w], ref_mean, v.mean[w] - ref_mean, PT_EVIDENCE_SLOWER, calls[w], peer_calls};
+                name_on_row(list, row, &who);
+            }
+    }
+    free(calls);
+    free(column);
+    free(reference);
+    free(excess);
+    free(graded);
     values_free(&v);
 }
 
@@ -597,15 +728,36 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
 
 /* ------------------------------------------------------------ the pace (causality) */
 
+/* How close to the busiest worker of a segment counts as a tie: the floor, or the
+ * machine-wide swing when it is larger -- how far the typical worker's work moves from
+ * one segment to the next (the spread of its median). On a loaded machine that slows
+ * every worker by a factor changing from step to step, who arrives last by less than
+ * that is chance, not cause. */
+static double segment_tie_ms(const pt_analysis *a, const pt_whatif *m)
+{
+    size_t segments = pt_whatif_segments(m);
+    double *work = pt_xmalloc((a->n ? a->n : 1) * sizeof *work);
+    double *typical = pt_xmalloc((segments ? segments : 1) * sizeof *typical);
+    for (size_t j = 0; j < segments; j++) {
+        for (size_t w = 0; w < a->n; w++)
+            work[w] = pt_whatif_segment_work_ms(m, j, w);
+        typical[j] = pt_median_of(work, a->n, a->scratch);
+    }
+    double swing = pt_sample_sd(typical, segments);
+    free(work);
+    free(typical);
+    return fmax(pt_floor_ms(a), swing);
+}
+
 /* Who holds the others up: a worker whose work, in at least half the segments of the step
- * model, is within the floor of the busiest worker's (the one the others wait for). Two
- * equally slow workers both hold the job up; one a little slower than the rest but far
- * from the busiest costs the job nothing, however real its excess. */
+ * model, is within a tie (segment_tie_ms) of the busiest worker's (the one the others
+ * wait for). Two equally slow workers both hold the job up; one a little slower than the
+ * rest but far from the busiest costs the job nothing, however real its excess. */
 static void find_pacers(const pt_analysis *a, const pt_whatif *m, bool *paces)
 {
     size_t segments = pt_whatif_segments(m);
     size_t *count = pt_xcalloc(a->n ? a->n : 1, sizeof *count);
-    double floor = pt_floor_ms(a);
+    double floor = segment_tie_ms(a, m);
     for (size_t j = 0; j < segments; j++) {
         double top = 0;
         for (size_t w = 0; w < a->n; w++)
@@ -620,26 +772,33 @@ static void find_pacers(const pt_analysis *a, const pt_whatif *m, bool *paces)
 
 /* Who sets the step time: in each segment of the step model the busiest worker is the
  * one the others wait for. One that is the busiest in every segment (all but one of four
- * or more), each time ahead of the next by more than the floor, holds the job up whatever
- * its steps' spread: that is cause and effect, not variance, and noise that swells every
- * worker's steps by turns does not make another worker wait for it every time. Returns
- * that worker (SIZE_MAX: none) and its lead, ms per step. */
+ * or more), each time ahead of the next by more than a tie (the floor, or the machine's
+ * swing: segment_tie_ms), holds the job up whatever its steps' spread: that is cause and
+ * effect, not variance, and noise that swells every worker's steps by turns does not
+ * make another worker wait for it every time. Returns that worker (SIZE_MAX: none) and
+ * its lead, ms per step. */
 static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead)
 {
     size_t segments = pt_whatif_segments(m), setter = SIZE_MAX, led = 0;
-    double floor = pt_floor_ms(a), total = 0;
+    double floor = segment_tie_ms(a, m), total = 0;
     *lead = 0;
     if (segments == 0 || a->n < 2)
         return SIZE_MAX;
+    double *margins = pt_xmalloc(segments * sizeof *margins);
     for (size_t j = 0; j < segments; j++) {
         double margin;
         size_t w = pt_whatif_pacer(m, j, &margin);
         if (setter == SIZE_MAX)
             setter = w;
         if (w == setter && margin >= floor)
-            led++, total += margin;
+            margins[led++] = margin, total += margin;
     }
-    if (led + (segments >= 4) < segments)
+    /* On a saturated CPU shared with the others, a lead that changes size from step to
+     * step is the scheduler's share (see time_threshold), not this worker's work. */
+    bool starved = led && pt_worker_cpu_contended(a, setter) &&
+                   STEP_SIGMAS * pt_sample_sd(margins, led) > total / (double)led;
+    free(margins);
+    if (led + (segments >= 4) < segments || starved)
         return SIZE_MAX;
     *lead = total / (double)pt_whatif_steps(m);
     return setter;
@@ -699,6 +858,20 @@ static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
     free(fast);
 }
 
+/* The row explaining worker w's lead is load-bound there (time_threshold): the
+ * scheduler's share of a saturated CPU, which names no rank, whoever arrived last. */
+static bool lead_is_load(const pt_analysis *a, size_t w, const pt_fn_row *row)
+{
+    if (!pt_worker_cpu_contended(a, w) || !cpu_side(row->cls) || a->function_steps < 2)
+        return false;
+    peer_values v;
+    values_init(&v, a, a->function_steps);
+    row_values(a, row, &v);
+    bool load = load_bound(&v, w);
+    values_free(&v);
+    return load;
+}
+
 /* Workers that wait far less than their peers, when nothing names them yet. */
 static void stragglers(const pt_analysis *a, finding_list *list, const peer_context *c, double typical_wait)
 {
@@ -709,6 +882,8 @@ static void stragglers(const pt_analysis *a, finding_list *list, const peer_cont
             continue;
         named who;
         const pt_fn_row *row = explain_lead(a, w, lead, &who);
+        if (row && lead_is_load(a, w, row))
+            continue;
         if (row) {
             name_on_row(list, row, &who);
             continue;
@@ -959,6 +1134,7 @@ void pt_peer_findings(const pt_analysis *a, const pt_whatif *m, finding_list *li
     peer_rows(a, list, &c, true);
     host_slowdowns(a, list, &c);
     slow_gpus(a, m, list, &c);
+    graded_rows(a, list, &c);
     peer_rows(a, list, &c, false);
     peer_classes(a, list, &c);
     if (explain_stragglers)

@@ -5,7 +5,7 @@ another process.
 
     test_e2e_torch.py PERFTRACKER DEMO_JOB BUILD_PYTHON_DIR
                       [straggler|hang|auto|ends-mid-window|no-collector|secret|window-fails|rounds-0.2|rounds-1|
-                       ctrl-c|nothing-armed|starting|launcher-killed]
+                       ctrl-c|nothing-armed|starting|launcher-killed|killed-rank|already-hung]
 
 straggler: --wait 2 --steps 2 --save-raw-trace all; the report must name the slowest rank
 (3) with time.sleep as its cause, and every rank's raw trace must exist.
@@ -49,6 +49,14 @@ rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), 
 process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
 names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
 each rank's steps are (the loaded machine makes every rank's matmul vary widely).
+killed-rank: rank 3 is killed (SIGKILL) in the middle of a 60-step window; the others die
+with it in gloo's barrier. The lost rank leads the verdict (a finding naming rank 3 first,
+saying it was lost), the steps the crash cut short are not diagnosed as exposed
+communication, and the report counts rank 3 among the missing ranks.
+already-hung: rank 3 sleeps forever at step 14 and the others block in dist.barrier();
+the trigger comes afterwards. It must not promise "profiling steps 20..21" (the job is
+stuck at step 14), the report must not give a median step of 0 ms, and the hang finding
+names rank 3's innermost Python frame (`demo-job.py: train`), not the raw stack key.
 
 Skips (exit 77) when Debian's /usr/bin/python3 has no torch or the build has no collector
 module."""
@@ -230,6 +238,81 @@ def check_rounds(cli, env, job, tmp, job_log, scale):
     finally:
         burner.kill()
         burner.wait()
+
+
+def check_killed_rank(cli, env, job, tmp, job_log):
+    """A rank killed mid-window: the lost rank leads, the crash is not communication."""
+    deadline = time.time() + 120
+    ranks = job_ranks(job)
+    while len(ranks) < 4 and time.time() < deadline:
+        time.sleep(0.5)
+        ranks = job_ranks(job)
+    assert len(ranks) == 4, "the job's ranks: %s\n%s" % (ranks, job_log()[-3000:])
+    out = os.path.join(tmp, "out")
+    cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "2", "--steps", "60", "--output-dir", out]
+    while True:  # until the round is under way (the job may still be starting)
+        cli_log = open(os.path.join(tmp, "cli.log"), "w+")
+        proc = subprocess.Popen(cmd, env=env, stdout=cli_log, stderr=subprocess.STDOUT, text=True)
+        started = time.time()
+        while proc.poll() is None and time.time() - started < 8:
+            time.sleep(0.2)
+        cli_log.seek(0)
+        if proc.poll() is None or "no running job found" not in cli_log.read() or time.time() > deadline:
+            break
+        time.sleep(1)
+    os.kill(ranks[3], signal.SIGKILL)  # mid-window: 60 steps of ~0.2 s, 8 s in
+    code = proc.wait(timeout=300)
+    cli_log.seek(0)
+    stderr = cli_log.read()
+    context = "\n--- CLI ---\n%s\n--- job ---\n%s" % (stderr[-3000:], job_log()[-3000:])
+    reports = glob.glob(os.path.join(out, "*", "report.json"))
+    assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+    with open(reports[0]) as f:
+        report = json.load(f)
+    findings = report["diagnosis"]["findings"]
+    assert code == 3, "the CLI exited %d (want 3: a rank lost)%s" % (code, context)
+    assert findings and findings[0]["workers"][:1] == [3] and not findings[0]["all_workers"] and \
+        findings[0]["category"] == "lost" and "lost" in findings[0]["summary"], \
+        "the lost rank does not lead: %s%s" % (json.dumps(findings, indent=1), context)
+    assert not any(f["category"] == "communication" for f in findings), \
+        "the crash is diagnosed as communication: %s" % json.dumps(findings, indent=1)
+    assert 3 in report["job"]["missing_ranks"], "rank 3 is not among the missing ranks: %s" % report["job"]
+    assert report["job"]["missing_count"] >= 1, report["job"]
+    print("e2e killed-rank: " + findings[0]["summary"])
+    return 0
+
+
+HUNG_AT = 14
+
+
+def check_already_hung(cli, env, job, tmp, job_log):
+    """The trigger on a job stuck at step HUNG_AT (rank 3 asleep, the others in barrier),
+    a few seconds after it stopped: before the agents' 10 s stall threshold says so."""
+    deadline = time.time() + 120
+    while not glob.glob(os.path.join(env["PERFTRACKER_KEY_DIR"], "job-*.info")) and time.time() < deadline:
+        time.sleep(0.2)  # registered: the ranks are past init_process_group
+    time.sleep(6)  # 14 steps of ~0.1 s, then stuck for a few seconds
+    r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 120, [])
+    context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], job_log()[-3000:])
+    # No promise the job cannot keep: the ranks have done HUNG_AT (rank 3) and HUNG_AT + 1
+    # steps, and --wait 2 starts the window two steps after the furthest.
+    for first in re.findall(r"profiling steps (\d+)\.\.", r.stderr):
+        assert int(first) <= HUNG_AT + 1 + 2, "the trigger promises steps from %s of a job stuck at step %d%s" % (
+            first, HUNG_AT, context)
+    reports = glob.glob(os.path.join(tmp, "out", "*", "report.json"))
+    assert len(reports) == 1, "report.json: %s%s" % (reports, context)
+    with open(reports[0]) as f:
+        report = json.load(f)
+    step = report["job"]["median_step_time_ms"]
+    assert step is None or step > 0, "the report gives a median step of %r ms%s" % (step, context)
+    assert "median step 0 ms" not in r.stdout + r.stderr, "the CLI says median step 0 ms%s" % context
+    assert report["diagnosis"]["verdict"] == "hang", json.dumps(report["diagnosis"], indent=1)
+    top = report["diagnosis"]["findings"][0]
+    assert top["category"] == "hang" and top["workers"] == [3], json.dumps(top, indent=1)
+    assert "|" not in top["summary"], "the hang sentence quotes the raw stack key: %s" % top["summary"]
+    assert "demo-job.py: train" in top["summary"], "the hang sentence does not name the frame: %s" % top["summary"]
+    print("e2e already-hung: %s (median step %s ms)\n%s" % (top["summary"], step, r.stderr))
+    return 0
 
 
 def check_no_collector(cli, env, job, context_log):
@@ -529,11 +612,20 @@ def run_small_job(cli, env, tmp, log, check, rank_env=None):
             p.wait()
 
 
+def keep(tmp):
+    """PT_E2E_KEEP=DIR keeps the scenario's files (round folders with their summaries, for
+    `perftracker analyze DIR/.../summaries`) before they are removed."""
+    where = os.environ.get("PT_E2E_KEEP")
+    if where:
+        shutil.copytree(tmp, os.path.join(where, os.path.basename(tmp)), dirs_exist_ok=True)
+
+
 def main():
     scenario = sys.argv[4] if len(sys.argv) == 5 else "straggler"
     if len(sys.argv) not in (4, 5) or scenario not in ("straggler", "hang", "auto", "ends-mid-window", "no-collector",
                                                        "secret", "window-fails", "rounds-0.2", "rounds-1",
-                                                       "ctrl-c", "nothing-armed", "starting", "launcher-killed"):
+                                                       "ctrl-c", "nothing-armed", "starting", "launcher-killed",
+                                                       "killed-rank", "already-hung"):
         print(__doc__, file=sys.stderr)
         return 2
     cli, demo_job, python_dir = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -587,6 +679,10 @@ def main():
         del env["PYTHONPATH"]
     if scenario.startswith("rounds-"):
         shape = ["--sleep-scale", scenario.split("-", 1)[1]]
+    if scenario == "killed-rank":
+        shape = ["--sleep-scale", "0.05", "--size", "300"]
+    if scenario == "already-hung":
+        shape = ["--sleep-scale", "0.02", "--size", "300", "--hang-at", str(HUNG_AT)]
     if scenario == "auto":
         shape = ["--sleep-scale", "0.02", "--size", "64", "--slow-after", "200", "--slow-by", "1.0"]
         iters = "400"
@@ -615,6 +711,10 @@ def main():
             return check_ctrl_c(cli, env, job, tmp, job_log)
         if scenario.startswith("rounds-"):
             return check_rounds(cli, env, job, tmp, job_log, scenario.split("-", 1)[1])
+        if scenario == "killed-rank":
+            return check_killed_rank(cli, env, job, tmp, job_log)
+        if scenario == "already-hung":
+            return check_already_hung(cli, env, job, tmp, job_log)
         extra = [] if hang else ["--save-raw-trace", "all"]
         if scenario == "ends-mid-window":
             extra = ["--steps", "1000"]
@@ -662,6 +762,7 @@ def main():
     finally:
         stop(job)
         log.close()
+        keep(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -342,6 +342,16 @@ static void test_killed_worker_is_reported_and_the_rest_analysed(void **state)
     assert_string_equal(pt_json_get_string(worker_entry(result.report, 2), "status", ""), "normal");
     assert_true(any_warning_contains(result.report, "rank 3", "died"));
     assert_int_equal((int)pt_json_get_number(pt_json_get(result.report, "job"), "workers_analyzed", 0), 7);
+    /* The lost rank leads the diagnosis and counts among the missing ranks. */
+    const pt_json *findings = pt_json_get(pt_json_get(result.report, "diagnosis"), "findings");
+    assert_true(findings && findings->count >= 1);
+    assert_string_equal(pt_json_get_string(findings->items[0], "category", ""), "lost");
+    const pt_json *named = pt_json_get(findings->items[0], "workers");
+    assert_true(named && named->count == 1 && named->items[0]->integer == 3);
+    assert_true(strstr(pt_json_get_string(findings->items[0], "summary", ""), "Rank 3 was lost") != NULL);
+    assert_null(finding(result.report, "communication"));
+    const pt_json *missing = pt_json_get(pt_json_get(result.report, "job"), "missing_ranks");
+    assert_true(missing && missing->count == 1 && missing->items[0]->integer == 3);
     assert_true(log_contains("rank 3 died"));
     pt_json_free(result.report);
     stop_job(&j);

@@ -54,7 +54,7 @@ def check_schema(report, where):
     impacts = [f["impact"] for f in d["findings"]]
     assert impacts == sorted(impacts, reverse=True), f"{where}: findings not sorted by impact"
     for f in d["findings"]:
-        assert f["category"] in ("gpu_compute", "gpu_memory", "communication", "cuda_runtime", "python", "hang",
+        assert f["category"] in ("gpu_compute", "gpu_memory", "communication", "cuda_runtime", "python", "hang", "lost",
                                  "hardware", "host", "cpu_bound", "other"), f
         assert 0 <= f["impact"] <= 1, f
         assert isinstance(f["workers"], list) and isinstance(f["all_workers"], bool) and f["summary"], f

@@ -47,7 +47,7 @@ MODULE_TESTS = {
     "trace": ["unit\\.test_(kineto|json|timeline)", "reliability\\.(parser_edges|native_writer_late_facts)",
               "synth\\.test_kineto_writer", "engine\\.(kernel_totals|summaries_equal_traces|legacy_trace|"
               "truncated_kineto_hangs|kernel_names_both_paths|real_traces|export_roundtrip)", "reliability\\.bad_traces$"],
-    "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "reliability\\.hostile_summar",
+    "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "synth\\.test_hangs", "reliability\\.hostile_summar",
                   "engine\\.(summaries_equal_traces|kernel_totals|fault_suite|truncated_kineto_hangs|h200_labelled)"],
     "diagnose": ["unit\\.test_diagnose", ENGINE],
     "compare": ["unit\\.test_diff", "engine\\.diff_", "reliability\\.cli_messages"],

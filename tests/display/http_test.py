@@ -110,8 +110,18 @@ def run(base, display_dir, facts):
           "HEAD: headers with the file's length, no body")
     status, _, _ = get(base, b"/assets/app.js?v=1#frag")
     check(status == 200, "a query string is ignored")
-    status, _, _ = get(base, b"/no-such-file.js")
+    status, h, body = get(base, b"/no-such-file.js")
     check(status == 404, "missing file: 404")
+    # Each refusal's body says its status in words, as text (both servers alike).
+    check(body == b"404 Not Found\n" and h.get("content-type") == "text/plain; charset=utf-8",
+          "404's body is '404 Not Found' (%r)" % body[:60])
+    status, _, body = get(base, b"/leak.txt")
+    check(status == 403 and body == b"403 Forbidden\n", "403's body is '403 Forbidden' (%r)" % body[:60])
+    status, _, body = get(base, b"/%zz")
+    check(status == 400 and body == b"400 Bad Request\n", "400's body is '400 Bad Request' (%d %r)" % (status, body[:60]))
+    status, _, body = get(base, b"/", method="DELETE")
+    check(status == 405 and body == b"405 Method Not Allowed: only GET and HEAD\n",
+          "405's body names the methods (%r)" % body[:60])
     status, _, _ = get(base, b"/assets/")
     check(status == 404, "a folder without index.html: 404 (no listings)")
 

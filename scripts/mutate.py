@@ -41,7 +41,7 @@ BACKUP_SUFFIX = ".mutate-orig"
 # The tests that cover each module, as ctest -R patterns: the module's own unit tests and
 # the end-to-end tests its code takes part in. Fast ones first (ctest runs in order and
 # --stop-on-failure ends the mutant at the first failure).
-ENGINE = "engine\\.(fault_suite|whatif_truth|diff_synthetic|h200_labelled|kernel_totals|truncated_kineto_hangs|comm_throughput)"
+ENGINE = "engine\\.(fault_suite|whatif_truth|diff_synthetic|h200_labelled|kernel_totals|truncated_kineto_hangs|comm_throughput|step_medians)"
 MODULE_TESTS = {
     "util": ["unit\\.", "reliability\\.(parser_edges|output_folders|cli_messages)", "display\\.test_site", ENGINE],
     "trace": ["unit\\.test_(kineto|json|timeline)", "reliability\\.(parser_edges|native_writer_late_facts)",
@@ -49,7 +49,7 @@ MODULE_TESTS = {
               "truncated_kineto_hangs|kernel_names_both_paths|real_traces|export_roundtrip)", "reliability\\.bad_traces$"],
     "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "synth\\.test_hangs", "reliability\\.hostile_summar",
                   "engine\\.(summaries_equal_traces|kernel_totals|fault_suite|truncated_kineto_hangs|h200_labelled|"
-                  "comm_throughput|diff_values)"],
+                  "comm_throughput|diff_values|step_medians)"],
     "diagnose": ["unit\\.test_diagnose", ENGINE],
     "compare": ["unit\\.test_diff", "engine\\.diff_", "reliability\\.cli_messages"],
     "report": ["display\\.test_perfdisplay", "unit\\.test_diff", "engine\\.(fault_suite|diff_synthetic|export_roundtrip)",

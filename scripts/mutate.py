@@ -45,7 +45,7 @@ ENGINE = "engine\\.(fault_suite|whatif_truth|diff_synthetic|h200_labelled|kernel
 MODULE_TESTS = {
     "util": ["unit\\.", "reliability\\.(parser_edges|output_folders|cli_messages)", "display\\.test_site", ENGINE],
     "trace": ["unit\\.test_(kineto|json|timeline)", "reliability\\.(parser_edges|native_writer_late_facts)",
-              "synth\\.test_kineto_writer", "engine\\.(kernel_totals|summaries_equal_traces|legacy_trace|comm_throughput|"
+              "synth\\.(test_kineto_writer|json_and_cli)", "engine\\.(kernel_totals|summaries_equal_traces|legacy_trace|comm_throughput|"
               "truncated_kineto_hangs|kernel_names_both_paths|real_traces|export_roundtrip)", "reliability\\.bad_traces$"],
     "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "synth\\.test_hangs", "reliability\\.hostile_summar",
                   "engine\\.(summaries_equal_traces|kernel_totals|fault_suite|truncated_kineto_hangs|h200_labelled|"

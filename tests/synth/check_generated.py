@@ -176,6 +176,15 @@ def check_model_structure():
         for step in steps:
             t0, t1 = ns(step["ts"]), ns(step["ts"]) + ns(step["dur"])
             inside = [e["name"] for e in events if e.get("cat") == "kernel" and t0 <= ns(e["ts"]) < t1]
+            # Arguments only where Kineto writes them: kernels, copies, and the collective's
+            # record_param_comms (with its Rank); never on runtime, Python or annotations.
+            for e in events:
+                if "args" in e and t0 <= ns(e["ts"]) < t1:
+                    allowed = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or e["name"] == "record_param_comms"
+                    check(allowed, f"{os.path.basename(path)}: a {e.get('cat')} event {e['name'][:40]!r} has args "
+                          f"{list(e['args'])[:4]}")
+                    if not allowed:
+                        break
             for prefix, per_layer in PER_LAYER.items():
                 got = sum(name.startswith(prefix) for name in inside)
                 check(got == per_layer * layers, f"{os.path.basename(path)} {step['name']}: {prefix[-40:]} "

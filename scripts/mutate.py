@@ -41,7 +41,7 @@ BACKUP_SUFFIX = ".mutate-orig"
 # The tests that cover each module, as ctest -R patterns: the module's own unit tests and
 # the end-to-end tests its code takes part in. Fast ones first (ctest runs in order and
 # --stop-on-failure ends the mutant at the first failure).
-ENGINE = "engine\\.(fault_suite|whatif_truth|diff_synthetic|h200_labelled|kernel_totals|truncated_kineto_hangs|comm_throughput|step_medians|gpu_values)"
+ENGINE = "engine\\.(fault_suite|whatif_truth|diff_synthetic|h200_labelled|kernel_totals|truncated_kineto_hangs|comm_throughput|step_medians|gpu_values|rare_inputs)"
 MODULE_TESTS = {
     "util": ["unit\\.", "reliability\\.(parser_edges|output_folders|cli_messages)", "display\\.test_site", ENGINE],
     "trace": ["unit\\.test_(kineto|json|timeline)", "reliability\\.(parser_edges|native_writer_late_facts)",

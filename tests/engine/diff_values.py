@@ -7,6 +7,8 @@ test exercised on both sides of its threshold (issue 18).
   of them "faster" or "slower".
 - The same noisy healthy run against a job whose rank is 60% slower on the GPU must be
   "slower" and name it: noise does not hide a change well beyond it.
+- A small straggler (a 2-layer model, rank 5's GPU 3% slower: under 1 ms per step) is
+  still the cause, named with its class, its per-rank change recomputed from the reports.
 - Every figure: before/after are the median worker's per-step values, recomputed here
   from each side's analyze report (its workers' steps); delta = after - before, and
   delta_pct = 100 * delta / before, sign included, for the step and every class.
@@ -115,6 +117,25 @@ def main():
         check(d["verdict"]["change"] == "faster", f"slow GPU -> noisy: faster ({d['verdict']['sentence'][:160]})")
         check(d["step_time"]["delta_pct"] < 0 and d["step_time"]["delta_ms"] < 0, "slow GPU -> noisy: negative delta")
         check_values("slow -> noisy", d, reports[slow], reports[noisy_a])
+        small_a = os.path.join(tmp, "small-a")
+        small_b = os.path.join(tmp, "small-b")
+        run("synth", "-n", "8", "--layers", "2", "--seed", "1", "-o", small_a)
+        run("synth", "-n", "8", "--layers", "2", "--seed", "1", "--fault", "slow_gpu", "--severity", "0.03",
+            "--rank", "5", "-o", small_b)
+        before = analyze([small_a], os.path.join(tmp, "report-small-a"))[1]
+        after = analyze([small_b], os.path.join(tmp, "report-small-b"))[1]
+        d = diff(tmp, "small", small_a, small_b)
+        cause = d["verdict"]["cause"] or {}
+        check(d["verdict"]["change"] == "slower" and cause.get("class") == "compute" and cause.get("ranks") == [5],
+              f"small straggler: rank 5's compute is the cause ({cause}; {d['verdict']['sentence'][:160]})")
+        compute = next(c for c in d["classes"] if c["class"] == "compute")
+        listed = {r["rank"]: r for r in compute["ranks"]}
+        mean = lambda report: statistics.fmean(s["compute_ms"] for s in next(
+            w for w in report["workers"] if w["rank"] == 5)["steps"])
+        want = mean(after) - mean(before)
+        check(5 in listed and 0 < listed[5]["delta_ms"] < 1 and close(listed[5]["delta_ms"], want, rel=0.02),
+              f"small straggler: rank 5's compute change {listed.get(5, {}).get('delta_ms')} = {want:.4f} ms (< 1 ms)")
+        check_values("small straggler", d, before, after)
     if FAILURES:
         sys.exit(f"FAIL: {len(FAILURES)} check(s) failed")
     print("PASS")

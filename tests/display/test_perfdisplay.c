@@ -72,12 +72,29 @@ static void display_path(char *out, size_t size, const char *base)
     snprintf(out, size, "%s/out/20261129-073000/PerfDisplay", base); /* parents do not exist */
 }
 
+/* Descriptors this process holds now (a write must leave none behind: the collector
+ * writes from inside a training process that runs for days). */
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static void test_writes_every_asset_byte_for_byte(void **state)
 {
     char dir[PATH_MAX];
     display_path(dir, sizeof dir, *state);
     pt_error err = {{0}};
+    int held = open_descriptors();
     assert_int_equal(pt_perfdisplay_write(dir, report, strlen(report), &err), 0);
+    assert_int_equal(open_descriptors(), held);
+    assert_int_equal(pt_perfdisplay_write(dir, report, strlen(report), &err), 0); /* in place, again */
+    assert_int_equal(open_descriptors(), held);
     assert_true(pt_perfdisplay_asset_count >= 6);
     for (size_t i = 0; i < pt_perfdisplay_asset_count; i++) {
         const pt_perfdisplay_asset *a = &pt_perfdisplay_assets[i];

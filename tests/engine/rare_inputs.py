@@ -3,6 +3,8 @@
 - Ranks only distributedInfo knows: a clean job whose files are renamed (worker-d.json
   ... worker-a.json, no rank in the name): every rank, 0 included, comes from
   distributedInfo, with no warning and exit 0, each file keeping its own rank.
+- Traces with no distributedInfo at all (no world size anywhere): ranks in file order,
+  each one warned about, world size 4 from the count, a healthy verdict, exit 0.
 - A trace that repeats ProfilerStep numbers on a second thread (Kineto does, on some
   threads): one step per number, the earliest non-empty copy -- so a later, shorter copy
   changes nothing, an earlier one of zero length is skipped, and an earlier non-empty one
@@ -44,6 +46,28 @@ def ranks_from_distributed_info(tmp):
     check(report.get("warnings") == [] and "warning" not in stderr.lower(),
           f"renamed: no warning ({report.get('warnings')} {stderr.strip()[-200:]})")
     check(report["job"]["world_size"] == 4 and report["job"]["missing_ranks"] == [], f"renamed: job {report['job']}")
+
+
+def no_distributed_info(tmp):
+    job = os.path.join(tmp, "synth4")  # from ranks_from_distributed_info
+    bare = os.path.join(tmp, "bare")
+    os.makedirs(bare)
+    for rank in range(4):
+        name = f"node0_{rank}_{10000 + rank}.json"
+        with open(os.path.join(job, name)) as f:
+            doc = json.load(f)
+        del doc["distributedInfo"]
+        with open(os.path.join(bare, name), "w") as f:
+            json.dump(doc, f)
+    rc, report, _ = analyze([bare], os.path.join(tmp, "bare-out"))
+    check_schema(report, "bare")
+    check(rc == 0 and report["diagnosis"]["verdict"] == "healthy", f"no distributedInfo: healthy, exit 0 ({rc})")
+    got = [(w["rank"], w["name"], w["rank_source"]) for w in sorted(report["workers"], key=lambda w: w["rank"])]
+    check(got == [(r, f"node0_{r}_{10000 + r}.json", "file order") for r in range(4)],
+          f"no distributedInfo: ranks in file order ({got})")
+    check(len(report["warnings"]) == 4 and all("file order" in w for w in report["warnings"]),
+          f"no distributedInfo: each worker warned about once ({report['warnings']})")
+    check(report["job"]["world_size"] == 4, f"no distributedInfo: world size 4 ({report['job']})")
 
 
 def summarize_steps(path):
@@ -106,6 +130,7 @@ def communication_heavy_healthy_job(tmp):
 def main():
     with TempDir() as tmp:
         ranks_from_distributed_info(tmp)
+        no_distributed_info(tmp)
         repeated_step_numbers(tmp)
         communication_heavy_healthy_job(tmp)
     if FAILURES:

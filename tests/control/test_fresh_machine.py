@@ -80,7 +80,9 @@ def fresh_machine(repo, build):
         if under_tmp(repo):
             inside = os.path.relpath(os.path.realpath(repo), "/tmp")
             os.makedirs(os.path.join("/tmp", inside), mode=0o755)
-            sh("mount", "--rbind", "/proc/%d/fd/%d/%s" % (os.getpid(), old_tmp, inside), os.path.join("/tmp", inside))
+            # --no-canonicalize: mount(8) would resolve the /proc link to "/tmp/...", the new one.
+            sh("mount", "--no-canonicalize", "--rbind", "/proc/%d/fd/%d/%s" % (os.getpid(), old_tmp, inside),
+               os.path.join("/tmp", inside))
     finally:
         os.close(old_tmp)
     assert os.path.isdir(os.path.join(here, "bin")), "the build under test is hidden: " + here

@@ -284,16 +284,25 @@ def main():
     display_dir, facts = fixture.prepare(a.work, a.perftracker, source="generated")
     plant_escapes(display_dir)
     proc, base = fixture.start_server(a.server, display_dir, a.perftracker, a.python)
+    kept = None
     try:
         run(base, display_dir, facts)
+        # A browser's kept-alive connection, open as the server is stopped: closing it must
+        # not hold the exit up (its closed-notification takes the server's lock).
+        u = urllib.parse.urlsplit(base)
+        kept = socket.create_connection((u.hostname, u.port), timeout=30)
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: keep-alive\r\n\r\n" % u.port)
+        check(kept.recv(4096).startswith(b"HTTP/1.1 200"), "a kept-alive connection is answered")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            rc = proc.wait(timeout=10)
+            rc = proc.wait(timeout=60)  # a bound on a hang, not a timing measurement
         except Exception:
             proc.kill()
             rc = None
-    check(rc == 0, "stops cleanly on SIGTERM (exit status %s)" % rc)
+        if kept:
+            kept.close()
+    check(rc == 0, "stops cleanly on SIGTERM with a connection open (exit status %s)" % rc)
     attack_server(a, display_dir)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0

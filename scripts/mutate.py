@@ -55,7 +55,7 @@ MODULE_TESTS = {
     "report": ["display\\.test_perfdisplay", "unit\\.test_diff", "engine\\.(fault_suite|diff_synthetic|export_roundtrip)",
                "reliability\\.cli_messages"],
     "synth": ["synth\\.(test_|json_and_cli|model_fingerprint)", "engine\\.(fault_suite|whatif_truth|diff_synthetic|truncated_kineto_hangs)"],
-    "cli": ["reliability\\.cli_messages", "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip)",
+    "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker", "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip)",
             "reliability\\.hostile_summaries"],
     "control": ["control\\.(protocol|discover|rounds$)", "reliability\\.hostile_(worker|summary)",
                 "control\\.process\\.(scale|killed|hung|wrong-secret|no-job|discover)",

@@ -9,12 +9,16 @@ test exercised on both sides of its threshold (issue 18).
   "slower" and name it: noise does not hide a change well beyond it.
 - A small straggler (a 2-layer model, rank 5's GPU 3% slower: under 1 ms per step) is
   still the cause, named with its class, its per-rank change recomputed from the reports.
+- Time moved between two kernels (every flash-attention forward 0.1 ms longer, the
+  GEMM after it 0.1 ms shorter, 12 layers): the step is unchanged, and the verdict says
+  so *and* names the kernel that changed, by +1.2 ms per step, and one more function.
 - Every figure: before/after are the median worker's per-step values, recomputed here
   from each side's analyze report (its workers' steps); delta = after - before, and
   delta_pct = 100 * delta / before, sign included, for the step and every class.
 """
 import json
 import os
+import shutil
 import statistics
 import sys
 
@@ -65,6 +69,35 @@ def check_arithmetic(name, entry, what):
         want = 100 * (after - before) / before
         check(close(entry["delta_pct"], want, rel=2e-3, abs_=1e-3),
               f"{name}: {what} delta_pct {entry['delta_pct']} = {want:.4f} (sign and size)")
+
+
+FLASH = "void pytorch_flash::flash_fwd_kernel"
+
+
+def move_time_between_kernels(job, us):
+    """In every trace: each flash-attention forward kernel lasts `us` longer and the kernel
+    after it on the stream starts that much later and lasts that much less (the stream's
+    timeline, and so the step, unchanged). Returns the moves per step (the layers)."""
+    per_step = 0
+    for name in sorted(os.listdir(job)):
+        if not name.startswith("node"):
+            continue
+        path = os.path.join(job, name)
+        with open(path) as f:
+            doc = json.load(f)
+        compute = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel" and not e["name"].startswith("nccl")),
+                         key=lambda e: e["ts"])
+        moved = 0
+        for k, after in zip(compute, compute[1:]):
+            if k["name"].startswith(FLASH) and after["dur"] > us + 5 and after["ts"] >= k["ts"] + k["dur"] - 1e-3:
+                k["dur"] = round(k["dur"] + us, 3)
+                after["ts"], after["dur"] = round(after["ts"] + us, 3), round(after["dur"] - us, 3)
+                moved += 1
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        steps = sum(1 for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
+        per_step = moved // max(steps, 1)
+    return per_step
 
 
 def check_values(name, d, report_before, report_after):
@@ -136,6 +169,20 @@ def main():
         check(5 in listed and 0 < listed[5]["delta_ms"] < 1 and close(listed[5]["delta_ms"], want, rel=0.02),
               f"small straggler: rank 5's compute change {listed.get(5, {}).get('delta_ms')} = {want:.4f} ms (< 1 ms)")
         check_values("small straggler", d, before, after)
+        moved_a = os.path.join(tmp, "moved-a")
+        run("synth", "-n", "8", "--seed", "1", "-o", moved_a)
+        moved_b = os.path.join(tmp, "moved-b")
+        shutil.copytree(moved_a, moved_b)
+        layers = move_time_between_kernels(moved_b, 100.0)
+        d = diff(tmp, "moved", moved_a, moved_b)
+        sentence = d["verdict"]["sentence"]
+        per_step = layers * 0.1
+        check(d["verdict"]["change"] == "unchanged" and not d["step_time"]["significant"],
+              f"time moved between kernels: the step is unchanged ({sentence[:120]})")
+        check(f"but pytorch_flash::flash_fwd_kernel<...> changed by +{per_step:.2g} ms per step (and 1 more function)"
+              in sentence, f"time moved between kernels: the sentence names the kernel ({sentence})")
+        check(d["functions_changed"] == 2 and str((d["verdict"]["cause"] or {}).get("function", "")).startswith(FLASH),
+              f"time moved between kernels: 2 functions changed, the cause is the kernel ({d['functions_changed']})")
     if FAILURES:
         sys.exit(f"FAIL: {len(FAILURES)} check(s) failed")
     print("PASS")

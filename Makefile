@@ -6,6 +6,8 @@
 #   make test     install deps, build release + ASan/UBSan + TSan trees, run every test
 #   make bench    benchmarks (ratios against baselines measured in the same run)
 #   make fuzz     run each fuzz target for FUZZ_SECONDS
+#   make mutate   mutation testing: MUTANTS mutants sampled over src/ (SEED), the killed share
+#                 and every survivor (scripts/mutate.py; not part of `make test`)
 #   make install  install the CLI and the Python collector (PREFIX=/usr/local)
 
 BUILD      ?= build
@@ -14,9 +16,11 @@ TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 FUZZ_SECONDS ?= 60
+MUTANTS    ?= 50
+SEED       ?= 1
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
-.PHONY: all build deps deps-build demo test test-asan test-tsan test-integration bench fuzz install clean
+.PHONY: all build deps deps-build demo test test-asan test-tsan test-integration bench fuzz mutate install clean
 
 all: build
 
@@ -55,8 +59,12 @@ bench: build
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# Its own tree (build-mutate, Release, incremental); each mutant's file is restored after it.
+mutate: deps-build
+	@nice -n 10 python3 scripts/mutate.py --sample $(MUTANTS) --seed $(SEED) --json build-mutate/results.json
+
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz build-mutate

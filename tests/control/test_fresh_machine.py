@@ -59,16 +59,33 @@ def enter_namespaces():
                            os.path.abspath(__file__), *sys.argv[1:]], env=env).returncode
 
 
+def under_tmp(path):
+    return os.path.realpath(path) == "/tmp" or os.path.realpath(path).startswith("/tmp/")
+
+
 def fresh_machine(repo, build):
     """Returns where the build under test is now: REPO/build, which the README names (bound
-    there first, in case the build itself lives under the /tmp about to be hidden)."""
+    there first, in case the build itself lives under the /tmp about to be hidden). A
+    checkout under /tmp is bound back into the fresh /tmp at the same path, from a handle
+    on the old /tmp opened before it was hidden (no mount point is left on the host)."""
     sh("ip", "link", "set", "lo", "up")
     sh("mount", "--make-rprivate", "/")
     here = os.path.join(repo, "build")
     if os.path.realpath(build) != os.path.realpath(here):
         os.makedirs(here, exist_ok=True)
         sh("mount", "--bind", build, here)
-    sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    old_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+        if under_tmp(repo):
+            inside = os.path.relpath(os.path.realpath(repo), "/tmp")
+            os.makedirs(os.path.join("/tmp", inside), mode=0o755)
+            # --no-canonicalize: mount(8) would resolve the /proc link to "/tmp/...", the new one.
+            sh("mount", "--no-canonicalize", "--rbind", "/proc/%d/fd/%d/%s" % (os.getpid(), old_tmp, inside),
+               os.path.join("/tmp", inside))
+    finally:
+        os.close(old_tmp)
+    assert os.path.isdir(os.path.join(here, "bin")), "the build under test is hidden: " + here
     return here
 
 

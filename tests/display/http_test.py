@@ -110,8 +110,18 @@ def run(base, display_dir, facts):
           "HEAD: headers with the file's length, no body")
     status, _, _ = get(base, b"/assets/app.js?v=1#frag")
     check(status == 200, "a query string is ignored")
-    status, _, _ = get(base, b"/no-such-file.js")
+    status, h, body = get(base, b"/no-such-file.js")
     check(status == 404, "missing file: 404")
+    # Each refusal's body says its status in words, as text (both servers alike).
+    check(body == b"404 Not Found\n" and h.get("content-type") == "text/plain; charset=utf-8",
+          "404's body is '404 Not Found' (%r)" % body[:60])
+    status, _, body = get(base, b"/leak.txt")
+    check(status == 403 and body == b"403 Forbidden\n", "403's body is '403 Forbidden' (%r)" % body[:60])
+    status, _, body = get(base, b"/%zz")
+    check(status == 400 and body == b"400 Bad Request\n", "400's body is '400 Bad Request' (%d %r)" % (status, body[:60]))
+    status, _, body = get(base, b"/", method="DELETE")
+    check(status == 405 and body == b"405 Method Not Allowed: only GET and HEAD\n",
+          "405's body names the methods (%r)" % body[:60])
     status, _, _ = get(base, b"/assets/")
     check(status == 404, "a folder without index.html: 404 (no listings)")
 
@@ -274,16 +284,25 @@ def main():
     display_dir, facts = fixture.prepare(a.work, a.perftracker, source="generated")
     plant_escapes(display_dir)
     proc, base = fixture.start_server(a.server, display_dir, a.perftracker, a.python)
+    kept = None
     try:
         run(base, display_dir, facts)
+        # A browser's kept-alive connection, open as the server is stopped: closing it must
+        # not hold the exit up (its closed-notification takes the server's lock).
+        u = urllib.parse.urlsplit(base)
+        kept = socket.create_connection((u.hostname, u.port), timeout=30)
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: keep-alive\r\n\r\n" % u.port)
+        check(kept.recv(4096).startswith(b"HTTP/1.1 200"), "a kept-alive connection is answered")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            rc = proc.wait(timeout=10)
+            rc = proc.wait(timeout=60)  # a bound on a hang, not a timing measurement
         except Exception:
             proc.kill()
             rc = None
-    check(rc == 0, "stops cleanly on SIGTERM (exit status %s)" % rc)
+        if kept:
+            kept.close()
+    check(rc == 0, "stops cleanly on SIGTERM with a connection open (exit status %s)" % rc)
     attack_server(a, display_dir)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0

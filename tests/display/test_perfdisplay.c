@@ -72,12 +72,29 @@ static void display_path(char *out, size_t size, const char *base)
     snprintf(out, size, "%s/out/20261129-073000/PerfDisplay", base); /* parents do not exist */
 }
 
+/* Descriptors this process holds now (a write must leave none behind: the collector
+ * writes from inside a training process that runs for days). */
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static void test_writes_every_asset_byte_for_byte(void **state)
 {
     char dir[PATH_MAX];
     display_path(dir, sizeof dir, *state);
     pt_error err = {{0}};
+    int held = open_descriptors();
     assert_int_equal(pt_perfdisplay_write(dir, report, strlen(report), &err), 0);
+    assert_int_equal(open_descriptors(), held);
+    assert_int_equal(pt_perfdisplay_write(dir, report, strlen(report), &err), 0); /* in place, again */
+    assert_int_equal(open_descriptors(), held);
     assert_true(pt_perfdisplay_asset_count >= 6);
     for (size_t i = 0; i < pt_perfdisplay_asset_count; i++) {
         const pt_perfdisplay_asset *a = &pt_perfdisplay_assets[i];
@@ -282,6 +299,22 @@ static void test_unwritable_destination_is_an_error(void **state)
     assert_true(err.message[0] != '\0');
 }
 
+/* A folder inside PerfDisplay that is a file (assets/, planted or left over): the write
+ * fails, naming it, rather than going on with a folder it could not open. */
+static void test_a_subfolder_that_is_a_file_is_an_error(void **state)
+{
+    char dir[2 * PATH_MAX], blocker[3 * PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/PerfDisplay", (char *)*state);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(blocker, sizeof blocker, "%s/assets", dir);
+    FILE *f = fopen(blocker, "w");
+    assert_non_null(f);
+    fclose(f);
+    pt_error err = {{0}};
+    assert_int_equal(pt_perfdisplay_write(dir, report, strlen(report), &err), -1);
+    assert_non_null(strstr(err.message, "assets"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_embedded_assets_are_the_web_sources),
         cmocka_unit_test(test_every_page_file_is_embedded),
         cmocka_unit_test_setup_teardown(test_unwritable_destination_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_subfolder_that_is_a_file_is_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,6 +122,24 @@ static void test_maps_sibling_raw_trace(void **state)
     assert_int_equal(resolve(f, "/raw_trace/nope", file), PT_DISPLAY_NOT_FOUND);
 }
 
+/* A sibling whose name starts with the folder's (PerfDisplay-old beside PerfDisplay,
+ * raw_trace-old beside raw_trace) is outside it: containment ends on a '/' boundary. */
+static void test_sibling_with_the_same_prefix_is_outside(void **state)
+{
+    fixture *f = *state;
+    make_dir(f->out, "PerfDisplay-old");
+    write_text(f->out, "PerfDisplay-old/old.txt", "old\n");
+    make_link("../PerfDisplay-old/old.txt", f->display, "old.txt");
+    make_dir(f->out, "raw_trace-old");
+    write_text(f->out, "raw_trace-old/host_9_9.ptrace", "other\n");
+    make_link("../raw_trace-old/host_9_9.ptrace", f->out, "raw_trace/other.ptrace");
+    char file[PATH_MAX];
+    assert_int_equal(resolve(f, "/old.txt", file), PT_DISPLAY_FORBIDDEN);
+    assert_int_equal(resolve(f, "/raw_trace/other.ptrace", file), PT_DISPLAY_FORBIDDEN);
+    assert_int_equal(resolve(f, "/raw_trace-old/host_9_9.ptrace", file), PT_DISPLAY_NOT_FOUND);
+    expect_file(f, "/raw_trace/host_0_1.ptrace", f->out, "raw_trace/host_0_1.ptrace");
+}
+
 static void test_refuses_traversal(void **state)
 {
     fixture *f = *state;
@@ -268,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_serves_files_inside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maps_sibling_raw_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_traversal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sibling_with_the_same_prefix_is_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_malformed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_site_open_checks_the_folder, setup, teardown),

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,45 @@ def check_schema(report, where):
     for w in report["workers"]:
         for key in ("rank", "name", "host", "step_time_ms", "gpu_utilization", "status"):
             assert key in w, (where, key, w)
+    check_values(report, where)
+
+
+def _close(a, b, rel=1e-5, abs_=1e-6):
+    return abs(a - b) <= max(abs_, rel * max(abs(a), abs(b)))
+
+
+def check_values(report, where):
+    """The report's figures that other figures of it determine, recomputed: the GPU
+    utilization range and its abnormal workers, each worker's breakdown against its step
+    time, and the job's median step and worker count."""
+    workers = report["workers"]
+    job = report["job"]
+    failed = sum(w["status"] == "error" for w in workers)
+    missing = sorted(w["rank"] for w in workers if w["status"] == "missing")
+    analyzed = len(workers) - failed - len(missing)
+    assert (job["workers_analyzed"], job["workers_failed"]) == (analyzed, failed), \
+        f"{where}: workers analyzed/failed {job['workers_analyzed']}/{job['workers_failed']}, rows say {analyzed}/{failed}"
+    assert missing == job["missing_ranks"][: len(missing)] and job["missing_count"] >= len(missing), \
+        f"{where}: missing rows {missing[:10]} vs missing_ranks {job['missing_ranks'][:10]}"
+    utils = sorted(w["gpu_utilization"] for w in workers if w.get("gpu_utilization") is not None)
+    gpu = report["GPU Compute"]
+    if utils:
+        lo, mid, hi = gpu["min/median/max GPU utilization (in [0,1])"]
+        want = (utils[0], statistics.median(utils), utils[-1])
+        assert all(_close(a, b) for a, b in zip((lo, mid, hi), want)), f"{where}: GPU utilization {lo, mid, hi} != {want}"
+        by_name = {w["name"]: w["gpu_utilization"] for w in workers}
+        for name, value in gpu["workers with abnormal GPU utilization"].items():
+            assert name in by_name and _close(value, by_name[name]), f"{where}: abnormal utilization of {name}: {value}"
+    steps = [w["step_time_ms"] for w in workers if w.get("step_time_ms") is not None]
+    for w in workers:
+        if w.get("step_time_ms") is None or "breakdown" not in w:
+            continue
+        parts = sum(w["breakdown"].values())
+        assert abs(parts - w["step_time_ms"]) <= 1e-3 * w["step_time_ms"] + 1e-3, \
+            f"{where}: rank {w['rank']}'s breakdown sums to {parts}, its step is {w['step_time_ms']}"
+    if steps and job.get("median_step_time_ms") is not None:
+        assert _close(job["median_step_time_ms"], statistics.median(steps), rel=1e-5, abs_=1e-3), \
+            f"{where}: median_step_time_ms {job['median_step_time_ms']} != {statistics.median(steps)}"
 
 
 class TempDir:

@@ -4,6 +4,7 @@ twice; summaries stay small."""
 import filecmp
 import glob
 import os
+import re
 import sys
 
 from engine_common import TRACES, TempDir, run
@@ -20,6 +21,9 @@ def main():
         job = os.path.join(tmp, "job")
         run("synth", "--fault", "slow_dataloader", "-n", "8", "-o", job)
         sets.append(("synth", sorted(glob.glob(os.path.join(job, "*.json"))), False))
+        committed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "h200")
+        for name in ("native_healthy", "kineto_slowdata_r3"):  # real traces in every clone
+            sets.append((name, sorted(glob.glob(os.path.join(committed, name, "*.pt*"))), True))
         if os.path.isdir(TRACES):
             sets.append(("dlrm", sorted(glob.glob(os.path.join(TRACES, "dlrm-8rank", "*.gz"))), True))
         for label, traces, real in sets:
@@ -28,7 +32,7 @@ def main():
             os.makedirs(sums)
             sizes = []
             for t in traces:
-                dest = os.path.join(sums, os.path.basename(t).replace(".json.gz", "").replace(".json", "") + ".ptsum")
+                dest = os.path.join(sums, re.sub(r"(\.json)?(\.gz|\.zst)?$", "", os.path.basename(t)) + ".ptsum")
                 run("summarize", t, "-o", dest)
                 sizes.append(os.path.getsize(dest))
             a = report_of(traces, os.path.join(tmp, label + "-a"))

@@ -15,6 +15,9 @@ Usage: check_generated.py PERFTRACKER WORKDIR
    gloo, gloo:all_reduce user_annotations on two threads of their own, the straggler
    waiting least in them, and the same seed giving the same bytes.
 6. The CLI: --help, bad options (exit 2), --format summary, --size-mb.
+7. The model's structure: in every profiled step each transformer block runs its kernels
+   the number of times its layers say (layer norm twice forward and twice backward,
+   attention and GELU once each way), on every rank.
 """
 import collections
 import decimal
@@ -150,6 +153,44 @@ def check_gloo_job():
           f"the straggler does not wait least in gloo:all_reduce: {in_gloo}")
 
 
+# Kernel name prefix -> launches per layer per step (the block's forward and backward).
+PER_LAYER = {
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel": 2,
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel": 2,
+    "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel": 2,
+    "void pytorch_flash::flash_fwd_kernel": 1,
+    "void pytorch_flash::flash_bwd_dq_dk_dv_loop": 1,
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDA": 1,
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluBack": 1,
+}
+
+
+def check_model_structure():
+    out = os.path.join(WORK, "structure")
+    run("synth", "-n", "2", "--seed", "1", "--format", "kineto-gz", "-o", out, "--quiet")
+    layers = json.load(open(os.path.join(out, "expected.json")))["layers"]
+    for path in sorted(glob.glob(os.path.join(out, "node*.json.gz"))):
+        events = load(path)["traceEvents"]
+        steps = profiler_steps(events)
+        check(len(steps) == 3, f"{path}: {len(steps)} profiled steps, expected 3")
+        for step in steps:
+            t0, t1 = ns(step["ts"]), ns(step["ts"]) + ns(step["dur"])
+            inside = [e["name"] for e in events if e.get("cat") == "kernel" and t0 <= ns(e["ts"]) < t1]
+            # Arguments only where Kineto writes them: kernels, copies, and the collective's
+            # record_param_comms (with its Rank); never on runtime, Python or annotations.
+            for e in events:
+                if "args" in e and t0 <= ns(e["ts"]) < t1:
+                    allowed = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or e["name"] == "record_param_comms"
+                    check(allowed, f"{os.path.basename(path)}: a {e.get('cat')} event {e['name'][:40]!r} has args "
+                          f"{list(e['args'])[:4]}")
+                    if not allowed:
+                        break
+            for prefix, per_layer in PER_LAYER.items():
+                got = sum(name.startswith(prefix) for name in inside)
+                check(got == per_layer * layers, f"{os.path.basename(path)} {step['name']}: {prefix[-40:]} "
+                      f"launched {got} times, expected {per_layer} x {layers} layers")
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -188,6 +229,7 @@ def main():
     check(medians[3] > 1.2 * max(medians[r] for r in (0, 1, 2)), f"faulty kernel medians {medians}")
 
     check_gloo_job()
+    check_model_structure()
 
     # The CLI.
     helped = run("synth", "--help")

@@ -76,6 +76,29 @@ static void test_parse_and_write_round_trip(void **state)
     pt_json_free(again);
 }
 
+/* \u escapes at the edges of the surrogate ranges: the first and last pairs are the
+ * first and last supplementary code points; a lone or reversed surrogate is U+FFFD. */
+static void test_surrogate_pairs_at_their_bounds(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *utf8;
+    } cases[] = {
+        {"\"\\ud800\\udc00\"", "\xf0\x90\x80\x80"},     /* U+10000 */
+        {"\"\\udbff\\udfff\"", "\xf4\x8f\xbf\xbf"},     /* U+10FFFF */
+        {"\"\\ud800\\udbff\"", "\xef\xbf\xbd\xef\xbf\xbd"}, /* high, then a high: two U+FFFD */
+        {"\"\\udc00\"", "\xef\xbf\xbd"},                     /* a lone low surrogate */
+        {"\"\\ud7ff\\ue000\"", "\xed\x9f\xbf\xee\x80\x80"}, /* just outside: two BMP characters */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pt_error err = {{0}};
+        pt_json *v = pt_json_parse(cases[i].json, strlen(cases[i].json), 4, &err);
+        assert_non_null(v);
+        assert_string_equal(v->string, cases[i].utf8);
+        pt_json_free(v);
+    }
+}
+
 static void test_parse_errors(void **state)
 {
     (void)state;
@@ -120,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_escapes_html_and_control), cmocka_unit_test(test_invalid_utf8_becomes_replacement),
         cmocka_unit_test(test_doubles_round_trip),       cmocka_unit_test(test_parse_and_write_round_trip),
         cmocka_unit_test(test_parse_errors),             cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_surrogate_pairs_at_their_bounds),
         cmocka_unit_test(test_set_replaces_and_add_appends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

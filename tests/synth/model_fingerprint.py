@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The synthetic model, pinned: every expected answer in the engine tests is calibrated
+on what `perftracker synth` generates, so a change to it must be deliberate.
+
+Usage: model_fingerprint.py PERFTRACKER WORKDIR [--update]
+
+A healthy 2-rank job (seed 1) and a slow_dataloader one are generated; for each rank and
+event (category, name) the count and the total duration (microseconds, to the
+nanosecond) are compared with tests/data/synth_fingerprint.json -- the trace's meaning,
+not its bytes (the writer may format it differently). A difference names the events
+that changed. After changing the model on purpose, run it with --update and commit the
+new file with the change.
+"""
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PINNED = os.path.join(HERE, "..", "data", "synth_fingerprint.json")
+JOBS = {"healthy": ["--seed", "1"], "slow_dataloader": ["--seed", "1", "--fault", "slow_dataloader"]}
+
+
+def fingerprint(cli, work):
+    out = {}
+    for job, args in JOBS.items():
+        path = os.path.join(work, job)
+        subprocess.run([cli, "synth", "-n", "2", "--quiet", "-o", path, *args], check=True)
+        for name in sorted(os.listdir(path)):
+            if not name.startswith("node"):
+                continue
+            with open(os.path.join(path, name)) as f:
+                events = json.load(f)["traceEvents"]
+            totals = collections.defaultdict(lambda: [0, 0])
+            for e in events:
+                if e.get("ph") == "X":
+                    key = f"{e.get('cat')}|{e['name']}"
+                    totals[key][0] += 1
+                    totals[key][1] += round(e.get("dur", 0) * 1000)  # ns, exact
+            out[f"{job}/{name}"] = {k: v for k, v in sorted(totals.items())}
+    return out
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cli, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    got = fingerprint(cli, work)
+    if "--update" in sys.argv[3:]:
+        with open(PINNED, "w") as f:
+            json.dump(got, f, indent=0, sort_keys=True)
+            f.write("\n")
+        print(f"wrote {PINNED}")
+        return 0
+    with open(PINNED) as f:
+        want = json.load(f)
+    problems = []
+    for trace in sorted(set(want) | set(got)):
+        a, b = want.get(trace, {}), got.get(trace, {})
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                problems.append(f"{trace}: {key[:90]}: pinned {a.get(key)} (count, ns), now {b.get(key)}")
+    if problems:
+        print("FAIL: the synthetic model changed (run with --update if that was meant):\n  "
+              + "\n  ".join(problems[:30]) + (f"\n  ... {len(problems) - 30} more" if len(problems) > 30 else ""))
+        return 1
+    print(f"PASS: {sum(len(v) for v in got.values())} event kinds over {len(got)} traces as pinned")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -611,6 +611,17 @@ typedef struct missing_info {
     size_t n_waiting, n_missing;
 } missing_info;
 
+/* The earliest call v still has in flight, or 0: NCCL members issue the later calls too,
+ * and block in that one. */
+static int64_t first_in_flight(const rank_view *v)
+{
+    int64_t first = 0;
+    for (size_t k = 0; v->g && k < v->g->call_count; k++)
+        if (in_flight(&v->g->calls[k]) && (!first || v->g->calls[k].seq < first))
+            first = v->g->calls[k].seq;
+    return first;
+}
+
 static bool missing_of(const hang_ctx *h, const group_view *gv, missing_info *m)
 {
     memset(m, 0, sizeof *m);
@@ -624,17 +635,26 @@ static bool missing_of(const hang_ctx *h, const group_view *gv, missing_info *m)
     m->waiting = pt_xmalloc(gv->count * sizeof *m->waiting);
     m->missing = pt_xmalloc(gv->count * sizeof *m->missing);
     m->top = highest;
+    int64_t blocked_in = highest; /* the earliest call a waiting member has in flight */
+    bool placed = false;          /* a missing member with a summary says which call it lacks */
     for (size_t i = 0; i < gv->count; i++) {
         const rank_view *v = &gv->ranks[i];
         bool known = v->w != NO_WORKER && h->knows[v->w];
         if (last_seq(v) == highest) {
             m->waiting[m->n_waiting++] = v->rank;
+            int64_t first = first_in_flight(v);
+            if (first > 0)
+                blocked_in = PT_MIN(blocked_in, first);
         } else if (known || v->w == NO_WORKER) {
             m->missing[m->n_missing++] = v->rank;
-            if (known) /* one without a summary could be anywhere: it says nothing of where */
+            if (known) { /* one without a summary could be anywhere: it says nothing of where */
                 m->top = PT_MIN(m->top, last_seq(v) + 1);
+                placed = true;
+            }
         }
     }
+    if (!placed) /* only members without a summary are missing: where the others block says */
+        m->top = blocked_in;
     /* The call they wait for is the first one a missing rank has not made (NCCL ranks
      * issue the later ones too and block in that one). */
     const pt_collective_call *c = call_at(ahead->g, m->top);

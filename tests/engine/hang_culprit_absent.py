@@ -5,9 +5,9 @@ the others are blocked in -- the one synth's answer key gives (expected.json's h
 group and seq), which is the first call the waiting ranks have not completed: NCCL ranks
 issue the later calls too, but block in that one.
 
-Fails today: without the culprit's summary the analysis names the waiting ranks' LAST
-issued call (#52 where the key says #49; src/diagnose/hangs.c, missing_of: "one without a
-summary could be anywhere"). ctest runs it with WILL_FAIL until that is fixed."""
+Failed before src/diagnose/hangs.c's missing_of placed such a hang where the waiting ranks
+block (their earliest call in flight): it named their LAST issued call (#52 where the key
+says #49)."""
 import json
 import os
 import re

@@ -8,16 +8,7 @@ import os
 import re
 import sys
 
-from engine_common import TRACES, TempDir, require_traces, run
-
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILURES.append(what)
-
+from engine_common import check, FAILURES, require_traces, run, TRACES, TempDir
 
 def quiet_keeps_the_verdict(tmp):
     job = os.path.join(TRACES, "h200", "native_healthy")

@@ -18,7 +18,7 @@ import os
 import statistics
 import sys
 
-from engine_common import TempDir, analyze, check_schema, run
+from engine_common import analyze, check, check_schema, FAILURES, run, TempDir
 
 WORLD, STEPS = 4, 4
 PEAK_GBPS = 450.0  # H100 NVLink
@@ -27,15 +27,6 @@ ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned lon
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1_execute_segment_k_off_kernel"
 # (collective, name, in elements, out elements, dtype, bytes per element)
 CALLS = [("allgather", ALLGATHER, 1 << 20, 4 << 20, "Float", 4), ("allreduce", ALLREDUCE, 2 << 20, 2 << 20, "BFloat16", 2)]
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
-
 def duration_us(rank, step, call):
     """Different for every call, so that the standard deviation is not zero."""
     return 200.0 + 37.0 * step + 11.0 * rank + 90.0 * call

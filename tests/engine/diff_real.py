@@ -18,19 +18,10 @@ import os
 import sys
 from decimal import Decimal
 
-from engine_common import TRACES, TempDir, require_traces, run
+from engine_common import check, FAILURES, require_traces, run, TRACES, TempDir
 
 DTOD = "Memcpy DtoD (Device -> Device)"
 COMM_MARKERS = ("nccl", "rccl", "msccl")
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
-
 def ns(value):
     return int((Decimal(str(value)) * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
 

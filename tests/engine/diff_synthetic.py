@@ -10,16 +10,7 @@ import json
 import os
 import sys
 
-from engine_common import TempDir, run
-
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
+from engine_common import check, FAILURES, run, TempDir
 
 def synth(tmp, name, *args):
     out = os.path.join(tmp, name)

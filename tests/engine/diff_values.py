@@ -22,17 +22,10 @@ import shutil
 import statistics
 import sys
 
-from engine_common import TempDir, analyze, run
+from engine_common import analyze, check, FAILURES, run, TempDir
 
-FAILURES = []
 CLASS_KEYS = {"compute": "compute_ms", "memory": "memory_ms", "communication": "communication_ms",
               "runtime": "runtime_ms", "python": "python_ms"}
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
 
 
 def close(a, b, rel=2e-3, abs_=2e-3):
@@ -54,11 +47,18 @@ def diff(tmp, name, before, after):
 
 
 def median_worker(report, key):
-    """The median over workers of each worker's mean per-step value of KEY."""
+    """The median over workers of each worker's value of KEY per step, recomputed from its
+    profiled steps: the step time is the median step (analyze's step_time_ms, the one
+    definition diff shares), and a class its time over the window scaled to that step,
+    so that the classes still add up to it."""
     per_worker = []
     for w in report["workers"]:
         steps = w["steps"]
-        per_worker.append(statistics.fmean(s[key] for s in steps))
+        median_step = statistics.median(s["ms"] for s in steps)
+        if key == "ms":
+            per_worker.append(median_step)
+        else:
+            per_worker.append(sum(s[key] for s in steps) / sum(s["ms"] for s in steps) * median_step)
     return statistics.median(per_worker)
 
 

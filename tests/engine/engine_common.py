@@ -14,6 +14,17 @@ SECTIONS = ["GPU Compute", "GPU memory operations", "Communication", "CUDA Runti
 TOP_KEYS = ["report_version", "perftracker_version", "generated_at", "job", "workers", "diagnosis"] + SECTIONS
 
 
+# The failed checks of this test run: check() prints each check and keeps the failed ones,
+# so a test reports every broken value, not only the first, and then fails on FAILURES.
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        FAILURES.append(what)
+
+
 def run(*args, check=True):
     """Runs the CLI; returns (exit status, stdout, stderr)."""
     p = subprocess.run([CLI, *args], capture_output=True, text=True)

@@ -14,16 +14,7 @@ import os
 import statistics
 import sys
 
-from engine_common import TempDir, analyze, check_schema, run
-
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
+from engine_common import analyze, check, check_schema, FAILURES, run, TempDir
 
 def kernel_key(e):
     a = e.get("args", {})

@@ -13,16 +13,7 @@ import os
 import re
 import sys
 
-from engine_common import TempDir, analyze, check_schema, run
-
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
+from engine_common import analyze, check, check_schema, FAILURES, run, TempDir
 
 def case(tmp, name, *args):
     job = os.path.join(tmp, name)

@@ -16,16 +16,7 @@ import json
 import os
 import sys
 
-from engine_common import TRACES, TempDir, analyze, require_traces
-
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILURES.append(what)
-
+from engine_common import analyze, check, FAILURES, require_traces, TRACES, TempDir
 
 def breakdowns(report):
     return {w["rank"]: w["breakdown"] | {"step_ms": w["step_time_ms"]} for w in report["workers"]}

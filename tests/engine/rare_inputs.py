@@ -19,16 +19,7 @@ import shutil
 import statistics
 import sys
 
-from engine_common import TempDir, analyze, check_schema, run
-
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
+from engine_common import analyze, check, check_schema, FAILURES, run, TempDir
 
 def ranks_from_distributed_info(tmp):
     job = os.path.join(tmp, "synth4")

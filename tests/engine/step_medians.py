@@ -13,16 +13,9 @@ import os
 import statistics
 import sys
 
-from engine_common import TempDir, analyze, run
+from engine_common import analyze, check, FAILURES, run, TempDir
 
-FAILURES = []
 PARTS = ("compute_ms", "memory_ms", "communication_ms", "runtime_ms", "python_ms", "idle_ms")
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL " + what)
-        FAILURES.append(what)
 
 
 def close(a, b):

@@ -351,6 +351,16 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
  * (name_graded). Two workers or more, not all; one alone, when it holds the others up:
  * a straggler the median of a spread hides (its 600 ms are 262 above the 338 of the
  * typical worker, under the floor of a 9 s step). */
+/* Excesses this close are one amount, not a grade: within the floor, or within a third
+ * of the largest. Waiting measured inside a function is noisy: DDP's backward blocks in
+ * the gradient all-reduce on every rank but the slow one, 119 and 144 ms above it on two
+ * of three (collector.fault_job), while a grade (rank r sleeps r s) spaces its levels by
+ * at least half the largest. */
+static double same_amount(double floor, double most_excess)
+{
+    return fmax(floor, most_excess / 3.0);
+}
+
 static void graded_rows(const pt_analysis *a, finding_list *list, const peer_context *c)
 {
     size_t n = a->n, steps = a->function_steps;
@@ -396,7 +406,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
             if (graded[w])
                 least_excess = fmin(least_excess, mean), most_excess = fmax(most_excess, mean);
         }
-        if (count == 0 || count >= n || (2 * count > n && most_excess - least_excess <= floor))
+        if (count == 0 || count >= n || (2 * count > n && most_excess - least_excess <= same_amount(floor, most_excess)))
             continue;
         for (size_t w = 0; w < n; w++)
             if (graded[w] && (count >= 2 || holds_others_up(c, w))) {

@@ -124,8 +124,10 @@ def train(args):
                 break
             if args.mode == "seed":
                 matmul()
-                while i == args.hang_at and rank == dist.get_world_size() - 1:
-                    time.sleep(3600)
+                if i == args.hang_at and rank == dist.get_world_size() - 1:
+                    print("rank %d hangs in iteration %d" % (rank, i), flush=True)
+                    while True:
+                        time.sleep(3600)
                 time.sleep(rank * args.sleep_scale)
             elif args.mode == "eval":
                 eval_step(batch[0])

@@ -108,6 +108,11 @@ def check_hang(cli, run_job, tmp):
                             "0.1", "--hang-at", "8"],
                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # Triggered once it hangs: a round that begins earlier profiles steps before it.
+        deadline = time.time() + 180
+        while "hangs in iteration" not in open(log.name).read():
+            assert time.time() < deadline and job.poll() is None, "the job never hung:\n%s" % open(log.name).read()
+            time.sleep(0.2)
         r = trigger(cli, env, os.path.join(tmp, "out"), time.time() + 180, [])
         log.flush()
         log.seek(0)

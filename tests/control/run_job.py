@@ -58,7 +58,9 @@ def probe(iterations):
     steps = stats.collector_stats()["steps_done"] if stats else -1
     if stats:
         stats.wait_idle(60)
-    print("iterations %d steps %d source %s" % (iterations, steps, autostep.mode() if autostep else None), flush=True)
+    # One write: the ranks share the launcher's stdout, and print() writes the newline apart.
+    sys.stdout.flush()
+    os.write(1, b"iterations %d steps %d source %s\n" % (iterations, steps, str(autostep.mode() if autostep else None).encode()))
 
 
 def no_step(args):

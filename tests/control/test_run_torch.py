@@ -140,7 +140,7 @@ def run_to_end(cmd, env, timeout=300):
 
 
 def probes(output):
-    return [tuple(m) for m in re.findall(r"^iterations (\d+) steps (-?\d+) source (\w+)", output, re.M)]
+    return [tuple(m) for m in re.findall(r"iterations (\d+) steps (-?\d+) source (\w+?)(?=iterations|\s|$)", output)]
 
 
 def check_counts(cli, run_job, tmp):

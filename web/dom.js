@@ -132,6 +132,19 @@ var PD = (window.PD = window.PD || {});
   /* text, shortened in the middle until it fits width px in font (the full text goes in a
    * title): a long file name keeps its start and its end. */
   var fitContext = null;
+  /* A canvas of width x height CSS pixels drawn at the screen's pixel density; its 2D
+   * context, scaled so that drawing is in CSS pixels. */
+  PD.setupCanvas = function (canvas, width, height) {
+    var dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.max(1, Math.round(width * dpr));
+    canvas.height = Math.max(1, Math.round(height * dpr));
+    canvas.style.width = width + 'px';
+    canvas.style.height = height + 'px';
+    var ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return ctx;
+  };
+
   PD.fitText = function (text, width, font) {
     text = String(text);
     fitContext = fitContext || document.createElement('canvas').getContext('2d');

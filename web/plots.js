@@ -35,16 +35,7 @@ var PD = (window.PD = window.PD || {});
     return PD.shortFunction(fn.category, fn.name, LABEL_CHARS);
   };
 
-  function setupCanvas(canvas, width, height) {
-    var dpr = window.devicePixelRatio || 1;
-    canvas.width = Math.max(1, Math.round(width * dpr));
-    canvas.height = Math.max(1, Math.round(height * dpr));
-    canvas.style.width = width + 'px';
-    canvas.style.height = height + 'px';
-    var ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    return ctx;
-  }
+  var setupCanvas = PD.setupCanvas;
 
   function mix(a, b, t) {
     return 'rgb(' + [0, 1, 2].map(function (i) { return Math.round(a[i] + (b[i] - a[i]) * t); }).join(',') + ')';

@@ -159,24 +159,13 @@ var PD = (window.PD = window.PD || {});
     this.width = Math.ceil(x - STEP_GAP);
     this.viewH = Math.min(this.rows.length * this.rowH, Math.max(240, window.innerHeight - 360));
     this.scroll.style.height = this.viewH + 'px';
-    this.ctx = setup(this.canvas, this.width, this.viewH);
+    this.ctx = PD.setupCanvas(this.canvas, this.width, this.viewH);
     this.head.replaceChildren.apply(this.head, this.stepMs.map(function (ms, s) {
       return el('div', { className: 'tl-step', style: { left: self.stepX[s] + 'px', width: ms * self.pxPerMs + 'px' }, dataset: { step: s } },
         el('span', { className: 'tl-name' }, self.stepLabel(s)), el('span', { className: 'tl-scale' }, '0 … ' + PD.fmt.ms(ms)));
     }));
     this.render();
   };
-
-  function setup(canvas, width, height) {
-    var dpr = window.devicePixelRatio || 1;
-    canvas.width = Math.max(1, Math.round(width * dpr));
-    canvas.height = Math.max(1, Math.round(height * dpr));
-    canvas.style.width = width + 'px';
-    canvas.style.height = height + 'px';
-    var ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    return ctx;
-  }
 
   Timeline.prototype.schedule = function () {
     var self = this;

@@ -17,6 +17,7 @@
 
 #include "summarize/summary.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,9 +52,23 @@ pt_worker_summary *pt_fuzz_summarize(const char *path, const char *file_name);
 
 /* Takes over s and pushes it through everything downstream of the summary: the file
  * encoding (re-encoding a decoded summary must give the same bytes; an invalid one, as
- * pt_summary_check judges, must not decode), its JSON form, the diagnosis beside a
- * healthy synthetic worker (which refuses an invalid one and analyses the other), and
- * the report's log text. Frees s. */
-void pt_fuzz_exercise_summary(pt_worker_summary *s);
+ * pt_summary_check judges, must not decode), its JSON form and, when diagnose is set, the
+ * diagnosis beside a healthy synthetic worker (which refuses an invalid one and analyses
+ * the other), and the report's text. Frees s. */
+void pt_fuzz_exercise_summary(pt_worker_summary *s, bool diagnose);
+
+/* True for one input in one_in, always the same ones (a hash of the bytes), so a saved
+ * input replays the same way. The trace targets diagnose what they summarized only for
+ * those: the diagnosis of arbitrary summaries has its own targets (summary, protocol),
+ * and running it after every trace input took three quarters of each execution, which
+ * kept the parsers from their 10 M executions. */
+bool pt_fuzz_one_in(const uint8_t *data, size_t size, unsigned one_in);
+
+/* Set by replay_main.c: a replayed input (the seeds and every saved crasher, in the
+ * regression tests) takes every path, pt_fuzz_one_in is true for all of them. */
+extern bool pt_fuzz_replaying;
+
+/* How often a trace target's summary goes on through the diagnosis. */
+#define PT_FUZZ_DIAGNOSE_ONE_IN 16
 
 #endif

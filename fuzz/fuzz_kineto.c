@@ -2,7 +2,8 @@
  *
  * The input is a trace file's bytes: plain JSON, or gzip/zstd, recognised by magic as
  * pt_trace_read does for any file. It is summarized as `perftracker summarize` would and
- * the summary goes on through the diagnosis (fuzz_common.c). When the bytes hold an event
+ * the summary goes on through its encoding and, for one input in 16, the diagnosis
+ * (fuzz_common.c). When the bytes hold an event
  * boundary ("},{") in their second half, that offset is also read as a span, the way a
  * large trace is read in parallel, where the reader starts in the middle of the list. */
 #include "fuzz_common.h"
@@ -45,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = pt_fuzz_file(data, size);
     pt_worker_summary *s = pt_fuzz_summarize(path, "node0_3_4711.json");
     if (s)
-        pt_fuzz_exercise_summary(s);
+        pt_fuzz_exercise_summary(s, pt_fuzz_one_in(data, size, PT_FUZZ_DIAGNOSE_ONE_IN));
     read_span_at_boundary(path, data, size);
     return 0;
 }

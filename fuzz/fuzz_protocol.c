@@ -39,7 +39,7 @@ static void follow_payloads(const pt_ctl_msg *m)
         pt_error err = {{0}};
         pt_worker_summary *s = pt_summary_decode(m->blob.data, m->blob.len, &err);
         if (s)
-            pt_fuzz_exercise_summary(s);
+            pt_fuzz_exercise_summary(s, true);
     }
 }
 

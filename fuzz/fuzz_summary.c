@@ -45,6 +45,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     PT_FUZZ_CHECK(s || err.message[0], "a summary was refused without a message");
     if (s)
-        pt_fuzz_exercise_summary(s);
+        pt_fuzz_exercise_summary(s, true);
     return 0;
 }

@@ -97,6 +97,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s INPUT_OR_DIR...\n", argv[0]);
         return 2;
     }
+    pt_fuzz_replaying = true;
     for (int i = 1; i < argc; i++) {
         size_t before = replayed;
         replay(argv[i]);

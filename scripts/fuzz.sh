@@ -48,9 +48,11 @@ fi
 mkdir -p "$build"
 exec 9>"$build/.build.lock"
 flock 9
-if [[ ! -f $build/CMakeCache.txt ]] || ! grep -q '^PT_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
+fuzz_cflags="-fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=$root/fuzz/coverage-ignore.txt -O1 -gline-tables-only"
+if [[ ! -f $build/CMakeCache.txt ]] || ! grep -q '^PT_FUZZ:BOOL=ON' "$build/CMakeCache.txt" ||
+    ! grep -qxF "CMAKE_C_FLAGS:STRING=$fuzz_cflags" "$build/CMakeCache.txt"; then
     CC=$cc cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=address,undefined \
-        -DPT_FUZZ=ON -DPT_WEB_CHARTS=OFF -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -O1 -gline-tables-only" >/dev/null
+        -DPT_FUZZ=ON -DPT_WEB_CHARTS=OFF -DCMAKE_C_FLAGS="$fuzz_cflags" >/dev/null
 fi
 build_targets=(make_seeds)
 for t in "${targets[@]}"; do build_targets+=("fuzz_$t"); done

@@ -48,6 +48,8 @@
   var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzed.length;
 
   function workerName(rank) { var w = byRank.get(rank); return w && w.name ? w.name : 'rank ' + rank; }
+  /* A rank's node: its host, as the report names it (null: unknown). */
+  function nodeOf(rank) { var w = byRank.get(rank); return w && typeof w.host === 'string' && w.host ? w.host : null; }
   function rankOf(name) { var w = byName.get(name); return w ? w.rank : null; }
   function section(name) { var s = R[name]; return s && typeof s === 'object' ? s : null; }
   function entries(obj) { return obj && typeof obj === 'object' ? Object.keys(obj).map(function (k) { return [k, obj[k]]; }) : []; }
@@ -603,7 +605,7 @@
     var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1, f = findings[findingIndex];
     var column = heatmapColumn(params.get('key') || (f && f.function));
     var heatmap = new PD.Heatmap({
-      heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column,
+      heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column, nodeOf: nodeOf,
       onRowClick: function (r) { location.hash = '#/workers?rank=' + r; },
       onColumnClick: function (j) {
         var fn = h.functions[j];

@@ -391,7 +391,7 @@
       analyzed.forEach(function (w) { if (w.status === 'hang') hung.add(w.rank); });
       culprits.forEach(function (r) { marks.set(r, 'rank ' + r); });
       hung.forEach(function (r) { marks.set(r, 'rank ' + r + ': hang'); });
-      var top = Math.max.apply(null, values.filter(isFinite).concat([0]));
+      var top = PD.maxOf(values, 0);
       var plot = PD.barPlot({ ranks: ranks, values: values, highlight: culprits, full: hung, marks: marks, format: fmt.pct, floor: 0.05,
         label: 'largest excess per rank', xTitle: 'rank', yTitle: 'excess, % of step',
         note: !hung.size && !culprits.size && top < 0.01 ? 'No worker stands out: every rank is within ' + fmt.pct(top) + ' of the median worker in every function' : null,
@@ -402,7 +402,7 @@
     }
     if (analyzed.length === 1) {
       var w = analyzed[0], steps = w.steps || [];
-      var longest = Math.max.apply(null, steps.map(function (st) { return st.ms || 0; }).concat([w.step_time_ms || 0]));
+      var longest = PD.maxOf(steps.map(function (st) { return st.ms || 0; }), w.step_time_ms || 0);
       return [el('p', { className: 'muted' }, 'One worker (rank ' + w.rank + '): there is no other worker to compare it with, so here are its profiled steps, each split into exposed time by class.'),
               el('div', { className: 'panel one-worker' }, (steps.length ? steps : [Object.assign({ step: '–', ms: w.step_time_ms }, w.breakdown || {})]).map(function (st) {
                 return el('div', { className: 'glance-step' }, el('span', { className: 'glance-label' }, 'step ' + st.step),
@@ -450,10 +450,12 @@
     ]);
     node.appendChild(breakdownLegend());
     if (listedWorkers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (listedWorkers.length > CHART_BARS) node.appendChild(el('p', { className: 'muted', id: 'chart-buckets' }, 'Each bar stands for ' +
+      Math.ceil(listedWorkers.length / CHART_BARS) + ' consecutive ranks and shows the one among them named in a finding, else the one with the longest step; the table below has every worker.'));
     if (sampled) node.appendChild(el('p', { className: 'muted', id: 'sample-note' }, sampleNote()));
     var detail = el('div', { id: 'worker-detail' });
     var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
-    var maxStep = Math.max.apply(null, workers.map(function (w) { return w.step_time_ms || 0; }).concat([0]));
+    var maxStep = PD.maxOf(workers.map(function (w) { return w.step_time_ms || 0; }), 0);
     /* The class of the finding the reader came from (else the root cause's): its column
      * is marked. The columns up to idle fit 1400 px; the rest scroll, the rank column
      * staying in place. */
@@ -536,8 +538,27 @@
     }).join('<br>');
   }
 
+  /* The breakdown chart's bars: one per worker up to CHART_BARS; above, one per run of
+   * consecutive ranks, drawn as its worker that matters most (named in a finding, else
+   * the longest step), so 100,000 workers cost what 2,048 do and a straggler still shows. */
+  var CHART_BARS = 2048;
+  function chartBars() {
+    var n = listedWorkers.length;
+    if (n <= CHART_BARS) return listedWorkers.map(function (w) { return { worker: w, label: 'rank ' + w.rank }; });
+    var bars = [];
+    for (var b = 0; b < CHART_BARS; b++) {
+      var lo = Math.floor(b * n / CHART_BARS), hi = Math.floor((b + 1) * n / CHART_BARS), pick = listedWorkers[lo];
+      for (var i = lo; i < hi; i++) {
+        var w = listedWorkers[i], named = culprits.has(w.rank), pickNamed = culprits.has(pick.rank);
+        if (named !== pickNamed ? named : (w.step_time_ms || 0) > (pick.step_time_ms || 0)) pick = w;
+      }
+      bars.push({ worker: pick, label: 'ranks ' + listedWorkers[lo].rank + '–' + listedWorkers[hi - 1].rank + ': rank ' + pick.rank });
+    }
+    return bars;
+  }
+
   function breakdownChartOption() {
-    var workers = listedWorkers, ranks = workers.map(function (w) { return 'rank ' + w.rank; });
+    var bars = chartBars(), workers = bars.map(function (b) { return b.worker; }), ranks = bars.map(function (b) { return b.label; });
     var window_ = Math.min(100, 100 * 96 / Math.max(1, workers.length));
     return {
       animation: workers.length <= 256,
@@ -613,7 +634,7 @@
       }
     });
     node.appendChild(heatmap.node);
-    var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Math.min.apply(null, Array.from(culprits)) : null);
+    var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Array.from(culprits).sort(function (a, b) { return a - b; })[0] : null);
     mounted.push({ node: heatmap.node, mount: function () { heatmap.mount(); if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus); },
                    destroy: function () { heatmap.destroy(); } });
   }
@@ -641,7 +662,7 @@
     }) : el('p', { className: 'muted' }, 'None: every worker\'s GPU utilization is close to the others.'));
 
     var kernels = entries(s.major_kernel_executions);
-    var maxRatio = Math.max.apply(null, kernels.map(function (e) { return e[1]['bottleneck ratio (in [0,1])'] || 0; }).concat([0]));
+    var maxRatio = PD.maxOf(kernels.map(function (e) { return e[1]['bottleneck ratio (in [0,1])'] || 0; }), 0);
     node.appendChild(el('h2', null, 'major_kernel_executions'));
     node.appendChild(table({
       rows: kernels, sort: { column: 3, descending: true }, filter: 'Filter kernels',
@@ -792,9 +813,9 @@
       ['value', 'for every worker over 1%, the share of end-to-end time this stack takes on it.']
     ]);
     var rows = entries(s).map(function (e) {
-      var shares = entries(e[1]).map(function (w) { return w[1]; });
-      var top = entries(e[1]).sort(function (a, b) { return b[1] - a[1]; })[0];
-      return { stack: e[0], workers: e[1], count: shares.length, max: Math.max.apply(null, shares.concat([0])), median: PD.median(shares), top: top ? top[0] : '' };
+      var byWorker = entries(e[1]), shares = byWorker.map(function (w) { return w[1]; }), top = null;
+      byWorker.forEach(function (w) { if (!top || w[1] > top[1]) top = w; }); /* the first of the largest */
+      return { stack: e[0], workers: e[1], count: shares.length, max: PD.maxOf(shares, 0), median: PD.median(shares), top: top ? top[0] : '' };
     });
     var detail = el('div', { id: 'python-detail' });
     var showStack = function (r) {

@@ -497,7 +497,7 @@ var PD = (window.PD = window.PD || {});
         if (hi !== hc ? hi : v > options.values[cur]) best[b] = i;
       });
       /* A floor on the axis keeps healthy noise looking like noise rather than tall bars. */
-      var max = Math.max.apply(null, options.values.filter(isFinite).concat([options.floor || 1e-12]));
+      var max = PD.maxOf(options.values, options.floor || 1e-12);
       ctx.font = '11px system-ui, sans-serif';
       ctx.fillStyle = '#5d6678';
       ctx.strokeStyle = '#eef0f4';

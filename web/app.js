@@ -30,8 +30,13 @@
   /* The report, indexed ------------------------------------------------------------ */
   var job = R.job || {}, diagnosis = R.diagnosis || {}, findings = diagnosis.findings || [];
   var workers = Array.isArray(R.workers) ? R.workers : [];
+  /* The bounded form (docs/report-schema.md, above 4096 workers): "workers" holds only the
+   * workers in full detail; every analysed worker is a row of scale.worker_table, its node
+   * a row of scale.nodes, its full detail in a part loaded when it is opened. */
+  var scale = PD.boundedScale(R);
+  var tableWorkers = scale ? PD.workerTableRows(scale, workers) : null;
   var byRank = new Map(), byName = new Map();
-  workers.forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
+  (tableWorkers || workers).forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
   var culprits = new Set();
   findings.forEach(function (f) { if (!f.all_workers) (f.workers || []).forEach(function (r) { culprits.add(r); }); });
   var culpritNames = new Set(Array.from(culprits).map(function (r) { return byRank.has(r) ? byRank.get(r).name : null; }));
@@ -41,11 +46,12 @@
    * the traces are a sample (rank 0 of 128, the usual profiler dump), not a job that lost
    * most of its workers: those ranks are counted, not listed as failures. */
   var analyzed = workers.filter(function (w) { return w.status !== 'missing'; });
+  var analyzedCount = tableWorkers ? tableWorkers.length : analyzed.length;
   var missingCount = typeof job.missing_count === 'number' ? job.missing_count : workers.length - analyzed.length;
-  var sampled = missingCount > 0 && missingCount > analyzed.length;
-  var listedWorkers = sampled ? analyzed : workers;
+  var sampled = missingCount > 0 && missingCount > analyzedCount;
+  var listedWorkers = tableWorkers ? (sampled ? tableWorkers : PD.withUnanalyzed(tableWorkers, workers)) : sampled ? analyzed : workers;
   var worldSize = typeof job.world_size === 'number' ? job.world_size : workers.length;
-  var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzed.length;
+  var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzedCount;
 
   function workerName(rank) { var w = byRank.get(rank); return w && w.name ? w.name : 'rank ' + rank; }
   /* A rank's node: its host, as the report names it (null: unknown). */
@@ -619,7 +625,7 @@
       ['"Largest excess first"', 'orders the rows by each worker\'s largest excess over the median outside communication: the slowest workers come first.'],
       ['strip on the right', 'every worker at once, red by that same excess (several workers per pixel when there are many; the largest shows). Click it to jump.']
     ]);
-    if (!(h.ranks || []).length || !(h.functions || []).length) {
+    if (!((h.ranks || []).length || (scale && (h.nodes || []).length)) || !(h.functions || []).length) {
       node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));
       return;
     }
@@ -627,6 +633,8 @@
     var column = heatmapColumn(params.get('key') || (f && f.function));
     var heatmap = new PD.Heatmap({
       heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column, nodeOf: nodeOf,
+      nodes: scale ? PD.scaleNodes(scale, h) : null,
+      loadNode: scale ? function (n) { return PD.loadHeatmapRows(scale, PD.partsOf(scale, n.ranks), n.ranks); } : null,
       onRowClick: function (r) { location.hash = '#/workers?rank=' + r; },
       onColumnClick: function (j) {
         var fn = h.functions[j];

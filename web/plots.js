@@ -76,8 +76,13 @@ var PD = (window.PD = window.PD || {});
     this.rankRows = this.ranks.map(function (rank, i) {
       return { kind: 'rank', rank: rank, index: i, excess: self.rowExcess[i], culprit: self.culprits.has(rank) };
     });
-    this.nodes = groupByNode(this.rankRows, options.nodeOf, this.functions.length, this.matrices);
-    this.grouped = this.nodes.length > 0 && this.ranks.length > GROUP_ABOVE;
+    if (Array.isArray(options.nodes)) { /* the bounded form: nodes as the report gives them */
+      this.nodes = givenNodes(options.nodes, this.rankRows, this.culprits, this.functions);
+      this.allRanks = this.nodes.length > 0;
+    } else {
+      this.nodes = groupByNode(this.rankRows, options.nodeOf, this.functions.length, this.matrices);
+    }
+    this.grouped = this.nodes.length > 0 && (this.allRanks || this.ranks.length > GROUP_ABOVE);
     this.orderName = 'rank';
     this.arrange();
     this.build();
@@ -112,6 +117,26 @@ var PD = (window.PD = window.PD || {});
     return nodes.length < rows.length ? nodes : [];
   }
 
+  /* Nodes whose rows the report holds (Heatmap.nodes) and whose ranks are mostly not in
+   * the matrix: a rank row without values is drawn grey until its node is opened and
+   * options.loadNode fills it (rowsLoaded). */
+  function givenNodes(given, rankRows, culprits, functions) {
+    var byRank = new Map(rankRows.map(function (r) { return [r.rank, r]; }));
+    var excess = PD.heatmapExcess({ functions: functions, ranks: given.map(function (_, i) { return i; }),
+                                    values: given.map(function (n) { return n.values; }) });
+    return given.map(function (g, i) {
+      var node = { kind: 'node', name: String(g.name), members: [], excess: excess[i], culprit: false, expanded: false,
+                   values: g.values, shares: g.shares, worst: new Array(functions.length).fill(null), source: g };
+      (g.ranks || []).forEach(function (rank) {
+        var row = byRank.get(rank) || { kind: 'rank', rank: rank, index: -1, excess: 0, culprit: culprits.has(rank) };
+        row.node = node;
+        node.members.push(row);
+        if (row.culprit) node.culprit = true;
+      });
+      return node;
+    });
+  }
+
   /* The rows in display order (this.order): every rank, or the nodes with the ranks of
    * the opened ones under them; by rank, or by largest excess first. */
   Heatmap.prototype.arrange = function () {
@@ -135,14 +160,42 @@ var PD = (window.PD = window.PD || {});
   };
 
   Heatmap.prototype.rowValues = function (row, mode) {
-    return row.kind === 'node' ? row[mode] : this.matrices[mode][row.index] || [];
+    if (row.kind === 'node' || row[mode]) return row[mode] || [];
+    return row.index >= 0 ? this.matrices[mode][row.index] || [] : [];
+  };
+
+  /* The rows options.loadNode brought for a node's ranks: Map rank -> {values, shares}. */
+  Heatmap.prototype.rowsLoaded = function (node, rows) {
+    var fns = this.functions;
+    node.members.forEach(function (row) {
+      var got = rows.get(row.rank);
+      if (!got || row.index >= 0) return;
+      row.values = got.values;
+      row.shares = got.shares;
+      row.excess = PD.heatmapExcess({ functions: fns, ranks: [row.rank], values: [got.values] })[0];
+    });
+    node.loaded = true;
+    this.arrange();
+    this.render();
   };
 
   /* Opens or closes a node's ranks under it. */
   Heatmap.prototype.toggleNode = function (node, open) {
     node.expanded = open === undefined ? !node.expanded : open;
+    this.requestRows(node);
     this.arrange();
     this.render();
+  };
+
+  Heatmap.prototype.requestRows = function (node) {
+    var self = this;
+    if (!node.expanded || node.loaded || node.requested || !this.options.loadNode) return;
+    node.requested = true;
+    this.options.loadNode(node.source).then(function (rows) { self.rowsLoaded(node, rows); }, function (e) {
+      node.requested = false;
+      node.error = String(e && e.message || e);
+      self.render();
+    });
   };
 
   Heatmap.prototype.setGrouped = function (grouped) {
@@ -200,7 +253,7 @@ var PD = (window.PD = window.PD || {});
     };
     this.groupButtons = this.nodes.length ? {
       node: el('button', { onclick: function () { self.setGrouped(true); } }, 'By node (' + this.nodes.length + ')'),
-      rank: el('button', { onclick: function () { self.setGrouped(false); } }, 'Every rank')
+      rank: el('button', { onclick: function () { self.setGrouped(false); } }, this.allRanks ? 'Workers in full detail (' + this.ranks.length + ')' : 'Every rank')
     } : null;
     this.legendCanvas = el('canvas');
     this.legendText = el('span', { className: 'muted' });
@@ -358,7 +411,8 @@ var PD = (window.PD = window.PD || {});
     var member = !isNode && this.grouped;
     return PD.el('div', {
       className: 'rowlabel' + (entry.culprit ? ' culprit' : '') + (isNode ? ' node' : '') + (member ? ' member' : ''),
-      title: isNode ? 'node ' + entry.name + ' · ' + entry.members.length + ' ranks (' + (entry.expanded ? 'click to close' : 'click for its ranks') + ')'
+      title: isNode ? 'node ' + entry.name + ' · ' + entry.members.length + ' ranks (' + (entry.expanded ? 'click to close' : 'click for its ranks') + ')' +
+                      (entry.error ? '\n' + entry.error : entry.expanded && entry.requested && !entry.loaded ? '\nloading its ranks…' : '')
                     : 'rank ' + entry.rank + ' · ' + this.options.workerName(entry.rank),
       style: { top: y + 'px', height: rowH + 'px', 'line-height': rowH + 'px' },
       dataset: isNode ? { node: entry.name, ranks: entry.members.length } : { rank: entry.rank },
@@ -435,9 +489,10 @@ var PD = (window.PD = window.PD || {});
   };
 
   Heatmap.prototype.scrollToRank = function (rank) {
-    var row = this.rankRows.find(function (r) { return r.rank === rank; });
+    var row = this.rankRows.find(function (r) { return r.rank === rank; }) ||
+      (this.nodes.find(function (n) { return n.members.some(function (r) { return r.rank === rank; }); }) || { members: [] }).members.find(function (r) { return r.rank === rank; });
     if (!row) return;
-    if (this.grouped && row.node && !row.node.expanded) { row.node.expanded = true; this.arrange(); }
+    if (this.grouped && row.node && !row.node.expanded) { row.node.expanded = true; this.requestRows(row.node); this.arrange(); }
     this.scrollToIndex(this.order.indexOf(row));
   };
   Heatmap.prototype.scrollToIndex = function (pos) {

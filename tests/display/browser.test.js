@@ -260,8 +260,12 @@ async function run(args, browser, base, displayDir, facts) {
   check(isRed(hot) && isPale(cold), 'culprit cell is red on the canvas, a normal worker\'s is pale (' + hot + ' vs ' + cold + ')');
   await page.screenshot({ path: path.join(shots, 'heatmap.png'), fullPage: true });
   await page.click('#heatmap button:has-text("Largest excess first")');
-  const firstRow = await page.$eval('#heatmap .rowlabel', (l) => Number(l.dataset.rank));
-  check(firstRow === facts.fault_rank, 'ordered by excess, the culprit is the first row (' + firstRow + ')');
+  /* Grouped by node (a large job), the culprit's node comes first, opened onto its ranks. */
+  const first = await page.$eval('#heatmap .rowlabel', (l) => l.dataset.node !== undefined ? 'node ' + l.dataset.node : 'rank ' + l.dataset.rank);
+  const firstRank = await page.$eval('#heatmap .rowlabel[data-rank]', (l) => Number(l.dataset.rank));
+  const grouped = await page.$eval('#heatmap', (hm) => hm.ptHeatmap.grouped);
+  const wantFirst = grouped ? 'node ' + facts.fault_node : 'rank ' + facts.fault_rank;
+  check(first === wantFirst && firstRank === facts.fault_rank, 'ordered by excess, the culprit is the first row (' + first + ', then rank ' + firstRank + ')');
 
   /* A worker's steps, one click from the table. */
   await visit(page, '#/workers?rank=' + facts.fault_rank);

@@ -380,7 +380,7 @@
     if (analyzed.length > 1) { /* one worker's steps are drawn above */
       node.appendChild(el('h2', null, 'The median worker\'s step'));
       var med = {};
-      PD.BREAKDOWN.forEach(function (c) { med[c.key] = PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
+      PD.BREAKDOWN.forEach(function (c) { med[c.key] = scale ? quantile(c.key, 'p50') : PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
       node.appendChild(el('div', { className: 'panel' }, breakdownBar(med), breakdownLegend(),
         el('p', { className: 'muted' }, PD.BREAKDOWN.map(function (c) { return c.label + ' ' + fmt.ms(med[c.key]); }).join(' · '))));
     }
@@ -388,10 +388,30 @@
       ' · the data behind this page: ', el('a', { href: 'report.json' }, 'report.json')));
   }
 
+  /* The bounded form's distribution of metric over every worker (scale.distributions). */
+  function quantile(metric, q) {
+    var d = scale && scale.distributions && scale.distributions[metric];
+    return d && d.quantiles && typeof d.quantiles[q] === 'number' ? d.quantiles[q] : null;
+  }
+  var QUANTILE_COLUMNS = ['p0', 'p1', 'p5', 'p25', 'p50', 'p75', 'p95', 'p99', 'p100'];
+  function distributionTable() {
+    var metrics = Object.keys((scale && scale.distributions) || {});
+    return table({
+      rows: metrics, visibleRows: metrics.length,
+      columns: [{ label: 'over every worker', value: function (m) { return m; }, width: '170px' },
+                { label: 'workers', value: function (m) { return scale.distributions[m].count; }, numeric: true, width: '80px' }]
+        .concat(QUANTILE_COLUMNS.map(function (q) {
+          return { label: q === 'p0' ? 'min' : q === 'p100' ? 'max' : q === 'p50' ? 'median' : q, numeric: true, value: function (m) { return quantile(m, q); },
+                   text: function (m) { return m === 'gpu_utilization' ? fmt.pct(quantile(m, q)) : fmt.ms(quantile(m, q)); } };
+        }))
+    });
+  }
+
   /* Every rank at once: its largest excess over the median worker, hung ranks at full
    * height; one worker has nobody to be compared with, so its steps are shown instead. */
   function workersAtAGlance() {
     var h = section('Heatmap'), ranks = h && Array.isArray(h.ranks) ? h.ranks : [];
+    if (scale && h && Array.isArray(h.nodes) && h.nodes.length >= 2) return nodesAtAGlance(h);
     if (ranks.length >= 2) {
       var values = PD.heatmapExcess(h), hung = new Set(), marks = new Map();
       analyzed.forEach(function (w) { if (w.status === 'hang') hung.add(w.rank); });
@@ -417,6 +437,24 @@
               }), breakdownLegend())];
     }
     return null;
+  }
+
+  /* The bounded form: a bar per node (by its lowest rank), its largest excess; the nodes of
+   * the ranks a finding names in red. */
+  function nodesAtAGlance(h) {
+    var nodes = PD.scaleNodes(scale, h), first = nodes.map(function (n) { return n.ranks.length ? n.ranks[0] : -1; });
+    var values = PD.heatmapExcess({ functions: h.functions, ranks: first, values: nodes.map(function (n) { return n.values; }) });
+    var marked = new Set(), marks = new Map();
+    nodes.forEach(function (n, i) {
+      var named = n.ranks.filter(function (r) { return culprits.has(r); });
+      if (named.length) { marked.add(first[i]); marks.set(first[i], 'rank ' + named[0] + (named.length > 1 ? ' +' + (named.length - 1) : '')); }
+    });
+    var plot = PD.barPlot({ ranks: first, values: values, highlight: marked, marks: marks, format: fmt.pct, floor: 0.05,
+      label: 'largest excess per node', xTitle: 'node, by its lowest rank', yTitle: 'excess, % of step',
+      onClick: function (r) { location.hash = '#/heatmap?rank=' + r; } });
+    plot.node.style.height = '210px';
+    return [el('p', { className: 'muted' }, 'Each bar is a node (' + nodes.length + ' nodes, x axis by their lowest rank): the largest excess of any of its workers over the median worker in any one function outside communication, as a share of step time. A node with a slow or faulty worker stands out; red: a node holding a worker named in a finding. Click a bar to open the node in the heatmap.'),
+            later(plot)];
   }
 
   /* The width of the widest of texts in a font (px). */
@@ -454,10 +492,17 @@
       ['GPU utilization', 'share of the profiled window with a compute kernel running.'],
       ['rank source', 'where the rank came from: distributedInfo in the trace, the file name, the file order, or the collector.']
     ]);
+    if (scale) {
+      node.appendChild(el('p', { className: 'muted', id: 'bounded-note' }, 'A job of ' + listedWorkers.length + ' workers: report.json keeps full detail (breakdown, steps) for the ' +
+        analyzed.length + ' workers it is about (named in a finding, outliers, listed in a section); the table has every worker, and opening one loads its detail from its part.'));
+      node.appendChild(el('h2', null, 'Every worker, as distributions'));
+      node.appendChild(distributionTable());
+      node.appendChild(el('h2', null, 'The workers in full detail'));
+    }
     node.appendChild(breakdownLegend());
-    if (listedWorkers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
-    if (listedWorkers.length > CHART_BARS) node.appendChild(el('p', { className: 'muted', id: 'chart-buckets' }, 'Each bar stands for ' +
-      Math.ceil(listedWorkers.length / CHART_BARS) + ' consecutive ranks and shows the one among them named in a finding, else the one with the longest step; the table below has every worker.'));
+    if (chartWorkers().length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (chartWorkers().length > CHART_BARS) node.appendChild(el('p', { className: 'muted', id: 'chart-buckets' }, 'Each bar stands for ' +
+      Math.ceil(chartWorkers().length / CHART_BARS) + ' consecutive ranks and shows the one among them named in a finding, else the one with the longest step; the table below has every worker.'));
     if (sampled) node.appendChild(el('p', { className: 'muted', id: 'sample-note' }, sampleNote()));
     var detail = el('div', { id: 'worker-detail' });
     var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
@@ -504,6 +549,23 @@
 
     function showWorker(w) {
       t.highlight(function (x) { return x === w; });
+      if (w.summary && scale) { /* the bounded form: its full detail is in its part */
+        detail.replaceChildren(el('div', { className: 'panel', dataset: { rank: w.rank } },
+          el('h2', null, 'Rank ' + w.rank + ' · ' + (w.name || '')), el('p', { className: 'muted', id: 'part-loading' }, 'Loading this worker\'s detail…')));
+        PD.loadWorker(scale, w.part, w.rank).then(function (full) {
+          if (!detail.isConnected || !detail.querySelector('[data-rank="' + w.rank + '"]')) return; /* another worker was opened */
+          Object.keys(full).forEach(function (k) { if (k !== 'rank') w[k] = full[k]; });
+          delete w.summary;
+          t.invalidate();
+          t.render();
+          showWorker(w);
+        }, function (e) {
+          var p = detail.querySelector('#part-loading');
+          if (p) { p.className = 'error'; p.textContent = 'This worker\'s detail is not available: ' + e.message; }
+        });
+        detail.scrollIntoView({ block: 'nearest' });
+        return;
+      }
       detail.replaceChildren(workerDetail(w));
       if (w.steps && w.steps.length && hasCharts) {
         var chart = chartPart(260, function () { return stepsChartOption(w); });
@@ -548,17 +610,19 @@
    * consecutive ranks, drawn as its worker that matters most (named in a finding, else
    * the longest step), so 100,000 workers cost what 2,048 do and a straggler still shows. */
   var CHART_BARS = 2048;
+  /* The workers with a breakdown: all of them, or the bounded form's full-detail ones. */
+  function chartWorkers() { return scale ? analyzed : listedWorkers; }
   function chartBars() {
-    var n = listedWorkers.length;
-    if (n <= CHART_BARS) return listedWorkers.map(function (w) { return { worker: w, label: 'rank ' + w.rank }; });
+    var shown = chartWorkers(), n = shown.length;
+    if (n <= CHART_BARS) return shown.map(function (w) { return { worker: w, label: 'rank ' + w.rank }; });
     var bars = [];
     for (var b = 0; b < CHART_BARS; b++) {
-      var lo = Math.floor(b * n / CHART_BARS), hi = Math.floor((b + 1) * n / CHART_BARS), pick = listedWorkers[lo];
+      var lo = Math.floor(b * n / CHART_BARS), hi = Math.floor((b + 1) * n / CHART_BARS), pick = shown[lo];
       for (var i = lo; i < hi; i++) {
-        var w = listedWorkers[i], named = culprits.has(w.rank), pickNamed = culprits.has(pick.rank);
+        var w = shown[i], named = culprits.has(w.rank), pickNamed = culprits.has(pick.rank);
         if (named !== pickNamed ? named : (w.step_time_ms || 0) > (pick.step_time_ms || 0)) pick = w;
       }
-      bars.push({ worker: pick, label: 'ranks ' + listedWorkers[lo].rank + '–' + listedWorkers[hi - 1].rank + ': rank ' + pick.rank });
+      bars.push({ worker: pick, label: 'ranks ' + shown[lo].rank + '–' + shown[hi - 1].rank + ': rank ' + pick.rank });
     }
     return bars;
   }
@@ -643,7 +707,12 @@
     });
     node.appendChild(heatmap.node);
     var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Array.from(culprits).sort(function (a, b) { return a - b; })[0] : null);
-    mounted.push({ node: heatmap.node, mount: function () { heatmap.mount(); if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus); },
+    var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
+    mounted.push({ node: heatmap.node, mount: function () {
+                     heatmap.mount();
+                     if (wantRank !== null) heatmap.scrollToRank(wantRank);
+                     else if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus);
+                   },
                    destroy: function () { heatmap.destroy(); } });
   }
 

@@ -138,11 +138,27 @@
     } else {
       view.render(node, params);
     }
+    if (scale && view.section) truncationNote(node, view.section);
     main.replaceChildren(node);
     document.querySelectorAll('#nav a').forEach(function (a) { a.classList.toggle('active', a.dataset.view === view.id); });
     mounted.forEach(function (m) { if (m.mount) m.mount(); });
     if (!params.has('key') && !params.has('rank') && !params.has('finding')) window.scrollTo(0, 0);
     main.focus({ preventScroll: true });
+  }
+
+  /* The bounded form cuts a section's per-worker maps to the most extreme entries
+   * (scale.truncated): the view says so under its how-to, with how many there were. */
+  function truncationNote(node, sectionName) {
+    var cuts = (Array.isArray(scale.truncated) ? scale.truncated : []).filter(function (t) { return t && t.section === sectionName; });
+    if (!cuts.length) return;
+    var note = el('div', { className: 'notice', id: 'truncated' },
+      el('p', null, 'This job has ' + listedWorkers.length + ' workers: report.json lists only the most extreme entries of these lists (the Workers view has every worker):'),
+      el('ul', { className: 'plain' }, cuts.slice(0, 12).map(function (t) {
+        return el('li', null, (t.key ? el('span', { className: 'mono', title: t.key }, PD.shortFunction(null, t.key, 60)) : ''), t.key ? ' · ' : '',
+          (t.field || 'workers') + ': ' + t.listed + ' of ' + t.count);
+      }), cuts.length > 12 ? el('li', null, 'and ' + (cuts.length - 12) + ' more') : null));
+    var howto = node.querySelector('details.howto');
+    if (howto) howto.after(note); else node.appendChild(note);
   }
 
   /* Registers something drawn once it is in the document (canvas sizes, charts). */
@@ -521,10 +537,10 @@
     var nameW = Math.max(110, Math.min(240, room - minBar, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), font)) + 20));
     var barW = Math.max(minBar, Math.min(160, room - nameW));
     var cols = [
-      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col' },
-      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; },
+      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col', search: true },
+      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; }, search: true,
         render: function (w) { return PD.fitText(w.name || '', nameW - 18, font); } },
-      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px' },
+      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px', search: true },
       { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '86px' },
       { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '86px', className: 'wrap' },
       { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: barW + 'px', help: 'exposed time per step; sorts by compute' }
@@ -534,7 +550,7 @@
                numeric: true, width: (classWidth[c.key] || 84) + 'px', className: 'wrap' + (marked ? ' finding-col' : ''),
                help: c.label + ' ms per step' + (marked ? ' (the class of ' + (findings.indexOf(focus) === 0 ? 'the root cause' : 'finding ' + (findings.indexOf(focus) + 1)) + ')' : '') };
     })).concat([
-      { label: 'host', value: function (w) { return w.host; }, width: '120px' },
+      { label: 'host', value: function (w) { return w.host; }, width: '120px', search: true },
       { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '66px', className: 'wrap' },
       { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '86px' },
       { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px' }

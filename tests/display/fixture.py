@@ -140,7 +140,8 @@ def hostile_places(report):
         "xss_stack": next((k for k in report.get("Python functions", {}) if k.endswith(XSS)), None),
         "xss_in_findings": any(XSS in f.get("summary", "") for f in report["diagnosis"]["findings"]),
         "xss_in_warnings": any(XSS in w for w in report.get("warnings", [])),
-        "markup_worker": next((w["name"] for w in report.get("workers", []) if "<" in w.get("name", "")), None),
+        "markup_worker": next((n for n in [w.get("name", "") for w in report.get("workers", [])] +
+                               report.get("scale", {}).get("worker_table", {}).get("name", []) if "<" in n), None),
     }
 
 

@@ -339,7 +339,17 @@ const near = (shown, v) => Math.abs(shown - v) <= Math.abs(v) * 5e-4 + 1e-9;
 async function runLarge(args, browser, base, displayDir, facts) {
   const { page, shots, seen } = await openPage(args, browser, base);
   const report = JSON.parse(fs.readFileSync(path.join(displayDir, 'report.json'), 'utf8'));
-  const workers = report.workers, n = workers.length;
+  const scale = report.scale, bounded = !!scale;
+  check(bounded === !!facts.bounded, 'the report is in the ' + (bounded ? 'bounded' : 'full') + ' form');
+  const parts = bounded ? scale.parts.files.map((f) => JSON.parse(fs.readFileSync(path.join(displayDir, '..', 'parts', f.file), 'utf8'))) : [];
+  /* Every worker as report.json (and its parts, in the bounded form) has it, by rank. */
+  const workers = bounded ? [].concat(...parts.map((p) => p.workers)) : report.workers, n = workers.length;
+  const inReport = new Set((bounded ? report.workers : workers).map((w) => w.rank));
+  if (bounded) {
+    const t = scale.worker_table;
+    check(t.rank.length === n && t.rank.every((r, i) => r === workers[i].rank && t.name[i] === workers[i].name && scale.nodes[t.node[i]].host === workers[i].host),
+      'the fixture: the worker table and the parts agree (' + n + ' workers, ' + report.workers.length + ' in full detail)');
+  }
   await page.goto(base);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 120000 });
   check(new RegExp('^Rank ' + facts.fault_rank + '(?![0-9])').test(await page.textContent('#findings .finding.root .summary')),
@@ -347,7 +357,7 @@ async function runLarge(args, browser, base, displayDir, facts) {
 
   /* Workers: bounded DOM, every worker behind it. */
   await visit(page, '#/workers');
-  const table = page.locator('section.view[data-view="workers"] .vtable').first();
+  const table = page.locator('section.view[data-view="workers"] .vtable:has(input[type=search])').first();
   await table.locator('tr.data').first().waitFor();
   check(await table.evaluate((node) => node.ptTable.rows.length) === n, 'the workers table holds all ' + n + ' workers');
   const rowH = await table.evaluate((node) => node.querySelector('tr.data').getBoundingClientRect().height);
@@ -357,8 +367,9 @@ async function runLarge(args, browser, base, displayDir, facts) {
     const rows = await shownRows(table);
     const ranks = rows.map((r) => Number(r[0].text));
     const contiguous = ranks.every((r, i) => i === 0 || r === ranks[i - 1] + 1);
+    /* The bounded form has a worker's breakdown only for those in full detail ("–" else). */
     const right = rows.every((r) => { const w = workers[Number(r[0].text)]; return w && w.rank === Number(r[0].text) && r[1].title === w.name &&
-      near(msOf(r[3].text), w.step_time_ms) && near(msOf(r[6].text), w.breakdown.compute_ms); });
+      near(msOf(r[3].text), w.step_time_ms) && (inReport.has(w.rank) ? near(msOf(r[6].text), w.breakdown.compute_ms) : r[6].text === '–'); });
     check(rows.length > 0 && rows.length <= 60 && ranks.includes(target) && contiguous && right,
       'scrolled to rank ' + target + ': ' + rows.length + ' rows in the DOM (ranks ' + ranks[0] + '–' + ranks[ranks.length - 1] + '), each with its name, step time and compute from report.json');
   }
@@ -380,6 +391,15 @@ async function runLarge(args, browser, base, displayDir, facts) {
     check(rows.length === 1 && rows[0][1].title === facts.markup_worker && !rows[0][1].markup && rows[0][1].text.includes('<b>'),
       'the worker named with markup is shown as text among ' + n + ' (' + (rows[0] ? rows[0][1].text : 'none') + ')');
   }
+  if (bounded) { /* a worker not in full detail: opened, its detail comes from its part */
+    const w = workers.find((x) => !inReport.has(x.rank) && x.rank > n / 3);
+    await table.locator('input[type=search]').fill(w.name);
+    await table.locator('tr.data').first().click();
+    await page.waitForSelector('#worker-detail [data-rank="' + w.rank + '"] tr.data');
+    const steps = await page.$$eval('#worker-detail tr.data', (trs) => trs.map((tr) => tr.querySelector('td:nth-child(2)').textContent));
+    check(steps.length === w.steps.length && steps.every((t, i) => near(msOf(t), w.steps[i].ms)),
+      'rank ' + w.rank + ' (not in report.json\'s workers) opens with its steps from its part (' + steps + ')');
+  }
   await page.screenshot({ path: path.join(shots, 'large-workers.png') });
 
   /* Heatmap: one row per node; a node opens onto its ranks. */
@@ -395,18 +415,22 @@ async function runLarge(args, browser, base, displayDir, facts) {
   check(grid.rows === hosts.size && grid.labels <= 80 && grid.nodeLabels === grid.labels && grid.rankLabels === 0,
     'the heatmap has one row per node (' + grid.rows + ' for ' + hosts.size + ' nodes), ' + grid.labels + ' labels in the DOM');
   const faultHost = workers[facts.fault_rank].host, members = hosts.get(faultHost);
-  const hm = report.Heatmap, index = new Map(hm.ranks.map((r, i) => [r, i]));
+  /* Each worker's heatmap row: report.json's (full form) or its part's (bounded form). */
+  const hm = bounded ? { functions: report.Heatmap.functions, ranks: [].concat(...parts.map((p) => p.heatmap.ranks)),
+                         values: [].concat(...parts.map((p) => p.heatmap.values)) } : report.Heatmap;
+  const index = new Map(hm.ranks.map((r, i) => [r, i]));
   const fnIndex = hm.functions.findIndex((f) => f.name === facts.fault_function);
   const nodeLabel = '#heatmap .rowlabel[data-node="' + faultHost + '"]';
   await page.evaluate((host) => { const h = document.getElementById('heatmap').ptHeatmap; h.scrollToIndex(h.order.findIndex((r) => r.name === host)); }, faultHost);
   await page.click(nodeLabel);
   await page.waitForSelector('#heatmap .rowlabel[data-rank]');
+  if (bounded) await page.waitForFunction((host) => document.getElementById('heatmap').ptHeatmap.nodes.find((x) => x.name === host).loaded, faultHost);
   const opened = await page.evaluate((host) => {
     const hm = document.getElementById('heatmap'), h = hm.ptHeatmap, at = h.order.findIndex((r) => r.name === host);
     const under = [];
     for (let i = at + 1; i < h.order.length && h.order[i].kind === 'rank'; i++) under.push(h.order[i].rank);
     return { under, shown: Array.from(hm.querySelectorAll('.rowlabel[data-rank]')).map((l) => Number(l.dataset.rank)),
-             values: h.order[at].values, expanded: hm.querySelector('.rowlabel[data-node="' + host + '"]').getAttribute('aria-expanded') };
+             values: h.order[at].values, memberValues: h.order[at].members.map((r) => h.rowValues(r, 'values')), expanded: hm.querySelector('.rowlabel[data-node="' + host + '"]').getAttribute('aria-expanded') };
   }, faultHost);
   check(JSON.stringify(opened.under) === JSON.stringify(members) && members.every((r) => opened.shown.includes(r)) && opened.expanded === 'true',
     'node ' + faultHost + ' opens onto exactly its ranks (' + opened.under + ')');
@@ -414,7 +438,9 @@ async function runLarge(args, browser, base, displayDir, facts) {
     const v = hm.values[index.get(r)][j];
     return best === null || Math.abs(v) > Math.abs(best) ? v : best;
   }, null));
-  check(JSON.stringify(opened.values) === JSON.stringify(mostDeviating), 'each node cell is its most deviating rank\'s value in report.json');
+  check(JSON.stringify(opened.values) === JSON.stringify(mostDeviating), 'each node cell is its most deviating rank\'s value in ' + (bounded ? 'the parts' : 'report.json'));
+  check(JSON.stringify(opened.memberValues) === JSON.stringify(members.map((r) => hm.values[index.get(r)])),
+    'its ranks\' rows hold their own values' + (bounded ? ', loaded from the part' : ''));
   const nodePixel = await page.evaluate(({ host, fnName }) => {
     const hm = document.getElementById('heatmap'), label = hm.querySelector('.rowlabel[data-node="' + host + '"]');
     const col = Array.from(hm.querySelectorAll('.col')).find((c) => c.title.endsWith(': ' + fnName)), canvas = hm.querySelector('.scroll canvas');
@@ -433,7 +459,8 @@ async function runLarge(args, browser, base, displayDir, facts) {
   await visit(page, '#/timeline');
   await page.waitForSelector('#timeline .rowlabel');
   const tl = await page.evaluate(() => ({ labels: document.querySelectorAll('#timeline .rowlabel').length, rows: document.getElementById('timeline').ptTimeline.rows.length }));
-  check(tl.rows === n && tl.labels <= 100, 'the step timeline holds ' + tl.rows + ' ranks with ' + tl.labels + ' labels in the DOM');
+  const withSteps = report.workers.filter((w) => (w.steps || []).length).length;
+  check(tl.rows === withSteps && tl.labels <= 100, 'the step timeline holds ' + tl.rows + ' ranks with ' + tl.labels + ' labels in the DOM');
 
   check(await page.evaluate(() => document.querySelectorAll('img').length === 0), 'no injected <img>');
   check(seen.dialogs.length === 0 && seen.errors.length === 0, 'no dialog and no script error (' + seen.errors.slice(0, 2).join(' | ') + ')');

@@ -10,7 +10,9 @@
  * section and key the finding names, highlighted there). Every section view shows the
  * seed's own field names and a short "how to read this". Report strings reach the page as
  * text only (dom.js). Charts use ECharts when the build bundled it; without it, the page
- * says so and everything but the chart library's plots still works.
+ * says so and everything but the chart library's plots still works. A report in the bounded
+ * form (above 4096 workers, docs/report-schema.md) lists every worker from its worker table
+ * and loads a worker's or a node's detail from its part when opened (scale.js).
  */
 'use strict';
 (function () {

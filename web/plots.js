@@ -12,6 +12,10 @@
  * An overview strip beside it maps every row to at most one pixel, keeping for each pixel
  * the largest deviation among its rows, so one slow worker in 4096 shows as a red tick
  * without scrolling. Cost per frame: visible rows x functions fillRect calls.
+ * Above GROUP_ABOVE ranks (or when the report gives nodes, its bounded form) the rows are
+ * nodes: this.order is a list of row objects, each node followed by its ranks when it is
+ * opened, so 100,000 ranks are 12,500 rows and a node's ranks one click away; a node's
+ * cells are its most deviating rank's, so a straggler still colours its row.
  */
 'use strict';
 var PD = (window.PD = window.PD || {});

@@ -87,6 +87,9 @@ var PD = (window.PD = window.PD || {});
       this.nodes = groupByNode(this.rankRows, options.nodeOf, this.functions.length, this.matrices);
     }
     this.grouped = this.nodes.length > 0 && (this.allRanks || this.ranks.length > GROUP_ABOVE);
+    /* Rows as tall as the rows there are allow: nodes count (a bounded report may hold a
+     * handful of ranks in full and thousands of nodes). */
+    this.rowH = Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(SMALL_JOB_H / Math.max(1, this.ranks.length, this.nodes.length))));
     this.orderName = 'rank';
     this.arrange();
     this.build();

@@ -425,6 +425,26 @@
     });
   }
 
+  /* The bounded form's scale.nodes: one row per node; a click opens it in the heatmap. */
+  function nodesTable() {
+    var three = function (n, k, i) { return Array.isArray(n[k]) ? n[k][i] : null; };
+    return table({
+      rows: scale.nodes.filter(function (n) { return n && typeof n === 'object'; }), filter: 'Filter nodes (host)', visibleRows: 8,
+      sort: { column: 5, descending: true }, /* the slowest nodes first */
+      rowClass: function (n) { return n.not_normal > 0 ? 'culprit' : ''; },
+      onRowClick: function (n) { if (Array.isArray(n.ranks)) location.hash = '#/heatmap?rank=' + n.ranks[0]; },
+      columns: [{ label: 'host', value: function (n) { return n.host; }, width: '180px', search: true },
+                { label: 'workers', value: function (n) { return n.workers; }, numeric: true, width: '80px' },
+                { label: 'ranks', value: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] : null; }, text: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] + '–' + n.ranks[1] : '–'; }, width: '120px' },
+                { label: 'min step', value: function (n) { return three(n, 'step_time_ms', 0); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 0)); }, numeric: true },
+                { label: 'median step', value: function (n) { return three(n, 'step_time_ms', 1); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 1)); }, numeric: true },
+                { label: 'max step', value: function (n) { return three(n, 'step_time_ms', 2); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 2)); }, numeric: true },
+                { label: 'median GPU utilization', value: function (n) { return three(n, 'gpu_utilization', 1); }, text: function (n) { return fmt.pct(three(n, 'gpu_utilization', 1)); }, numeric: true, className: 'wrap' },
+                { label: 'slowest rank', value: function (n) { return n.slowest_rank; }, numeric: true, width: '90px' },
+                { label: 'not normal', value: function (n) { return n.not_normal; }, numeric: true, width: '90px' }]
+    });
+  }
+
   /* Every rank at once: its largest excess over the median worker, hung ranks at full
    * height; one worker has nobody to be compared with, so its steps are shown instead. */
   function workersAtAGlance() {
@@ -515,6 +535,8 @@
         analyzed.length + ' workers it is about (named in a finding, outliers, listed in a section); the table has every worker, and opening one loads its detail from its part.'));
       node.appendChild(el('h2', null, 'Every worker, as distributions'));
       node.appendChild(distributionTable());
+      node.appendChild(el('h2', null, 'Nodes'));
+      node.appendChild(nodesTable());
       node.appendChild(el('h2', null, 'The workers in full detail'));
     }
     node.appendChild(breakdownLegend());
@@ -562,6 +584,7 @@
       rowClass: function (w) { return culprits.has(w.rank) ? 'culprit' : ''; },
       onRowClick: function (w) { showWorker(w); }
     });
+    t.node.id = 'workers-table';
     node.appendChild(t.node);
     node.appendChild(detail);
 

@@ -357,7 +357,7 @@ async function runLarge(args, browser, base, displayDir, facts) {
 
   /* Workers: bounded DOM, every worker behind it. */
   await visit(page, '#/workers');
-  const table = page.locator('section.view[data-view="workers"] .vtable:has(input[type=search])').first();
+  const table = page.locator('#workers-table');
   await table.locator('tr.data').first().waitFor();
   check(await table.evaluate((node) => node.ptTable.rows.length) === n, 'the workers table holds all ' + n + ' workers');
   const rowH = await table.evaluate((node) => node.querySelector('tr.data').getBoundingClientRect().height);

@@ -449,7 +449,7 @@
    * height; one worker has nobody to be compared with, so its steps are shown instead. */
   function workersAtAGlance() {
     var h = section('Heatmap'), ranks = h && Array.isArray(h.ranks) ? h.ranks : [];
-    if (scale && h && Array.isArray(h.nodes) && h.nodes.length >= 2) return nodesAtAGlance(h);
+    if (scale && h && scale.nodes.length >= 2) return nodesAtAGlance(h);
     if (ranks.length >= 2) {
       var values = PD.heatmapExcess(h), hung = new Set(), marks = new Map();
       analyzed.forEach(function (w) { if (w.status === 'hang') hung.add(w.rank); });
@@ -593,7 +593,7 @@
       if (w.summary && scale) { /* the bounded form: its full detail is in its part */
         detail.replaceChildren(el('div', { className: 'panel', dataset: { rank: w.rank } },
           el('h2', null, 'Rank ' + w.rank + ' · ' + (w.name || '')), el('p', { className: 'muted', id: 'part-loading' }, 'Loading this worker\'s detail…')));
-        PD.loadWorker(scale, w.part, w.rank).then(function (full) {
+        PD.loadWorker(scale, w.rank).then(function (full) {
           if (!detail.isConnected || !detail.querySelector('[data-rank="' + w.rank + '"]')) return; /* another worker was opened */
           Object.keys(full).forEach(function (k) { if (k !== 'rank') w[k] = full[k]; });
           delete w.summary;
@@ -730,7 +730,7 @@
       ['"Largest excess first"', 'orders the rows by each worker\'s largest excess over the median outside communication: the slowest workers come first.'],
       ['strip on the right', 'every worker at once, red by that same excess (several workers per pixel when there are many; the largest shows). Click it to jump.']
     ]);
-    if (!((h.ranks || []).length || (scale && (h.nodes || []).length)) || !(h.functions || []).length) {
+    if (!((h.ranks || []).length || (scale && scale.nodes.length)) || !(h.functions || []).length) {
       node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));
       return;
     }

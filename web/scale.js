@@ -44,12 +44,11 @@ var PD = (window.PD = window.PD || {});
     for (var i = 0; i < rows.length; i++) {
       var rank = t.rank[i], nodeIndex = col('node', i), node = Number.isInteger(nodeIndex) ? nodes[nodeIndex] : null;
       var host = node && typeof node.host === 'string' ? node.host : null;
-      var part = node && Number.isInteger(node.part) ? node.part : null;
       var w = full.get(rank);
-      if (w) { w.part = part; if (!w.host) w.host = host; rows[i] = w; continue; }
+      if (w) { if (!w.host) w.host = host; rows[i] = w; continue; }
       rows[i] = { rank: rank, name: str(col('name', i)), host: host, local_rank: num(col('local_rank', i)),
                   step_time_ms: num(col('step_time_ms', i)), gpu_utilization: num(col('gpu_utilization', i)),
-                  status: str(col('status', i)), rank_source: null, summary: true, part: part };
+                  status: str(col('status', i)), rank_source: null, summary: true };
     }
     return rows;
   };
@@ -62,17 +61,22 @@ var PD = (window.PD = window.PD || {});
     return tableRows.concat(extra).sort(function (a, b) { return a.rank - b.rank; });
   };
 
-  /* Per node: its name, its ranks (from the table), its heatmap row (Heatmap.nodes). */
+  /* Per node: its name, its ranks (from the table), its heatmap row. Heatmap.nodes is
+   * columns ({hosts, values: [row per node], shares}, as perftracker writes it) or a list
+   * of {values, shares}; both are read. */
   PD.scaleNodes = function (scale, heatmap) {
     var t = scale.worker_table, members = scale.nodes.map(function () { return []; });
     if (Array.isArray(t.node)) {
       for (var i = 0; i < t.rank.length; i++) { var k = t.node[i]; if (Number.isInteger(k) && members[k]) members[k].push(t.rank[i]); }
     }
-    var rows = heatmap && Array.isArray(heatmap.nodes) ? heatmap.nodes : [];
+    var given = heatmap && heatmap.nodes, list = Array.isArray(given) ? given : null;
+    var cols = !list && given && typeof given === 'object' ? given : {};
+    var pick = function (i, k) {
+      var v = list ? (list[i] || {})[k] : Array.isArray(cols[k]) ? cols[k][i] : null;
+      return Array.isArray(v) ? v : [];
+    };
     return scale.nodes.map(function (n, i) {
-      var row = rows[i] || {};
-      return { name: typeof n.host === 'string' ? n.host : 'node ' + i, ranks: members[i], part: n.part,
-               values: Array.isArray(row.values) ? row.values : [], shares: Array.isArray(row.shares) ? row.shares : [] };
+      return { name: n && typeof n.host === 'string' ? n.host : 'node ' + i, ranks: members[i], values: pick(i, 'values'), shares: pick(i, 'shares') };
     });
   };
 
@@ -106,8 +110,9 @@ var PD = (window.PD = window.PD || {});
     return done;
   };
 
-  /* The full-detail entry of rank, from its part. */
-  PD.loadWorker = function (scale, index, rank) {
+  /* The full-detail entry of rank, from the part holding it. */
+  PD.loadWorker = function (scale, rank) {
+    var index = PD.partsOf(scale, [rank])[0];
     return PD.loadPart(scale, index).then(function (part) {
       var w = part.workers.find(function (x) { return x && x.rank === rank; });
       if (!w) throw new Error('part ' + index + ' does not hold rank ' + rank);

@@ -241,7 +241,8 @@ def distribution(values):
 def bounded(report, parts_dir):
     """The report in the bounded form of docs/report-schema.md (what perftracker writes
     above 4096 workers), and its parts (OUT/parts/workers-NNNN.json). Returns the parts'
-    file names."""
+    file names. As perftracker writes it: a node's parts as [first, last], Heatmap.nodes
+    as columns {hosts, values, shares}."""
     workers = report["workers"]
     by_name = {w["name"]: w for w in workers}
     truncated, listed = [], []
@@ -293,7 +294,8 @@ def bounded(report, parts_dir):
                             "step_time_ms": [steps[0], steps[len(steps) // 2], steps[-1]],
                             "gpu_utilization": [utils[0], utils[len(utils) // 2], utils[-1]],
                             "slowest_rank": max(m, key=lambda r: (workers[r]["step_time_ms"], -r)),
-                            "not_normal": sum(workers[r]["status"] != "normal" for r in m), "part": m[0] // PER_PART})
+                            "not_normal": sum(workers[r]["status"] != "normal" for r in m),
+                            "parts": [m[0] // PER_PART, m[-1] // PER_PART]})
         values = [max((hm["values"][r][j] for r in m), key=abs) for j in range(len(hm["functions"]))]
         shares = [round(sum(hm["shares"][r][j] for r in m) / len(m), 4) for j in range(len(hm["functions"]))]
         node_rows.append({"values": values, "shares": shares})
@@ -319,7 +321,9 @@ def bounded(report, parts_dir):
         entry["quantiles"] = distribution(hw["workers"][n][m]["avg"] for n in hw["workers"])["quantiles"]
     hw["workers"] = {n: v for n, v in hw["workers"].items() if n in kept_names}
     report["Heatmap"] = {"functions": hm["functions"], "ranks": full, "values": [hm["values"][r] for r in full],
-                         "shares": [hm["shares"][r] for r in full], "nodes": node_rows}
+                         "shares": [hm["shares"][r] for r in full],
+                         "nodes": {"hosts": [n["host"] for n in nodes], "values": [n["values"] for n in node_rows],
+                                   "shares": [n["shares"] for n in node_rows]}}
     report["workers"] = [dict(workers[r], detail=detail[r]) for r in full]
     report["scale"] = {
         "form": "bounded", "full_form_max_workers": 4096, "full_detail_max": FULL_DETAIL_MAX, "listed_max": LISTED_MAX,

@@ -462,6 +462,16 @@ async function runLarge(args, browser, base, displayDir, facts) {
   const withSteps = report.workers.filter((w) => (w.steps || []).length).length;
   check(tl.rows === withSteps && tl.labels <= 100, 'the step timeline holds ' + tl.rows + ' ranks with ' + tl.labels + ' labels in the DOM');
 
+  if (bounded) { /* a damaged table is not used; a part is only a plain file name in the parts folder */
+    const refused = await page.evaluate(async () => {
+      const s = window.PT_REPORT.scale, bad = Object.assign({}, s, { worker_table: Object.assign({}, s.worker_table, { name: ['x'] }) });
+      const outside = Object.assign({}, s, { parts: { folder: 'parts', files: [{ file: '../../data.json', ranks: [0, 1 << 30] }] } });
+      const loaded = await PD.loadPart(outside, 0).then(() => 'loaded', (e) => e.message);
+      return { table: PD.boundedScale({ scale: bad }), loaded, scripts: Array.from(document.scripts).map((x) => x.getAttribute('src')).filter((x) => x && x.includes('..')) };
+    });
+    check(refused.table === null && /names no part/.test(refused.loaded) && refused.scripts.length === 0,
+      'a worker table with columns of different lengths is refused, a part named "../../data.json" is not loaded (' + refused.loaded + ')');
+  }
   check(await page.evaluate(() => document.querySelectorAll('img').length === 0), 'no injected <img>');
   check(seen.dialogs.length === 0 && seen.errors.length === 0, 'no dialog and no script error (' + seen.errors.slice(0, 2).join(' | ') + ')');
 }

@@ -121,7 +121,7 @@ var PD = (window.PD = window.PD || {});
         if (typeof s[j] === 'number' && (node.shares[j] === null || s[j] > node.shares[j])) node.shares[j] = s[j];
       }
     }
-    return nodes.length < rows.length ? nodes : [];
+    return nodes.length >= 2 && nodes.length < rows.length ? nodes : []; /* one node, or one rank a node: nothing to group */
   }
 
   /* Nodes whose rows the report holds (Heatmap.nodes) and whose ranks are mostly not in

@@ -711,6 +711,8 @@
       ['red outline', 'the rank the step model (' + (typeof model.step_ms === 'number' ? 'a modelled step of ' + fmt.ms(model.step_ms) : 'diagnosis.step_model') + ') finds the busiest in most of the step\'s segments: the others wait for it.'],
       ['"Step setters first"', 'orders the rows by how many steps each rank sets.']
     ]);
+    if (scale) node.appendChild(el('p', { className: 'muted', id: 'timeline-bounded' }, 'A job of ' + listedWorkers.length + ' workers: the rows are the ' + rows.length +
+      ' workers report.json holds in full detail (named in a finding, outliers, listed), the ones whose steps tell the story; every worker\'s step time is in the Workers view.'));
     if (!synced) node.appendChild(el('p', { className: 'muted', id: 'no-syncs' }, 'These summaries carry no sync points (a trace whose collectives the collector could not see, or an older summary): each step shows its exposed work, then the rest as waiting.'));
     var timeline = new PD.Timeline({
       workers: rows, pace: model.pace, culprits: culprits,

@@ -10,7 +10,9 @@
  * section and key the finding names, highlighted there). Every section view shows the
  * seed's own field names and a short "how to read this". Report strings reach the page as
  * text only (dom.js). Charts use ECharts when the build bundled it; without it, the page
- * says so and everything but the chart library's plots still works.
+ * says so and everything but the chart library's plots still works. A report in the bounded
+ * form (above 4096 workers, docs/report-schema.md) lists every worker from its worker table
+ * and loads a worker's or a node's detail from its part when opened (scale.js).
  */
 'use strict';
 (function () {
@@ -30,8 +32,13 @@
   /* The report, indexed ------------------------------------------------------------ */
   var job = R.job || {}, diagnosis = R.diagnosis || {}, findings = diagnosis.findings || [];
   var workers = Array.isArray(R.workers) ? R.workers : [];
+  /* The bounded form (docs/report-schema.md, above 4096 workers): "workers" holds only the
+   * workers in full detail; every analysed worker is a row of scale.worker_table, its node
+   * a row of scale.nodes, its full detail in a part loaded when it is opened. */
+  var scale = PD.boundedScale(R);
+  var tableWorkers = scale ? PD.workerTableRows(scale, workers) : null;
   var byRank = new Map(), byName = new Map();
-  workers.forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
+  (tableWorkers || workers).forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
   var culprits = new Set();
   findings.forEach(function (f) { if (!f.all_workers) (f.workers || []).forEach(function (r) { culprits.add(r); }); });
   var culpritNames = new Set(Array.from(culprits).map(function (r) { return byRank.has(r) ? byRank.get(r).name : null; }));
@@ -41,13 +48,16 @@
    * the traces are a sample (rank 0 of 128, the usual profiler dump), not a job that lost
    * most of its workers: those ranks are counted, not listed as failures. */
   var analyzed = workers.filter(function (w) { return w.status !== 'missing'; });
+  var analyzedCount = tableWorkers ? tableWorkers.length : analyzed.length;
   var missingCount = typeof job.missing_count === 'number' ? job.missing_count : workers.length - analyzed.length;
-  var sampled = missingCount > 0 && missingCount > analyzed.length;
-  var listedWorkers = sampled ? analyzed : workers;
+  var sampled = missingCount > 0 && missingCount > analyzedCount;
+  var listedWorkers = tableWorkers ? (sampled ? tableWorkers : PD.withUnanalyzed(tableWorkers, workers)) : sampled ? analyzed : workers;
   var worldSize = typeof job.world_size === 'number' ? job.world_size : workers.length;
-  var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzed.length;
+  var workersAnalyzed = typeof job.workers_analyzed === 'number' ? job.workers_analyzed : analyzedCount;
 
   function workerName(rank) { var w = byRank.get(rank); return w && w.name ? w.name : 'rank ' + rank; }
+  /* A rank's node: its host, as the report names it (null: unknown). */
+  function nodeOf(rank) { var w = byRank.get(rank); return w && typeof w.host === 'string' && w.host ? w.host : null; }
   function rankOf(name) { var w = byName.get(name); return w ? w.rank : null; }
   function section(name) { var s = R[name]; return s && typeof s === 'object' ? s : null; }
   function entries(obj) { return obj && typeof obj === 'object' ? Object.keys(obj).map(function (k) { return [k, obj[k]]; }) : []; }
@@ -130,11 +140,27 @@
     } else {
       view.render(node, params);
     }
+    if (scale && view.section) truncationNote(node, view.section);
     main.replaceChildren(node);
     document.querySelectorAll('#nav a').forEach(function (a) { a.classList.toggle('active', a.dataset.view === view.id); });
     mounted.forEach(function (m) { if (m.mount) m.mount(); });
     if (!params.has('key') && !params.has('rank') && !params.has('finding')) window.scrollTo(0, 0);
     main.focus({ preventScroll: true });
+  }
+
+  /* The bounded form cuts a section's per-worker maps to the most extreme entries
+   * (scale.truncated): the view says so under its how-to, with how many there were. */
+  function truncationNote(node, sectionName) {
+    var cuts = (Array.isArray(scale.truncated) ? scale.truncated : []).filter(function (t) { return t && t.section === sectionName; });
+    if (!cuts.length) return;
+    var note = el('div', { className: 'notice', id: 'truncated' },
+      el('p', null, 'This job has ' + listedWorkers.length + ' workers: report.json lists only the most extreme entries of these lists (the Workers view has every worker):'),
+      el('ul', { className: 'plain' }, cuts.slice(0, 12).map(function (t) {
+        return el('li', null, (t.key ? el('span', { className: 'mono', title: t.key }, PD.shortFunction(null, t.key, 60)) : ''), t.key ? ' · ' : '',
+          (t.field || 'workers') + ': ' + t.listed + ' of ' + t.count);
+      }), cuts.length > 12 ? el('li', null, 'and ' + (cuts.length - 12) + ' more') : null));
+    var howto = node.querySelector('details.howto');
+    if (howto) howto.after(note); else node.appendChild(note);
   }
 
   /* Registers something drawn once it is in the document (canvas sizes, charts). */
@@ -372,7 +398,7 @@
     if (analyzed.length > 1) { /* one worker's steps are drawn above */
       node.appendChild(el('h2', null, 'The median worker\'s step'));
       var med = {};
-      PD.BREAKDOWN.forEach(function (c) { med[c.key] = PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
+      PD.BREAKDOWN.forEach(function (c) { med[c.key] = scale ? quantile(c.key, 'p50') : PD.median(workers.map(function (w) { return (w.breakdown || {})[c.key]; })); });
       node.appendChild(el('div', { className: 'panel' }, breakdownBar(med), breakdownLegend(),
         el('p', { className: 'muted' }, PD.BREAKDOWN.map(function (c) { return c.label + ' ' + fmt.ms(med[c.key]); }).join(' · '))));
     }
@@ -380,16 +406,56 @@
       ' · the data behind this page: ', el('a', { href: 'report.json' }, 'report.json')));
   }
 
+  /* The bounded form's distribution of metric over every worker (scale.distributions). */
+  function quantile(metric, q) {
+    var d = scale && scale.distributions && scale.distributions[metric];
+    return d && d.quantiles && typeof d.quantiles[q] === 'number' ? d.quantiles[q] : null;
+  }
+  var QUANTILE_COLUMNS = ['p0', 'p1', 'p5', 'p25', 'p50', 'p75', 'p95', 'p99', 'p100'];
+  function distributionTable() {
+    var metrics = Object.keys((scale && scale.distributions) || {});
+    return table({
+      rows: metrics, visibleRows: metrics.length,
+      columns: [{ label: 'over every worker', value: function (m) { return m; }, width: '170px' },
+                { label: 'workers', value: function (m) { return scale.distributions[m].count; }, numeric: true, width: '80px' }]
+        .concat(QUANTILE_COLUMNS.map(function (q) {
+          return { label: q === 'p0' ? 'min' : q === 'p100' ? 'max' : q === 'p50' ? 'median' : q, numeric: true, value: function (m) { return quantile(m, q); },
+                   text: function (m) { return m === 'gpu_utilization' ? fmt.pct(quantile(m, q)) : fmt.ms(quantile(m, q)); } };
+        }))
+    });
+  }
+
+  /* The bounded form's scale.nodes: one row per node; a click opens it in the heatmap. */
+  function nodesTable() {
+    var three = function (n, k, i) { return Array.isArray(n[k]) ? n[k][i] : null; };
+    return table({
+      rows: scale.nodes.filter(function (n) { return n && typeof n === 'object'; }), filter: 'Filter nodes (host)', visibleRows: 8,
+      sort: { column: 5, descending: true }, /* the slowest nodes first */
+      rowClass: function (n) { return n.not_normal > 0 ? 'culprit' : ''; },
+      onRowClick: function (n) { if (Array.isArray(n.ranks)) location.hash = '#/heatmap?rank=' + n.ranks[0]; },
+      columns: [{ label: 'host', value: function (n) { return n.host; }, width: '180px', search: true },
+                { label: 'workers', value: function (n) { return n.workers; }, numeric: true, width: '80px' },
+                { label: 'ranks', value: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] : null; }, text: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] + '–' + n.ranks[1] : '–'; }, width: '120px' },
+                { label: 'min step', value: function (n) { return three(n, 'step_time_ms', 0); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 0)); }, numeric: true },
+                { label: 'median step', value: function (n) { return three(n, 'step_time_ms', 1); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 1)); }, numeric: true },
+                { label: 'max step', value: function (n) { return three(n, 'step_time_ms', 2); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 2)); }, numeric: true },
+                { label: 'median GPU utilization', value: function (n) { return three(n, 'gpu_utilization', 1); }, text: function (n) { return fmt.pct(three(n, 'gpu_utilization', 1)); }, numeric: true, className: 'wrap' },
+                { label: 'slowest rank', value: function (n) { return n.slowest_rank; }, numeric: true, width: '90px' },
+                { label: 'not normal', value: function (n) { return n.not_normal; }, numeric: true, width: '90px' }]
+    });
+  }
+
   /* Every rank at once: its largest excess over the median worker, hung ranks at full
    * height; one worker has nobody to be compared with, so its steps are shown instead. */
   function workersAtAGlance() {
     var h = section('Heatmap'), ranks = h && Array.isArray(h.ranks) ? h.ranks : [];
+    if (scale && h && scale.nodes.length >= 2) return nodesAtAGlance(h);
     if (ranks.length >= 2) {
       var values = PD.heatmapExcess(h), hung = new Set(), marks = new Map();
       analyzed.forEach(function (w) { if (w.status === 'hang') hung.add(w.rank); });
       culprits.forEach(function (r) { marks.set(r, 'rank ' + r); });
       hung.forEach(function (r) { marks.set(r, 'rank ' + r + ': hang'); });
-      var top = Math.max.apply(null, values.filter(isFinite).concat([0]));
+      var top = PD.maxOf(values, 0);
       var plot = PD.barPlot({ ranks: ranks, values: values, highlight: culprits, full: hung, marks: marks, format: fmt.pct, floor: 0.05,
         label: 'largest excess per rank', xTitle: 'rank', yTitle: 'excess, % of step',
         note: !hung.size && !culprits.size && top < 0.01 ? 'No worker stands out: every rank is within ' + fmt.pct(top) + ' of the median worker in every function' : null,
@@ -400,7 +466,7 @@
     }
     if (analyzed.length === 1) {
       var w = analyzed[0], steps = w.steps || [];
-      var longest = Math.max.apply(null, steps.map(function (st) { return st.ms || 0; }).concat([w.step_time_ms || 0]));
+      var longest = PD.maxOf(steps.map(function (st) { return st.ms || 0; }), w.step_time_ms || 0);
       return [el('p', { className: 'muted' }, 'One worker (rank ' + w.rank + '): there is no other worker to compare it with, so here are its profiled steps, each split into exposed time by class.'),
               el('div', { className: 'panel one-worker' }, (steps.length ? steps : [Object.assign({ step: '–', ms: w.step_time_ms }, w.breakdown || {})]).map(function (st) {
                 return el('div', { className: 'glance-step' }, el('span', { className: 'glance-label' }, 'step ' + st.step),
@@ -409,6 +475,24 @@
               }), breakdownLegend())];
     }
     return null;
+  }
+
+  /* The bounded form: a bar per node (by its lowest rank), its largest excess; the nodes of
+   * the ranks a finding names in red. */
+  function nodesAtAGlance(h) {
+    var nodes = PD.scaleNodes(scale, h), first = nodes.map(function (n) { return n.ranks.length ? n.ranks[0] : -1; });
+    var values = PD.heatmapExcess({ functions: h.functions, ranks: first, values: nodes.map(function (n) { return n.values; }) });
+    var marked = new Set(), marks = new Map();
+    nodes.forEach(function (n, i) {
+      var named = n.ranks.filter(function (r) { return culprits.has(r); });
+      if (named.length) { marked.add(first[i]); marks.set(first[i], 'rank ' + named[0] + (named.length > 1 ? ' +' + (named.length - 1) : '')); }
+    });
+    var plot = PD.barPlot({ ranks: first, values: values, highlight: marked, marks: marks, format: fmt.pct, floor: 0.05,
+      label: 'largest excess per node', xTitle: 'node, by its lowest rank', yTitle: 'excess, % of step',
+      onClick: function (r) { location.hash = '#/heatmap?rank=' + r; } });
+    plot.node.style.height = '210px';
+    return [el('p', { className: 'muted' }, 'Each bar is a node (' + nodes.length + ' nodes, x axis by their lowest rank): the largest excess of any of its workers over the median worker in any one function outside communication, as a share of step time. A node with a slow or faulty worker stands out; red: a node holding a worker named in a finding. Click a bar to open the node in the heatmap.'),
+            later(plot)];
   }
 
   /* The width of the widest of texts in a font (px). */
@@ -446,12 +530,23 @@
       ['GPU utilization', 'share of the profiled window with a compute kernel running.'],
       ['rank source', 'where the rank came from: distributedInfo in the trace, the file name, the file order, or the collector.']
     ]);
+    if (scale) {
+      node.appendChild(el('p', { className: 'muted', id: 'bounded-note' }, 'A job of ' + listedWorkers.length + ' workers: report.json keeps full detail (breakdown, steps) for the ' +
+        analyzed.length + ' workers it is about (named in a finding, outliers, listed in a section); the table has every worker, and opening one loads its detail from its part.'));
+      node.appendChild(el('h2', null, 'Every worker, as distributions'));
+      node.appendChild(distributionTable());
+      node.appendChild(el('h2', null, 'Nodes'));
+      node.appendChild(nodesTable());
+      node.appendChild(el('h2', null, 'The workers in full detail'));
+    }
     node.appendChild(breakdownLegend());
-    if (listedWorkers.length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (chartWorkers().length > 1) node.appendChild(chartBox(300, breakdownChartOption));
+    if (chartWorkers().length > CHART_BARS) node.appendChild(el('p', { className: 'muted', id: 'chart-buckets' }, 'Each bar stands for ' +
+      Math.ceil(chartWorkers().length / CHART_BARS) + ' consecutive ranks and shows the one among them named in a finding, else the one with the longest step; the table below has every worker.'));
     if (sampled) node.appendChild(el('p', { className: 'muted', id: 'sample-note' }, sampleNote()));
     var detail = el('div', { id: 'worker-detail' });
     var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
-    var maxStep = Math.max.apply(null, workers.map(function (w) { return w.step_time_ms || 0; }).concat([0]));
+    var maxStep = PD.maxOf(workers.map(function (w) { return w.step_time_ms || 0; }), 0);
     /* The class of the finding the reader came from (else the root cause's): its column
      * is marked. The columns up to idle fit 1400 px; the rest scroll, the rank column
      * staying in place. */
@@ -466,10 +561,10 @@
     var nameW = Math.max(110, Math.min(240, room - minBar, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), font)) + 20));
     var barW = Math.max(minBar, Math.min(160, room - nameW));
     var cols = [
-      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col' },
-      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; },
+      { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col', search: true },
+      { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; }, search: true,
         render: function (w) { return PD.fitText(w.name || '', nameW - 18, font); } },
-      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px' },
+      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px', search: true },
       { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '86px' },
       { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '86px', className: 'wrap' },
       { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: barW + 'px', help: 'exposed time per step; sorts by compute' }
@@ -479,7 +574,7 @@
                numeric: true, width: (classWidth[c.key] || 84) + 'px', className: 'wrap' + (marked ? ' finding-col' : ''),
                help: c.label + ' ms per step' + (marked ? ' (the class of ' + (findings.indexOf(focus) === 0 ? 'the root cause' : 'finding ' + (findings.indexOf(focus) + 1)) + ')' : '') };
     })).concat([
-      { label: 'host', value: function (w) { return w.host; }, width: '120px' },
+      { label: 'host', value: function (w) { return w.host; }, width: '120px', search: true },
       { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '66px', className: 'wrap' },
       { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '86px' },
       { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px' }
@@ -489,11 +584,29 @@
       rowClass: function (w) { return culprits.has(w.rank) ? 'culprit' : ''; },
       onRowClick: function (w) { showWorker(w); }
     });
+    t.node.id = 'workers-table';
     node.appendChild(t.node);
     node.appendChild(detail);
 
     function showWorker(w) {
       t.highlight(function (x) { return x === w; });
+      if (w.summary && scale) { /* the bounded form: its full detail is in its part */
+        detail.replaceChildren(el('div', { className: 'panel', dataset: { rank: w.rank } },
+          el('h2', null, 'Rank ' + w.rank + ' · ' + (w.name || '')), el('p', { className: 'muted', id: 'part-loading' }, 'Loading this worker\'s detail…')));
+        PD.loadWorker(scale, w.rank).then(function (full) {
+          if (!detail.isConnected || !detail.querySelector('[data-rank="' + w.rank + '"]')) return; /* another worker was opened */
+          Object.keys(full).forEach(function (k) { if (k !== 'rank') w[k] = full[k]; });
+          delete w.summary;
+          t.invalidate();
+          t.render();
+          showWorker(w);
+        }, function (e) {
+          var p = detail.querySelector('#part-loading');
+          if (p) { p.className = 'error'; p.textContent = 'This worker\'s detail is not available: ' + e.message; }
+        });
+        detail.scrollIntoView({ block: 'nearest' });
+        return;
+      }
       detail.replaceChildren(workerDetail(w));
       if (w.steps && w.steps.length && hasCharts) {
         var chart = chartPart(260, function () { return stepsChartOption(w); });
@@ -534,8 +647,29 @@
     }).join('<br>');
   }
 
+  /* The breakdown chart's bars: one per worker up to CHART_BARS; above, one per run of
+   * consecutive ranks, drawn as its worker that matters most (named in a finding, else
+   * the longest step), so 100,000 workers cost what 2,048 do and a straggler still shows. */
+  var CHART_BARS = 2048;
+  /* The workers with a breakdown: all of them, or the bounded form's full-detail ones. */
+  function chartWorkers() { return scale ? analyzed : listedWorkers; }
+  function chartBars() {
+    var shown = chartWorkers(), n = shown.length;
+    if (n <= CHART_BARS) return shown.map(function (w) { return { worker: w, label: 'rank ' + w.rank }; });
+    var bars = [];
+    for (var b = 0; b < CHART_BARS; b++) {
+      var lo = Math.floor(b * n / CHART_BARS), hi = Math.floor((b + 1) * n / CHART_BARS), pick = shown[lo];
+      for (var i = lo; i < hi; i++) {
+        var w = shown[i], named = culprits.has(w.rank), pickNamed = culprits.has(pick.rank);
+        if (named !== pickNamed ? named : (w.step_time_ms || 0) > (pick.step_time_ms || 0)) pick = w;
+      }
+      bars.push({ worker: pick, label: 'ranks ' + shown[lo].rank + '–' + shown[hi - 1].rank + ': rank ' + pick.rank });
+    }
+    return bars;
+  }
+
   function breakdownChartOption() {
-    var workers = listedWorkers, ranks = workers.map(function (w) { return 'rank ' + w.rank; });
+    var bars = chartBars(), workers = bars.map(function (b) { return b.worker; }), ranks = bars.map(function (b) { return b.label; });
     var window_ = Math.min(100, 100 * 96 / Math.max(1, workers.length));
     return {
       animation: workers.length <= 256,
@@ -577,6 +711,8 @@
       ['red outline', 'the rank the step model (' + (typeof model.step_ms === 'number' ? 'a modelled step of ' + fmt.ms(model.step_ms) : 'diagnosis.step_model') + ') finds the busiest in most of the step\'s segments: the others wait for it.'],
       ['"Step setters first"', 'orders the rows by how many steps each rank sets.']
     ]);
+    if (scale) node.appendChild(el('p', { className: 'muted', id: 'timeline-bounded' }, 'A job of ' + listedWorkers.length + ' workers: the rows are the ' + rows.length +
+      ' workers report.json holds in full detail (named in a finding, outliers, listed), the ones whose steps tell the story; every worker\'s step time is in the Workers view.'));
     if (!synced) node.appendChild(el('p', { className: 'muted', id: 'no-syncs' }, 'These summaries carry no sync points (a trace whose collectives the collector could not see, or an older summary): each step shows its exposed work, then the rest as waiting.'));
     var timeline = new PD.Timeline({
       workers: rows, pace: model.pace, culprits: culprits,
@@ -596,14 +732,16 @@
       ['"Largest excess first"', 'orders the rows by each worker\'s largest excess over the median outside communication: the slowest workers come first.'],
       ['strip on the right', 'every worker at once, red by that same excess (several workers per pixel when there are many; the largest shows). Click it to jump.']
     ]);
-    if (!(h.ranks || []).length || !(h.functions || []).length) {
+    if (!((h.ranks || []).length || (scale && scale.nodes.length)) || !(h.functions || []).length) {
       node.appendChild(el('p', { className: 'muted' }, 'The heatmap is empty.'));
       return;
     }
     var findingIndex = params.has('finding') ? Number(params.get('finding')) : -1, f = findings[findingIndex];
     var column = heatmapColumn(params.get('key') || (f && f.function));
     var heatmap = new PD.Heatmap({
-      heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column,
+      heatmap: h, culprits: culprits, workerName: workerName, highlightColumn: column, nodeOf: nodeOf,
+      nodes: scale ? PD.scaleNodes(scale, h) : null,
+      loadNode: scale ? function (n) { return PD.loadHeatmapRows(scale, PD.partsOf(scale, n.ranks), n.ranks); } : null,
       onRowClick: function (r) { location.hash = '#/workers?rank=' + r; },
       onColumnClick: function (j) {
         var fn = h.functions[j];
@@ -611,8 +749,13 @@
       }
     });
     node.appendChild(heatmap.node);
-    var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Math.min.apply(null, Array.from(culprits)) : null);
-    mounted.push({ node: heatmap.node, mount: function () { heatmap.mount(); if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus); },
+    var focus = f && !f.all_workers && (f.workers || []).length ? f.workers[0] : (culprits.size ? Array.from(culprits).sort(function (a, b) { return a - b; })[0] : null);
+    var wantRank = params.has('rank') && params.get('rank') !== '' ? Number(params.get('rank')) : null;
+    mounted.push({ node: heatmap.node, mount: function () {
+                     heatmap.mount();
+                     if (wantRank !== null) heatmap.scrollToRank(wantRank);
+                     else if (focus !== null && findingIndex >= 0) heatmap.scrollToRank(focus);
+                   },
                    destroy: function () { heatmap.destroy(); } });
   }
 
@@ -639,7 +782,7 @@
     }) : el('p', { className: 'muted' }, 'None: every worker\'s GPU utilization is close to the others.'));
 
     var kernels = entries(s.major_kernel_executions);
-    var maxRatio = Math.max.apply(null, kernels.map(function (e) { return e[1]['bottleneck ratio (in [0,1])'] || 0; }).concat([0]));
+    var maxRatio = PD.maxOf(kernels.map(function (e) { return e[1]['bottleneck ratio (in [0,1])'] || 0; }), 0);
     node.appendChild(el('h2', null, 'major_kernel_executions'));
     node.appendChild(table({
       rows: kernels, sort: { column: 3, descending: true }, filter: 'Filter kernels',
@@ -790,9 +933,9 @@
       ['value', 'for every worker over 1%, the share of end-to-end time this stack takes on it.']
     ]);
     var rows = entries(s).map(function (e) {
-      var shares = entries(e[1]).map(function (w) { return w[1]; });
-      var top = entries(e[1]).sort(function (a, b) { return b[1] - a[1]; })[0];
-      return { stack: e[0], workers: e[1], count: shares.length, max: Math.max.apply(null, shares.concat([0])), median: PD.median(shares), top: top ? top[0] : '' };
+      var byWorker = entries(e[1]), shares = byWorker.map(function (w) { return w[1]; }), top = null;
+      byWorker.forEach(function (w) { if (!top || w[1] > top[1]) top = w; }); /* the first of the largest */
+      return { stack: e[0], workers: e[1], count: shares.length, max: PD.maxOf(shares, 0), median: PD.median(shares), top: top ? top[0] : '' };
     });
     var detail = el('div', { id: 'python-detail' });
     var showStack = function (r) {

@@ -238,6 +238,14 @@ var PD = (window.PD = window.PD || {});
     { key: 'idle_ms', label: 'idle', color: '#c9ced6' }
   ];
 
+  /* The largest finite number of values, at least floor: a loop, since Math.max.apply
+   * throws (RangeError) on arrays of some 100,000 and more. */
+  PD.maxOf = function (values, floor) {
+    var best = typeof floor === 'number' ? floor : -Infinity;
+    for (var i = 0; i < values.length; i++) { var v = values[i]; if (typeof v === 'number' && v > best && isFinite(v)) best = v; }
+    return best;
+  };
+
   PD.median = function (values) {
     var v = values.filter(function (x) { return typeof x === 'number' && isFinite(x); }).sort(function (a, b) { return a - b; });
     if (!v.length) return NaN;

@@ -12,12 +12,16 @@
  * An overview strip beside it maps every row to at most one pixel, keeping for each pixel
  * the largest deviation among its rows, so one slow worker in 4096 shows as a red tick
  * without scrolling. Cost per frame: visible rows x functions fillRect calls.
+ * Above GROUP_ABOVE ranks (or when the report gives nodes, its bounded form) the rows are
+ * nodes: this.order is a list of row objects, each node followed by its ranks when it is
+ * opened, so 100,000 ranks are 12,500 rows and a node's ranks one click away; a node's
+ * cells are its most deviating rank's, so a straggler still colours its row.
  */
 'use strict';
 var PD = (window.PD = window.PD || {});
 
 (function () {
-  var MIN_ROW_H = 16, MAX_ROW_H = 48, SMALL_JOB_H = 260, MIN_COL_W = 16, MAX_COL_W = 72, MIN_SCALE = 0.05;
+  var GROUP_ABOVE = 512, MIN_ROW_H = 16, MAX_ROW_H = 48, SMALL_JOB_H = 260, MIN_COL_W = 16, MAX_COL_W = 72, MIN_SCALE = 0.05;
   var MIN_GUTTER = 120, MAX_GUTTER = 360, LABEL_CHARS = 34, MAX_HEADER = 250;
   var ROW_FONT = '11px ui-monospace, Menlo, Consolas, monospace';
 
@@ -56,9 +60,11 @@ var PD = (window.PD = window.PD || {});
   /* Heatmap ------------------------------------------------------------------------- */
 
   /* options: {heatmap: report.Heatmap, workerName(rank), culprits: Set of ranks,
-   *           highlightColumn: index or -1, onRowClick(rank), onColumnClick(index)} */
+   *           highlightColumn: index or -1, onRowClick(rank), onColumnClick(index),
+   *           nodeOf(rank) -> the rank's node (host) or null: many ranks are then shown
+   *           as one row per node, which opens onto its ranks (drill-down)} */
   function Heatmap(options) {
-    var h = options.heatmap;
+    var h = options.heatmap, self = this;
     this.options = options;
     this.functions = h.functions || [];
     this.ranks = h.ranks || [];
@@ -71,9 +77,141 @@ var PD = (window.PD = window.PD || {});
     this.rowExcess = PD.heatmapExcess(h);
     this.scales = { values: Math.max(MIN_SCALE, matrixMaxAbs(h.values, this.functions)),
                     shares: Math.max(1e-3, matrixMax(h.shares)) };
-    this.order = this.ranks.map(function (_, i) { return i; });
+    this.rankRows = this.ranks.map(function (rank, i) {
+      return { kind: 'rank', rank: rank, index: i, excess: self.rowExcess[i], culprit: self.culprits.has(rank) };
+    });
+    if (Array.isArray(options.nodes)) { /* the bounded form: nodes as the report gives them */
+      this.nodes = givenNodes(options.nodes, this.rankRows, this.culprits, this.functions);
+      this.allRanks = this.nodes.length > 0;
+    } else {
+      this.nodes = groupByNode(this.rankRows, options.nodeOf, this.functions.length, this.matrices);
+    }
+    this.grouped = this.nodes.length > 0 && (this.allRanks || this.ranks.length > GROUP_ABOVE);
+    /* Rows as tall as the rows there are allow: nodes count (a bounded report may hold a
+     * handful of ranks in full and thousands of nodes). */
+    this.rowH = Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(SMALL_JOB_H / Math.max(1, this.ranks.length, this.nodes.length))));
+    this.orderName = 'rank';
+    this.arrange();
     this.build();
   }
+
+  /* Rows by node: each node a row whose cell is its most deviating rank's (the largest
+   * |deviation|, the largest share), so one slow GPU among 100,000 still colours its
+   * node's row. Only worth it when nodes hold several ranks each. */
+  function groupByNode(rows, nodeOf, f, matrices) {
+    if (typeof nodeOf !== 'function') return [];
+    var byNode = new Map(), nodes = [];
+    for (var i = 0; i < rows.length; i++) {
+      var name = nodeOf(rows[i].rank);
+      if (name === null || name === undefined || name === '') return [];
+      var node = byNode.get(name);
+      if (!node) {
+        node = { kind: 'node', name: String(name), members: [], excess: 0, culprit: false, expanded: false,
+                 values: new Array(f).fill(null), shares: new Array(f).fill(null), worst: new Array(f).fill(null) };
+        byNode.set(name, node);
+        nodes.push(node);
+      }
+      node.members.push(rows[i]);
+      rows[i].node = node;
+      if (rows[i].excess > node.excess) node.excess = rows[i].excess;
+      if (rows[i].culprit) node.culprit = true;
+      var v = matrices.values[rows[i].index] || [], s = matrices.shares[rows[i].index] || [];
+      for (var j = 0; j < f; j++) {
+        if (typeof v[j] === 'number' && (node.values[j] === null || Math.abs(v[j]) > Math.abs(node.values[j]))) { node.values[j] = v[j]; node.worst[j] = rows[i].rank; }
+        if (typeof s[j] === 'number' && (node.shares[j] === null || s[j] > node.shares[j])) node.shares[j] = s[j];
+      }
+    }
+    return nodes.length >= 2 && nodes.length < rows.length ? nodes : []; /* one node, or one rank a node: nothing to group */
+  }
+
+  /* Nodes whose rows the report holds (Heatmap.nodes) and whose ranks are mostly not in
+   * the matrix: a rank row without values is drawn grey until its node is opened and
+   * options.loadNode fills it (rowsLoaded). */
+  function givenNodes(given, rankRows, culprits, functions) {
+    var byRank = new Map(rankRows.map(function (r) { return [r.rank, r]; }));
+    var excess = PD.heatmapExcess({ functions: functions, ranks: given.map(function (_, i) { return i; }),
+                                    values: given.map(function (n) { return n.values; }) });
+    return given.map(function (g, i) {
+      var node = { kind: 'node', name: String(g.name), members: [], excess: excess[i], culprit: false, expanded: false,
+                   values: g.values, shares: g.shares, worst: new Array(functions.length).fill(null), source: g };
+      (g.ranks || []).forEach(function (rank) {
+        var row = byRank.get(rank) || { kind: 'rank', rank: rank, index: -1, excess: 0, culprit: culprits.has(rank) };
+        row.node = node;
+        node.members.push(row);
+        if (row.culprit) node.culprit = true;
+      });
+      return node;
+    });
+  }
+
+  /* The rows in display order (this.order): every rank, or the nodes with the ranks of
+   * the opened ones under them; by rank, or by largest excess first. */
+  Heatmap.prototype.arrange = function () {
+    var byExcess = this.orderName === 'deviation';
+    function sorted(rows) { /* stable: ties keep rank order */
+      if (!byExcess) return rows;
+      return rows.map(function (r, i) { return { r: r, i: i }; })
+        .sort(function (a, b) { return b.r.excess - a.r.excess || a.i - b.i; }).map(function (x) { return x.r; });
+    }
+    if (!this.grouped) { this.order = sorted(this.rankRows); }
+    else {
+      var order = [];
+      sorted(this.nodes).forEach(function (node) {
+        order.push(node);
+        if (node.expanded) sorted(node.members).forEach(function (r) { order.push(r); });
+      });
+      this.order = order;
+    }
+    this.orderVersion = (this.orderVersion || 0) + 1;
+    if (this.spacer) this.spacer.style.height = this.order.length * this.rowH + 'px';
+  };
+
+  Heatmap.prototype.rowValues = function (row, mode) {
+    if (row.kind === 'node' || row[mode]) return row[mode] || [];
+    return row.index >= 0 ? this.matrices[mode][row.index] || [] : [];
+  };
+
+  /* The rows options.loadNode brought for a node's ranks: Map rank -> {values, shares}. */
+  Heatmap.prototype.rowsLoaded = function (node, rows) {
+    var fns = this.functions;
+    node.members.forEach(function (row) {
+      var got = rows.get(row.rank);
+      if (!got || row.index >= 0) return;
+      row.values = got.values;
+      row.shares = got.shares;
+      row.excess = PD.heatmapExcess({ functions: fns, ranks: [row.rank], values: [got.values] })[0];
+    });
+    node.loaded = true;
+    this.arrange();
+    this.render();
+  };
+
+  /* Opens or closes a node's ranks under it. */
+  Heatmap.prototype.toggleNode = function (node, open) {
+    node.expanded = open === undefined ? !node.expanded : open;
+    this.requestRows(node);
+    this.arrange();
+    this.render();
+  };
+
+  Heatmap.prototype.requestRows = function (node) {
+    var self = this;
+    if (!node.expanded || node.loaded || node.requested || !this.options.loadNode) return;
+    node.requested = true;
+    this.options.loadNode(node.source).then(function (rows) { self.rowsLoaded(node, rows); }, function (e) {
+      node.requested = false;
+      node.error = String(e && e.message || e);
+      self.render();
+    });
+  };
+
+  Heatmap.prototype.setGrouped = function (grouped) {
+    this.grouped = grouped && this.nodes.length > 0;
+    this.arrange();
+    this.updateButtons();
+    this.scroll.scrollTop = 0;
+    this.render();
+  };
 
   /* The colour scale: the largest |deviation| outside communication. Collectives are left
    * out because waiting inflates them (a straggler's peers wait ~its whole excess in one
@@ -120,16 +258,21 @@ var PD = (window.PD = window.PD || {});
       rank: el('button', { onclick: function () { self.setOrder('rank'); } }, 'By rank'),
       deviation: el('button', { onclick: function () { self.setOrder('deviation'); } }, 'Largest excess first')
     };
+    this.groupButtons = this.nodes.length ? {
+      node: el('button', { onclick: function () { self.setGrouped(true); } }, 'By node (' + this.nodes.length + ')'),
+      rank: el('button', { onclick: function () { self.setGrouped(false); } }, this.allRanks ? 'Workers in full detail (' + this.ranks.length + ')' : 'Every rank')
+    } : null;
     this.legendCanvas = el('canvas');
     this.legendText = el('span', { className: 'muted' });
     var toolbar = el('div', { className: 'legend heatmap-legend' },
       'Colour:', this.modeButtons.values, this.modeButtons.shares,
       el('span', null, ' Rows:'), this.orderButtons.rank, this.orderButtons.deviation,
+      this.groupButtons ? [el('span', null, ' Group:'), this.groupButtons.node, this.groupButtons.rank] : null,
       this.legendCanvas, this.legendText);
     this.cols = el('div', { className: 'cols' });
     this.canvas = el('canvas', { attrs: { 'aria-label': 'workers by functions heatmap', role: 'img' } });
     this.labels = el('div', { className: 'labels' });
-    this.spacer = el('div', { style: { height: this.ranks.length * this.rowH + 'px' } });
+    this.spacer = el('div', { style: { height: this.order.length * this.rowH + 'px' } });
     this.scroll = el('div', { className: 'scroll' }, el('div', { className: 'sticky' }, this.canvas, this.labels), this.spacer);
     this.overview = el('canvas', { className: 'overview', title: 'Every worker at once: its largest excess outside communication (several workers per pixel row when there are many; the largest shows). Click to jump.' });
     this.grid = el('div', { className: 'grid' }, this.cols, this.scroll);
@@ -144,7 +287,7 @@ var PD = (window.PD = window.PD || {});
     this.canvas.addEventListener('mouseleave', function () { PD.tooltip.hide(); });
     this.canvas.addEventListener('click', function (e) {
       var cell = self.cellAt(e);
-      if (cell && self.options.onRowClick) self.options.onRowClick(self.ranks[cell.row]);
+      if (cell) self.rowClick(cell.row);
     });
     this.overview.addEventListener('click', function (e) {
       var r = self.overview.getBoundingClientRect();
@@ -159,9 +302,22 @@ var PD = (window.PD = window.PD || {});
   /* A row's label, "▶ 3 · host_3_4711.json", its name shortened in the middle to fit. */
   Heatmap.prototype.rowLabel = function (rank) {
     var head = (this.culprits.has(rank) ? '▶ ' : '') + rank + ' · ', name = String(this.options.workerName(rank));
-    var room = this.labelChars - head.length;
+    return head + this.fitName(name, this.labelChars - head.length);
+  };
+  /* A node's row label, "▸ node12 · 8 ranks" (▾ when open). */
+  Heatmap.prototype.nodeLabel = function (node) {
+    var head = (node.culprit ? '▶ ' : '') + (node.expanded ? '▾ ' : '▸ '), tail = ' · ' + node.members.length + ' ranks';
+    return head + this.fitName(node.name, this.labelChars - head.length - tail.length) + tail;
+  };
+  Heatmap.prototype.fitName = function (name, room) {
+    room = Math.max(4, room);
     if (name.length > room) name = name.slice(0, Math.ceil((room - 1) * 0.6)) + '…' + name.slice(name.length - Math.floor((room - 1) * 0.4));
-    return head + name;
+    return name;
+  };
+
+  Heatmap.prototype.rowClick = function (row) {
+    if (row.kind === 'node') this.toggleNode(row);
+    else if (this.options.onRowClick) this.options.onRowClick(row.rank);
   };
 
   /* The label gutter: as wide as the longest label (its name in up to 40 characters). */
@@ -169,6 +325,10 @@ var PD = (window.PD = window.PD || {});
     var self = this, longest = 0;
     this.ranks.forEach(function (rank) {
       var n = String(rank).length + 3 + (self.culprits.has(rank) ? 2 : 0) + Math.min(40, String(self.options.workerName(rank)).length);
+      if (n > longest) longest = n;
+    });
+    this.nodes.forEach(function (node) {
+      var n = 4 + Math.min(40, node.name.length) + 9 + String(node.members.length).length;
       if (n > longest) longest = n;
     });
     var charW = textWidth('0123456789', ROW_FONT) / 10;
@@ -184,7 +344,7 @@ var PD = (window.PD = window.PD || {});
     var width = (this.grid.parentNode.clientWidth || 850) - 50; /* less the overview strip */
     var f = Math.max(1, this.functions.length), gutter = this.gutter;
     this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - gutter - 2) / f)));
-    this.viewH = Math.min(this.ranks.length * this.rowH, Math.max(240, window.innerHeight - 330));
+    this.viewH = Math.min((this.ranks.length + this.nodes.length) * this.rowH, Math.max(240, window.innerHeight - 330));
     this.scroll.style.height = this.viewH + 'px';
     this.grid.style.width = Math.min(width, gutter + f * this.colW + 2) + 'px';
     this.ctx = setupCanvas(this.canvas, f * this.colW, this.viewH);
@@ -231,23 +391,17 @@ var PD = (window.PD = window.PD || {});
     ctx.clearRect(0, 0, f * colW, this.viewH);
     var labels = document.createDocumentFragment();
     for (var k = 0; k < rowsInView && first + k < this.order.length; k++) {
-      var i = this.order[first + k], y = k * rowH - offset, row = matrix[i] || [];
+      var entry = this.order[first + k], y = k * rowH - offset, row = this.rowValues(entry, this.mode);
       for (var j = 0; j < f; j++) {
         ctx.fillStyle = color(row[j], scale);
         ctx.fillRect(j * colW, y, colW - 1, rowH - 1);
       }
-      var rank = this.ranks[i], culprit = this.culprits.has(rank);
-      if (culprit) {
+      if (entry.culprit) {
         ctx.strokeStyle = '#c62828';
         ctx.lineWidth = 2;
         ctx.strokeRect(1, y + 1, f * colW - 2, rowH - 2);
       }
-      labels.appendChild(el('div', {
-        className: 'rowlabel' + (culprit ? ' culprit' : ''), title: 'rank ' + rank + ' · ' + this.options.workerName(rank),
-        style: { top: y + 'px', height: rowH + 'px', 'line-height': rowH + 'px' },
-        dataset: { rank: rank },
-        onclick: (function (r) { return function () { if (self.options.onRowClick) self.options.onRowClick(r); }; })(rank)
-      }, this.rowLabel(rank)));
+      labels.appendChild(this.labelNode(entry, y));
     }
     if (this.highlightColumn >= 0) {
       ctx.strokeStyle = '#e8b400';
@@ -259,17 +413,32 @@ var PD = (window.PD = window.PD || {});
     this.renderOverview(first, rowsInView);
   };
 
+  Heatmap.prototype.labelNode = function (entry, y) {
+    var self = this, isNode = entry.kind === 'node', rowH = this.rowH;
+    var member = !isNode && this.grouped;
+    return PD.el('div', {
+      className: 'rowlabel' + (entry.culprit ? ' culprit' : '') + (isNode ? ' node' : '') + (member ? ' member' : ''),
+      title: isNode ? 'node ' + entry.name + ' · ' + entry.members.length + ' ranks (' + (entry.expanded ? 'click to close' : 'click for its ranks') + ')' +
+                      (entry.error ? '\n' + entry.error : entry.expanded && entry.requested && !entry.loaded ? '\nloading its ranks…' : '')
+                    : 'rank ' + entry.rank + ' · ' + this.options.workerName(entry.rank),
+      style: { top: y + 'px', height: rowH + 'px', 'line-height': rowH + 'px' },
+      dataset: isNode ? { node: entry.name, ranks: entry.members.length } : { rank: entry.rank },
+      attrs: isNode ? { 'aria-expanded': String(entry.expanded) } : null,
+      onclick: function () { self.rowClick(entry); }
+    }, isNode ? this.nodeLabel(entry) : this.rowLabel(entry.rank));
+  };
+
   /* The strip: per pixel row, the largest excess among its workers. The buckets change only
    * with the order or the size, so they are computed then, not on every scroll frame. */
   Heatmap.prototype.overviewBuckets = function () {
-    var n = this.order.length, buckets = Math.min(n, this.viewH), self = this;
-    var key = this.orderName + ':' + buckets;
+    var n = this.order.length, buckets = Math.min(n, this.viewH);
+    var key = this.orderVersion + ':' + buckets;
     if (this.bucketKey === key) return this.buckets;
     var excess = new Array(buckets).fill(0), culprit = new Array(buckets).fill(false);
-    this.order.forEach(function (i, pos) {
+    this.order.forEach(function (row, pos) {
       var b = Math.floor(pos * buckets / n);
-      excess[b] = Math.max(excess[b], self.rowExcess[i]);
-      if (self.culprits.has(self.ranks[i])) culprit[b] = true;
+      if (row.excess > excess[b]) excess[b] = row.excess;
+      if (row.culprit) culprit[b] = true;
     });
     this.bucketKey = key;
     this.buckets = { count: buckets, excess: excess, culprit: culprit };
@@ -302,12 +471,14 @@ var PD = (window.PD = window.PD || {});
   Heatmap.prototype.hover = function (e) {
     var cell = this.cellAt(e);
     if (!cell) return PD.tooltip.hide();
-    var fn = this.functions[cell.col], rank = this.ranks[cell.row];
-    var v = (this.matrices.values[cell.row] || [])[cell.col], s = (this.matrices.shares[cell.row] || [])[cell.col];
+    var fn = this.functions[cell.col], row = cell.row;
+    var v = this.rowValues(row, 'values')[cell.col], s = this.rowValues(row, 'shares')[cell.col];
+    var node = row.kind === 'node';
     PD.tooltip.show(e.clientX, e.clientY,
-      'rank ' + rank + ' · ' + this.options.workerName(rank) + '\n' + (fn.category || '') + ': ' + fn.name +
-      '\ndeviation from the median worker: ' + PD.fmt.signedPct(v) + ' of step time' +
-      '\nshare of end-to-end time: ' + PD.fmt.pct(s));
+      (node ? 'node ' + row.name + ' · ' + row.members.length + ' ranks, the most deviating shown' : 'rank ' + row.rank + ' · ' + this.options.workerName(row.rank)) +
+      '\n' + (fn.category || '') + ': ' + fn.name +
+      '\ndeviation from the median worker: ' + PD.fmt.signedPct(v) + ' of step time' + (node && row.worst[cell.col] !== null ? ' (rank ' + row.worst[cell.col] + ')' : '') +
+      '\n' + (node ? 'largest ' : '') + 'share of end-to-end time: ' + PD.fmt.pct(s) + (node ? '\nclick: ' + (row.expanded ? 'close' : 'its ranks') : ''));
   };
 
   Heatmap.prototype.setMode = function (mode) {
@@ -317,18 +488,19 @@ var PD = (window.PD = window.PD || {});
   };
 
   Heatmap.prototype.setOrder = function (order) {
-    var dev = this.rowExcess;
     this.orderName = order;
-    this.order = this.ranks.map(function (_, i) { return i; });
-    if (order === 'deviation') this.order.sort(function (a, b) { return dev[b] - dev[a] || a - b; });
+    this.arrange();
     this.updateButtons();
     this.scroll.scrollTop = 0;
     this.render();
   };
 
   Heatmap.prototype.scrollToRank = function (rank) {
-    var i = this.ranks.indexOf(rank);
-    if (i >= 0) this.scrollToIndex(this.order.indexOf(i));
+    var row = this.rankRows.find(function (r) { return r.rank === rank; }) ||
+      (this.nodes.find(function (n) { return n.members.some(function (r) { return r.rank === rank; }); }) || { members: [] }).members.find(function (r) { return r.rank === rank; });
+    if (!row) return;
+    if (this.grouped && row.node && !row.node.expanded) { row.node.expanded = true; this.requestRows(row.node); this.arrange(); }
+    this.scrollToIndex(this.order.indexOf(row));
   };
   Heatmap.prototype.scrollToIndex = function (pos) {
     this.scroll.scrollTop = Math.max(0, pos * this.rowH - this.viewH / 3);
@@ -339,6 +511,7 @@ var PD = (window.PD = window.PD || {});
     var self = this;
     Object.keys(this.modeButtons).forEach(function (k) { self.modeButtons[k].classList.toggle('active', k === self.mode); });
     Object.keys(this.orderButtons).forEach(function (k) { self.orderButtons[k].classList.toggle('active', k === (self.orderName || 'rank')); });
+    if (this.groupButtons) Object.keys(this.groupButtons).forEach(function (k) { self.groupButtons[k].classList.toggle('active', (k === 'node') === self.grouped); });
     var ctx = setupCanvas(this.legendCanvas, 200, 10), scale = this.scales[this.mode];
     for (var x = 0; x < 200; x++) {
       ctx.fillStyle = this.mode === 'values' ? PD.deviationColor((x / 199) * 2 * scale - scale, scale) : PD.shareColor(x / 199 * scale, scale);
@@ -386,7 +559,7 @@ var PD = (window.PD = window.PD || {});
         if (hi !== hc ? hi : v > options.values[cur]) best[b] = i;
       });
       /* A floor on the axis keeps healthy noise looking like noise rather than tall bars. */
-      var max = Math.max.apply(null, options.values.filter(isFinite).concat([options.floor || 1e-12]));
+      var max = PD.maxOf(options.values, options.floor || 1e-12);
       ctx.font = '11px system-ui, sans-serif';
       ctx.fillStyle = '#5d6678';
       ctx.strokeStyle = '#eef0f4';

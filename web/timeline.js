@@ -55,13 +55,13 @@ var PD = (window.PD = window.PD || {});
     var self = this;
     this.options = options;
     this.rows = options.workers.filter(function (w) { return Array.isArray(w.steps) && w.steps.length; });
-    this.stepCount = Math.min(MAX_STEPS, Math.max.apply(null, this.rows.map(function (w) { return w.steps.length; }).concat([0])));
-    this.totalSteps = Math.max.apply(null, this.rows.map(function (w) { return w.steps.length; }).concat([0]));
+    this.stepCount = Math.min(MAX_STEPS, PD.maxOf(this.rows.map(function (w) { return w.steps.length; }), 0));
+    this.totalSteps = PD.maxOf(this.rows.map(function (w) { return w.steps.length; }), 0);
     this.pace = [];
     (options.pace || []).forEach(function (p) { if (p && p.step >= 0 && p.step < self.stepCount) self.pace[p.step] = p; });
     this.stepMs = [];
     for (var s = 0; s < this.stepCount; s++)
-      this.stepMs.push(Math.max.apply(null, this.rows.map(function (w) { return (w.steps[s] || {}).ms || 0; }).concat([1e-3])));
+      this.stepMs.push(PD.maxOf(this.rows.map(function (w) { return (w.steps[s] || {}).ms || 0; }), 1e-3));
     this.paced = new Map(); /* rank -> steps it sets */
     this.pace.forEach(function (p) { if (holdsUp(p)) self.paced.set(p.rank, (self.paced.get(p.rank) || 0) + 1); });
     this.rowH = Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(SMALL_JOB_H / Math.max(1, this.rows.length))));
@@ -140,7 +140,11 @@ var PD = (window.PD = window.PD || {});
   Timeline.prototype.measureGutter = function () {
     var self = this, ctx = document.createElement('canvas').getContext('2d'), widest = 0;
     ctx.font = '600 11px ui-monospace, Menlo, Consolas, monospace';
-    this.rows.forEach(function (w) { widest = Math.max(widest, ctx.measureText(self.rowLabel(w)).width); });
+    /* One label of each length: the font is monospaced, and measuring 100,000 labels
+     * would cost half a second. */
+    var oneOfEachLength = new Map();
+    this.rows.forEach(function (w) { var label = self.rowLabel(w); if (!oneOfEachLength.has(label.length)) oneOfEachLength.set(label.length, label); });
+    oneOfEachLength.forEach(function (label) { widest = Math.max(widest, ctx.measureText(label).width); });
     return Math.max(GUTTER_MIN, Math.ceil(widest) + 16);
   };
 

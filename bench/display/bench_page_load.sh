@@ -1,5 +1,6 @@
 #!/bin/sh
-# bench_page_load.sh -- PerfDisplay with 4096 workers against 128 (ratios, same run), in
+# bench_page_load.sh -- PerfDisplay with 10,000 and 100,000 workers (the bounded report) against
+# 1024 (ratios, same run; the goals load <= 3 s, views <= 1 s at 100k), in
 # headless Chromium; see page_load.js. Run by `make bench` (scripts/bench.sh) from the repo
 # root with PT_CLI set; installs playwright-core into the build tree like the browser tests.
 set -eu

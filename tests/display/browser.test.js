@@ -29,6 +29,7 @@ const { runDiff } = require('./diff_checks.js');
 const { runReports } = require('./report_checks.js');
 
 const SKIP = 77;
+const LARGE_JOB = 10000; /* from here on, runLarge's checks (the page at scale) instead of run's */
 const CHROMIUM = process.env.PT_CHROMIUM || '/usr/bin/chromium';
 const HERE = __dirname;
 
@@ -259,8 +260,12 @@ async function run(args, browser, base, displayDir, facts) {
   check(isRed(hot) && isPale(cold), 'culprit cell is red on the canvas, a normal worker\'s is pale (' + hot + ' vs ' + cold + ')');
   await page.screenshot({ path: path.join(shots, 'heatmap.png'), fullPage: true });
   await page.click('#heatmap button:has-text("Largest excess first")');
-  const firstRow = await page.$eval('#heatmap .rowlabel', (l) => Number(l.dataset.rank));
-  check(firstRow === facts.fault_rank, 'ordered by excess, the culprit is the first row (' + firstRow + ')');
+  /* Grouped by node (a large job), the culprit's node comes first, opened onto its ranks. */
+  const first = await page.$eval('#heatmap .rowlabel', (l) => l.dataset.node !== undefined ? 'node ' + l.dataset.node : 'rank ' + l.dataset.rank);
+  const firstRank = await page.$eval('#heatmap .rowlabel[data-rank]', (l) => Number(l.dataset.rank));
+  const grouped = await page.$eval('#heatmap', (hm) => hm.ptHeatmap.grouped);
+  const wantFirst = grouped ? 'node ' + facts.fault_node : 'rank ' + facts.fault_rank;
+  check(first === wantFirst && firstRank === facts.fault_rank, 'ordered by excess, the culprit is the first row (' + first + ', then rank ' + firstRank + ')');
 
   /* A worker's steps, one click from the table. */
   await visit(page, '#/workers?rank=' + facts.fault_rank);
@@ -313,6 +318,162 @@ async function run(args, browser, base, displayDir, facts) {
   }
   check(fileDialogs.length === 0 && fileImgs === 0, 'from file:// (no CSP), hostile names open no dialog and add no <img> (' + fileDialogs.length + ' dialogs, ' + fileImgs + ' images)');
   await filePage.close();
+}
+
+/* Rows of a PD.Table as drawn: each data row's cells' text, read after the next frame. */
+async function shownRows(table) {
+  await table.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  return table.evaluate((node) => Array.from(node.querySelectorAll('tr.data')).map((tr) =>
+    Array.from(tr.querySelectorAll('td')).map((td) => ({ text: td.textContent, title: td.title, markup: !!td.querySelector('b') }))));
+}
+/* "982.2 ms" / "349 µs" -> ms */
+const msOf = (text) => { const m = /^(-?[\d.,]+) (ms|µs)$/.exec(text); return m ? Number(m[1].replace(/,/g, '')) / (m[2] === 'µs' ? 1000 : 1) : NaN; };
+const near = (shown, v) => Math.abs(shown - v) <= Math.abs(v) * 5e-4 + 1e-9;
+
+/* A job of tens of thousands of workers: the page stays bounded and still shows every
+ * worker's own numbers. The expected values come from report.json, read here, not from
+ * the page: the Workers table keeps only the rows in view in the DOM, scrolled anywhere
+ * it shows those ranks with their report values, sorting and filtering run over every
+ * worker; the heatmap shows one row per node, a node opens onto exactly its ranks with
+ * its cells its most deviating rank's; names stay text. */
+async function runLarge(args, browser, base, displayDir, facts) {
+  const { page, shots, seen } = await openPage(args, browser, base);
+  const report = JSON.parse(fs.readFileSync(path.join(displayDir, 'report.json'), 'utf8'));
+  const scale = report.scale, bounded = !!scale;
+  check(bounded === !!facts.bounded, 'the report is in the ' + (bounded ? 'bounded' : 'full') + ' form');
+  const parts = bounded ? scale.parts.files.map((f) => JSON.parse(fs.readFileSync(path.join(displayDir, '..', 'parts', f.file), 'utf8'))) : [];
+  /* Every worker as report.json (and its parts, in the bounded form) has it, by rank. */
+  const workers = bounded ? [].concat(...parts.map((p) => p.workers)) : report.workers, n = workers.length;
+  const inReport = new Set((bounded ? report.workers : workers).map((w) => w.rank));
+  if (bounded) {
+    const t = scale.worker_table;
+    check(t.rank.length === n && t.rank.every((r, i) => r === workers[i].rank && t.name[i] === workers[i].name && scale.nodes[t.node[i]].host === workers[i].host),
+      'the fixture: the worker table and the parts agree (' + n + ' workers, ' + report.workers.length + ' in full detail)');
+  }
+  await page.goto(base);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 120000 });
+  check(new RegExp('^Rank ' + facts.fault_rank + '(?![0-9])').test(await page.textContent('#findings .finding.root .summary')),
+    'with ' + n + ' workers the root cause names rank ' + facts.fault_rank);
+
+  /* Workers: bounded DOM, every worker behind it. */
+  await visit(page, '#/workers');
+  const table = page.locator('#workers-table');
+  await table.locator('tr.data').first().waitFor();
+  check(await table.evaluate((node) => node.ptTable.rows.length) === n, 'the workers table holds all ' + n + ' workers');
+  const rowH = await table.evaluate((node) => node.querySelector('tr.data').getBoundingClientRect().height);
+  const header = await table.evaluate((node) => node.querySelector('thead').getBoundingClientRect().height);
+  for (const target of [Math.floor(n / 2) + 7, n - 1, facts.fault_rank]) {
+    await table.evaluate((node, top) => { node.ptTable.scroll.scrollTop = top; }, header + target * rowH);
+    const rows = await shownRows(table);
+    const ranks = rows.map((r) => Number(r[0].text));
+    const contiguous = ranks.every((r, i) => i === 0 || r === ranks[i - 1] + 1);
+    /* The bounded form has a worker's breakdown only for those in full detail ("–" else). */
+    const right = rows.every((r) => { const w = workers[Number(r[0].text)]; return w && w.rank === Number(r[0].text) && r[1].title === w.name &&
+      near(msOf(r[3].text), w.step_time_ms) && (inReport.has(w.rank) ? near(msOf(r[6].text), w.breakdown.compute_ms) : r[6].text === '–'); });
+    check(rows.length > 0 && rows.length <= 60 && ranks.includes(target) && contiguous && right,
+      'scrolled to rank ' + target + ': ' + rows.length + ' rows in the DOM (ranks ' + ranks[0] + '–' + ranks[ranks.length - 1] + '), each with its name, step time and compute from report.json');
+  }
+  /* Sorted by step time, longest first: over every worker, not the rows drawn. */
+  await table.locator('th', { hasText: /^step time$/ }).click();
+  await table.evaluate((node) => { node.ptTable.scroll.scrollTop = 0; });
+  const longest = workers.map((w, i) => ({ w, i })).sort((a, b) => b.w.step_time_ms - a.w.step_time_ms || a.i - b.i).slice(0, 5).map((x) => x.w.rank);
+  const top = (await shownRows(table)).slice(0, 5).map((r) => Number(r[0].text));
+  check(JSON.stringify(top) === JSON.stringify(longest), 'sorted by step time, the first rows are the longest steps of all ' + n + ' (' + top + ' vs ' + longest + ')');
+  /* Filtering runs over every worker. */
+  const host = workers[Math.floor(n * 0.7)].host, q = host + '_';
+  await table.locator('input[type=search]').fill(q);
+  const want = workers.filter((w) => (w.name || '').toLowerCase().includes(q.toLowerCase())).map((w) => w.rank).sort((a, b) => a - b);
+  const got = (await shownRows(table)).map((r) => Number(r[0].text)).sort((a, b) => a - b);
+  check(want.length > 0 && JSON.stringify(got) === JSON.stringify(want), 'filtered by "' + q + '": exactly that node\'s ranks (' + got + ')');
+  if (facts.markup_worker) {
+    await table.locator('input[type=search]').fill('<b>');
+    const rows = await shownRows(table);
+    check(rows.length === 1 && rows[0][1].title === facts.markup_worker && !rows[0][1].markup && rows[0][1].text.includes('<b>'),
+      'the worker named with markup is shown as text among ' + n + ' (' + (rows[0] ? rows[0][1].text : 'none') + ')');
+  }
+  if (bounded) { /* a worker not in full detail: opened, its detail comes from its part */
+    const w = workers.find((x) => !inReport.has(x.rank) && x.rank > n / 3);
+    await table.locator('input[type=search]').fill(w.name);
+    await table.locator('tr.data').first().click();
+    await page.waitForSelector('#worker-detail [data-rank="' + w.rank + '"] tr.data');
+    const steps = await page.$$eval('#worker-detail tr.data', (trs) => trs.map((tr) => tr.querySelector('td:nth-child(2)').textContent));
+    check(steps.length === w.steps.length && steps.every((t, i) => near(msOf(t), w.steps[i].ms)),
+      'rank ' + w.rank + ' (not in report.json\'s workers) opens with its steps from its part (' + steps + ')');
+  }
+  await page.screenshot({ path: path.join(shots, 'large-workers.png') });
+
+  /* Heatmap: one row per node; a node opens onto its ranks. */
+  await visit(page, '#/heatmap');
+  await page.waitForSelector('#heatmap .rowlabel');
+  const hosts = new Map();
+  for (const w of workers) { if (!hosts.has(w.host)) hosts.set(w.host, []); hosts.get(w.host).push(w.rank); }
+  const grid = await page.evaluate(() => {
+    const hm = document.getElementById('heatmap');
+    return { rows: hm.ptHeatmap.order.length, labels: hm.querySelectorAll('.rowlabel').length,
+             nodeLabels: hm.querySelectorAll('.rowlabel[data-node]').length, rankLabels: hm.querySelectorAll('.rowlabel[data-rank]').length };
+  });
+  check(grid.rows === hosts.size && grid.labels <= 80 && grid.nodeLabels === grid.labels && grid.rankLabels === 0,
+    'the heatmap has one row per node (' + grid.rows + ' for ' + hosts.size + ' nodes), ' + grid.labels + ' labels in the DOM');
+  const faultHost = workers[facts.fault_rank].host, members = hosts.get(faultHost);
+  /* Each worker's heatmap row: report.json's (full form) or its part's (bounded form). */
+  const hm = bounded ? { functions: report.Heatmap.functions, ranks: [].concat(...parts.map((p) => p.heatmap.ranks)),
+                         values: [].concat(...parts.map((p) => p.heatmap.values)) } : report.Heatmap;
+  const index = new Map(hm.ranks.map((r, i) => [r, i]));
+  const fnIndex = hm.functions.findIndex((f) => f.name === facts.fault_function);
+  const nodeLabel = '#heatmap .rowlabel[data-node="' + faultHost + '"]';
+  await page.evaluate((host) => { const h = document.getElementById('heatmap').ptHeatmap; h.scrollToIndex(h.order.findIndex((r) => r.name === host)); }, faultHost);
+  await page.click(nodeLabel);
+  await page.waitForSelector('#heatmap .rowlabel[data-rank]');
+  if (bounded) await page.waitForFunction((host) => document.getElementById('heatmap').ptHeatmap.nodes.find((x) => x.name === host).loaded, faultHost);
+  const opened = await page.evaluate((host) => {
+    const hm = document.getElementById('heatmap'), h = hm.ptHeatmap, at = h.order.findIndex((r) => r.name === host);
+    const under = [];
+    for (let i = at + 1; i < h.order.length && h.order[i].kind === 'rank'; i++) under.push(h.order[i].rank);
+    return { under, shown: Array.from(hm.querySelectorAll('.rowlabel[data-rank]')).map((l) => Number(l.dataset.rank)),
+             values: h.order[at].values, memberValues: h.order[at].members.map((r) => h.rowValues(r, 'values')), expanded: hm.querySelector('.rowlabel[data-node="' + host + '"]').getAttribute('aria-expanded') };
+  }, faultHost);
+  check(JSON.stringify(opened.under) === JSON.stringify(members) && members.every((r) => opened.shown.includes(r)) && opened.expanded === 'true',
+    'node ' + faultHost + ' opens onto exactly its ranks (' + opened.under + ')');
+  const mostDeviating = hm.functions.map((_, j) => members.reduce((best, r) => {
+    const v = hm.values[index.get(r)][j];
+    return best === null || Math.abs(v) > Math.abs(best) ? v : best;
+  }, null));
+  check(JSON.stringify(opened.values) === JSON.stringify(mostDeviating), 'each node cell is its most deviating rank\'s value in ' + (bounded ? 'the parts' : 'report.json'));
+  check(JSON.stringify(opened.memberValues) === JSON.stringify(members.map((r) => hm.values[index.get(r)])),
+    'its ranks\' rows hold their own values' + (bounded ? ', loaded from the part' : ''));
+  const nodePixel = await page.evaluate(({ host, fnName }) => {
+    const hm = document.getElementById('heatmap'), label = hm.querySelector('.rowlabel[data-node="' + host + '"]');
+    const col = Array.from(hm.querySelectorAll('.col')).find((c) => c.title.endsWith(': ' + fnName)), canvas = hm.querySelector('.scroll canvas');
+    const lr = label.getBoundingClientRect(), cr = col.getBoundingClientRect(), kr = canvas.getBoundingClientRect(), dpr = canvas.width / kr.width;
+    return Array.from(canvas.getContext('2d').getImageData(Math.floor((cr.left + cr.width / 2 - kr.left) * dpr), Math.floor((lr.top + lr.height / 2 - kr.top) * dpr), 1, 1).data.slice(0, 3));
+  }, { host: faultHost, fnName: facts.fault_function });
+  check(fnIndex >= 0 && isRed(nodePixel) && isRed(await heatmapPixel(page, facts.fault_rank, facts.fault_function)),
+    'the culprit\'s node row and its own row are red in the fault function (' + nodePixel + ')');
+  const xssCol = await page.$$eval('#heatmap .col', (cs, x) => cs.filter((c) => c.textContent.includes(x)).length, facts.xss);
+  check(xssCol > 0, 'hostile function names are heatmap column labels as text');
+  await page.screenshot({ path: path.join(shots, 'large-heatmap.png'), fullPage: true });
+  await page.click(nodeLabel);
+  check(await page.$$eval('#heatmap .rowlabel[data-rank]', (l) => l.length) === 0, 'a second click closes the node');
+
+  /* The step timeline: bounded too. */
+  await visit(page, '#/timeline');
+  await page.waitForSelector('#timeline .rowlabel');
+  const tl = await page.evaluate(() => ({ labels: document.querySelectorAll('#timeline .rowlabel').length, rows: document.getElementById('timeline').ptTimeline.rows.length }));
+  const withSteps = report.workers.filter((w) => (w.steps || []).length).length;
+  check(tl.rows === withSteps && tl.labels <= 100, 'the step timeline holds ' + tl.rows + ' ranks with ' + tl.labels + ' labels in the DOM');
+
+  if (bounded) { /* a damaged table is not used; a part is only a plain file name in the parts folder */
+    const refused = await page.evaluate(async () => {
+      const s = window.PT_REPORT.scale, bad = Object.assign({}, s, { worker_table: Object.assign({}, s.worker_table, { name: ['x'] }) });
+      const outside = Object.assign({}, s, { parts: { folder: 'parts', files: [{ file: '../../data.json', ranks: [0, 1 << 30] }] } });
+      const loaded = await PD.loadPart(outside, 0).then(() => 'loaded', (e) => e.message);
+      return { table: PD.boundedScale({ scale: bad }), loaded, scripts: Array.from(document.scripts).map((x) => x.getAttribute('src')).filter((x) => x && x.includes('..')) };
+    });
+    check(refused.table === null && /names no part/.test(refused.loaded) && refused.scripts.length === 0,
+      'a worker table with columns of different lengths is refused, a part named "../../data.json" is not loaded (' + refused.loaded + ')');
+  }
+  check(await page.evaluate(() => document.querySelectorAll('img').length === 0), 'no injected <img>');
+  check(seen.dialogs.length === 0 && seen.errors.length === 0, 'no dialog and no script error (' + seen.errors.slice(0, 2).join(' | ') + ')');
 }
 
 /* A hang finding shows its ranks side by side: role, group, call number, call, state. */
@@ -368,6 +529,7 @@ async function main() {
     if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
     else if (args.source === 'hang') await runHang(args, browser, base, facts);
     else if (args.source === 'reports') await runReports({ args, check, visit }, browser, base, displayDir, facts);
+    else if (args.workers >= LARGE_JOB) await runLarge(args, browser, base, displayDir, facts);
     else await run(args, browser, base, displayDir, facts);
   } catch (e) {
     check(false, 'browser test crashed: ' + (e && e.stack || e));

@@ -16,6 +16,8 @@ Sources:
              expected.json, not from the report under test.
   diff       `perftracker diff` of a healthy synth job against the same job with slow_gpu and
              the hostile names (prepare_diff); the page is the diff's PerfDisplay.
+  bounded    the same report in its bounded form (make_report.py --bounded, as perftracker
+             writes above 4096 workers), with its parts as PerfDisplay/parts/*.js.
   generated  make_report.py: a report written directly (schema of docs/report-schema.md),
              for what synth does not produce: 4096 workers in seconds, a Hardware section,
              raw traces (DIR/out/raw_trace/, served by the raw_trace mapping), warnings, and
@@ -99,19 +101,35 @@ def from_synth_hang(out, perftracker, workers, fault_rank):
             "fault_function": None, "hang_seq": expected["hang"]["seq"], "hang_group": expected["hang"]["group"]}
 
 
-def from_generator(out, perftracker, workers, fault_rank):
+def from_generator(out, perftracker, workers, fault_rank, bounded=False):
     report = os.path.join(out, "report.json")
     facts = json.loads(subprocess.check_output(
         [sys.executable, os.path.join(HERE, "make_report.py"), report, "--workers", str(workers),
-         "--fault-rank", str(fault_rank)]))
+         "--fault-rank", str(fault_rank)] + (["--bounded"] if bounded else [])))
     subprocess.check_call([perftracker, "display", "--report", report, "--no-serve",
                            os.path.join(out, "PerfDisplay")], stderr=subprocess.DEVNULL)
+    for name in facts.get("parts", []):
+        write_part_script(os.path.join(out, "parts", name), os.path.join(out, "PerfDisplay", "parts"))
     for path in facts["raw_traces"]:
         full = os.path.join(out, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as f:
             f.write(RAW_TRACE_CONTENT)
-    return {k: facts[k] for k in ("fault_rank", "fault_worker", "fault_function", "raw_traces")}
+    kept = {k: facts[k] for k in ("fault_rank", "fault_worker", "fault_node", "fault_function", "raw_traces")}
+    kept["bounded"] = bounded
+    return kept
+
+
+def write_part_script(part_json, folder):
+    """A part as PerfDisplay/parts/workers-NNNN.js, the script the page loads (from
+    file:// too), as docs/report-schema.md says perftracker analyze writes it."""
+    with open(part_json) as f:
+        part = json.load(f)
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(part_json)[:-len(".json")] + ".js"
+    with open(os.path.join(folder, name), "w") as f:
+        f.write("(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%d] = %s;\n"
+                % (part["part"], json.dumps(part, separators=(",", ":"))))
 
 
 def hostile_places(report):
@@ -122,7 +140,8 @@ def hostile_places(report):
         "xss_stack": next((k for k in report.get("Python functions", {}) if k.endswith(XSS)), None),
         "xss_in_findings": any(XSS in f.get("summary", "") for f in report["diagnosis"]["findings"]),
         "xss_in_warnings": any(XSS in w for w in report.get("warnings", [])),
-        "markup_worker": next((w["name"] for w in report.get("workers", []) if "<" in w.get("name", "")), None),
+        "markup_worker": next((n for n in [w.get("name", "") for w in report.get("workers", [])] +
+                               report.get("scale", {}).get("worker_table", {}).get("name", []) if "<" in n), None),
     }
 
 
@@ -239,7 +258,8 @@ def prepare(work, perftracker, source="synth", workers=8, fault_rank=5, traces=N
         return prepare_reports(work, out, perftracker, traces)
     if source == "synth" and workers > 64:
         raise SystemExit("fixture.py: synth writes ~1 MB of trace per worker; use --source generated above 64 workers")
-    make = {"synth": from_synth, "hang": from_synth_hang}.get(source, from_generator)
+    make = {"synth": from_synth, "hang": from_synth_hang,
+            "bounded": lambda *a: from_generator(*a, bounded=True)}.get(source, from_generator)
     facts = make(out, perftracker, workers, fault_rank)
     with open(os.path.join(out, "report.json")) as f:
         report = json.load(f)
@@ -276,7 +296,7 @@ def main():
     prep = sub.add_parser("prepare")
     prep.add_argument("--work", required=True)
     prep.add_argument("--perftracker", required=True)
-    prep.add_argument("--source", choices=("synth", "generated", "diff", "hang", "reports"), default="synth")
+    prep.add_argument("--source", choices=("synth", "generated", "bounded", "diff", "hang", "reports"), default="synth")
     prep.add_argument("--traces", default=os.path.join(HERE, "..", "..", "..", "shared", "data", "traces"),
                       help="the real traces (reports source; ../shared/data/traces)")
     prep.add_argument("--workers", type=int, default=8)

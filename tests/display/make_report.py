@@ -2,7 +2,11 @@
 """make_report.py -- a realistic report.json (docs/report-schema.md) with a known fault, for
 the PerfDisplay tests; generated, never hand-written.
 
-    make_report.py OUT.json [--workers 8] [--fault-rank 5] [--seed 1] [--raw-trace master]
+    make_report.py OUT.json [--workers 8] [--fault-rank 5] [--seed 1] [--raw-trace master] [--bounded]
+
+--bounded writes the bounded form perftracker writes above 4096 workers (the "scale" key;
+full detail for the named and outlying workers, a table of every worker, per-node heatmap
+rows) and its parts, OUT.json's folder/parts/workers-NNNN.json.
 
 The job: synchronous data-parallel training, 8 GPUs per host. Rank FAULT has a slow GPU:
 its GEMM kernel runs 1.52x slower, so its step computes ~170 ms longer and every other
@@ -17,6 +21,7 @@ on as one JSON line on stdout.
 import argparse
 import json
 import math
+import os
 import random
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -210,10 +215,125 @@ def build(workers, fault, seed, raw_trace):
                     "ranks": list(range(workers)), "values": values, "shares": shares},
         "warnings": [XSS + ".json: rank taken from the file name (no distributedInfo.rank)"],
     }
-    facts = {"fault_rank": fault, "fault_worker": fault_name, "fault_function": GEMM,
+    facts = {"fault_rank": fault, "fault_worker": fault_name, "fault_node": hosts[fault], "fault_function": GEMM,
              "xss": XSS, "xss_kernel": XSS_KERNEL, "xss_stack": XSS_STACK, "workers": workers,
              "raw_traces": [w["raw_trace"] for w in worker_list if "raw_trace" in w]}
     return report, facts
+
+
+BREAKDOWN_KEYS = ("compute_ms", "memory_ms", "communication_ms", "runtime_ms", "python_ms", "idle_ms")
+QUANTILES = (0, 1, 5, 25, 50, 75, 95, 99, 100)
+LISTED_MAX, FULL_DETAIL_MAX, PER_PART = 64, 1024, 1024
+
+
+def distribution(values):
+    """scale.distributions' entry: count, quantiles (nearest rank), a 32-bin histogram."""
+    v = sorted(x for x in values if isinstance(x, (int, float)))
+    if not v:
+        return {"count": 0, "quantiles": None, "histogram": None}
+    q = {"p%d" % p: v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] for p in QUANTILES}
+    lo, hi, counts = v[0], v[-1], [0] * 32
+    for x in v:
+        counts[min(31, int((x - lo) / (hi - lo) * 32)) if hi > lo else 0] += 1
+    return {"count": len(v), "quantiles": q, "histogram": {"lo": lo, "hi": hi, "counts": counts}}
+
+
+def bounded(report, parts_dir):
+    """The report in the bounded form of docs/report-schema.md (what perftracker writes
+    above 4096 workers), and its parts (OUT/parts/workers-NNNN.json). Returns the parts'
+    file names. As perftracker writes it: a node's parts as [first, last], Heatmap.nodes
+    as columns {hosts, values, shares}."""
+    workers = report["workers"]
+    by_name = {w["name"]: w for w in workers}
+    truncated, listed = [], []
+
+    def cut(section, key, field, mapping, order):
+        items = sorted(mapping.items(), key=order)
+        if len(items) > LISTED_MAX:
+            truncated.append({"section": section, "key": key, "field": field, "listed": LISTED_MAX, "count": len(items)})
+            items = items[:LISTED_MAX]
+        listed.extend(n for n, _ in items)
+        return dict(items)
+
+    for key, entry in report["CUDA Runtime"].items():
+        entry["abnormal_workers"] = cut("CUDA Runtime", key, "abnormal_workers", entry["abnormal_workers"], lambda e: -e[1])
+    for key, entry in report["GPU memory operations"].items():
+        entry["abnormal_workers"] = cut("GPU memory operations", key, "abnormal_workers", entry["abnormal_workers"], lambda e: -e[1])
+    for key in list(report["Python functions"]):
+        report["Python functions"][key] = cut("Python functions", key, None, report["Python functions"][key], lambda e: -e[1])
+
+    # Full detail: named, outliers, listed, rank 0 and the median worker; at most 1024.
+    detail = {}
+    for w in workers:
+        if w["status"] != "normal":
+            detail.setdefault(w["rank"], "named")
+    by_step = sorted(workers, key=lambda w: (w["step_time_ms"], w["rank"]))
+    for w in by_step[:16] + by_step[-16:] + sorted(workers, key=lambda w: (w["gpu_utilization"], w["rank"]))[:16]:
+        detail.setdefault(w["rank"], "outlier")
+    for n in listed:
+        detail.setdefault(by_name[n]["rank"], "listed")
+    detail.setdefault(0, "example")
+    detail.setdefault(by_step[len(by_step) // 2]["rank"], "example")
+    keep = sorted(detail, key=lambda r: (detail[r] != "named", r))[:FULL_DETAIL_MAX]
+    full = sorted(keep)
+    kept_names = {workers[r]["name"] for r in full}
+
+    hm = report["Heatmap"]
+    nodes, node_of_host, node_rows = [], {}, []
+    for w in workers:
+        if w["host"] not in node_of_host:
+            node_of_host[w["host"]] = len(nodes)
+            nodes.append({"host": w["host"], "members": []})
+        nodes[node_of_host[w["host"]]]["members"].append(w["rank"])
+    scale_nodes = []
+    for i, node in enumerate(nodes):
+        m = node["members"]
+        steps = sorted(workers[r]["step_time_ms"] for r in m)
+        utils = sorted(workers[r]["gpu_utilization"] for r in m)
+        scale_nodes.append({"host": node["host"], "workers": len(m), "ranks": [m[0], m[-1]],
+                            "step_time_ms": [steps[0], steps[len(steps) // 2], steps[-1]],
+                            "gpu_utilization": [utils[0], utils[len(utils) // 2], utils[-1]],
+                            "slowest_rank": max(m, key=lambda r: (workers[r]["step_time_ms"], -r)),
+                            "not_normal": sum(workers[r]["status"] != "normal" for r in m),
+                            "parts": [m[0] // PER_PART, m[-1] // PER_PART]})
+        values = [max((hm["values"][r][j] for r in m), key=abs) for j in range(len(hm["functions"]))]
+        shares = [round(sum(hm["shares"][r][j] for r in m) / len(m), 4) for j in range(len(hm["functions"]))]
+        node_rows.append({"values": values, "shares": shares})
+
+    hw = report["Hardware"]
+    files = []
+    os.makedirs(parts_dir, exist_ok=True)
+    for part, lo in enumerate(range(0, len(workers), PER_PART)):
+        chunk = workers[lo:lo + PER_PART]
+        name = "workers-%04d.json" % part
+        with open(os.path.join(parts_dir, name), "w") as f:
+            json.dump({"part": part, "ranks": [chunk[0]["rank"], chunk[-1]["rank"]], "workers": chunk,
+                       "heatmap": {"ranks": [w["rank"] for w in chunk], "values": [hm["values"][w["rank"]] for w in chunk],
+                                   "shares": [hm["shares"][w["rank"]] for w in chunk]},
+                       "hardware": {w["name"]: hw["workers"][w["name"]] for w in chunk}}, f)
+        files.append({"file": name, "ranks": [chunk[0]["rank"], chunk[-1]["rank"]], "workers": len(chunk)})
+
+    dists = {"step_time_ms": distribution(w["step_time_ms"] for w in workers),
+             "gpu_utilization": distribution(w["gpu_utilization"] for w in workers)}
+    for k in BREAKDOWN_KEYS:
+        dists[k] = distribution(w["breakdown"][k] for w in workers)
+    for m, entry in hw["metrics"].items():
+        entry["quantiles"] = distribution(hw["workers"][n][m]["avg"] for n in hw["workers"])["quantiles"]
+    hw["workers"] = {n: v for n, v in hw["workers"].items() if n in kept_names}
+    report["Heatmap"] = {"functions": hm["functions"], "ranks": full, "values": [hm["values"][r] for r in full],
+                         "shares": [hm["shares"][r] for r in full],
+                         "nodes": {"hosts": [n["host"] for n in nodes], "values": [n["values"] for n in node_rows],
+                                   "shares": [n["shares"] for n in node_rows]}}
+    report["workers"] = [dict(workers[r], detail=detail[r]) for r in full]
+    report["scale"] = {
+        "form": "bounded", "full_form_max_workers": 4096, "full_detail_max": FULL_DETAIL_MAX, "listed_max": LISTED_MAX,
+        "workers_in_full": len(full), "truncated": truncated, "distributions": dists, "nodes": scale_nodes,
+        "worker_table": {"rank": [w["rank"] for w in workers], "name": [w["name"] for w in workers],
+                         "node": [node_of_host[w["host"]] for w in workers], "local_rank": [w["local_rank"] for w in workers],
+                         "step_time_ms": [w["step_time_ms"] for w in workers], "gpu_utilization": [w["gpu_utilization"] for w in workers],
+                         "status": [w["status"] for w in workers]},
+        "parts": {"folder": "parts", "workers_per_part": PER_PART, "files": files}}
+    return [f["file"] for f in files]
 
 
 def hardware(names, fault, rng):
@@ -245,12 +365,17 @@ def main():
     p.add_argument("--fault-rank", type=int, default=5)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--raw-trace", choices=("none", "master", "all"), default="master")
+    p.add_argument("--bounded", action="store_true",
+                   help="write the bounded form (docs/report-schema.md) and its parts beside OUT.json")
     a = p.parse_args()
     if not 0 <= a.fault_rank < a.workers:
         p.error("--fault-rank must be a rank of the job")
     report, facts = build(a.workers, a.fault_rank, a.seed, a.raw_trace)
+    if a.bounded:
+        facts["parts"] = bounded(report, os.path.join(os.path.dirname(os.path.abspath(a.out)), "parts"))
+        facts["bounded"] = True
     with open(a.out, "w") as f:
-        json.dump(report, f, indent=2)
+        json.dump(report, f, indent=None if a.bounded else 2)
         f.write("\n")
     print(json.dumps(facts))
 

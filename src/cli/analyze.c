@@ -347,6 +347,12 @@ static bool about_missing_ranks(const char *warning)
     return strstr(warning, " of the job has no trace:") || strstr(warning, " of the job have no trace:");
 }
 
+/* A bounded report's part (pt_job_input.write_part), beside report.json. */
+static int write_part(void *out_dir, const char *stem, const pt_json *part, pt_error *err)
+{
+    return pt_report_write_part(out_dir, stem, part, err);
+}
+
 int cmd_analyze(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -420,6 +426,8 @@ int cmd_analyze(int argc, char **argv)
 
     pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nwarnings, failed_ranks, failed_names, nfailed,
                         NULL};
+    job.write_part = write_part;
+    job.part_ctx = (void *)out_dir;
     pt_json *report = pt_diagnose(&job);
     /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
      * clocks) exist only now: print those too, so stderr names every problem. */

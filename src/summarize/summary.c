@@ -32,9 +32,11 @@ void pt_summary_free(pt_worker_summary *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->function_count; i++) {
-        free(s->functions[i].name);
-        free(s->functions[i].group);
-        free(s->functions[i].caller);
+        if (!s->shared_function_names) {
+            free(s->functions[i].name);
+            free(s->functions[i].group);
+            free(s->functions[i].caller);
+        }
         free(s->functions[i].step_exposed_ns);
     }
     for (size_t i = 0; i < s->metric_count; i++)

@@ -466,6 +466,17 @@ static char *function_string(const char *text, bool pooled)
     return (char *)shared; /* never written through: shared_function_names says so */
 }
 
+/* A string get_string made, as the summary keeps it: pooled, the pool's copy (owned is
+ * freed); else owned itself. NULL stays NULL. */
+static char *shared_string(char *owned, bool pooled)
+{
+    if (!owned || !pooled)
+        return owned;
+    char *shared = function_string(owned, true);
+    free(owned);
+    return shared;
+}
+
 static bool names_pooled(void)
 {
     pthread_mutex_lock(&name_pool_lock);
@@ -476,7 +487,7 @@ static bool names_pooled(void)
 
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
-    bool pooled = s->shared_function_names = names_pooled();
+    bool pooled = s->shared_function_names;
     size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
     char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
     for (size_t i = 0; i < nstrings; i++)
@@ -577,9 +588,9 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
         for (size_t k = 0; k < nc && !c->bad; k++) {
             pt_collective_call *call = &g->calls[g->call_count++];
             call->seq = get_varint(c);
-            call->op = get_string(c);
+            call->op = shared_string(get_string(c), s->shared_function_names);
             call->count = get_varint(c);
-            call->dtype = get_optional_string(c);
+            call->dtype = shared_string(get_optional_string(c), s->shared_function_names);
             uint64_t state = get_uvarint(c);
             call->state = state < PT_CALL_STATE_COUNT ? (pt_call_state)state : 0; /* 0: refused by the check */
             call->age_ns = get_varint(c);
@@ -590,6 +601,7 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
 
 static void decode_payload(cursor *c, pt_worker_summary *s)
 {
+    s->shared_function_names = names_pooled();
     s->rank = get_i32(c);
     uint64_t source = get_uvarint(c);
     s->rank_source = source <= PT_RANK_FROM_FILE_ORDER ? (pt_rank_source)source : PT_RANK_UNKNOWN;

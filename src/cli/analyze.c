@@ -463,6 +463,11 @@ int cmd_analyze(int argc, char **argv)
     job.write_part = write_part;
     job.part_ctx = (void *)out_dir;
     pt_json *report = pt_diagnose(&job);
+    /* The report holds copies of all it needs: the summaries go before its text is made. */
+    for (size_t i = 0; i < n; i++) {
+        pt_summary_free(js.summaries[i]);
+        js.summaries[i] = NULL;
+    }
     /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
      * clocks) exist only now: print those too, so stderr names every problem. */
     const pt_json *all_warnings = pt_json_get(report, "warnings");

@@ -542,11 +542,11 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_heatmap_build(&a, status, &heatmap);
     pt_json_add(report, "Heatmap", pt_section_heatmap(&a, &heatmap));
     pt_json *parts_warnings = pt_json_array();
-    if (pt_bounded(&a)) {
-        pt_json *parts = write_parts(job, &a, status, &heatmap, parts_warnings);
-        pt_json_add(report, "scale", pt_section_scale(&a, status, parts));
-    }
+    /* The matrix goes before the worker table is built: at 100 000 workers both are tens of MB. */
+    pt_json *parts = pt_bounded(&a) ? write_parts(job, &a, status, &heatmap, parts_warnings) : NULL;
     pt_heatmap_free(&heatmap);
+    if (pt_bounded(&a))
+        pt_json_add(report, "scale", pt_section_scale(&a, status, parts));
     add_warnings(report, job, &a, missing, missing_count);
     pt_json *all_warnings = pt_json_get(report, "warnings");
     for (size_t i = 0; i < parts_warnings->count; i++)

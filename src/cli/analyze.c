@@ -9,8 +9,10 @@
  * evenly by the files read at once (fewer of them than THREADS when a share would be too
  * small to be useful), a file that needs more than its share is refused, and an
  * allocation that fails anyway inside one file's read fails that file alone
- * (pt_run_guarded). Then the reduce
- * step (pt_diagnose) and the writers. A JSON file that is no trace at all (a label.json
+ * (pt_run_guarded). Decoded summaries share one pool of function names
+ * (pt_summary_share_names), and are freed as soon as the report tree exists. Then the
+ * reduce step (pt_diagnose) and the writers; a job above PT_REPORT_FULL_MAX_WORKERS gets
+ * the bounded report, its parts written beside report.json as pt_diagnose makes them. A JSON file that is no trace at all (a label.json
  * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
  * every subcommand (README.md): 0 all inputs read (ranks of the job that were not given
  * are a note, not a failure), 3 report written but some inputs unreadable or the verdict

@@ -9,8 +9,10 @@
  * evenly by the files read at once (fewer of them than THREADS when a share would be too
  * small to be useful), a file that needs more than its share is refused, and an
  * allocation that fails anyway inside one file's read fails that file alone
- * (pt_run_guarded). Then the reduce
- * step (pt_diagnose) and the writers. A JSON file that is no trace at all (a label.json
+ * (pt_run_guarded). Decoded summaries share one pool of function names
+ * (pt_summary_share_names), and are freed as soon as the report tree exists. Then the
+ * reduce step (pt_diagnose) and the writers; a job above PT_REPORT_FULL_MAX_WORKERS gets
+ * the bounded report, its parts written beside report.json as pt_diagnose makes them. A JSON file that is no trace at all (a label.json
  * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
  * every subcommand (README.md): 0 all inputs read (ranks of the job that were not given
  * are a note, not a failure), 3 report written but some inputs unreadable or the verdict
@@ -22,6 +24,7 @@
 #include "diagnose/diagnose.h"
 #include "report/report.h"
 #include "summarize/summarize.h"
+#include "summarize/summary_io.h"
 #include "trace/reader.h"
 #include "util/strtab.h"
 
@@ -43,6 +46,9 @@ typedef struct input_list {
     size_t count, cap;
     struct input_file_id { dev_t dev; ino_t ino; const char *path; } *ids; /* the regular files in paths */
     size_t id_count, id_cap;
+    size_t *id_slots;   /* open addressing over ids (index + 1, 0 empty), at most half full:
+                           a folder of 100 000 files is not 100 000^2 comparisons */
+    size_t slot_count;  /* power of two */
 } input_list;
 
 typedef struct job_state {
@@ -77,18 +83,45 @@ static void usage(FILE *out)
  * a file in it, a symlink, a hard link): read twice, it would be two identical workers
  * with one rank. Files are told apart by device and inode, not by name. Returns NULL
  * when path was added, else the name under which that file already is an input. */
+static size_t id_slot(const input_list *list, dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)ino * 0xc2b2ae3d27d4eb4full);
+    size_t slot = (size_t)(h ^ (h >> 29)) & (list->slot_count - 1);
+    while (list->id_slots[slot]) {
+        const struct input_file_id *id = &list->ids[list->id_slots[slot] - 1];
+        if (id->dev == dev && id->ino == ino)
+            break;
+        slot = (slot + 1) & (list->slot_count - 1);
+    }
+    return slot;
+}
+
+static void grow_id_slots(input_list *list)
+{
+    free(list->id_slots);
+    list->slot_count = list->slot_count ? 2 * list->slot_count : 64;
+    list->id_slots = pt_xcalloc(list->slot_count, sizeof *list->id_slots);
+    for (size_t i = 0; i < list->id_count; i++)
+        list->id_slots[id_slot(list, list->ids[i].dev, list->ids[i].ino)] = i + 1;
+}
+
 static const char *add_input(input_list *list, const char *path)
 {
     struct stat st;
     bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    for (size_t i = 0; regular && i < list->id_count; i++)
-        if (list->ids[i].dev == st.st_dev && list->ids[i].ino == st.st_ino)
-            return list->ids[i].path;
+    if (regular) {
+        if (2 * (list->id_count + 1) > list->slot_count)
+            grow_id_slots(list);
+        size_t slot = id_slot(list, st.st_dev, st.st_ino);
+        if (list->id_slots[slot])
+            return list->ids[list->id_slots[slot] - 1].path;
+    }
     PT_GROW(list->paths, list->cap, list->count + 1);
     list->paths[list->count] = pt_xstrdup(path);
     if (regular) {
         PT_GROW(list->ids, list->id_cap, list->id_count + 1);
         list->ids[list->id_count++] = (struct input_file_id){st.st_dev, st.st_ino, list->paths[list->count]};
+        list->id_slots[id_slot(list, st.st_dev, st.st_ino)] = list->id_count;
     }
     list->count++;
     return NULL;
@@ -347,6 +380,12 @@ static bool about_missing_ranks(const char *warning)
     return strstr(warning, " of the job has no trace:") || strstr(warning, " of the job have no trace:");
 }
 
+/* A bounded report's part (pt_job_input.write_part), beside report.json. */
+static int write_part(void *out_dir, const char *stem, const pt_json *part, pt_error *err)
+{
+    return pt_report_write_part(out_dir, stem, part, err);
+}
+
 int cmd_analyze(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -356,6 +395,7 @@ int cmd_analyze(int argc, char **argv)
     if (parsed != PT_EXIT_OK) {
         pt_free_strings(inputs.paths, inputs.count);
         free(inputs.ids);
+        free(inputs.id_slots);
         return parsed;
     }
     const char *out_dir = o.out_dir;
@@ -366,6 +406,7 @@ int cmd_analyze(int argc, char **argv)
         pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
         pt_free_strings(inputs.paths, inputs.count);
         free(inputs.ids);
+        free(inputs.id_slots);
         return PT_EXIT_FAILURE;
     }
 
@@ -375,6 +416,7 @@ int cmd_analyze(int argc, char **argv)
     js.summaries = pt_xcalloc(n, sizeof *js.summaries);
     js.errors = pt_xcalloc(n, sizeof *js.errors);
     js.threads = threads;
+    pt_summary_share_names(); /* every worker names the same functions: one copy of each */
     summarize_all(&js, threads);
     assign_missing_ranks(&js);
 
@@ -420,7 +462,14 @@ int cmd_analyze(int argc, char **argv)
 
     pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nwarnings, failed_ranks, failed_names, nfailed,
                         NULL};
+    job.write_part = write_part;
+    job.part_ctx = (void *)out_dir;
     pt_json *report = pt_diagnose(&job);
+    /* The report holds copies of all it needs: the summaries go before its text is made. */
+    for (size_t i = 0; i < n; i++) {
+        pt_summary_free(js.summaries[i]);
+        js.summaries[i] = NULL;
+    }
     /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
      * clocks) exist only now: print those too, so stderr names every problem. */
     const pt_json *all_warnings = pt_json_get(report, "warnings");
@@ -470,6 +519,7 @@ int cmd_analyze(int argc, char **argv)
     free(js.errors);
     free(inputs.paths);
     free(inputs.ids);
+    free(inputs.id_slots);
     return rc;
 }
 
@@ -532,6 +582,7 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
     }
     pt_free_strings(inputs.paths, inputs.count);
     free(inputs.ids);
+    free(inputs.id_slots);
     free(js.summaries);
     free(js.errors);
     return rc;

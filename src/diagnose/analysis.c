@@ -364,7 +364,8 @@ static int by_value_desc(const void *a, const void *b)
     return order ? order : pt_cmp_i64((int64_t)x->worker, (int64_t)y->worker);
 }
 
-pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold)
+pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold, const char *section,
+                          const char *key, const char *field)
 {
     worker_value *list = pt_xmalloc((a->n ? a->n : 1) * sizeof *list);
     size_t m = 0;
@@ -372,11 +373,26 @@ pt_json *pt_workers_above(const pt_analysis *a, const double *values, double thr
         if (values[w] > threshold)
             list[m++] = (worker_value){w, values[w]};
     qsort(list, m, sizeof *list, by_value_desc);
+    m = pt_listed_count(a, section, key, field, m);
     pt_json *out = pt_json_object();
-    for (size_t i = 0; i < m; i++)
+    for (size_t i = 0; i < m; i++) {
         pt_json_add(out, pt_worker_name(a, list[i].worker), pt_json_number(list[i].value));
+        pt_keep_worker(a, list[i].worker, PT_DETAIL_LISTED);
+    }
     free(list);
     return out;
+}
+
+static int by_distance_desc(const void *a, const void *b)
+{
+    const pt_ranked_worker *x = a, *y = b;
+    int order = pt_cmp_desc(x->distance, y->distance);
+    return order ? order : pt_cmp_i64((int64_t)x->worker, (int64_t)y->worker);
+}
+
+void pt_sort_ranked_workers(pt_ranked_worker *list, size_t n)
+{
+    qsort(list, n, sizeof *list, by_distance_desc);
 }
 
 const char *pt_category_of(pt_class cls)

@@ -13,6 +13,7 @@
 #define PT_DIAGNOSE_ANALYSIS_H
 
 #include "diagnose/diagnose.h"
+#include "diagnose/report_scale.h"
 #include "util/strtab.h"
 
 #include <stdbool.h>
@@ -44,6 +45,8 @@ typedef struct pt_analysis {
     size_t function_steps;
     double *scratch;              /* 2n doubles, for pt_spread_of */
     double *scratch2;             /* n doubles */
+    /* The bounded form of a large job's report (report_scale.h); NULL: the full form. */
+    pt_report_scale *scale;
 } pt_analysis;
 
 /* Sets of classes, as bits; work is every class but communication. */
@@ -119,8 +122,27 @@ typedef bool (*pt_row_scorer)(const pt_analysis *a, const pt_fn_row *row, const 
 pt_ranked_row *pt_rank_rows(const pt_analysis *a, pt_row_scorer scorer, const void *ctx, size_t *count);
 
 /* {worker name: value} for every value above threshold, largest first (the seed's
- * order for "abnormal_workers"). */
-pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold);
+ * order for "abnormal_workers"). In the bounded form the first pt_listed_count of them,
+ * the cut recorded under section/key/field. */
+pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold, const char *section,
+                          const char *key, const char *field);
+
+/* A worker a section lists, with how far it is from the typical worker (the order of a
+ * cut list: furthest first, then rank order) and the value it shows. */
+typedef struct pt_ranked_worker {
+    size_t worker;
+    double distance;
+    double value;
+} pt_ranked_worker;
+void pt_sort_ranked_workers(pt_ranked_worker *list, size_t n);
+
+/* The bounded form's two rules for the sections (no-ops in the full form). How many of
+ * count entries a per-worker map or list keeps (a cut is recorded in scale.truncated);
+ * and worker w is one the report is about: it gets full detail in "workers" (while fewer
+ * than PT_REPORT_FULL_DETAIL_MAX have it; the strongest reason is kept). */
+size_t pt_listed_count(const pt_analysis *a, const char *section, const char *key, const char *field, size_t count);
+void pt_keep_worker(const pt_analysis *a, size_t w, pt_detail why);
+static inline bool pt_bounded(const pt_analysis *a) { return a->scale != NULL; }
 
 /* Worker display name (trace file name) and rank. */
 static inline const char *pt_worker_name(const pt_analysis *a, size_t w) { return a->workers[w]->name; }
@@ -133,13 +155,39 @@ pt_json *pt_section_communication(const pt_analysis *a);
 pt_json *pt_section_cuda_runtime(const pt_analysis *a);
 pt_json *pt_section_python(const pt_analysis *a);
 pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight);
+/* Adds {metric: {avg, min, max}} of one worker under its name (none without samples). */
+void pt_hardware_worker(const pt_worker_summary *s, pt_json *workers);
 
 /* Findings (findings.c): the verdict and the sorted findings; marks the workers each
  * finding names in status_out (0 normal, 1 slow, 2 hang). */
 pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out, bool ranks_lost);
 
-/* The workers x functions matrix for the page (heatmap.c). */
-pt_json *pt_section_heatmap(const pt_analysis *a, const int *status);
+/* The workers x functions matrix for the page (heatmap.c): its columns, and per column
+ * every worker's deviation from the median worker (a share of the step) and bottleneck
+ * ratio. Built once, for the section and for the bounded form's parts. */
+typedef struct pt_heatmap {
+    size_t columns;
+    const pt_fn_row **rows;
+    double *dev;    /* [column * n + worker] */
+    double *share;
+} pt_heatmap;
+void pt_heatmap_build(const pt_analysis *a, const int *status, pt_heatmap *h);
+void pt_heatmap_free(pt_heatmap *h);
+/* The section: every worker's row (full form), or the full-detail workers' rows and one
+ * row per node (bounded form). */
+pt_json *pt_section_heatmap(const pt_analysis *a, const pt_heatmap *h);
+/* {"ranks", "values", "shares"} for workers [first, last) (a part's rows). */
+pt_json *pt_heatmap_rows(const pt_analysis *a, const pt_heatmap *h, size_t first, size_t last, bool kept_only);
+
+/* The bounded form (report_scale.c): starts it when the job is large (marks the named
+ * workers, the outliers and the examples), its "scale" key, and its end. */
+void pt_scale_begin(pt_analysis *a, const int *status);
+pt_json *pt_section_scale(const pt_analysis *a, const int *status, pt_json *parts);
+void pt_scale_end(pt_analysis *a);
+/* Nodes of the bounded form: hosts in order of their lowest rank. */
+size_t pt_scale_node_count(const pt_analysis *a);
+uint32_t pt_scale_node_of(const pt_analysis *a, size_t w);
+const char *pt_scale_node_host(const pt_analysis *a, uint32_t node);
 
 /* A class's finding category ("gpu_compute", ...) and its report section ("GPU Compute"). */
 const char *pt_category_of(pt_class cls);

@@ -66,19 +66,33 @@ static pt_json *kernel_entry(const pt_analysis *a, const pt_fn_row *row)
         if (d < best)
             best = d, example = i;
     }
-    size_t different = 0;
+    size_t different = 0, count = 0;
     pt_json *abnormal = pt_json_array();
+    pt_ranked_worker *listed = pt_xmalloc((m ? m : 1) * sizeof *listed);
+    double bottleneck_limit = fmax(SIGMAS * sb.sigma, BOTTLENECK_FLOOR);
+    double throughput_limit = fmax(SIGMAS * st.sigma, THROUGHPUT_FLOOR);
     for (size_t i = 0; i < m; i++) {
         if (i != example && differs(x[i], x[example], sb, st))
             different++;
-        bool waits_longer = x[i].bottleneck - sb.median > fmax(SIGMAS * sb.sigma, BOTTLENECK_FLOOR);
-        bool slower = st.median - x[i].throughput > fmax(SIGMAS * st.sigma, THROUGHPUT_FLOOR);
-        if (m >= 3 && (waits_longer || slower)) {
-            pt_json *entry = pt_json_push(abnormal, pt_json_object());
-            pt_json_add(entry, "worker", pt_json_string(pt_worker_name(a, who[i])));
-            pt_json_add(entry, "features", features_json(x[i]));
-        }
+        double longer = (x[i].bottleneck - sb.median) / bottleneck_limit;
+        double slower = (st.median - x[i].throughput) / throughput_limit;
+        if (m >= 3 && (longer > 1 || slower > 1))
+            listed[count++] = (pt_ranked_worker){i, fmax(longer, slower), 0};
     }
+    /* Rank order in the full form; the furthest beyond its limit first when cut. */
+    size_t kept = pt_listed_count(a, "Communication", row->name, "abnormal_workers", count);
+    if (kept < count)
+        pt_sort_ranked_workers(listed, count);
+    for (size_t k = 0; k < kept; k++) {
+        size_t i = listed[k].worker;
+        pt_json *entry = pt_json_push(abnormal, pt_json_object());
+        pt_json_add(entry, "worker", pt_json_string(pt_worker_name(a, who[i])));
+        pt_json_add(entry, "features", features_json(x[i]));
+        pt_keep_worker(a, who[i], PT_DETAIL_LISTED);
+    }
+    free(listed);
+    if (m)
+        pt_keep_worker(a, who[example], PT_DETAIL_EXAMPLE);
     pt_json *entry = pt_json_object();
     pt_json *normal = pt_json_add(entry, "example_of_normal_worker", pt_json_object());
     pt_json_add(normal, "worker", pt_json_string(m ? pt_worker_name(a, who[example]) : ""));

@@ -32,7 +32,8 @@ pt_json *pt_section_cuda_runtime(const pt_analysis *a)
         pt_row_total_ratio(a, apis[i].row, total);
         double avg_total = pt_mean(total, a->n);
         pt_row_exposed_ratio(a, apis[i].row, exposed);
-        pt_json *abnormal = pt_workers_above(a, exposed, ABNORMAL_RATIO);
+        pt_json *abnormal = pt_workers_above(a, exposed, ABNORMAL_RATIO, "CUDA Runtime", apis[i].row->name,
+                                             "abnormal_workers");
         if (avg_total < SHOWN_RATIO && avg_exposed < SHOWN_RATIO && abnormal->count == 0) {
             pt_json_free(abnormal);
             continue;

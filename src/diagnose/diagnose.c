@@ -13,7 +13,11 @@
  * A rank lost mid-round (its process died, its connection dropped) is the first thing a
  * user must know: its finding leads whatever the others' summaries say, it counts among
  * the missing ranks (it has no data), and the others' waiting is not judged as exposed
- * communication -- their last steps wait for a rank that is gone (pt_build_diagnosis). */
+ * communication -- their last steps wait for a rank that is gone (pt_build_diagnosis).
+ *
+ * A large job's report is the bounded form (report_scale.h): once the findings are known
+ * it says which workers get full detail, the sections add those they list, and only then
+ * is the workers list written; the rest of every worker goes to the parts. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
 #include "util/stats.h"
@@ -113,7 +117,7 @@ static pt_json *step_time_json(double profiled_ms, int64_t before_hang_ns)
     return before_hang_ns > 0 ? pt_json_number_rounded((double)before_hang_ns / 1e6, 6) : pt_json_null();
 }
 
-static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
+static pt_json *worker_json(const pt_analysis *a, size_t w, int status, bool with_detail)
 {
     const pt_worker_summary *s = a->workers[w];
     pt_json *j = pt_json_object();
@@ -140,7 +144,65 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status)
         if (s->has_syncs)
             add_sync_points(step, st);
     }
+    if (with_detail)
+        pt_json_add(j, "detail", pt_json_string(pt_detail_name(a->scale->detail[w])));
     return j;
+}
+
+/* [lowest, highest] rank of workers [first, last). */
+static pt_json *rank_range(const pt_analysis *a, size_t first, size_t last)
+{
+    pt_json *ranks = pt_json_array();
+    pt_json_push(ranks, pt_json_int(pt_worker_rank(a, first)));
+    pt_json_push(ranks, pt_json_int(pt_worker_rank(a, last - 1)));
+    return ranks;
+}
+
+/* The bounded form's parts: every worker's full entry, heatmap row and hardware, in
+ * chunks of PT_REPORT_PART_WORKERS in rank order, each built, handed to the writer and
+ * freed before the next (so memory holds one part, not all). Returns scale.parts. */
+static pt_json *write_parts(const pt_job_input *job, const pt_analysis *a, const int *status, const pt_heatmap *h,
+                            pt_json *warnings)
+{
+    if (!job->write_part)
+        return NULL;
+    pt_json *parts = pt_json_object();
+    pt_json_add(parts, "folder", pt_json_string("parts"));
+    pt_json_add(parts, "workers_per_part", pt_json_int(PT_REPORT_PART_WORKERS));
+    pt_json *files = pt_json_add(parts, "files", pt_json_array());
+    for (size_t first = 0, part = 0; first < a->n; first += PT_REPORT_PART_WORKERS, part++) {
+        size_t last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
+        pt_json *doc = pt_json_object();
+        pt_json_add(doc, "part", pt_json_int((int64_t)part));
+        pt_json_add(doc, "ranks", rank_range(a, first, last));
+        pt_json *workers = pt_json_add(doc, "workers", pt_json_array());
+        pt_json *hardware = pt_json_object();
+        for (size_t w = first; w < last; w++) {
+            pt_json_push(workers, worker_json(a, w, status[w], false));
+            pt_hardware_worker(a->workers[w], hardware);
+        }
+        pt_json_add(doc, "heatmap", pt_heatmap_rows(a, h, first, last, false));
+        pt_json_add(doc, "hardware", hardware);
+        char stem[32];
+        snprintf(stem, sizeof stem, "workers-%04zu", part);
+        pt_error err = {{0}};
+        if (job->write_part(job->part_ctx, stem, doc, &err) == 0) {
+            pt_json *f = pt_json_push(files, pt_json_object());
+            pt_buf name = PT_BUF_INIT;
+            pt_buf_printf(&name, "%s.json", stem);
+            pt_json_add(f, "file", pt_json_string(name.data));
+            pt_buf_free(&name);
+            pt_json_add(f, "ranks", rank_range(a, first, last));
+            pt_json_add(f, "workers", pt_json_int((int64_t)(last - first)));
+        } else {
+            pt_buf b = PT_BUF_INIT;
+            pt_buf_printf(&b, "report part %s not written: %s", stem, err.message);
+            pt_json_push(warnings, pt_json_string(b.data));
+            pt_buf_free(&b);
+        }
+        pt_json_free(doc);
+    }
+    return parts;
 }
 
 static pt_json *absent_worker_json(int32_t rank, const char *name, const char *status)
@@ -426,6 +488,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     uint8_t *lost = lost_ranks(job, world_size, &lost_count);
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
     pt_json *diagnosis = pt_build_diagnosis(&a, status, lost_count > 0);
+    pt_scale_begin(&a, status);
     if (lost_count)
         lead_with_lost(diagnosis, lost_finding(job, lost, world_size, lost_count));
     else if (a.n == 0) {
@@ -460,18 +523,8 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
             pt_json_push(missing, pt_json_int(r));
     add_job(report, job, &a, world_size, missing, missing_count);
 
+    /* Filled once the sections have said which workers they list (the bounded form). */
     pt_json *workers = pt_json_add(report, "workers", pt_json_array());
-    for (size_t w = 0; w < a.n; w++)
-        pt_json_push(workers, worker_json(&a, w, status[w]));
-    for (size_t i = 0; i < job->failed_count; i++)
-        pt_json_push(workers, absent_worker_json(job->failed_ranks[i], job->failed_names ? job->failed_names[i] : "",
-                                                 "error"));
-    for (size_t i = 0; i < missing->count; i++)
-        if (!known[missing->items[i]->integer])
-            pt_json_push(workers, absent_worker_json((int32_t)missing->items[i]->integer, "", "missing"));
-    free(known);
-    free(lost);
-
     pt_json_add(report, "diagnosis", diagnosis);
     pt_json_add(report, "GPU Compute", pt_section_gpu_compute(&a));
     pt_json_add(report, "GPU memory operations", pt_section_gpu_memory(&a));
@@ -485,9 +538,35 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     if (hardware)
         pt_json_add(report, "Hardware", hardware);
     free(highlight);
-    pt_json_add(report, "Heatmap", pt_section_heatmap(&a, status));
+    pt_heatmap heatmap;
+    pt_heatmap_build(&a, status, &heatmap);
+    pt_json_add(report, "Heatmap", pt_section_heatmap(&a, &heatmap));
+    pt_json *parts_warnings = pt_json_array();
+    /* The matrix goes before the worker table is built: at 100 000 workers both are tens of MB. */
+    pt_json *parts = pt_bounded(&a) ? write_parts(job, &a, status, &heatmap, parts_warnings) : NULL;
+    pt_heatmap_free(&heatmap);
+    if (pt_bounded(&a))
+        pt_json_add(report, "scale", pt_section_scale(&a, status, parts));
     add_warnings(report, job, &a, missing, missing_count);
+    pt_json *all_warnings = pt_json_get(report, "warnings");
+    for (size_t i = 0; i < parts_warnings->count; i++)
+        pt_json_push(all_warnings, parts_warnings->items[i]);
+    parts_warnings->count = 0;
+    pt_json_free(parts_warnings);
+
+    for (size_t w = 0; w < a.n; w++)
+        if (!pt_bounded(&a) || a.scale->detail[w])
+            pt_json_push(workers, worker_json(&a, w, status[w], pt_bounded(&a)));
+    for (size_t i = 0; i < job->failed_count; i++)
+        pt_json_push(workers, absent_worker_json(job->failed_ranks[i], job->failed_names ? job->failed_names[i] : "",
+                                                 "error"));
+    for (size_t i = 0; i < missing->count; i++)
+        if (!known[missing->items[i]->integer])
+            pt_json_push(workers, absent_worker_json((int32_t)missing->items[i]->integer, "", "missing"));
+    free(known);
+    free(lost);
     free(status);
+    pt_scale_end(&a);
     pt_analysis_free(&a);
     return report;
 }

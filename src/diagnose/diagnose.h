@@ -4,7 +4,8 @@
  * triggered workflow, tests): it compares the workers with each other and with expected
  * behaviour, and returns the whole report as a JSON tree in the schema of
  * docs/report-schema.md. It reads only summaries, so the same summaries always give the
- * same report. */
+ * same report. Above PT_REPORT_FULL_MAX_WORKERS workers the report is the bounded form
+ * (report_scale.h): its size grows with workers and nodes, not workers x functions. */
 #ifndef PT_DIAGNOSE_DIAGNOSE_H
 #define PT_DIAGNOSE_DIAGNOSE_H
 
@@ -29,6 +30,12 @@ typedef struct pt_job_input {
     const bool *failed_lost;
     const int64_t *failed_lost_step;
     const char *const *failed_reasons;
+    /* The bounded form (more than PT_REPORT_FULL_MAX_WORKERS workers; report_scale.h):
+     * each part of the workers' full detail, "workers-NNNN" and its document, is handed
+     * here to be written beside report.json (0 written, else -1 with err; the report
+     * says which were not). NULL: no parts (report.json says so). */
+    int (*write_part)(void *ctx, const char *stem, const pt_json *part, pt_error *err);
+    void *part_ctx;
 } pt_job_input;
 
 /* Builds the report. Never fails: with no usable worker the verdict explains why. A

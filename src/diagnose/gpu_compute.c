@@ -53,13 +53,24 @@ static void add_utilization(const pt_analysis *a, pt_json *section)
     pt_json_push(range, pt_json_number(hi));
     pt_json *abnormal = pt_json_add(section, "workers with abnormal GPU utilization", pt_json_object());
     double threshold = fmax(SIGMAS * s.sigma, UTILIZATION_FLOOR);
+    pt_ranked_worker *listed = pt_xmalloc((m ? m : 1) * sizeof *listed);
+    size_t count = 0;
     for (size_t w = 0, i = 0; w < a->n && m >= 3; w++) {
         if (!a->has_gpu[w])
             continue;
         if (fabs(u[i] - s.median) > threshold)
-            pt_json_add(abnormal, pt_worker_name(a, w), pt_json_number(u[i]));
+            listed[count++] = (pt_ranked_worker){w, fabs(u[i] - s.median), u[i]};
         i++;
     }
+    /* Rank order in the full form; the furthest from the median first when cut. */
+    size_t kept = pt_listed_count(a, "GPU Compute", NULL, "workers with abnormal GPU utilization", count);
+    if (kept < count)
+        pt_sort_ranked_workers(listed, count);
+    for (size_t i = 0; i < kept; i++) {
+        pt_json_add(abnormal, pt_worker_name(a, listed[i].worker), pt_json_number(listed[i].value));
+        pt_keep_worker(a, listed[i].worker, PT_DETAIL_LISTED);
+    }
+    free(listed);
     free(u);
 }
 
@@ -116,12 +127,24 @@ static void add_slow_kernels(const pt_analysis *a, const pt_ranked_row *ranked, 
             pt_json_add(e, "slowdown", pt_json_number_rounded(s.median > 0 ? med[w] / s.median : 0, 4));
         }
     }
-    for (size_t w = 0; w < a->n; w++) {
-        if (!per_worker[w])
-            continue;
-        pt_json_push(issues, pt_json_string(pt_worker_name(a, w)));
-        pt_json_add(detail, pt_worker_name(a, w), per_worker[w]);
-    }
+    /* Cut: the workers a finding names first, then rank order. */
+    size_t slow = 0, kept = 0;
+    for (size_t w = 0; w < a->n; w++)
+        slow += per_worker[w] != NULL;
+    size_t listed = pt_listed_count(a, "GPU Compute", NULL, "detailed report", slow);
+    for (int pass = listed < slow ? 0 : 1; pass < 2; pass++)
+        for (size_t w = 0; w < a->n; w++) {
+            bool named = pt_bounded(a) && a->scale->detail[w] == PT_DETAIL_NAMED;
+            if (!per_worker[w] || (pass == 0 && !named) || (pass == 1 && named && listed < slow))
+                continue;
+            if (kept++ < listed) {
+                pt_json_push(issues, pt_json_string(pt_worker_name(a, w)));
+                pt_json_add(detail, pt_worker_name(a, w), per_worker[w]);
+                pt_keep_worker(a, w, PT_DETAIL_LISTED);
+            } else {
+                pt_json_free(per_worker[w]);
+            }
+        }
     free(per_worker);
     free(med);
     free(present);

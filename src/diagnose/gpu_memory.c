@@ -18,7 +18,8 @@ pt_json *pt_section_gpu_memory(const pt_analysis *a)
         pt_row_exposed_ratio(a, row, ratio);
         pt_json *entry = pt_json_add(section, row->name, pt_json_object());
         pt_json_add(entry, "avg bottleneck ratio (in [0,1])", pt_json_number(pt_mean(ratio, a->n)));
-        pt_json_add(entry, "abnormal_workers", pt_workers_above(a, ratio, ABNORMAL_RATIO));
+        pt_json_add(entry, "abnormal_workers", pt_workers_above(a, ratio, ABNORMAL_RATIO, "GPU memory operations", row->name,
+                                                                 "abnormal_workers"));
     }
     free(ratio);
     return section;

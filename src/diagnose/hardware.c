@@ -104,6 +104,19 @@ static void metric_groups_free(metric_groups *g)
     free(g->values);
 }
 
+void pt_hardware_worker(const pt_worker_summary *s, pt_json *workers)
+{
+    if (!s->metric_count)
+        return;
+    pt_json *per = pt_json_add(workers, s->name, pt_json_object());
+    for (size_t i = 0; i < s->metric_count; i++) {
+        pt_json *v = pt_json_add(per, s->metrics[i].name, pt_json_object());
+        pt_json_add(v, "avg", pt_json_number(s->metrics[i].mean));
+        pt_json_add(v, "min", pt_json_number(s->metrics[i].min));
+        pt_json_add(v, "max", pt_json_number(s->metrics[i].max));
+    }
+}
+
 pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
 {
     metric_groups g;
@@ -129,20 +142,13 @@ pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight)
         pt_json_push(range, pt_json_number(lo));
         pt_json_push(range, pt_json_number(pt_median(means, m))); /* reorders its own group only */
         pt_json_push(range, pt_json_number(hi));
+        if (pt_bounded(a))
+            pt_json_add(entry, "quantiles", pt_quantiles_json(means, m));
     }
     pt_json *workers = pt_json_add(section, "workers", pt_json_object());
-    for (size_t w = 0; w < a->n; w++) {
-        const pt_worker_summary *s = a->workers[w];
-        if (!s->metric_count)
-            continue;
-        pt_json *per = pt_json_add(workers, s->name, pt_json_object());
-        for (size_t i = 0; i < s->metric_count; i++) {
-            pt_json *v = pt_json_add(per, s->metrics[i].name, pt_json_object());
-            pt_json_add(v, "avg", pt_json_number(s->metrics[i].mean));
-            pt_json_add(v, "min", pt_json_number(s->metrics[i].min));
-            pt_json_add(v, "max", pt_json_number(s->metrics[i].max));
-        }
-    }
+    for (size_t w = 0; w < a->n; w++)
+        if (!pt_bounded(a) || a->scale->detail[w])
+            pt_hardware_worker(a->workers[w], workers);
     add_series(a, highlight, pt_json_add(section, "series", pt_json_object()));
     metric_groups_free(&g);
     return section;

@@ -495,11 +495,92 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
  * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
  * *median_ratio is the typical function's ratio; returns the share of functions slowed
  * by at least half of it. */
-static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, size_t *compared,
-                              double *median_ratio)
+/* What slower_per_call compares a worker's row with, once per row instead of once per
+ * worker and row (that was n^2 x rows: hours at 100 000 workers): the median calls per
+ * step over every worker, and the per-call times of the workers that call it, sorted, so
+ * the median of the others is read off without the worker's own. */
+typedef struct per_call_rows {
+    double *peer_calls;   /* [row] */
+    double **sorted;      /* [row]: NULL for a row of another class */
+    size_t *present;      /* [row]: how many sorted holds */
+} per_call_rows;
+
+static int cmp_double_asc(const void *x, const void *y)
 {
+    double p = *(const double *)x, q = *(const double *)y;
+    return p < q ? -1 : p > q;
+}
+
+static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_rows *r)
+{
+    size_t rows = a->row_count ? a->row_count : 1;
+    r->peer_calls = pt_xcalloc(rows, sizeof *r->peer_calls);
+    r->sorted = pt_xcalloc(rows, sizeof *r->sorted);
+    r->present = pt_xcalloc(rows, sizeof *r->present);
+    double *calls = pt_xmalloc(a->n * sizeof *calls);
+    for (size_t i = 0; i < a->row_count; i++) {
+        const pt_fn_row *row = &a->rows[i];
+        if (!(classes & PT_CLASS_BIT(row->cls)))
+            continue;
+        pt_row_calls_per_step(a, row, calls);
+        r->peer_calls[i] = pt_median_of(calls, a->n, a->scratch);
+        double *sorted = r->sorted[i] = pt_xmalloc(a->n * sizeof *sorted);
+        size_t m = 0;
+        for (size_t v = 0; v < a->n; v++) {
+            const pt_function_summary *f = row->by_worker[v];
+            if (f && f->count)
+                sorted[m++] = (double)f->total_ns / (double)f->count;
+        }
+        qsort(sorted, m, sizeof *sorted, cmp_double_asc);
+        r->present[i] = m;
+    }
+    free(calls);
+}
+
+static void per_call_rows_free(const pt_analysis *a, per_call_rows *r)
+{
+    for (size_t i = 0; i < a->row_count; i++)
+        free(r->sorted[i]);
+    free(r->sorted);
+    free(r->peer_calls);
+    free(r->present);
+}
+
+/* The median (pt_median's: the mean of the two middle values of an even count) of sorted
+ * values [0, m) with one occurrence of x (which is among them) left out. */
+static double median_without(const double *sorted, size_t m, double x)
+{
+    size_t lo = 0, hi = m;
+    while (lo < hi) { /* the first index holding x */
+        size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t left = m - 1; /* the others: sorted without index lo */
+#define OTHER(i) ((i) < lo ? sorted[(i)] : sorted[(i) + 1])
+    double upper = OTHER(left / 2);
+    double median = left % 2 ? upper : (OTHER(left / 2 - 1) + upper) / 2;
+#undef OTHER
+    return median;
+}
+
+/* Worker w's per-call time against the others', over the functions of the given classes
+ * (CPU-side ones for a host, kernels for a GPU) most workers run as often as w does, counted alike whatever their time (one long call, a sleep, must
+ * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
+ * *median_ratio is the typical function's ratio; returns the share of functions slowed
+ * by at least half of it. rows: the rows' medians made once (per_call_rows_init with
+ * these classes), for a caller that asks about every worker; NULL: made here. */
+static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, const per_call_rows *rows,
+                              size_t *compared, double *median_ratio)
+{
+    per_call_rows own;
+    if (!rows) {
+        per_call_rows_init(a, classes, &own);
+        rows = &own;
+    }
     double *ratios = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ratios);
-    double *others = pt_xmalloc(a->n * sizeof *others), *calls = pt_xmalloc(a->n * sizeof *calls);
     size_t k = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
@@ -507,22 +588,17 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
         if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
             (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
-        pt_row_calls_per_step(a, row, calls);
-        double peer_calls = pt_median_of(calls, a->n, a->scratch);
-        if (call_evidence(calls[w], peer_calls) != PT_EVIDENCE_SLOWER || calls[w] < (1 - MORE_CALLS_SHARE) * peer_calls)
+        double my_calls = (double)mine->count / a->steps[w], peer_calls = rows->peer_calls[i];
+        if (call_evidence(my_calls, peer_calls) != PT_EVIDENCE_SLOWER || my_calls < (1 - MORE_CALLS_SHARE) * peer_calls)
             continue;
-        size_t m = 0;
-        for (size_t v = 0; v < a->n; v++) {
-            const pt_function_summary *f = row->by_worker[v];
-            if (v != w && f && f->count)
-                others[m++] = (double)f->total_ns / (double)f->count;
-        }
+        size_t m = rows->present[i] - 1; /* the others that call it: w does */
         if (2 * m < a->n - 1 || m == 0)
             continue;
-        double theirs = pt_median_of(others, m, a->scratch);
+        double my_per_call = (double)mine->total_ns / (double)mine->count;
+        double theirs = median_without(rows->sorted[i], rows->present[i], my_per_call);
         if (theirs <= 0)
             continue;
-        ratios[k++] = ((double)mine->total_ns / (double)mine->count) / theirs;
+        ratios[k++] = my_per_call / theirs;
     }
     *median_ratio = k ? pt_median(ratios, k) : 1; /* reorders ratios; the count below does not mind */
     size_t slowed = 0;
@@ -530,8 +606,8 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
         slowed += ratios[i] >= 1 + (*median_ratio - 1) / 2;
     *compared = k;
     free(ratios);
-    free(others);
-    free(calls);
+    if (rows == &own)
+        per_call_rows_free(a, &own);
     return k ? (double)slowed / (double)k : 0;
 }
 
@@ -576,7 +652,8 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
          * does (a long sleep, while the others spin in a barrier on the same cores). */
         if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
             one_function_explains(a, w, excess) ||
-            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), &compared, &factor) <
+            slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), NULL, &compared,
+                            &factor) <
                 UNIFORM_SHARE ||
             compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
@@ -617,13 +694,16 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
     size_t *compared = pt_xcalloc(a->n, sizeof *compared);
     bool *slow = pt_xcalloc(a->n, sizeof *slow);
     bool *uniform = pt_xcalloc(a->n, sizeof *uniform);
+    per_call_rows kernels;
+    per_call_rows_init(a, PT_CLASS_BIT(PT_CLASS_COMPUTE), &kernels);
     for (size_t w = 0; w < a->n; w++) { /* seeds: the excess clears each worker's own noise */
-        double share = slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &compared[w], &factor[w]);
+        double share = slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &kernels, &compared[w], &factor[w]);
         uniform[w] = share >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
         slow[w] = uniform[w] && real_excess(a, &v, w, false) > 0;
         if (slow[w])
             top = fmax(top, factor[w]);
     }
+    per_call_rows_free(a, &kernels);
     /* The seeds' like, against the workers that are not seeds: half a host's GPUs slow
      * move the median half way to them, and noise atop a slow GPU widens its spread. */
     double *others = pt_xmalloc(a->n * sizeof *others);

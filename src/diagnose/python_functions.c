@@ -25,7 +25,8 @@ pt_json *pt_section_python(const pt_analysis *a)
     double *ratio = pt_xmalloc((a->n ? a->n : 1) * sizeof *ratio);
     for (size_t i = 0; i < k && i < MAX_STACKS; i++) {
         pt_row_exposed_ratio(a, stacks[i].row, ratio);
-        pt_json_add(section, stacks[i].row->name, pt_workers_above(a, ratio, SHARE_THRESHOLD));
+        pt_json_add(section, stacks[i].row->name, pt_workers_above(a, ratio, SHARE_THRESHOLD, "Python functions",
+                                                                      stacks[i].row->name, "workers"));
     }
     free(ratio);
     free(stacks);

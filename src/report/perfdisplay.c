@@ -15,8 +15,8 @@
  * of it goes through outdir.c's checked folders (O_EXCL | O_NOFOLLOW files, no symlink
  * followed, private below a world-writable folder), so a shared output folder cannot turn
  * the write into one somewhere else.
- * Cost: one parse and one compact write of the report (the report is small next to the
- * traces it summarises: a few MB for 4096 workers) plus ~1 MB of page assets. */
+ * Cost: one compact write of the report (and one parse first when the report is text
+ * someone gave, not the tree perftracker just wrote) plus ~1 MB of page assets. */
 #define _POSIX_C_SOURCE 200809L
 #include "report/perfdisplay.h"
 #include "report/perfdisplay_assets.h"
@@ -138,13 +138,29 @@ int pt_perfdisplay_render_data(const char *report_json, size_t report_len, pt_bu
     return 0;
 }
 
-static int write_report_data(const pt_out_dir *dir, const char *report_json, size_t report_len,
+/* data.js of a document: doc when the caller has its tree (it was written from it), else
+ * report_json parsed (a file someone gave). */
+static int render_data(const pt_json *doc, const char *report_json, size_t report_len, pt_buf *data_js,
+                       bool *is_diff, pt_error *err)
+{
+    if (!doc)
+        return pt_perfdisplay_render_data(report_json, report_len, data_js, is_diff, err);
+    *is_diff = pt_json_get(doc, "diff_version") != NULL;
+    pt_buf_puts(data_js, data_js_prefix);
+    pt_json_write(data_js, doc, -1);
+    pt_buf_puts(data_js, ";\n");
+    return 0;
+}
+
+static int write_report_data(const pt_out_dir *dir, const pt_json *doc, const char *report_json, size_t report_len,
                              pt_error *err)
 {
     pt_buf data_js = PT_BUF_INIT;
     bool is_diff;
-    if (pt_perfdisplay_render_data(report_json, report_len, &data_js, &is_diff, err) != 0)
+    if (render_data(doc, report_json, report_len, &data_js, &is_diff, err) != 0) {
+        pt_buf_free(&data_js);
         return -1;
+    }
     /* A diff (perftracker diff) keeps its own name beside the page; the other name goes,
      * so a folder never holds a stale document of the other kind. */
     const char *name = is_diff ? "diff.json" : "report.json";
@@ -162,8 +178,14 @@ static int write_report_data(const pt_out_dir *dir, const char *report_json, siz
 int pt_perfdisplay_write_into(const pt_out_dir *display_dir, const char *report_json, size_t report_len,
                               pt_error *err)
 {
+    return pt_perfdisplay_write_doc_into(display_dir, NULL, report_json, report_len, err);
+}
+
+int pt_perfdisplay_write_doc_into(const pt_out_dir *display_dir, const pt_json *doc, const char *report_json,
+                                  size_t report_len, pt_error *err)
+{
     /* The data first: a folder with a page but no data is worse than an old folder. */
-    if (write_report_data(display_dir, report_json, report_len, err) != 0)
+    if (write_report_data(display_dir, doc, report_json, report_len, err) != 0)
         return -1;
     return write_assets(display_dir, err);
 }

@@ -11,6 +11,7 @@
 
 #include "util/buf.h"
 #include "util/common.h"
+#include "util/json.h"
 #include "util/outdir.h"
 
 #include <stdbool.h>
@@ -26,6 +27,10 @@ int pt_perfdisplay_write(const char *display_dir, const char *report_json, size_
 int pt_perfdisplay_write_into(const pt_out_dir *display_dir, const char *report_json, size_t report_len,
                               pt_error *err);
 
+/* The same, data.js written from doc, the tree report_json was written from (no parse:
+ * the JSON writer is HTML-safe whatever the tree holds). */
+int pt_perfdisplay_write_doc_into(const pt_out_dir *display_dir, const pt_json *doc, const char *report_json,
+                                  size_t report_len, pt_error *err);
 /* data.js for report_json, appended to data_js (the report parsed and re-serialised, as
  * the writers above write it); is_diff: a diff document. 0 or -1 with err when the text
  * is not a JSON object. */

@@ -1,6 +1,7 @@
 /* report.c -- writes report.json (atomically: a reader never sees half a report) and the
  * PerfDisplay folder next to it, all inside one checked output folder (util/outdir.h: no
- * other user can redirect the write), and renders the seed-style log lines. */
+ * other user can redirect the write), the bounded form's parts beside them, and renders
+ * the seed-style log lines. */
 #define _POSIX_C_SOURCE 200809L
 #include "report/report.h"
 #include "report/perfdisplay.h"
@@ -28,11 +29,60 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
     if (rc == 0)
         rc = pt_out_dir_sub(&display, &out, "PerfDisplay", true, err);
     if (rc == 0) {
-        rc = pt_perfdisplay_write_into(&display, json.data, json.len, err);
+        rc = pt_perfdisplay_write_doc_into(&display, doc, json.data, json.len, err);
         pt_out_dir_close(&display);
     }
     pt_out_dir_close(&out);
     pt_buf_free(&json);
+    return rc;
+}
+
+/* One file in out_dir/<sub...>/ (folders made as needed, each checked). */
+static int write_in(const char *out_dir, const char *const *subs, size_t sub_count, const char *name,
+                    const pt_buf *text, pt_error *err)
+{
+    pt_out_dir dirs[4];
+    size_t opened = 0;
+    int rc = pt_out_dir_open(&dirs[0], out_dir, true, err);
+    opened += rc == 0;
+    for (size_t i = 0; rc == 0 && i < sub_count && i + 1 < PT_ARRAY_LEN(dirs); i++) {
+        rc = pt_out_dir_sub(&dirs[i + 1], &dirs[i], subs[i], true, err);
+        opened += rc == 0;
+    }
+    if (rc == 0) {
+        const void *parts[] = {text->data};
+        size_t sizes[] = {text->len};
+        rc = pt_out_dir_write(&dirs[opened - 1], name, parts, sizes, 1, 0644, err);
+    }
+    while (opened)
+        pt_out_dir_close(&dirs[--opened]);
+    return rc;
+}
+
+int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *part, pt_error *err)
+{
+    pt_buf text = PT_BUF_INIT, name = PT_BUF_INIT;
+    pt_json_write(&text, part, -1);
+    pt_buf_putc(&text, '\n');
+    pt_buf_printf(&name, "%s.json", stem);
+    static const char *const json_dir[] = {"parts"}, *const script_dir[] = {"PerfDisplay", "parts"};
+    int rc = write_in(out_dir, json_dir, 1, name.data, &text, err);
+    if (rc == 0) {
+        /* The same data as a script the page loads from file:// too (the writer is
+         * HTML-safe: nothing in it can end the script). */
+        const pt_json *index = pt_json_get(part, "part");
+        pt_buf script = PT_BUF_INIT;
+        pt_buf_printf(&script, "(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%lld] = ",
+                      (long long)(index ? index->integer : 0));
+        pt_buf_append(&script, text.data, text.len - 1);
+        pt_buf_puts(&script, ";\n");
+        pt_buf_reset(&name);
+        pt_buf_printf(&name, "%s.js", stem);
+        rc = write_in(out_dir, script_dir, 2, name.data, &script, err);
+        pt_buf_free(&script);
+    }
+    pt_buf_free(&text);
+    pt_buf_free(&name);
     return rc;
 }
 

@@ -13,6 +13,11 @@ int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err);
 /* The same for any document PerfDisplay shows (a report, or a diff as diff.json). */
 int pt_report_write_document(const char *out_dir, const char *file_name, const pt_json *doc, pt_error *err);
 
+/* One part of a bounded report (docs/report-schema.md, "Parts"): out_dir/parts/STEM.json
+ * and out_dir/PerfDisplay/parts/STEM.js, each written atomically in checked folders.
+ * 0 or -1 with err. */
+int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *part, pt_error *err);
+
 /* What pt_report_write puts in its files' content, rendered in memory only: report.json's
  * text and PerfDisplay's data.js, appended to the buffers (for in-memory rounds: see
  * pt_round_new_in_memory). 0, or -1 with err where the write would fail for the content. */

@@ -32,9 +32,11 @@ void pt_summary_free(pt_worker_summary *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->function_count; i++) {
-        free(s->functions[i].name);
-        free(s->functions[i].group);
-        free(s->functions[i].caller);
+        if (!s->shared_function_names) {
+            free(s->functions[i].name);
+            free(s->functions[i].group);
+            free(s->functions[i].caller);
+        }
         free(s->functions[i].step_exposed_ns);
     }
     for (size_t i = 0; i < s->metric_count; i++)
@@ -69,8 +71,10 @@ void pt_summary_free_hang_state(pt_worker_summary *s)
     for (size_t i = 0; i < s->group_count; i++) {
         pt_collective_group *g = &s->groups[i];
         for (size_t k = 0; k < g->call_count; k++) {
-            free(g->calls[k].op);
-            free(g->calls[k].dtype);
+            if (!s->shared_function_names) {
+                free(g->calls[k].op);
+                free(g->calls[k].dtype);
+            }
             free(g->calls[k].error);
         }
         free(g->calls);

@@ -223,6 +223,9 @@ typedef struct pt_worker_summary {
                                  PT_SUMMARY_MAX_STEP_VALUES steps) */
     pt_function_summary *functions;
     size_t function_count;
+    bool shared_function_names; /* functions' name, group and caller, and collective calls'
+                                   op and dtype, live in the decoder's shared pool
+                                   (pt_summary_share_names), not in s */
     pt_metric_summary *metrics;
     size_t metric_count;
     char **warnings;

@@ -13,6 +13,7 @@
 #include "util/strtab.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -439,8 +440,54 @@ static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_functio
     f->step_count = c->bad ? 0 : n;
 }
 
+/* The shared pool of pt_summary_share_names: NULL until asked for, then for good (its
+ * strings are pointed to by summaries that may outlive any owner that could free it). */
+static pthread_mutex_t name_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_strtab *name_pool;
+
+void pt_summary_share_names(void)
+{
+    pthread_mutex_lock(&name_pool_lock);
+    if (!name_pool) {
+        name_pool = pt_xmalloc(sizeof *name_pool);
+        pt_strtab_init(name_pool);
+    }
+    pthread_mutex_unlock(&name_pool_lock);
+}
+
+/* A function's string as the summary keeps it: the pool's copy (pooled), or its own. */
+static char *function_string(const char *text, bool pooled)
+{
+    if (!pooled)
+        return pt_xstrdup(text);
+    pthread_mutex_lock(&name_pool_lock);
+    const char *shared = pt_strtab_get(name_pool, pt_strtab_intern(name_pool, text, strlen(text)));
+    pthread_mutex_unlock(&name_pool_lock);
+    return (char *)shared; /* never written through: shared_function_names says so */
+}
+
+/* A string get_string made, as the summary keeps it: pooled, the pool's copy (owned is
+ * freed); else owned itself. NULL stays NULL. */
+static char *shared_string(char *owned, bool pooled)
+{
+    if (!owned || !pooled)
+        return owned;
+    char *shared = function_string(owned, true);
+    free(owned);
+    return shared;
+}
+
+static bool names_pooled(void)
+{
+    pthread_mutex_lock(&name_pool_lock);
+    bool on = name_pool != NULL;
+    pthread_mutex_unlock(&name_pool_lock);
+    return on;
+}
+
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
+    bool pooled = s->shared_function_names;
     size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
     char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
     for (size_t i = 0; i < nstrings; i++)
@@ -456,8 +503,8 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
             break;
         }
         f->cls = (pt_class)cls;
-        f->name = pt_xstrdup(strings[name]);
-        f->group = group ? pt_xstrdup(strings[group - 1]) : NULL;
+        f->name = function_string(strings[name], pooled);
+        f->group = group ? function_string(strings[group - 1], pooled) : NULL;
         s->function_count++;
         f->count = get_uvarint(c);
         f->total_ns = get_varint(c);
@@ -475,7 +522,7 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
                 broken(c, "a function's caller refers to a missing string");
                 break;
             }
-            f->caller = caller ? pt_xstrdup(strings[caller - 1]) : NULL;
+            f->caller = caller ? function_string(strings[caller - 1], pooled) : NULL;
         }
     }
     pt_free_strings(strings, nstrings);
@@ -541,9 +588,9 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
         for (size_t k = 0; k < nc && !c->bad; k++) {
             pt_collective_call *call = &g->calls[g->call_count++];
             call->seq = get_varint(c);
-            call->op = get_string(c);
+            call->op = shared_string(get_string(c), s->shared_function_names);
             call->count = get_varint(c);
-            call->dtype = get_optional_string(c);
+            call->dtype = shared_string(get_optional_string(c), s->shared_function_names);
             uint64_t state = get_uvarint(c);
             call->state = state < PT_CALL_STATE_COUNT ? (pt_call_state)state : 0; /* 0: refused by the check */
             call->age_ns = get_varint(c);
@@ -554,6 +601,7 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
 
 static void decode_payload(cursor *c, pt_worker_summary *s)
 {
+    s->shared_function_names = names_pooled();
     s->rank = get_i32(c);
     uint64_t source = get_uvarint(c);
     s->rank_source = source <= PT_RANK_FROM_FILE_ORDER ? (pt_rank_source)source : PT_RANK_UNKNOWN;

@@ -22,6 +22,11 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
 
 int pt_summary_write_file(const pt_worker_summary *s, const char *path, pt_error *err);
 pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err);
+/* From now on, summaries decoded in this process keep their functions' names, groups
+ * and callers in one shared pool (each distinct string once, for the life of the
+ * process) instead of a copy each: a job's 100 000 workers name the same few hundred
+ * functions. Thread-safe; for a process that decodes a whole job at once (analyze). */
+void pt_summary_share_names(void);
 /* True when the first bytes are a summary's magic. */
 bool pt_summary_sniff(const void *head, size_t n);
 

@@ -55,6 +55,10 @@ for _ in range(100):
         continue
     print(a.getsockname()[1])
     break')
+if [[ -z $port ]]; then
+    echo "demo: no free pair of adjacent loopback ports in 100 tries (is something holding most ports?)" >&2
+    exit 1
+fi
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=4 OMP_NUM_THREADS=1
 export PERFTRACKER_KEY_DIR="$work/keys" PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 

@@ -22,6 +22,7 @@ survivors (after adding tests) and prints the new score over the same sample.
   scripts/mutate.py --sample 50 --seed 1            # what `make mutate` runs
   scripts/mutate.py --files src/compare --sample 10 # one module
   scripts/mutate.py --list --files diff.c           # the candidate mutants, not run
+  scripts/mutate.py --retest old.json --tests 'unit\.test_diff'  # only these tests
 """
 import argparse
 import hashlib
@@ -254,9 +255,9 @@ def build(build_dir, jobs, timeout):
     return p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
 
 
-def run_tests(build_dir, module, timeout, jobs):
+def run_tests(build_dir, module, timeout, jobs, only=None):
     """(verdict, detail): killed when a test fails or the run passes the timeout."""
-    pattern = "|".join(f"({p})" for p in MODULE_TESTS.get(module, ["unit\\."]))
+    pattern = only or "|".join(f"({p})" for p in MODULE_TESTS.get(module, ["unit\\."]))
     # Never the slow whole-system tests a pattern might catch by accident (browsers, the
     # torch jobs other than the one a module names, root-only namespaces, fuzzing).
     cmd = ["ctest", "-R", pattern, "--stop-on-failure", f"-j{jobs}", "--timeout", str(timeout), "-E",
@@ -302,7 +303,7 @@ def mutate_one(mutant, args):
             return "stillborn", log.strip().splitlines()[-1][:200] if log.strip() else "", 0
         if original_obj and digest(object_file(args.build, rel)) == original_obj:
             return "equivalent", "same object code", 0
-        return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs)
+        return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)
 
 
 def describe(m):
@@ -348,6 +349,7 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and exit")
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--retest", help="rerun only the survivors of this --json file")
+    ap.add_argument("--tests", help="a ctest -R pattern run instead of the module's tests (does a new test kill it?)")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
 

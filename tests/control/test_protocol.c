@@ -19,7 +19,14 @@
 #include "control/discover.h"
 #include "control/job_env.h"
 #include "control/jobfile.h"
+#include "control/net.h"
 #include "control/protocol.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
 {
@@ -752,6 +759,53 @@ static void test_hang_is_five_mean_steps_and_a_floor(void **state)
     assert_int_equal(pt_hang_stalled_ns(1000000 * ms, 0, 0, 0, 5.0, 200 * ms), 0);
 }
 
+static void on_interrupt(int sig)
+{
+    (void)sig;
+}
+
+/* A connect whose wait a signal interrupts waits again for the rest, then times out: a
+ * signal is not a failure (SIGCHLD, a profiler's timer), and a poll that timed out after
+ * one is not another interruption (errno still says EINTR then). The listener's accept
+ * queue is full, so the kernel drops the SYN and connect stays in progress. */
+static void test_connect_interrupted_by_a_signal_times_out(void **state)
+{
+    (void)state;
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+    assert_int_equal(bind(listener, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(listener, 0), 0);
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&addr, &len), 0);
+    int queued[3];
+    for (int i = 0; i < 3; i++) { /* one fills a backlog of 0; the others wait in SYN_SENT */
+        queued[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        connect(queued[i], (struct sockaddr *)&addr, sizeof addr);
+    }
+
+    struct sigaction on = {.sa_handler = on_interrupt}, old; /* no SA_RESTART: poll sees EINTR */
+    sigemptyset(&on.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &on, &old), 0);
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
+    timer_t timer;
+    assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+    struct itimerspec once = {.it_value = {0, 200 * 1000000L}}; /* one signal, mid-wait */
+    assert_int_equal(timer_settime(timer, 0, &once, NULL), 0);
+    alarm(30); /* a connect that never returns ends the test (SIGALRM) instead of hanging it */
+
+    pt_error err = {0};
+    int fd = pt_net_connect("127.0.0.1", ntohs(addr.sin_port), 1000, &err);
+    alarm(0);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err.message, "timed out"));
+
+    timer_delete(timer);
+    sigaction(SIGUSR1, &old, NULL);
+    for (int i = 0; i < 3; i++)
+        close(queued[i]);
+    close(listener);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -769,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_slowdown_needs_five_percent),
         cmocka_unit_test(test_noise_raises_the_bar),
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
+        cmocka_unit_test(test_connect_interrupted_by_a_signal_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control/agent_instance.h"
 #include "control/auth.h"
 #include "control/autotrigger.h"
 #include "control/discover.h"
@@ -806,6 +807,28 @@ static void test_connect_interrupted_by_a_signal_times_out(void **state)
     close(listener);
 }
 
+/* The agent's defaults, as agent_instance.h documents them: a heartbeat a second, the
+ * status hook sampled every 100 ms (0 would spin the agent thread on a core), a hang after
+ * 5 mean steps and at least 10 s, the automatic trigger at 5% every 10 minutes. */
+static void test_agent_defaults(void **state)
+{
+    (void)state;
+    pt_agent_config cfg;
+    memset(&cfg, 0x5a, sizeof cfg);
+    pt_agent_config_defaults(&cfg);
+    assert_int_equal(cfg.rank, -1);
+    assert_int_equal(cfg.local_rank, -1);
+    assert_int_equal(cfg.node_rank, -1);
+    assert_int_equal(cfg.heartbeat_ns, 1000000000LL);
+    assert_int_equal(cfg.poll_ns, 100000000LL);
+    assert_int_equal(cfg.hang_floor_ns, 10000000000LL);
+    assert_true(cfg.hang_factor == 5.0);
+    assert_true(cfg.auto_threshold == 0.05);
+    assert_int_equal(cfg.auto_interval_ns, 600000000000LL);
+    assert_false(cfg.auto_trigger);
+    assert_int_equal(cfg.thread_stack_bytes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -824,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_noise_raises_the_bar),
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
         cmocka_unit_test(test_connect_interrupted_by_a_signal_times_out),
+        cmocka_unit_test(test_agent_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -829,6 +829,38 @@ static void test_agent_defaults(void **state)
     assert_int_equal(cfg.thread_stack_bytes, 0);
 }
 
+/* The coordinator's port at the edges of the port range: one above MASTER_PORT, one below
+ * when MASTER_PORT is the last port; PERFTRACKER_PORT taken as given from 1 to 65535. */
+static void test_coordinator_port_at_the_edges(void **state)
+{
+    (void)state;
+    pt_job_env env;
+    pt_error err;
+    clear_job_env();
+    setenv("MASTER_ADDR", "10.0.0.7", 1);
+    setenv("MASTER_PORT", "65534", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65535);
+    setenv("MASTER_PORT", "65535", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65534);
+    setenv("PERFTRACKER_PORT", "65535", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65535);
+    setenv("PERFTRACKER_PORT", "1", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 1);
+    unsetenv("PERFTRACKER_PORT");
+    setenv("MASTER_PORT", "1", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 2);
+    setenv("MASTER_PORT", "65536", 1); /* no port: not a job's rendezvous */
+    assert_int_equal(pt_job_env_read(&env, false, &err), 1);
+    setenv("MASTER_PORT", "0", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 1);
+    clear_job_env();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
         cmocka_unit_test(test_connect_interrupted_by_a_signal_times_out),
         cmocka_unit_test(test_agent_defaults),
+        cmocka_unit_test(test_coordinator_port_at_the_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

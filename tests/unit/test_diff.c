@@ -176,7 +176,7 @@ static void test_slow_gpu_names_the_rank_and_kernel(void **state)
     assert_string_equal(change_of(d), "slower");
     assert_cause(d, "compute", kernel, 7);
     const char *sentence = pt_json_get_string(pt_json_get(d, "verdict"), "sentence", "");
-    assert_non_null(strstr(sentence, "Rank 7"));
+    assert_non_null(strstr(sentence, "Rank 7: GPU compute time grew by ")); /* rank 7 alone */
     assert_non_null(strstr(sentence, "flash_bwd"));
     assert_non_null(strstr(sentence, "wait for it in collectives"));
     /* The kernel is listed with rank 7's change; the median worker's communication grew. */
@@ -448,9 +448,29 @@ static void test_one_step_says_noise_is_unknown(void **state)
     free_job(&b);
 }
 
+/* Two slow GPUs (ranks 1 and 6 of 8): both named, and only they. */
+static void test_two_slow_gpus_are_both_named(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), slow = make_job(PT_FAULT_TWO_SLOW, 1, 8, 3);
+    pt_json *d = diff_jobs(&healthy, &slow);
+    assert_string_equal(change_of(d), "slower");
+    const char *sentence = pt_json_get_string(pt_json_get(d, "verdict"), "sentence", "");
+    assert_non_null(strstr(sentence, "Ranks 1 and 6: GPU compute time grew by "));
+    assert_non_null(strstr(sentence, "wait for them in collectives"));
+    const pt_json *ranks = pt_json_get(cause_of(d), "ranks");
+    assert_int_equal(ranks->count, 2);
+    assert_int_equal(ranks->items[0]->integer + ranks->items[1]->integer, 7);
+    assert_int_equal(ranks->items[0]->integer * ranks->items[1]->integer, 6);
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&slow);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_slow_gpus_are_both_named),
         cmocka_unit_test(test_job_against_itself_is_unchanged),
         cmocka_unit_test(test_another_healthy_seed_is_unchanged),
         cmocka_unit_test(test_slow_gpu_names_the_rank_and_kernel),

@@ -54,11 +54,12 @@ MODULE_TESTS = {
     "diagnose": ["unit\\.test_diagnose", ENGINE],
     "compare": ["unit\\.test_diff", "engine\\.diff_", "reliability\\.cli_messages"],
     "report": ["display\\.test_perfdisplay", "unit\\.test_diff", "engine\\.(fault_suite|diff_synthetic|export_roundtrip|"
-               "terminal_summary)",
+               "terminal_summary|cli_smaller)",
                "reliability\\.cli_messages"],
     "synth": ["synth\\.(test_|json_and_cli|model_fingerprint)", "engine\\.(fault_suite|whatif_truth|diff_synthetic|truncated_kineto_hangs)"],
     "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker",
-            "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip|terminal_summary|rare_inputs)",
+            "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip|terminal_summary|rare_inputs|"
+            "cli_smaller)",
             "reliability\\.hostile_summaries"],
     "control": ["control\\.(protocol|discover|rounds$)", "reliability\\.hostile_(worker|summary)",
                 "control\\.process\\.(scale|killed|hung|wrong-secret|no-job|discover)",

@@ -57,7 +57,7 @@ MODULE_TESTS = {
                "terminal_summary|cli_smaller)",
                "reliability\\.cli_messages"],
     "synth": ["synth\\.(test_|json_and_cli|model_fingerprint)", "engine\\.(fault_suite|whatif_truth|diff_synthetic|truncated_kineto_hangs)"],
-    "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker",
+    "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker", "synth\\.json_and_cli",
             "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip|terminal_summary|rare_inputs|"
             "cli_smaller)",
             "reliability\\.hostile_summaries"],

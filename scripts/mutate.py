@@ -51,7 +51,7 @@ MODULE_TESTS = {
     "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "synth\\.test_hangs", "reliability\\.hostile_summar",
                   "engine\\.(summaries_equal_traces|kernel_totals|fault_suite|truncated_kineto_hangs|h200_labelled|"
                   "comm_throughput|diff_values|step_medians)"],
-    "diagnose": ["unit\\.test_diagnose", ENGINE],
+    "diagnose": ["unit\\.test_diagnose", "synth\\.test_hangs", ENGINE],
     "compare": ["unit\\.test_diff", "engine\\.diff_", "reliability\\.cli_messages"],
     "report": ["display\\.test_perfdisplay", "unit\\.test_diff", "engine\\.(fault_suite|diff_synthetic|export_roundtrip|"
                "terminal_summary|cli_smaller)",
@@ -65,7 +65,7 @@ MODULE_TESTS = {
                 "control\\.process\\.(scale|killed|hung|wrong-secret|no-job|discover)",
                 "control\\.e2e_torch\\.ends-mid-window"],  # a window finished as the process exits
     "collect": ["collector\\.test_", "control\\.bookkeeping$", "control\\.rounds$", "collector\\.python_workloadpython3"],
-    "display": ["display\\.test_", "display\\.http\\.perftracker"],
+    "display": ["display\\.test_", "display\\.http\\.perftracker", "reliability\\.listening_sockets"],
 }
 
 # --- operators: (name, regex over code with strings and comments blanked, replacement) -----

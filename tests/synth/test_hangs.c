@@ -395,6 +395,22 @@ static void test_empty_collective_is_a_size_mismatch(void **state)
         fail_msg("sentence: %s", summary);
     pt_json_free(report);
     free_workers(w, 4);
+
+    /* The other way round: the three agree on an empty call, rank 3 has 1000 elements. */
+    for (int r = 0; r < 3; r++)
+        w[r] = snapshot(r, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t0\tfloat32\tentered\t3000000\n",
+                        3000000000LL, 38000000);
+    w[3] = snapshot(3, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t1000\tfloat32\tentered\t3000000\n",
+                    3000000000LL, 38000000);
+    report = diagnose(w, 4);
+    f = hang_finding(report, &n);
+    assert_non_null(f);
+    assert_string_equal(pt_json_get_string(evidence_hang(f), "mismatch", ""), "size");
+    summary = pt_json_get_string(f, "summary", "");
+    if (!strstr(summary, "a size mismatch: rank 3 called all_reduce (1000 x float32) where ranks 0-2 called all_reduce (0 x float32)"))
+        fail_msg("sentence: %s", summary);
+    pt_json_free(report);
+    free_workers(w, 4);
 }
 
 int main(void)

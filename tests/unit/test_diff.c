@@ -467,9 +467,46 @@ static void test_two_slow_gpus_are_both_named(void **state)
     free_job(&slow);
 }
 
+static bool has_note(const pt_json *d, const char *text)
+{
+    const pt_json *notes = pt_json_get(d, "notes");
+    for (size_t i = 0; notes && i < notes->count; i++)
+        if (strstr(notes->items[i]->string, text))
+            return true;
+    return false;
+}
+
+/* What the notes say about runs of different sizes, with the counts and their plurals. */
+static void test_notes_on_run_sizes(void **state)
+{
+    (void)state;
+    static const struct {
+        int before, after;
+        const char *says;
+    } cases[] = {
+        {1, 4, "BEFORE has 1 worker and AFTER 4: figures are the median worker's (per-worker medians), not rank by rank."},
+        {2, 4, "BEFORE has 2 workers and AFTER 4: figures are the median worker's"},
+        {8, 4, "BEFORE has 8 workers and AFTER 4: figures are the median worker's"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        job a = make_job(PT_FAULT_NONE, 1, cases[i].before, 3), b = make_job(PT_FAULT_NONE, 2, cases[i].after, 3);
+        pt_json *d = diff_jobs(&a, &b);
+        if (!has_note(d, cases[i].says))
+            fail_msg("%d -> %d workers: no note \"%s\"", cases[i].before, cases[i].after, cases[i].says);
+        char sizes[128];
+        snprintf(sizes, sizeof sizes, "The runs come from jobs of different sizes (world size %d and %d).",
+                 cases[i].before, cases[i].after);
+        assert_true(has_note(d, sizes));
+        pt_json_free(d);
+        free_job(&a);
+        free_job(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_notes_on_run_sizes),
         cmocka_unit_test(test_two_slow_gpus_are_both_named),
         cmocka_unit_test(test_job_against_itself_is_unchanged),
         cmocka_unit_test(test_another_healthy_seed_is_unchanged),

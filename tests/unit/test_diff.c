@@ -17,6 +17,7 @@
 
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
+#include "report/diff_report.h"
 #include "synth/synth.h"
 
 typedef struct job {
@@ -503,9 +504,47 @@ static void test_notes_on_run_sizes(void **state)
     }
 }
 
+/* The terminal text's function list: "no change" with the count compared when nothing
+ * moved, the list with its counts when something did. */
+static void test_text_lists_functions_only_when_they_changed(void **state)
+{
+    (void)state;
+    job a = make_job(PT_FAULT_NONE, 1, 8, 3), b = make_job(PT_FAULT_NONE, 2, 8, 3);
+    pt_json *d = diff_jobs(&a, &b);
+    assert_nothing_changed(d);
+    double compared = pt_json_get_number(d, "functions_compared", 0);
+    assert_true(compared > 10);
+    pt_buf text = PT_BUF_INIT;
+    pt_diff_render_text(d, &text);
+    char want[160];
+    snprintf(want, sizeof want, "\nNo function's time per step changed beyond noise (%g compared).\n", compared);
+    if (!strstr(text.data, want))
+        fail_msg("no \"%s\" in:\n%s", want, text.data);
+    assert_null(strstr(text.data, "Functions whose time per step changed most"));
+    pt_buf_free(&text);
+    pt_json_free(d);
+    free_job(&b);
+
+    b = make_job(PT_FAULT_SLOW_GPU, 1, 8, 3);
+    d = diff_jobs(&a, &b);
+    double changed = pt_json_get_number(d, "functions_changed", 0);
+    assert_true(changed >= 1);
+    pt_diff_render_text(d, &text);
+    snprintf(want, sizeof want, "\nFunctions whose time per step changed most (%g of %g changed; exposed ms per step):\n",
+             changed, pt_json_get_number(d, "functions_compared", 0));
+    if (!strstr(text.data, want))
+        fail_msg("no \"%s\" in:\n%s", want, text.data);
+    assert_null(strstr(text.data, "No function's time per step changed"));
+    pt_buf_free(&text);
+    pt_json_free(d);
+    free_job(&a);
+    free_job(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_lists_functions_only_when_they_changed),
         cmocka_unit_test(test_notes_on_run_sizes),
         cmocka_unit_test(test_two_slow_gpus_are_both_named),
         cmocka_unit_test(test_job_against_itself_is_unchanged),

@@ -14,7 +14,9 @@ A mutant is
   killed      a test failed or timed out,
   survived    every test passed: a test is missing (or the mutant is equivalent),
   equivalent  its object file is byte-identical to the original's (the compiler proved it),
-  stillborn   it does not compile (-Werror); neither is counted in the score.
+  stillborn   it does not compile (-Werror); neither is counted in the score,
+  error       no test matched, or every test that failed fails without the mutant too
+              (checked once per test on the real sources): not counted either.
 Score = killed / (killed + survived). Each survivor is printed as file:line, operator,
 before -> after. --json writes every result; --retest FILE reruns only a previous run's
 survivors (after adding tests) and prints the new score over the same sample.
@@ -307,6 +309,29 @@ def mutate_one(mutant, args):
         return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)
 
 
+def fails_unmutated(args, tests, cache):
+    """Whether each of these tests fails on the real sources too (a busy machine, a test
+    broken by someone else): such a failure says nothing about the mutant. Cached."""
+    missing = [t for t in tests if t not in cache]
+    if missing:
+        build(args.build, args.jobs, 3600)  # the real sources: the mutant's file is restored
+        for t in missing:
+            p = subprocess.run(["ctest", "-R", "^" + re.escape(t) + "$", "--timeout", str(args.timeout)],
+                               cwd=args.build, capture_output=True, text=True, start_new_session=True)
+            cache[t] = p.returncode != 0
+    return all(cache[t] for t in tests)
+
+
+def checked_kill(verdict, detail, args, cache):
+    """A kill stands only if a test it names passes without the mutant."""
+    if verdict != "killed" or detail == "timed out":
+        return verdict, detail
+    tests = re.findall(r"(\S+) \(", detail)
+    if tests and fails_unmutated(args, tests, cache):
+        return "error", detail + " -- fails without the mutant too: not counted"
+    return verdict, detail
+
+
 def describe(m):
     rel, line, op, _, _, before, after = m
     return f"{rel}:{line} {op}: {before.strip()} -> {after.strip()}"
@@ -380,10 +405,11 @@ def main():
     if not ok:
         sys.exit(f"the unmutated tree does not build:\n{log}")
 
-    results = []
+    results, unmutated_failures = [], {}
     try:
         for i, m in enumerate(chosen, 1):
             verdict, detail, seconds = mutate_one(m, args)
+            verdict, detail = checked_kill(verdict, detail, args, unmutated_failures)
             results.append({"mutant": list(m), "where": describe(m), "module": module_of(m[0]), "verdict": verdict,
                             "detail": detail, "line": source_line(m)})
             print(f"[{i}/{len(chosen)}] {verdict:10s} {describe(m)}  ({detail}; {seconds:.0f}s)", flush=True)

@@ -14,7 +14,9 @@ A mutant is
   killed      a test failed or timed out,
   survived    every test passed: a test is missing (or the mutant is equivalent),
   equivalent  its object file is byte-identical to the original's (the compiler proved it),
-  stillborn   it does not compile (-Werror); neither is counted in the score.
+  stillborn   it does not compile (-Werror); neither is counted in the score,
+  error       no test matched, or every test that failed fails without the mutant too
+              (checked once per test on the real sources): not counted either.
 Score = killed / (killed + survived). Each survivor is printed as file:line, operator,
 before -> after. --json writes every result; --retest FILE reruns only a previous run's
 survivors (after adding tests) and prints the new score over the same sample.
@@ -22,6 +24,7 @@ survivors (after adding tests) and prints the new score over the same sample.
   scripts/mutate.py --sample 50 --seed 1            # what `make mutate` runs
   scripts/mutate.py --files src/compare --sample 10 # one module
   scripts/mutate.py --list --files diff.c           # the candidate mutants, not run
+  scripts/mutate.py --retest old.json --tests 'unit\.test_diff'  # only these tests
 """
 import argparse
 import hashlib
@@ -50,20 +53,21 @@ MODULE_TESTS = {
     "summarize": ["unit\\.test_(summary|timeline|demangle|summary_check)", "synth\\.test_hangs", "reliability\\.hostile_summar",
                   "engine\\.(summaries_equal_traces|kernel_totals|fault_suite|truncated_kineto_hangs|h200_labelled|"
                   "comm_throughput|diff_values|step_medians)"],
-    "diagnose": ["unit\\.test_diagnose", ENGINE],
+    "diagnose": ["unit\\.test_diagnose", "synth\\.test_hangs", ENGINE],
     "compare": ["unit\\.test_diff", "engine\\.diff_", "reliability\\.cli_messages"],
     "report": ["display\\.test_perfdisplay", "unit\\.test_diff", "engine\\.(fault_suite|diff_synthetic|export_roundtrip|"
-               "terminal_summary)",
+               "terminal_summary|cli_smaller)",
                "reliability\\.cli_messages"],
     "synth": ["synth\\.(test_|json_and_cli|model_fingerprint)", "engine\\.(fault_suite|whatif_truth|diff_synthetic|truncated_kineto_hangs)"],
-    "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker",
-            "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip|terminal_summary|rare_inputs)",
+    "cli": ["reliability\\.cli_messages", "display\\.http\\.perftracker", "synth\\.json_and_cli",
+            "engine\\.(fault_suite|diff_synthetic|duplicate_inputs|export_roundtrip|terminal_summary|rare_inputs|"
+            "cli_smaller)",
             "reliability\\.hostile_summaries"],
     "control": ["control\\.(protocol|discover|rounds$)", "reliability\\.hostile_(worker|summary)",
                 "control\\.process\\.(scale|killed|hung|wrong-secret|no-job|discover)",
                 "control\\.e2e_torch\\.ends-mid-window"],  # a window finished as the process exits
     "collect": ["collector\\.test_", "control\\.bookkeeping$", "control\\.rounds$", "collector\\.python_workloadpython3"],
-    "display": ["display\\.test_", "display\\.http\\.perftracker"],
+    "display": ["display\\.test_", "display\\.http\\.perftracker", "reliability\\.listening_sockets"],
 }
 
 # --- operators: (name, regex over code with strings and comments blanked, replacement) -----
@@ -254,9 +258,9 @@ def build(build_dir, jobs, timeout):
     return p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
 
 
-def run_tests(build_dir, module, timeout, jobs):
+def run_tests(build_dir, module, timeout, jobs, only=None):
     """(verdict, detail): killed when a test fails or the run passes the timeout."""
-    pattern = "|".join(f"({p})" for p in MODULE_TESTS.get(module, ["unit\\."]))
+    pattern = only or "|".join(f"({p})" for p in MODULE_TESTS.get(module, ["unit\\."]))
     # Never the slow whole-system tests a pattern might catch by accident (browsers, the
     # torch jobs other than the one a module names, root-only namespaces, fuzzing).
     cmd = ["ctest", "-R", pattern, "--stop-on-failure", f"-j{jobs}", "--timeout", str(timeout), "-E",
@@ -302,7 +306,30 @@ def mutate_one(mutant, args):
             return "stillborn", log.strip().splitlines()[-1][:200] if log.strip() else "", 0
         if original_obj and digest(object_file(args.build, rel)) == original_obj:
             return "equivalent", "same object code", 0
-        return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs)
+        return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)
+
+
+def fails_unmutated(args, tests, cache):
+    """Whether each of these tests fails on the real sources too (a busy machine, a test
+    broken by someone else): such a failure says nothing about the mutant. Cached."""
+    missing = [t for t in tests if t not in cache]
+    if missing:
+        build(args.build, args.jobs, 3600)  # the real sources: the mutant's file is restored
+        for t in missing:
+            p = subprocess.run(["ctest", "-R", "^" + re.escape(t) + "$", "--timeout", str(args.timeout)],
+                               cwd=args.build, capture_output=True, text=True, start_new_session=True)
+            cache[t] = p.returncode != 0
+    return all(cache[t] for t in tests)
+
+
+def checked_kill(verdict, detail, args, cache):
+    """A kill stands only if a test it names passes without the mutant."""
+    if verdict != "killed" or detail == "timed out":
+        return verdict, detail
+    tests = re.findall(r"(\S+) \(", detail)
+    if tests and fails_unmutated(args, tests, cache):
+        return "error", detail + " -- fails without the mutant too: not counted"
+    return verdict, detail
 
 
 def describe(m):
@@ -348,6 +375,7 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and exit")
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--retest", help="rerun only the survivors of this --json file")
+    ap.add_argument("--tests", help="a ctest -R pattern run instead of the module's tests (does a new test kill it?)")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
 
@@ -377,10 +405,11 @@ def main():
     if not ok:
         sys.exit(f"the unmutated tree does not build:\n{log}")
 
-    results = []
+    results, unmutated_failures = [], {}
     try:
         for i, m in enumerate(chosen, 1):
             verdict, detail, seconds = mutate_one(m, args)
+            verdict, detail = checked_kill(verdict, detail, args, unmutated_failures)
             results.append({"mutant": list(m), "where": describe(m), "module": module_of(m[0]), "verdict": verdict,
                             "detail": detail, "line": source_line(m)})
             print(f"[{i}/{len(chosen)}] {verdict:10s} {describe(m)}  ({detail}; {seconds:.0f}s)", flush=True)

@@ -13,7 +13,7 @@
 
 typedef struct host_metrics {
     int stat_fd, meminfo_fd, statm_fd;
-    uint64_t prev_busy, prev_total;
+    pt_cpu_jiffies prev_cpu;
     int64_t prev_cpu_ns, prev_tick_ns;
     long page_size;
 } host_metrics;
@@ -82,22 +82,30 @@ static unsigned long long field_after(const char *text, const char *key)
     return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
+double pt_host_cpu_percent(const char *stat_text, pt_cpu_jiffies *prev)
+{
+    unsigned long long v[8] = {0};
+    sscanf(stat_text, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+           &v[6], &v[7]);
+    uint64_t idle = v[3] + v[4], total = 0;
+    for (int i = 0; i < 8; i++)
+        total += v[i];
+    uint64_t busy = total - idle;
+    double percent = -1;
+    if (prev->total && total > prev->total)
+        percent = 100.0 * (double)(busy - prev->busy) / (double)(total - prev->total);
+    prev->busy = busy, prev->total = total;
+    return percent;
+}
+
 static void sample_host_slow(pt_sampler *s, int64_t now)
 {
     host_metrics *h = &s->host;
     char buf[4096];
     if (read_proc(h->stat_fd, buf, sizeof buf) > 0) {
-        unsigned long long v[8] = {0};
-        sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-               &v[6], &v[7]);
-        uint64_t idle = v[3] + v[4], total = 0;
-        for (int i = 0; i < 8; i++)
-            total += v[i];
-        uint64_t busy = total - idle;
-        if (h->prev_total && total > h->prev_total)
-            add_sample(s, s->host_ids[M_HOST_CPU], now,
-                       100.0 * (double)(busy - h->prev_busy) / (double)(total - h->prev_total));
-        h->prev_busy = busy, h->prev_total = total;
+        double percent = pt_host_cpu_percent(buf, &h->prev_cpu);
+        if (percent >= 0)
+            add_sample(s, s->host_ids[M_HOST_CPU], now, percent);
     }
     if (read_proc(h->meminfo_fd, buf, sizeof buf) > 0) {
         double total = (double)field_after(buf, "MemTotal:"), avail = (double)field_after(buf, "MemAvailable:");

@@ -31,4 +31,14 @@ pt_sampler *pt_sampler_start(pt_window *w, const pt_sampler_config *cfg, pt_erro
 /* Stops and joins the thread and records the achieved period in w. */
 void pt_sampler_stop(pt_sampler *s);
 
+/* The "cpu" line of /proc/stat's text as busy and total clock ticks (user, nice, system,
+ * idle, iowait, irq, softirq, steal; idle and iowait are not busy). */
+typedef struct pt_cpu_jiffies {
+    uint64_t busy, total;
+} pt_cpu_jiffies;
+/* Host CPU utilization in % since the reading in *prev, which this reading replaces; -1
+ * for the first reading or when the counters did not advance. Apart from the thread so
+ * that a test can give it the text. */
+double pt_host_cpu_percent(const char *stat_text, pt_cpu_jiffies *prev);
+
 #endif

@@ -282,6 +282,17 @@ print("STATS " + json.dumps(collector_stats()))
 '''
 
 
+FAILING_SUMMARY = r'''
+import json
+from perftracker import PerfTracker, collector_stats, wait_idle
+t = PerfTracker(wait=1, steps=1, output_dir="failing")
+t.step()
+t.step()
+wait_idle(30)
+print("STATS " + json.dumps(collector_stats()))
+'''
+
+
 STACK_PROBE = r'''
 from perftracker import PerfTracker, _perftracker
 tracer = PerfTracker()
@@ -362,6 +373,19 @@ def failure_checks(workdir, cli):
     summary = json.loads(run([cli, "summarize", stats["last_trace"], "--json"], workdir).stdout)
     check(any("dropped" in w for w in summary["warnings"]), "the trace says it dropped events: %s"
           % summary["warnings"])
+
+    # A summarizer that fails: its own message, from the first character to the last (the
+    # trailing newline trimmed), is the window's error, not a generic one.
+    failing_cli = os.path.join(workdir, "failing-cli")
+    with open(failing_cli, "w") as f:
+        f.write("#!/bin/sh\nprintf 'summarize: the disk is full\\n\\n' >&2\nexit 1\n")
+    os.chmod(failing_cli, 0o755)
+    with open(os.path.join(workdir, "failing.py"), "w") as f:
+        f.write(FAILING_SUMMARY)
+    proc = run([sys.executable, "failing.py"], workdir, dict(os.environ, PERFTRACKER_CLI=failing_cli))
+    failed = json.loads(proc.stdout.split("STATS ", 1)[1])
+    check(failed["windows_failed"] == 1 and failed["last_error"] == "summarizing failed: summarize: the disk is full",
+          "the summarizer's message is the error: %r" % failed.get("last_error"))
 
     # A raw trace cut short (a worker killed mid-write) is refused with a clear message.
     cut = os.path.join(workdir, "cut.ptrace")

@@ -14,12 +14,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control/agent_instance.h"
 #include "control/auth.h"
 #include "control/autotrigger.h"
 #include "control/discover.h"
 #include "control/job_env.h"
 #include "control/jobfile.h"
+#include "control/net.h"
 #include "control/protocol.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
 {
@@ -752,6 +760,107 @@ static void test_hang_is_five_mean_steps_and_a_floor(void **state)
     assert_int_equal(pt_hang_stalled_ns(1000000 * ms, 0, 0, 0, 5.0, 200 * ms), 0);
 }
 
+static void on_interrupt(int sig)
+{
+    (void)sig;
+}
+
+/* A connect whose wait a signal interrupts waits again for the rest, then times out: a
+ * signal is not a failure (SIGCHLD, a profiler's timer), and a poll that timed out after
+ * one is not another interruption (errno still says EINTR then). The listener's accept
+ * queue is full, so the kernel drops the SYN and connect stays in progress. */
+static void test_connect_interrupted_by_a_signal_times_out(void **state)
+{
+    (void)state;
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+    assert_int_equal(bind(listener, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(listener, 0), 0);
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&addr, &len), 0);
+    int queued[3];
+    for (int i = 0; i < 3; i++) { /* one fills a backlog of 0; the others wait in SYN_SENT */
+        queued[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        connect(queued[i], (struct sockaddr *)&addr, sizeof addr);
+    }
+
+    struct sigaction on = {.sa_handler = on_interrupt}, old; /* no SA_RESTART: poll sees EINTR */
+    sigemptyset(&on.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &on, &old), 0);
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
+    timer_t timer;
+    assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+    struct itimerspec once = {.it_value = {0, 200 * 1000000L}}; /* one signal, mid-wait */
+    assert_int_equal(timer_settime(timer, 0, &once, NULL), 0);
+    alarm(30); /* a connect that never returns ends the test (SIGALRM) instead of hanging it */
+
+    pt_error err = {0};
+    int fd = pt_net_connect("127.0.0.1", ntohs(addr.sin_port), 1000, &err);
+    alarm(0);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err.message, "timed out"));
+
+    timer_delete(timer);
+    sigaction(SIGUSR1, &old, NULL);
+    for (int i = 0; i < 3; i++)
+        close(queued[i]);
+    close(listener);
+}
+
+/* The agent's defaults, as agent_instance.h documents them: a heartbeat a second, the
+ * status hook sampled every 100 ms (0 would spin the agent thread on a core), a hang after
+ * 5 mean steps and at least 10 s, the automatic trigger at 5% every 10 minutes. */
+static void test_agent_defaults(void **state)
+{
+    (void)state;
+    pt_agent_config cfg;
+    memset(&cfg, 0x5a, sizeof cfg);
+    pt_agent_config_defaults(&cfg);
+    assert_int_equal(cfg.rank, -1);
+    assert_int_equal(cfg.local_rank, -1);
+    assert_int_equal(cfg.node_rank, -1);
+    assert_int_equal(cfg.heartbeat_ns, 1000000000LL);
+    assert_int_equal(cfg.poll_ns, 100000000LL);
+    assert_int_equal(cfg.hang_floor_ns, 10000000000LL);
+    assert_true(cfg.hang_factor == 5.0);
+    assert_true(cfg.auto_threshold == 0.05);
+    assert_int_equal(cfg.auto_interval_ns, 600000000000LL);
+    assert_false(cfg.auto_trigger);
+    assert_int_equal(cfg.thread_stack_bytes, 0);
+}
+
+/* The coordinator's port at the edges of the port range: one above MASTER_PORT, one below
+ * when MASTER_PORT is the last port; PERFTRACKER_PORT taken as given from 1 to 65535. */
+static void test_coordinator_port_at_the_edges(void **state)
+{
+    (void)state;
+    pt_job_env env;
+    pt_error err;
+    clear_job_env();
+    setenv("MASTER_ADDR", "10.0.0.7", 1);
+    setenv("MASTER_PORT", "65534", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65535);
+    setenv("MASTER_PORT", "65535", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65534);
+    setenv("PERFTRACKER_PORT", "65535", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 65535);
+    setenv("PERFTRACKER_PORT", "1", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 1);
+    unsetenv("PERFTRACKER_PORT");
+    setenv("MASTER_PORT", "1", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 0);
+    assert_int_equal(env.coordinator_port, 2);
+    setenv("MASTER_PORT", "65536", 1); /* no port: not a job's rendezvous */
+    assert_int_equal(pt_job_env_read(&env, false, &err), 1);
+    setenv("MASTER_PORT", "0", 1);
+    assert_int_equal(pt_job_env_read(&env, false, &err), 1);
+    clear_job_env();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -769,6 +878,9 @@ int main(void)
         cmocka_unit_test(test_slowdown_needs_five_percent),
         cmocka_unit_test(test_noise_raises_the_bar),
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
+        cmocka_unit_test(test_connect_interrupted_by_a_signal_times_out),
+        cmocka_unit_test(test_agent_defaults),
+        cmocka_unit_test(test_coordinator_port_at_the_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,6 +138,38 @@ def check_gzip_names(tmp):
     print("ok --gzip writes asked.json.gz; .json.gz and .json outputs are what they say")
 
 
+# A native raw trace of our own (an H200 recording committed as test data): every
+# process and thread the export names, checked against who each is.
+NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "h200", "native_healthy",
+                      "vm_0_1513.ptrace")
+
+
+def check_native_thread_names(tmp):
+    out = os.path.join(tmp, "native-names.json")
+    export(NATIVE, out)
+    events = load(out)
+    names = {(e["name"], e["pid"], e.get("tid")): e["args"]["name"] for e in events if e.get("ph") == "M"}
+    worker = 1513
+    samples = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "C"}
+    places = {(e["pid"], e["tid"]) for e in events if e.get("ph") != "M"}
+    assert samples and (worker, worker) in places and any(pid == 0 for pid, _ in places), sorted(places)[:5]
+    for pid, tid in sorted(places):
+        if pid == 0:
+            want = f"stream {tid}"  # the GPU's streams
+        elif (pid, tid) in samples:
+            want = "hardware samples"
+        elif tid == worker:
+            want = f"main thread ({worker})"
+        else:
+            want = f"thread {tid}"
+        got = names.get(("thread_name", pid, tid))
+        assert got == want, f"native export names thread {pid}:{tid} {got!r}, not {want!r}"
+    assert names.get(("process_name", 0, 0)) == "GPU 0 NVIDIA H200", names.get(("process_name", 0, 0))
+    worker_name = names.get(("process_name", worker, 0), "")
+    assert worker_name.startswith("rank ") and worker_name.endswith(f"pid {worker})"), worker_name
+    print(f"ok the committed native trace's {len(places)} threads are named for who they are")
+
+
 def main():
     with TempDir() as tmp:
         handmade = os.path.join(tmp, "handmade.json")
@@ -150,6 +182,7 @@ def main():
         assert same.returncode == 1 and "same file" in same.stderr, (same.returncode, same.stderr)
         assert load(handmade) == HANDMADE["traceEvents"], "exporting a trace onto itself destroyed it"
         check_gzip_names(tmp)
+        check_native_thread_names(tmp)
         if not os.path.isdir(TRACES):
             print(f"SKIP: real traces not found at {TRACES}; the hand-made and synthetic checks passed")
             sys.exit(77)

@@ -14,6 +14,8 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   not_a_trace_beside_traces  a label.json beside the traces: a note, not a worker (17.7)
   nothing_analysable    random files, a truncated .json.gz, an empty folder, a missing
                         path: exit 1, no report; a bad option: exit 2 (17.8)
+  progress_lines        analyze shows progress for 4 files or more (through a pipe, one
+                        line a tenth, ending at "4/4 files"), none for 2 or 3
   unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
                         naming the path, and nothing said about the input (a FIFO, which
                         reading would either refuse or block on): it was not read first
@@ -210,6 +212,27 @@ def nothing_analysable(work, problems):
     rc, _, err = run("analyze", "--bogus", rnd)
     expect(rc == 2 and "unknown option" in err, f"analyze --bogus: exit {rc}, expected 2 naming the option", problems)
     return " / ".join(said)
+
+
+@case
+def progress_lines(work, problems):
+    """Progress through a pipe: for four files, lines ending with all four; two files are
+    read before a bar would help, and say nothing."""
+    said = []
+    for n in (2, 3, 4):
+        job = os.path.join(work, f"progress{n}")
+        if not os.path.exists(os.path.join(job, "expected.json")):
+            subprocess.run([CLI, "synth", "-n", str(n), "--steps", "2", "--layers", "1", "--format", "summary",
+                            "--quiet", "-o", job], check=True, capture_output=True)
+        rc, _, err = run("analyze", "-q", "-o", os.path.join(work, f"progress{n}-out"), job)
+        lines = [line for line in err.splitlines() if re.match(r"perftracker: +\d+% \(\d+/\d+ files\)", line)]
+        expect(rc == 0, f"{n} files: exit {rc}: {err[-300:]}", problems)
+        if n < 4:
+            expect(not lines, f"{n} files: progress shown: {lines}", problems)
+        else:
+            expect(lines and lines[-1] == "perftracker: 100% (4/4 files)", f"4 files: progress {lines}", problems)
+            said.append(lines[-1] if lines else "no progress")
+    return "; ".join(said)
 
 
 @case

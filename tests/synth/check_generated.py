@@ -191,6 +191,25 @@ def check_model_structure():
                       f"launched {got} times, expected {per_layer} x {layers} layers")
 
 
+def check_second_fault():
+    """--second-fault/--second-rank/--second-severity reach the job: rank 2's GPU kernels
+    (the second fault, slow_gpu) run longer than every other rank's, by about the severity
+    asked, in the traces themselves; rank 1 has the first fault (a slow data loader)."""
+    out = os.path.join(WORK, "second")
+    run("synth", "--fault", "slow_dataloader", "--rank", "1", "--second-fault", "slow_gpu", "--second-rank", "2",
+        "--second-severity", "0.5", "-n", "4", "--seed", "2", "--format", "kineto-gz", "-o", out, "--quiet")
+    expected = json.load(open(os.path.join(out, "expected.json")))
+    check(expected.get("second_fault") == "slow_gpu" and expected.get("second_severity") == 0.5, f"expected.json {expected}")
+    found = {(f["category"], tuple(f["workers"])) for f in expected["findings"]}
+    check(found == {("python", (1,)), ("gpu_compute", (2,))}, f"second fault's expected findings {found}")
+    compute = {}
+    for path in sorted(glob.glob(os.path.join(out, "*.json.gz"))):
+        rank, events = check_trace(path, load(path), 4)
+        compute[rank] = sum(total for _, total in kernel_totals(events).values())
+    others = max(compute[r] for r in (0, 1, 3))
+    check(compute[2] > 1.2 * others, f"rank 2's kernels are not slower: {compute}")
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -230,6 +249,7 @@ def main():
 
     check_gloo_job()
     check_model_structure()
+    check_second_fault()
 
     # The CLI.
     helped = run("synth", "--help")

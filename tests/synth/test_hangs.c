@@ -372,9 +372,51 @@ static void test_rank_lists_in_both_notations(void **state)
     assert_int_equal(n, 0);
 }
 
+/* One rank's all-reduce has no elements (an empty bucket), the others' 1000: a size
+ * mismatch, 0 being a size like any other, not a dtype mismatch. */
+static void test_empty_collective_is_a_size_mismatch(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    for (int r = 0; r < 3; r++)
+        w[r] = snapshot(r, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t1000\tfloat32\tentered\t3000000\n",
+                        3000000000LL, 38000000);
+    w[3] = snapshot(3, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t0\tfloat32\tentered\t3000000\n",
+                    3000000000LL, 38000000);
+    pt_json *report = diagnose(w, 4);
+    size_t n;
+    const pt_json *f = hang_finding(report, &n);
+    assert_non_null(f);
+    assert_int_equal(pt_json_get(f, "workers")->count, 1);
+    assert_int_equal(pt_json_get(f, "workers")->items[0]->integer, 3);
+    assert_string_equal(pt_json_get_string(evidence_hang(f), "mismatch", ""), "size");
+    const char *summary = pt_json_get_string(f, "summary", "");
+    if (!strstr(summary, "a size mismatch: rank 3 called all_reduce (0 x float32) where ranks 0-2 called all_reduce (1000 x float32)"))
+        fail_msg("sentence: %s", summary);
+    pt_json_free(report);
+    free_workers(w, 4);
+
+    /* The other way round: the three agree on an empty call, rank 3 has 1000 elements. */
+    for (int r = 0; r < 3; r++)
+        w[r] = snapshot(r, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t0\tfloat32\tentered\t3000000\n",
+                        3000000000LL, 38000000);
+    w[3] = snapshot(3, 4, WAITING_STACK, GROUP0 DONE_UP_TO_40 "call\t41\tall_reduce\t1000\tfloat32\tentered\t3000000\n",
+                    3000000000LL, 38000000);
+    report = diagnose(w, 4);
+    f = hang_finding(report, &n);
+    assert_non_null(f);
+    assert_string_equal(pt_json_get_string(evidence_hang(f), "mismatch", ""), "size");
+    summary = pt_json_get_string(f, "summary", "");
+    if (!strstr(summary, "a size mismatch: rank 3 called all_reduce (1000 x float32) where ranks 0-2 called all_reduce (0 x float32)"))
+        fail_msg("sentence: %s", summary);
+    pt_json_free(report);
+    free_workers(w, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty_collective_is_a_size_mismatch),
         cmocka_unit_test(test_each_kind_from_summaries),
         cmocka_unit_test(test_each_kind_from_truncated_kineto_sets),
         cmocka_unit_test(test_healthy_job_has_no_hang),

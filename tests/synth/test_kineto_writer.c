@@ -144,7 +144,16 @@ static size_t sample_events(pt_event *out)
     out[n++] = st;
     pt_event ctr = make(PT_EVENT_COUNTER, "gpu3.sm_active", 1234567000100, 0, 0);
     ctr.value = 87.25;
+    ctr.device = 3;
     out[n++] = ctr;
+    /* GPU 0's counter goes in GPU 0's process (pid 0), the host's in the worker's. */
+    pt_event gpu0 = make(PT_EVENT_COUNTER, "gpu0.sm_active", 1234567000200, 0, 0);
+    gpu0.value = 12.5;
+    gpu0.device = 0;
+    out[n++] = gpu0;
+    pt_event host = make(PT_EVENT_COUNTER, "host.cpu_util", 1234567000300, 0, 0);
+    host.value = 40;
+    out[n++] = host;
     return n;
 }
 
@@ -320,6 +329,9 @@ static void test_names_escaped(void **state)
     assert_non_null(strstr(buf, "\"cat\":\"cuda_driver\",\"name\":\"cuLaunchKernel\""));
     assert_non_null(strstr(buf, "\"ts\":1234567890.123,\"dur\":456.789"));
     assert_non_null(strstr(buf, "\"cat\":\"user_annotation\",\"name\":\"## forward ##\""));
+    assert_non_null(strstr(buf, "{\"ph\":\"C\",\"name\":\"gpu3.sm_active\",\"pid\":3,"));
+    assert_non_null(strstr(buf, "{\"ph\":\"C\",\"name\":\"gpu0.sm_active\",\"pid\":0,"));
+    assert_non_null(strstr(buf, "{\"ph\":\"C\",\"name\":\"host.cpu_util\",\"pid\":4242,"));
     assert_non_null(strstr(buf, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":\"Spans\",\"tid\":0,"
                                 "\"args\":{\"sort_index\":536870912}}"));
     /* The byte counter agrees with the file: read before close, it is exactly where the

@@ -539,12 +539,64 @@ static void test_one_worker_is_not_every_worker(void **state)
     pt_json_free(report);
 }
 
+/* The same Python function called more often on one rank (4 calls of 5 ms a step against
+ * 1 on the others): the finding says so with both counts and the 15 ms it costs, not as
+ * "slower" calls or a whole class above its peers. Rank 3 is not the slowest (rank 1's
+ * data loading, 40 ms over, sets the pace): extra calls are named even where no one
+ * waits for them (no straggler analysis finds them then). */
+static void test_more_calls_are_counted_against_the_peers(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    static const int64_t ends[] = {140};
+    for (int r = 0; r < 4; r++) {
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{60, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
+        busy[0][PT_CLASS_PYTHON] = (r == 3 ? 20 : 5) + (r == 1 ? 40 : 5);
+        w[r] = sync_worker(r, 4, "node0", 150, 1, ends, busy);
+        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 2, 60);
+        add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|log.py: write", r == 3 ? 4 : 1, r == 3 ? 20 : 5);
+        add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|data.py: load", 1, r == 1 ? 45 : 5);
+    }
+    pt_json *report = diagnose(w, 4);
+    const pt_json *f = finding_about(report, "train.py: train|log.py: write");
+    assert_non_null(f);
+    assert_workers(f, (int[]){3}, 1);
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_non_null(strstr(summary, "4 times per step against 1 on the other workers, 15 ms more per step"));
+    assert_non_null(strstr(summary, "saves 0 ms per step")); /* rank 1 still sets the pace */
+    const pt_json *load = finding_about(report, "train.py: train|data.py: load");
+    assert_non_null(load);
+    assert_workers(load, (int[]){1}, 1);
+    /* Rank 1 busy 105 ms before the sync point, the next (rank 3) 85. */
+    assert_non_null(strstr(pt_json_get_string(load, "summary", ""), "fixing it saves 20 ms per step"));
+    pt_json_free(report);
+
+    /* Rank 3 logs more and loads less: its Python time is the others', so no class is
+     * above its peers and nobody waits; the extra calls are still a finding. */
+    for (int r = 0; r < 4; r++) {
+        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{60, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
+        busy[0][PT_CLASS_PYTHON] = 25;
+        w[r] = sync_worker(r, 4, "node0", 150, 1, ends, busy);
+        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 2, 60);
+        add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|log.py: write", r == 3 ? 4 : 1, r == 3 ? 20 : 5);
+        add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|data.py: load", 1, r == 3 ? 5 : 20);
+    }
+    report = diagnose(w, 4);
+    f = finding_about(report, "train.py: train|log.py: write");
+    assert_non_null(f);
+    assert_workers(f, (int[]){3}, 1);
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "4 times per step against 1 on the other workers"));
+    assert_null(finding_about(report, "train.py: train|data.py: load")); /* less is no finding */
+    pt_json_free(report);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segments_between_sync_points_add_up),
         cmocka_unit_test(test_graded_job_names_the_pace_setter_first),
         cmocka_unit_test(test_extra_runtime_calls_name_their_caller),
+        cmocka_unit_test(test_more_calls_are_counted_against_the_peers),
         cmocka_unit_test(test_slow_host_gpus_are_one_finding),
         cmocka_unit_test(test_one_worker_is_not_every_worker),
         cmocka_unit_test(test_healthy_is_not_flagged),

@@ -17,6 +17,7 @@
 
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
+#include "report/diff_report.h"
 #include "synth/synth.h"
 
 typedef struct job {
@@ -176,7 +177,7 @@ static void test_slow_gpu_names_the_rank_and_kernel(void **state)
     assert_string_equal(change_of(d), "slower");
     assert_cause(d, "compute", kernel, 7);
     const char *sentence = pt_json_get_string(pt_json_get(d, "verdict"), "sentence", "");
-    assert_non_null(strstr(sentence, "Rank 7"));
+    assert_non_null(strstr(sentence, "Rank 7: GPU compute time grew by ")); /* rank 7 alone */
     assert_non_null(strstr(sentence, "flash_bwd"));
     assert_non_null(strstr(sentence, "wait for it in collectives"));
     /* The kernel is listed with rank 7's change; the median worker's communication grew. */
@@ -448,9 +449,104 @@ static void test_one_step_says_noise_is_unknown(void **state)
     free_job(&b);
 }
 
+/* Two slow GPUs (ranks 1 and 6 of 8): both named, and only they. */
+static void test_two_slow_gpus_are_both_named(void **state)
+{
+    (void)state;
+    job healthy = make_job(PT_FAULT_NONE, 1, 8, 3), slow = make_job(PT_FAULT_TWO_SLOW, 1, 8, 3);
+    pt_json *d = diff_jobs(&healthy, &slow);
+    assert_string_equal(change_of(d), "slower");
+    const char *sentence = pt_json_get_string(pt_json_get(d, "verdict"), "sentence", "");
+    assert_non_null(strstr(sentence, "Ranks 1 and 6: GPU compute time grew by "));
+    assert_non_null(strstr(sentence, "wait for them in collectives"));
+    const pt_json *ranks = pt_json_get(cause_of(d), "ranks");
+    assert_int_equal(ranks->count, 2);
+    assert_int_equal(ranks->items[0]->integer + ranks->items[1]->integer, 7);
+    assert_int_equal(ranks->items[0]->integer * ranks->items[1]->integer, 6);
+    pt_json_free(d);
+    free_job(&healthy);
+    free_job(&slow);
+}
+
+static bool has_note(const pt_json *d, const char *text)
+{
+    const pt_json *notes = pt_json_get(d, "notes");
+    for (size_t i = 0; notes && i < notes->count; i++)
+        if (strstr(notes->items[i]->string, text))
+            return true;
+    return false;
+}
+
+/* What the notes say about runs of different sizes, with the counts and their plurals. */
+static void test_notes_on_run_sizes(void **state)
+{
+    (void)state;
+    static const struct {
+        int before, after;
+        const char *says;
+    } cases[] = {
+        {1, 4, "BEFORE has 1 worker and AFTER 4: figures are the median worker's (per-worker medians), not rank by rank."},
+        {2, 4, "BEFORE has 2 workers and AFTER 4: figures are the median worker's"},
+        {8, 4, "BEFORE has 8 workers and AFTER 4: figures are the median worker's"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        job a = make_job(PT_FAULT_NONE, 1, cases[i].before, 3), b = make_job(PT_FAULT_NONE, 2, cases[i].after, 3);
+        pt_json *d = diff_jobs(&a, &b);
+        if (!has_note(d, cases[i].says))
+            fail_msg("%d -> %d workers: no note \"%s\"", cases[i].before, cases[i].after, cases[i].says);
+        char sizes[128];
+        snprintf(sizes, sizeof sizes, "The runs come from jobs of different sizes (world size %d and %d).",
+                 cases[i].before, cases[i].after);
+        assert_true(has_note(d, sizes));
+        pt_json_free(d);
+        free_job(&a);
+        free_job(&b);
+    }
+}
+
+/* The terminal text's function list: "no change" with the count compared when nothing
+ * moved, the list with its counts when something did. */
+static void test_text_lists_functions_only_when_they_changed(void **state)
+{
+    (void)state;
+    job a = make_job(PT_FAULT_NONE, 1, 8, 3), b = make_job(PT_FAULT_NONE, 2, 8, 3);
+    pt_json *d = diff_jobs(&a, &b);
+    assert_nothing_changed(d);
+    double compared = pt_json_get_number(d, "functions_compared", 0);
+    assert_true(compared > 10);
+    pt_buf text = PT_BUF_INIT;
+    pt_diff_render_text(d, &text);
+    char want[160];
+    snprintf(want, sizeof want, "\nNo function's time per step changed beyond noise (%g compared).\n", compared);
+    if (!strstr(text.data, want))
+        fail_msg("no \"%s\" in:\n%s", want, text.data);
+    assert_null(strstr(text.data, "Functions whose time per step changed most"));
+    pt_buf_free(&text);
+    pt_json_free(d);
+    free_job(&b);
+
+    b = make_job(PT_FAULT_SLOW_GPU, 1, 8, 3);
+    d = diff_jobs(&a, &b);
+    double changed = pt_json_get_number(d, "functions_changed", 0);
+    assert_true(changed >= 1);
+    pt_diff_render_text(d, &text);
+    snprintf(want, sizeof want, "\nFunctions whose time per step changed most (%g of %g changed; exposed ms per step):\n",
+             changed, pt_json_get_number(d, "functions_compared", 0));
+    if (!strstr(text.data, want))
+        fail_msg("no \"%s\" in:\n%s", want, text.data);
+    assert_null(strstr(text.data, "No function's time per step changed"));
+    pt_buf_free(&text);
+    pt_json_free(d);
+    free_job(&a);
+    free_job(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_lists_functions_only_when_they_changed),
+        cmocka_unit_test(test_notes_on_run_sizes),
+        cmocka_unit_test(test_two_slow_gpus_are_both_named),
         cmocka_unit_test(test_job_against_itself_is_unchanged),
         cmocka_unit_test(test_another_healthy_seed_is_unchanged),
         cmocka_unit_test(test_slow_gpu_names_the_rank_and_kernel),

@@ -137,11 +137,43 @@ static void test_set_replaces_and_add_appends(void **state)
     pt_json_free(o);
 }
 
+/* The pretty form, byte for byte: each level indented by one more step, arrays of
+ * scalars on one line, empty containers closed at once, the closer back at its level. */
+static void test_indented_layout(void **state)
+{
+    (void)state;
+    pt_json *root = pt_json_object();
+    pt_json *inner = pt_json_add(root, "a", pt_json_object());
+    pt_json_add(inner, "b", pt_json_int(1));
+    pt_json *list = pt_json_add(inner, "c", pt_json_array());
+    pt_json_push(list, pt_json_int(2));
+    pt_json_push(list, pt_json_int(3));
+    pt_json *rows = pt_json_add(root, "d", pt_json_array());
+    pt_json_push(rows, pt_json_object());
+    pt_json_add(root, "e", pt_json_array());
+    pt_buf b = PT_BUF_INIT;
+    pt_json_write(&b, root, 2);
+    char *out = pt_buf_take(&b);
+    assert_string_equal(out, "{\n"
+                             "  \"a\": {\n"
+                             "    \"b\": 1,\n"
+                             "    \"c\": [2, 3]\n"
+                             "  },\n"
+                             "  \"d\": [\n"
+                             "    {}\n"
+                             "  ],\n"
+                             "  \"e\": []\n"
+                             "}");
+    free(out);
+    pt_json_free(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escapes_html_and_control), cmocka_unit_test(test_invalid_utf8_becomes_replacement),
         cmocka_unit_test(test_doubles_round_trip),       cmocka_unit_test(test_parse_and_write_round_trip),
+        cmocka_unit_test(test_indented_layout),
         cmocka_unit_test(test_parse_errors),             cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_surrogate_pairs_at_their_bounds),
         cmocka_unit_test(test_set_replaces_and_add_appends),

@@ -338,9 +338,73 @@ static void test_deep_stacks_sharing_a_name_merge(void **state)
     pt_summary_free(out);
 }
 
+static void feed_counter(pt_trace_sink *sink, const char *metric, int64_t ts, double value)
+{
+    pt_event ev;
+    pt_event_init(&ev, PT_EVENT_COUNTER);
+    ev.name = metric;
+    ev.name_len = strlen(metric);
+    ev.ts_ns = ts;
+    ev.value = value;
+    sink->on_event(sink->ctx, &ev);
+}
+
+static const pt_metric_summary *must_find_metric(const pt_worker_summary *s, const char *name)
+{
+    for (size_t i = 0; i < s->metric_count; i++)
+        if (strcmp(s->metrics[i].name, name) == 0)
+            return &s->metrics[i];
+    fail_msg("no metric '%s'", name);
+    return NULL;
+}
+
+/* Hardware counters: mean, min and max over the window's finite samples, and the series
+ * the page plots, each of its 200 buckets (5 us of this 1 ms window) the mean of the
+ * samples in it, placed at the bucket's middle. Worked out by hand: */
+static void test_metric_series_values(void **state)
+{
+    (void)state;
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    feed(&sink, PT_EVENT_STEP, "ProfilerStep#1", 0, 1000000, 1);
+    feed(&sink, PT_EVENT_GPU_KERNEL, "gemm", 100000, 200000, 7);
+    feed_counter(&sink, "gpu0.sm_active", 1000, 10);    /* bucket 0 */
+    feed_counter(&sink, "gpu0.sm_active", 2000, 30);    /* bucket 0: (10 + 30) / 2 = 20 */
+    feed_counter(&sink, "host.cpu_util", 250000, 5);    /* another metric, bucket 50 */
+    feed_counter(&sink, "gpu0.sm_active", 500000, 60);  /* bucket 100 */
+    feed_counter(&sink, "gpu0.sm_active", 600000, NAN); /* not a value: skipped */
+    feed_counter(&sink, "gpu0.sm_active", 1000000, 90); /* the window's end: the last bucket */
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    pt_error err = {{0}};
+    pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_0_1.json", &err);
+    pt_summarizer_free(s);
+    assert_non_null(out);
+    assert_int_equal(out->window_ns, 1000000);
+    assert_int_equal(out->metric_count, 2);
+
+    const pt_metric_summary *sm = must_find_metric(out, "gpu0.sm_active");
+    assert_int_equal(sm->samples, 4);
+    assert_true(fabs(sm->mean - 47.5) < 1e-9); /* (10 + 30 + 60 + 90) / 4 */
+    assert_true(sm->min == 10 && sm->max == 90);
+    assert_int_equal(sm->points, 3);
+    const double at_ms[] = {0.5 * 0.005, 100.5 * 0.005, 199.5 * 0.005}, mean[] = {20, 60, 90};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(fabs(sm->series_ms[i] - at_ms[i]) < 1e-6);
+        assert_true(fabs(sm->series_value[i] - mean[i]) < 1e-6);
+    }
+    const pt_metric_summary *cpu = must_find_metric(out, "host.cpu_util");
+    assert_int_equal(cpu->samples, 1);
+    assert_true(cpu->mean == 5 && cpu->min == 5 && cpu->max == 5);
+    assert_int_equal(cpu->points, 1);
+    assert_true(fabs(cpu->series_ms[0] - 50.5 * 0.005) < 1e-6 && cpu->series_value[0] == 5);
+    pt_summary_free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
+        cmocka_unit_test(test_metric_series_values),
                                        cmocka_unit_test(test_gloo_collectives_from_pinned_copies),
                                        cmocka_unit_test(test_corruption_is_rejected),
                                        cmocka_unit_test(test_claimed_payload_length_is_not_allocated),

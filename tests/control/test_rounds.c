@@ -91,7 +91,11 @@ static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
     cfg.join_grace_ns = 500 * MS;
     cfg.auto_wait = 2;
     cfg.auto_steps = 2;
-    cfg.auto_interval_ns = auto_rounds ? 0 : 3600000 * MS;
+    /* One automatic round per test: the first starts at once (nothing came before it),
+     * and a second would replace last_report_dir. With no spacing, a loaded machine ran
+     * a second round before the test looked, which then read that round's report
+     * (auto_rounds 2, or a hang report from a later probe naming rank 0 too). */
+    cfg.auto_interval_ns = 3600000 * MS;
     snprintf(cfg.auto_output_dir, sizeof cfg.auto_output_dir, "%s/auto", j->out_dir);
     cfg.log.fn = capture_log;
     j->coordinator = pt_coordinator_start(&cfg, &err);

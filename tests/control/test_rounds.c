@@ -201,6 +201,7 @@ static int count_files(const char *dir, const char *suffix)
 
 /* ---------------------------------------------------------------- tests */
 
+
 static void test_round_finds_the_slow_gpu(void **state)
 {
     (void)state;
@@ -801,6 +802,99 @@ static void test_process_agent_api_and_auto_trigger_argument(void **state)
     stop_job(&j);
 }
 
+/* ---------------------------------------------------------------- the relay tree */
+
+/* A fleet whose nodes of 8 ranks each reach the coordinator through their node's relay
+ * (every relay on its own loopback address, at the coordinator's port number). */
+static void tree_fleet(const job *j, fake_fleet_config *fc, int32_t world_size, bool driven)
+{
+    base_fleet(j, fc, world_size);
+    fc->tree = true;
+    fc->driven = driven;
+    fc->relay_port = pt_coordinator_port(j->coordinator);
+}
+
+/* Until the coordinator's stats (refreshed every tick) show the relays and the agents. */
+static void wait_tree(job *j, int relays, int agents)
+{
+    pt_coordinator_stats st = {0};
+    for (int i = 0; i < 1000; i++) {
+        pt_coordinator_stats_get(j->coordinator, &st);
+        if (st.relays == relays && st.agents == agents)
+            break;
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    }
+    assert_int_equal(st.relays, relays);
+    assert_int_equal(st.agents, agents);
+}
+
+/* Through the tree the round is the flat one's: every rank's summary, the fault named,
+ * and rank 0 holds one connection per node. */
+static void test_tree_round_finds_the_slow_gpu(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, false);
+    fc.special_rank = 29;
+    fc.special.faulty_profile = true;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 32);
+    assert_int_equal(result.failed, 0);
+    const pt_json *job_facts = pt_json_get(result.report, "job");
+    assert_int_equal((int)pt_json_get_number(job_facts, "workers_analyzed", 0), 32);
+    assert_int_equal(pt_json_get(job_facts, "missing_ranks")->count, 0);
+    const pt_json *slow = finding(result.report, "gpu_compute");
+    assert_non_null(slow);
+    assert_true(names_rank(slow, 29));
+    assert_false(names_rank(slow, 3));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/summaries", result.round_dir);
+    assert_int_equal(count_files(path, ".ptsum"), 32);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+/* A relay dies as its node's window begins, its agents alive (driven from one thread):
+ * its 8 ranks are named lost, with the relay as the cause, and every other rank's summary
+ * still arrives. */
+static void test_tree_relay_killed_mid_round_names_its_ranks(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, true);
+    fc.kill_relay_node = 2; /* ranks 16..23 */
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 24);
+    assert_int_equal(result.failed, 8);
+    for (int rank = 0; rank < 32; rank++) {
+        const pt_json *w = worker_entry(result.report, rank);
+        bool lost = rank >= 16 && rank < 24;
+        assert_non_null(w);
+        assert_string_equal(pt_json_get_string(w, "status", ""), lost ? "error" : "normal");
+    }
+    assert_true(any_warning_contains(result.report, "rank 16", "the relay of node 2"));
+    assert_true(any_warning_contains(result.report, "rank 23", "the relay of node 2"));
+    assert_false(any_warning_contains(result.report, "rank 15", NULL));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -818,6 +912,8 @@ int main(void)
         cmocka_unit_test(test_auto_request_without_opt_in_is_refused),
         cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
+        cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
+        cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

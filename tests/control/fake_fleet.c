@@ -31,6 +31,7 @@ typedef struct fake_worker {
     int64_t t0;
     pthread_mutex_t lock;
     bool armed, delivered, dead;
+    int32_t windows;         /* armed so far */
     int64_t start_step;
     int32_t steps;
     char raw_path[PT_CTL_MAX_PATH];
@@ -67,6 +68,7 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->auto_interval_ns = 3600 * 1000000000LL;
     cfg->ranks_per_node = 8;
     cfg->kill_relay_node = -1;
+    cfg->kill_relay_window = 1;
 }
 
 void fake_fleet_relay_host(int32_t node, char *dst, size_t cap)
@@ -112,6 +114,7 @@ static int arm_hook(void *ctx, int64_t start_step, int32_t steps, const char *ra
     fake_worker *w = ctx;
     pthread_mutex_lock(&w->lock);
     w->armed = true;
+    w->windows++;
     w->delivered = false;
     w->start_step = start_step;
     w->steps = steps;
@@ -152,7 +155,7 @@ static void drive_once(fake_fleet *f)
         bool dies = w->armed && !w->dead && w->b.die_in_window && n >= w->start_step;
         char path[PT_CTL_MAX_PATH];
         snprintf(path, sizeof path, "%s", w->raw_path);
-        bool relay_dies = dies || (w->armed && n >= w->start_step);
+        bool relay_dies = w->armed && n >= w->start_step && w->windows == f->cfg.kill_relay_window;
         if (due || dies)
             w->delivered = true;
         if (dies)

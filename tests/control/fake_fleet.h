@@ -51,7 +51,8 @@ typedef struct fake_fleet_config {
     uint16_t relay_port;     /* where every node's relay listens (its own 127.1.x.y) */
     bool driven;             /* one driver thread for every agent and relay */
     int32_t kill_relay_node; /* -1: none; else that node's relay is destroyed (its agents live on)
-                                as the first of its ranks reaches its window */
+                                as the first of its ranks reaches its window ... */
+    int32_t kill_relay_window;  /* ... its kill_relay_window-th one (1: the first round) */
     pt_ctl_log log;
 } fake_fleet_config;
 

@@ -4,7 +4,7 @@
  *                [--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT]
  *                [--slow-from N --slow-factor X]] [--auto-trigger] [--seconds T]
  *                [--job-secret-file PATH] [--tree] [--ranks-per-node N] [--driven] [--poll-ms P]
- *                [--kill-relay-of-node N]
+ *                [--kill-relay-of-node N [--kill-relay-in-window K]]
  *
  * Ranks F..F+C-1 of a job of W workers, each a real agent (fake_fleet.c). The job is
  * found as a worker finds it -- MASTER_ADDR/MASTER_PORT, PERFTRACKER_* -- and the process
@@ -57,7 +57,7 @@ static int usage(void)
     fprintf(stderr, "usage: fake_workers --world W --first F --count C [--step-ms S] [--special-rank R "
                     "[--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT] [--slow-from N "
                     "--slow-factor X]] [--auto-trigger] [--seconds T] [--job-secret-file PATH] [--tree] "
-                    "[--ranks-per-node N] [--driven] [--poll-ms P] [--kill-relay-of-node N]\n");
+                    "[--ranks-per-node N] [--driven] [--poll-ms P] [--kill-relay-of-node N [--kill-relay-in-window K]]\n");
     return 2;
 }
 
@@ -159,6 +159,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--ranks-per-node") == 0) fc.ranks_per_node = atoi(v), i++;
         else if (strcmp(a, "--poll-ms") == 0) poll_ms = atof(v), i++;
         else if (strcmp(a, "--kill-relay-of-node") == 0) fc.kill_relay_node = atoi(v), i++;
+        else if (strcmp(a, "--kill-relay-in-window") == 0) fc.kill_relay_window = atoi(v), i++;
         else return usage();
     }
     if (fc.world_size <= 0 || fc.count <= 0 || fc.first_rank < 0 || fc.first_rank + fc.count > fc.world_size ||
@@ -220,7 +221,14 @@ int main(int argc, char **argv)
     fake_fleet *fleet = fake_fleet_start(&fc);
     bool ready = false;
     int64_t end = pt_now_ns() + (int64_t)(seconds * 1e9);
+    pt_coordinator_stats most = {0}; /* rank 0's process: how many agents and relays its coordinator held */
     while (!stop_requested && pt_now_ns() < end) {
+        if (coordinator) {
+            pt_coordinator_stats st;
+            pt_coordinator_stats_get(coordinator, &st);
+            most.agents = PT_MAX(most.agents, st.agents);
+            most.relays = PT_MAX(most.relays, st.relays);
+        }
         if (!ready && fake_fleet_joined(fleet) == fc.count) {
             printf("ready %d\n", fc.count);
             fflush(stdout);
@@ -230,6 +238,8 @@ int main(int argc, char **argv)
     }
     fake_fleet_stop(fleet);
     pt_coordinator_stop(coordinator);
+    if (coordinator)
+        printf("coordinator_peak agents %d relays %d\n", most.agents, most.relays);
     print_peak_rss();
     if (published)
         unlink(secret_file);

@@ -78,7 +78,7 @@
 #define STRANGER_LOG_BURST 10
 #define RELAY_OUT_LIMIT (16u << 20)                  /* ARMs and probes for a node's ranks */
 #define RELAY_ENVELOPE 16                            /* RELAYED's bytes around a rank's frame */
-#define CONTROL_BACKLOG ((size_t)32 << 20)           /* summaries queued for the CLI before workers wait */
+#define CONTROL_BACKLOG ((size_t)8 << 20)            /* summaries queued for the CLI before workers wait */
 
 /* A relay (relay.h) is one connection that carries its node's ranks: each rank it relays
  * is a virtual peer here, a PEER_AGENT with no socket whose frames come and go wrapped on
@@ -1662,6 +1662,8 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         kill_peer(c, p, now, err.message);
     if (!p->dead)
         update_interest(c, p);
+    if (!p->dead && p->kind != PEER_CONTROL)
+        pt_conn_trim(&p->conn); /* one connection per worker or node: none keeps a buffer while idle */
 }
 
 /* Summaries flow to the CLI as fast as it takes them and no faster: while CONTROL_BACKLOG

@@ -4,10 +4,18 @@
  * except around the stats snapshot. Peers are non-blocking sockets in a level-triggered
  * epoll set; a peer closed while handling an event is only marked dead and freed at the
  * end of the loop iteration, so later events in the same batch never touch freed memory.
- * Costs: per worker ~300 bytes of state plus its connection buffers (4 KB+); per
- * heartbeat O(1); a timer tick every 50 ms walks the peers and the round's workers, O(W),
- * a few microseconds per thousand workers. Summaries are relayed to the CLI as they
- * arrive and not kept here (automatic rounds store them on disk via round.c).
+ * Costs: per worker ~300 bytes of state plus its connection's buffers while a frame is
+ * in them (pt_conn_trim gives idle ones back); per heartbeat O(1); a timer tick every
+ * 50 ms walks the peers and the round's workers, O(W), a few microseconds per thousand
+ * workers. Summaries are relayed to the CLI as they arrive and not kept here (automatic
+ * rounds store them on disk via round.c); while CONTROL_BACKLOG bytes wait for the CLI,
+ * workers and relays are not read, so what rank 0 holds does not grow with the job.
+ *
+ * The relay tree (relay.h). A relay is one connection (PEER_RELAY) carrying its node's
+ * ranks: each relayed rank is a virtual peer -- a PEER_AGENT with no socket (via = its
+ * relay) whose frames arrive unwrapped from RELAYED and leave wrapped in it -- so all of
+ * the above treats it as any worker. A relay's RANK_LOST, or its own connection closing,
+ * kills its ranks' virtual peers with that cause.
  *
  * What a peer can make us hold (docs/security.md). Every message was range-checked by the
  * decoder (protocol.h) before anything here reads it. Input is capped per peer by what it

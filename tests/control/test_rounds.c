@@ -895,6 +895,105 @@ static void test_tree_relay_killed_mid_round_names_its_ranks(void **state)
     stop_job(&j);
 }
 
+/* A peer with the agent key playing a relay. */
+static int next_msg(pt_conn *c, pt_ctl_msg *m)
+{
+    pt_error err;
+    for (int i = 0; i < 500; i++) {
+        int got = pt_conn_next(c, m, &err);
+        if (got != 0)
+            return got;
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        poll(&pfd, 1, 10);
+        if (pt_conn_read(c, &err) < 0)
+            return -1; /* closed: what the coordinator does to a relay it drops */
+    }
+    return 0;
+}
+
+static void send_now(pt_conn *c, const pt_ctl_msg *m)
+{
+    pt_error err;
+    assert_int_equal(pt_conn_send(c, m, &err), 0);
+    assert_int_equal(pt_conn_flush(c, &err), 0);
+}
+
+static void relay_handshake(const job *j, pt_conn *c)
+{
+    pt_error err;
+    int fd = pt_net_connect("127.0.0.1", pt_coordinator_port(j->coordinator), 1000, &err);
+    assert_true(fd >= 0);
+    pt_conn_init(c, fd, 1u << 20);
+    pt_ctl_msg m, reply;
+    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(m.type, PT_CTL_CHALLENGE);
+    pt_key key = agent_key(SECRET);
+    pt_ctl_msg_init(&reply, PT_CTL_AUTH);
+    reply.role = PT_CTL_ROLE_RELAY;
+    memset(reply.nonce, 7, sizeof reply.nonce);
+    pt_auth_client_proof(&key, PT_CTL_ROLE_RELAY, m.nonce, reply.nonce, reply.mac);
+    send_now(c, &reply);
+    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(m.type, PT_CTL_WELCOME);
+    pt_ctl_msg_init(&reply, PT_CTL_JOIN);
+    reply.worker = (pt_ctl_worker){8, 0, 16, 1, 4242, pt_ctl_str("intruder")};
+    send_now(c, &reply);
+}
+
+/* A JOIN for `rank`, as a relay would wrap it, claiming to be `claims`. */
+static void relayed_join(pt_conn *c, int32_t rank, int32_t claims)
+{
+    pt_ctl_msg join, wrapped;
+    pt_ctl_msg_init(&join, PT_CTL_JOIN);
+    join.worker = (pt_ctl_worker){claims, 1, 16, 1, 4243, pt_ctl_str("intruder")};
+    uint8_t frame[512];
+    size_t n = pt_ctl_encode(&join, frame, sizeof frame);
+    assert_true(n > 0);
+    pt_ctl_msg_init(&wrapped, PT_CTL_RELAYED);
+    wrapped.relayed_rank = rank;
+    wrapped.blob = pt_ctl_blob(frame, n);
+    send_now(c, &wrapped);
+}
+
+/* A relay holding the agent key cannot take the place of a rank that is connected and
+ * heard from (its JOIN is refused, wrapped for that rank), and one whose envelope names
+ * one rank and whose JOIN another is dropped; the round after it has every real worker. */
+static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 16);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 16);
+
+    pt_conn relay;
+    relay_handshake(&j, &relay);
+    relayed_join(&relay, 3, 3);
+    pt_ctl_msg m, inner;
+    pt_error err;
+    assert_int_equal(next_msg(&relay, &m), 1);
+    assert_int_equal(m.type, PT_CTL_RELAYED);
+    assert_int_equal(m.relayed_rank, 3);
+    assert_true(pt_ctl_decode(m.blob.data, m.blob.len, &inner, &err) > 0);
+    assert_int_equal(inner.type, PT_CTL_REFUSED);
+    char text[256];
+    pt_ctl_copy_str(text, sizeof text, inner.text);
+    assert_non_null(strstr(text, "rank 3 is already connected"));
+    relayed_join(&relay, 4, 5); /* an envelope for rank 4 around rank 5's JOIN */
+    assert_int_equal(next_msg(&relay, &m), -1);
+    pt_conn_close(&relay);
+
+    pt_trigger_result result;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 16);
+    assert_int_equal(result.failed, 0);
+    assert_true(log_contains("the relay sent a bad frame for rank 4"));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
         cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
+        cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

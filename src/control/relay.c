@@ -205,7 +205,8 @@ static void send_up(pt_relay *r, const pt_ctl_msg *m)
 static void try_connect(pt_relay *r, int64_t now)
 {
     pt_error err;
-    int fd = pt_net_connect(r->cfg.coordinator_host, r->cfg.coordinator_port, CONNECT_TIMEOUT_MS, &err);
+    int fd = pt_net_connect(r->cfg.coordinator_host, r->cfg.coordinator_port,
+                            r->cfg.connect_timeout_ms > 0 ? r->cfg.connect_timeout_ms : CONNECT_TIMEOUT_MS, &err);
     if (fd < 0) {
         if (now - r->last_unreachable_log_ns > 300 * SEC) {
             pt_ctl_logf(&r->cfg.log, "relay: %s (still retrying)", err.message);

@@ -32,6 +32,10 @@ typedef struct pt_relay_config {
     uint16_t coordinator_port;
     pt_key key;                         /* the agent key */
     int32_t max_locals;                 /* connections from the node at once; 0: 256 */
+    int connect_timeout_ms;             /* 0: 1000. A loop driving many relays wants little: a
+                                           coordinator whose accept backlog is full drops SYNs,
+                                           and a connect then blocks the whole loop (retried
+                                           with the backoff instead) */
     pt_ctl_log log;
 } pt_relay_config;
 

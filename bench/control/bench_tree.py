@@ -126,6 +126,7 @@ def main():
     try:
         for n in sizes:
             results[n] = measure(cli, fake, n, tmp, with_report=n in report_sizes)
+            print("  measured %d: %s" % (n, results[n]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = sizes[0]

@@ -994,6 +994,44 @@ static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
     stop_job(&j);
 }
 
+/* The process API in tree mode: local rank 0 of node 1 (rank 8 of 16) hosts its node's
+ * relay, and its own agent reaches the coordinator through it; at stop both go. */
+static void test_process_agent_api_hosts_the_node_relay(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    uint16_t relay_port = 0;
+    pt_error err;
+    int probe = pt_net_listen("127.0.0.1", 0, &relay_port, &err);
+    assert_true(probe >= 0);
+    close(probe);
+    char port[16], relay[16];
+    snprintf(port, sizeof port, "%u", (unsigned)pt_coordinator_port(j.coordinator) - 1);
+    snprintf(relay, sizeof relay, "%u", (unsigned)relay_port);
+    setenv("RANK", "8", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("GROUP_RANK", "1", 1);
+    setenv("WORLD_SIZE", "16", 1);
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("PERFTRACKER_COORDINATOR", j.coordinator_addr, 1); /* a "multi-node" job on one machine */
+    setenv("PERFTRACKER_RELAY", "1", 1);
+    setenv("PERFTRACKER_RELAY_PORT", relay, 1);
+    process_worker pw = {pt_now_ns(), PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    pt_agent_hooks hooks = {&pw, process_arm, process_status, NULL};
+    assert_int_equal(pt_agent_start(&hooks, &err), 0);
+    wait_tree(&j, 1, 1);
+    pt_agent_stop();
+    wait_tree(&j, 0, 0);
+    const char *vars[] = {"RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                          "MASTER_PORT", "PERFTRACKER_COORDINATOR", "PERFTRACKER_RELAY", "PERFTRACKER_RELAY_PORT"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1014,6 +1052,7 @@ int main(void)
         cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
+        cmocka_unit_test(test_process_agent_api_hosts_the_node_relay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

@@ -18,7 +18,9 @@ Two figures per size, both from the CLI's start:
              at the sizes in PT_BENCH_TREE_REPORT_SIZES (default 1024 only: the analysis
              of 10k and 100k summaries is the analysis' own benchmark, bench/scale, and
              took minutes at 10k before its parallel rewrite)
-Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000). Needs PT_CLI (scripts/bench.sh
+Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
+and sampling periods: PT_BENCH_TREE_HEARTBEAT_MS (1000), PT_BENCH_TREE_POLL_MS (250) --
+at 100k on 2 shared cores, their idle cost starves the round itself. Needs PT_CLI (scripts/bench.sh
 sets it) and fake_workers beside it."""
 import os
 import resource
@@ -65,14 +67,15 @@ def measure(cli, fake, world, tmp, with_report):
             del env[k]
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port()), "WORLD_SIZE": str(world),
                 "LOCAL_WORLD_SIZE": str(PER_NODE), "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys-%d" % world),
-                "PERFTRACKER_HEARTBEAT_MS": "1000", "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "120",
+                "PERFTRACKER_HEARTBEAT_MS": os.environ.get("PT_BENCH_TREE_HEARTBEAT_MS", "1000"), "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "120",
                 "PERFTRACKER_SUMMARY_TIMEOUT_S": "300"})
     secret = os.path.join(tmp, "job-secret-%d" % world)
     procs = []
     for first, count in spans(world):
         procs.append(subprocess.Popen([fake, "--world", str(world), "--first", str(first), "--count", str(count),
                                        "--step-ms", "50", "--seconds", "1500", "--job-secret-file", secret,
-                                       "--tree", "--driven", "--ranks-per-node", str(PER_NODE)],
+                                       "--tree", "--driven", "--ranks-per-node", str(PER_NODE),
+                                       "--poll-ms", os.environ.get("PT_BENCH_TREE_POLL_MS", "250")],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
     out = {"processes": len(procs)}
     try:

@@ -7,7 +7,9 @@
  * every poll (100 ms) from this thread with lock-free reads; arm_window is a flag flip in
  * the collector; the only lock is the one-slot mailbox pt_agent_finish_window fills from
  * the collector's writer thread. Memory is bounded: one connection's buffers, one pending
- * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB). Where the
+ * summary, one snapshot buffer (a hang report's stacks and collectives, 192 KB, taken at the
+ * first snapshot). Tests and the simulated fleet may drive agents from their own loop
+ * instead of a thread each (pt_agent_create_driven). Where the
  * worker is -- every thread's stack and its collectives -- is sent whenever a probe asks,
  * its own stall passes the threshold, or a collective raised (then also on the way out,
  * before BYE, so a process ending on that error leaves its state behind). A CANCEL drops
@@ -25,11 +27,15 @@
  * wake-up. Until then the agent does not connect, and says once why.
  *
  * The process-wide API of agent.h is at the end: it reads the environment, starts the
- * coordinator too when this process is rank 0, and holds the one pt_agent. */
+ * coordinator too when this process is rank 0, and holds the one pt_agent. In a job that
+ * uses the relay tree (relay.h, pt_relay_wanted) every agent connects to its node's relay
+ * on loopback instead, and local rank 0's process hosts that relay, started once it has
+ * the agent key. */
 #define _GNU_SOURCE
 #include "control/agent_instance.h"
 #include "control/autotrigger.h"
 #include "control/coordinator.h"
+#include "control/relay.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -40,6 +46,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONNECT_TIMEOUT_MS 1000
@@ -68,6 +75,7 @@ struct pt_agent {
     pt_agent_config cfg;
     pt_agent_hooks hooks;
     pthread_t thread;
+    bool driven;                 /* no thread of its own: pt_agent_drive turns it (agent_instance.h) */
     atomic_bool stop;
     atomic_bool say_bye;
     atomic_bool joined;
@@ -263,8 +271,18 @@ static void send_heartbeat(pt_agent *a, int64_t now)
     a->heartbeat_steps = a->steps_done;
 }
 
+/* The buffer is taken at the first snapshot, not before: most workers never send one, and
+ * a simulated fleet of 100k agents in few processes must not map 192 KB each. */
 static void take_snapshot(pt_agent *a)
 {
+    if (!a->stack) {
+        char *buf = malloc(PT_CTL_MAX_STACK + 2 * PT_CTL_MAX_SNAPSHOT);
+        if (!buf)
+            return; /* sent without stacks */
+        a->stack = buf;
+        a->threads = buf + PT_CTL_MAX_STACK;
+        a->collectives = a->threads + PT_CTL_MAX_SNAPSHOT;
+    }
     a->stack[0] = a->threads[0] = a->collectives[0] = '\0';
     if (a->hooks.snapshot) {
         pt_agent_snapshot snap = {a->stack, PT_CTL_MAX_STACK, a->threads, PT_CTL_MAX_SNAPSHOT, a->collectives,
@@ -634,17 +652,23 @@ static void say_goodbye(pt_agent *a)
     }
 }
 
+/* What is due whenever the loop turns: the connection, the status, the mailbox. */
+static void due_work(pt_agent *a, int64_t now)
+{
+    if (a->link == LINK_DOWN && now >= a->next_connect_ns && have_key(a, now))
+        try_connect(a, now);
+    if (a->link == LINK_HANDSHAKE && now > a->handshake_deadline_ns)
+        link_down(a, now, next_backoff(a), "handshake timed out");
+    periodic(a, now);
+    deliver_finished_window(a);
+}
+
 static void *agent_main(void *arg)
 {
     pt_agent *a = arg;
     while (!atomic_load(&a->stop)) {
         int64_t now = pt_now_ns();
-        if (a->link == LINK_DOWN && now >= a->next_connect_ns && have_key(a, now))
-            try_connect(a, now);
-        if (a->link == LINK_HANDSHAKE && now > a->handshake_deadline_ns)
-            link_down(a, now, next_backoff(a), "handshake timed out");
-        periodic(a, now);
-        deliver_finished_window(a);
+        due_work(a, now);
 
         struct pollfd fds[2] = {{a->wake_fd, POLLIN, 0}, {a->conn.fd, POLLIN, 0}};
         if (a->link != LINK_DOWN && pt_conn_pending(&a->conn) > 0)
@@ -668,23 +692,21 @@ static void *agent_main(void *arg)
     return NULL;
 }
 
-pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
+/* Everything but the thread. A driven agent has no wake-up descriptor: its driver turns it. */
+static pt_agent *new_agent(const pt_agent_config *cfg, const pt_agent_hooks *hooks, bool driven, pt_error *err)
 {
     pt_agent *a = calloc(1, sizeof *a);
-    char *stack = malloc(PT_CTL_MAX_STACK + 2 * PT_CTL_MAX_SNAPSHOT);
-    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!a || !stack || wake < 0) {
+    int wake = driven ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!a || (!driven && wake < 0)) {
         pt_error_set(err, "cannot allocate the agent: %s", strerror(errno ? errno : ENOMEM));
-        free(a), free(stack);
+        free(a);
         if (wake >= 0)
             close(wake);
         return NULL;
     }
     a->cfg = *cfg;
     a->hooks = *hooks;
-    a->stack = stack;
-    a->threads = stack + PT_CTL_MAX_STACK;
-    a->collectives = a->threads + PT_CTL_MAX_SNAPSHOT;
+    a->driven = driven;
     a->wake_fd = wake;
     a->hang_reported_steps = -1;
     a->random_state = (unsigned)(cfg->rank * 2654435761u) ^ (unsigned)pt_now_ns();
@@ -694,6 +716,34 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
     pthread_mutex_init(&a->key_lock, NULL);
     pt_step_tracker_init(&a->tracker);
     pt_conn_init(&a->conn, -1, 0);
+    return a;
+}
+
+pt_agent *pt_agent_create_driven(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
+{
+    return new_agent(cfg, hooks, true, err);
+}
+
+int pt_agent_fd(const pt_agent *a, short *events)
+{
+    *events = (short)(POLLIN | (a->link != LINK_DOWN && pt_conn_pending(&a->conn) > 0 ? POLLOUT : 0));
+    return a->link != LINK_DOWN ? a->conn.fd : -1;
+}
+
+void pt_agent_drive(pt_agent *a, short revents, int64_t now)
+{
+    if (a->link != LINK_DOWN && revents)
+        service_socket(a, revents, now);
+    due_work(a, now);
+    if (a->link != LINK_DOWN)
+        pt_conn_flush(&a->conn, NULL);
+}
+
+pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err)
+{
+    pt_agent *a = new_agent(cfg, hooks, false, err);
+    if (!a)
+        return NULL;
 
     /* The thread must never receive the process's signals (Python handles SIGINT on its
      * main thread), so it starts with all of them blocked. */
@@ -708,10 +758,10 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (rc != 0) {
         pt_error_set(err, "cannot start the agent thread: %s", strerror(rc));
-        close(wake);
+        close(a->wake_fd);
         pthread_mutex_destroy(&a->mailbox_lock);
         pthread_mutex_destroy(&a->key_lock);
-        free(stack), free(a);
+        free(a);
         return NULL;
     }
     return a;
@@ -719,6 +769,8 @@ pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hook
 
 static void wake(pt_agent *a)
 {
+    if (a->wake_fd < 0)
+        return; /* driven: its driver turns it */
     uint64_t one = 1;
     ssize_t ignored = write(a->wake_fd, &one, sizeof one);
     (void)ignored;
@@ -773,9 +825,15 @@ void pt_agent_destroy(pt_agent *a, bool say_bye)
         return;
     atomic_store(&a->say_bye, say_bye);
     atomic_store(&a->stop, true);
-    wake(a);
-    pthread_join(a->thread, NULL);
-    close(a->wake_fd);
+    if (a->driven) {
+        if (say_bye)
+            say_goodbye(a);
+        pt_conn_close(&a->conn);
+    } else {
+        wake(a);
+        pthread_join(a->thread, NULL);
+        close(a->wake_fd);
+    }
     free(a->mailbox.summary);
     pthread_mutex_destroy(&a->mailbox_lock);
     pthread_mutex_destroy(&a->key_lock);
@@ -801,6 +859,11 @@ static pt_agent *process_agent;
 static pt_coordinator *process_coordinator;
 static pid_t process_owner;
 static int auto_trigger_requested;
+/* Local rank 0 of a job in tree mode: its node's relay, and how to start it once the agent
+ * key is known (at start on rank 0 or with a configured secret, else with the job secret). */
+static pt_relay *process_relay;
+static bool relay_pending;
+static pt_relay_config process_relay_cfg;
 /* Rank 0's job secret until Python has put it into the job's store; never written anywhere
  * else (no file, no environment, no log line). */
 static char process_job_secret[PT_JOB_SECRET_HEX + 1];
@@ -812,13 +875,55 @@ void pt_agent_set_auto_trigger(int enabled)
     pthread_mutex_unlock(&process_lock);
 }
 
+static void start_relay_locked(const pt_key *key)
+{
+    if (!relay_pending)
+        return;
+    relay_pending = false;
+    process_relay_cfg.key = *key;
+    pt_error err;
+    process_relay = pt_relay_create(&process_relay_cfg, &err);
+    if (process_relay && pt_relay_start_thread(process_relay, &err) != 0) {
+        pt_relay_destroy(process_relay);
+        process_relay = NULL;
+    }
+    if (!process_relay)
+        pt_ctl_logf(&process_relay_cfg.log, "cannot start this node's relay (%s): its ranks will not reach the "
+                    "coordinator; PERFTRACKER_RELAY=0 makes every rank connect directly", err.message);
+    memset(&process_relay_cfg.key, 0, sizeof process_relay_cfg.key);
+}
+
+/* Tree mode: this agent talks to its node's relay on loopback; local rank 0 hosts it. */
+static void plan_relay_locked(pt_agent_config *cfg, const pt_job_env *env)
+{
+    if (!pt_relay_wanted(env->world_size, env->local_world_size))
+        return;
+    uint16_t port = pt_relay_port_for(env->coordinator_port);
+    if (env->local_rank == 0) {
+        pt_relay_config *rc = &process_relay_cfg;
+        memset(rc, 0, sizeof *rc);
+        rc->rank = env->rank, rc->node_rank = env->node_rank, rc->world_size = env->world_size, rc->pid = env->pid;
+        snprintf(rc->host, sizeof rc->host, "%s", env->host);
+        snprintf(rc->listen_host, sizeof rc->listen_host, "127.0.0.1");
+        rc->listen_port = port;
+        snprintf(rc->coordinator_host, sizeof rc->coordinator_host, "%s", cfg->coordinator_host);
+        rc->coordinator_port = cfg->coordinator_port;
+        rc->max_locals = PT_MAX(env->local_world_size * 2 + 8, 16);
+        snprintf(rc->log.prefix, sizeof rc->log.prefix, "perftracker[relay %d]: ", env->node_rank);
+        relay_pending = true;
+    }
+    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
+    cfg->coordinator_port = port;
+}
+
 static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
 {
     if (process_agent && process_owner == getpid()) {
         pt_error_set(err, "the perftracker agent is already running in this process");
         return -1;
     }
-    process_agent = NULL, process_coordinator = NULL; /* a forked child inherits no threads */
+    process_agent = NULL, process_coordinator = NULL, process_relay = NULL; /* a forked child inherits no threads */
+    relay_pending = false;
     if (strcmp(pt_env_str("PERFTRACKER_AGENT", "1"), "0") == 0) {
         pt_error_set(err, "PERFTRACKER_AGENT=0");
         return 1;
@@ -829,6 +934,7 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
     if (rc != 0)
         return rc;
     cfg.auto_trigger = pt_env_int("PERFTRACKER_AUTO_TRIGGER", auto_trigger_requested, 0, 1) != 0;
+    plan_relay_locked(&cfg, &env);
     if (env.rank == 0) {
         pt_coordinator_config ccfg;
         if (pt_coordinator_config_from_env(&ccfg, &env, err) != 0)
@@ -845,6 +951,8 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
             return -1;
         }
     }
+    if (!cfg.key_pending)
+        start_relay_locked(&cfg.key);
     process_agent = pt_agent_create(&cfg, hooks, err);
     memset(&cfg.key, 0, sizeof cfg.key);
     if (!process_agent) {
@@ -902,9 +1010,13 @@ int pt_agent_set_job_secret(const char *hex, size_t len, pt_error *err)
 {
     pthread_mutex_lock(&process_lock);
     int rc = -1;
-    if (process_agent && process_owner == getpid())
+    if (process_agent && process_owner == getpid()) {
         rc = pt_agent_offer_job_secret(process_agent, hex, len, err);
-    else
+        pt_key key;
+        if (rc == 0 && relay_pending && pt_auth_agent_key_from_job_secret(hex, len, &key, err) == 0)
+            start_relay_locked(&key);
+        memset(&key, 0, sizeof key);
+    } else
         pt_error_set(err, "the perftracker agent is not running in this process");
     pthread_mutex_unlock(&process_lock);
     return rc;
@@ -915,13 +1027,20 @@ void pt_agent_stop(void)
     pthread_mutex_lock(&process_lock);
     if (process_owner == getpid()) { /* in a forked child the threads do not exist */
         pt_agent_destroy(process_agent, true);
+        /* The node's other ranks may still be sending what they profiled as the job ends:
+         * the relay stays while any is connected (at most 2 s), then goes, and the
+         * coordinator names whoever was still behind it. */
+        for (int i = 0; i < 100 && process_relay && pt_relay_joined(process_relay) > 0; i++)
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+        pt_relay_destroy(process_relay);
         /* Rank 0 hosts the coordinator: the other workers may still be sending what they
          * profiled as the job ends, and the CLI waits for it. */
         pt_coordinator_drain(process_coordinator,
                              pt_env_int("PERFTRACKER_EXIT_TIMEOUT", 60, 0, 3600) * 1000000000LL);
         pt_coordinator_stop(process_coordinator);
     }
-    process_agent = NULL, process_coordinator = NULL;
+    process_agent = NULL, process_coordinator = NULL, process_relay = NULL;
+    relay_pending = false;
     memset(process_job_secret, 0, sizeof process_job_secret);
     pthread_mutex_unlock(&process_lock);
 }

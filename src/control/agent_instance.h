@@ -47,6 +47,15 @@ void pt_agent_finish_window(pt_agent *a, const void *summary, size_t len, const 
  * 0, or -1 when it is not 64 hex digits. Any thread. */
 int pt_agent_offer_job_secret(pt_agent *a, const char *hex, size_t len, pt_error *err);
 bool pt_agent_waits_for_job_secret(pt_agent *a);
+/* The same agent with no thread of its own, for a loop that drives many (the simulated
+ * fleet of 100k workers: a thread each would not fit a machine). pt_agent_fd says which
+ * socket to watch now (-1: none) and for what; pt_agent_drive hands it what that socket
+ * reported (0 for nothing) and does whatever is due, never blocking but for a connect
+ * (bounded). Call it at least every poll_ns. One thread drives an agent; the hooks are
+ * called from it, and pt_agent_finish_window may be too. */
+pt_agent *pt_agent_create_driven(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err);
+int pt_agent_fd(const pt_agent *a, short *events);
+void pt_agent_drive(pt_agent *a, short revents, int64_t now);
 /* Stops the thread; say_bye tells the coordinator the process is leaving on purpose. */
 void pt_agent_destroy(pt_agent *a, bool say_bye);
 

@@ -4,10 +4,18 @@
  * except around the stats snapshot. Peers are non-blocking sockets in a level-triggered
  * epoll set; a peer closed while handling an event is only marked dead and freed at the
  * end of the loop iteration, so later events in the same batch never touch freed memory.
- * Costs: per worker ~300 bytes of state plus its connection buffers (4 KB+); per
- * heartbeat O(1); a timer tick every 50 ms walks the peers and the round's workers, O(W),
- * a few microseconds per thousand workers. Summaries are relayed to the CLI as they
- * arrive and not kept here (automatic rounds store them on disk via round.c).
+ * Costs: per worker ~300 bytes of state plus its connection's buffers while a frame is
+ * in them (pt_conn_trim gives idle ones back); per heartbeat O(1); a timer tick every
+ * 50 ms walks the peers and the round's workers, O(W), a few microseconds per thousand
+ * workers. Summaries are relayed to the CLI as they arrive and not kept here (automatic
+ * rounds store them on disk via round.c); while CONTROL_BACKLOG bytes wait for the CLI,
+ * workers and relays are not read, so what rank 0 holds does not grow with the job.
+ *
+ * The relay tree (relay.h). A relay is one connection (PEER_RELAY) carrying its node's
+ * ranks: each relayed rank is a virtual peer -- a PEER_AGENT with no socket (via = its
+ * relay) whose frames arrive unwrapped from RELAYED and leave wrapped in it -- so all of
+ * the above treats it as any worker. A relay's RANK_LOST, or its own connection closing,
+ * kills its ranks' virtual peers with that cause.
  *
  * What a peer can make us hold (docs/security.md). Every message was range-checked by the
  * decoder (protocol.h) before anything here reads it. Input is capped per peer by what it
@@ -76,8 +84,15 @@
 #define ACCEPT_BATCH 256
 #define SHED_LOG_NS (10 * SEC)
 #define STRANGER_LOG_BURST 10
+#define RELAY_OUT_LIMIT (16u << 20)                  /* ARMs and probes for a node's ranks */
+#define RELAY_ENVELOPE 16                            /* RELAYED's bytes around a rank's frame */
+#define CONTROL_BACKLOG ((size_t)8 << 20)            /* summaries queued for the CLI before workers wait */
 
-enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL };
+/* A relay (relay.h) is one connection that carries its node's ranks: each rank it relays
+ * is a virtual peer here, a PEER_AGENT with no socket whose frames come and go wrapped on
+ * its relay's connection (peer.via), so everything after the wrapping is the flat job's
+ * code, unchanged. */
+enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL, PEER_RELAY };
 
 typedef struct peer {
     pt_conn conn;
@@ -85,10 +100,15 @@ typedef struct peer {
     uint8_t nonce[PT_CTL_NONCE_BYTES];
     int64_t accepted_ns, last_heard_ns;
     char addr[64];
-    int32_t rank;          /* agents after JOIN, else -1 */
+    int32_t rank;          /* agents and relays after JOIN, else -1 */
+    struct peer *via;      /* a rank behind a relay: that relay's peer (no socket of its own) */
+    int32_t relayed_rank;  /* such a rank's number, from before its JOIN is accepted */
+    int32_t node_rank;     /* a relay's node */
+    char host[PT_HOST_MAX]; /* a relay's host */
     bool closing;          /* close once the queue is flushed (after REFUSED) */
     bool dead;
     bool paused;           /* not read: its frame waits for room in the input budget */
+    bool held;             /* not read: the CLI has CONTROL_BACKLOG bytes of summaries to take first */
     uint32_t events;       /* what epoll watches for it */
     size_t admitted;       /* the input budget its current frame holds */
 } peer;
@@ -174,6 +194,9 @@ struct pt_coordinator {
     size_t input_admitted;   /* the sum of the peers' admitted */
     size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
     size_t control_peers;
+    size_t held_peers;       /* peers held for the CLI's backlog */
+    uint8_t *scratch;        /* a frame for a relayed rank, before it is wrapped */
+    size_t scratch_cap;
     int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
     bool listener_paused;
     struct {                 /* load shed since the last log line */
@@ -316,8 +339,8 @@ static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...)
 /* Reads unless paused, writes while something is queued. */
 static void update_interest(pt_coordinator *c, peer *p)
 {
-    uint32_t want = (p->paused ? 0 : EPOLLIN) | (pt_conn_pending(&p->conn) > 0 ? EPOLLOUT : 0);
-    if (want == p->events || p->dead)
+    uint32_t want = (p->paused || p->held ? 0 : EPOLLIN) | (pt_conn_pending(&p->conn) > 0 ? EPOLLOUT : 0);
+    if (want == p->events || p->dead || p->conn.fd < 0)
         return;
     struct epoll_event ev = {want, {.ptr = p}};
     epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, p->conn.fd, &ev);
@@ -330,13 +353,14 @@ static size_t input_limit(const peer *p)
     switch (p->kind) {
     case PEER_HANDSHAKE: return HANDSHAKE_IN_LIMIT;
     case PEER_CONTROL: return CONTROL_IN_LIMIT;
+    case PEER_RELAY: return p->rank >= 0 ? AGENT_IN_LIMIT + RELAY_ENVELOPE : UNJOINED_IN_LIMIT;
     default: return p->rank >= 0 ? AGENT_IN_LIMIT : UNJOINED_IN_LIMIT;
     }
 }
 
 static bool waiting(const peer *p)
 {
-    return p->kind == PEER_HANDSHAKE || (p->kind == PEER_AGENT && p->rank < 0);
+    return p->kind == PEER_HANDSHAKE || ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && p->rank < 0);
 }
 
 static void release_input(pt_coordinator *c, peer *p)
@@ -364,13 +388,47 @@ static bool admit_input(pt_coordinator *c, peer *p)
 }
 
 static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why);
+static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now);
+static bool cli_backlogged(const pt_coordinator *c);
 #define kill_peer(c, p, now, why) kill_peer_as(c, p, now, PT_FAIL_DIED, why)
+
+/* A frame for a rank behind a relay: encoded, then wrapped for the relay's connection. */
+static int wrap_for_relay(pt_coordinator *c, const peer *p, const pt_ctl_msg *m, pt_ctl_msg *wrapped, pt_error *err)
+{
+    size_t size = pt_ctl_encoded_size(m);
+    if (size == 0 || size > PT_CTL_MAX_FRAME - RELAY_ENVELOPE) {
+        pt_error_set(err, "cannot encode a %s message for rank %d", pt_ctl_type_name(m->type), p->relayed_rank);
+        return -1;
+    }
+    if (size > c->scratch_cap) {
+        uint8_t *grown = realloc(c->scratch, size);
+        if (!grown) {
+            pt_error_set(err, "out of memory");
+            return -1;
+        }
+        c->scratch = grown, c->scratch_cap = size;
+    }
+    pt_ctl_encode(m, c->scratch, c->scratch_cap);
+    pt_ctl_msg_init(wrapped, PT_CTL_RELAYED);
+    wrapped->relayed_rank = p->relayed_rank;
+    wrapped->blob = pt_ctl_blob(c->scratch, size);
+    return 0;
+}
 
 static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     if (!p || p->dead)
         return;
     pt_error err;
+    pt_ctl_msg wrapped;
+    if (p->via) {
+        if (wrap_for_relay(c, p, m, &wrapped, &err) != 0) {
+            kill_peer(c, p, now, err.message);
+            return;
+        }
+        m = &wrapped;
+        p = p->via;
+    }
     if (pt_conn_send(&p->conn, m, &err) != 0 || pt_conn_flush(&p->conn, &err) != 0) {
         kill_peer(c, p, now, err.message);
         return;
@@ -858,6 +916,8 @@ static void refuse(pt_coordinator *c, peer *p, const char *why, int64_t now)
 /* Whether the peer has closed (or reset) its connection, by a peek that never blocks. */
 static bool connection_gone(const peer *p)
 {
+    if (p->via)
+        return p->via->dead; /* its relay says RANK_LOST when its connection drops */
     char byte;
     ssize_t n = recv(p->conn.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -1089,6 +1149,114 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
     }
 }
 
+/* ---------------------------------------------------------------- relay messages */
+
+/* "the relay of node 3 (rank 24 on gpu-3, 10.0.0.3:41234)", for the lines about its ranks. */
+static void relay_name(const peer *relay, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "the relay of node %d (rank %d on %.80s, %.60s)", relay->node_rank, relay->rank, relay->host,
+             relay->addr);
+}
+
+/* The relay says who it is (its own worker's identity) before it relays anything. */
+static void on_relay_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    if (m->worker.world_size != c->cfg.world_size) {
+        stranger_logf(c, now, "refused a relay from %s: world size %d does not match this job's %d", p->addr,
+                      m->worker.world_size, c->cfg.world_size);
+        refuse(c, p, "world size does not match this job", now);
+        return;
+    }
+    p->rank = m->worker.rank;
+    p->node_rank = m->worker.node_rank;
+    pt_ctl_copy_str(p->host, sizeof p->host, m->worker.host);
+    c->waiting_peers--;
+    p->conn.in_limit = input_limit(p);
+}
+
+static peer *relayed_peer(pt_coordinator *c, const peer *relay, int32_t rank)
+{
+    peer *q = c->workers[rank].peer;
+    return q && q->via == relay && !q->dead ? q : NULL;
+}
+
+/* A rank's JOIN through the relay: a virtual peer for it, then the flat job's JOIN. */
+static void relayed_join(pt_coordinator *c, peer *relay, int32_t rank, const pt_ctl_msg *inner, int64_t now)
+{
+    peer *old = relayed_peer(c, relay, rank);
+    if (old) /* the relay closed its connection and took a new one before saying so */
+        kill_peer(c, old, now, "replaced by a new connection through its relay");
+    peer *q = calloc(1, sizeof *q);
+    if (!q || (c->peer_count == c->peer_cap &&
+               !(c->peers = realloc(c->peers, (c->peer_cap = c->peer_cap ? c->peer_cap * 2 : 64) * sizeof *c->peers)))) {
+        pt_ctl_logf(&c->cfg.log, "out of memory: not taking rank %d through its relay", rank);
+        free(q);
+        return;
+    }
+    pt_conn_init(&q->conn, -1, 0);
+    q->kind = PEER_AGENT;
+    q->via = relay;
+    q->rank = -1;
+    q->relayed_rank = rank;
+    q->accepted_ns = q->last_heard_ns = now;
+    snprintf(q->addr, sizeof q->addr, "relay %.40s", relay->addr);
+    c->peers[c->peer_count++] = q;
+    c->waiting_peers++;
+    on_agent_message(c, q, inner, now);
+    if (q->rank < 0 && !q->dead)
+        kill_peer(c, q, now, "its JOIN was refused");
+}
+
+static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    if (p->rank < 0) {
+        if (m->type == PT_CTL_JOIN)
+            on_relay_join(c, p, m, now);
+        else
+            bad_frame(c, p, "a relay must say who it is (JOIN) first", now);
+        return;
+    }
+    int32_t rank = m->relayed_rank;
+    if ((m->type == PT_CTL_RELAYED || m->type == PT_CTL_RANK_LOST) && rank >= c->cfg.world_size) {
+        bad_frame(c, p, "the relay named a rank outside the job", now);
+        return;
+    }
+    if (m->type == PT_CTL_RANK_LOST) {
+        peer *q = relayed_peer(c, p, rank);
+        char text[PT_CTL_MAX_TEXT + 1];
+        pt_ctl_copy_str(text, sizeof text, m->text);
+        if (q)
+            kill_peer(c, q, now, text);
+        return;
+    }
+    if (m->type != PT_CTL_RELAYED) {
+        bad_frame(c, p, "a relay sent a message relays do not send", now);
+        return;
+    }
+    /* The rank's own frame: checked as any agent's. The relay bound its connection to the
+     * rank it JOINed as; a JOIN must name that rank. */
+    pt_ctl_msg inner;
+    pt_error err;
+    ssize_t used = pt_ctl_decode(m->blob.data, m->blob.len, &inner, &err);
+    if (used != (ssize_t)m->blob.len || inner.type < PT_CTL_JOIN || inner.type > PT_CTL_BYE ||
+        (inner.type == PT_CTL_JOIN && inner.worker.rank != rank)) {
+        char why[600];
+        snprintf(why, sizeof why, "the relay sent a bad frame for rank %d: %.500s", rank,
+                 used < 0 ? err.message : "not one agent message of that rank");
+        bad_frame(c, p, why, now);
+        return;
+    }
+    if (inner.type == PT_CTL_JOIN) {
+        relayed_join(c, p, rank, &inner, now);
+        return;
+    }
+    peer *q = relayed_peer(c, p, rank);
+    if (!q)
+        return; /* refused, or replaced: nothing it says counts */
+    q->last_heard_ns = now;
+    on_agent_message(c, q, &inner, now);
+}
+
 /* ---------------------------------------------------------------- control messages */
 
 static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now)
@@ -1194,7 +1362,7 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
 
 static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
-    const pt_key *key = m->role == PT_CTL_ROLE_AGENT ? &c->cfg.agent_key
+    const pt_key *key = m->role == PT_CTL_ROLE_AGENT || m->role == PT_CTL_ROLE_RELAY ? &c->cfg.agent_key
                         : m->role == PT_CTL_ROLE_CONTROL ? &c->cfg.control_key
                                                           : NULL;
     uint8_t expected[PT_SHA256_BYTES];
@@ -1206,7 +1374,8 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         c->stats.refused++;
         pthread_mutex_unlock(&c->stats_lock);
         stranger_logf(c, now, "refused a %s connection from %s: %s",
-                      m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker" : "peer",
+                      m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker"
+                      : m->role == PT_CTL_ROLE_RELAY ? "relay" : "peer",
                       p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
                                                                                      : "wrong job key");
         refuse(c, p, "authentication failed: this job's key is needed", now);
@@ -1221,8 +1390,10 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     pt_ctl_msg w;
     pt_ctl_msg_init(&w, PT_CTL_WELCOME);
     pt_auth_server_proof(key, m->role, p->nonce, m->nonce, w.mac);
-    p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : PEER_CONTROL;
+    p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : m->role == PT_CTL_ROLE_RELAY ? PEER_RELAY : PEER_CONTROL;
     p->conn.in_limit = input_limit(p);
+    if (p->kind == PEER_RELAY)
+        p->conn.out_limit = RELAY_OUT_LIMIT;
     if (p->kind == PEER_CONTROL) {
         c->waiting_peers--;
         c->control_peers++;
@@ -1239,8 +1410,11 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     if (p->dead)
         return;
     p->dead = true;
-    epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
+    if (p->conn.fd >= 0)
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
     release_input(c, p);
+    if (p->held)
+        p->held = false, c->held_peers--;
     if (waiting(p))
         c->waiting_peers--;
     else if (p->kind == PEER_CONTROL)
@@ -1259,6 +1433,18 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
         } else if (!c->workers[rank].exited) {
             pt_ctl_logf(&c->cfg.log, "rank %d disconnected (%s)", rank, why);
         }
+    }
+    if (p->kind == PEER_RELAY && p->rank >= 0) {
+        /* Every rank it carried is lost with it, and says why. */
+        char name[200], text[600];
+        relay_name(p, name, sizeof name);
+        /* lines below hold name (< 200) and why */
+        snprintf(text, sizeof text, "%s was lost: %s", name, why);
+        int32_t lost = 0;
+        for (size_t i = 0; i < c->peer_count; i++)
+            if (c->peers[i]->via == p && !c->peers[i]->dead)
+                kill_peer_as(c, c->peers[i], now, failure, text), lost++;
+        pt_ctl_logf(&c->cfg.log, "%s: its %d rank(s) are lost with it", text, lost);
     }
     if (p->kind == PEER_CONTROL && c->round && c->round->control == p) {
         /* Freed at the next tick, never here: a caller up the stack may be using it. */
@@ -1304,7 +1490,7 @@ static bool shed_oldest_waiting(pt_coordinator *c, int64_t now, const char *why)
 {
     for (size_t i = 0; i < c->peer_count; i++) {
         peer *p = c->peers[i];
-        if (p->dead || !waiting(p))
+        if (p->dead || !waiting(p) || p->via)
             continue;
         kill_peer(c, p, now, why);
         close(p->conn.fd);
@@ -1437,6 +1623,8 @@ static void handle_frames(pt_coordinator *c, peer *p, int64_t now)
             on_auth(c, p, &m, now);
         else if (p->kind == PEER_AGENT)
             on_agent_message(c, p, &m, now);
+        else if (p->kind == PEER_RELAY)
+            on_relay_message(c, p, &m, now);
         else
             on_control_message(c, p, &m, now);
     }
@@ -1447,8 +1635,14 @@ static void handle_frames(pt_coordinator *c, peer *p, int64_t now)
 static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t now)
 {
     pt_error err;
-    if (p->paused && (events & (EPOLLHUP | EPOLLERR))) {
+    if ((p->paused || p->held) && (events & (EPOLLHUP | EPOLLERR))) {
         kill_peer(c, p, now, "connection closed while waiting for room");
+        return;
+    }
+    if (!p->paused && !p->held && (p->kind == PEER_AGENT || p->kind == PEER_RELAY) && cli_backlogged(c)) {
+        p->held = true; /* resumed once the CLI has taken half of it (resume_held) */
+        c->held_peers++;
+        update_interest(c, p);
         return;
     }
     if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
@@ -1476,6 +1670,33 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         kill_peer(c, p, now, err.message);
     if (!p->dead)
         update_interest(c, p);
+    if (!p->dead && p->kind != PEER_CONTROL)
+        pt_conn_trim(&p->conn); /* one connection per worker or node: none keeps a buffer while idle */
+}
+
+/* Summaries flow to the CLI as fast as it takes them and no faster: while CONTROL_BACKLOG
+ * bytes wait for it, workers and relays are not read (TCP holds the rest on their side),
+ * so rank 0 never queues the whole job's summaries. */
+static bool cli_backlogged(const pt_coordinator *c)
+{
+    const peer *cli = c->round ? c->round->control : NULL;
+    return cli && !cli->dead && pt_conn_pending(&cli->conn) > CONTROL_BACKLOG;
+}
+
+static void resume_held(pt_coordinator *c, int64_t now)
+{
+    const peer *cli = c->round ? c->round->control : NULL;
+    if (!c->held_peers || (cli && !cli->dead && pt_conn_pending(&cli->conn) > CONTROL_BACKLOG / 2))
+        return;
+    for (size_t i = 0; i < c->peer_count; i++) {
+        peer *p = c->peers[i];
+        if (p->held && !p->dead) {
+            p->held = false;
+            p->last_heard_ns = now; /* waiting on the CLI is not silence */
+            update_interest(c, p);
+        }
+    }
+    c->held_peers = 0;
 }
 
 static void resume_paused(pt_coordinator *c, int64_t now)
@@ -1500,8 +1721,10 @@ static void tick(pt_coordinator *c, int64_t now)
             kill_peer(c, p, now, "closed after refusal");
         else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
             kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
-        else if (p->kind == PEER_AGENT && !p->paused && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
-            pt_ctl_logf(&c->cfg.log, "rank %d: no heartbeat for %.0f s; dropping it", p->rank,
+        else if ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && !p->paused && !p->held &&
+                 !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
+            pt_ctl_logf(&c->cfg.log, "%s %d: no heartbeat for %.0f s; dropping it",
+                        p->kind == PEER_RELAY ? "the relay of rank" : "rank", p->rank,
                         (double)(now - p->last_heard_ns) / 1e9);
             kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
         }
@@ -1517,15 +1740,18 @@ static void tick(pt_coordinator *c, int64_t now)
     flush_shed_log(c, now);
     flush_stranger_log(c, now);
     check_round(c, now);
-    int32_t agents = 0;
+    int32_t agents = 0, relays = 0;
     for (int32_t i = 0; i < c->cfg.world_size; i++)
         agents += c->workers[i].peer != NULL;
     size_t unsent = 0;
-    for (size_t i = 0; i < c->peer_count; i++)
+    for (size_t i = 0; i < c->peer_count; i++) {
         if (c->peers[i]->kind == PEER_CONTROL && !c->peers[i]->dead)
             unsent += pt_conn_pending(&c->peers[i]->conn);
+        relays += c->peers[i]->kind == PEER_RELAY && c->peers[i]->rank >= 0 && !c->peers[i]->dead;
+    }
     pthread_mutex_lock(&c->stats_lock);
     c->stats.agents = agents;
+    c->stats.relays = relays;
     c->stats.round_running = c->round != NULL;
     c->stats.unsent_bytes = unsent;
     pthread_mutex_unlock(&c->stats_lock);
@@ -1566,6 +1792,7 @@ static void turn(pt_coordinator *c, int timeout_ms, bool real_time, int64_t now)
             service_peer(c, tag, events[i].events, now);
         }
     }
+    resume_held(c, now);
     if (now - c->last_tick_ns >= TICK_NS) {
         tick(c, now);
         c->last_tick_ns = now;
@@ -1747,6 +1974,7 @@ void pt_coordinator_stop(pt_coordinator *c)
     free_round(c->round);
     free(c->peers);
     free(c->workers);
+    free(c->scratch);
     if (c->listen_fd >= 0)
         close(c->listen_fd);
     if (c->reserve_fd >= 0)

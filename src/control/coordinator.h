@@ -53,7 +53,8 @@ typedef struct pt_coordinator pt_coordinator;
 
 /* What tests and the rank-0 log want to know; a consistent snapshot. */
 typedef struct pt_coordinator_stats {
-    int32_t agents;            /* joined and connected now */
+    int32_t agents;            /* joined and connected now (directly or through a relay) */
+    int32_t relays;            /* node relays connected now (relay.h) */
     uint32_t rounds_finished;
     uint32_t auto_rounds;
     uint32_t refused;          /* handshakes that failed authentication */

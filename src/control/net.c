@@ -245,6 +245,20 @@ static size_t room_wanted(const pt_conn *c)
     return PT_MAX(PT_MIN(frame - have, have), chunk);
 }
 
+void pt_conn_trim(pt_conn *c)
+{
+    if (c->in_off == c->in_len) {
+        free(c->in);
+        c->in = NULL;
+        c->in_len = c->in_off = c->in_cap = 0;
+    }
+    if (c->out_off == c->out_len) {
+        free(c->out);
+        c->out = NULL;
+        c->out_len = c->out_off = c->out_cap = 0;
+    }
+}
+
 int pt_conn_read(pt_conn *c, pt_error *err)
 {
     if (c->in_off > 0) { /* drop what was consumed; earlier messages are now invalid */

@@ -61,5 +61,9 @@ int pt_conn_send(pt_conn *c, const pt_ctl_msg *m, pt_error *err);
 /* Writes queued bytes. Returns 0 (all or some written; see pt_conn_pending) or -1. */
 int pt_conn_flush(pt_conn *c, pt_error *err);
 size_t pt_conn_pending(const pt_conn *c);
+/* Gives both buffers back when nothing waits in them (everything read was handled, and
+ * everything queued was written): rank 0 holds thousands of connections, mostly idle
+ * between frames, and each would otherwise keep the largest buffer it ever needed. */
+void pt_conn_trim(pt_conn *c);
 
 #endif

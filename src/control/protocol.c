@@ -53,7 +53,7 @@ typedef struct field {
         COUNT(progress.summaries), COUNT(progress.failed), COUNT(progress.hung)
 
 static const field challenge_fields[] = {U32(version), FIXED(nonce)};
-static const field auth_fields[] = {U32(version), U8(role, PT_CTL_ROLE_AGENT, PT_CTL_ROLE_CONTROL), FIXED(nonce),
+static const field auth_fields[] = {U32(version), U8(role, PT_CTL_ROLE_AGENT, PT_CTL_ROLE_RELAY), FIXED(nonce),
                                     FIXED(mac)};
 static const field welcome_fields[] = {FIXED(mac)};
 static const field text_fields[] = {BYTES(text, PT_CTL_MAX_TEXT)};
@@ -84,6 +84,9 @@ static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEV
                                              I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),
                                              SNAPSHOT_FIELDS, DURATION(mean_step_ns)};
+/* The inner frame is checked again, as a frame of its own, by whoever unwraps it. */
+static const field relayed_fields[] = {I32(relayed_rank, 0, PT_CTL_MAX_WORLD - 1), BYTES(blob, PT_CTL_MAX_FRAME)};
+static const field rank_lost_fields[] = {I32(relayed_rank, 0, PT_CTL_MAX_WORLD - 1), BYTES(text, PT_CTL_MAX_TEXT)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
 static const field busy_fields[] = {BYTES(text, PT_CTL_MAX_TEXT), I64(timeout_ms, 0, PT_CTL_MAX_TIMEOUT_MS)};
 
@@ -109,6 +112,8 @@ static const schema schemas[] = {
     SCHEMA(PT_CTL_HANG, "hang", hang_fields),
     SCHEMA(PT_CTL_AUTO_REQUEST, "auto-request", auto_fields),
     {PT_CTL_BYE, "bye", NULL, 0, false, false},
+    SCHEMA(PT_CTL_RELAYED, "relayed", relayed_fields),
+    SCHEMA(PT_CTL_RANK_LOST, "rank-lost", rank_lost_fields),
     SCHEMA(PT_CTL_ARM, "arm", arm_fields),
     SCHEMA(PT_CTL_PROBE, "probe", round_fields),
     SCHEMA(PT_CTL_CANCEL, "cancel", round_fields),

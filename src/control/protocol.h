@@ -56,6 +56,10 @@ typedef enum pt_ctl_type {
                                own stall, or a collective that failed) */
     PT_CTL_AUTO_REQUEST = 15, /* kind, steps_done, mean_step_ns (recent), best_mean_ns, stalled_ns */
     PT_CTL_BYE = 16,        /* the process is exiting cleanly */
+    /* relay <-> coordinator (the per-node tree, relay.h) */
+    PT_CTL_RELAYED = 17,    /* relayed_rank, blob: one frame from (or for) that rank of the relay's node,
+                               as the rank's agent wrote it (or the coordinator writes it for the rank) */
+    PT_CTL_RANK_LOST = 18,  /* relayed_rank, text: the rank's connection to the relay dropped */
     /* coordinator -> agent */
     PT_CTL_ARM = 20,        /* round, start_step, steps, path (raw trace dir, "" = private) */
     PT_CTL_PROBE = 21,      /* round: answer with HANG now (status, stacks, collectives) */
@@ -77,7 +81,9 @@ typedef enum pt_ctl_type {
                                    window; TRIGGER again in about timeout_ms */
 } pt_ctl_type;
 
-typedef enum pt_ctl_role { PT_CTL_ROLE_AGENT = 1, PT_CTL_ROLE_CONTROL = 2 } pt_ctl_role;
+/* A relay authenticates with the agent key, as a worker does, but its role is its own (the
+ * MAC covers the role): its connection carries the frames of its node's ranks (relay.h). */
+typedef enum pt_ctl_role { PT_CTL_ROLE_AGENT = 1, PT_CTL_ROLE_CONTROL = 2, PT_CTL_ROLE_RELAY = 3 } pt_ctl_role;
 
 typedef enum pt_ctl_save_raw { PT_SAVE_RAW_NONE = 0, PT_SAVE_RAW_MASTER = 1, PT_SAVE_RAW_ALL = 2 } pt_ctl_save_raw;
 
@@ -155,6 +161,7 @@ typedef struct pt_ctl_msg {
     int64_t best_mean_ns;
     int64_t stalled_ns;
     int64_t since_step_ns;   /* HANG: time since its last step when the snapshot was taken */
+    int32_t relayed_rank;    /* RELAYED, RANK_LOST: whose frame, or who was lost */
     pt_ctl_worker worker;
     pt_ctl_progress progress;
     pt_ctl_bytes text;

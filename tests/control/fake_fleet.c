@@ -1,13 +1,20 @@
 /* fake_fleet.c -- see fake_fleet.h. One agent per fake worker plus one driver thread
- * per fleet that plays the collector's writer thread (finishing windows). */
-#define _POSIX_C_SOURCE 200809L
+ * per fleet that plays the collector's writer thread (finishing windows), and in driven
+ * mode also turns every agent and relay: each agent's socket is in the driver's epoll set
+ * (re-registered whenever the agent reconnects), each relay's epoll descriptor too, and
+ * every agent is turned at least every poll_ns, staggered. */
+#define _GNU_SOURCE
 #include "fake_fleet.h"
+#include "control/relay.h"
 
 #include "summarize/summary_io.h"
 #include "synth/synth.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +31,26 @@ typedef struct fake_worker {
     int64_t t0;
     pthread_mutex_t lock;
     bool armed, delivered, dead;
+    int32_t windows;         /* armed so far */
     int64_t start_step;
     int32_t steps;
     char raw_path[PT_CTL_MAX_PATH];
     pt_buf summary;
+    /* driven mode: what the driver's epoll set watches for it, and when it is turned next */
+    int watched_fd;
+    short watched_events;
+    int64_t next_drive_ns;
 } fake_worker;
 
 struct fake_fleet {
     fake_fleet_config cfg;
     fake_worker *workers;
+    pt_relay **relays;           /* tree mode: one per node the fleet holds (NULL once killed) */
+    int32_t first_node, nodes;
+    int epoll_fd;                /* driven mode */
     pthread_t driver;
     atomic_bool stop;
-    pthread_mutex_t agents_lock; /* guards fake_worker.agent against a dying worker */
+    pthread_mutex_t agents_lock; /* guards fake_worker.agent against a dying worker, and relays */
 };
 
 void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
@@ -51,6 +66,14 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->poll_ns = 20 * 1000000LL;
     cfg->hang_floor_ns = 400 * 1000000LL;
     cfg->auto_interval_ns = 3600 * 1000000000LL;
+    cfg->ranks_per_node = 8;
+    cfg->kill_relay_node = -1;
+    cfg->kill_relay_window = 1;
+}
+
+void fake_fleet_relay_host(int32_t node, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "127.%d.%d.%d", 1 + node / 65536, node / 256 % 256, node % 256);
 }
 
 /* ---------------------------------------------------------------- the fake collector */
@@ -91,6 +114,7 @@ static int arm_hook(void *ctx, int64_t start_step, int32_t steps, const char *ra
     fake_worker *w = ctx;
     pthread_mutex_lock(&w->lock);
     w->armed = true;
+    w->windows++;
     w->delivered = false;
     w->start_step = start_step;
     w->steps = steps;
@@ -131,11 +155,21 @@ static void drive_once(fake_fleet *f)
         bool dies = w->armed && !w->dead && w->b.die_in_window && n >= w->start_step;
         char path[PT_CTL_MAX_PATH];
         snprintf(path, sizeof path, "%s", w->raw_path);
+        bool relay_dies = w->armed && n >= w->start_step && w->windows == f->cfg.kill_relay_window;
         if (due || dies)
             w->delivered = true;
         if (dies)
             w->dead = true;
         pthread_mutex_unlock(&w->lock);
+        int32_t node = w->rank / f->cfg.ranks_per_node;
+        if (relay_dies && node == f->cfg.kill_relay_node && f->relays && f->relays[node - f->first_node]) {
+            fprintf(stderr, "fake_fleet: the relay of node %d dies as rank %d's window begins\n", node, w->rank);
+            pthread_mutex_lock(&f->agents_lock);
+            pt_relay *r = f->relays[node - f->first_node];
+            f->relays[node - f->first_node] = NULL;
+            pthread_mutex_unlock(&f->agents_lock);
+            pt_relay_destroy(r); /* its agents live on, and find nobody at its address */
+        }
         if (dies) {
             if (f->cfg.die)
                 f->cfg.die(w->rank);
@@ -160,6 +194,63 @@ static void *driver_main(void *arg)
     while (!atomic_load(&f->stop)) {
         drive_once(f);
         nanosleep(&(struct timespec){0, 5000000}, NULL);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- driven mode */
+
+/* Keeps the epoll set in step with the agent's socket. A closed socket leaves the set by
+ * itself (and its number may be another agent's by now), so an old one is never DELeted. */
+static void watch_agent(fake_fleet *f, fake_worker *w)
+{
+    short events = 0;
+    int fd = w->agent ? pt_agent_fd(w->agent, &events) : -1;
+    if (fd == w->watched_fd && events == w->watched_events)
+        return;
+    w->watched_fd = fd;
+    w->watched_events = events;
+    if (fd < 0)
+        return;
+    struct epoll_event ev = {(uint32_t)events, {.ptr = w}};
+    if (epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, fd, &ev) != 0)
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void drive_agent(fake_fleet *f, fake_worker *w, short revents, int64_t now)
+{
+    if (!w->agent)
+        return;
+    pt_agent_drive(w->agent, revents, now);
+    w->next_drive_ns = now + f->cfg.poll_ns;
+    watch_agent(f, w);
+}
+
+static void *driven_main(void *arg)
+{
+    fake_fleet *f = arg;
+    struct epoll_event events[512];
+    int64_t next_tick = 0;
+    while (!atomic_load(&f->stop)) {
+        int n = epoll_wait(f->epoll_fd, events, PT_ARRAY_LEN(events), 5);
+        int64_t now = pt_now_ns();
+        for (int i = 0; i < n; i++) {
+            void *tag = events[i].data.ptr;
+            if (tag >= (void *)f->workers && tag < (void *)(f->workers + f->cfg.count))
+                drive_agent(f, tag, (short)events[i].events, now);
+            else if (*(pt_relay **)tag)
+                pt_relay_turn(*(pt_relay **)tag, now);
+        }
+        if (now < next_tick)
+            continue;
+        next_tick = now + PT_MIN(20000000LL, f->cfg.poll_ns);
+        drive_once(f);
+        for (int32_t i = 0; i < f->cfg.count; i++)
+            if (f->workers[i].next_drive_ns <= now)
+                drive_agent(f, &f->workers[i], 0, now);
+        for (int32_t i = 0; f->relays && i < f->nodes; i++)
+            if (f->relays[i])
+                pt_relay_turn(f->relays[i], now);
     }
     return NULL;
 }
@@ -204,14 +295,15 @@ static void worker_summary(fake_worker *w, const pt_buf *template, int32_t world
     if (!s)
         return;
     char host[64], name[128];
-    snprintf(host, sizeof host, "fakenode%d", w->rank / 8);
-    pt_worker_file_name(name, sizeof name, host, w->rank % 8, 100000 + w->rank, ".ptrace");
+    int32_t per_node = w->fleet->cfg.ranks_per_node;
+    snprintf(host, sizeof host, "fakenode%d", w->rank / per_node);
+    pt_worker_file_name(name, sizeof name, host, w->rank % per_node, 100000 + w->rank, ".ptrace");
     free(s->name), free(s->host);
     s->name = pt_xstrdup(name);
     s->host = pt_xstrdup(host);
     s->rank = w->rank;
     s->rank_source = PT_RANK_FROM_TRACE;
-    s->local_rank = w->rank % 8;
+    s->local_rank = w->rank % per_node;
     s->world_size = world_size;
     s->pid = 100000 + w->rank;
     pt_summary_free_hang_state(s); /* the template's process groups are another job's ranks */
@@ -226,13 +318,18 @@ static pt_agent *start_agent(fake_fleet *f, fake_worker *w)
     pt_agent_config cfg;
     pt_agent_config_defaults(&cfg);
     cfg.rank = w->rank;
-    cfg.local_rank = w->rank % 8;
-    cfg.node_rank = w->rank / 8;
+    int32_t per_node = f->cfg.ranks_per_node;
+    cfg.local_rank = w->rank % per_node;
+    cfg.node_rank = w->rank / per_node;
     cfg.world_size = f->cfg.world_size;
     cfg.pid = 100000 + w->rank;
-    snprintf(cfg.host, sizeof cfg.host, "fakenode%d", w->rank / 8);
+    snprintf(cfg.host, sizeof cfg.host, "fakenode%d", w->rank / per_node);
     snprintf(cfg.coordinator_host, sizeof cfg.coordinator_host, "%s", f->cfg.coordinator_host);
     cfg.coordinator_port = f->cfg.coordinator_port;
+    if (f->cfg.tree) {
+        fake_fleet_relay_host(cfg.node_rank, cfg.coordinator_host, sizeof cfg.coordinator_host);
+        cfg.coordinator_port = f->cfg.relay_port;
+    }
     cfg.key = f->cfg.key;
     cfg.heartbeat_ns = f->cfg.heartbeat_ns;
     cfg.poll_ns = f->cfg.poll_ns;
@@ -244,10 +341,43 @@ static pt_agent *start_agent(fake_fleet *f, fake_worker *w)
     snprintf(cfg.log.prefix, sizeof cfg.log.prefix, "fake[rank %d]: ", w->rank);
     pt_agent_hooks hooks = {w, arm_hook, status_hook, snapshot_hook, NULL};
     pt_error err;
-    pt_agent *a = pt_agent_create(&cfg, &hooks, &err);
+    pt_agent *a = f->cfg.driven ? pt_agent_create_driven(&cfg, &hooks, &err) : pt_agent_create(&cfg, &hooks, &err);
     if (!a)
         fprintf(stderr, "fake_fleet: rank %d: %s\n", w->rank, err.message);
     return a;
+}
+
+/* A relay for every node whose local rank 0 the fleet holds, on that node's address. */
+static void start_relays(fake_fleet *f)
+{
+    int32_t per_node = f->cfg.ranks_per_node;
+    f->first_node = f->cfg.first_rank / per_node;
+    f->nodes = (f->cfg.first_rank + f->cfg.count + per_node - 1) / per_node - f->first_node;
+    f->relays = pt_xcalloc((size_t)f->nodes, sizeof *f->relays);
+    for (int32_t i = 0; i < f->nodes; i++) {
+        int32_t node = f->first_node + i;
+        pt_relay_config rc;
+        memset(&rc, 0, sizeof rc);
+        rc.rank = node * per_node, rc.node_rank = node, rc.world_size = f->cfg.world_size, rc.pid = 100000 + rc.rank;
+        snprintf(rc.host, sizeof rc.host, "fakenode%d", node);
+        fake_fleet_relay_host(node, rc.listen_host, sizeof rc.listen_host);
+        rc.listen_port = f->cfg.relay_port;
+        snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "%s", f->cfg.coordinator_host);
+        rc.coordinator_port = f->cfg.coordinator_port;
+        rc.key = f->cfg.key;
+        rc.max_locals = per_node * 2 + 8;
+        rc.connect_timeout_ms = f->cfg.driven ? 20 : 0; /* one thread drives them all */
+        rc.log = f->cfg.log;
+        snprintf(rc.log.prefix, sizeof rc.log.prefix, "fake[relay %d]: ", node);
+        pt_error err;
+        f->relays[i] = pt_relay_create(&rc, &err);
+        if (f->relays[i] && !f->cfg.driven && pt_relay_start_thread(f->relays[i], &err) != 0) {
+            pt_relay_destroy(f->relays[i]);
+            f->relays[i] = NULL;
+        }
+        if (!f->relays[i])
+            fprintf(stderr, "fake_fleet: node %d: %s\n", node, err.message);
+    }
 }
 
 fake_fleet *fake_fleet_start(const fake_fleet_config *cfg)
@@ -272,9 +402,21 @@ fake_fleet *fake_fleet_start(const fake_fleet_config *cfg)
     }
     for (int t = 0; t < TEMPLATES; t++)
         pt_buf_free(&templates[t]);
-    for (int32_t i = 0; i < cfg->count; i++)
-        f->workers[i].agent = start_agent(f, &f->workers[i]);
-    pthread_create(&f->driver, NULL, driver_main, f);
+    if (cfg->tree)
+        start_relays(f);
+    f->epoll_fd = cfg->driven ? epoll_create1(EPOLL_CLOEXEC) : -1;
+    for (int32_t i = 0; f->relays && f->epoll_fd >= 0 && i < f->nodes; i++) {
+        struct epoll_event ev = {EPOLLIN, {.ptr = &f->relays[i]}};
+        if (f->relays[i])
+            epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, pt_relay_fd(f->relays[i]), &ev);
+    }
+    for (int32_t i = 0; i < cfg->count; i++) {
+        fake_worker *w = &f->workers[i];
+        w->agent = start_agent(f, w);
+        w->watched_fd = -1;
+        w->next_drive_ns = t0 + (cfg->poll_ns * i) / cfg->count; /* staggered */
+    }
+    pthread_create(&f->driver, NULL, cfg->driven ? driven_main : driver_main, f);
     return f;
 }
 
@@ -284,6 +426,16 @@ int fake_fleet_joined(fake_fleet *f)
     pthread_mutex_lock(&f->agents_lock);
     for (int32_t i = 0; i < f->cfg.count; i++)
         n += f->workers[i].agent && pt_agent_is_joined(f->workers[i].agent);
+    pthread_mutex_unlock(&f->agents_lock);
+    return n;
+}
+
+int fake_fleet_relays_up(fake_fleet *f)
+{
+    int n = 0;
+    pthread_mutex_lock(&f->agents_lock);
+    for (int32_t i = 0; f->relays && i < f->nodes; i++)
+        n += f->relays[i] && pt_relay_is_up(f->relays[i]);
     pthread_mutex_unlock(&f->agents_lock);
     return n;
 }
@@ -309,6 +461,11 @@ void fake_fleet_stop(fake_fleet *f)
         pthread_mutex_destroy(&f->workers[i].lock);
         pt_buf_free(&f->workers[i].summary);
     }
+    for (int32_t i = 0; f->relays && i < f->nodes; i++)
+        pt_relay_destroy(f->relays[i]);
+    free(f->relays);
+    if (f->epoll_fd >= 0)
+        close(f->epoll_fd);
     pthread_mutex_destroy(&f->agents_lock);
     free(f->workers);
     free(f);

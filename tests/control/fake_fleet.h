@@ -6,7 +6,15 @@
  * what happens and only the timing of it varies. When armed, the fleet's driver thread
  * waits for the window to pass, writes a small raw trace if asked, and hands the agent a
  * real summary: one of a synthetic 8-worker job's (src/synth; template 7 carries a slow-GPU
- * fault), re-labelled with the fake worker's rank, host and pid. */
+ * fault), re-labelled with the fake worker's rank, host and pid.
+ *
+ * Two knobs make it a large fleet. `tree`: every node (ranks_per_node consecutive ranks)
+ * gets a real relay (relay.h) listening on a loopback address of its own, 127.1.x.y (so
+ * every node's relay takes the same port and no source ports run out), and the node's
+ * agents connect to it; the fleet's processes must hold whole nodes. `driven`: no thread
+ * per agent or relay -- the fleet's one driver thread turns them all from one epoll set
+ * (pt_agent_create_driven), which is what lets 100k workers run in a handful of
+ * processes. */
 #ifndef PT_TESTS_FAKE_FLEET_H
 #define PT_TESTS_FAKE_FLEET_H
 
@@ -38,6 +46,13 @@ typedef struct fake_fleet_config {
     /* How a worker dies: NULL = its agent vanishes without a goodbye (in-process tests);
      * the fake_workers program raises SIGKILL instead. */
     void (*die)(int32_t rank);
+    int32_t ranks_per_node;  /* 8: host fakenode<rank / 8>, local rank rank % 8 */
+    bool tree;               /* a relay per node */
+    uint16_t relay_port;     /* where every node's relay listens (its own 127.1.x.y) */
+    bool driven;             /* one driver thread for every agent and relay */
+    int32_t kill_relay_node; /* -1: none; else that node's relay is destroyed (its agents live on)
+                                as the first of its ranks reaches its window ... */
+    int32_t kill_relay_window;  /* ... its kill_relay_window-th one (1: the first round) */
     pt_ctl_log log;
 } fake_fleet_config;
 
@@ -47,6 +62,10 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size);
 fake_fleet *fake_fleet_start(const fake_fleet_config *cfg);
 /* How many of the fleet's agents have completed the handshake. */
 int fake_fleet_joined(fake_fleet *f);
+/* How many of the fleet's relays hold the coordinator. */
+int fake_fleet_relays_up(fake_fleet *f);
+/* The loopback address of node n's relay in tree mode. */
+void fake_fleet_relay_host(int32_t node, char *dst, size_t cap);
 /* How many of the fleet's agents were refused by the coordinator. */
 int fake_fleet_refusals(fake_fleet *f);
 void fake_fleet_stop(fake_fleet *f);

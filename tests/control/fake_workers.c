@@ -3,7 +3,8 @@
  *   fake_workers --world W --first F --count C [--step-ms S] [--special-rank R
  *                [--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT]
  *                [--slow-from N --slow-factor X]] [--auto-trigger] [--seconds T]
- *                [--job-secret-file PATH]
+ *                [--job-secret-file PATH] [--tree] [--ranks-per-node N] [--driven] [--poll-ms P]
+ *                [--kill-relay-of-node N [--kill-relay-in-window K]]
  *
  * Ranks F..F+C-1 of a job of W workers, each a real agent (fake_fleet.c). The job is
  * found as a worker finds it -- MASTER_ADDR/MASTER_PORT, PERFTRACKER_* -- and the process
@@ -14,13 +15,23 @@
  * The job secret: without PERFTRACKER_SECRET, rank 0's process makes it, as a real job's
  * rank 0 does; a real job hands it to the other ranks through torch.distributed's store,
  * and these processes, which have none, through the file --job-secret-file names (0600,
- * in the test's private folder): rank 0's process writes it, the others wait for it. */
+ * in the test's private folder): rank 0's process writes it, the others wait for it.
+ *
+ * A large fleet (fake_fleet.h): --tree gives every node of --ranks-per-node ranks a real
+ * relay on 127.1.x.y at the coordinator's port + 1 (each process must hold whole nodes),
+ * --driven drives every agent and relay from one thread (--poll-ms, default 250, is how
+ * often each agent samples its fake collector). The process raises its open-file limit to
+ * the hard limit, and in those modes refuses to start, saying so, when that is too low for
+ * what it holds.
+ * On exit it prints "peak_rss_kb N" (VmHWM): for rank 0's process, the coordinator's. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/coordinator.h"
+#include "control/relay.h"
 #include "fake_fleet.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +57,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: fake_workers --world W --first F --count C [--step-ms S] [--special-rank R "
                     "[--hang-at N] [--die-in-window] [--faulty-profile] [--window-error TEXT] [--slow-from N "
-                    "--slow-factor X]] [--auto-trigger] [--seconds T] [--job-secret-file PATH]\n");
+                    "--slow-factor X]] [--auto-trigger] [--seconds T] [--job-secret-file PATH] [--tree] "
+                    "[--ranks-per-node N] [--driven] [--poll-ms P] [--kill-relay-of-node N [--kill-relay-in-window K]]\n");
     return 2;
 }
 
@@ -82,6 +94,44 @@ static int receive_secret(const char *path, pt_key *key, pt_error *err)
     return -1;
 }
 
+/* Sockets: one per agent, in tree mode one more per agent (its relay's end) and three per
+ * relay, and rank 0's coordinator one per node (or per worker, flat). */
+static int raise_fd_limit(const fake_fleet_config *fc, bool coordinator)
+{
+    int64_t nodes = (fc->count + fc->ranks_per_node - 1) / fc->ranks_per_node + 1;
+    int64_t peers = fc->tree ? (fc->world_size + fc->ranks_per_node - 1) / fc->ranks_per_node : fc->world_size;
+    int64_t need = (int64_t)fc->count * (fc->tree ? 2 : fc->driven ? 1 : 2) + (fc->tree ? nodes * 3 : 0) +
+                   (coordinator ? peers + 16 : 0) + 64;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    /* Only a large fleet is refused: a small one may run at a low limit on purpose (the
+     * coordinator's own shedding is tested that way). */
+    if ((fc->tree || fc->driven) && rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur < need) {
+        fprintf(stderr, "fake_workers: %d workers%s need about %lld open files, and this process may have only "
+                "%llu (the hard limit, ulimit -Hn): run more processes with fewer workers each (--count)\n",
+                fc->count, coordinator ? " and the coordinator" : "", (long long)need,
+                (unsigned long long)rl.rlim_cur);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            printf("peak_rss_kb %lld\n", atoll(line + 6));
+    if (f)
+        fclose(f);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     fake_fleet_config fc;
@@ -89,11 +139,14 @@ int main(int argc, char **argv)
     fc.count = -1;
     double seconds = 600;
     const char *secret_file = NULL;
+    double poll_ms = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--die-in-window") == 0) fc.special.die_in_window = true;
         else if (strcmp(a, "--faulty-profile") == 0) fc.special.faulty_profile = true;
         else if (strcmp(a, "--auto-trigger") == 0) fc.auto_trigger = true;
+        else if (strcmp(a, "--tree") == 0) fc.tree = true;
+        else if (strcmp(a, "--driven") == 0) fc.driven = true;
         else if (!v) return usage();
         else if (strcmp(a, "--world") == 0) fc.world_size = atoi(v), i++;
         else if (strcmp(a, "--first") == 0) fc.first_rank = atoi(v), i++;
@@ -106,10 +159,19 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--seconds") == 0) seconds = atof(v), i++;
         else if (strcmp(a, "--window-error") == 0) fc.special.window_error = v, i++;
         else if (strcmp(a, "--job-secret-file") == 0) secret_file = v, i++;
+        else if (strcmp(a, "--ranks-per-node") == 0) fc.ranks_per_node = atoi(v), i++;
+        else if (strcmp(a, "--poll-ms") == 0) poll_ms = atof(v), i++;
+        else if (strcmp(a, "--kill-relay-of-node") == 0) fc.kill_relay_node = atoi(v), i++;
+        else if (strcmp(a, "--kill-relay-in-window") == 0) fc.kill_relay_window = atoi(v), i++;
         else return usage();
     }
-    if (fc.world_size <= 0 || fc.count <= 0 || fc.first_rank < 0 || fc.first_rank + fc.count > fc.world_size)
+    if (fc.world_size <= 0 || fc.count <= 0 || fc.first_rank < 0 || fc.first_rank + fc.count > fc.world_size ||
+        fc.ranks_per_node <= 0 || (fc.tree && fc.first_rank % fc.ranks_per_node != 0))
         return usage();
+    if (poll_ms > 0 || fc.driven)
+        fc.poll_ns = (int64_t)((poll_ms > 0 ? poll_ms : 250) * 1e6);
+    if (raise_fd_limit(&fc, fc.first_rank == 0) != 0)
+        return 1;
     fc.special.step_ns = fc.normal.step_ns;
     fc.heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", 200, 10, 60000) * 1000000LL;
     fc.hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 400, 10, 600000) * 1000000LL;
@@ -158,10 +220,18 @@ int main(int argc, char **argv)
     }
     snprintf(fc.coordinator_host, sizeof fc.coordinator_host, "%s", env.coordinator_host);
     fc.coordinator_port = env.coordinator_port;
+    fc.relay_port = pt_relay_port_for(env.coordinator_port);
     fake_fleet *fleet = fake_fleet_start(&fc);
     bool ready = false;
     int64_t end = pt_now_ns() + (int64_t)(seconds * 1e9);
+    pt_coordinator_stats most = {0}; /* rank 0's process: how many agents and relays its coordinator held */
     while (!stop_requested && pt_now_ns() < end) {
+        if (coordinator) {
+            pt_coordinator_stats st;
+            pt_coordinator_stats_get(coordinator, &st);
+            most.agents = PT_MAX(most.agents, st.agents);
+            most.relays = PT_MAX(most.relays, st.relays);
+        }
         if (!ready && fake_fleet_joined(fleet) == fc.count) {
             printf("ready %d\n", fc.count);
             fflush(stdout);
@@ -171,6 +241,9 @@ int main(int argc, char **argv)
     }
     fake_fleet_stop(fleet);
     pt_coordinator_stop(coordinator);
+    if (coordinator)
+        printf("coordinator_peak agents %d relays %d\n", most.agents, most.relays);
+    print_peak_rss();
     if (published)
         unlink(secret_file);
     return 0;

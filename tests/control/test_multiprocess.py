@@ -13,7 +13,8 @@ and a clean exit leaves no files), discover (the trigger finds a job with no
 MASTER_ADDR/MASTER_PORT in its shell; `perftracker jobs`; two jobs told apart by --job or
 the environment), rank0-lost (rank 0's process, which hosts the coordinator, killed in
 the window: every worker not heard from is named, rank 0 first), long-round (a 200-step
-window: the progress line keeps moving). Each asserts on what the user sees (exit
+window: the progress line keeps moving), tree-10k (10,240 workers through 1,280 node
+relays; a relay killed in the second round names its 8 ranks and the round completes). Each asserts on what the user sees (exit
 status, stderr) and on the report the round wrote.
 
 Attacks on a running job by a peer on its port (hostile_peer.py speaks the protocol):
@@ -69,6 +70,7 @@ class Job:
         self.env.update(extra_env or {})
         self.procs = []
         self.logs = []
+        self.stdout_lines = []  # what the processes printed after "ready", read at stop()
 
     def start(self, first, count, *args, netns=None, nofile=None):
         log = open(os.path.join(self.tmp, "fake-%d.log" % first), "w+")
@@ -95,13 +97,14 @@ class Job:
                     raise AssertionError("a fake_workers process exited early:\n" + self.log_text())
             assert line.startswith("ready"), "workers did not join in time:\n" + self.log_text()
 
-    def trigger(self, *args, name=None, env=None, timeout=240, netns=None, unset=()):
+    def trigger(self, *args, name=None, env=None, timeout=240, netns=None, unset=(), analyze=True):
         argv0 = name or self.cli
         run_env = dict(self.env)
         run_env.update(env or {})
         for k in unset:
             run_env.pop(k, None)
-        cmd = [argv0, "--trigger-on", "--auto-analyze", "--output-dir", os.path.join(self.tmp, "out"), *args]
+        cmd = [argv0, "--trigger-on", *(["--auto-analyze"] if analyze else []), "--output-dir",
+               os.path.join(self.tmp, "out"), *args]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
         t0 = time.time()
@@ -127,6 +130,7 @@ class Job:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            self.stdout_lines += p.stdout.read().splitlines() if p.stdout else []
         for f in self.logs:
             f.close()
         self.procs, self.logs = [], []
@@ -179,6 +183,63 @@ def scenario_scale(job):
     summaries = os.listdir(os.path.join(round_dir(r), "summaries"))
     check(len(summaries) == 1024, "%d summary files" % len(summaries), r)
     print("scale: 1024 workers, trigger to report in %.1f s" % r.seconds)
+
+
+def tree_processes(world, per_node=8, cap=4096):
+    """Whole nodes per fake_workers process, as many as the open-file hard limit allows
+    (an agent costs two descriptors in tree mode, its socket and its relay's end): node 0
+    with rank 0's coordinator alone, then the rest."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    per = min(cap, int((hard - 300) / 2.5) // per_node * per_node) if hard != resource.RLIM_INFINITY else cap
+    if per < per_node:
+        print("SKIP: the open-file hard limit (%d) is too low for even one node per process" % hard)
+        sys.exit(77)
+    spans = [(0, per_node)]
+    spans += [(first, min(per, world - first)) for first in range(per_node, world, per)]
+    return spans
+
+
+def summary_ranks(result):
+    """The ranks whose summary files the round wrote (fake worker pids are 100000 + rank)."""
+    names = os.listdir(os.path.join(round_dir_of(result), "summaries"))
+    return sorted(int(n.rsplit("_", 1)[1].split(".")[0]) - 100000 for n in names)
+
+
+def round_dir_of(result):
+    m = re.search(r"round folder (\S+)", result.stderr)
+    assert m, "no round folder in the CLI's output:\n" + result.stderr[-2000:]
+    return m.group(1)
+
+
+def scenario_tree_10k(job):
+    """10,240 workers in 1,280 nodes of 8, each node through its relay (driven agents in a
+    few processes). Round 1: every rank's summary arrives (10240/10240, one file per rank)
+    and rank 0's coordinator holds 1,280 relay connections. Round 2: the relay of node
+    1000 is killed as its window begins, its agents alive: its ranks 8000..8007 are named
+    lost with the relay as the cause, and every other rank's summary still arrives."""
+    world = job.world
+    for first, count in tree_processes(world):
+        job.start(first, count, "--tree", "--driven", "--ranks-per-node", "8",
+                  "--kill-relay-of-node", "1000", "--kill-relay-in-window", "2")
+    job.wait_ready(timeout=240)
+    r = job.trigger("--wait", "2", "--steps", "2", analyze=False)
+    check(r.returncode == 0, "round 1: exit status %d" % r.returncode, r, job)
+    check("summaries received %d/%d" % (world, world) in r.stderr, "round 1: not every summary", r)
+    check(summary_ranks(r) == list(range(world)), "round 1: the summary files are not one per rank", r)
+    r = job.trigger("--wait", "2", "--steps", "2", analyze=False)
+    lost = list(range(8000, 8008))
+    check(r.returncode == 3, "round 2: exit status %d (want 3: partial)" % r.returncode, r, job)
+    check("summaries received %d/%d" % (world - 8, world) in r.stderr, "round 2: summaries", r)
+    check(summary_ranks(r) == [k for k in range(world) if k not in lost], "round 2: the wrong ranks are missing", r)
+    for rank in lost:
+        check(re.search(r"rank %d\b[^\n]*the relay of node 1000" % rank, r.stderr),
+              "round 2: rank %d is not named lost with its relay" % rank, r)
+    check(not re.search(r"rank 7999\b[^\n]*relay", r.stderr), "round 2: rank 7999 named lost", r)
+    job.stop()
+    peak = [l for l in job.stdout_lines if l.startswith("coordinator_peak")]
+    check(peak and peak[0].split()[2:] == [str(world), "relays", str(world // 8)],
+          "the coordinator did not hold one connection per node: %s" % peak, r)
+    print("tree-10k: rounds of %d workers through %d relays" % (world, world // 8))
 
 
 def scenario_killed(job):
@@ -660,6 +721,7 @@ SCENARIOS = {
     "memory": (16, scenario_memory, 20),
     "fd-exhaustion": (2, scenario_fd_exhaustion, 20),
     "absurd-timeout": (2, scenario_absurd_timeout, 20),
+    "tree-10k": (10240, scenario_tree_10k, 100),
 }
 
 # Scenarios whose job runs with PERFTRACKER_SECRET, so that the attacker holds the agent key.
@@ -678,6 +740,9 @@ def main():
         extra = {"PERFTRACKER_SECRET": SECRET, "PERFTRACKER_AUTO_OUTPUT_DIR": os.path.join(tmp, "auto"),
                  "PERFTRACKER_AUTO_INTERVAL_S": "0"}
         os.makedirs(extra["PERFTRACKER_AUTO_OUTPUT_DIR"])
+    if name.startswith("tree"):
+        extra = {"LOCAL_WORLD_SIZE": "8", "PERFTRACKER_HEARTBEAT_MS": "1000",
+                 "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "60", "PERFTRACKER_SUMMARY_TIMEOUT_S": "60"}
     job = Job(os.path.abspath(cli), os.path.abspath(fake), world, tmp, step_ms, extra)
     try:
         run(job)

@@ -373,7 +373,7 @@ static void test_out_of_range_fields_refused(void **state)
     assert_int_equal(pt_ctl_check(&m, &err), -1);
     assert_non_null(strstr(err.message, "exceeds the world size"));
     pt_ctl_msg_init(&m, PT_CTL_AUTH);
-    m.role = 3;
+    m.role = PT_CTL_ROLE_RELAY + 1;
     assert_int_equal(pt_ctl_check(&m, &err), -1);
 }
 

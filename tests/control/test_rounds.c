@@ -205,6 +205,7 @@ static int count_files(const char *dir, const char *suffix)
 
 /* ---------------------------------------------------------------- tests */
 
+
 static void test_round_finds_the_slow_gpu(void **state)
 {
     (void)state;
@@ -805,6 +806,236 @@ static void test_process_agent_api_and_auto_trigger_argument(void **state)
     stop_job(&j);
 }
 
+/* ---------------------------------------------------------------- the relay tree */
+
+/* A fleet whose nodes of 8 ranks each reach the coordinator through their node's relay
+ * (every relay on its own loopback address, at the coordinator's port number). */
+static void tree_fleet(const job *j, fake_fleet_config *fc, int32_t world_size, bool driven)
+{
+    base_fleet(j, fc, world_size);
+    fc->tree = true;
+    fc->driven = driven;
+    fc->relay_port = pt_coordinator_port(j->coordinator);
+}
+
+/* Until the coordinator's stats (refreshed every tick) show the relays and the agents. */
+static void wait_tree(job *j, int relays, int agents)
+{
+    pt_coordinator_stats st = {0};
+    for (int i = 0; i < 1000; i++) {
+        pt_coordinator_stats_get(j->coordinator, &st);
+        if (st.relays == relays && st.agents == agents)
+            break;
+        nanosleep(&(struct timespec){0, 10 * MS}, NULL);
+    }
+    assert_int_equal(st.relays, relays);
+    assert_int_equal(st.agents, agents);
+}
+
+/* Through the tree the round is the flat one's: every rank's summary, the fault named,
+ * and rank 0 holds one connection per node. */
+static void test_tree_round_finds_the_slow_gpu(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, false);
+    fc.special_rank = 29;
+    fc.special.faulty_profile = true;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 32);
+    assert_int_equal(result.failed, 0);
+    const pt_json *job_facts = pt_json_get(result.report, "job");
+    assert_int_equal((int)pt_json_get_number(job_facts, "workers_analyzed", 0), 32);
+    assert_int_equal(pt_json_get(job_facts, "missing_ranks")->count, 0);
+    const pt_json *slow = finding(result.report, "gpu_compute");
+    assert_non_null(slow);
+    assert_true(names_rank(slow, 29));
+    assert_false(names_rank(slow, 3));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/summaries", result.round_dir);
+    assert_int_equal(count_files(path, ".ptsum"), 32);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+/* A relay dies as its node's window begins, its agents alive (driven from one thread):
+ * its 8 ranks are named lost, with the relay as the cause, and every other rank's summary
+ * still arrives. */
+static void test_tree_relay_killed_mid_round_names_its_ranks(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, true);
+    fc.kill_relay_node = 2; /* ranks 16..23 */
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 24);
+    assert_int_equal(result.failed, 8);
+    for (int rank = 0; rank < 32; rank++) {
+        const pt_json *w = worker_entry(result.report, rank);
+        bool lost = rank >= 16 && rank < 24;
+        assert_non_null(w);
+        assert_string_equal(pt_json_get_string(w, "status", ""), lost ? "error" : "normal");
+    }
+    assert_true(any_warning_contains(result.report, "rank 16", "the relay of node 2"));
+    assert_true(any_warning_contains(result.report, "rank 23", "the relay of node 2"));
+    assert_false(any_warning_contains(result.report, "rank 15", NULL));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+/* A peer with the agent key playing a relay. */
+static int next_msg(pt_conn *c, pt_ctl_msg *m)
+{
+    pt_error err;
+    for (int i = 0; i < 500; i++) {
+        int got = pt_conn_next(c, m, &err);
+        if (got != 0)
+            return got;
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        poll(&pfd, 1, 10);
+        if (pt_conn_read(c, &err) < 0)
+            return -1; /* closed: what the coordinator does to a relay it drops */
+    }
+    return 0;
+}
+
+static void send_now(pt_conn *c, const pt_ctl_msg *m)
+{
+    pt_error err;
+    assert_int_equal(pt_conn_send(c, m, &err), 0);
+    assert_int_equal(pt_conn_flush(c, &err), 0);
+}
+
+static void relay_handshake(const job *j, pt_conn *c)
+{
+    pt_error err;
+    int fd = pt_net_connect("127.0.0.1", pt_coordinator_port(j->coordinator), 1000, &err);
+    assert_true(fd >= 0);
+    pt_conn_init(c, fd, 1u << 20);
+    pt_ctl_msg m, reply;
+    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(m.type, PT_CTL_CHALLENGE);
+    pt_key key = agent_key(SECRET);
+    pt_ctl_msg_init(&reply, PT_CTL_AUTH);
+    reply.role = PT_CTL_ROLE_RELAY;
+    memset(reply.nonce, 7, sizeof reply.nonce);
+    pt_auth_client_proof(&key, PT_CTL_ROLE_RELAY, m.nonce, reply.nonce, reply.mac);
+    send_now(c, &reply);
+    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(m.type, PT_CTL_WELCOME);
+    pt_ctl_msg_init(&reply, PT_CTL_JOIN);
+    reply.worker = (pt_ctl_worker){8, 0, 16, 1, 4242, pt_ctl_str("intruder")};
+    send_now(c, &reply);
+}
+
+/* A JOIN for `rank`, as a relay would wrap it, claiming to be `claims`. */
+static void relayed_join(pt_conn *c, int32_t rank, int32_t claims)
+{
+    pt_ctl_msg join, wrapped;
+    pt_ctl_msg_init(&join, PT_CTL_JOIN);
+    join.worker = (pt_ctl_worker){claims, 1, 16, 1, 4243, pt_ctl_str("intruder")};
+    uint8_t frame[512];
+    size_t n = pt_ctl_encode(&join, frame, sizeof frame);
+    assert_true(n > 0);
+    pt_ctl_msg_init(&wrapped, PT_CTL_RELAYED);
+    wrapped.relayed_rank = rank;
+    wrapped.blob = pt_ctl_blob(frame, n);
+    send_now(c, &wrapped);
+}
+
+/* A relay holding the agent key cannot take the place of a rank that is connected and
+ * heard from (its JOIN is refused, wrapped for that rank), and one whose envelope names
+ * one rank and whose JOIN another is dropped; the round after it has every real worker. */
+static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 16);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 16);
+
+    pt_conn relay;
+    relay_handshake(&j, &relay);
+    relayed_join(&relay, 3, 3);
+    pt_ctl_msg m, inner;
+    pt_error err;
+    assert_int_equal(next_msg(&relay, &m), 1);
+    assert_int_equal(m.type, PT_CTL_RELAYED);
+    assert_int_equal(m.relayed_rank, 3);
+    assert_true(pt_ctl_decode(m.blob.data, m.blob.len, &inner, &err) > 0);
+    assert_int_equal(inner.type, PT_CTL_REFUSED);
+    char text[256];
+    pt_ctl_copy_str(text, sizeof text, inner.text);
+    assert_non_null(strstr(text, "rank 3 is already connected"));
+    relayed_join(&relay, 4, 5); /* an envelope for rank 4 around rank 5's JOIN */
+    assert_int_equal(next_msg(&relay, &m), -1);
+    pt_conn_close(&relay);
+
+    pt_trigger_result result;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 16);
+    assert_int_equal(result.failed, 0);
+    assert_true(log_contains("the relay sent a bad frame for rank 4"));
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
+/* The process API in tree mode: local rank 0 of node 1 (rank 8 of 16) hosts its node's
+ * relay, and its own agent reaches the coordinator through it; at stop both go. */
+static void test_process_agent_api_hosts_the_node_relay(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    uint16_t relay_port = 0;
+    pt_error err;
+    int probe = pt_net_listen("127.0.0.1", 0, &relay_port, &err);
+    assert_true(probe >= 0);
+    close(probe);
+    char port[16], relay[16];
+    snprintf(port, sizeof port, "%u", (unsigned)pt_coordinator_port(j.coordinator) - 1);
+    snprintf(relay, sizeof relay, "%u", (unsigned)relay_port);
+    setenv("RANK", "8", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("GROUP_RANK", "1", 1);
+    setenv("WORLD_SIZE", "16", 1);
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("PERFTRACKER_COORDINATOR", j.coordinator_addr, 1); /* a "multi-node" job on one machine */
+    setenv("PERFTRACKER_RELAY", "1", 1);
+    setenv("PERFTRACKER_RELAY_PORT", relay, 1);
+    process_worker pw = {pt_now_ns(), PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    pt_agent_hooks hooks = {&pw, process_arm, process_status, NULL};
+    assert_int_equal(pt_agent_start(&hooks, &err), 0);
+    wait_tree(&j, 1, 1);
+    pt_agent_stop();
+    wait_tree(&j, 0, 0);
+    const char *vars[] = {"RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                          "MASTER_PORT", "PERFTRACKER_COORDINATOR", "PERFTRACKER_RELAY", "PERFTRACKER_RELAY_PORT"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -822,6 +1053,10 @@ int main(void)
         cmocka_unit_test(test_auto_request_without_opt_in_is_refused),
         cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
+        cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
+        cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
+        cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
+        cmocka_unit_test(test_process_agent_api_hosts_the_node_relay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pt_buf_free(&log_text);

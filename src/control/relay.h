@@ -1,0 +1,69 @@
+/* relay.h -- the per-node relay of the control plane's tree (docs/control-plane.md, "The
+ * relay tree").
+ *
+ * In a large job the first agent of each node (local rank 0) hosts a relay: its node's
+ * agents connect to it on loopback instead of to the coordinator, and the relay keeps the
+ * node's one connection to rank 0's coordinator. So rank 0 holds one socket per node, not
+ * one per worker. The relay authenticates both ways with the agent key: to its ranks as
+ * the coordinator would (challenge, proof, proof back), to the coordinator with the relay
+ * role. It forwards every frame of a joined rank unchanged, wrapped as RELAYED with that
+ * rank (the rank it JOINed as: a connection cannot speak for another rank), unwraps what
+ * the coordinator sends for a rank, and says RANK_LOST, with why, the moment a rank's
+ * connection drops. It keeps no round state: hangs, timeouts and outcomes stay the
+ * coordinator's, one copy of that logic.
+ *
+ * A relay is driven by pt_relay_turn, from its own thread (pt_relay_start_thread, in a
+ * training process) or from a loop that drives many (the simulated fleet): pt_relay_fd is
+ * an epoll descriptor, readable when a turn has work. Nothing here blocks but the connect
+ * to the coordinator (bounded, as the agent's). */
+#ifndef PT_CONTROL_RELAY_H
+#define PT_CONTROL_RELAY_H
+
+#include "control/auth.h"
+#include "control/net.h"
+
+typedef struct pt_relay_config {
+    int32_t rank, node_rank, world_size; /* the relay's own worker: local rank 0 of its node */
+    int64_t pid;
+    char host[PT_HOST_MAX];
+    char listen_host[PT_HOST_MAX];      /* where the node's ranks connect: 127.0.0.1 */
+    uint16_t listen_port;               /* 0: any free port (tests) */
+    char coordinator_host[PT_HOST_MAX];
+    uint16_t coordinator_port;
+    pt_key key;                         /* the agent key */
+    int32_t max_locals;                 /* connections from the node at once; 0: 256 */
+    int connect_timeout_ms;             /* 0: 1000. A loop driving many relays wants little: a
+                                           coordinator whose accept backlog is full drops SYNs,
+                                           and a connect then blocks the whole loop (retried
+                                           with the backoff instead) */
+    pt_ctl_log log;
+} pt_relay_config;
+
+typedef struct pt_relay pt_relay;
+
+/* Listens (no thread yet); connects to the coordinator at its first turn. NULL with err. */
+pt_relay *pt_relay_create(const pt_relay_config *cfg, pt_error *err);
+uint16_t pt_relay_port(const pt_relay *r);
+/* An epoll descriptor: readable when pt_relay_turn has something to read or accept. */
+int pt_relay_fd(const pt_relay *r);
+/* Handles what is ready and the periodic work (reconnects, handshake deadlines). Never
+ * blocks past the connect to the coordinator. One thread at a time. */
+void pt_relay_turn(pt_relay *r, int64_t now);
+/* Runs the turns on a thread of its own, signals blocked (a training process). */
+int pt_relay_start_thread(pt_relay *r, pt_error *err);
+/* Ranks joined through it now; whether it holds the coordinator. For tests. */
+int pt_relay_joined(pt_relay *r);
+bool pt_relay_is_up(pt_relay *r);
+/* Stops the thread if any and closes every connection: the coordinator hears the relay
+ * go, and names its ranks lost. NULL is fine. */
+void pt_relay_destroy(pt_relay *r);
+
+/* The tree's switch, from the environment (every rank computes the same answer):
+ * PERFTRACKER_RELAY=1 always, 0 never, unset/auto for jobs of at least
+ * PERFTRACKER_RELAY_MIN_WORLD (256) workers on more than one node with more than one
+ * rank per node. The relay listens on 127.0.0.1 at the coordinator's port + 1
+ * (MASTER_PORT + 2), or PERFTRACKER_RELAY_PORT. */
+bool pt_relay_wanted(int32_t world_size, int32_t local_world_size);
+uint16_t pt_relay_port_for(uint16_t coordinator_port);
+
+#endif

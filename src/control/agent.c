@@ -432,25 +432,17 @@ static void handle_cancel(pt_agent *a, const pt_ctl_msg *m)
 
 static void handle_challenge(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 {
-    pt_error err;
-    if (m->version != PT_CTL_VERSION || pt_random_bytes(a->client_nonce, PT_CTL_NONCE_BYTES, &err) != 0) {
+    pt_ctl_msg reply;
+    if (pt_auth_answer_challenge(&a->cfg.key, PT_CTL_ROLE_AGENT, m, a->server_nonce, a->client_nonce, &reply) != 0) {
         link_down(a, now, REFUSED_BACKOFF_NS, "protocol version mismatch");
         return;
     }
-    memcpy(a->server_nonce, m->nonce, PT_CTL_NONCE_BYTES);
-    pt_ctl_msg reply;
-    pt_ctl_msg_init(&reply, PT_CTL_AUTH);
-    reply.role = PT_CTL_ROLE_AGENT;
-    memcpy(reply.nonce, a->client_nonce, PT_CTL_NONCE_BYTES);
-    pt_auth_client_proof(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, reply.mac);
     send_or_drop(a, &reply);
 }
 
 static void handle_welcome(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 {
-    uint8_t expected[PT_SHA256_BYTES];
-    pt_auth_server_proof(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, expected);
-    if (!pt_equal_ct(expected, m->mac, sizeof expected)) {
+    if (!pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
         pt_ctl_logf(&a->cfg.log, "the peer at %s:%u does not know the job key; not joining it",
                     a->cfg.coordinator_host, (unsigned)a->cfg.coordinator_port);
         link_down(a, now, REFUSED_BACKOFF_NS, "server proof mismatch");

@@ -294,3 +294,26 @@ void pt_auth_server_proof(const pt_key *key, uint8_t role, const uint8_t server_
 {
     proof(key, "server", role, client_nonce, server_nonce, out);
 }
+
+int pt_auth_answer_challenge(const pt_key *key, uint8_t role, const pt_ctl_msg *challenge,
+                             uint8_t server_nonce[PT_CTL_NONCE_BYTES], uint8_t client_nonce[PT_CTL_NONCE_BYTES],
+                             pt_ctl_msg *reply)
+{
+    pt_error err;
+    if (challenge->version != PT_CTL_VERSION || pt_random_bytes(client_nonce, PT_CTL_NONCE_BYTES, &err) != 0)
+        return -1;
+    memcpy(server_nonce, challenge->nonce, PT_CTL_NONCE_BYTES);
+    pt_ctl_msg_init(reply, PT_CTL_AUTH);
+    reply->role = role;
+    memcpy(reply->nonce, client_nonce, PT_CTL_NONCE_BYTES);
+    pt_auth_client_proof(key, role, server_nonce, client_nonce, reply->mac);
+    return 0;
+}
+
+bool pt_auth_server_proven(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                           const uint8_t client_nonce[PT_CTL_NONCE_BYTES], const uint8_t mac[PT_SHA256_BYTES])
+{
+    uint8_t expected[PT_SHA256_BYTES];
+    pt_auth_server_proof(key, role, server_nonce, client_nonce, expected);
+    return pt_equal_ct(expected, mac, sizeof expected);
+}

@@ -78,4 +78,13 @@ void pt_auth_client_proof(const pt_key *key, uint8_t role, const uint8_t server_
 void pt_auth_server_proof(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
                           const uint8_t client_nonce[PT_CTL_NONCE_BYTES], uint8_t out[PT_SHA256_BYTES]);
 
+/* The connecting side's two steps, for agents and relays alike: answering the server's
+ * CHALLENGE (keeps both nonces, fills the AUTH reply; -1 on a version it does not speak
+ * or no randomness) and checking the WELCOME's proof that the server knows the key. */
+int pt_auth_answer_challenge(const pt_key *key, uint8_t role, const pt_ctl_msg *challenge,
+                             uint8_t server_nonce[PT_CTL_NONCE_BYTES], uint8_t client_nonce[PT_CTL_NONCE_BYTES],
+                             pt_ctl_msg *reply);
+bool pt_auth_server_proven(const pt_key *key, uint8_t role, const uint8_t server_nonce[PT_CTL_NONCE_BYTES],
+                           const uint8_t client_nonce[PT_CTL_NONCE_BYTES], const uint8_t mac[PT_SHA256_BYTES]);
+
 #endif

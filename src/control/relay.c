@@ -224,25 +224,17 @@ static void try_connect(pt_relay *r, int64_t now)
 
 static void on_challenge(pt_relay *r, const pt_ctl_msg *m, int64_t now)
 {
-    pt_error err;
-    if (m->version != PT_CTL_VERSION || pt_random_bytes(r->client_nonce, PT_CTL_NONCE_BYTES, &err) != 0) {
+    pt_ctl_msg reply;
+    if (pt_auth_answer_challenge(&r->cfg.key, PT_CTL_ROLE_RELAY, m, r->server_nonce, r->client_nonce, &reply) != 0) {
         up_down(r, now, "protocol version mismatch");
         return;
     }
-    memcpy(r->server_nonce, m->nonce, PT_CTL_NONCE_BYTES);
-    pt_ctl_msg reply;
-    pt_ctl_msg_init(&reply, PT_CTL_AUTH);
-    reply.role = PT_CTL_ROLE_RELAY;
-    memcpy(reply.nonce, r->client_nonce, PT_CTL_NONCE_BYTES);
-    pt_auth_client_proof(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, reply.mac);
     send_up(r, &reply);
 }
 
 static void on_welcome(pt_relay *r, const pt_ctl_msg *m, int64_t now)
 {
-    uint8_t expected[PT_SHA256_BYTES];
-    pt_auth_server_proof(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, expected);
-    if (!pt_equal_ct(expected, m->mac, sizeof expected)) {
+    if (!pt_auth_server_proven(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, m->mac)) {
         pt_ctl_logf(&r->cfg.log, "relay: the peer at %s:%u does not know the job key; not relaying to it",
                     r->cfg.coordinator_host, (unsigned)r->cfg.coordinator_port);
         up_down(r, now, "server proof mismatch");

@@ -824,6 +824,7 @@ static int deliver(kineto_reader *kr, raw_event *re, const char *json, size_t le
             return deliver_other(kr, json, len);
         ev->kind = PT_EVENT_COUNTER;
         ev->value = re->counter_value;
+        re->dur_ns = 0; /* a counter is a sample at ts: a "dur" on one (even negative) means nothing */
     } else {
         if (re->ph == 'X' && re->category == CATEGORY_ABSENT)
             classify_uncategorised(re);

@@ -10,9 +10,15 @@ timeout) and puts the file back. The original is always restored: in a `finally`
 SIGINT/SIGTERM, and at the next start from the backup (<file>.mutate-orig) a killed run
 leaves.
 
+A mutant that every test passes in the Release tree is tried once more in a second tree
+built as `make test-asan` builds (build-mutate-asan: ASan + UBSan), against the module's
+tests that `make test` runs there (label `sanitized`): a leak, an overflow into unused
+memory or an undefined shift changes no output, and `make test` still catches it. Only
+survivors pay for that stage (--no-sanitized skips it).
+
 A mutant is
-  killed      a test failed or timed out,
-  survived    every test passed: a test is missing (or the mutant is equivalent),
+  killed      a test failed or timed out (in either tree; "sanitized:" says the second),
+  survived    every test passed in both trees: a test is missing (or the mutant is equivalent),
   equivalent  its object file is byte-identical to the original's (the compiler proved it),
   stillborn   it does not compile (-Werror); neither is counted in the score,
   error       no test matched, or every test that failed fails without the mutant too
@@ -258,12 +264,13 @@ def build(build_dir, jobs, timeout):
     return p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
 
 
-def run_tests(build_dir, module, timeout, jobs, only=None):
+def run_tests(build_dir, module, timeout, jobs, only=None, label=None):
     """(verdict, detail): killed when a test fails or the run passes the timeout."""
     pattern = only or "|".join(f"({p})" for p in MODULE_TESTS.get(module, ["unit\\."]))
     # Never the slow whole-system tests a pattern might catch by accident (browsers, the
     # torch jobs other than the one a module names, root-only namespaces, fuzzing).
-    cmd = ["ctest", "-R", pattern, "--stop-on-failure", f"-j{jobs}", "--timeout", str(timeout), "-E",
+    cmd = ["ctest", "-R", pattern] + (["-L", label] if label else []) + [
+           "--stop-on-failure", f"-j{jobs}", "--timeout", str(timeout), "-E",
            "fresh_machine|hangs\\.|browser|npm_ci|fuzz_short|valgrind|"
            "e2e_torch\\.(straggler|hang|auto|no-collector|secret|window-fails|rounds)"]
     start = time.monotonic()
@@ -288,46 +295,70 @@ def run_tests(build_dir, module, timeout, jobs, only=None):
         time.monotonic() - start
 
 
-def mutate_one(mutant, args):
+def write_mutant(mutant):
     rel, line, op, start, end, before, after = mutant
+    path = os.path.join(ROOT, rel)
+    with open(path) as f:
+        lines = f.read().split("\n")
+    text = lines[line - 1]
+    lines[line - 1] = (" " * (len(text) - len(text.lstrip())) + after) if op == DROP_STATEMENT \
+        else text[:start] + after + text[end:]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def sanitized_stage(mutant, args):
+    """The Release survivor against `make test`'s sanitized tests of its module, in the
+    ASan tree (checked_kill then checks that a failing test passes there without it)."""
+    ok, log = build(args.sanitized_build, args.jobs, args.build_timeout)
+    if not ok:
+        return "survived", "the sanitized tree did not build the mutant: " + log.strip()[-160:], 0
+    verdict, detail, seconds = run_tests(args.sanitized_build, module_of(mutant[0]), args.timeout, args.test_jobs,
+                                         args.tests, label="sanitized")
+    if verdict == "killed":
+        return "killed", "sanitized: " + detail, seconds
+    return ("survived" if verdict != "error" else verdict), detail, seconds
+
+
+def mutate_one(mutant, args):
+    rel = mutant[0]
     path = os.path.join(ROOT, rel)
     obj = object_file(args.build, rel)
     original_obj = digest(obj)
     with Restorer(path):
-        with open(path) as f:
-            lines = f.read().split("\n")
-        text = lines[line - 1]
-        lines[line - 1] = (" " * (len(text) - len(text.lstrip())) + after) if op == DROP_STATEMENT \
-            else text[:start] + after + text[end:]
-        with open(path, "w") as f:
-            f.write("\n".join(lines))
+        write_mutant(mutant)
         ok, log = build(args.build, args.jobs, args.build_timeout)
         if not ok:
             return "stillborn", log.strip().splitlines()[-1][:200] if log.strip() else "", 0
         if original_obj and digest(object_file(args.build, rel)) == original_obj:
             return "equivalent", "same object code", 0
-        return run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)
+        verdict, detail, seconds = run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)
+        if verdict != "survived" or not args.sanitized_build:
+            return verdict, detail, seconds
+        again, why, more = sanitized_stage(mutant, args)
+        return again, why, seconds + more
 
 
-def fails_unmutated(args, tests, cache):
+def fails_unmutated(args, build_dir, tests, cache):
     """Whether each of these tests fails on the real sources too (a busy machine, a test
-    broken by someone else): such a failure says nothing about the mutant. Cached."""
-    missing = [t for t in tests if t not in cache]
+    broken by someone else): such a failure says nothing about the mutant. Cached per tree."""
+    missing = [t for t in tests if (build_dir, t) not in cache]
     if missing:
-        build(args.build, args.jobs, 3600)  # the real sources: the mutant's file is restored
+        build(build_dir, args.jobs, 3600)  # the real sources: the mutant's file is restored
         for t in missing:
             p = subprocess.run(["ctest", "-R", "^" + re.escape(t) + "$", "--timeout", str(args.timeout)],
-                               cwd=args.build, capture_output=True, text=True, start_new_session=True)
-            cache[t] = p.returncode != 0
-    return all(cache[t] for t in tests)
+                               cwd=build_dir, capture_output=True, text=True, start_new_session=True)
+            cache[(build_dir, t)] = p.returncode != 0
+    return all(cache[(build_dir, t)] for t in tests)
 
 
 def checked_kill(verdict, detail, args, cache):
-    """A kill stands only if a test it names passes without the mutant."""
-    if verdict != "killed" or detail == "timed out":
+    """A kill stands only if a test it names passes without the mutant (in the tree it failed in)."""
+    if verdict != "killed" or detail.endswith("timed out"):
         return verdict, detail
     tests = re.findall(r"(\S+) \(", detail)
-    if tests and fails_unmutated(args, tests, cache):
+    build_dir = args.sanitized_build if detail.startswith("sanitized: ") else args.build
+    if tests and fails_unmutated(args, build_dir, tests, cache):
         return "error", detail + " -- fails without the mutant too: not counted"
     return verdict, detail
 
@@ -376,8 +407,12 @@ def main():
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--retest", help="rerun only the survivors of this --json file")
     ap.add_argument("--tests", help="a ctest -R pattern run instead of the module's tests (does a new test kill it?)")
+    ap.add_argument("--sanitized-build", default=os.path.join(ROOT, "build-mutate-asan"),
+                    help="the ASan + UBSan tree a Release survivor is tried in")
+    ap.add_argument("--no-sanitized", action="store_true", help="score on the Release tree only")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
+    args.sanitized_build = None if args.no_sanitized else os.path.abspath(args.sanitized_build)
 
     def on_signal(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -404,6 +439,13 @@ def main():
     ok, log = build(args.build, args.jobs, 3600)
     if not ok:
         sys.exit(f"the unmutated tree does not build:\n{log}")
+    if args.sanitized_build:
+        if not os.path.exists(os.path.join(args.sanitized_build, "CMakeCache.txt")):
+            subprocess.run(["cmake", "-S", ROOT, "-B", args.sanitized_build, "-DCMAKE_BUILD_TYPE=Debug",
+                            "-DPT_SANITIZE=address,undefined"], check=True, stdout=subprocess.DEVNULL)
+        ok, log = build(args.sanitized_build, args.jobs, 3600)
+        if not ok:
+            sys.exit(f"the unmutated sanitized tree does not build:\n{log}")
 
     results, unmutated_failures = [], {}
     try:
@@ -416,7 +458,9 @@ def main():
     except KeyboardInterrupt:
         print("\ninterrupted: the file is restored; the score covers the mutants run so far", file=sys.stderr)
     finally:
-        build(args.build, args.jobs, 3600)  # leave the tree built from the real sources
+        build(args.build, args.jobs, 3600)  # leave the trees built from the real sources
+        if args.sanitized_build:
+            build(args.sanitized_build, args.jobs, 3600)
     if args.retest:
         rerun = {r["where"]: r for r in results}
         results = [rerun.get(r["where"], r) for r in previous]

@@ -309,6 +309,19 @@ def scenario_squatted_dir(cli_path, fake, repo, build):
         assert "connected to the job's coordinator at 127.0.0.1:29501 (job 29500" in r.stderr, "not alice's job"
         listing = cli(cli_path, "jobs", uid=ALICE)
         assert [row.split()[0] for row in listing.stdout.splitlines()[1:]] == ["29500"], "jobs: " + listing.stdout
+        # Seventeen more private fallbacks, sorting after the job's (ones other jobs of hers
+        # left), more than the CLI reads (PT_RUNTIME_DIRS_MAX): the job's sorts first and is
+        # read, and the trigger still reaches it. The largest name is made between two runs
+        # of eight, so that whether the directory lists oldest or newest first (tmpfs: by
+        # kernel) it comes while the list of those kept is full and sorts after all of them.
+        for suffix in ["zzzzz%d" % i for i in range(8)] + ["zzzzzz"] + ["zzzzz" + c for c in "ABCDEFGH"]:
+            os.mkdir(squat + "." + suffix, 0o700)
+            os.chown(squat + "." + suffix, ALICE, ALICE)
+        again = cli(cli_path, "--trigger-on", "--auto-analyze", "--wait", "1", uid=ALICE)
+        assert again.returncode == 0, "with two fallbacks, alice's trigger exited %d:\n%s" % (again.returncode,
+                                                                                           again.stderr)
+        assert "this user's job files and keys are in %s instead" % fallbacks[0] in again.stderr, again.stderr
+        assert "connected to the job's coordinator at 127.0.0.1:29501 (job 29500" in again.stderr, "not alice's job"
     finally:
         job_log = stop(job)[1] if job else ""
         out, _ = stop(liar)

@@ -329,7 +329,8 @@ def mutate_one(mutant, args):
         write_mutant(mutant)
         ok, log = build(args.build, args.jobs, args.build_timeout)
         if not ok:
-            return "stillborn", log.strip().splitlines()[-1][:200] if log.strip() else "", 0
+            errors = [l for l in log.splitlines() if "error" in l.lower()] or log.strip().splitlines() or [""]
+            return "stillborn", errors[0][:200], 0
         if original_obj and digest(object_file(args.build, rel)) == original_obj:
             return "equivalent", "same object code", 0
         verdict, detail, seconds = run_tests(args.build, module_of(rel), args.timeout, args.test_jobs, args.tests)

@@ -489,6 +489,53 @@ static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guar
     return true;
 }
 
+/* The snapshot a message relays -- stacks and collectives, already bounded by the decoder;
+ * the round parses and checks them -- as strings the round can read (any: it has one). */
+typedef struct relayed_snapshot {
+    char *stack, *threads, *collectives;
+    pt_round_snapshot snap;
+    bool any;
+} relayed_snapshot;
+
+static void relayed_snapshot_take(relayed_snapshot *rs, const pt_ctl_msg *m)
+{
+    rs->stack = malloc((size_t)m->stack.len + 1), rs->threads = malloc((size_t)m->threads.len + 1);
+    rs->collectives = malloc((size_t)m->collectives.len + 1);
+    rs->any = m->stack.len || m->threads.len || m->collectives.len;
+    if (rs->stack && rs->threads && rs->collectives) {
+        pt_ctl_copy_str(rs->stack, (size_t)m->stack.len + 1, m->stack);
+        pt_ctl_copy_str(rs->threads, (size_t)m->threads.len + 1, m->threads);
+        pt_ctl_copy_str(rs->collectives, (size_t)m->collectives.len + 1, m->collectives);
+    } else {
+        rs->any = false;
+    }
+    rs->snap = (pt_round_snapshot){rs->stack, rs->threads, rs->collectives, m->since_step_ns, m->mean_step_ns};
+}
+
+static void relayed_snapshot_free(relayed_snapshot *rs)
+{
+    free(rs->stack), free(rs->threads), free(rs->collectives);
+}
+
+/* A worker without a summary, with the snapshot the coordinator relayed. */
+static void add_failure_with_snapshot(pt_round *r, const pt_ctl_msg *m, const char *text)
+{
+    relayed_snapshot rs;
+    relayed_snapshot_take(&rs, m);
+    pt_round_add_failure(r, &m->worker, m->kind, m->steps_done, m->stalled_ns, text, rs.any ? &rs.snap : NULL);
+    relayed_snapshot_free(&rs);
+}
+
+/* A worker's summary, with the collectives a failure left, when the coordinator relayed them. */
+static int add_summary_with_snapshot(pt_round *r, const pt_ctl_msg *m, const char *path, pt_error *err)
+{
+    relayed_snapshot rs;
+    relayed_snapshot_take(&rs, m);
+    int steps = pt_round_add_summary(r, &m->worker, path, m->blob.data, m->blob.len, rs.any ? &rs.snap : NULL, err);
+    relayed_snapshot_free(&rs);
+    return steps;
+}
+
 static void record_summary(pt_round *r, pt_ctl_msg *m, round_guard *g, const pt_trigger_observer *obs,
                            pt_trigger_result *out)
 {
@@ -503,7 +550,7 @@ static void record_summary(pt_round *r, pt_ctl_msg *m, round_guard *g, const pt_
     }
     g->summary_bytes += m->blob.len;
     pt_ctl_copy_str(path, sizeof path, m->path);
-    int steps = pt_round_add_summary(r, &m->worker, path, m->blob.data, m->blob.len, &rerr);
+    int steps = add_summary_with_snapshot(r, m, path, &rerr);
     if (steps < 0) {
         m->text = pt_ctl_str(rerr.message);
         worker_event(obs, m, PT_FAIL_BAD_SUMMARY, 0);
@@ -551,24 +598,6 @@ static void end_at_invalid_message(pt_round *r, const round_guard *g, const char
 /* Reads the round's messages into r until ROUND_DONE. 0, or -1 when the coordinator said
  * no or said something the CLI refuses to believe (err) -- losing the coordinator midway
  * is not an error, it is recorded. */
-/* A worker without a summary, with the snapshot the coordinator relayed (its stacks and
- * collectives, already bounded by the decoder; the round parses and checks them). */
-static void add_failure_with_snapshot(pt_round *r, const pt_ctl_msg *m, const char *text)
-{
-    char *stack = malloc((size_t)m->stack.len + 1), *threads = malloc((size_t)m->threads.len + 1);
-    char *collectives = malloc((size_t)m->collectives.len + 1);
-    bool any = m->stack.len || m->threads.len || m->collectives.len;
-    if (stack && threads && collectives) {
-        pt_ctl_copy_str(stack, (size_t)m->stack.len + 1, m->stack);
-        pt_ctl_copy_str(threads, (size_t)m->threads.len + 1, m->threads);
-        pt_ctl_copy_str(collectives, (size_t)m->collectives.len + 1, m->collectives);
-    } else {
-        any = false;
-    }
-    pt_round_snapshot snap = {stack, threads, collectives, m->since_step_ns, m->mean_step_ns};
-    pt_round_add_failure(r, &m->worker, m->kind, m->steps_done, m->stalled_ns, text, any ? &snap : NULL);
-    free(stack), free(threads), free(collectives);
-}
 
 /* The user interrupted the CLI: the coordinator cancels the round on every worker and
  * says how many dropped a window. Whatever else arrives meanwhile is the cancelled

@@ -454,19 +454,28 @@ static bool terminal(const round_worker *rw)
     return rw->state == RW_DONE || rw->state == RW_FAILED;
 }
 
+/* A worker's last snapshot while it is current (it made no step since): a hang's, or,
+ * with collectives, that of a worker whose collective had just failed. */
+static const snapshot *current_snapshot(const worker *w, bool hang)
+{
+    return w->snap.taken && w->snap.steps_done == w->steps_done && (hang || w->snap.collectives) ? &w->snap : NULL;
+}
+
+static pt_round_snapshot shown_snapshot(const snapshot *snap)
+{
+    return (pt_round_snapshot){snap ? snap->stack : NULL, snap ? snap->threads : NULL,
+                               snap ? snap->collectives : NULL, snap ? snap->since_step_ns : 0,
+                               snap ? snap->mean_step_ns : 0};
+}
+
 static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *text, int64_t now)
 {
     round *r = c->round;
     const worker *w = &c->workers[rank];
     r->w[rank].state = RW_FAILED;
     r->progress_dirty = true;
-    /* Its snapshot goes with it while it is current: a hang's, and that of a worker that
-     * ended right after a collective failed (it made no step since). */
-    const snapshot *snap = w->snap.taken && w->snap.steps_done == w->steps_done &&
-                                   (kind == PT_FAIL_HANG || w->snap.collectives) ? &w->snap : NULL;
-    pt_round_snapshot shown = {snap ? snap->stack : NULL, snap ? snap->threads : NULL,
-                               snap ? snap->collectives : NULL, snap ? snap->since_step_ns : 0,
-                               snap ? snap->mean_step_ns : 0};
+    const snapshot *snap = current_snapshot(w, kind == PT_FAIL_HANG); /* goes with it */
+    pt_round_snapshot shown = shown_snapshot(snap);
     int64_t steps = w->ever_joined ? w->steps_done : -1;
     pt_ctl_worker id = identity_of(c, rank);
     bool answered_probe = kind == PT_FAIL_HANG && r->kind == ROUND_HANG_REPORT && w->stalled_ns == 0;
@@ -498,11 +507,17 @@ static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summ
     r->w[rank].state = RW_DONE;
     r->progress_dirty = true;
     pt_ctl_worker id = identity_of(c, rank);
+    /* A worker that sent its collectives since its last step ended its window because one
+     * failed (the agent sends them as the error comes, before the window): they go with
+     * the summary, whose trace saw the call but not its error. */
+    const snapshot *snap = current_snapshot(&c->workers[rank], false);
+    pt_round_snapshot shown = shown_snapshot(snap);
     if (r->local) {
         char path[PT_CTL_MAX_PATH];
         pt_ctl_copy_str(path, sizeof path, summary->path);
         pt_error err;
-        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, &err) < 0)
+        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, snap ? &shown : NULL,
+                                 &err) < 0)
             pt_ctl_logf(&c->cfg.log, "round %u: rank %d sent a bad summary: %s", r->id, rank, err.message);
         return;
     }
@@ -511,6 +526,9 @@ static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summ
     m.worker = id;
     m.path = summary->path;
     m.blob = summary->blob;
+    m.threads = pt_ctl_str(shown.threads);
+    m.collectives = pt_ctl_str(shown.collectives);
+    m.since_step_ns = snap ? snap->since_step_ns : 0;
     send_to(c, r->control, &m, now);
 }
 

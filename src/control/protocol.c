@@ -79,7 +79,8 @@ static const field trigger_fields[] = {I32(wait, 0, PT_CTL_MAX_WAIT), WINDOW(ste
 static const field started_fields[] = {U32(round), I64(start_step, 0, PT_CTL_MAX_STEP), WINDOW(steps),
                                        PROGRESS_FIELDS};
 static const field progress_fields[] = {PROGRESS_FIELDS};
-static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME)};
+static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME),
+                                              SNAPSHOT_FIELDS};
 static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
                                              I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PT_CTL_VERSION 1
+#define PT_CTL_VERSION 2 /* 2: a worker-summary carries the collectives a failure left */
 #define PT_CTL_NONCE_BYTES 32
 #define PT_CTL_MAX_FRAME (64u << 20)   /* a summary is tens of KB; this bounds a bad peer */
 #define PT_CTL_MAX_HOST 255

@@ -217,8 +217,32 @@ static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *
         pt_round_add_warning(r, "cannot store a summary: %s", err.message);
 }
 
+/* A collective that failed as the window ended is in the collector's own record (the
+ * snapshot its agent sent as the error came), not in the trace, which saw a call but not
+ * its error: that record replaces the trace's collectives and threads. One that does not
+ * parse leaves the trace's, with a warning. */
+static void adopt_final_collectives(pt_worker_summary *s, const pt_round_snapshot *snap)
+{
+    if (s->shared_function_names) /* its calls' names are a pool's; the snapshot's are its own */
+        return;
+    pt_worker_summary *record = pt_summary_new();
+    record->rank = s->rank;
+    record->world_size = s->world_size;
+    pt_error err;
+    if (pt_hang_state_parse(record, snap->threads, snap->collectives, &err) != 0) {
+        pt_summary_add_warning(s, "its collectives as its window ended were not read: %s", err.message);
+    } else {
+        pt_summary_free_hang_state(s);
+        s->threads = record->threads, s->thread_count = record->thread_count;
+        s->groups = record->groups, s->group_count = record->group_count;
+        record->threads = NULL, record->thread_count = 0;
+        record->groups = NULL, record->group_count = 0;
+    }
+    pt_summary_free(record);
+}
+
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
-                         size_t len, pt_error *err)
+                         size_t len, const pt_round_snapshot *snap, pt_error *err)
 {
     char name[PT_HOST_MAX + 64];
     worker_name(w, ".ptrace", name, sizeof name);
@@ -235,6 +259,8 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
         s->rank = w->rank;
         s->rank_source = PT_RANK_FROM_TRACE;
     }
+    if (snap && snap->collectives && *snap->collectives)
+        adopt_final_collectives(s, snap);
     outcome *o = add_outcome(r, w);
     o->summary = s;
     o->raw_trace_path = raw_trace_path && *raw_trace_path ? pt_xstrdup(raw_trace_path) : NULL;

@@ -39,11 +39,6 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size);
  * the report's files (pt_report_render) instead of writing them. round_dir only names the
  * round in messages; nothing is created. */
 pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size);
-/* Decodes and keeps one worker's summary; returns how many steps it profiled. A summary
- * that does not decode is recorded as a failure (PT_FAIL_BAD_SUMMARY) and -1 is returned
- * with err set. */
-int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
-                         size_t len, pt_error *err);
 /* Where a worker was when a hang report (or its own stall, or a failed collective) asked:
  * the texts its agent sent (agent.h, collectives.h), NULL where absent. */
 typedef struct pt_round_snapshot {
@@ -54,6 +49,12 @@ typedef struct pt_round_snapshot {
     int64_t mean_step_ns;     /* its mean step time then (0: unknown) */
 } pt_round_snapshot;
 
+/* Decodes and keeps one worker's summary; returns how many steps it profiled. A summary
+ * that does not decode is recorded as a failure (PT_FAIL_BAD_SUMMARY) and -1 is returned
+ * with err set. snap (may be NULL): where the worker was as its window ended, when a
+ * collective had just failed there; its collectives and threads replace the trace's. */
+int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
+                         size_t len, const pt_round_snapshot *snap, pt_error *err);
 /* A worker with no summary: why (pt_ctl_failure), where it was, and what it said. A
  * snapshot (may be NULL) makes it a worker of the report with that state -- a hang's,
  * or that of a worker that died or exited right after a collective failed -- instead of

@@ -99,11 +99,11 @@ class Peer:
         """The handshake; returns the coordinator's answer: WELCOME, or REFUSED and why."""
         kind, body = self.recv()
         assert kind == CHALLENGE, "the coordinator did not send a challenge (got %s)" % kind
-        server_nonce = body[4:36]
+        version, server_nonce = struct.unpack("<I", body[:4])[0], body[4:36]
         client_nonce = os.urandom(32)
         mac = hmac.new(key, b"pt-ctl-v1 client" + bytes([role]) + server_nonce + client_nonce,
                        hashlib.sha256).digest()
-        self.send(AUTH, struct.pack("<IB", 1, role) + client_nonce + mac)
+        self.send(AUTH, struct.pack("<IB", version, role) + client_nonce + mac)
         return self.recv()
 
     def close(self):

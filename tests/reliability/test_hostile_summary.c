@@ -75,7 +75,7 @@ static void round_with(const char *file, const char *bytes, size_t len)
         pt_ctl_worker w = {rank, rank, WORKERS, 0, 10000 + rank, pt_ctl_str("node0")};
         const void *blob = rank == HOSTILE_RANK ? bytes : valid[rank].data;
         size_t n = rank == HOSTILE_RANK ? len : valid[rank].len;
-        int steps = pt_round_add_summary(r, &w, NULL, blob, n, &err);
+        int steps = pt_round_add_summary(r, &w, NULL, blob, n, NULL, &err);
         if (rank == HOSTILE_RANK) {
             CHECK(steps < 0 && err.message[0], "%s: the hostile summary was accepted", file);
             snprintf(refusal, sizeof refusal, "%s", err.message);

@@ -217,7 +217,7 @@ static void hostile_summaries(void)
         pt_buf blob = PT_BUF_INIT;
         pt_summary_encode(s, &blob);
         pt_ctl_worker w = {rank, rank, 4, 0, 10000 + rank, pt_ctl_str(host)};
-        CHECK(pt_round_add_summary(r, &w, NULL, blob.data, blob.len, &err) >= 0, "summary %d: %s", rank,
+        CHECK(pt_round_add_summary(r, &w, NULL, blob.data, blob.len, NULL, &err) >= 0, "summary %d: %s", rank,
               err.message);
         pt_buf_free(&blob);
         pt_summary_free(s);

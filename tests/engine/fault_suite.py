@@ -101,6 +101,10 @@ def cases():
     out.append(("slow_dataloader", 128, 11, "summary", ["--rank", "77"]))
     out.append(("two_slow", 64, 5, "summary", ["--rank", "3,40"]))
     out.append(("none", 256, 13, "summary", []))
+    # The first worker is a worker too: every per-worker pass starts at rank 0.
+    for fault in ("slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause", "blocking_dtoh"):
+        out.append((fault, 8, 9, "summary", ["--rank", "0"]))
+    out.append(("two_slow", 8, 9, "summary", ["--rank", "0,7"]))
     out.append(("gc_pause", 8, 2, "kineto", ["--severity", "0.15"]))
     # Sensitivity: a fault costing 5% of the step is still named; healthy jobs of any size
     # and seed are not flagged.

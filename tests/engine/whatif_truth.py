@@ -42,6 +42,9 @@ CASES = [
     ("common_memcpy", 256, 15, ["--noise", "0.05"] + GLOO),
     ("slow_gpu", 8, 16, ["--noise", "0.05", "--severity", "0.08"]),
     ("slow_dataloader", 32, 17, ["--noise", "0.1", "--severity", "0.06"]),
+    # Rank 0 is a worker like the others: every per-worker pass starts there.
+    ("slow_gpu", 8, 18, ["--noise", "0.05", "--rank", "0"]),
+    ("cpu_contention", 8, 19, ["--noise", "0.1", "--rank", "0"]),
 ]
 
 # Two faults at once: rank A's data loader and rank B's GPU, so that A's stall sets the

@@ -504,6 +504,27 @@ static void test_notes_on_run_sizes(void **state)
     }
 }
 
+/* Each changed function's line ends with its name: whole up to 90 characters, else its
+ * first 87 and "..." (a kernel's template arguments run to hundreds). */
+static void assert_names_shown_whole_or_cut(const pt_json *d, const pt_buf *text)
+{
+    const pt_json *fns = pt_json_get(d, "functions");
+    bool cut_one = false;
+    for (size_t i = 0; fns && i < fns->count && i < 3; i++) {
+        const char *name = pt_json_get_string(fns->items[i], "name", "");
+        char line_end[128];
+        size_t n = strlen(name);
+        if (n <= 90)
+            snprintf(line_end, sizeof line_end, " %s\n", name);
+        else
+            snprintf(line_end, sizeof line_end, " %.87s...\n", name);
+        cut_one |= n > 90;
+        if (!strstr(text->data, line_end))
+            fail_msg("function %zu is not shown as \"%s\" in:\n%s", i, line_end, text->data);
+    }
+    assert_true(cut_one); /* the slow GPU's flash kernel has a long name: the cut is exercised */
+}
+
 /* The terminal text's function list: "no change" with the count compared when nothing
  * moved, the list with its counts when something did. */
 static void test_text_lists_functions_only_when_they_changed(void **state)
@@ -535,6 +556,7 @@ static void test_text_lists_functions_only_when_they_changed(void **state)
     if (!strstr(text.data, want))
         fail_msg("no \"%s\" in:\n%s", want, text.data);
     assert_null(strstr(text.data, "No function's time per step changed"));
+    assert_names_shown_whole_or_cut(d, &text);
     pt_buf_free(&text);
     pt_json_free(d);
     free_job(&a);

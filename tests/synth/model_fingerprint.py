@@ -4,8 +4,8 @@ on what `perftracker synth` generates, so a change to it must be deliberate.
 
 Usage: model_fingerprint.py PERFTRACKER WORKDIR [--update]
 
-A healthy 2-rank job (seed 1) and a slow_dataloader one are generated; for each rank and
-event (category, name) the count and the total duration (microseconds, to the
+2-rank jobs (seed 1; two_slow: 4 ranks) are generated -- healthy (NCCL, gloo, noisy) and with
+each fault -- and for each rank and event (category, name) the count and the total duration (microseconds, to the
 nanosecond) are compared with tests/data/synth_fingerprint.json -- the trace's meaning,
 not its bytes (the writer may format it differently). A difference names the events
 that changed. After changing the model on purpose, run it with --update and commit the
@@ -20,7 +20,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PINNED = os.path.join(HERE, "..", "data", "synth_fingerprint.json")
-JOBS = {"healthy": ["--seed", "1"], "slow_dataloader": ["--seed", "1", "--fault", "slow_dataloader"]}
+# Every fault kind, each backend and the noise: a fault's events are calibrated too (its
+# expected impact is the same job without it).
+FAULTS = ["slow_gpu", "cpu_contention", "slow_dataloader", "gc_pause", "blocking_dtoh", "common_memcpy", "two_slow",
+          "hang", "hang_mismatch", "hang_size", "hang_skip", "hang_order", "hang_transport"]
+JOBS = dict({"healthy": ["--seed", "1"], "gloo": ["--seed", "1", "--backend", "gloo"],
+             "noise": ["--seed", "1", "--noise", "0.3"]},
+            **{fault: ["--seed", "1", "--fault", fault] + (["-n", "4"] if fault == "two_slow" else []) for fault in FAULTS})
 
 
 def fingerprint(cli, work):

@@ -159,6 +159,40 @@ static void test_temporary_names(void)
     CHECK(holds("tmpnames/report.json", ""), "the committed file is missing");
 }
 
+/* Only one name is ever made or opened in a folder: a path, ".", ".." or "" is refused by
+ * every entry point, with a message naming it, and nothing is created. */
+static void test_only_one_name(void)
+{
+    char p[PATH_MAX];
+    make("names", 0755);
+    path_of(p, sizeof p, "names");
+    pt_error err = {{0}};
+    pt_out_dir d;
+    CHECK(pt_out_dir_open(&d, p, false, &err) == 0, "open: %s", err.message);
+    const char *bad[] = {"../escaped", "a/b", "..", ".", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[PATH_MAX + 64];
+        pt_out_dir sub;
+        pt_out_file f;
+        snprintf(want, sizeof want, "%s/%s: not a folder name", p, bad[i]);
+        err.message[0] = '\0';
+        CHECK(pt_out_dir_sub(&sub, &d, bad[i], true, &err) == -1 && strcmp(err.message, want) == 0,
+              "pt_out_dir_sub(\"%s\"): \"%s\"", bad[i], err.message);
+        err.message[0] = '\0';
+        CHECK(pt_out_dir_make_new(&sub, &d, bad[i], &err) == -1 && strcmp(err.message, want) == 0 && errno == EINVAL,
+              "pt_out_dir_make_new(\"%s\"): \"%s\"", bad[i], err.message);
+        snprintf(want, sizeof want, "%s/%s: not a file name", p, bad[i]);
+        err.message[0] = '\0';
+        CHECK(pt_out_file_create_in(&f, &d, bad[i], 0644, &err) == -1 && strcmp(err.message, want) == 0,
+              "pt_out_file_create_in(\"%s\"): \"%s\"", bad[i], err.message);
+    }
+    pt_out_dir_close(&d);
+    path_of(p, sizeof p, "escaped");
+    CHECK(access(p, F_OK) != 0, "a name with \"../\" was created outside its folder");
+    path_of(p, sizeof p, "names/a");
+    CHECK(access(p, F_OK) != 0, "a path's first part was created");
+}
+
 int main(void)
 {
     snprintf(base, sizeof base, "/tmp/pt-outdir-XXXXXX");
@@ -169,6 +203,7 @@ int main(void)
     test_world_writable_refused();
     test_symlinks();
     test_temporary_names();
+    test_only_one_name();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     if (system(cmd) != 0)

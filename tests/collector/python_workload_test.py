@@ -249,8 +249,16 @@ def workload_checks(workdir, cli):
 
 
 PROFILER_CLASH = r'''
-import cProfile, sys
+import cProfile, sys, threading
 from perftracker import PerfTracker, collector_stats, wait_idle
+# A second thread, hooked with the main one as the window opens: when the window is given
+# up (cProfile owns the main thread), its hook must go too.
+ask, answer = threading.Event(), []
+def helper():
+    ask.wait()
+    answer.append(sys.getprofile())
+other = threading.Thread(target=helper)
+other.start()
 t = PerfTracker(wait=2, steps=1, output_dir="clash")
 t.step()
 profiler = cProfile.Profile()
@@ -259,11 +267,14 @@ t.step()          # the window would open here: cProfile owns the hook
 t.step()
 profiler.disable()
 wait_idle(30)
+ask.set()
+other.join()
 s = collector_stats()
 if sys.version_info >= (3, 12):   # cProfile uses sys.monitoring there: no clash, both record
     assert s["windows_done"] == 1 and s["windows_failed"] == 0, s
 else:
     assert s["windows_done"] == 0 and s["windows_failed"] == 1, s
+    assert answer == [None], "the other thread kept a profile hook after the window was given up: %r" % answer
 print("OK")
 '''
 

@@ -432,7 +432,8 @@ static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, const boo
     out->excess = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !row->by_worker[w])
+        pt_function_summary cell;
+        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !pt_row_function(a, row, w, &cell))
             continue;
         pt_row_exposed_ms(a, row, values);
         double median = pt_median_of(values, a->n, a->scratch);
@@ -527,7 +528,8 @@ static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_
         double *sorted = r->sorted[i] = pt_xmalloc(a->n * sizeof *sorted);
         size_t m = 0;
         for (size_t v = 0; v < a->n; v++) {
-            const pt_function_summary *f = row->by_worker[v];
+            pt_function_summary cell;
+            const pt_function_summary *f = pt_row_function(a, row, v, &cell);
             if (f && f->count)
                 sorted[m++] = (double)f->total_ns / (double)f->count;
         }
@@ -584,7 +586,8 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
     size_t k = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        const pt_function_summary *mine = row->by_worker[w];
+        pt_function_summary cell;
+        const pt_function_summary *mine = pt_row_function(a, row, w, &cell);
         if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
             (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
@@ -1051,7 +1054,8 @@ static void put_caller(const pt_analysis *a, const finding *f, pt_buf *out)
 {
     if (f->cls != PT_CLASS_RUNTIME || !f->row)
         return;
-    const pt_function_summary *mine = f->row->by_worker[f->worst < a->n ? f->worst : f->workers[0]];
+    pt_function_summary cell;
+    const pt_function_summary *mine = pt_row_function(a, f->row, f->worst < a->n ? f->worst : f->workers[0], &cell);
     if (!mine || !mine->caller)
         return;
     pt_buf name = PT_BUF_INIT;

@@ -8,6 +8,7 @@
  * decoded summary that breaks one. */
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
+#include "summarize/function_store.h"
 #include "util/input.h"
 #include "util/output.h"
 #include "util/strtab.h"
@@ -220,8 +221,10 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     uint32_t *name_ids = pt_xmalloc((s->function_count + 1) * sizeof *name_ids);
     uint32_t *group_ids = pt_xmalloc((s->function_count + 1) * sizeof *group_ids);
     uint32_t *caller_ids = pt_xmalloc((s->function_count + 1) * sizeof *caller_ids);
+    pt_function_summary record;
+    int64_t steps[PT_SUMMARY_MAX_STEP_VALUES];
     for (size_t i = 0; i < s->function_count; i++) {
-        const pt_function_summary *f = &s->functions[i];
+        const pt_function_summary *f = pt_summary_function(s, i, &record, NULL);
         name_ids[i] = pt_strtab_intern(&strings, f->name, strlen(f->name));
         group_ids[i] = f->group ? pt_strtab_intern(&strings, f->group, strlen(f->group)) + 1 : 0;
         caller_ids[i] = f->caller ? pt_strtab_intern(&strings, f->caller, strlen(f->caller)) + 1 : 0;
@@ -233,7 +236,7 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     }
     put_uvarint(b, s->function_count);
     for (size_t i = 0; i < s->function_count; i++) {
-        const pt_function_summary *f = &s->functions[i];
+        const pt_function_summary *f = pt_summary_function(s, i, &record, steps);
         put_uvarint(b, (uint64_t)f->cls);
         put_uvarint(b, name_ids[i]);
         put_uvarint(b, group_ids[i]);
@@ -440,10 +443,13 @@ static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_functio
     f->step_count = c->bad ? 0 : n;
 }
 
-/* The shared pool of pt_summary_share_names: NULL until asked for, then for good (its
- * strings are pointed to by summaries that may outlive any owner that could free it). */
+/* The shared pool of pt_summary_share_names, and the store its summaries' functions move
+ * to: NULL until asked for, then for good (its strings are pointed to by summaries that
+ * may outlive any owner that could free it; the store empties itself when its last
+ * summary is freed). */
 static pthread_mutex_t name_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pt_strtab *name_pool;
+static pt_fn_store *function_store;
 
 void pt_summary_share_names(void)
 {
@@ -451,6 +457,7 @@ void pt_summary_share_names(void)
     if (!name_pool) {
         name_pool = pt_xmalloc(sizeof *name_pool);
         pt_strtab_init(name_pool);
+        function_store = pt_fn_store_new();
     }
     pthread_mutex_unlock(&name_pool_lock);
 }
@@ -531,7 +538,9 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
 static void decode_metrics(cursor *c, pt_worker_summary *s)
 {
     size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_METRICS);
-    s->metrics = pt_xcalloc(n ? n : 1, sizeof *s->metrics);
+    /* None is the usual case (the synthetic job, a trace without the collector's
+     * sampler): no allocation then, where one would cost the 1.6 KB of a metric. */
+    s->metrics = n ? pt_xcalloc(n, sizeof *s->metrics) : NULL;
     for (size_t i = 0; i < n && !c->bad; i++) {
         pt_metric_summary *m = &s->metrics[s->metric_count++];
         m->name = get_string(c);
@@ -742,6 +751,8 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_summary_free(s);
         return NULL;
     }
+    if (s->shared_function_names) /* checked: its functions move to the columns */
+        pt_fn_store_adopt(function_store, s);
     return s;
 }
 

@@ -203,21 +203,29 @@ const pt_function_summary *pt_row_function(const pt_analysis *a, const pt_fn_row
     return pt_fn_store_get(row->column, a->slot[w], cell, NULL);
 }
 
+/* Worker w's value of a row's field (0 where absent). */
+static int64_t row_value(const pt_analysis *a, const pt_fn_row *row, size_t w, pt_fn_field field, bool *present)
+{
+    int64_t v;
+    *present = pt_fn_store_value(row->column, a->slot[w], field, &v);
+    return v;
+}
+
 void pt_row_exposed_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
-        out[w] = f ? (double)f->exposed_ns / 1e6 / a->steps[w] : 0;
+        bool present;
+        int64_t exposed = row_value(a, row, w, PT_FN_EXPOSED, &present);
+        out[w] = present ? (double)exposed / 1e6 / a->steps[w] : 0;
     }
 }
 
 void pt_row_calls_per_step(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
-        out[w] = f ? (double)f->count / a->steps[w] : 0;
+        bool present;
+        uint64_t count = (uint64_t)row_value(a, row, w, PT_FN_COUNT, &present);
+        out[w] = present ? (double)count / a->steps[w] : 0;
     }
 }
 
@@ -262,29 +270,29 @@ void pt_waiting_ms(const pt_analysis *a, double *out)
 void pt_row_exposed_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
+        bool present;
+        int64_t exposed = row_value(a, row, w, PT_FN_EXPOSED, &present);
         double window = (double)a->workers[w]->window_ns;
-        out[w] = f && window > 0 ? (double)f->exposed_ns / window : 0;
+        out[w] = present && window > 0 ? (double)exposed / window : 0;
     }
 }
 
 void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
+        bool present;
+        int64_t total = row_value(a, row, w, PT_FN_TOTAL, &present);
         double window = (double)a->workers[w]->window_ns;
-        out[w] = f && window > 0 ? (double)f->total_ns / window : 0;
+        out[w] = present && window > 0 ? (double)total / window : 0;
     }
 }
 
 void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
-        out[w] = f ? (double)f->median_ns / 1e6 : 0;
+        bool present;
+        int64_t median = row_value(a, row, w, PT_FN_MEDIAN, &present);
+        out[w] = present ? (double)median / 1e6 : 0;
     }
 }
 

@@ -292,6 +292,19 @@ const pt_function_summary *pt_summary_function(const pt_worker_summary *s, size_
 pt_class pt_fn_column_class(const pt_fn_column *col) { return col->cls; }
 const char *pt_fn_column_name(const pt_fn_column *col) { return col->name; }
 
+bool pt_fn_store_value(const pt_fn_column *col, uint32_t slot, pt_fn_field field, int64_t *value)
+{
+    size_t at = slot >> BLOCK_SHIFT, i = slot & (BLOCK - 1);
+    const block *b = at < col->block_count ? col->blocks[at] : NULL;
+    *value = 0;
+    if (!b || !b->state[i])
+        return false;
+    const packed *p = field == PT_FN_COUNT ? &b->count : field == PT_FN_TOTAL ? &b->total
+                      : field == PT_FN_EXPOSED ? &b->exposed : &b->median;
+    *value = packed_get(p, i);
+    return true;
+}
+
 const pt_function_summary *pt_fn_store_get(const pt_fn_column *col, uint32_t slot, pt_function_summary *out,
                                            int64_t *steps)
 {
@@ -299,7 +312,6 @@ const pt_function_summary *pt_fn_store_get(const pt_fn_column *col, uint32_t slo
     const block *b = at < col->block_count ? col->blocks[at] : NULL;
     if (!b || !b->state[i])
         return NULL;
-    memset(out, 0, sizeof *out);
     out->cls = col->cls;
     out->name = (char *)col->name;
     out->group = b->group ? (char *)b->group[i] : NULL;

@@ -46,6 +46,11 @@ const char *pt_fn_column_name(const pt_fn_column *col);
 const pt_function_summary *pt_fn_store_get(const pt_fn_column *col, uint32_t slot, pt_function_summary *out,
                                            int64_t *steps);
 
+/* One value of col's record at slot, for the analysis's loops over workers (cheaper than
+ * the whole record): false, and 0, where the slot has none. The count is its bits. */
+typedef enum pt_fn_field { PT_FN_COUNT, PT_FN_TOTAL, PT_FN_EXPOSED, PT_FN_MEDIAN } pt_fn_field;
+bool pt_fn_store_value(const pt_fn_column *col, uint32_t slot, pt_fn_field field, int64_t *value);
+
 /* A summary's i-th function, wherever it lives: its record, or (in a store) as
  * pt_fn_store_get fills it. */
 const pt_function_summary *pt_summary_function(const pt_worker_summary *s, size_t i, pt_function_summary *out,

@@ -1,8 +1,11 @@
 /* The function store (summarize/function_store.h) gives back exactly the records it was
  * given: values that need 8 bytes beside ones that fit in 4, in the same block; doubles
  * bit for bit (-0.0 stays -0.0); per-step values of different counts; absent records;
- * blocks past the first; a worker's functions in its order. And the counting sort
- * (util/group.h) is stable. */
+ * blocks past the first; a worker's functions in its order; two threads adopting at once
+ * (the decoder's threads). The counting sort (util/group.h) is stable. And the reduce on
+ * two threads (the bounded report's parts, pt_job_input.threads) writes the report and
+ * parts it writes on one. Under TSan too (label tsan). */
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/diagnose.h"
 #include "summarize/function_store.h"
 #include "util/group.h"
+
+#include <pthread.h>
 
 #define WORKERS 2500 /* three blocks */
 #define FUNCTIONS 6
@@ -171,9 +177,166 @@ static void test_group_by_key_is_stable(void **state)
     free(first);
 }
 
+typedef struct adopter {
+    pt_fn_store *st;
+    pt_worker_summary **s;
+    size_t first, count;
+} adopter;
+
+static void *adopt_some(void *arg)
+{
+    adopter *ad = arg;
+    for (size_t w = ad->first; w < ad->first + ad->count; w++)
+        pt_fn_store_adopt(ad->st, ad->s[w]);
+    return NULL;
+}
+
+static void test_two_threads_adopt_at_once(void **state)
+{
+    (void)state;
+    pt_fn_store *st = pt_fn_store_new();
+    pt_worker_summary **s = calloc(WORKERS, sizeof *s);
+    for (size_t w = 0; w < WORKERS; w++)
+        s[w] = worker(w);
+    adopter halves[2] = {{st, s, 0, WORKERS / 2}, {st, s, WORKERS / 2, WORKERS - WORKERS / 2}};
+    pthread_t other;
+    assert_int_equal(pthread_create(&other, NULL, adopt_some, &halves[1]), 0);
+    adopt_some(&halves[0]);
+    pthread_join(other, NULL);
+    for (size_t w = 0; w < WORKERS; w++) {
+        pt_function_summary want, cell;
+        int64_t want_steps[PT_SUMMARY_MAX_STEP_VALUES], steps[PT_SUMMARY_MAX_STEP_VALUES];
+        record_of(w, 4, &want, want_steps);
+        const pt_function_summary *got = NULL;
+        for (size_t i = 0; i < s[w]->function_count && !got; i++) {
+            const pt_function_summary *f = pt_summary_function(s[w], i, &cell, steps);
+            got = strcmp(f->name, names[4]) == 0 ? f : NULL;
+        }
+        assert_same(&want, got);
+    }
+    for (size_t w = 0; w < WORKERS; w++)
+        pt_summary_free(s[w]);
+    free(s);
+    pt_fn_store_free(st);
+}
+
+/* ------------------------------------------------------------ the reduce on threads */
+
+#define JOB_WORKERS 2100 /* three parts of the bounded form */
+#define MS INT64_C(1000000)
+
+static void add_function(pt_worker_summary *s, pt_class cls, const char *name, int64_t ms)
+{
+    s->functions = realloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
+    pt_function_summary *f = &s->functions[s->function_count++];
+    memset(f, 0, sizeof *f);
+    f->cls = cls;
+    f->name = strdup(name);
+    f->count = 2;
+    f->exposed_ns = f->total_ns = ms * MS;
+    f->median_ns = ms * MS / 2;
+    s->exposed_ns[cls] += f->exposed_ns;
+    s->union_ns[cls] += f->total_ns;
+}
+
+/* A worker of a synchronous job, two steps of 100 ms; rank 1777's data loader is slow. */
+static pt_worker_summary *job_worker(int rank)
+{
+    pt_worker_summary *s = pt_summary_new();
+    char name[64];
+    snprintf(name, sizeof name, "node%d_%d_%d.json", rank / 8, rank % 8, 1000 + rank);
+    s->name = strdup(name);
+    s->host = malloc(32);
+    snprintf(s->host, 32, "node%d", rank / 8);
+    s->rank = s->local_rank = rank;
+    s->rank_source = PT_RANK_FROM_TRACE;
+    s->world_size = JOB_WORKERS;
+    s->window_ns = 200 * MS;
+    int64_t slow = rank == 1777 ? 40 : 0;
+    add_function(s, PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 100 + rank % 3);
+    add_function(s, PT_CLASS_PYTHON, "train.py: <module>|torch/utils/data/dataloader.py: __next__", 6 + slow);
+    add_function(s, PT_CLASS_COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 60 - slow - rank % 3);
+    int64_t used = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        used += s->exposed_ns[c];
+    s->idle_ns = s->window_ns - used;
+    s->step_count = 2;
+    s->steps = calloc(2, sizeof *s->steps);
+    for (int i = 0; i < 2; i++) {
+        s->steps[i].step = 10 + i, s->steps[i].dur_ns = 100 * MS, s->steps[i].start_ns = i * 100 * MS;
+        for (int c = 0; c < PT_CLASS_COUNT; c++)
+            s->steps[i].exposed_ns[c] = s->exposed_ns[c] / 2;
+        s->steps[i].idle_ns = s->idle_ns / 2;
+    }
+    return s;
+}
+
+typedef struct written_parts {
+    pthread_mutex_t lock;
+    char *text[8]; /* by part number */
+    size_t calls;
+} written_parts;
+
+static int keep_part(void *ctx, const char *stem, const pt_json *part, pt_error *err)
+{
+    (void)err;
+    written_parts *out = ctx;
+    unsigned number = 0;
+    assert_int_equal(sscanf(stem, "workers-%u", &number), 1);
+    pt_buf b = PT_BUF_INIT;
+    pt_json_write(&b, part, -1);
+    pthread_mutex_lock(&out->lock);
+    assert_true(number < 8 && !out->text[number]);
+    out->text[number] = pt_buf_take(&b);
+    out->calls++;
+    pthread_mutex_unlock(&out->lock);
+    return 0;
+}
+
+static char *report_on(pt_worker_summary **w, int threads, written_parts *parts)
+{
+    pt_job_input job = {w, JOB_WORKERS, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    job.write_part = keep_part;
+    job.part_ctx = parts;
+    job.threads = threads;
+    pt_json *report = pt_diagnose(&job);
+    pt_buf b = PT_BUF_INIT;
+    pt_json_write(&b, report, -1);
+    pt_json_free(report);
+    return pt_buf_take(&b);
+}
+
+static void test_reduce_on_two_threads_writes_the_same_report(void **state)
+{
+    (void)state;
+    setenv("PERFTRACKER_REPORT_FULL_MAX", "1000", 1);
+    pt_worker_summary **w = calloc(JOB_WORKERS, sizeof *w);
+    for (int r = 0; r < JOB_WORKERS; r++)
+        w[r] = job_worker(r);
+    written_parts one = {PTHREAD_MUTEX_INITIALIZER, {0}, 0}, two = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+    char *serial = report_on(w, 1, &one), *threaded = report_on(w, 2, &two);
+    assert_string_equal(serial, threaded);
+    assert_non_null(strstr(serial, "\"bounded\""));
+    assert_non_null(strstr(serial, "node222_1_2777.json")); /* the culprit, in full detail */
+    assert_int_equal(one.calls, 3);
+    assert_int_equal(two.calls, 3);
+    for (size_t p = 0; p < 3; p++)
+        assert_string_equal(one.text[p], two.text[p]);
+    for (size_t p = 0; p < 8; p++)
+        free(one.text[p]), free(two.text[p]);
+    free(serial);
+    free(threaded);
+    for (int r = 0; r < JOB_WORKERS; r++)
+        pt_summary_free(w[r]);
+    free(w);
+    unsetenv("PERFTRACKER_REPORT_FULL_MAX");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_records_read_back_exactly),
-                                       cmocka_unit_test(test_group_by_key_is_stable)};
+                                       cmocka_unit_test(test_two_threads_adopt_at_once),
+                                       cmocka_unit_test(test_group_by_key_is_stable),
+                                       cmocka_unit_test(test_reduce_on_two_threads_writes_the_same_report)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

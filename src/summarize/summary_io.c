@@ -492,13 +492,31 @@ static bool names_pooled(void)
     return on;
 }
 
+/* The pool's copies of a summary's string table, taken under one lock (not one per
+ * function and string: the decoding threads would queue on it). */
+static char **pooled_table(char *const *strings, size_t n)
+{
+    char **shared = pt_xmalloc((n ? n : 1) * sizeof *shared);
+    pthread_mutex_lock(&name_pool_lock);
+    for (size_t i = 0; i < n; i++)
+        shared[i] = (char *)pt_strtab_get(name_pool, pt_strtab_intern(name_pool, strings[i], strlen(strings[i])));
+    pthread_mutex_unlock(&name_pool_lock);
+    return shared; /* never written through: shared_function_names says so */
+}
+
+/* The summary's copy of table string i: the pool's (shared), or its own. */
+static char *table_string(char *const *strings, char *const *shared, size_t i)
+{
+    return shared ? shared[i] : pt_xstrdup(strings[i]);
+}
+
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
-    bool pooled = s->shared_function_names;
     size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
     char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
     for (size_t i = 0; i < nstrings; i++)
         strings[i] = get_string(c);
+    char **shared = s->shared_function_names ? pooled_table(strings, nstrings) : NULL;
     s->function_count = 0;
     size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_FUNCTIONS);
     s->functions = pt_xcalloc(n ? n : 1, sizeof *s->functions);
@@ -510,8 +528,8 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
             break;
         }
         f->cls = (pt_class)cls;
-        f->name = function_string(strings[name], pooled);
-        f->group = group ? function_string(strings[group - 1], pooled) : NULL;
+        f->name = table_string(strings, shared, name);
+        f->group = group ? table_string(strings, shared, group - 1) : NULL;
         s->function_count++;
         f->count = get_uvarint(c);
         f->total_ns = get_varint(c);
@@ -529,9 +547,10 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
                 broken(c, "a function's caller refers to a missing string");
                 break;
             }
-            f->caller = caller ? function_string(strings[caller - 1], pooled) : NULL;
+            f->caller = caller ? table_string(strings, shared, caller - 1) : NULL;
         }
     }
+    free(shared);
     pt_free_strings(strings, nstrings);
 }
 

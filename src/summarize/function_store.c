@@ -18,6 +18,8 @@
 
 #define BLOCK_SHIFT 10
 #define BLOCK (1u << BLOCK_SHIFT)
+/* A record's state byte holds its count of per-step values. */
+_Static_assert(PT_SUMMARY_MAX_STEP_VALUES < UINT8_MAX, "per-step values fit the state byte");
 
 /* Integers of a block: none yet (all 0), narrow, or wide. */
 typedef struct packed {
@@ -149,16 +151,19 @@ static void put_record(pt_fn_column *col, uint32_t slot, const pt_function_summa
     if (!col->blocks[at])
         col->blocks[at] = pt_xcalloc(1, sizeof *col->blocks[at]);
     block *b = col->blocks[at];
-    b->state[i] = (uint8_t)(1 + f->step_count); /* step_count <= PT_SUMMARY_MAX_STEP_VALUES (checked) */
+    /* pt_summary_check refuses more per-step values than readers have room for; a record
+     * that was never checked keeps none rather than overrun them. */
+    size_t step_count = f->step_count <= PT_SUMMARY_MAX_STEP_VALUES ? f->step_count : 0;
+    b->state[i] = (uint8_t)(1 + step_count);
     packed_set(&b->count, i, (int64_t)f->count, BLOCK);
     packed_set(&b->total, i, f->total_ns, BLOCK);
     packed_set(&b->exposed, i, f->exposed_ns, BLOCK);
     packed_set(&b->waiting, i, f->waiting_ns, BLOCK);
     packed_set(&b->median, i, f->median_ns, BLOCK);
     packed_set(&b->max, i, f->max_ns, BLOCK);
-    if (f->step_count > b->stride)
-        widen_steps(b, f->step_count);
-    for (size_t k = 0; k < f->step_count; k++)
+    if (step_count > b->stride)
+        widen_steps(b, step_count);
+    for (size_t k = 0; k < step_count; k++)
         packed_set(&b->steps, i * b->stride + k, f->step_exposed_ns[k], BLOCK * b->stride);
     bits_set(&b->throughput_avg, i, f->throughput_avg_pct);
     bits_set(&b->throughput_std, i, f->throughput_std_pct);
@@ -269,7 +274,7 @@ void pt_fn_store_adopt(pt_fn_store *st, pt_worker_summary *s)
 
 void pt_fn_store_release_slot(pt_fn_store *st, uint32_t slot)
 {
-    (void)slot; /* a slot's columns are freed with everyone's: blocks are shared */
+    (void)slot; /* its values are freed with everyone's: a block holds many slots */
     pthread_mutex_lock(&st->lock);
     if (st->live && --st->live == 0)
         store_clear(st);

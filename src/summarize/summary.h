@@ -247,7 +247,9 @@ void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
 /* The one validator every summary passes before any analysis reads it: the decoder
  * (files, frames from the network) and pt_diagnose (every worker, however it was made)
  * both call it. 0 when s keeps every rule; else -1 with err naming the rule it broke
- * and the value (names shown short, control characters as '?'). Never changes s. */
+ * and the value (names shown short, control characters as '?'). Never changes s.
+ * Functions in a store (fn_store) are not checked again: the decoder moved them there
+ * only once they had passed, and nothing writes them since. */
 int pt_summary_check(const pt_worker_summary *s, pt_error *err);
 /* "node0_3_10003.json (rank 3)": the worker as warnings name it, safe to print and
  * short, whatever its name holds. */

@@ -54,6 +54,8 @@ typedef struct pt_analysis {
     double *scratch2;             /* n doubles */
     /* The bounded form of a large job's report (report_scale.h); NULL: the full form. */
     pt_report_scale *scale;
+    int threads;                  /* for its loops over workers and parts (pt_parallel_for);
+                                     <= 1: the caller's thread alone */
 } pt_analysis;
 
 /* Sets of classes, as bits; work is every class but communication. */

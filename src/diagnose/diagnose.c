@@ -20,11 +20,10 @@
  * is the workers list written; the rest of every worker goes to the parts. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "util/parallel.h"
 #include "util/phase.h"
 #include "util/stats.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,7 +162,7 @@ static pt_json *rank_range(const pt_analysis *a, size_t first, size_t last)
 
 /* The bounded form's parts: every worker's full entry, heatmap row and hardware, in
  * chunks of PT_REPORT_PART_WORKERS in rank order. Each is built, handed to the writer and
- * freed before the next, so memory holds one part per thread, not all; job->threads
+ * freed before the next, so memory holds one part per thread, not all; the analysis's
  * threads take parts off a shared counter (each part reads the analysis only), and
  * scale.parts lists them in order whichever thread wrote which, so the report is the
  * same at any thread count. */
@@ -172,13 +171,12 @@ typedef struct parts_job {
     const pt_analysis *a;
     const int *status;
     const pt_heatmap *h;
-    size_t count;
-    atomic_size_t next;
     char **failed; /* [part] why it was not written, or NULL */
 } parts_job;
 
-static void write_one_part(parts_job *pj, size_t part)
+static void write_one_part(void *ctx, size_t part)
 {
+    parts_job *pj = ctx;
     const pt_analysis *a = pj->a;
     size_t first = part * PT_REPORT_PART_WORKERS, last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
     pt_json *doc = pt_json_object();
@@ -200,36 +198,20 @@ static void write_one_part(parts_job *pj, size_t part)
     pt_json_free(doc);
 }
 
-static void *parts_thread(void *arg)
-{
-    parts_job *pj = arg;
-    for (size_t part; (part = atomic_fetch_add(&pj->next, 1)) < pj->count;)
-        write_one_part(pj, part);
-    return NULL;
-}
-
 static pt_json *write_parts(const pt_job_input *job, const pt_analysis *a, const int *status, const pt_heatmap *h,
                             pt_json *warnings)
 {
     if (!job->write_part)
         return NULL;
-    parts_job pj = {job, a, status, h, (a->n + PT_REPORT_PART_WORKERS - 1) / PT_REPORT_PART_WORKERS, 0, NULL};
-    pj.failed = pt_xcalloc(pj.count ? pj.count : 1, sizeof *pj.failed);
-    size_t threads = job->threads > 1 ? PT_MIN((size_t)job->threads, pj.count) : 1;
-    pthread_t *helpers = pt_xcalloc(threads, sizeof *helpers);
-    size_t started = 0;
-    while (started + 1 < threads && pthread_create(&helpers[started], NULL, parts_thread, &pj) == 0)
-        started++; /* a thread that cannot start leaves its parts to the others */
-    parts_thread(&pj);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(helpers[i], NULL);
-    free(helpers);
+    size_t count = (a->n + PT_REPORT_PART_WORKERS - 1) / PT_REPORT_PART_WORKERS;
+    parts_job pj = {job, a, status, h, pt_xcalloc(count ? count : 1, sizeof(char *))};
+    pt_parallel_for(count, a->threads, 1, write_one_part, &pj);
 
     pt_json *parts = pt_json_object();
     pt_json_add(parts, "folder", pt_json_string("parts"));
     pt_json_add(parts, "workers_per_part", pt_json_int(PT_REPORT_PART_WORKERS));
     pt_json *files = pt_json_add(parts, "files", pt_json_array());
-    for (size_t part = 0; part < pj.count; part++) {
+    for (size_t part = 0; part < count; part++) {
         size_t first = part * PT_REPORT_PART_WORKERS, last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
         pt_buf b = PT_BUF_INIT;
         if (!pj.failed[part]) {
@@ -527,6 +509,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_phase("decoded");
     pt_analysis a;
     pt_analysis_init_by_rank(&a, job->workers, job->worker_count);
+    a.threads = job->threads;
     pt_phase("analysis rows");
 
     int32_t world_size = world_size_of(job, &a);

@@ -2,7 +2,8 @@
  * given: values that need 8 bytes beside ones that fit in 4, in the same block; doubles
  * bit for bit (-0.0 stays -0.0); per-step values of different counts; absent records;
  * blocks past the first; a worker's functions in its order; two threads adopting at once
- * (the decoder's threads). The counting sort (util/group.h) is stable. And the reduce on
+ * (the decoder's threads). The counting sort (util/group.h) is stable; the parallel loop
+ * (util/parallel.h) runs every index once at any thread count. And the reduce on
  * two threads (the bounded report's parts, pt_job_input.threads) writes the report and
  * parts it writes on one. Under TSan too (label tsan). */
 #define _POSIX_C_SOURCE 200809L
@@ -18,8 +19,10 @@
 #include "diagnose/diagnose.h"
 #include "summarize/function_store.h"
 #include "util/group.h"
+#include "util/parallel.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define WORKERS 2500 /* three blocks */
 #define FUNCTIONS 6
@@ -332,11 +335,34 @@ static void test_reduce_on_two_threads_writes_the_same_report(void **state)
     unsetenv("PERFTRACKER_REPORT_FULL_MAX");
 }
 
+static void count_index(void *ctx, size_t i)
+{
+    atomic_fetch_add(&((atomic_int *)ctx)[i], 1);
+}
+
+static void test_parallel_for_runs_each_index_once(void **state)
+{
+    (void)state;
+    static atomic_int seen[1000];
+    const int threads[] = {0, 1, 3};
+    const size_t runs[] = {1, 7, 5000};
+    for (size_t t = 0; t < PT_ARRAY_LEN(threads); t++)
+        for (size_t r = 0; r < PT_ARRAY_LEN(runs); r++) {
+            for (size_t i = 0; i < 1000; i++)
+                atomic_store(&seen[i], 0);
+            pt_parallel_for(1000, threads[t], runs[r], count_index, seen);
+            for (size_t i = 0; i < 1000; i++)
+                assert_int_equal(atomic_load(&seen[i]), 1);
+        }
+    pt_parallel_for(0, 4, 1, count_index, seen); /* nothing to do */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_records_read_back_exactly),
                                        cmocka_unit_test(test_two_threads_adopt_at_once),
                                        cmocka_unit_test(test_group_by_key_is_stable),
+                                       cmocka_unit_test(test_parallel_for_runs_each_index_once),
                                        cmocka_unit_test(test_reduce_on_two_threads_writes_the_same_report)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

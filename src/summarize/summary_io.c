@@ -5,7 +5,8 @@
  * is read, and a string holding a NUL byte is refused (it would be cut there, and two
  * distinct names would become one). What it decoded then goes through pt_summary_check,
  * the one validator of every rule the analysis relies on, so no caller ever holds a
- * decoded summary that breaks one. */
+ * decoded summary that breaks one. With shared names (pt_summary_share_names), the
+ * checked functions then move to the column store (function_store.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
 #include "summarize/function_store.h"

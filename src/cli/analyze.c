@@ -464,6 +464,7 @@ int cmd_analyze(int argc, char **argv)
                         NULL};
     job.write_part = write_part;
     job.part_ctx = (void *)out_dir;
+    job.threads = threads; /* the reduce writes the bounded report's parts on as many */
     pt_json *report = pt_diagnose(&job);
     /* The report holds copies of all it needs: the summaries go before its text is made. */
     for (size_t i = 0; i < n; i++) {

@@ -110,7 +110,8 @@ static void function_values(const side *s, pt_class cls, const char *name, fn_me
 {
     const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
     for (size_t w = 0; w < s->a.n; w++) {
-        const pt_function_summary *f = row ? row->by_worker[w] : NULL;
+        pt_function_summary cell;
+        const pt_function_summary *f = row ? pt_row_function(&s->a, row, w, &cell) : NULL;
         double steps = pt_median_steps_in_window(&s->a, w); /* times: per median step, as the classes */
         switch (m) {
         case EXPOSED: out[w] = f ? (double)f->exposed_ns / 1e6 / steps : 0; break;
@@ -136,7 +137,10 @@ static size_t workers_running(const side *s, pt_class cls, const char *name)
     const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
     size_t m = 0;
     for (size_t w = 0; row && w < s->a.n; w++)
-        m += row->by_worker[w] != NULL;
+    {
+        pt_function_summary cell;
+        m += pt_row_function(&s->a, row, w, &cell) != NULL;
+    }
     return m;
 }
 

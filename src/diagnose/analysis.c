@@ -37,8 +37,11 @@ static void align_steps(pt_analysis *a)
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
         steps = PT_MIN(steps, s->step_count);
-        for (size_t i = 0; i < s->function_count && per_function; i++)
-            per_function = s->functions[i].step_count == s->step_count;
+        for (size_t i = 0; i < s->function_count && per_function; i++) {
+            pt_function_summary cell;
+            const pt_fn_column *col = pt_fn_store_function(a->fn_store, a->slot[w], i);
+            per_function = pt_fn_store_get(col, a->slot[w], &cell, NULL)->step_count == s->step_count;
+        }
     }
     a->aligned_steps = a->n && steps >= 2 && steps != SIZE_MAX ? steps : 0;
     a->function_steps = per_function ? a->aligned_steps : 0;
@@ -77,6 +80,26 @@ double pt_step_noise_ms(pt_worker_summary *const *workers, size_t n, int part)
     return noise;
 }
 
+/* Every worker's functions in one store: the one the decoder moved them to, where it
+ * did (analyze's summaries); the others' are copied into it, or into a store of the
+ * analysis's own when no worker is in one. */
+static void place_functions(pt_analysis *a)
+{
+    for (size_t w = 0; w < a->n && !a->fn_store; w++)
+        a->fn_store = a->workers[w]->fn_store;
+    if (!a->fn_store) {
+        a->fn_store = pt_fn_store_new();
+        a->own_store = true;
+    }
+    a->slot = pt_xmalloc((a->n ? a->n : 1) * sizeof *a->slot);
+    a->added = pt_xcalloc(a->n ? a->n : 1, sizeof *a->added);
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        a->added[w] = s->fn_store != a->fn_store;
+        a->slot[w] = a->added[w] ? pt_fn_store_add(a->fn_store, s) : s->fn_slot;
+    }
+}
+
 void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t n)
 {
     memset(a, 0, sizeof *a);
@@ -91,6 +114,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     a->scratch2 = pt_xmalloc((n ? n : 1) * sizeof *a->scratch2);
     pt_strtab_init(&a->row_index);
 
+    place_functions(a);
     size_t rows_cap = 0;
     pt_buf key = PT_BUF_INIT;
     for (size_t w = 0; w < n; w++) {
@@ -101,20 +125,21 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
         a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] > 0 || s->union_ns[PT_CLASS_MEMORY] > 0;
         a->gpu_workers += a->has_gpu[w];
         for (size_t i = 0; i < s->function_count; i++) {
-            const pt_function_summary *f = &s->functions[i];
+            const pt_fn_column *col = pt_fn_store_function(a->fn_store, a->slot[w], i);
+            pt_function_summary cell;
+            const pt_function_summary *f = pt_fn_store_get(col, a->slot[w], &cell, NULL);
             row_key(&key, f->cls, f->name);
             uint32_t id = pt_strtab_intern(&a->row_index, key.data, key.len);
             if (id == a->row_count) {
                 PT_GROW(a->rows, rows_cap, a->row_count + 1);
                 pt_fn_row *row = &a->rows[a->row_count++];
                 row->cls = f->cls;
-                row->name = f->name;
+                row->name = pt_fn_column_name(col);
                 row->group = f->group;
-                row->by_worker = pt_xcalloc(n, sizeof *row->by_worker);
+                row->column = col;
                 row->max_ratio = 0;
             }
             pt_fn_row *row = &a->rows[id];
-            row->by_worker[w] = f;
             if (!row->group && f->group)
                 row->group = f->group;
             double ratio = s->window_ns > 0 ? (double)f->exposed_ns / (double)s->window_ns : 0;
@@ -144,8 +169,13 @@ void pt_analysis_init_by_rank(pt_analysis *a, pt_worker_summary *const *workers,
 
 void pt_analysis_free(pt_analysis *a)
 {
-    for (size_t i = 0; i < a->row_count; i++)
-        free(a->rows[i].by_worker);
+    for (size_t w = 0; w < a->n && !a->own_store; w++)
+        if (a->added[w])
+            pt_fn_store_release_slot(a->fn_store, a->slot[w]);
+    if (a->own_store)
+        pt_fn_store_free(a->fn_store);
+    free(a->slot);
+    free(a->added);
     free(a->rows);
     pt_strtab_free(&a->row_index);
     free(a->workers);
@@ -167,27 +197,45 @@ const pt_fn_row *pt_analysis_row(const pt_analysis *a, pt_class cls, const char 
     return id == UINT32_MAX ? NULL : &a->rows[id];
 }
 
+const pt_function_summary *pt_row_function(const pt_analysis *a, const pt_fn_row *row, size_t w,
+                                           pt_function_summary *cell)
+{
+    return pt_fn_store_get(row->column, a->slot[w], cell, NULL);
+}
+
+/* Worker w's value of a row's field (0 where absent). */
+static int64_t row_value(const pt_analysis *a, const pt_fn_row *row, size_t w, pt_fn_field field, bool *present)
+{
+    int64_t v;
+    *present = pt_fn_store_value(row->column, a->slot[w], field, &v);
+    return v;
+}
+
 void pt_row_exposed_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
-        out[w] = f ? (double)f->exposed_ns / 1e6 / a->steps[w] : 0;
+        bool present;
+        int64_t exposed = row_value(a, row, w, PT_FN_EXPOSED, &present);
+        out[w] = present ? (double)exposed / 1e6 / a->steps[w] : 0;
     }
 }
 
 void pt_row_calls_per_step(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
-        out[w] = f ? (double)f->count / a->steps[w] : 0;
+        bool present;
+        uint64_t count = (uint64_t)row_value(a, row, w, PT_FN_COUNT, &present);
+        out[w] = present ? (double)count / a->steps[w] : 0;
     }
 }
 
 void pt_row_step_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     size_t steps = a->function_steps;
+    int64_t values[PT_SUMMARY_MAX_STEP_VALUES];
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
+        pt_function_summary cell;
+        const pt_function_summary *f = pt_fn_store_get(row->column, a->slot[w], &cell, values);
         for (size_t s = 0; s < steps; s++)
             out[w * steps + s] = f && f->step_count ? (double)f->step_exposed_ns[s] / 1e6 : 0;
     }
@@ -222,26 +270,29 @@ void pt_waiting_ms(const pt_analysis *a, double *out)
 void pt_row_exposed_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
+        bool present;
+        int64_t exposed = row_value(a, row, w, PT_FN_EXPOSED, &present);
         double window = (double)a->workers[w]->window_ns;
-        out[w] = f && window > 0 ? (double)f->exposed_ns / window : 0;
+        out[w] = present && window > 0 ? (double)exposed / window : 0;
     }
 }
 
 void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
+        bool present;
+        int64_t total = row_value(a, row, w, PT_FN_TOTAL, &present);
         double window = (double)a->workers[w]->window_ns;
-        out[w] = f && window > 0 ? (double)f->total_ns / window : 0;
+        out[w] = present && window > 0 ? (double)total / window : 0;
     }
 }
 
 void pt_row_median_ms(const pt_analysis *a, const pt_fn_row *row, double *out)
 {
     for (size_t w = 0; w < a->n; w++) {
-        const pt_function_summary *f = row->by_worker[w];
-        out[w] = f ? (double)f->median_ns / 1e6 : 0;
+        bool present;
+        int64_t median = row_value(a, row, w, PT_FN_MEDIAN, &present);
+        out[w] = present ? (double)median / 1e6 : 0;
     }
 }
 

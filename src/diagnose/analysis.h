@@ -2,9 +2,11 @@
  * and by the findings.
  *
  * Workers are sorted by rank. Every function any worker reported becomes one row
- * (class + name) holding a pointer per worker that has it; a worker without the row
- * counts as 0, which is accurate to within the summarizer's keep threshold (a function
- * is dropped from a summary only when it is negligible there).
+ * (class + name): a column of the function store (summarize/function_store.h), read by
+ * worker with pt_row_function; a worker without the row counts as 0, which is accurate
+ * to within the summarizer's keep threshold (a function is dropped from a summary only
+ * when it is negligible there). Workers decoded with shared names are in the decoder's
+ * store already; the others' records are copied into the analysis's own.
  *
  * Comparisons are robust: medians and the MAD (scaled to a normal sigma), with absolute
  * floors, so one slow worker among thousands stands out and jitter does not. Every
@@ -14,16 +16,17 @@
 
 #include "diagnose/diagnose.h"
 #include "diagnose/report_scale.h"
+#include "summarize/function_store.h"
 #include "util/strtab.h"
 
 #include <stdbool.h>
 
 typedef struct pt_fn_row {
     pt_class cls;
-    const char *name;                      /* owned by a summary */
-    const char *group;                     /* communication group, or NULL */
-    const pt_function_summary **by_worker; /* [worker] or NULL where absent */
-    double max_ratio;                      /* largest exposed/window over workers */
+    const char *name;             /* owned by the store */
+    const char *group;            /* communication group, or NULL */
+    const pt_fn_column *column;   /* every worker's record */
+    double max_ratio;             /* largest exposed/window over workers */
 } pt_fn_row;
 
 typedef struct pt_analysis {
@@ -38,6 +41,10 @@ typedef struct pt_analysis {
     pt_fn_row *rows;
     size_t row_count;
     pt_strtab row_index;          /* class byte + name -> row */
+    pt_fn_store *fn_store;        /* the rows' columns */
+    bool own_store;               /* made for this analysis (no worker was in one) */
+    uint32_t *slot;               /* [worker] its slot in fn_store */
+    bool *added;                  /* [worker] copied there by this analysis */
     /* Steps compared one by one: the first aligned_steps of every worker (0 when some
      * worker has fewer than two), and function_steps of them when every worker's
      * functions carry per-step values too (0 otherwise: older summaries, long windows). */
@@ -47,6 +54,8 @@ typedef struct pt_analysis {
     double *scratch2;             /* n doubles */
     /* The bounded form of a large job's report (report_scale.h); NULL: the full form. */
     pt_report_scale *scale;
+    int threads;                  /* for its loops over workers and parts (pt_parallel_for);
+                                     <= 1: the caller's thread alone */
 } pt_analysis;
 
 /* Sets of classes, as bits; work is every class but communication. */
@@ -70,6 +79,10 @@ void pt_analysis_free(pt_analysis *a);
 
 /* Row of (cls, name), or NULL. */
 const pt_fn_row *pt_analysis_row(const pt_analysis *a, pt_class cls, const char *name);
+/* Worker w's record of a row (read into cell, its per-step values left out), or NULL
+ * where w has none. */
+const pt_function_summary *pt_row_function(const pt_analysis *a, const pt_fn_row *row, size_t w,
+                                           pt_function_summary *cell);
 
 /* Per-worker values of a row: exposed ms per step, exposed/window ("bottleneck ratio"),
  * total/window, median ms per execution (0 where absent or not executed). */

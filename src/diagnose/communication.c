@@ -50,9 +50,11 @@ static pt_json *kernel_entry(const pt_analysis *a, const pt_fn_row *row)
     size_t *who = pt_xmalloc(n * sizeof *who);
     double *b = pt_xmalloc(n * sizeof *b), *t = pt_xmalloc(n * sizeof *t);
     for (size_t w = 0; w < n; w++) {
-        if (!row->by_worker[w])
+        pt_function_summary cell;
+        const pt_function_summary *f = pt_row_function(a, row, w, &cell);
+        if (!f)
             continue;
-        x[m] = features_of(a, w, row->by_worker[w]);
+        x[m] = features_of(a, w, f);
         b[m] = x[m].bottleneck, t[m] = x[m].throughput;
         who[m++] = w;
     }

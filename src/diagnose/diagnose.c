@@ -20,6 +20,8 @@
  * is the workers list written; the rest of every worker goes to the parts. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "util/parallel.h"
+#include "util/phase.h"
 #include "util/stats.h"
 
 #include <stdlib.h>
@@ -159,49 +161,73 @@ static pt_json *rank_range(const pt_analysis *a, size_t first, size_t last)
 }
 
 /* The bounded form's parts: every worker's full entry, heatmap row and hardware, in
- * chunks of PT_REPORT_PART_WORKERS in rank order, each built, handed to the writer and
- * freed before the next (so memory holds one part, not all). Returns scale.parts. */
+ * chunks of PT_REPORT_PART_WORKERS in rank order. Each is built, handed to the writer and
+ * freed before the next, so memory holds one part per thread, not all; the analysis's
+ * threads take parts off a shared counter (each part reads the analysis only), and
+ * scale.parts lists them in order whichever thread wrote which, so the report is the
+ * same at any thread count. */
+typedef struct parts_job {
+    const pt_job_input *job;
+    const pt_analysis *a;
+    const int *status;
+    const pt_heatmap *h;
+    char **failed; /* [part] why it was not written, or NULL */
+} parts_job;
+
+static void write_one_part(void *ctx, size_t part)
+{
+    parts_job *pj = ctx;
+    const pt_analysis *a = pj->a;
+    size_t first = part * PT_REPORT_PART_WORKERS, last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
+    pt_json *doc = pt_json_object();
+    pt_json_add(doc, "part", pt_json_int((int64_t)part));
+    pt_json_add(doc, "ranks", rank_range(a, first, last));
+    pt_json *workers = pt_json_add(doc, "workers", pt_json_array());
+    pt_json *hardware = pt_json_object();
+    for (size_t w = first; w < last; w++) {
+        pt_json_push(workers, worker_json(a, w, pj->status[w], false));
+        pt_hardware_worker(a->workers[w], hardware);
+    }
+    pt_json_add(doc, "heatmap", pt_heatmap_rows(a, pj->h, first, last, false));
+    pt_json_add(doc, "hardware", hardware);
+    char stem[32];
+    snprintf(stem, sizeof stem, "workers-%04zu", part);
+    pt_error err = {{0}};
+    if (pj->job->write_part(pj->job->part_ctx, stem, doc, &err) != 0)
+        pj->failed[part] = pt_xstrdup(err.message);
+    pt_json_free(doc);
+}
+
 static pt_json *write_parts(const pt_job_input *job, const pt_analysis *a, const int *status, const pt_heatmap *h,
                             pt_json *warnings)
 {
     if (!job->write_part)
         return NULL;
+    size_t count = (a->n + PT_REPORT_PART_WORKERS - 1) / PT_REPORT_PART_WORKERS;
+    parts_job pj = {job, a, status, h, pt_xcalloc(count ? count : 1, sizeof(char *))};
+    pt_parallel_for(count, a->threads, 1, write_one_part, &pj);
+
     pt_json *parts = pt_json_object();
     pt_json_add(parts, "folder", pt_json_string("parts"));
     pt_json_add(parts, "workers_per_part", pt_json_int(PT_REPORT_PART_WORKERS));
     pt_json *files = pt_json_add(parts, "files", pt_json_array());
-    for (size_t first = 0, part = 0; first < a->n; first += PT_REPORT_PART_WORKERS, part++) {
-        size_t last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
-        pt_json *doc = pt_json_object();
-        pt_json_add(doc, "part", pt_json_int((int64_t)part));
-        pt_json_add(doc, "ranks", rank_range(a, first, last));
-        pt_json *workers = pt_json_add(doc, "workers", pt_json_array());
-        pt_json *hardware = pt_json_object();
-        for (size_t w = first; w < last; w++) {
-            pt_json_push(workers, worker_json(a, w, status[w], false));
-            pt_hardware_worker(a->workers[w], hardware);
-        }
-        pt_json_add(doc, "heatmap", pt_heatmap_rows(a, h, first, last, false));
-        pt_json_add(doc, "hardware", hardware);
-        char stem[32];
-        snprintf(stem, sizeof stem, "workers-%04zu", part);
-        pt_error err = {{0}};
-        if (job->write_part(job->part_ctx, stem, doc, &err) == 0) {
+    for (size_t part = 0; part < count; part++) {
+        size_t first = part * PT_REPORT_PART_WORKERS, last = PT_MIN(first + PT_REPORT_PART_WORKERS, a->n);
+        pt_buf b = PT_BUF_INIT;
+        if (!pj.failed[part]) {
             pt_json *f = pt_json_push(files, pt_json_object());
-            pt_buf name = PT_BUF_INIT;
-            pt_buf_printf(&name, "%s.json", stem);
-            pt_json_add(f, "file", pt_json_string(name.data));
-            pt_buf_free(&name);
+            pt_buf_printf(&b, "workers-%04zu.json", part);
+            pt_json_add(f, "file", pt_json_string(b.data));
             pt_json_add(f, "ranks", rank_range(a, first, last));
             pt_json_add(f, "workers", pt_json_int((int64_t)(last - first)));
         } else {
-            pt_buf b = PT_BUF_INIT;
-            pt_buf_printf(&b, "report part %s not written: %s", stem, err.message);
+            pt_buf_printf(&b, "report part workers-%04zu not written: %s", part, pj.failed[part]);
             pt_json_push(warnings, pt_json_string(b.data));
-            pt_buf_free(&b);
+            free(pj.failed[part]);
         }
-        pt_json_free(doc);
+        pt_buf_free(&b);
     }
+    free(pj.failed);
     return parts;
 }
 
@@ -480,8 +506,11 @@ static void lead_with_lost(pt_json *diagnosis, pt_json *finding)
 
 static pt_json *diagnose_admitted(const pt_job_input *job)
 {
+    pt_phase("decoded");
     pt_analysis a;
     pt_analysis_init_by_rank(&a, job->workers, job->worker_count);
+    a.threads = job->threads;
+    pt_phase("analysis rows");
 
     int32_t world_size = world_size_of(job, &a);
     size_t lost_count;
@@ -489,6 +518,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
     pt_json *diagnosis = pt_build_diagnosis(&a, status, lost_count > 0);
     pt_scale_begin(&a, status);
+    pt_phase("findings");
     if (lost_count)
         lead_with_lost(diagnosis, lost_finding(job, lost, world_size, lost_count));
     else if (a.n == 0) {
@@ -531,6 +561,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_json_add(report, "Communication", pt_section_communication(&a));
     pt_json_add(report, "CUDA Runtime", pt_section_cuda_runtime(&a));
     pt_json_add(report, "Python functions", pt_section_python(&a));
+    pt_phase("sections");
     bool *highlight = pt_xcalloc(a.n ? a.n : 1, sizeof *highlight);
     for (size_t w = 0; w < a.n; w++)
         highlight[w] = status[w] != 0;
@@ -538,12 +569,15 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     if (hardware)
         pt_json_add(report, "Hardware", hardware);
     free(highlight);
+    pt_phase("hardware");
     pt_heatmap heatmap;
     pt_heatmap_build(&a, status, &heatmap);
     pt_json_add(report, "Heatmap", pt_section_heatmap(&a, &heatmap));
     pt_json *parts_warnings = pt_json_array();
     /* The matrix goes before the worker table is built: at 100 000 workers both are tens of MB. */
+    pt_phase("heatmap");
     pt_json *parts = pt_bounded(&a) ? write_parts(job, &a, status, &heatmap, parts_warnings) : NULL;
+    pt_phase("parts");
     pt_heatmap_free(&heatmap);
     if (pt_bounded(&a))
         pt_json_add(report, "scale", pt_section_scale(&a, status, parts));
@@ -568,6 +602,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     free(status);
     pt_scale_end(&a);
     pt_analysis_free(&a);
+    pt_phase("report tree");
     return report;
 }
 

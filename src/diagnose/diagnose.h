@@ -36,6 +36,10 @@ typedef struct pt_job_input {
      * says which were not). NULL: no parts (report.json says so). */
     int (*write_part)(void *ctx, const char *stem, const pt_json *part, pt_error *err);
     void *part_ctx;
+    /* Threads the reduce may use (<= 1: the caller's alone). Above one, write_part is
+     * called from that many threads at once (for different parts). The report is the same
+     * at any count. */
+    int threads;
 } pt_job_input;
 
 /* Builds the report. Never fails: with no usable worker the verdict explains why. A

@@ -424,8 +424,11 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
                 top_ms = typical, top = &a->rows[i];
         }
         if (top) {
-            for (size_t w = 0; w < a->n; w++)
-                ms[w] = top->by_worker[w] ? top->by_worker[w]->throughput_avg_pct : 0;
+            for (size_t w = 0; w < a->n; w++) {
+                pt_function_summary cell;
+                const pt_function_summary *f = pt_row_function(a, top, w, &cell);
+                ms[w] = f ? f->throughput_avg_pct : 0;
+            }
             throughput = pt_median_of(ms, a->n, a->scratch);
             finding *f = add_common_finding(a, list, NULL, PT_CLASS_COMM, top->name, median, EXPECTED_COMM,
                                             "exposed communication ratio (median over workers)", ratio);

@@ -78,11 +78,12 @@ static void add_major_kernels(const pt_analysis *a, const pt_ranked_row *ranked,
 {
     pt_json *major = pt_json_add(section, "major_kernel_executions", pt_json_object());
     double *med = pt_xmalloc((a->n ? a->n : 1) * sizeof *med);
+    pt_function_summary cell;
     for (size_t k = 0; k < count && k < MAJOR_KERNELS && ranked[k].score > 0; k++) {
         pt_row_median_ms(a, ranked[k].row, med);
         size_t m = 0;
         for (size_t w = 0; w < a->n; w++)
-            if (ranked[k].row->by_worker[w])
+            if (pt_row_function(a, ranked[k].row, w, &cell))
                 med[m++] = med[w];
         pt_json *entry = pt_json_add(major, ranked[k].row->name, pt_json_object());
         pt_json_add(entry, "median cost per execution (ms)", pt_json_number(pt_median_of(med, m, a->scratch)));
@@ -102,12 +103,13 @@ static void add_slow_kernels(const pt_analysis *a, const pt_ranked_row *ranked, 
     double *present = pt_xmalloc(a->n * sizeof *present);
     double *calls = pt_xmalloc(a->n * sizeof *calls);
     pt_json **per_worker = pt_xcalloc(a->n, sizeof *per_worker);
+    pt_function_summary cell;
     for (size_t k = 0; k < count && k < KERNELS_CHECKED && ranked[k].score > 0; k++) {
         const pt_fn_row *row = ranked[k].row;
         pt_row_median_ms(a, row, med);
         size_t m = 0;
         for (size_t w = 0; w < a->n; w++)
-            if (row->by_worker[w])
+            if (pt_row_function(a, row, w, &cell))
                 present[m++] = med[w];
         if (m < 3)
             continue;
@@ -115,7 +117,7 @@ static void add_slow_kernels(const pt_analysis *a, const pt_ranked_row *ranked, 
         pt_row_calls_per_step(a, row, calls);
         for (size_t w = 0; w < a->n; w++) {
             double slower = med[w] - s.median;
-            if (!row->by_worker[w] || med[w] < s.median * SLOWDOWN_MIN ||
+            if (!pt_row_function(a, row, w, &cell) || med[w] < s.median * SLOWDOWN_MIN ||
                 slower <= SIGMAS * fmax(s.sigma, TIMER_RESOLUTION_MS) ||
                 slower * calls[w] < MATERIAL_SHARE * a->median_step_ms)
                 continue;

@@ -4,6 +4,7 @@
  * first), which is all a page needs to plot without shipping every worker's series. */
 #include "diagnose/analysis.h"
 #include "util/stats.h"
+#include "util/group.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,25 +76,18 @@ static void group_metrics(const pt_analysis *a, metric_groups *g)
     for (size_t w = 0; w < a->n; w++)
         for (size_t i = 0; i < a->workers[w]->metric_count; i++, total++)
             pt_strtab_intern(&g->names, a->workers[w]->metrics[i].name, strlen(a->workers[w]->metrics[i].name));
-    g->first = pt_xcalloc(g->names.count + 1, sizeof *g->first);
-    g->values = pt_xmalloc((total ? total : 1) * sizeof *g->values);
     uint32_t *ids = pt_xmalloc((total ? total : 1) * sizeof *ids);
+    double *means = pt_xmalloc((total ? total : 1) * sizeof *means);
     size_t k = 0;
     for (size_t w = 0; w < a->n; w++)
-        for (size_t i = 0; i < a->workers[w]->metric_count; i++) {
+        for (size_t i = 0; i < a->workers[w]->metric_count; i++, k++) {
             const char *name = a->workers[w]->metrics[i].name;
             ids[k] = pt_strtab_find(&g->names, name, strlen(name));
-            g->first[ids[k++] + 1]++;
+            means[k] = a->workers[w]->metrics[i].mean;
         }
-    for (size_t id = 0; id < g->names.count; id++)
-        g->first[id + 1] += g->first[id];
-    size_t *next = pt_xmalloc((g->names.count ? g->names.count : 1) * sizeof *next);
-    memcpy(next, g->first, g->names.count * sizeof *next);
-    k = 0;
-    for (size_t w = 0; w < a->n; w++)
-        for (size_t i = 0; i < a->workers[w]->metric_count; i++)
-            g->values[next[ids[k++]]++] = a->workers[w]->metrics[i].mean;
-    free(next);
+    g->values = pt_xmalloc((total ? total : 1) * sizeof *g->values);
+    g->first = pt_group_by_key(ids, total, g->names.count, means, sizeof *means, g->values);
+    free(means);
     free(ids);
 }
 

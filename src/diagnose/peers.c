@@ -49,6 +49,7 @@
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
+#include "util/parallel.h"
 #include "util/stats.h"
 
 #include <math.h>
@@ -432,7 +433,8 @@ static const pt_fn_row *largest_excess(const pt_analysis *a, size_t w, const boo
     out->excess = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !row->by_worker[w])
+        pt_function_summary cell;
+        if (row->cls == PT_CLASS_COMM || !allowed[row->cls] || !pt_row_function(a, row, w, &cell))
             continue;
         pt_row_exposed_ms(a, row, values);
         double median = pt_median_of(values, a->n, a->scratch);
@@ -527,7 +529,8 @@ static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_
         double *sorted = r->sorted[i] = pt_xmalloc(a->n * sizeof *sorted);
         size_t m = 0;
         for (size_t v = 0; v < a->n; v++) {
-            const pt_function_summary *f = row->by_worker[v];
+            pt_function_summary cell;
+            const pt_function_summary *f = pt_row_function(a, row, v, &cell);
             if (f && f->count)
                 sorted[m++] = (double)f->total_ns / (double)f->count;
         }
@@ -584,7 +587,8 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
     size_t k = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        const pt_function_summary *mine = row->by_worker[w];
+        pt_function_summary cell;
+        const pt_function_summary *mine = pt_row_function(a, row, w, &cell);
         if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
             (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
@@ -685,6 +689,22 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
  * slowed by a like factor against the workers outside it, whatever their own noise (a
  * slow GPU that noise also slows now and then has the widest spread of all). Whether
  * fixing it saves anything is its impact: behind another fault, nothing alone. */
+/* Each worker's kernels against its peers' (slower_per_call), one worker per index of a
+ * parallel loop: it reads the analysis and the rows, and writes only its own results. */
+typedef struct kernel_job {
+    const pt_analysis *a;
+    const per_call_rows *rows;
+    double *share, *factor;
+    size_t *compared;
+} kernel_job;
+
+static void compare_kernels(void *ctx, size_t w)
+{
+    kernel_job *kj = ctx;
+    kj->share[w] = slower_per_call(kj->a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), kj->rows, &kj->compared[w],
+                                   &kj->factor[w]);
+}
+
 static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
 {
     peer_values v;
@@ -696,14 +716,17 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
     bool *uniform = pt_xcalloc(a->n, sizeof *uniform);
     per_call_rows kernels;
     per_call_rows_init(a, PT_CLASS_BIT(PT_CLASS_COMPUTE), &kernels);
+    double *share = pt_xmalloc(a->n * sizeof *share);
+    kernel_job kj = {a, &kernels, share, factor, compared};
+    pt_parallel_for(a->n, a->threads, 256, compare_kernels, &kj);
     for (size_t w = 0; w < a->n; w++) { /* seeds: the excess clears each worker's own noise */
-        double share = slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_COMPUTE), &kernels, &compared[w], &factor[w]);
-        uniform[w] = share >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
+        uniform[w] = share[w] >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
         slow[w] = uniform[w] && real_excess(a, &v, w, false) > 0;
         if (slow[w])
             top = fmax(top, factor[w]);
     }
     per_call_rows_free(a, &kernels);
+    free(share);
     /* The seeds' like, against the workers that are not seeds: half a host's GPUs slow
      * move the median half way to them, and noise atop a slow GPU widens its spread. */
     double *others = pt_xmalloc(a->n * sizeof *others);
@@ -1051,7 +1074,8 @@ static void put_caller(const pt_analysis *a, const finding *f, pt_buf *out)
 {
     if (f->cls != PT_CLASS_RUNTIME || !f->row)
         return;
-    const pt_function_summary *mine = f->row->by_worker[f->worst < a->n ? f->worst : f->workers[0]];
+    pt_function_summary cell;
+    const pt_function_summary *mine = pt_row_function(a, f->row, f->worst < a->n ? f->worst : f->workers[0], &cell);
     if (!mine || !mine->caller)
         return;
     pt_buf name = PT_BUF_INIT;

@@ -12,6 +12,7 @@
  * doubles and one pass per table; memory O(n) plus the JSON of ~n * 7 table cells. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "util/group.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -292,18 +293,9 @@ static pt_json *range_json(double *values, size_t m, int digits)
 static void add_nodes(const pt_analysis *a, const int *status, pt_json *scale)
 {
     size_t nodes = pt_scale_node_count(a);
-    /* Each node's workers, contiguous: offsets by a counting pass. */
-    size_t *first = pt_xcalloc(nodes + 1, sizeof *first);
-    for (size_t w = 0; w < a->n; w++)
-        first[pt_scale_node_of(a, w) + 1]++;
-    for (size_t i = 0; i < nodes; i++)
-        first[i + 1] += first[i];
+    /* Each node's workers, contiguous and in rank order within a node. */
     size_t *members = pt_xmalloc((a->n ? a->n : 1) * sizeof *members);
-    size_t *next = pt_xmalloc((nodes ? nodes : 1) * sizeof *next);
-    memcpy(next, first, nodes * sizeof *next);
-    for (size_t w = 0; w < a->n; w++)
-        members[next[pt_scale_node_of(a, w)]++] = w; /* rank order within a node */
-    free(next);
+    size_t *first = pt_group_by_key(a->scale->node_of, a->n, nodes, NULL, 0, members);
     double *step = pt_xmalloc((a->n ? a->n : 1) * sizeof *step), *util = pt_xmalloc((a->n ? a->n : 1) * sizeof *util);
     pt_json *list = pt_json_add(scale, "nodes", pt_json_array());
     for (uint32_t node = 0; node < nodes; node++) {

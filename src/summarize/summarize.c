@@ -33,6 +33,7 @@
 #include "summarize/summary_io.h"
 #include "summarize/timeline.h"
 #include "util/buf.h"
+#include "util/group.h"
 #include "util/stats.h"
 #include "util/strtab.h"
 
@@ -1329,20 +1330,11 @@ static void infer_gloo_collectives(pt_summarizer *s, const pt_trace_meta *meta)
 static int64_t *compute_medians(reducer *r)
 {
     size_t nf = r->funcs_count;
-    size_t *offset = pt_xcalloc(nf + 1, sizeof *offset);
-    for (size_t i = 0; i < r->exec_count; i++)
-        offset[r->exec_func[i] + 1]++;
-    for (size_t f = 0; f < nf; f++)
-        offset[f + 1] += offset[f];
     int64_t *grouped = pt_xmalloc((r->exec_count ? r->exec_count : 1) * sizeof *grouped);
-    size_t *fill = pt_xmalloc((nf ? nf : 1) * sizeof *fill);
-    memcpy(fill, offset, nf * sizeof *fill);
-    for (size_t i = 0; i < r->exec_count; i++)
-        grouped[fill[r->exec_func[i]]++] = r->exec_dur[i];
+    size_t *offset = pt_group_by_key(r->exec_func, r->exec_count, nf, r->exec_dur, sizeof *r->exec_dur, grouped);
     int64_t *medians = pt_xcalloc(nf ? nf : 1, sizeof *medians);
     for (size_t f = 0; f < nf; f++)
         medians[f] = pt_median_i64(grouped + offset[f], offset[f + 1] - offset[f]);
-    free(fill);
     free(grouped);
     free(offset);
     return medians;

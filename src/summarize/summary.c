@@ -1,5 +1,6 @@
 /* summary.c -- lifetime and small queries of pt_worker_summary. */
 #include "summarize/summary.h"
+#include "summarize/function_store.h"
 #include "util/common.h"
 #include "util/stats.h"
 
@@ -31,7 +32,9 @@ void pt_summary_free(pt_worker_summary *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->function_count; i++) {
+    if (s->fn_store)
+        pt_fn_store_release_slot(s->fn_store, s->fn_slot);
+    for (size_t i = 0; s->functions && i < s->function_count; i++) {
         if (!s->shared_function_names) {
             free(s->functions[i].name);
             free(s->functions[i].group);
@@ -136,7 +139,7 @@ int64_t pt_summary_step_ns(const pt_worker_summary *s)
 
 const pt_function_summary *pt_summary_find(const pt_worker_summary *s, pt_class cls, const char *name)
 {
-    for (size_t i = 0; i < s->function_count; i++)
+    for (size_t i = 0; s->functions && i < s->function_count; i++)
         if (s->functions[i].cls == cls && strcmp(s->functions[i].name, name) == 0)
             return &s->functions[i];
     return NULL;

@@ -221,8 +221,11 @@ typedef struct pt_worker_summary {
     size_t step_count;
     bool has_syncs;           /* steps carry their sync points (version 3, at most
                                  PT_SUMMARY_MAX_STEP_VALUES steps) */
-    pt_function_summary *functions;
+    pt_function_summary *functions; /* NULL when they live in fn_store */
     size_t function_count;
+    struct pt_fn_store *fn_store; /* or NULL: the column store its functions were moved to
+                                     (function_store.h; the decoder's, with shared names) */
+    uint32_t fn_slot;             /* their slot there */
     bool shared_function_names; /* functions' name, group and caller, and collective calls'
                                    op and dtype, live in the decoder's shared pool
                                    (pt_summary_share_names), not in s */
@@ -244,7 +247,9 @@ void pt_summary_add_warning(pt_worker_summary *s, const char *fmt, ...)
 /* The one validator every summary passes before any analysis reads it: the decoder
  * (files, frames from the network) and pt_diagnose (every worker, however it was made)
  * both call it. 0 when s keeps every rule; else -1 with err naming the rule it broke
- * and the value (names shown short, control characters as '?'). Never changes s. */
+ * and the value (names shown short, control characters as '?'). Never changes s.
+ * Functions in a store (fn_store) are not checked again: the decoder moved them there
+ * only once they had passed, and nothing writes them since. */
 int pt_summary_check(const pt_worker_summary *s, pt_error *err);
 /* "node0_3_10003.json (rank 3)": the worker as warnings name it, safe to print and
  * short, whatever its name holds. */
@@ -252,7 +257,7 @@ void pt_summary_describe(const pt_worker_summary *s, char *out, size_t cap);
 
 /* Median step duration, or the window when no steps were marked. */
 int64_t pt_summary_step_ns(const pt_worker_summary *s);
-/* Functions of one class, for iteration. */
+/* The function (cls, name) among s's records, or NULL (also when they are in a store). */
 const pt_function_summary *pt_summary_find(const pt_worker_summary *s, pt_class cls, const char *name);
 
 #endif

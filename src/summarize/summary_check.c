@@ -390,6 +390,8 @@ static bool functions_ok(const pt_worker_summary *s, pt_error *err)
     if (s->function_count > PT_SUMMARY_MAX_FUNCTIONS)
         return REFUSE("%zu functions, more than the %u a summary may hold", s->function_count,
                       PT_SUMMARY_MAX_FUNCTIONS);
+    if (s->fn_store) /* moved there by the decoder once they had passed this check; never written since */
+        return true;
     if (s->function_count && !s->functions)
         return REFUSE("%zu functions are counted but none is there", s->function_count);
     for (size_t i = 0; i < s->function_count; i++)

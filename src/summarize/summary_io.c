@@ -5,9 +5,11 @@
  * is read, and a string holding a NUL byte is refused (it would be cut there, and two
  * distinct names would become one). What it decoded then goes through pt_summary_check,
  * the one validator of every rule the analysis relies on, so no caller ever holds a
- * decoded summary that breaks one. */
+ * decoded summary that breaks one. With shared names (pt_summary_share_names), the
+ * checked functions then move to the column store (function_store.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
+#include "summarize/function_store.h"
 #include "util/input.h"
 #include "util/output.h"
 #include "util/strtab.h"
@@ -220,8 +222,10 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     uint32_t *name_ids = pt_xmalloc((s->function_count + 1) * sizeof *name_ids);
     uint32_t *group_ids = pt_xmalloc((s->function_count + 1) * sizeof *group_ids);
     uint32_t *caller_ids = pt_xmalloc((s->function_count + 1) * sizeof *caller_ids);
+    pt_function_summary record;
+    int64_t steps[PT_SUMMARY_MAX_STEP_VALUES];
     for (size_t i = 0; i < s->function_count; i++) {
-        const pt_function_summary *f = &s->functions[i];
+        const pt_function_summary *f = pt_summary_function(s, i, &record, NULL);
         name_ids[i] = pt_strtab_intern(&strings, f->name, strlen(f->name));
         group_ids[i] = f->group ? pt_strtab_intern(&strings, f->group, strlen(f->group)) + 1 : 0;
         caller_ids[i] = f->caller ? pt_strtab_intern(&strings, f->caller, strlen(f->caller)) + 1 : 0;
@@ -233,7 +237,7 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
     }
     put_uvarint(b, s->function_count);
     for (size_t i = 0; i < s->function_count; i++) {
-        const pt_function_summary *f = &s->functions[i];
+        const pt_function_summary *f = pt_summary_function(s, i, &record, steps);
         put_uvarint(b, (uint64_t)f->cls);
         put_uvarint(b, name_ids[i]);
         put_uvarint(b, group_ids[i]);
@@ -440,10 +444,13 @@ static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_functio
     f->step_count = c->bad ? 0 : n;
 }
 
-/* The shared pool of pt_summary_share_names: NULL until asked for, then for good (its
- * strings are pointed to by summaries that may outlive any owner that could free it). */
+/* The shared pool of pt_summary_share_names, and the store its summaries' functions move
+ * to: NULL until asked for, then for good (its strings are pointed to by summaries that
+ * may outlive any owner that could free it; the store empties itself when its last
+ * summary is freed). */
 static pthread_mutex_t name_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pt_strtab *name_pool;
+static pt_fn_store *function_store;
 
 void pt_summary_share_names(void)
 {
@@ -451,6 +458,7 @@ void pt_summary_share_names(void)
     if (!name_pool) {
         name_pool = pt_xmalloc(sizeof *name_pool);
         pt_strtab_init(name_pool);
+        function_store = pt_fn_store_new();
     }
     pthread_mutex_unlock(&name_pool_lock);
 }
@@ -485,13 +493,31 @@ static bool names_pooled(void)
     return on;
 }
 
+/* The pool's copies of a summary's string table, taken under one lock (not one per
+ * function and string: the decoding threads would queue on it). */
+static char **pooled_table(char *const *strings, size_t n)
+{
+    char **shared = pt_xmalloc((n ? n : 1) * sizeof *shared);
+    pthread_mutex_lock(&name_pool_lock);
+    for (size_t i = 0; i < n; i++)
+        shared[i] = (char *)pt_strtab_get(name_pool, pt_strtab_intern(name_pool, strings[i], strlen(strings[i])));
+    pthread_mutex_unlock(&name_pool_lock);
+    return shared; /* never written through: shared_function_names says so */
+}
+
+/* The summary's copy of table string i: the pool's (shared), or its own. */
+static char *table_string(char *const *strings, char *const *shared, size_t i)
+{
+    return shared ? shared[i] : pt_xstrdup(strings[i]);
+}
+
 static void decode_functions(cursor *c, pt_worker_summary *s)
 {
-    bool pooled = s->shared_function_names;
     size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
     char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
     for (size_t i = 0; i < nstrings; i++)
         strings[i] = get_string(c);
+    char **shared = s->shared_function_names ? pooled_table(strings, nstrings) : NULL;
     s->function_count = 0;
     size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_FUNCTIONS);
     s->functions = pt_xcalloc(n ? n : 1, sizeof *s->functions);
@@ -503,8 +529,8 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
             break;
         }
         f->cls = (pt_class)cls;
-        f->name = function_string(strings[name], pooled);
-        f->group = group ? function_string(strings[group - 1], pooled) : NULL;
+        f->name = table_string(strings, shared, name);
+        f->group = group ? table_string(strings, shared, group - 1) : NULL;
         s->function_count++;
         f->count = get_uvarint(c);
         f->total_ns = get_varint(c);
@@ -522,16 +548,19 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
                 broken(c, "a function's caller refers to a missing string");
                 break;
             }
-            f->caller = caller ? function_string(strings[caller - 1], pooled) : NULL;
+            f->caller = caller ? table_string(strings, shared, caller - 1) : NULL;
         }
     }
+    free(shared);
     pt_free_strings(strings, nstrings);
 }
 
 static void decode_metrics(cursor *c, pt_worker_summary *s)
 {
     size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_METRICS);
-    s->metrics = pt_xcalloc(n ? n : 1, sizeof *s->metrics);
+    /* None is the usual case (the synthetic job, a trace without the collector's
+     * sampler): no allocation then, where one would cost the 1.6 KB of a metric. */
+    s->metrics = n ? pt_xcalloc(n, sizeof *s->metrics) : NULL;
     for (size_t i = 0; i < n && !c->bad; i++) {
         pt_metric_summary *m = &s->metrics[s->metric_count++];
         m->name = get_string(c);
@@ -742,6 +771,8 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_summary_free(s);
         return NULL;
     }
+    if (s->shared_function_names) /* checked: its functions move to the columns */
+        pt_fn_store_adopt(function_store, s);
     return s;
 }
 

@@ -25,7 +25,10 @@ pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err);
 /* From now on, summaries decoded in this process keep their functions' names, groups
  * and callers in one shared pool (each distinct string once, for the life of the
  * process) instead of a copy each: a job's 100 000 workers name the same few hundred
- * functions. Thread-safe; for a process that decodes a whole job at once (analyze). */
+ * functions. Their function records move to one column store (function_store.h:
+ * s->functions is NULL, s->fn_store holds them), a quarter of their size as records.
+ * Thread-safe; for a process that decodes a whole job at once, then analyses it
+ * (analyze): the store is read without its lock. */
 void pt_summary_share_names(void);
 /* True when the first bytes are a summary's magic. */
 bool pt_summary_sniff(const void *head, size_t n);

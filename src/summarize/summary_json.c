@@ -2,6 +2,7 @@
  * summarize --json`). The binary format (summary_io.c) is what travels; this is what
  * one reads. */
 #include "summarize/summary_json.h"
+#include "summarize/function_store.h"
 
 static pt_json *ns_ms(int64_t ns)
 {
@@ -140,8 +141,10 @@ pt_json *pt_summary_to_json(const pt_worker_summary *s)
         pt_json_add(st, "work_after_ms", classes_json(s->steps[i].tail_busy_ns));
     }
     pt_json *functions = pt_json_add(j, "functions", pt_json_array());
+    pt_function_summary record;
+    int64_t step_values[PT_SUMMARY_MAX_STEP_VALUES];
     for (size_t i = 0; i < s->function_count; i++)
-        pt_json_push(functions, function_json(&s->functions[i]));
+        pt_json_push(functions, function_json(pt_summary_function(s, i, &record, step_values)));
     pt_json *metrics = pt_json_add(j, "metrics", pt_json_object());
     for (size_t i = 0; i < s->metric_count; i++) {
         pt_json *m = pt_json_add(metrics, s->metrics[i].name, pt_json_object());

@@ -1228,6 +1228,8 @@ static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         bad_frame(c, p, "the relay named a rank outside the job", now);
         return;
     }
+    if (m->type == PT_CTL_HEARTBEAT)
+        return; /* the relay's own keepalive, with no rank to carry: being read was the point */
     if (m->type == PT_CTL_RANK_LOST) {
         peer *q = relayed_peer(c, p, rank);
         char text[PT_CTL_MAX_TEXT + 1];

@@ -6,8 +6,11 @@
  * end of the loop iteration, so later events in the same batch never touch freed memory.
  * Costs: per worker ~300 bytes of state plus its connection's buffers while a frame is
  * in them (pt_conn_trim gives idle ones back); per heartbeat O(1); a timer tick every
- * 50 ms walks the peers and the round's workers, O(W), a few microseconds per thousand
- * workers. Summaries are relayed to the CLI as they arrive and not kept here (automatic
+ * 50 ms walks the peers once and the round's workers once, O(W), a few microseconds per
+ * thousand workers. Nothing else walks them per event: dead peers are reaped only in a
+ * turn after one died, and a relay's ranks are a list of its own, so losing a relay costs
+ * its node's ranks (a walk over every peer per turn made the coordinator O(W^2) at 100k
+ * workers, whose heartbeats arrive in thousands of batches a second). Summaries are relayed to the CLI as they arrive and not kept here (automatic
  * rounds store them on disk via round.c); while CONTROL_BACKLOG bytes wait for the CLI,
  * workers and relays are not read, so what rank 0 holds does not grow with the job.
  *

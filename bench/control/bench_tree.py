@@ -175,7 +175,7 @@ def main():
         print("        " + figure(r, "collected") + ("\n        " + figure(r, "report") if "report" in r else ""))
     if 10240 in results and 100000 in results:
         a, b = results[10240], results[100000]
-        ratio = lambda k: ", %s %.2fx" % (k, b[k] / a[k]) if k in a and k in b else ""
+        ratio = lambda k: " %s %.2fx" % (k, b[k] / a[k]) if k in a and k in b else ""
         print("  100k/10k:%s%s (goal <= 11); CPU of the collected round %.2fx" % (
             ratio("collected"), ratio("report"), sum(b["collected_cpu"][k] for k in ("fleet", "cli")) /
             max(sum(a["collected_cpu"][k] for k in ("fleet", "cli")), 1e-9)))

@@ -14,10 +14,13 @@ process stops by itself after --seconds, whatever happens here.
 Two figures per size, both from the CLI's start:
   collected  the round's end: every summary on disk (the control plane: coordinator,
              relays, agents, the CLI's collection); no analysis
-  report     report.json written (--auto-analyze: collection + pt_diagnose + the report),
-             at the sizes in PT_BENCH_TREE_REPORT_SIZES (default 1024 only: the analysis
-             of 10k and 100k summaries is the analysis' own benchmark, bench/scale, and
-             took minutes at 10k before its parallel rewrite)
+  report     trigger -> report.json written (--auto-analyze: a second round, its
+             collection + pt_diagnose + the report), at the sizes in
+             PT_BENCH_TREE_REPORT_SIZES (default: every size)
+With each, the CPU seconds (user + sys) it cost, by process group: the fleet (every
+fake_workers process), rank 0's process alone (the coordinator, within the fleet's
+figure) and the CLI; and the load average before and after. The machine is shared: wall
+seconds mean little without the CPU seconds and the load beside them.
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
 and sampling periods: PT_BENCH_TREE_HEARTBEAT_MS (1000), PT_BENCH_TREE_POLL_MS (250) --
 at 100k on 2 shared cores, their idle cost starves the round itself. Needs PT_CLI (scripts/bench.sh
@@ -50,6 +53,7 @@ def spans(world):
 
 
 def cpu_seconds(pids):
+    """user + sys of these processes (every thread), so far"""
     total = 0
     for pid in pids:
         try:
@@ -86,19 +90,37 @@ def measure(cli, fake, world, tmp, with_report):
         out["join"] = time.perf_counter() - t0
         pids = [p.pid for p in procs]
         for kind in ("collected", "report") if with_report else ("collected",):
-            args = [cli, "--trigger-on", "--quiet", "--wait", "2", "--steps", "2",
-                    "--output-dir", os.path.join(tmp, "out-%d-%s" % (world, kind))]
+            outdir = os.path.join(tmp, "out-%d-%s" % (world, kind))
+            args = [cli, "--trigger-on", "--quiet", "--wait", "2", "--steps", "2", "--output-dir", outdir]
             if kind == "report":
                 args.insert(2, "--auto-analyze")
-            cpu0 = cpu_seconds(pids)
+            load0 = os.getloadavg()[0]
+            fleet0, rank0_0 = cpu_seconds(pids), cpu_seconds(pids[:1])
             t0 = time.perf_counter()
-            r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=ROUND_TIMEOUT)
-            out[kind] = time.perf_counter() - t0
-            if kind == "collected":
-                out["fleet_cpu"] = cpu_seconds(pids) - cpu0
-            if r.returncode != 0:
-                raise RuntimeError("round of %d failed (%d): %s" % (world, r.returncode, r.stderr[-2000:]))
-            shutil.rmtree(os.path.join(tmp, "out-%d-%s" % (world, kind)), ignore_errors=True)
+            with open(os.path.join(tmp, "cli.err"), "w+") as errf:
+                cli_proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=errf)
+                deadline = time.monotonic() + ROUND_TIMEOUT
+                while True:  # wait4, for the CLI's own CPU seconds
+                    pid, status, usage = os.wait4(cli_proc.pid, os.WNOHANG)
+                    if pid:
+                        break
+                    if time.monotonic() > deadline:
+                        cli_proc.kill()
+                        raise RuntimeError("round of %d: the CLI ran past %d s" % (world, ROUND_TIMEOUT))
+                    time.sleep(0.02)
+                out[kind] = time.perf_counter() - t0
+                cli_proc.returncode = os.waitstatus_to_exitcode(status)
+                errf.seek(0)
+                err_text = errf.read()
+            out[kind + "_cpu"] = {"fleet": cpu_seconds(pids) - fleet0, "rank0": cpu_seconds(pids[:1]) - rank0_0,
+                                  "cli": usage.ru_utime + usage.ru_stime}
+            out[kind + "_load"] = (load0, os.getloadavg()[0])
+            if kind == "report" and not os.path.exists(os.path.join(outdir, "report.json")) and not any(
+                    f == "report.json" for _, _, files in os.walk(outdir) for f in files):
+                raise RuntimeError("round of %d wrote no report.json" % world)
+            if cli_proc.returncode != 0:
+                raise RuntimeError("round of %d failed (%d): %s" % (world, cli_proc.returncode, err_text[-2000:]))
+            shutil.rmtree(outdir, ignore_errors=True)
     finally:
         for p in procs:
             p.terminate()
@@ -123,7 +145,8 @@ def main():
         print("bench_tree: %s is not built" % fake)
         return 1
     sizes = [int(s) for s in os.environ.get("PT_BENCH_TREE_SIZES", "1024,10240,100000").split(",")]
-    report_sizes = [int(s) for s in os.environ.get("PT_BENCH_TREE_REPORT_SIZES", "1024").split(",") if s]
+    report_sizes = [int(s) for s in os.environ.get("PT_BENCH_TREE_REPORT_SIZES", ",".join(map(str, sizes))).split(",")
+                    if s]
     tmp = tempfile.mkdtemp(prefix="pt-bench-tree-")
     results = {}
     try:
@@ -133,25 +156,29 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = sizes[0]
+
+    def figure(r, kind):
+        if kind not in r:
+            return ""
+        c, load = r[kind + "_cpu"], r[kind + "_load"]
+        text = "  %s %6.2f s" % (kind, r[kind])
+        if r is not results[base] and kind in results[base]:
+            text += " (%5.2fx)" % (r[kind] / results[base][kind])
+        return text + " [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s; load %.1f->%.1f]" % (
+            c["fleet"], c["rank0"], c["cli"], load[0], load[1])
+
     print("round through the relay tree (nodes of %d; one run, median of 1):" % PER_NODE)
     for n in sizes:
         r = results[n]
-        line = "  %6d workers  %2d processes  %5d relays  collected %6.2f s" % (
-            n, r["processes"], r.get("relays", -1), r["collected"])
-        if n != base:
-            line += " (%5.2fx)" % (r["collected"] / results[base]["collected"])
-        if "report" in r:
-            line += "  report %6.2f s" % r["report"]
-            if n != base and "report" in results[base]:
-                line += " (%5.2fx)" % (r["report"] / results[base]["report"])
-        line += "  rank-0 peak RSS %6.1f MB  fleet CPU %.1f s  join %.1f s" % (
-            r.get("rank0_rss_mb", -1), r["fleet_cpu"], r["join"])
-        print(line)
+        print("  %6d workers  %2d processes  %5d relays  join %.1f s  rank-0 peak RSS %6.1f MB" % (
+            n, r["processes"], r.get("relays", -1), r["join"], r.get("rank0_rss_mb", -1)))
+        print("        " + figure(r, "collected") + ("\n        " + figure(r, "report") if "report" in r else ""))
     if 10240 in results and 100000 in results:
         a, b = results[10240], results[100000]
-        print("  100k/10k: collected %.2fx (goal <= 11)%s" % (
-            b["collected"] / a["collected"],
-            ", report %.2fx" % (b["report"] / a["report"]) if "report" in b else ""))
+        ratio = lambda k: " %s %.2fx" % (k, b[k] / a[k]) if k in a and k in b else ""
+        print("  100k/10k:%s%s (goal <= 11); CPU of the collected round %.2fx" % (
+            ratio("collected"), ratio("report"), sum(b["collected_cpu"][k] for k in ("fleet", "cli")) /
+            max(sum(a["collected_cpu"][k] for k in ("fleet", "cli")), 1e-9)))
         print("  100k: collected in %.1f s%s (goal <= 30 s); rank-0 peak RSS %.1f MB (goal <= 256 MB)" % (
             b["collected"], ", report in %.1f s" % b["report"] if "report" in b else "", b.get("rank0_rss_mb", -1)))
     return 0

@@ -6,8 +6,11 @@
  * end of the loop iteration, so later events in the same batch never touch freed memory.
  * Costs: per worker ~300 bytes of state plus its connection's buffers while a frame is
  * in them (pt_conn_trim gives idle ones back); per heartbeat O(1); a timer tick every
- * 50 ms walks the peers and the round's workers, O(W), a few microseconds per thousand
- * workers. Summaries are relayed to the CLI as they arrive and not kept here (automatic
+ * 50 ms walks the peers once and the round's workers once, O(W), a few microseconds per
+ * thousand workers. Nothing else walks them per event: dead peers are reaped only in a
+ * turn after one died, and a relay's ranks are a list of its own, so losing a relay costs
+ * its node's ranks (a walk over every peer per turn made the coordinator O(W^2) at 100k
+ * workers, whose heartbeats arrive in thousands of batches a second). Summaries are relayed to the CLI as they arrive and not kept here (automatic
  * rounds store them on disk via round.c); while CONTROL_BACKLOG bytes wait for the CLI,
  * workers and relays are not read, so what rank 0 holds does not grow with the job.
  *
@@ -102,6 +105,8 @@ typedef struct peer {
     char addr[64];
     int32_t rank;          /* agents and relays after JOIN, else -1 */
     struct peer *via;      /* a rank behind a relay: that relay's peer (no socket of its own) */
+    struct peer *via_prev, *via_next; /* such a rank's place in its relay's list, ... */
+    struct peer *relayed;  /* ... which a relay starts here: its ranks, so losing it costs its node, not the job */
     int32_t relayed_rank;  /* such a rank's number, from before its JOIN is accepted */
     int32_t node_rank;     /* a relay's node */
     char host[PT_HOST_MAX]; /* a relay's host */
@@ -186,6 +191,7 @@ struct pt_coordinator {
     worker *workers;
     peer **peers;
     size_t peer_count, peer_cap;
+    size_t dead_peers;       /* marked dead since the last reap: a turn walks the peers only when some are */
     round *round;
     uint32_t next_round_id;
     int64_t next_auto_ns, last_tick_ns, last_busy_log_ns, last_opt_in_log_ns;
@@ -1218,6 +1224,10 @@ static void relayed_join(pt_coordinator *c, peer *relay, int32_t rank, const pt_
     q->relayed_rank = rank;
     q->accepted_ns = q->last_heard_ns = now;
     snprintf(q->addr, sizeof q->addr, "relay %.40s", relay->addr);
+    q->via_next = relay->relayed;
+    if (relay->relayed)
+        relay->relayed->via_prev = q;
+    relay->relayed = q;
     c->peers[c->peer_count++] = q;
     c->waiting_peers++;
     on_agent_message(c, q, inner, now);
@@ -1239,6 +1249,8 @@ static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         bad_frame(c, p, "the relay named a rank outside the job", now);
         return;
     }
+    if (m->type == PT_CTL_HEARTBEAT)
+        return; /* the relay's own keepalive, with no rank to carry: being read was the point */
     if (m->type == PT_CTL_RANK_LOST) {
         peer *q = relayed_peer(c, p, rank);
         char text[PT_CTL_MAX_TEXT + 1];
@@ -1428,6 +1440,16 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     if (p->dead)
         return;
     p->dead = true;
+    c->dead_peers++;
+    if (p->via) { /* out of its relay's list */
+        if (p->via_prev)
+            p->via_prev->via_next = p->via_next;
+        else
+            p->via->relayed = p->via_next;
+        if (p->via_next)
+            p->via_next->via_prev = p->via_prev;
+        p->via_prev = p->via_next = NULL;
+    }
     if (p->conn.fd >= 0)
         epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
     release_input(c, p);
@@ -1459,9 +1481,8 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
         /* lines below hold name (< 200) and why */
         snprintf(text, sizeof text, "%s was lost: %s", name, why);
         int32_t lost = 0;
-        for (size_t i = 0; i < c->peer_count; i++)
-            if (c->peers[i]->via == p && !c->peers[i]->dead)
-                kill_peer_as(c, c->peers[i], now, failure, text), lost++;
+        for (; p->relayed; lost++)
+            kill_peer_as(c, p->relayed, now, failure, text); /* which takes it off the list */
         pt_ctl_logf(&c->cfg.log, "%s: its %d rank(s) are lost with it", text, lost);
     }
     if (p->kind == PEER_CONTROL && c->round && c->round->control == p) {
@@ -1717,37 +1738,44 @@ static void resume_held(pt_coordinator *c, int64_t now)
     c->held_peers = 0;
 }
 
-static void resume_paused(pt_coordinator *c, int64_t now)
+/* A peer's timers, at a tick: closing after a refusal, the handshake's deadline, silence. */
+static void check_peer(pt_coordinator *c, peer *p, int64_t now)
 {
+    if (p->closing && pt_conn_pending(&p->conn) == 0)
+        kill_peer(c, p, now, "closed after refusal");
+    else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
+        kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
+    else if ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && !p->paused && !p->held &&
+             !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
+        pt_ctl_logf(&c->cfg.log, "%s %d: no heartbeat for %.0f s; dropping it",
+                    p->kind == PEER_RELAY ? "the relay of rank" : "rank", p->rank,
+                    (double)(now - p->last_heard_ns) / 1e9);
+        kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
+    }
+}
+
+/* Every TICK_NS: one walk over the peers (timers, paused peers given room, the stats),
+ * and the round's. */
+static void tick(pt_coordinator *c, int64_t now)
+{
+    int32_t agents = 0, relays = 0;
+    size_t unsent = 0;
     for (size_t i = 0; i < c->peer_count; i++) {
         peer *p = c->peers[i];
+        if (!p->dead)
+            check_peer(c, p, now);
         if (!p->dead && p->paused && admit_input(c, p)) {
             p->paused = false;
             p->last_heard_ns = now; /* waiting on us is not silence */
             update_interest(c, p);
         }
-    }
-}
-
-static void tick(pt_coordinator *c, int64_t now)
-{
-    for (size_t i = 0; i < c->peer_count; i++) {
-        peer *p = c->peers[i];
         if (p->dead)
             continue;
-        if (p->closing && pt_conn_pending(&p->conn) == 0)
-            kill_peer(c, p, now, "closed after refusal");
-        else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
-            kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
-        else if ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && !p->paused && !p->held &&
-                 !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
-            pt_ctl_logf(&c->cfg.log, "%s %d: no heartbeat for %.0f s; dropping it",
-                        p->kind == PEER_RELAY ? "the relay of rank" : "rank", p->rank,
-                        (double)(now - p->last_heard_ns) / 1e9);
-            kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
-        }
+        agents += p->kind == PEER_AGENT && p->rank >= 0; /* a joined one is its worker's (on_join) */
+        relays += p->kind == PEER_RELAY && p->rank >= 0;
+        if (p->kind == PEER_CONTROL)
+            unsent += pt_conn_pending(&p->conn);
     }
-    resume_paused(c, now);
     if (c->listener_paused) {
         struct epoll_event ev = {EPOLLIN, {.ptr = &c->listen_fd}};
         epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
@@ -1758,15 +1786,6 @@ static void tick(pt_coordinator *c, int64_t now)
     flush_shed_log(c, now);
     flush_stranger_log(c, now);
     check_round(c, now);
-    int32_t agents = 0, relays = 0;
-    for (int32_t i = 0; i < c->cfg.world_size; i++)
-        agents += c->workers[i].peer != NULL;
-    size_t unsent = 0;
-    for (size_t i = 0; i < c->peer_count; i++) {
-        if (c->peers[i]->kind == PEER_CONTROL && !c->peers[i]->dead)
-            unsent += pt_conn_pending(&c->peers[i]->conn);
-        relays += c->peers[i]->kind == PEER_RELAY && c->peers[i]->rank >= 0 && !c->peers[i]->dead;
-    }
     pthread_mutex_lock(&c->stats_lock);
     c->stats.agents = agents;
     c->stats.relays = relays;
@@ -1777,6 +1796,9 @@ static void tick(pt_coordinator *c, int64_t now)
 
 static void reap_dead_peers(pt_coordinator *c)
 {
+    if (c->dead_peers == 0)
+        return; /* the usual turn: a walk here, per turn, was O(world) per batch of heartbeats */
+    c->dead_peers = 0;
     size_t kept = 0;
     for (size_t i = 0; i < c->peer_count; i++) {
         peer *p = c->peers[i];

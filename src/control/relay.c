@@ -13,7 +13,11 @@
  * (one of the agent's message types, bounded as the coordinator bounds it), and sent
  * upstream byte for byte inside RELAYED with the rank it joined as. What comes back for a
  * rank is decoded (a type the coordinator sends agents) and queued on that rank's
- * connection. Backpressure: while more than BACKLOG bytes wait to go upstream, local
+ * connection. Upstream is never silent for more than a second: with no rank's frame to
+ * carry (none has joined yet, or none is left) the relay sends a HEARTBEAT of its own,
+ * so the relay of a node whose ranks start late is not dropped as dead (at 100k workers
+ * on a loaded machine the coordinator dropped thousands so, and the join never ended).
+ * Backpressure: while more than BACKLOG bytes wait to go upstream, local
  * connections are not read (TCP holds the rest on the agents' side, whose queues are
  * bounded), so a relay holds at most BACKLOG plus one frame.
  *
@@ -40,6 +44,7 @@
 #define BACKOFF_MIN_NS (50 * MS)
 #define BACKOFF_MAX_NS (5 * SEC)
 #define PERIODIC_NS (100 * MS)
+#define KEEPALIVE_NS (1 * SEC) /* the agents' heartbeat: upstream never stays silent longer */
 #define BACKLOG ((size_t)4 << 20)
 #define UP_OUT_LIMIT ((size_t)PT_CTL_MAX_FRAME + BACKLOG + (1u << 20))
 #define LOCAL_OUT_LIMIT ((size_t)1 << 20)
@@ -75,6 +80,7 @@ struct pt_relay {
     enum up_state up_state;
     uint8_t server_nonce[PT_CTL_NONCE_BYTES], client_nonce[PT_CTL_NONCE_BYTES];
     int64_t up_deadline_ns, next_connect_ns, backoff_ns, last_periodic_ns, last_unreachable_log_ns;
+    int64_t last_sent_up_ns;
     unsigned random_state;
     bool reading_locals;   /* false while the upstream backlog is over BACKLOG */
     uint32_t up_events;
@@ -199,6 +205,7 @@ static void send_up(pt_relay *r, const pt_ctl_msg *m)
         up_down(r, pt_now_ns(), err.message);
         return;
     }
+    r->last_sent_up_ns = pt_now_ns();
     update_backpressure(r);
 }
 
@@ -524,6 +531,17 @@ static void periodic(pt_relay *r, int64_t now)
         try_connect(r, now);
     if (r->up_state == UP_HANDSHAKE && now > r->up_deadline_ns)
         up_down(r, now, "handshake timed out");
+    if (r->up_state == UP_READY && now - r->last_sent_up_ns >= KEEPALIVE_NS) {
+        /* Nothing of its ranks' went up for a heartbeat's time (none has joined yet, or
+         * none is left): the coordinator, which drops a silent relay, hears it is alive. */
+        pt_ctl_msg m;
+        pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+        send_up(r, &m);
+        pt_error err;
+        if (r->up_state != UP_DOWN && pt_conn_flush(&r->up, &err) != 0)
+            up_down(r, now, err.message);
+        up_interest(r);
+    }
     for (int32_t i = 0; i < r->local_count; i++) {
         local *l = r->locals[i];
         if (!l->dead && l->state != LOCAL_JOINED && now - l->accepted_ns > HANDSHAKE_TIMEOUT_NS)

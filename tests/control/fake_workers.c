@@ -225,6 +225,7 @@ int main(int argc, char **argv)
     bool ready = false;
     int64_t end = pt_now_ns() + (int64_t)(seconds * 1e9);
     pt_coordinator_stats most = {0}; /* rank 0's process: how many agents and relays its coordinator held */
+    int64_t next_join_check = 0;
     while (!stop_requested && pt_now_ns() < end) {
         if (coordinator) {
             pt_coordinator_stats st;
@@ -232,10 +233,15 @@ int main(int argc, char **argv)
             most.agents = PT_MAX(most.agents, st.agents);
             most.relays = PT_MAX(most.relays, st.relays);
         }
-        if (!ready && fake_fleet_joined(fleet) == fc.count) {
-            printf("ready %d\n", fc.count);
-            fflush(stdout);
-            ready = true;
+        /* Counting the joined walks every agent: every 20 ms it took a quarter of a
+         * 100k fleet's CPU while it joined. */
+        if (!ready && pt_now_ns() >= next_join_check) {
+            next_join_check = pt_now_ns() + 250000000LL;
+            if (fake_fleet_joined(fleet) == fc.count) {
+                printf("ready %d\n", fc.count);
+                fflush(stdout);
+                ready = true;
+            }
         }
         nanosleep(&(struct timespec){0, 20000000}, NULL);
     }

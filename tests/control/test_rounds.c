@@ -23,6 +23,7 @@
 
 #include "control/client.h"
 #include "control/coordinator.h"
+#include "control/relay.h"
 #include "fake_fleet.h"
 #include "summarize/summary_io.h"
 #include "util/input.h"
@@ -71,7 +72,14 @@ static pt_key agent_key(const char *secret)
     return key;
 }
 
+static void start_coordinator_timeout(job *j, int32_t world_size, bool auto_rounds, int64_t heartbeat_timeout_ns);
+
 static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
+{
+    start_coordinator_timeout(j, world_size, auto_rounds, 5000 * MS);
+}
+
+static void start_coordinator_timeout(job *j, int32_t world_size, bool auto_rounds, int64_t heartbeat_timeout_ns)
 {
     setenv("PERFTRACKER_SECRET", SECRET, 1);
     snprintf(j->out_dir, sizeof j->out_dir, "/tmp/pt-rounds-XXXXXX");
@@ -85,7 +93,7 @@ static void start_coordinator(job *j, int32_t world_size, bool auto_rounds)
     assert_int_equal(pt_auth_agent_key(&cfg.agent_key, &err), 1);
     assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
     cfg.auto_trigger = auto_rounds;
-    cfg.heartbeat_timeout_ns = 5000 * MS;
+    cfg.heartbeat_timeout_ns = heartbeat_timeout_ns;
     cfg.summary_timeout_ns = 5000 * MS;
     cfg.probe_timeout_ns = 1000 * MS;
     cfg.join_grace_ns = 500 * MS;
@@ -1036,6 +1044,39 @@ static void test_process_agent_api_hosts_the_node_relay(void **state)
     stop_job(&j);
 }
 
+/* A node's relay is up before any of its ranks has joined (they start late, or the
+ * machine is loaded): the coordinator, which drops a silent relay after the heartbeat
+ * timeout, hears its keepalive and keeps it -- at 100k workers on a loaded machine,
+ * thousands of relays were dropped so, reconnected, and the join never ended. */
+static void test_tree_relay_with_no_ranks_yet_is_not_dropped(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator_timeout(&j, 16, false, 2000 * MS);
+    pt_relay_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.rank = 8, rc.node_rank = 1, rc.world_size = 16, rc.pid = getpid();
+    snprintf(rc.host, sizeof rc.host, "latenode1");
+    snprintf(rc.listen_host, sizeof rc.listen_host, "127.0.0.1");
+    snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "127.0.0.1");
+    rc.coordinator_port = pt_coordinator_port(j.coordinator);
+    rc.key = agent_key(SECRET);
+    rc.log.fn = capture_log;
+    pt_error err;
+    pt_relay *relay = pt_relay_create(&rc, &err);
+    assert_non_null(relay);
+    assert_int_equal(pt_relay_start_thread(relay, &err), 0);
+    wait_tree(&j, 1, 0);
+    /* Two and a half heartbeat timeouts with nothing to relay. */
+    nanosleep(&(struct timespec){5, 0}, NULL);
+    assert_false(log_contains("the relay of rank 8: no heartbeat"));
+    assert_false(log_contains("the relay of node 1 (rank 8 on latenode1"));
+    assert_true(pt_relay_is_up(relay));
+    wait_tree(&j, 1, 0);
+    pt_relay_destroy(relay);
+    stop_job(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1056,6 +1097,7 @@ int main(void)
         cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
+        cmocka_unit_test(test_tree_relay_with_no_ranks_yet_is_not_dropped),
         cmocka_unit_test(test_process_agent_api_hosts_the_node_relay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -293,15 +293,21 @@ static void take_snapshot(pt_agent *a)
     }
 }
 
+static void sample_status(pt_agent *a, int64_t now);
+
 /* Where this worker is, with every thread's stack and its collectives, taken now:
  * whenever it is asked (a probe), it stopped stepping, or a collective raised. */
 static void send_hang(pt_agent *a, int64_t stalled_ns)
 {
+    /* The time since its last step is measured now, from the collector's own count, not
+     * from the last poll's: a poll's age (and the stacks' wait for the GIL) is not time
+     * without a step, and a healthy rank would read as stopped. */
+    int64_t now = pt_now_ns();
+    sample_status(a, now);
+    int64_t since_step_ns = a->last_step_end_ns > 0 && now > a->last_step_end_ns ? now - a->last_step_end_ns : 0;
     take_snapshot(a);
     pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, stalled_ns);
-    int64_t now = pt_now_ns();
-    m.since_step_ns = clamp_duration(a->last_step_end_ns > 0 && now > a->last_step_end_ns
-                                         ? now - a->last_step_end_ns : 0);
+    m.since_step_ns = clamp_duration(since_step_ns);
     m.stack = pt_ctl_str(a->stack);
     m.threads = pt_ctl_str(a->threads);
     m.collectives = pt_ctl_str(a->collectives);

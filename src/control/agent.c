@@ -297,7 +297,7 @@ static void sample_status(pt_agent *a, int64_t now);
 
 /* Where this worker is, with every thread's stack and its collectives, taken now:
  * whenever it is asked (a probe), it stopped stepping, or a collective raised. */
-static void send_hang(pt_agent *a, int64_t stalled_ns)
+static void send_hang(pt_agent *a)
 {
     /* The time since its last step is measured now, from the collector's own count, not
      * from the last poll's: a poll's age (and the stacks' wait for the GIL) is not time
@@ -306,7 +306,7 @@ static void send_hang(pt_agent *a, int64_t stalled_ns)
     sample_status(a, now);
     int64_t since_step_ns = a->last_step_end_ns > 0 && now > a->last_step_end_ns ? now - a->last_step_end_ns : 0;
     take_snapshot(a);
-    pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, stalled_ns);
+    pt_ctl_msg m = progress_msg(a, PT_CTL_HANG, a->stalled_ns); /* as just sampled */
     m.since_step_ns = clamp_duration(since_step_ns);
     m.stack = pt_ctl_str(a->stack);
     m.threads = pt_ctl_str(a->threads);
@@ -493,7 +493,7 @@ static void handle_message(pt_agent *a, const pt_ctl_msg *m, int64_t now)
     else if (m->type == PT_CTL_CANCEL)
         handle_cancel(a, m);
     else if (m->type == PT_CTL_PROBE)
-        send_hang(a, a->stalled_ns);
+        send_hang(a);
 }
 
 /* ---------------------------------------------------------------- periodic work */
@@ -532,12 +532,12 @@ static void periodic(pt_agent *a, int64_t now)
     if (a->failure_unsent) {
         /* Sent before the process is likely to end (the error propagates): the report
          * shows the failed call even if nobody asks this worker again. */
-        send_hang(a, a->stalled_ns);
+        send_hang(a);
         if (a->cfg.auto_trigger && now >= a->next_auto_ns)
             send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
     }
     if (a->stalled_ns > 0 && a->hang_reported_steps != a->steps_done) {
-        send_hang(a, a->stalled_ns);
+        send_hang(a);
         a->hang_reported_steps = a->steps_done;
         if (a->cfg.auto_trigger && now >= a->next_auto_ns)
             send_auto_request(a, PT_AUTO_HANG, now);
@@ -632,7 +632,7 @@ static void say_goodbye(pt_agent *a)
         sample_status(a, now); /* the step count it says must be the one it ends with */
         if (a->cfg.auto_trigger && now >= a->next_auto_ns)
             send_auto_request(a, PT_AUTO_COLLECTIVE_ERROR, now);
-        send_hang(a, a->stalled_ns);
+        send_hang(a);
     }
     deliver_finished_window(a);
     pt_ctl_msg m;

@@ -534,7 +534,7 @@ static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summ
     m.blob = summary->blob;
     m.threads = pt_ctl_str(shown.threads);
     m.collectives = pt_ctl_str(shown.collectives);
-    m.since_step_ns = snap ? snap->since_step_ns : 0;
+    m.since_step_ns = shown.since_step_ns;
     send_to(c, r->control, &m, now);
 }
 

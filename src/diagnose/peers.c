@@ -678,17 +678,6 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
 
 /* ------------------------------------------------------------ slow GPUs */
 
-/* A GPU clocked down (power, heat) or worn runs every kernel slower by one factor: when a
- * worker's compute is above the typical worker's in every step and most of its kernels,
- * called as often as elsewhere, are slower per call by a similar factor, that is one
- * finding for all of them, costed at the whole class's excess (not the one kernel that
- * shows most). Workers slowed by a similar factor (a host's GPUs) are one finding; one
- * slowed by far less is not in it (a rank that time-sharing slowed a little in each
- * step). A worker starts a group when its excess clears its own step-to-step noise (a
- * rank that time-sharing slowed in some steps only does not); the group takes in those
- * slowed by a like factor against the workers outside it, whatever their own noise (a
- * slow GPU that noise also slows now and then has the widest spread of all). Whether
- * fixing it saves anything is its impact: behind another fault, nothing alone. */
 /* Each worker's kernels against its peers' (slower_per_call), one worker per index of a
  * parallel loop: it reads the analysis and the rows, and writes only its own results. */
 typedef struct kernel_job {
@@ -705,6 +694,17 @@ static void compare_kernels(void *ctx, size_t w)
                                    &kj->factor[w]);
 }
 
+/* A GPU clocked down (power, heat) or worn runs every kernel slower by one factor: when a
+ * worker's compute is above the typical worker's in every step and most of its kernels,
+ * called as often as elsewhere, are slower per call by a similar factor, that is one
+ * finding for all of them, costed at the whole class's excess (not the one kernel that
+ * shows most). Workers slowed by a similar factor (a host's GPUs) are one finding; one
+ * slowed by far less is not in it (a rank that time-sharing slowed a little in each
+ * step). A worker starts a group when its excess clears its own step-to-step noise (a
+ * rank that time-sharing slowed in some steps only does not); the group takes in those
+ * slowed by a like factor against the workers outside it, whatever their own noise (a
+ * slow GPU that noise also slows now and then has the widest spread of all). Whether
+ * fixing it saves anything is its impact: behind another fault, nothing alone. */
 static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
 {
     peer_values v;

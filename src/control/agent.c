@@ -907,6 +907,7 @@ static void plan_relay_locked(pt_agent_config *cfg, const pt_job_env *env)
         snprintf(rc->coordinator_host, sizeof rc->coordinator_host, "%s", cfg->coordinator_host);
         rc->coordinator_port = cfg->coordinator_port;
         rc->max_locals = PT_MAX(env->local_world_size * 2 + 8, 16);
+        rc->beat_hold_ns = cfg->heartbeat_ns; /* the node's ranks beat at this period too */
         snprintf(rc->log.prefix, sizeof rc->log.prefix, "perftracker[relay %d]: ", env->node_rank);
         relay_pending = true;
     }

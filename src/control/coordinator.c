@@ -201,6 +201,8 @@ struct pt_coordinator {
     size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
     size_t control_peers;
     size_t held_peers;       /* peers held for the CLI's backlog */
+    uint64_t heartbeats;     /* heartbeats taken, direct or merged (the stats) */
+    uint64_t relay_frames;   /* frames read from relays once they said who they are */
     uint8_t *scratch;        /* a frame for a relayed rank, before it is wrapped */
     size_t scratch_cap;
     int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
@@ -1101,6 +1103,22 @@ static bool for_this_round(const pt_coordinator *c, uint32_t id, int32_t rank)
     return c->round && c->round->id == id && !terminal(&c->round->w[rank]);
 }
 
+/* A worker's heartbeat, sent directly or merged by its relay: heard_ns is when the agent
+ * sent it (a relay holds one up to a heartbeat period and says for how long), which the
+ * step estimates count from. */
+static void on_heartbeat(pt_coordinator *c, int32_t rank, int64_t steps_done, int64_t mean_step_ns,
+                         int64_t stalled_ns, int64_t heard_ns, int64_t now)
+{
+    worker *w = &c->workers[rank];
+    w->stepping = steps_done > w->steps_done;
+    w->steps_done = steps_done;
+    w->steps_heard_ns = heard_ns;
+    w->mean_step_ns = mean_step_ns;
+    w->stalled_ns = stalled_ns;
+    c->heartbeats++;
+    advance_worker(c, rank, now);
+}
+
 static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     if (m->type == PT_CTL_JOIN) {
@@ -1113,12 +1131,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
     worker *w = &c->workers[rank];
     switch (m->type) {
     case PT_CTL_HEARTBEAT:
-        w->stepping = m->steps_done > w->steps_done;
-        w->steps_done = m->steps_done;
-        w->steps_heard_ns = now;
-        w->mean_step_ns = m->mean_step_ns;
-        w->stalled_ns = m->stalled_ns;
-        advance_worker(c, rank, now);
+        on_heartbeat(c, rank, m->steps_done, m->mean_step_ns, m->stalled_ns, now, now);
         break;
     case PT_CTL_ARMED:
         if (!for_this_round(c, m->round, rank))
@@ -1235,6 +1248,20 @@ static void relayed_join(pt_coordinator *c, peer *relay, int32_t rank, const pt_
         kill_peer(c, q, now, "its JOIN was refused");
 }
 
+/* The relay's merged heartbeats: each counts as its rank's own (the decoder checked every
+ * entry's ranges); an entry for a rank the relay does not hold is ignored, as its frames. */
+static void on_relay_beats(pt_coordinator *c, peer *relay, const pt_ctl_msg *m, int64_t now)
+{
+    for (size_t i = 0; i < pt_ctl_beat_count(m); i++) {
+        pt_ctl_beat b = pt_ctl_beat_get(m, i);
+        peer *q = b.rank < c->cfg.world_size ? relayed_peer(c, relay, b.rank) : NULL;
+        if (!q || q->rank < 0)
+            continue;
+        q->last_heard_ns = now;
+        on_heartbeat(c, b.rank, b.steps_done, b.mean_step_ns, b.stalled_ns, now - b.held_ns, now);
+    }
+}
+
 static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     if (p->rank < 0) {
@@ -1249,8 +1276,13 @@ static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         bad_frame(c, p, "the relay named a rank outside the job", now);
         return;
     }
+    c->relay_frames++;
     if (m->type == PT_CTL_HEARTBEAT)
         return; /* the relay's own keepalive, with no rank to carry: being read was the point */
+    if (m->type == PT_CTL_HEARTBEATS) {
+        on_relay_beats(c, p, m, now);
+        return;
+    }
     if (m->type == PT_CTL_RANK_LOST) {
         peer *q = relayed_peer(c, p, rank);
         char text[PT_CTL_MAX_TEXT + 1];
@@ -1791,6 +1823,8 @@ static void tick(pt_coordinator *c, int64_t now)
     c->stats.relays = relays;
     c->stats.round_running = c->round != NULL;
     c->stats.unsent_bytes = unsent;
+    c->stats.heartbeats = c->heartbeats;
+    c->stats.relay_frames = c->relay_frames;
     pthread_mutex_unlock(&c->stats_lock);
 }
 

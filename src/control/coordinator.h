@@ -60,6 +60,9 @@ typedef struct pt_coordinator_stats {
     uint32_t refused;          /* handshakes that failed authentication */
     bool round_running;        /* as of the last tick (every 50 ms) */
     size_t unsent_bytes;       /* queued for CLIs, as of the last tick */
+    uint64_t heartbeats;       /* workers' heartbeats taken so far, direct or merged by relays */
+    uint64_t relay_frames;     /* frames read from relays: about one per node per heartbeat
+                                  period while idle, as relays merge their ranks' heartbeats */
     char last_report_dir[1024]; /* the last automatic round's directory, "" when none */
 } pt_coordinator_stats;
 

@@ -3,8 +3,9 @@
  * Each message type lists its fields (kind + offset into pt_ctl_msg + cap or range); the
  * encoder and the decoder walk the same list, and both apply the same checks: a byte
  * field's cap (and, for host names and paths, no NUL byte), a number's range, and the
- * two relations between fields a message can break (a worker's rank inside its world
- * size; progress counters inside the job's). A frame costs its fields' bytes plus 5, and
+ * relations between fields a message can break (a worker's rank inside its world size;
+ * progress counters inside the job's; a relay's merged heartbeats, whose packed entries
+ * get a heartbeat's ranges). A frame costs its fields' bytes plus 5, and
  * both directions are a single pass with no allocation. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/protocol.h"
@@ -88,6 +89,8 @@ static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEV
 /* The inner frame is checked again, as a frame of its own, by whoever unwraps it. */
 static const field relayed_fields[] = {I32(relayed_rank, 0, PT_CTL_MAX_WORLD - 1), BYTES(blob, PT_CTL_MAX_FRAME)};
 static const field rank_lost_fields[] = {I32(relayed_rank, 0, PT_CTL_MAX_WORLD - 1), BYTES(text, PT_CTL_MAX_TEXT)};
+/* Each entry is checked as its fields would be (beat_problem). */
+static const field heartbeats_fields[] = {BYTES(blob, PT_CTL_MAX_BEATS * PT_CTL_BEAT_BYTES)};
 static const field done_fields[] = {U32(round), PROGRESS_FIELDS};
 static const field busy_fields[] = {BYTES(text, PT_CTL_MAX_TEXT), I64(timeout_ms, 0, PT_CTL_MAX_TIMEOUT_MS)};
 
@@ -97,6 +100,7 @@ typedef struct schema {
     const field *fields;
     size_t count;
     bool worker, progress; /* carries a worker identity / round progress (checked together) */
+    bool beats;            /* blob holds HEARTBEATS' entries */
 } schema;
 
 #define SCHEMA(t, name, f) {t, name, f, PT_ARRAY_LEN(f), false, false}
@@ -115,6 +119,7 @@ static const schema schemas[] = {
     {PT_CTL_BYE, "bye", NULL, 0, false, false},
     SCHEMA(PT_CTL_RELAYED, "relayed", relayed_fields),
     SCHEMA(PT_CTL_RANK_LOST, "rank-lost", rank_lost_fields),
+    {PT_CTL_HEARTBEATS, "heartbeats", heartbeats_fields, PT_ARRAY_LEN(heartbeats_fields), false, false, true},
     SCHEMA(PT_CTL_ARM, "arm", arm_fields),
     SCHEMA(PT_CTL_PROBE, "probe", round_fields),
     SCHEMA(PT_CTL_CANCEL, "cancel", round_fields),
@@ -223,10 +228,75 @@ static const char *field_problem(const field *f, const pt_ctl_msg *m, char *buf,
     return buf;
 }
 
-/* The relations between fields: a worker's ranks inside its world size, and a round's
- * counters inside the job's. */
+/* ---------------------------------------------------------------- heartbeats' entries */
+
+/* Little endian, as every number on the wire. */
+static uint8_t *put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void pt_ctl_beat_put(uint8_t dst[PT_CTL_BEAT_BYTES], const pt_ctl_beat *b)
+{
+    uint8_t *p = put_le(dst, (uint32_t)b->rank, 4);
+    p = put_le(p, (uint64_t)b->steps_done, 8);
+    p = put_le(p, (uint64_t)b->mean_step_ns, 8);
+    p = put_le(p, (uint64_t)b->stalled_ns, 8);
+    put_le(p, (uint64_t)b->held_ns, 8);
+}
+
+size_t pt_ctl_beat_count(const pt_ctl_msg *m)
+{
+    return m->blob.len / PT_CTL_BEAT_BYTES;
+}
+
+pt_ctl_beat pt_ctl_beat_get(const pt_ctl_msg *m, size_t i)
+{
+    const uint8_t *p = m->blob.data + i * PT_CTL_BEAT_BYTES;
+    return (pt_ctl_beat){(int32_t)(uint32_t)get_le(p, 4), (int64_t)get_le(p + 4, 8), (int64_t)get_le(p + 12, 8),
+                         (int64_t)get_le(p + 20, 8), (int64_t)get_le(p + 28, 8)};
+}
+
+/* NULL when every entry is whole and inside the ranges a heartbeat's fields have. */
+static const char *beats_problem(const pt_ctl_msg *m, char *buf, size_t cap)
+{
+    if (m->blob.len % PT_CTL_BEAT_BYTES) {
+        snprintf(buf, cap, "blob is %" PRIu32 " bytes, not a whole number of %d-byte entries", m->blob.len,
+                 PT_CTL_BEAT_BYTES);
+        return buf;
+    }
+    for (size_t i = 0; i < pt_ctl_beat_count(m); i++) {
+        pt_ctl_beat b = pt_ctl_beat_get(m, i);
+        const char *bad = b.rank < 0 || b.rank >= PT_CTL_MAX_WORLD                   ? "rank"
+                          : b.steps_done < 0 || b.steps_done > PT_CTL_MAX_STEP       ? "steps_done"
+                          : b.mean_step_ns < 0 || b.mean_step_ns > PT_CTL_MAX_DURATION_NS ? "mean_step_ns"
+                          : b.stalled_ns < 0 || b.stalled_ns > PT_CTL_MAX_DURATION_NS ? "stalled_ns"
+                          : b.held_ns < 0 || b.held_ns > PT_CTL_MAX_BEAT_HOLD_NS     ? "held_ns"
+                                                                                     : NULL;
+        if (bad) {
+            snprintf(buf, cap, "entry %zu: %s is out of its range", i, bad);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* The relations between fields: a worker's ranks inside its world size, a round's
+ * counters inside the job's, and a relay's merged heartbeats each a heartbeat's. */
 static const char *relation_problem(const schema *s, const pt_ctl_msg *m, char *buf, size_t cap)
 {
+    if (s->beats)
+        return beats_problem(m, buf, cap);
     const pt_ctl_worker *w = &m->worker;
     if (s->worker && (w->rank >= w->world_size || w->local_rank >= w->world_size || w->node_rank >= w->world_size)) {
         snprintf(buf, cap, "worker rank %d (local rank %d, node %d) is not inside its world size %d", w->rank,
@@ -292,13 +362,6 @@ size_t pt_ctl_encoded_size(const pt_ctl_msg *m)
     return total - 4 > PT_CTL_MAX_FRAME ? 0 : total;
 }
 
-static uint8_t *put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        *p++ = (uint8_t)(v >> (8 * i));
-    return p;
-}
-
 size_t pt_ctl_encode(const pt_ctl_msg *m, uint8_t *dst, size_t cap)
 {
     size_t total = pt_ctl_encoded_size(m);
@@ -329,14 +392,6 @@ size_t pt_ctl_encode(const pt_ctl_msg *m, uint8_t *dst, size_t cap)
 }
 
 /* ---------------------------------------------------------------- decoding */
-
-static uint64_t get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static const char *decode_field(const field *f, const uint8_t **pp, const uint8_t *end, pt_ctl_msg *m)
 {

@@ -23,7 +23,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PT_CTL_VERSION 2 /* 2: a worker-summary carries the collectives a failure left */
+#define PT_CTL_VERSION 3 /* 2: a worker-summary carries the collectives a failure left;
+                           3: relays merge their ranks' heartbeats (HEARTBEATS) */
 #define PT_CTL_NONCE_BYTES 32
 #define PT_CTL_MAX_FRAME (64u << 20)   /* a summary is tens of KB; this bounds a bad peer */
 #define PT_CTL_MAX_HOST 255
@@ -60,6 +61,8 @@ typedef enum pt_ctl_type {
     PT_CTL_RELAYED = 17,    /* relayed_rank, blob: one frame from (or for) that rank of the relay's node,
                                as the rank's agent wrote it (or the coordinator writes it for the rank) */
     PT_CTL_RANK_LOST = 18,  /* relayed_rank, text: the rank's connection to the relay dropped */
+    PT_CTL_HEARTBEATS = 19, /* blob: the latest heartbeat of each of its ranks that sent one since
+                               the last HEARTBEATS, PT_CTL_BEAT_BYTES each (pt_ctl_beat) */
     /* coordinator -> agent */
     PT_CTL_ARM = 20,        /* round, start_step, steps, path (raw trace dir, "" = private) */
     PT_CTL_PROBE = 21,      /* round: answer with HANG now (status, stacks, collectives) */
@@ -111,6 +114,19 @@ typedef enum pt_ctl_failure {
 
 const char *pt_ctl_failure_name(int kind); /* "died", "hang", ... */
 const char *pt_ctl_type_name(int type);
+
+/* One entry of HEARTBEATS: a rank's heartbeat as the relay last heard it, and how long
+ * it held it (the coordinator dates the step count back by that much). On the wire: rank
+ * (i32) then the four i64, little endian. */
+typedef struct pt_ctl_beat {
+    int32_t rank;
+    int64_t steps_done, mean_step_ns, stalled_ns;
+    int64_t held_ns;
+} pt_ctl_beat;
+
+#define PT_CTL_BEAT_BYTES 36
+#define PT_CTL_MAX_BEATS 1024                      /* ranks of one node */
+#define PT_CTL_MAX_BEAT_HOLD_NS (60LL * 1000000000) /* a relay holds one for a heartbeat's time */
 
 /* A byte string inside a frame (not NUL-terminated). */
 typedef struct pt_ctl_bytes {
@@ -177,6 +193,12 @@ pt_ctl_bytes pt_ctl_str(const char *s);          /* NULL -> empty */
 pt_ctl_bytes pt_ctl_blob(const void *data, size_t len);
 /* Copies b into dst as a C string (truncated to cap-1; NUL bytes become '?'). */
 void pt_ctl_copy_str(char *dst, size_t cap, pt_ctl_bytes b);
+
+/* HEARTBEATS' entries: b written into dst; entry i of a decoded message (every entry was
+ * checked by the decoder: i < pt_ctl_beat_count(m)). */
+void pt_ctl_beat_put(uint8_t dst[PT_CTL_BEAT_BYTES], const pt_ctl_beat *b);
+size_t pt_ctl_beat_count(const pt_ctl_msg *m);
+pt_ctl_beat pt_ctl_beat_get(const pt_ctl_msg *m, size_t i);
 
 /* 0 when every field of m is inside its cap or range (what the decoder accepts), else -1
  * with err naming the field and the range. */

@@ -13,7 +13,14 @@
  * (one of the agent's message types, bounded as the coordinator bounds it), and sent
  * upstream byte for byte inside RELAYED with the rank it joined as. What comes back for a
  * rank is decoded (a type the coordinator sends agents) and queued on that rank's
- * connection. Upstream is never silent for more than a second: with no rank's frame to
+ * connection. Heartbeats are the exception: a rank's latest waits, replacing the one before,
+ * and the node's go up together in one HEARTBEATS frame at most beat_hold_ns (a heartbeat
+ * period) after the first of them, each with how long it was held -- so rank 0 reads one
+ * frame per node per period, not one per rank (and during a window, where agents beat
+ * every 100 ms, ten times fewer still). Whatever else a rank sends goes up after the held
+ * heartbeats (a rank's frames keep their order), and a heartbeat that changes whether
+ * the rank is stalled goes at once (a hang is judged from it). Upstream is never silent
+ * for more than a second: with no rank's frame to
  * carry (none has joined yet, or none is left) the relay sends a HEARTBEAT of its own,
  * so the relay of a node whose ranks start late is not dropped as dead (at 100k workers
  * on a loaded machine the coordinator dropped thousands so, and the join never ended).
@@ -51,6 +58,7 @@
 #define HANDSHAKE_IN_LIMIT 1024
 #define UNJOINED_IN_LIMIT 4096
 #define ENVELOPE 16 /* RELAYED's own bytes around the inner frame */
+#define BEAT_HOLD_NS (1 * SEC) /* the default hold: the agents' heartbeat */
 
 enum up_state { UP_DOWN, UP_HANDSHAKE, UP_READY };
 enum local_state { LOCAL_HANDSHAKE, LOCAL_AUTHENTICATED, LOCAL_JOINED };
@@ -64,6 +72,11 @@ typedef struct local {
     bool closing;          /* close once its queue is flushed (after REFUSED) */
     bool dead;
     uint32_t events;
+    /* its latest heartbeat, while it waits for the node's next HEARTBEATS */
+    bool beat_held;
+    bool stall_sent; /* the last heartbeat that went up said it was stalled */
+    pt_ctl_beat beat;
+    int64_t beat_heard_ns;
 } local;
 
 struct pt_relay {
@@ -87,6 +100,11 @@ struct pt_relay {
     /* the node's connections */
     local **locals;
     int32_t local_count;
+    int32_t locals_cap;
+    /* merged heartbeats */
+    int64_t beats_since_ns; /* when the oldest held heartbeat arrived; 0: none held */
+    int64_t beat_hold_ns;
+    uint8_t *beat_entries;  /* locals_cap entries */
 };
 
 /* ---------------------------------------------------------------- the switch */
@@ -297,6 +315,7 @@ static void on_relayed_down(pt_relay *r, const pt_ctl_msg *m, int64_t now)
         atomic_fetch_sub(&r->joined, 1);
         l->state = LOCAL_AUTHENTICATED;
         l->rank = -1;
+        l->beat_held = false;
         l->closing = true;
     }
 }
@@ -378,6 +397,59 @@ static void forward_up(pt_relay *r, int32_t rank, const uint8_t *raw, size_t len
     send_up(r, &m);
 }
 
+/* Every held heartbeat, in one HEARTBEATS frame. */
+static void send_beats(pt_relay *r, int64_t now)
+{
+    size_t n = 0;
+    for (int32_t i = 0; i < r->local_count; i++) {
+        local *l = r->locals[i];
+        if (l->dead || !l->beat_held || l->state != LOCAL_JOINED)
+            continue;
+        l->beat_held = false;
+        l->beat.held_ns = PT_MIN(PT_MAX(now - l->beat_heard_ns, 0), PT_CTL_MAX_BEAT_HOLD_NS);
+        pt_ctl_beat_put(r->beat_entries + n++ * PT_CTL_BEAT_BYTES, &l->beat);
+    }
+    r->beats_since_ns = 0;
+    if (n == 0)
+        return;
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_HEARTBEATS);
+    m.blob = pt_ctl_blob(r->beat_entries, n * PT_CTL_BEAT_BYTES);
+    send_up(r, &m);
+}
+
+/* A joined rank's heartbeat: held (replacing the one it holds) to go up with the node's
+ * others, unless it changes whether the rank is stalled, which goes at once. */
+static void hold_beat(pt_relay *r, local *l, const pt_ctl_msg *m, const uint8_t *raw, size_t len)
+{
+    bool stalled = m->stalled_ns > 0;
+    if (stalled != l->stall_sent) {
+        l->beat_held = false; /* this one says more than the one held */
+        l->stall_sent = stalled;
+        forward_up(r, l->rank, raw, len);
+        return;
+    }
+    int64_t now = pt_now_ns();
+    l->beat = (pt_ctl_beat){l->rank, m->steps_done, m->mean_step_ns, m->stalled_ns, 0};
+    l->beat_heard_ns = now;
+    l->beat_held = true;
+    if (r->beats_since_ns == 0)
+        r->beats_since_ns = now;
+}
+
+/* One of a joined rank's frames: a heartbeat is held; anything else goes up after the
+ * heartbeats held, so the coordinator reads each rank's frames in the order it sent them. */
+static void forward_frame(pt_relay *r, local *l, const pt_ctl_msg *m, const uint8_t *raw, size_t len)
+{
+    if (m->type == PT_CTL_HEARTBEAT) {
+        hold_beat(r, l, m, raw, len);
+        return;
+    }
+    if (l->beat_held)
+        send_beats(r, pt_now_ns());
+    forward_up(r, l->rank, raw, len);
+}
+
 static void on_local_join(pt_relay *r, local *l, const pt_ctl_msg *m, const uint8_t *raw, size_t len)
 {
     const pt_ctl_worker *w = &m->worker;
@@ -425,7 +497,7 @@ static void on_local_frames(pt_relay *r, local *l)
         else if (l->state == LOCAL_AUTHENTICATED && m.type == PT_CTL_JOIN)
             on_local_join(r, l, &m, raw, len);
         else if (l->state == LOCAL_JOINED && m.type != PT_CTL_JOIN)
-            forward_up(r, l->rank, raw, len);
+            forward_frame(r, l, &m, raw, len);
         else
             kill_local(r, l, l->state == LOCAL_JOINED ? "a second JOIN" : "a message before JOIN");
         if (r->up_state == UP_DOWN)
@@ -484,8 +556,7 @@ static void accept_locals(pt_relay *r, int64_t now)
             continue;
         if (fd < 0)
             return;
-        int32_t cap = r->cfg.max_locals > 0 ? r->cfg.max_locals : 256;
-        local *l = r->up_state == UP_READY && r->local_count < cap ? calloc(1, sizeof *l) : NULL;
+        local *l = r->up_state == UP_READY && r->local_count < r->locals_cap ? calloc(1, sizeof *l) : NULL;
         if (!l) { /* the agent retries with its backoff: the coordinator is not reachable now, or we are full */
             close(fd);
             continue;
@@ -531,12 +602,18 @@ static void periodic(pt_relay *r, int64_t now)
         try_connect(r, now);
     if (r->up_state == UP_HANDSHAKE && now > r->up_deadline_ns)
         up_down(r, now, "handshake timed out");
-    if (r->up_state == UP_READY && now - r->last_sent_up_ns >= KEEPALIVE_NS) {
-        /* Nothing of its ranks' went up for a heartbeat's time (none has joined yet, or
-         * none is left): the coordinator, which drops a silent relay, hears it is alive. */
-        pt_ctl_msg m;
-        pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
-        send_up(r, &m);
+    bool beats_due = r->beats_since_ns && now - r->beats_since_ns >= r->beat_hold_ns;
+    if (r->up_state == UP_READY && (beats_due || now - r->last_sent_up_ns >= KEEPALIVE_NS)) {
+        /* The held heartbeats; or, when nothing of its ranks' went up for a heartbeat's
+         * time (none has joined yet, or none is left), a keepalive: the coordinator drops
+         * a silent relay. */
+        if (beats_due) {
+            send_beats(r, now);
+        } else {
+            pt_ctl_msg m;
+            pt_ctl_msg_init(&m, PT_CTL_HEARTBEAT);
+            send_up(r, &m);
+        }
         pt_error err;
         if (r->up_state != UP_DOWN && pt_conn_flush(&r->up, &err) != 0)
             up_down(r, now, err.message);
@@ -603,13 +680,18 @@ pt_relay *pt_relay_create(const pt_relay_config *cfg, pt_error *err)
         return NULL;
     }
     pt_relay *r = calloc(1, sizeof *r);
-    int32_t cap = cfg->max_locals > 0 ? cfg->max_locals : 256;
-    if (!r || !(r->locals = calloc((size_t)cap, sizeof *r->locals))) {
+    int32_t cap = cfg->max_locals > 0 ? PT_MIN(cfg->max_locals, PT_CTL_MAX_BEATS) : 256;
+    if (!r || !(r->locals = calloc((size_t)cap, sizeof *r->locals)) ||
+        !(r->beat_entries = malloc((size_t)cap * PT_CTL_BEAT_BYTES))) {
         pt_error_set(err, "relay: out of memory");
+        if (r)
+            free(r->locals);
         free(r);
         return NULL;
     }
     r->cfg = *cfg;
+    r->locals_cap = cap;
+    r->beat_hold_ns = cfg->beat_hold_ns > 0 ? PT_MIN(cfg->beat_hold_ns, BEAT_HOLD_NS) : BEAT_HOLD_NS;
     r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     r->listen_fd = pt_net_listen(cfg->listen_host, cfg->listen_port, &r->port, err);
     if (r->epoll_fd < 0 || r->listen_fd < 0) {
@@ -620,6 +702,7 @@ pt_relay *pt_relay_create(const pt_relay_config *cfg, pt_error *err)
         if (r->listen_fd >= 0)
             close(r->listen_fd);
         free(r->locals);
+        free(r->beat_entries);
         free(r);
         return NULL;
     }
@@ -687,6 +770,7 @@ void pt_relay_destroy(pt_relay *r)
     close(r->listen_fd);
     close(r->epoll_fd);
     free(r->locals);
+    free(r->beat_entries);
     memset(&r->cfg.key, 0, sizeof r->cfg.key);
     free(r);
 }

@@ -7,7 +7,9 @@
  * one per worker. The relay authenticates both ways with the agent key: to its ranks as
  * the coordinator would (challenge, proof, proof back), to the coordinator with the relay
  * role. It forwards every frame of a joined rank unchanged, wrapped as RELAYED with that
- * rank (the rank it JOINed as: a connection cannot speak for another rank), unwraps what
+ * rank (the rank it JOINed as: a connection cannot speak for another rank) -- but for
+ * heartbeats, which it merges: the node's latest go up together once per beat_hold_ns in
+ * one HEARTBEATS frame, each with how long it waited -- unwraps what
  * the coordinator sends for a rank, and says RANK_LOST, with why, the moment a rank's
  * connection drops. It keeps no round state: hangs, timeouts and outcomes stay the
  * coordinator's, one copy of that logic.
@@ -31,7 +33,11 @@ typedef struct pt_relay_config {
     char coordinator_host[PT_HOST_MAX];
     uint16_t coordinator_port;
     pt_key key;                         /* the agent key */
-    int32_t max_locals;                 /* connections from the node at once; 0: 256 */
+    int32_t max_locals;                 /* connections from the node at once; 0: 256 (at most
+                                           PT_CTL_MAX_BEATS) */
+    int64_t beat_hold_ns;               /* how long a rank's heartbeat may wait to go up with the
+                                           node's others; 0 (or more than 1 s): 1 s. The agents'
+                                           heartbeat period is the natural value */
     int connect_timeout_ms;             /* 0: 1000. A loop driving many relays wants little: a
                                            coordinator whose accept backlog is full drops SYNs,
                                            and a connect then blocks the whole loop (retried

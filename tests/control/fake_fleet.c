@@ -391,6 +391,7 @@ static void start_relays(fake_fleet *f)
         rc.coordinator_port = f->cfg.coordinator_port;
         rc.key = f->cfg.key;
         rc.max_locals = per_node * 2 + 8;
+        rc.beat_hold_ns = f->cfg.heartbeat_ns;
         rc.connect_timeout_ms = f->cfg.driven ? 20 : 0; /* one thread drives them all */
         rc.log = f->cfg.log;
         snprintf(rc.log.prefix, sizeof rc.log.prefix, "fake[relay %d]: ", node);

@@ -381,6 +381,71 @@ static void test_out_of_range_fields_refused(void **state)
  * more bytes, or decodes to a message inside every range that encodes and decodes again
  * the same; nothing reads out of bounds (ASan watches). The byte left as it was decodes
  * to the original. */
+/* A relay's merged heartbeats: entries round-trip at their ranges' extremes, and the
+ * decoder refuses a blob that is not whole entries, and any entry whose field a
+ * heartbeat's range would refuse (the coordinator uses them as they come). */
+static void test_merged_heartbeats_checked_entry_by_entry(void **state)
+{
+    (void)state;
+    uint8_t entries[3 * PT_CTL_BEAT_BYTES], buf[512];
+    pt_ctl_beat in[3] = {{0, 0, 0, 0, 0},
+                         {PT_CTL_MAX_WORLD - 1, PT_CTL_MAX_STEP, PT_CTL_MAX_DURATION_NS, 5, PT_CTL_MAX_BEAT_HOLD_NS},
+                         {17, 4242, 50000000, 0, 300000000}};
+    for (int i = 0; i < 3; i++)
+        pt_ctl_beat_put(entries + i * PT_CTL_BEAT_BYTES, &in[i]);
+    pt_ctl_msg m, d;
+    pt_error err;
+    pt_ctl_msg_init(&m, PT_CTL_HEARTBEATS);
+    m.blob = pt_ctl_blob(entries, sizeof entries);
+    size_t n = encode(&m, buf, sizeof buf);
+    assert_int_equal(pt_ctl_decode(buf, n, &d, &err), (ssize_t)n);
+    assert_int_equal(pt_ctl_beat_count(&d), 3);
+    for (size_t i = 0; i < 3; i++) {
+        pt_ctl_beat b = pt_ctl_beat_get(&d, i);
+        assert_int_equal(b.rank, in[i].rank);
+        assert_true(b.steps_done == in[i].steps_done && b.mean_step_ns == in[i].mean_step_ns);
+        assert_true(b.stalled_ns == in[i].stalled_ns && b.held_ns == in[i].held_ns);
+    }
+
+    m.blob = pt_ctl_blob(entries, sizeof entries - 1); /* not whole entries */
+    assert_int_equal(pt_ctl_encoded_size(&m), 0);
+    assert_int_equal(pt_ctl_check(&m, &err), -1);
+    assert_non_null(strstr(err.message, "not a whole number of 36-byte entries"));
+
+    const struct {
+        pt_ctl_beat beat;
+        const char *field;
+    } bad[] = {
+        {{-1, 0, 0, 0, 0}, "rank"},
+        {{PT_CTL_MAX_WORLD, 0, 0, 0, 0}, "rank"},
+        {{1, -1, 0, 0, 0}, "steps_done"},
+        {{1, PT_CTL_MAX_STEP + 1, 0, 0, 0}, "steps_done"},
+        {{1, 0, -1, 0, 0}, "mean_step_ns"},
+        {{1, 0, 0, PT_CTL_MAX_DURATION_NS + 1, 0}, "stalled_ns"},
+        {{1, 0, 0, 0, PT_CTL_MAX_BEAT_HOLD_NS + 1}, "held_ns"},
+        {{1, 0, 0, 0, INT64_MIN}, "held_ns"},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(bad); i++) {
+        memcpy(buf, entries, sizeof entries);
+        pt_ctl_beat_put(entries + 2 * PT_CTL_BEAT_BYTES, &bad[i].beat); /* the last entry goes bad */
+        pt_ctl_msg_init(&m, PT_CTL_HEARTBEATS);
+        m.blob = pt_ctl_blob(entries, sizeof entries);
+        assert_int_equal(pt_ctl_encoded_size(&m), 0);
+        /* the same bytes, framed by hand, are refused by the decoder */
+        uint8_t frame[9 + sizeof entries];
+        uint32_t body = 1 + 4 + (uint32_t)sizeof entries;
+        for (int k = 0; k < 4; k++)
+            frame[k] = (uint8_t)(body >> (8 * k)), frame[5 + k] = (uint8_t)((uint32_t)sizeof entries >> (8 * k));
+        frame[4] = PT_CTL_HEARTBEATS;
+        memcpy(frame + 9, entries, sizeof entries);
+        assert_int_equal(pt_ctl_decode(frame, 9 + sizeof entries, &d, &err), -1);
+        char want[64];
+        snprintf(want, sizeof want, "entry 2: %s is out of its range", bad[i].field);
+        assert_non_null(strstr(err.message, want));
+        memcpy(entries, buf, sizeof entries);
+    }
+}
+
 static void test_corrupted_bytes_never_crash(void **state)
 {
     (void)state;
@@ -871,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_malformed_frames_rejected),
         cmocka_unit_test(test_corrupted_bytes_never_crash),
         cmocka_unit_test(test_out_of_range_fields_refused),
+        cmocka_unit_test(test_merged_heartbeats_checked_entry_by_entry),
         cmocka_unit_test(test_proofs_depend_on_key_role_and_nonces),
         cmocka_unit_test(test_job_env_torchrun_and_slurm),
         cmocka_unit_test(test_keys_secret_file_and_key_dir),

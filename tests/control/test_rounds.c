@@ -874,6 +874,39 @@ static void test_tree_round_finds_the_slow_gpu(void **state)
     stop_job(&j);
 }
 
+/* Each relay merges its node's heartbeats: over two idle seconds rank 0 takes every
+ * worker's heartbeats (32 workers at 200 ms) in a few frames per node, not one frame per
+ * heartbeat -- the cost that grew with the job at 100k workers -- and a round through the
+ * merged tree still has every summary. */
+static void test_tree_relays_merge_their_nodes_heartbeats(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, false);
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+    pt_coordinator_stats before, after;
+    pt_coordinator_stats_get(j.coordinator, &before);
+    nanosleep(&(struct timespec){2, 0}, NULL);
+    pt_coordinator_stats_get(j.coordinator, &after);
+    uint64_t beats = after.heartbeats - before.heartbeats, frames = after.relay_frames - before.relay_frames;
+    print_message("2 s idle: %llu heartbeats in %llu frames from 4 relays\n", (unsigned long long)beats,
+                  (unsigned long long)frames);
+    assert_true(beats >= 32);         /* every worker was heard */
+    assert_true(beats >= 3 * frames); /* one by one, frames >= beats */
+
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    assert_int_equal(result.summaries, 32);
+    assert_int_equal(result.failed, 0);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 /* A relay dies as its node's window begins, its agents alive (driven from one thread):
  * its 8 ranks are named lost, with the relay as the cause, and every other rank's summary
  * still arrives. */
@@ -1095,6 +1128,7 @@ int main(void)
         cmocka_unit_test(test_agents_reconnect_after_coordinator_restart),
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
         cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
+        cmocka_unit_test(test_tree_relays_merge_their_nodes_heartbeats),
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
         cmocka_unit_test(test_tree_relay_with_no_ranks_yet_is_not_dropped),

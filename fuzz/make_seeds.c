@@ -312,6 +312,15 @@ static void write_protocol_seeds(const char *dir, const pt_buf *summary, const c
         else
             add_frame(&stream, NULL, prefix, &m);
     }
+    /* A relay's merged heartbeats: one node's eight ranks. */
+    uint8_t entries[8 * PT_CTL_BEAT_BYTES];
+    for (int32_t r = 0; r < 8; r++)
+        pt_ctl_beat_put(entries + r * PT_CTL_BEAT_BYTES, &(pt_ctl_beat){8 + r, 15 + r, 88000000, r == 5 ? 900000000 : 0,
+                                                                        250000000});
+    pt_ctl_msg beats;
+    pt_ctl_msg_init(&beats, PT_CTL_HEARTBEATS);
+    beats.blob = pt_ctl_blob(entries, sizeof entries);
+    add_frame(&stream, prefix[0] ? NULL : dir, prefix, &beats);
     char name[64];
     snprintf(name, sizeof name, "%sall-frames.stream", prefix);
     write_bytes(dir, name, stream.data, stream.len);

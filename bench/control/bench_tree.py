@@ -74,13 +74,14 @@ def measure(cli, fake, world, tmp, with_report):
                 "PERFTRACKER_HEARTBEAT_MS": os.environ.get("PT_BENCH_TREE_HEARTBEAT_MS", "1000"), "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "120",
                 "PERFTRACKER_SUMMARY_TIMEOUT_S": "300"})
     secret = os.path.join(tmp, "job-secret-%d" % world)
-    procs = []
+    procs, logs = [], []
     for first, count in spans(world):
+        logs.append(open(os.path.join(tmp, "fleet-%d-%d.log" % (world, first)), "w+"))
         procs.append(subprocess.Popen([fake, "--world", str(world), "--first", str(first), "--count", str(count),
                                        "--step-ms", "50", "--seconds", "1500", "--job-secret-file", secret,
                                        "--tree", "--driven", "--ranks-per-node", str(PER_NODE),
                                        "--poll-ms", os.environ.get("PT_BENCH_TREE_POLL_MS", "250")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+                                      env=env, stdout=subprocess.PIPE, stderr=logs[-1], text=True))
     out = {"processes": len(procs)}
     try:
         t0 = time.perf_counter()
@@ -97,7 +98,7 @@ def measure(cli, fake, world, tmp, with_report):
             load0 = os.getloadavg()[0]
             fleet0, rank0_0 = cpu_seconds(pids), cpu_seconds(pids[:1])
             t0 = time.perf_counter()
-            with open(os.path.join(tmp, "cli.err"), "w+") as errf:
+            with open(os.path.join(tmp, "cli-%d-%s.err" % (world, kind)), "w+") as errf:
                 cli_proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=errf)
                 deadline = time.monotonic() + ROUND_TIMEOUT
                 while True:  # wait4, for the CLI's own CPU seconds
@@ -118,7 +119,12 @@ def measure(cli, fake, world, tmp, with_report):
             if kind == "report" and not os.path.exists(os.path.join(outdir, "report.json")) and not any(
                     f == "report.json" for _, _, files in os.walk(outdir) for f in files):
                 raise RuntimeError("round of %d wrote no report.json" % world)
-            if cli_proc.returncode != 0:
+            # A round that lost workers is a result too: how many, and what the
+            # coordinator said about them, are printed with it.
+            out[kind + "_rc"] = cli_proc.returncode
+            profiled = [l for l in err_text.splitlines() if " workers profiled" in l]
+            out[kind + "_profiled"] = profiled[-1].split("profiled")[0].split(": ", 1)[-1].strip() if profiled else ""
+            if cli_proc.returncode not in (0, 3) and not profiled:
                 raise RuntimeError("round of %d failed (%d): %s" % (world, cli_proc.returncode, err_text[-2000:]))
             shutil.rmtree(outdir, ignore_errors=True)
     finally:
@@ -135,7 +141,27 @@ def measure(cli, fake, world, tmp, with_report):
                     out["rank0_rss_mb"] = int(line.split()[1]) / 1024
                 if line.startswith("coordinator_peak"):
                     out["relays"] = int(line.split()[4])
+        out["fleet_log"] = fleet_log_digest(logs)
+        keep = os.environ.get("PT_BENCH_TREE_LOGS")
+        if keep:  # the fleet's and the CLI's logs, for a round that lost workers
+            os.makedirs(keep, exist_ok=True)
+            for name in os.listdir(tmp):
+                if name.endswith((".log", ".err")) and "-%d-" % world in name:
+                    shutil.copy(os.path.join(tmp, name), keep)
     return out
+
+
+def fleet_log_digest(logs):
+    """What the fleet's processes logged, by kind of line (the rank or node numbers taken
+    out), the most frequent first: a lost rank's cause is in there."""
+    kinds = {}
+    for f in logs:
+        f.seek(0)
+        for line in f:
+            key = " ".join("N" if any(ch.isdigit() for ch in w) else w for w in line.split()[:14])
+            kinds[key] = kinds.get(key, 0) + 1
+        f.close()
+    return sorted(kinds.items(), key=lambda kv: -kv[1])[:8]
 
 
 def main():
@@ -162,6 +188,8 @@ def main():
             return ""
         c, load = r[kind + "_cpu"], r[kind + "_load"]
         text = "  %s %6.2f s" % (kind, r[kind])
+        if r.get(kind + "_profiled"):
+            text += " (%s profiled)" % r[kind + "_profiled"]
         if r is not results[base] and kind in results[base]:
             text += " (%5.2fx)" % (r[kind] / results[base][kind])
         return text + " [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s; load %.1f->%.1f]" % (
@@ -173,6 +201,8 @@ def main():
         print("  %6d workers  %2d processes  %5d relays  join %.1f s  rank-0 peak RSS %6.1f MB" % (
             n, r["processes"], r.get("relays", -1), r["join"], r.get("rank0_rss_mb", -1)))
         print("        " + figure(r, "collected") + ("\n        " + figure(r, "report") if "report" in r else ""))
+        for line, count in r.get("fleet_log", []):
+            print("        fleet log %6d x  %s" % (count, line))
     if 10240 in results and 100000 in results:
         a, b = results[10240], results[100000]
         ratio = lambda k: " %s %.2fx" % (k, b[k] / a[k]) if k in a and k in b else ""

@@ -177,6 +177,8 @@ static void kill_local(pt_relay *r, local *l, const char *why)
         epoll_ctl(r->epoll_fd, EPOLL_CTL_DEL, l->conn.fd, NULL);
     if (l->state == LOCAL_JOINED && l->rank >= 0) {
         atomic_fetch_sub(&r->joined, 1);
+        if (strcmp(why, "closed by the worker") != 0 && strcmp(why, "the relay lost the coordinator") != 0)
+            pt_ctl_logf(&r->cfg.log, "relay: dropping rank %d: %s", l->rank, why); /* we close it: say why */
         if (r->up_state == UP_READY) {
             char text[400];
             snprintf(text, sizeof text, "its connection to the relay on %.100s dropped (%.180s)", r->cfg.host, why);

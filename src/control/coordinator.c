@@ -64,6 +64,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -1770,6 +1771,19 @@ static void resume_held(pt_coordinator *c, int64_t now)
     c->held_peers = 0;
 }
 
+/* Whether bytes p (or the relay that carries it) sent wait in the kernel, unread: then p
+ * is not silent, we are late -- rank 0 starved of CPU reads a relay long after it wrote,
+ * and a tick that came first named healthy ranks unresponsive (thousands at 100k workers
+ * on a loaded machine; also past one turn's 256 events, when more peers are ready). A
+ * partial frame already in our buffer does not count: we read all there was, and wait
+ * on the peer. */
+static bool unread_input(const peer *p)
+{
+    const peer *carrier = p->via ? p->via : p;
+    int queued = 0;
+    return carrier->conn.fd >= 0 && ioctl(carrier->conn.fd, FIONREAD, &queued) == 0 && queued > 0;
+}
+
 /* A peer's timers, at a tick: closing after a refusal, the handshake's deadline, silence. */
 static void check_peer(pt_coordinator *c, peer *p, int64_t now)
 {
@@ -1778,7 +1792,8 @@ static void check_peer(pt_coordinator *c, peer *p, int64_t now)
     else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
         kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
     else if ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && !p->paused && !p->held &&
-             !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns) {
+             !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns &&
+             !unread_input(p)) {
         pt_ctl_logf(&c->cfg.log, "%s %d: no heartbeat for %.0f s; dropping it",
                     p->kind == PEER_RELAY ? "the relay of rank" : "rank", p->rank,
                     (double)(now - p->last_heard_ns) / 1e9);

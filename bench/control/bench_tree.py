@@ -23,8 +23,10 @@ figure) and the CLI; and the load average before and after. The machine is share
 seconds mean little without the CPU seconds and the load beside them.
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
 and sampling periods: PT_BENCH_TREE_HEARTBEAT_MS (1000), PT_BENCH_TREE_POLL_MS (250) --
-at 100k on 2 shared cores, their idle cost starves the round itself. Needs PT_CLI (scripts/bench.sh
-sets it) and fake_workers beside it."""
+at 100k on 2 shared cores, their idle cost starves the round itself. A round that loses
+workers still prints its figures, with how many were profiled and a digest of what the
+fleet logged (PT_BENCH_TREE_LOGS=DIR keeps the fleet's and the CLI's logs there). Needs
+PT_CLI (scripts/bench.sh sets it) and fake_workers beside it."""
 import os
 import resource
 import shutil

@@ -59,6 +59,9 @@
 #define UNJOINED_IN_LIMIT 4096
 #define ENVELOPE 16 /* RELAYED's own bytes around the inner frame */
 #define BEAT_HOLD_NS (1 * SEC) /* the default hold: the agents' heartbeat */
+/* Why a joined rank's connection closes when nothing went wrong with it (not logged). */
+#define WORKER_CLOSED "closed by the worker"
+#define RELAY_LOST_COORDINATOR "the relay lost the coordinator"
 
 enum up_state { UP_DOWN, UP_HANDSHAKE, UP_READY };
 enum local_state { LOCAL_HANDSHAKE, LOCAL_AUTHENTICATED, LOCAL_JOINED };
@@ -177,7 +180,7 @@ static void kill_local(pt_relay *r, local *l, const char *why)
         epoll_ctl(r->epoll_fd, EPOLL_CTL_DEL, l->conn.fd, NULL);
     if (l->state == LOCAL_JOINED && l->rank >= 0) {
         atomic_fetch_sub(&r->joined, 1);
-        if (strcmp(why, "closed by the worker") != 0 && strcmp(why, "the relay lost the coordinator") != 0)
+        if (strcmp(why, WORKER_CLOSED) != 0 && strcmp(why, RELAY_LOST_COORDINATOR) != 0)
             pt_ctl_logf(&r->cfg.log, "relay: dropping rank %d: %s", l->rank, why); /* we close it: say why */
         if (r->up_state == UP_READY) {
             char text[400];
@@ -212,7 +215,7 @@ static void up_down(pt_relay *r, int64_t now, const char *why)
     pt_conn_close(&r->up);
     r->up_events = 0;
     for (int32_t i = 0; i < r->local_count; i++)
-        kill_local(r, r->locals[i], "the relay lost the coordinator");
+        kill_local(r, r->locals[i], RELAY_LOST_COORDINATOR);
     schedule_reconnect(r, now);
 }
 
@@ -519,7 +522,7 @@ static void service_local(pt_relay *r, local *l, uint32_t events)
         int rc = pt_conn_read(&l->conn, &err);
         on_local_frames(r, l);
         if (!l->dead && rc < 0) {
-            kill_local(r, l, l->conn.eof ? "closed by the worker" : err.message);
+            kill_local(r, l, l->conn.eof ? WORKER_CLOSED : err.message);
             return;
         }
     } else if (events & (EPOLLHUP | EPOLLERR)) {

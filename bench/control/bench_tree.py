@@ -21,9 +21,11 @@ With each, the CPU seconds (user + sys) it cost, by process group: the fleet (ev
 fake_workers process), rank 0's process alone (the coordinator, within the fleet's
 figure) and the CLI; and the load average before and after. The machine is shared: wall
 seconds mean little without the CPU seconds and the load beside them.
+Before the round, the joined job's idle cost: rank 0's process and the fleet, in cores.
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
-and sampling periods: PT_BENCH_TREE_HEARTBEAT_MS (1000), PT_BENCH_TREE_POLL_MS (250) --
-at 100k on 2 shared cores, their idle cost starves the round itself. A round that loses
+period: PT_BENCH_TREE_HEARTBEAT_MS (default: the product's for the world, 1 s up to 20k
+workers, 5 s at 100k), and their sampling period PT_BENCH_TREE_POLL_MS (250; the product
+samples every 100 ms, which 100k agents on 2 cores cannot). A round that loses
 workers still prints its figures, with how many were profiled and a digest of what the
 fleet logged (PT_BENCH_TREE_LOGS=DIR keeps the fleet's and the CLI's logs there). Needs
 PT_CLI (scripts/bench.sh sets it) and fake_workers beside it."""
@@ -38,6 +40,7 @@ import time
 
 PER_NODE = 8
 ROUND_TIMEOUT = 600
+IDLE_S = float(os.environ.get("PT_BENCH_TREE_IDLE_S", "5"))
 
 
 def master_port():
@@ -73,8 +76,9 @@ def measure(cli, fake, world, tmp, with_report):
             del env[k]
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port()), "WORLD_SIZE": str(world),
                 "LOCAL_WORLD_SIZE": str(PER_NODE), "PERFTRACKER_KEY_DIR": os.path.join(tmp, "keys-%d" % world),
-                "PERFTRACKER_HEARTBEAT_MS": os.environ.get("PT_BENCH_TREE_HEARTBEAT_MS", "1000"), "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "120",
-                "PERFTRACKER_SUMMARY_TIMEOUT_S": "300"})
+                "PERFTRACKER_HEARTBEAT_TIMEOUT_S": "120", "PERFTRACKER_SUMMARY_TIMEOUT_S": "300"})
+    if os.environ.get("PT_BENCH_TREE_HEARTBEAT_MS"):  # else the product's default for this world
+        env["PERFTRACKER_HEARTBEAT_MS"] = os.environ["PT_BENCH_TREE_HEARTBEAT_MS"]
     secret = os.path.join(tmp, "job-secret-%d" % world)
     procs, logs = [], []
     for first, count in spans(world):
@@ -92,6 +96,12 @@ def measure(cli, fake, world, tmp, with_report):
                 raise RuntimeError("fake workers did not start (world %d)" % world)
         out["join"] = time.perf_counter() - t0
         pids = [p.pid for p in procs]
+        # What the joined job costs between rounds: rank 0's process (its coordinator
+        # reads every heartbeat) and the fleet, in cores, over IDLE_S seconds.
+        idle0, fleet0, t0 = cpu_seconds(pids[:1]), cpu_seconds(pids), time.perf_counter()
+        time.sleep(IDLE_S)
+        span = time.perf_counter() - t0
+        out["idle_cores"] = {"rank0": (cpu_seconds(pids[:1]) - idle0) / span, "fleet": (cpu_seconds(pids) - fleet0) / span}
         for kind in ("collected", "report") if with_report else ("collected",):
             outdir = os.path.join(tmp, "out-%d-%s" % (world, kind))
             args = [cli, "--trigger-on", "--quiet", "--wait", "2", "--steps", "2", "--output-dir", outdir]
@@ -202,6 +212,8 @@ def main():
         r = results[n]
         print("  %6d workers  %2d processes  %5d relays  join %.1f s  rank-0 peak RSS %6.1f MB" % (
             n, r["processes"], r.get("relays", -1), r["join"], r.get("rank0_rss_mb", -1)))
+        print("          idle (joined, no round): rank 0's process %.1f%% of a core, the fleet %.2f cores" % (
+            100 * r["idle_cores"]["rank0"], r["idle_cores"]["fleet"]))
         print("        " + figure(r, "collected") + ("\n        " + figure(r, "report") if "report" in r else ""))
         for line, count in r.get("fleet_log", []):
             print("        fleet log %6d x  %s" % (count, line))

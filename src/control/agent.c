@@ -135,6 +135,22 @@ void pt_agent_config_defaults(pt_agent_config *cfg)
     cfg->auto_interval_ns = 600 * 1000000000LL;
 }
 
+/* Rank 0's coordinator runs inside a training process and reads every rank's heartbeat:
+ * at one a second, 100,000 workers cost it 100,000 entries a second for as long as the
+ * job runs (relays merge them into fewer frames, not fewer entries), and rank 0 becomes
+ * the job's straggler. Past 20,000 workers the period grows with the world instead. The
+ * 5 s ceiling keeps six periods inside the coordinator's 30 s silence timeout; a hang is
+ * still reported at once (send_hang does not wait for a heartbeat) and a round's start
+ * step is chosen from each count plus the steps its mean step time says it made since. */
+#define RANK0_HEARTBEATS_PER_SECOND 20000
+#define MAX_DEFAULT_HEARTBEAT_NS (5 * 1000000000LL)
+
+int64_t pt_agent_default_heartbeat_ns(int32_t world_size)
+{
+    int64_t scaled = (int64_t)PT_MAX(world_size, 0) * (1000000000LL / RANK0_HEARTBEATS_PER_SECOND);
+    return PT_MIN(PT_MAX(scaled, 1000000000LL), MAX_DEFAULT_HEARTBEAT_NS);
+}
+
 int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *err)
 {
     pt_agent_config_defaults(cfg);
@@ -147,7 +163,8 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
     snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s",
              pt_job_env_single_node(env) ? "127.0.0.1" : env->coordinator_host);
     cfg->coordinator_port = env->coordinator_port;
-    cfg->heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", 1000, 10, 600000) * 1000000LL;
+    cfg->heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", pt_agent_default_heartbeat_ns(env->world_size) / 1000000, 10,
+                                   600000) * 1000000LL;
     cfg->poll_ns = PT_MIN(cfg->poll_ns, cfg->heartbeat_ns);
     cfg->hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 10000, 10, 86400000) * 1000000LL;
     cfg->auto_interval_ns = pt_env_int("PERFTRACKER_AUTO_INTERVAL_S", 600, 0, 86400 * 30) * 1000000000LL;
@@ -547,9 +564,12 @@ static void periodic(pt_agent *a, int64_t now)
         send_auto_request(a, PT_AUTO_SLOWDOWN, now);
         pt_step_tracker_reset(&a->tracker);
     }
+    /* In a window every step is news (the CLI shows steps profiled), at a tenth of the
+     * period: a big job's longer period slows these too, since all its ranks step at once. */
     bool stepped = a->steps_done != a->heartbeat_steps;
+    int64_t progress_ns = PT_MAX(PROGRESS_HEARTBEAT_NS, a->cfg.heartbeat_ns / 10);
     if (now - a->last_heartbeat_ns >= a->cfg.heartbeat_ns ||
-        (stepped && a->window_active && now - a->last_heartbeat_ns >= PROGRESS_HEARTBEAT_NS))
+        (stepped && a->window_active && now - a->last_heartbeat_ns >= progress_ns))
         send_heartbeat(a, now);
 }
 

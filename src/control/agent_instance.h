@@ -19,7 +19,7 @@ typedef struct pt_agent_config {
     uint16_t coordinator_port;
     pt_key key;                  /* the agent key, unless key_pending */
     bool key_pending;            /* no key yet: wait for pt_agent_offer_job_secret before connecting */
-    int64_t heartbeat_ns;        /* PERFTRACKER_HEARTBEAT_MS, default 1 s */
+    int64_t heartbeat_ns;        /* PERFTRACKER_HEARTBEAT_MS, default pt_agent_default_heartbeat_ns */
     int64_t poll_ns;             /* how often the status hook is sampled, default 100 ms */
     int64_t hang_floor_ns;       /* PERFTRACKER_HANG_MIN_S, default 10 s */
     double hang_factor;          /* 5: no step for 5x the mean step time */
@@ -34,6 +34,10 @@ typedef struct pt_agent pt_agent;
 
 /* Defaults for everything but identity, address and key. */
 void pt_agent_config_defaults(pt_agent_config *cfg);
+
+/* The heartbeat period when PERFTRACKER_HEARTBEAT_MS is not set: 1 s, or 50 us per worker
+ * in larger jobs (rank 0 hears at most 20,000 heartbeats a second), at most 5 s. */
+int64_t pt_agent_default_heartbeat_ns(int32_t world_size);
 /* Fills cfg from the environment (job_env.h + PERFTRACKER_* knobs); without a configured
  * secret the key is left pending (rank 0 fills it from the job secret it makes). 0, 1
  * (not a job) or -1. */

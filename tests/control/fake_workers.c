@@ -173,7 +173,9 @@ int main(int argc, char **argv)
     if (raise_fd_limit(&fc, fc.first_rank == 0) != 0)
         return 1;
     fc.special.step_ns = fc.normal.step_ns;
-    fc.heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", 200, 10, 60000) * 1000000LL;
+    /* unset: the product's own default for this world (tests set theirs) */
+    fc.heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", pt_agent_default_heartbeat_ns(fc.world_size) / 1000000, 10,
+                                 60000) * 1000000LL;
     fc.hang_floor_ns = pt_env_int("PERFTRACKER_HANG_MIN_MS", 400, 10, 600000) * 1000000LL;
     fc.die = die_now;
 

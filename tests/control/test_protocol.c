@@ -894,6 +894,47 @@ static void test_agent_defaults(void **state)
     assert_int_equal(cfg.thread_stack_bytes, 0);
 }
 
+/* Rank 0 hears every heartbeat: the default period is 1 s up to 20,000 workers, then
+ * 50 us per worker (20,000 a second at rank 0), at most 5 s; a set PERFTRACKER_HEARTBEAT_MS
+ * wins. Read through pt_agent_config_from_env, as a worker reads it. */
+static int64_t heartbeat_from_env(const char *world, const char *period_ms)
+{
+    setenv("RANK", "3", 1);
+    setenv("LOCAL_RANK", "3", 1);
+    setenv("WORLD_SIZE", world, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    if (period_ms)
+        setenv("PERFTRACKER_HEARTBEAT_MS", period_ms, 1);
+    else
+        unsetenv("PERFTRACKER_HEARTBEAT_MS");
+    pt_agent_config cfg;
+    pt_job_env env;
+    pt_error err;
+    int rc = pt_agent_config_from_env(&cfg, &env, &err);
+    const char *vars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PERFTRACKER_HEARTBEAT_MS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+    assert_int_equal(rc, 0);
+    return cfg.heartbeat_ns;
+}
+
+static void test_agent_heartbeat_default_scales_with_the_world(void **state)
+{
+    (void)state;
+    const int64_t sec = 1000000000LL;
+    assert_int_equal(pt_agent_default_heartbeat_ns(1), sec);
+    assert_int_equal(pt_agent_default_heartbeat_ns(20000), sec);
+    assert_int_equal(pt_agent_default_heartbeat_ns(40000), 2 * sec);
+    assert_int_equal(pt_agent_default_heartbeat_ns(100000), 5 * sec);
+    assert_int_equal(pt_agent_default_heartbeat_ns(1 << 20), 5 * sec);
+    assert_int_equal(pt_agent_default_heartbeat_ns(-5), sec);
+    assert_int_equal(heartbeat_from_env("8", NULL), sec);
+    assert_int_equal(heartbeat_from_env("60000", NULL), 3 * sec);
+    assert_int_equal(heartbeat_from_env("100000", "250"), 250000000LL);
+    assert_int_equal(heartbeat_from_env("100000", "junk"), 5 * sec);
+}
+
 /* The coordinator's port at the edges of the port range: one above MASTER_PORT, one below
  * when MASTER_PORT is the last port; PERFTRACKER_PORT taken as given from 1 to 65535. */
 static void test_coordinator_port_at_the_edges(void **state)
@@ -946,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_hang_is_five_mean_steps_and_a_floor),
         cmocka_unit_test(test_connect_interrupted_by_a_signal_times_out),
         cmocka_unit_test(test_agent_defaults),
+        cmocka_unit_test(test_agent_heartbeat_default_scales_with_the_world),
         cmocka_unit_test(test_coordinator_port_at_the_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

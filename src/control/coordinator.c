@@ -6,8 +6,11 @@
  * end of the loop iteration, so later events in the same batch never touch freed memory.
  * Costs: per worker ~300 bytes of state plus its connection's buffers while a frame is
  * in them (pt_conn_trim gives idle ones back); per heartbeat O(1); a timer tick every
- * 50 ms walks the peers once and the round's workers once, O(W), a few microseconds per
- * thousand workers. Nothing else walks them per event: dead peers are reaped only in a
+ * 50 ms walks the round's workers once (during a round) and a twentieth of the peers, so
+ * each peer's timers (silence, handshake, closing) are checked once a second; the counts
+ * the stats show are kept as peers join and die, and the CLIs are a list of their own.
+ * (A walk over all 112k peers every tick cost rank 0's training process 17% of a core
+ * at 100k workers, idle: a cache miss per peer.) Nothing walks them per event: dead peers are reaped only in a
  * turn after one died, and a relay's ranks are a list of its own, so losing a relay costs
  * its node's ranks (a walk over every peer per turn made the coordinator O(W^2) at 100k
  * workers, whose heartbeats arrive in thousands of batches a second). Summaries are relayed to the CLI as they arrive and not kept here (automatic
@@ -73,6 +76,7 @@
 #define SEC 1000000000LL
 #define MS 1000000LL
 #define TICK_NS (50 * MS)
+#define PEER_SWEEP_NS (1 * SEC)  /* every peer's timers are checked once per sweep, a slice per tick */
 #define PROGRESS_MIN_NS (100 * MS)
 #define KEEPALIVE_NS (1 * SEC)
 #define AGENT_OUT_LIMIT (1u << 20)
@@ -201,9 +205,15 @@ struct pt_coordinator {
     size_t input_admitted;   /* the sum of the peers' admitted */
     size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
     size_t control_peers;
+    peer *controls[MAX_CONTROL_PEERS + 1]; /* the authenticated CLIs (their queued bytes: the stats) */
     size_t held_peers;       /* peers held for the CLI's backlog */
+    size_t paused_peers;     /* peers paused for room in the input budget (a tick walks all while any are) */
+    int32_t joined_agents, joined_relays; /* live, joined: the stats */
+    size_t sweep_cursor;     /* the next peer whose timers a tick checks */
+    double sweep_owed;       /* peers due in the coming slice, fractions carried over */
     uint64_t heartbeats;     /* heartbeats taken, direct or merged (the stats) */
     uint64_t relay_frames;   /* frames read from relays once they said who they are */
+    uint64_t peer_checks;    /* peers whose timers the sweep checked (the stats) */
     uint8_t *scratch;        /* a frame for a relayed rank, before it is wrapped */
     size_t scratch_cap;
     int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
@@ -370,6 +380,22 @@ static size_t input_limit(const peer *p)
 static bool waiting(const peer *p)
 {
     return p->kind == PEER_HANDSHAKE || ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && p->rank < 0);
+}
+
+/* The CLIs are a list of their own (at most MAX_CONTROL_PEERS), so the bytes queued for
+ * them are summed at every tick without a walk over the job's peers. */
+static void list_control(pt_coordinator *c, peer *p)
+{
+    c->controls[c->control_peers++] = p;
+}
+
+static void unlist_control(pt_coordinator *c, const peer *p)
+{
+    for (size_t i = 0; i < c->control_peers; i++)
+        if (c->controls[i] == p) {
+            c->controls[i] = c->controls[--c->control_peers];
+            return;
+        }
 }
 
 static void release_input(pt_coordinator *c, peer *p)
@@ -982,6 +1008,7 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     w->peer = p;
     p->rank = rank;
     c->waiting_peers--;
+    c->joined_agents++;
     p->conn.in_limit = input_limit(p);
     w->ever_joined = true;
     w->exited = false;
@@ -1209,6 +1236,7 @@ static void on_relay_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64
     p->node_rank = m->worker.node_rank;
     pt_ctl_copy_str(p->host, sizeof p->host, m->worker.host);
     c->waiting_peers--;
+    c->joined_relays++;
     p->conn.in_limit = input_limit(p);
 }
 
@@ -1459,7 +1487,7 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         p->conn.out_limit = RELAY_OUT_LIMIT;
     if (p->kind == PEER_CONTROL) {
         c->waiting_peers--;
-        c->control_peers++;
+        list_control(c, p);
         p->conn.out_limit = CONTROL_OUT_LIMIT;
         pt_ctl_logf(&c->cfg.log, "control connection from %s", p->addr);
     }
@@ -1488,10 +1516,16 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     release_input(c, p);
     if (p->held)
         p->held = false, c->held_peers--;
+    if (p->paused)
+        p->paused = false, c->paused_peers--;
     if (waiting(p))
         c->waiting_peers--;
     else if (p->kind == PEER_CONTROL)
-        c->control_peers--;
+        unlist_control(c, p);
+    else if (p->kind == PEER_AGENT)
+        c->joined_agents--;
+    else if (p->kind == PEER_RELAY)
+        c->joined_relays--;
     if (p->kind == PEER_AGENT && p->rank >= 0 && c->workers[p->rank].peer == p) {
         int32_t rank = p->rank;
         c->workers[rank].peer = NULL;
@@ -1589,6 +1623,11 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
         close(fd);
         return;
     }
+    if (authenticated_as_control && c->control_peers >= MAX_CONTROL_PEERS) { /* pt_coordinator_adopt's */
+        free(p);
+        close(fd);
+        return;
+    }
     pt_conn_init(&p->conn, fd, AGENT_OUT_LIMIT);
     p->kind = authenticated_as_control ? PEER_CONTROL : authenticated_as_agent ? PEER_AGENT : PEER_HANDSHAKE;
     p->rank = -1;
@@ -1607,7 +1646,7 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
     }
     c->peers[c->peer_count++] = p;
     if (p->kind == PEER_CONTROL) {
-        c->control_peers++;
+        list_control(c, p);
         return;
     }
     c->waiting_peers++;
@@ -1725,6 +1764,7 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
                 p->last_heard_ns = now;
         } else {
             p->paused = true; /* resumed by a tick once the budget has room */
+            c->paused_peers++;
         }
         handle_frames(c, p, now);
         if (!p->dead && !p->closing && !p->paused)
@@ -1740,6 +1780,8 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
     }
     if (!p->dead && pt_conn_flush(&p->conn, &err) != 0)
         kill_peer(c, p, now, err.message);
+    if (!p->dead && p->closing && pt_conn_pending(&p->conn) == 0)
+        kill_peer(c, p, now, "closed after refusal"); /* now, not at its turn in the sweep */
     if (!p->dead)
         update_interest(c, p);
     if (!p->dead && p->kind != PEER_CONTROL)
@@ -1801,28 +1843,49 @@ static void check_peer(pt_coordinator *c, peer *p, int64_t now)
     }
 }
 
-/* Every TICK_NS: one walk over the peers (timers, paused peers given room, the stats),
- * and the round's. */
-static void tick(pt_coordinator *c, int64_t now)
+/* A slice of the peers per tick, so that each one's timers are checked once per
+ * PEER_SWEEP_NS whatever the job's size; a long gap between ticks (a starved process, a
+ * test's clock) checks every peer once. */
+static void sweep_peers(pt_coordinator *c, int64_t now)
 {
-    int32_t agents = 0, relays = 0;
-    size_t unsent = 0;
-    for (size_t i = 0; i < c->peer_count; i++) {
-        peer *p = c->peers[i];
+    int64_t since = PT_MAX(now - c->last_tick_ns, 0);
+    c->sweep_owed = PT_MIN(c->sweep_owed + (double)c->peer_count * (double)since / (double)PEER_SWEEP_NS,
+                           (double)c->peer_count);
+    for (; c->sweep_owed >= 1 && c->peer_count > 0; c->sweep_owed--) {
+        if (c->sweep_cursor >= c->peer_count)
+            c->sweep_cursor = 0; /* also after a reap made the list shorter */
+        peer *p = c->peers[c->sweep_cursor++];
         if (!p->dead)
             check_peer(c, p, now);
+        c->peer_checks++;
+    }
+}
+
+/* Peers paused for room in the input budget resume at the first tick with room: rare
+ * (frames over 64 KB from many peers at once), so a walk over all of them then is fine. */
+static void resume_paused(pt_coordinator *c, int64_t now)
+{
+    for (size_t i = 0; i < c->peer_count && c->paused_peers > 0; i++) {
+        peer *p = c->peers[i];
         if (!p->dead && p->paused && admit_input(c, p)) {
             p->paused = false;
+            c->paused_peers--;
             p->last_heard_ns = now; /* waiting on us is not silence */
             update_interest(c, p);
         }
-        if (p->dead)
-            continue;
-        agents += p->kind == PEER_AGENT && p->rank >= 0; /* a joined one is its worker's (on_join) */
-        relays += p->kind == PEER_RELAY && p->rank >= 0;
-        if (p->kind == PEER_CONTROL)
-            unsent += pt_conn_pending(&p->conn);
     }
+}
+
+/* Every TICK_NS: a slice of the peers' timers, paused peers given room, the listener,
+ * the round, the stats. */
+static void tick(pt_coordinator *c, int64_t now)
+{
+    sweep_peers(c, now);
+    if (c->paused_peers > 0)
+        resume_paused(c, now);
+    size_t unsent = 0;
+    for (size_t i = 0; i < c->control_peers; i++)
+        unsent += pt_conn_pending(&c->controls[i]->conn);
     if (c->listener_paused) {
         struct epoll_event ev = {EPOLLIN, {.ptr = &c->listen_fd}};
         epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
@@ -1834,11 +1897,12 @@ static void tick(pt_coordinator *c, int64_t now)
     flush_stranger_log(c, now);
     check_round(c, now);
     pthread_mutex_lock(&c->stats_lock);
-    c->stats.agents = agents;
-    c->stats.relays = relays;
+    c->stats.agents = c->joined_agents;
+    c->stats.relays = c->joined_relays;
     c->stats.round_running = c->round != NULL;
     c->stats.unsent_bytes = unsent;
     c->stats.heartbeats = c->heartbeats;
+    c->stats.peer_checks = c->peer_checks;
     c->stats.relay_frames = c->relay_frames;
     pthread_mutex_unlock(&c->stats_lock);
 }

@@ -63,6 +63,8 @@ typedef struct pt_coordinator_stats {
     uint64_t heartbeats;       /* workers' heartbeats taken so far, direct or merged by relays */
     uint64_t relay_frames;     /* frames read from relays: about one per node per heartbeat
                                   period while idle, as relays merge their ranks' heartbeats */
+    uint64_t peer_checks;      /* peers whose timers a tick checked, so far: each peer about once
+                                  a second (a slice per tick), not once per tick */
     char last_report_dir[1024]; /* the last automatic round's directory, "" when none */
 } pt_coordinator_stats;
 

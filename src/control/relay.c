@@ -51,14 +51,17 @@
 #define BACKOFF_MIN_NS (50 * MS)
 #define BACKOFF_MAX_NS (5 * SEC)
 #define PERIODIC_NS (100 * MS)
-#define KEEPALIVE_NS (1 * SEC) /* the agents' heartbeat: upstream never stays silent longer */
+#define KEEPALIVE_NS (1 * SEC) /* upstream never stays silent longer than this or the hold */
 #define BACKLOG ((size_t)4 << 20)
 #define UP_OUT_LIMIT ((size_t)PT_CTL_MAX_FRAME + BACKLOG + (1u << 20))
 #define LOCAL_OUT_LIMIT ((size_t)1 << 20)
 #define HANDSHAKE_IN_LIMIT 1024
 #define UNJOINED_IN_LIMIT 4096
 #define ENVELOPE 16 /* RELAYED's own bytes around the inner frame */
-#define BEAT_HOLD_NS (1 * SEC) /* the default hold: the agents' heartbeat */
+#define BEAT_HOLD_NS (1 * SEC) /* the default hold: the agents' default heartbeat */
+/* The longest hold: the agents' longest default heartbeat (a 100k job's, agent.c), so rank 0
+ * reads about one frame per node per heartbeat period at any size, 2,500 a second at 100k. */
+#define BEAT_HOLD_MAX_NS (5 * SEC)
 /* Why a joined rank's connection closes when nothing went wrong with it (not logged). */
 #define WORKER_CLOSED "closed by the worker"
 #define RELAY_LOST_COORDINATOR "the relay lost the coordinator"
@@ -608,10 +611,10 @@ static void periodic(pt_relay *r, int64_t now)
     if (r->up_state == UP_HANDSHAKE && now > r->up_deadline_ns)
         up_down(r, now, "handshake timed out");
     bool beats_due = r->beats_since_ns && now - r->beats_since_ns >= r->beat_hold_ns;
-    if (r->up_state == UP_READY && (beats_due || now - r->last_sent_up_ns >= KEEPALIVE_NS)) {
+    if (r->up_state == UP_READY && (beats_due || now - r->last_sent_up_ns >= PT_MAX(KEEPALIVE_NS, r->beat_hold_ns))) {
         /* The held heartbeats; or, when nothing of its ranks' went up for a heartbeat's
          * time (none has joined yet, or none is left), a keepalive: the coordinator drops
-         * a silent relay. */
+         * a silent relay (its 30 s timeout is six of the longest holds). */
         if (beats_due) {
             send_beats(r, now);
         } else {
@@ -696,7 +699,7 @@ pt_relay *pt_relay_create(const pt_relay_config *cfg, pt_error *err)
     }
     r->cfg = *cfg;
     r->locals_cap = cap;
-    r->beat_hold_ns = cfg->beat_hold_ns > 0 ? PT_MIN(cfg->beat_hold_ns, BEAT_HOLD_NS) : BEAT_HOLD_NS;
+    r->beat_hold_ns = cfg->beat_hold_ns > 0 ? PT_MIN(cfg->beat_hold_ns, BEAT_HOLD_MAX_NS) : BEAT_HOLD_NS;
     r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     r->listen_fd = pt_net_listen(cfg->listen_host, cfg->listen_port, &r->port, err);
     if (r->epoll_fd < 0 || r->listen_fd < 0) {

@@ -36,8 +36,9 @@ typedef struct pt_relay_config {
     int32_t max_locals;                 /* connections from the node at once; 0: 256 (at most
                                            PT_CTL_MAX_BEATS) */
     int64_t beat_hold_ns;               /* how long a rank's heartbeat may wait to go up with the
-                                           node's others; 0 (or more than 1 s): 1 s. The agents'
-                                           heartbeat period is the natural value */
+                                           node's others (and upstream may stay silent, at least
+                                           1 s); 0: 1 s, at most 5 s. The agents' heartbeat period
+                                           is the natural value */
     int connect_timeout_ms;             /* 0: 1000. A loop driving many relays wants little: a
                                            coordinator whose accept backlog is full drops SYNs,
                                            and a connect then blocks the whole loop (retried

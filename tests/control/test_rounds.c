@@ -907,6 +907,36 @@ static void test_tree_relays_merge_their_nodes_heartbeats(void **state)
     stop_job(&j);
 }
 
+/* A big job's agents beat less often (agent.c: 5 s at 100k workers), and their relays
+ * hold heartbeats for that period, keepalives included: rank 0 reads about one frame per
+ * node per period (when the hold stopped at 1 s, relays sent one a second whatever the
+ * period). Here 2 s heartbeats, 6 s idle, 4 relays: at most 4 frames each, not 6. */
+static void test_tree_relays_hold_heartbeats_for_their_period(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(&j, &fc, 32, false);
+    fc.heartbeat_ns = 2000 * MS;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 32);
+    wait_tree(&j, 4, 32);
+    pt_coordinator_stats before, after;
+    pt_coordinator_stats_get(j.coordinator, &before);
+    nanosleep(&(struct timespec){6, 0}, NULL);
+    pt_coordinator_stats_get(j.coordinator, &after);
+    uint64_t beats = after.heartbeats - before.heartbeats, frames = after.relay_frames - before.relay_frames;
+    print_message("6 s idle, 2 s heartbeats: %llu heartbeats in %llu frames from 4 relays\n",
+                  (unsigned long long)beats, (unsigned long long)frames);
+    assert_true(beats >= 32); /* every worker was heard */
+    if (frames > 4 * 4)
+        fail_msg("%llu frames from 4 relays in 6 s of 2 s heartbeats (at most 16)", (unsigned long long)frames);
+    assert_int_equal(after.relays, 4); /* a hold is not silence */
+    assert_int_equal(after.agents, 32);
+    stop_job(&j);
+}
+
 /* A relay dies as its node's window begins, its agents alive (driven from one thread):
  * its 8 ranks are named lost, with the relay as the cause, and every other rank's summary
  * still arrives. */
@@ -1129,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_process_agent_api_and_auto_trigger_argument),
         cmocka_unit_test(test_tree_round_finds_the_slow_gpu),
         cmocka_unit_test(test_tree_relays_merge_their_nodes_heartbeats),
+        cmocka_unit_test(test_tree_relays_hold_heartbeats_for_their_period),
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
         cmocka_unit_test(test_tree_relay_with_no_ranks_yet_is_not_dropped),

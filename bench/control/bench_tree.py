@@ -126,7 +126,7 @@ def measure(cli, fake, world, tmp, with_report):
                 errf.seek(0)
                 err_text = errf.read()
             out[kind + "_cpu"] = {"fleet": cpu_seconds(pids) - fleet0, "rank0": cpu_seconds(pids[:1]) - rank0_0,
-                                  "cli": usage.ru_utime + usage.ru_stime}
+                                  "cli": usage.ru_utime + usage.ru_stime, "cli_sys": usage.ru_stime}
             out[kind + "_load"] = (load0, os.getloadavg()[0])
             if kind == "report" and not os.path.exists(os.path.join(outdir, "report.json")) and not any(
                     f == "report.json" for _, _, files in os.walk(outdir) for f in files):
@@ -138,7 +138,10 @@ def measure(cli, fake, world, tmp, with_report):
             out[kind + "_profiled"] = profiled[-1].split("profiled")[0].split(": ", 1)[-1].strip() if profiled else ""
             if cli_proc.returncode not in (0, 3) and not profiled:
                 raise RuntimeError("round of %d failed (%d): %s" % (world, cli_proc.returncode, err_text[-2000:]))
-            shutil.rmtree(outdir, ignore_errors=True)
+            # Kept until the run ends: ext4 skips inodes freed in the last 5 s (300 s while
+            # their block is dirty) when it allocates, so 100k files deleted here made the
+            # next round's 100k creates cost the CLI 4x the kernel time (~200 us a file, not
+            # ~50), which no user's round pays.
     finally:
         for p in procs:
             p.terminate()
@@ -204,8 +207,8 @@ def main():
             text += " (%s profiled)" % r[kind + "_profiled"]
         if r is not results[base] and kind in results[base]:
             text += " (%5.2fx)" % (r[kind] / results[base][kind])
-        return text + " [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s; load %.1f->%.1f]" % (
-            c["fleet"], c["rank0"], c["cli"], load[0], load[1])
+        return text + " [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s (kernel %.1f s); load %.1f->%.1f]" % (
+            c["fleet"], c["rank0"], c["cli"], c["cli_sys"], load[0], load[1])
 
     print("round through the relay tree (nodes of %d; one run, median of 1):" % PER_NODE)
     for n in sizes:

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <unistd.h>
 
 #define CONNECT_TIMEOUT_MS 3000
 #define HANDSHAKE_TIMEOUT_MS 10000
@@ -720,6 +721,7 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_ctl_msg *
                 return -1;
             out->world_size = m.progress.world_size;
             *r = pt_round_new(dir, m.progress.world_size);
+            pt_round_set_threads(*r, (int)PT_MIN(PT_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1), 64));
             g.limit_ns = now + g.round_timeout_ns;
             sanitize_progress(&m.progress, out->world_size);
             if (obs && obs->started)

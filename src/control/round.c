@@ -49,6 +49,7 @@ struct pt_round {
     size_t warning_count, warning_cap;
     size_t summaries, failures;
     bool in_memory;          /* pt_round_new_in_memory: nothing is written */
+    int threads;             /* pt_round_set_threads */
     pt_out_dir summaries_dir; /* <dir>/summaries, checked and opened at the first summary, kept open:
                                  walking the path again per summary cost ~1 ms each at 10k workers */
 };
@@ -132,6 +133,7 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     r->dir = pt_xstrdup(round_dir);
     r->world_size = world_size;
     r->summaries_dir = (pt_out_dir)PT_OUT_DIR_INIT;
+    r->threads = 1;
     if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) /* 1 MiB at most */
         r->settled = pt_xcalloc((size_t)world_size, 1);
     return r;
@@ -495,6 +497,18 @@ void pt_round_discard(pt_round *r, const char *round_dir)
     rmdir(round_dir);
 }
 
+/* A bounded report's part (pt_job_input.write_part), beside the round's report.json, as
+ * analyze writes them: the page's node drill-down and worker detail read them. */
+static int write_round_part(void *round_dir, const char *stem, const pt_json *part, pt_error *err)
+{
+    return pt_report_write_part(round_dir, stem, part, err);
+}
+
+void pt_round_set_threads(pt_round *r, int threads)
+{
+    r->threads = PT_MAX(threads, 1);
+}
+
 pt_json *pt_round_report(pt_round *r, pt_error *err)
 {
     if (pt_round_nothing_to_diagnose(r, err)) /* a diagnosis of nothing would only mislead */
@@ -519,6 +533,11 @@ pt_json *pt_round_report(pt_round *r, pt_error *err)
     }
     pt_job_input job = {workers, nworkers, r->world_size, (const char *const *)r->warnings, r->warning_count,
                         failed_ranks, failed_names, nfailed, NULL, lost, lost_step, reasons};
+    if (!r->in_memory) {
+        job.write_part = write_round_part;
+        job.part_ctx = r->dir;
+        job.threads = r->threads;
+    }
     pt_json *report = pt_diagnose(&job);
     add_raw_trace_paths(r, report);
     free(workers);

@@ -39,6 +39,9 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size);
  * the report's files (pt_report_render) instead of writing them. round_dir only names the
  * round in messages; nothing is created. */
 pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size);
+/* Threads pt_round_report may use to write a bounded report's parts (default 1: a round
+ * rank 0's coordinator runs inside a training process; the CLI gives its CPUs). */
+void pt_round_set_threads(pt_round *r, int threads);
 /* Where a worker was when a hang report (or its own stall, or a failed collective) asked:
  * the texts its agent sent (agent.h, collectives.h), NULL where absent. */
 typedef struct pt_round_snapshot {

@@ -297,6 +297,61 @@ static size_t entries_in(const char *dir)
 
 /* The fake collectors cannot drop a window (no cancel hook): each runs to its end and its
  * agent answers the CANCEL then, so the next trigger meets draining workers and waits. */
+/* A job past the bounded form's size (PERFTRACKER_REPORT_FULL_MAX, 4096 unless set; 8
+ * here) gets its parts from the triggered round too, as from analyze: the page's node
+ * drill-down and worker detail read them. Each part's workers are the round's, by rank,
+ * and the slow rank's step is the longest there as in the summaries it sent. */
+static void test_bounded_round_writes_the_parts_its_page_reads(void **state)
+{
+    (void)state;
+    setenv("PERFTRACKER_REPORT_FULL_MAX", "8", 1);
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    fake_fleet_config fc;
+    base_fleet(&j, &fc, 16);
+    fc.special_rank = 11;
+    fc.special.faulty_profile = true;
+    j.fleet = fake_fleet_start(&fc);
+    wait_joined(j.fleet, 16);
+    pt_trigger_result result;
+    pt_error err;
+    assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
+    unsetenv("PERFTRACKER_REPORT_FULL_MAX");
+    assert_int_equal(result.summaries, 16);
+    const pt_json *parts = pt_json_get(pt_json_get(result.report, "scale"), "parts");
+    assert_non_null(parts);
+    const pt_json *files = pt_json_get(parts, "files");
+    assert_non_null(files);
+    assert_int_equal((int)files->count, 1); /* 1024 workers a part */
+    const char *file = pt_json_get_string(files->items[0], "file", "");
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s/%s", result.round_dir, pt_json_get_string(parts, "folder", ""), file);
+    pt_json *part = read_json(path);
+    const pt_json *workers = pt_json_get(part, "workers");
+    assert_non_null(workers);
+    assert_int_equal((int)workers->count, 16);
+    int slowest = -1;
+    double slowest_ms = 0;
+    for (size_t i = 0; i < workers->count; i++) {
+        assert_int_equal((int)pt_json_get_number(workers->items[i], "rank", -1), (int)i);
+        double ms = pt_json_get_number(workers->items[i], "step_time_ms", -1);
+        assert_true(ms > 0);
+        if (ms > slowest_ms)
+            slowest_ms = ms, slowest = (int)i;
+    }
+    assert_int_equal(slowest, 11);
+    pt_json_free(part);
+    char stem[256];
+    snprintf(stem, sizeof stem, "%s", file);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    snprintf(path, sizeof path, "%s/PerfDisplay/parts/%s.js", result.round_dir, stem);
+    assert_int_equal(access(path, R_OK), 0);
+    pt_json_free(result.report);
+    stop_job(&j);
+}
+
 static void test_interrupted_round_is_cancelled_everywhere_and_the_next_one_waits(void **state)
 {
     (void)state;
@@ -1144,6 +1199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_finds_the_slow_gpu),
+        cmocka_unit_test(test_bounded_round_writes_the_parts_its_page_reads),
         cmocka_unit_test(test_killed_worker_is_reported_and_the_rest_analysed),
         cmocka_unit_test(test_interrupted_round_is_cancelled_everywhere_and_the_next_one_waits),
         cmocka_unit_test(test_hung_worker_is_a_hang_finding_with_its_stack),

@@ -25,7 +25,9 @@ Before the round, the joined job's idle cost: rank 0's process and the fleet, in
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
 period: PT_BENCH_TREE_HEARTBEAT_MS (default: the product's for the world, 1 s up to 20k
 workers, 5 s at 100k), and their sampling period PT_BENCH_TREE_POLL_MS (250; the product
-samples every 100 ms, which 100k agents on 2 cores cannot). A round that loses
+samples every 100 ms, which 100k agents on 2 cores cannot). Round outputs go to
+PT_BENCH_TREE_OUT (default: a temporary folder; a tmpfs shows the figures without the
+disk's file-system costs) and are kept until the end (see measure). A round that loses
 workers still prints its figures, with how many were profiled and a digest of what the
 fleet logged (PT_BENCH_TREE_LOGS=DIR keeps the fleet's and the CLI's logs there). Needs
 PT_CLI (scripts/bench.sh sets it) and fake_workers beside it."""
@@ -69,7 +71,7 @@ def cpu_seconds(pids):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def measure(cli, fake, world, tmp, with_report):
+def measure(cli, fake, world, tmp, out_root, with_report):
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("PERFTRACKER_"):
@@ -103,7 +105,7 @@ def measure(cli, fake, world, tmp, with_report):
         span = time.perf_counter() - t0
         out["idle_cores"] = {"rank0": (cpu_seconds(pids[:1]) - idle0) / span, "fleet": (cpu_seconds(pids) - fleet0) / span}
         for kind in ("collected", "report") if with_report else ("collected",):
-            outdir = os.path.join(tmp, "out-%d-%s" % (world, kind))
+            outdir = os.path.join(out_root, "out-%d-%s" % (world, kind))
             args = [cli, "--trigger-on", "--quiet", "--wait", "2", "--steps", "2", "--output-dir", outdir]
             if kind == "report":
                 args.insert(2, "--auto-analyze")
@@ -189,12 +191,16 @@ def main():
     report_sizes = [int(s) for s in os.environ.get("PT_BENCH_TREE_REPORT_SIZES", ",".join(map(str, sizes))).split(",")
                     if s]
     tmp = tempfile.mkdtemp(prefix="pt-bench-tree-")
+    # Where the rounds write (PT_BENCH_TREE_OUT: e.g. a tmpfs, to see the figures without
+    # the disk's file-system costs; default beside the fleet's files).
+    out_root = tempfile.mkdtemp(prefix="pt-bench-tree-out-", dir=os.environ.get("PT_BENCH_TREE_OUT") or tmp)
     results = {}
     try:
         for n in sizes:
-            results[n] = measure(cli, fake, n, tmp, with_report=n in report_sizes)
+            results[n] = measure(cli, fake, n, tmp, out_root, with_report=n in report_sizes)
             print("  measured %d: %s" % (n, results[n]), flush=True)
     finally:
+        shutil.rmtree(out_root, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
     base = sizes[0]
 

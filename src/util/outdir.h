@@ -13,10 +13,13 @@
  *     the same folder for as long as we use it;
  *   - folders we create are made with mkdirat in a checked folder, then opened and
  *     checked the same way;
- *   - files are created under a fresh random name with O_CREAT | O_EXCL | O_NOFOLLOW in
- *     the checked folder's descriptor and renamed into place with renameat in that same
- *     descriptor, so a planted symlink is never followed and readers never see half a
- *     file;
+ *   - pt_out_dir_write writes a file unnamed (O_TMPFILE in the checked folder) and names it
+ *     with linkat once whole; linkat never follows a symlink at its new name, and a name
+ *     that exists is replaced by renaming a fresh link over it. Where the file system has
+ *     no O_TMPFILE (or there is no /proc), and for pt_out_file_*, files are created under a
+ *     fresh random name with O_CREAT | O_EXCL | O_NOFOLLOW in the checked folder's
+ *     descriptor and renamed into place with renameat in that same descriptor. Either way
+ *     a planted symlink is never followed and readers never see half a file;
  *   - below a folder every user can write to (a sticky /tmp), what we create is private:
  *     files 0600 (0700 for scripts), folders 0700.
  *

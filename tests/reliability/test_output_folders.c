@@ -9,6 +9,7 @@
 #include "util/outdir.h"
 #include "util/output.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -159,6 +160,31 @@ static void test_temporary_names(void)
     CHECK(holds("tmpnames/report.json", ""), "the committed file is missing");
 }
 
+/* Whole files under their names, nothing else: a new name, the same name again (replaced,
+ * by a rename, the first time through a planted dotfile's way), both contents exact, and
+ * no temporary or unnamed file left in the folder. */
+static void test_written_whole_and_nothing_left(void)
+{
+    pt_error err = {{0}};
+    make("whole", 0755);
+    write_text("whole/.summary.ptsum.tmp-0000000000000000", "planted\n");
+    CHECK(write_into("whole", "summary.ptsum", "first\n", &err) == 0, "write: %s", err.message);
+    CHECK(write_into("whole", "summary.ptsum", "second\n", &err) == 0, "replace: %s", err.message);
+    CHECK(write_into("whole", "other.ptsum", "other\n", &err) == 0, "write: %s", err.message);
+    CHECK(holds("whole/summary.ptsum", "second\n") && holds("whole/other.ptsum", "other\n"),
+          "the files do not hold what was written last");
+    CHECK(holds("whole/.summary.ptsum.tmp-0000000000000000", "planted\n"), "a planted dotfile was written through");
+    char p[PATH_MAX];
+    path_of(p, sizeof p, "whole");
+    DIR *dir = opendir(p);
+    int entries = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));)
+        entries += e->d_name[0] != '.' || (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0);
+    if (dir)
+        closedir(dir);
+    CHECK(entries == 3, "%d entries in the folder (2 files and the planted one expected)", entries);
+}
+
 /* Only one name is ever made or opened in a folder: a path, ".", ".." or "" is refused by
  * every entry point, with a message naming it, and nothing is created. */
 static void test_only_one_name(void)
@@ -203,6 +229,7 @@ int main(void)
     test_world_writable_refused();
     test_symlinks();
     test_temporary_names();
+    test_written_whole_and_nothing_left();
     test_only_one_name();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);

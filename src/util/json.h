@@ -74,6 +74,9 @@ void pt_json_write_for_terminal(pt_buf *out, const pt_json *v, int indent);
 void pt_json_write_string(pt_buf *out, const char *s, size_t n);
 /* Shortest decimal that reads back as exactly v ("null" for NaN/inf). */
 void pt_json_write_double(pt_buf *out, double v);
+/* Test seam: v written as snprintf's "%.*g" would in plain decimal notation, into dst
+ * (cap >= 48); false where it leaves that to snprintf. */
+bool pt_json_format_g_fast(char *dst, size_t cap, double v, int digits);
 
 /* Decode the body of a JSON string literal (the bytes between the quotes) into out.
  * Lone surrogates become U+FFFD. Returns false on a malformed escape. */

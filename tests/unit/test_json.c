@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,11 +170,64 @@ static void test_indented_layout(void **state)
     pt_json_free(root);
 }
 
+/* The fast "%.*g" (json.c, format_g_fast) writes exactly what snprintf writes wherever it
+ * answers, and answers for most numbers a report holds: random values over 20 decades and
+ * every digit count, the values whose decimal form ends in 5 (ties that binary decides),
+ * the edges of each decade, negatives, and a carry into the next decade. */
+static uint64_t next_random(uint64_t *state)
+{
+    *state ^= *state << 13, *state ^= *state >> 7, *state ^= *state << 17;
+    return *state;
+}
+
+static void check_fast_g(double v, int digits, int *answered)
+{
+    char fast[64], slow[160];
+    if (!pt_json_format_g_fast(fast, sizeof fast, v, digits))
+        return;
+    ++*answered;
+    snprintf(slow, sizeof slow, "%.*g", digits, v);
+    if (strcmp(fast, slow) != 0)
+        fail_msg("%.17g with %d digits: fast \"%s\", snprintf \"%s\"", v, digits, fast, slow);
+}
+
+static void test_fast_g_matches_snprintf(void **state)
+{
+    (void)state;
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    int answered = 0, tried = 0;
+    for (int i = 0; i < 2000000; i++, tried++) {
+        double unit = (double)(next_random(&seed) >> 11) / 9007199254740992.0; /* [0, 1) */
+        double v = pow(10.0, -6 + 20 * unit) * ((next_random(&seed) & 1) ? -1 : 1);
+        check_fast_g(v, 1 + (int)(next_random(&seed) % 15), &answered);
+    }
+    assert_true(answered > tried / 2); /* most of the range is plain notation */
+    int six = 0;
+    for (int i = 0; i < 200000; i++) { /* what reports hold: ms and ratios at 6 digits */
+        double v = (double)(next_random(&seed) % 100000000) / 1000.0;
+        check_fast_g(v, 6, &six);
+        check_fast_g(v / 997.0, 6, &six);
+    }
+    assert_true(six > 380000);
+    const double edges[] = {0.15, 0.25, 2.5, 0.125, 1.5, 0.35, 1e-4, 9.99995e-5, 1e5, 99999.95, 999999.5, 999999.4,
+                            9.9999995, 123456.5, 0.000123456, 1.0, 10.0, 100.0, 0.1, 0.3, 812.5, 33.333333333};
+    int any = 0;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        for (int d = 1; d <= 15; d++) {
+            check_fast_g(edges[i], d, &any);
+            check_fast_g(-edges[i], d, &any);
+            check_fast_g(nextafter(edges[i], 0), d, &any);
+            check_fast_g(nextafter(edges[i], 1e300), d, &any);
+        }
+    assert_true(any > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escapes_html_and_control), cmocka_unit_test(test_invalid_utf8_becomes_replacement),
         cmocka_unit_test(test_doubles_round_trip),       cmocka_unit_test(test_parse_and_write_round_trip),
+        cmocka_unit_test(test_fast_g_matches_snprintf),
         cmocka_unit_test(test_indented_layout),
         cmocka_unit_test(test_parse_errors),             cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_surrogate_pairs_at_their_bounds),

@@ -214,17 +214,23 @@ static int count_files(const char *dir, const char *suffix)
 /* ---------------------------------------------------------------- tests */
 
 
+/* A flat job of world workers whose rank slow_rank has the slow GPU, every worker joined. */
+static void start_job_with_a_slow_gpu(job *j, int32_t world, int32_t slow_rank)
+{
+    start_coordinator(j, world, false);
+    fake_fleet_config fc;
+    base_fleet(j, &fc, world);
+    fc.special_rank = slow_rank;
+    fc.special.faulty_profile = true;
+    j->fleet = fake_fleet_start(&fc);
+    wait_joined(j->fleet, world);
+}
+
 static void test_round_finds_the_slow_gpu(void **state)
 {
     (void)state;
     job j = {0};
-    start_coordinator(&j, 16, false);
-    fake_fleet_config fc;
-    base_fleet(&j, &fc, 16);
-    fc.special_rank = 15;
-    fc.special.faulty_profile = true;
-    j.fleet = fake_fleet_start(&fc);
-    wait_joined(j.fleet, 16);
+    start_job_with_a_slow_gpu(&j, 16, 15);
 
     pt_trigger_result result;
     pt_error err;
@@ -306,13 +312,7 @@ static void test_bounded_round_writes_the_parts_its_page_reads(void **state)
     (void)state;
     setenv("PERFTRACKER_REPORT_FULL_MAX", "8", 1);
     job j = {0};
-    start_coordinator(&j, 16, false);
-    fake_fleet_config fc;
-    base_fleet(&j, &fc, 16);
-    fc.special_rank = 11;
-    fc.special.faulty_profile = true;
-    j.fleet = fake_fleet_start(&fc);
-    wait_joined(j.fleet, 16);
+    start_job_with_a_slow_gpu(&j, 16, 11);
     pt_trigger_result result;
     pt_error err;
     assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
@@ -929,6 +929,28 @@ static void test_tree_round_finds_the_slow_gpu(void **state)
     stop_job(&j);
 }
 
+/* A 32-worker tree job (4 relays), joined, then idle for idle_s: the heartbeats rank 0
+ * took and the relay frames it read meanwhile, and its stats after. heartbeat_ns 0: the
+ * fleet's default. The job is left running. */
+static pt_coordinator_stats idle_tree(job *j, int64_t heartbeat_ns, int idle_s, uint64_t *beats, uint64_t *frames)
+{
+    start_coordinator(j, 32, false);
+    fake_fleet_config fc;
+    tree_fleet(j, &fc, 32, false);
+    if (heartbeat_ns > 0)
+        fc.heartbeat_ns = heartbeat_ns;
+    j->fleet = fake_fleet_start(&fc);
+    wait_joined(j->fleet, 32);
+    wait_tree(j, 4, 32);
+    pt_coordinator_stats before, after;
+    pt_coordinator_stats_get(j->coordinator, &before);
+    nanosleep(&(struct timespec){idle_s, 0}, NULL);
+    pt_coordinator_stats_get(j->coordinator, &after);
+    *beats = after.heartbeats - before.heartbeats;
+    *frames = after.relay_frames - before.relay_frames;
+    return after;
+}
+
 /* Each relay merges its node's heartbeats: over two idle seconds rank 0 takes every
  * worker's heartbeats (32 workers at 200 ms) in a few frames per node, not one frame per
  * heartbeat -- the cost that grew with the job at 100k workers -- and a round through the
@@ -937,17 +959,8 @@ static void test_tree_relays_merge_their_nodes_heartbeats(void **state)
 {
     (void)state;
     job j = {0};
-    start_coordinator(&j, 32, false);
-    fake_fleet_config fc;
-    tree_fleet(&j, &fc, 32, false);
-    j.fleet = fake_fleet_start(&fc);
-    wait_joined(j.fleet, 32);
-    wait_tree(&j, 4, 32);
-    pt_coordinator_stats before, after;
-    pt_coordinator_stats_get(j.coordinator, &before);
-    nanosleep(&(struct timespec){2, 0}, NULL);
-    pt_coordinator_stats_get(j.coordinator, &after);
-    uint64_t beats = after.heartbeats - before.heartbeats, frames = after.relay_frames - before.relay_frames;
+    uint64_t beats, frames;
+    idle_tree(&j, 0, 2, &beats, &frames);
     print_message("2 s idle: %llu heartbeats in %llu frames from 4 relays\n", (unsigned long long)beats,
                   (unsigned long long)frames);
     assert_true(beats >= 32);         /* every worker was heard */
@@ -970,18 +983,8 @@ static void test_tree_relays_hold_heartbeats_for_their_period(void **state)
 {
     (void)state;
     job j = {0};
-    start_coordinator(&j, 32, false);
-    fake_fleet_config fc;
-    tree_fleet(&j, &fc, 32, false);
-    fc.heartbeat_ns = 2000 * MS;
-    j.fleet = fake_fleet_start(&fc);
-    wait_joined(j.fleet, 32);
-    wait_tree(&j, 4, 32);
-    pt_coordinator_stats before, after;
-    pt_coordinator_stats_get(j.coordinator, &before);
-    nanosleep(&(struct timespec){6, 0}, NULL);
-    pt_coordinator_stats_get(j.coordinator, &after);
-    uint64_t beats = after.heartbeats - before.heartbeats, frames = after.relay_frames - before.relay_frames;
+    uint64_t beats, frames;
+    pt_coordinator_stats after = idle_tree(&j, 2000 * MS, 6, &beats, &frames);
     print_message("6 s idle, 2 s heartbeats: %llu heartbeats in %llu frames from 4 relays\n",
                   (unsigned long long)beats, (unsigned long long)frames);
     assert_true(beats >= 32); /* every worker was heard */

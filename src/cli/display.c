@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "display/server.h"
 #include "report/perfdisplay.h"
+#include "report/report.h"
 #include "util/input.h"
 
 #include <getopt.h>
@@ -82,9 +83,24 @@ static int write_display(const char *report_path, const char *dir)
         free(report);
         return -1;
     }
+    /* A bounded report's parts sit beside it: the page's node drill-down and worker
+     * detail load them from its own folder. */
+    size_t copied = 0;
+    pt_buf problems = PT_BUF_INIT;
+    pt_report_copy_parts(report_path, report, len, dir, &copied, &problems, &err);
     free(report);
-    fprintf(stderr, "perftracker display: wrote %s%s\n", dir,
+    for (char *line = problems.data, *end; line && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end)
+            break;
+        fprintf(stderr, "perftracker display: warning: %.*s\n", (int)(end - line), line);
+    }
+    pt_buf_free(&problems);
+    fprintf(stderr, "perftracker display: wrote %s%s", dir,
             pt_perfdisplay_has_charts() ? "" : " (charts not bundled in this build)");
+    if (copied)
+        fprintf(stderr, ", with the %zu part(s) of the report's workers", copied);
+    fputc('\n', stderr);
     return 0;
 }
 

@@ -5,9 +5,16 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report/report.h"
 #include "report/perfdisplay.h"
+#include "util/input.h"
 #include "util/outdir.h"
 
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#define PART_MAX_BYTES ((size_t)256 << 20) /* a part of 1024 workers is ~1.5 MB */
 
 /* report.json's text (pretty, 2-space, a final newline). */
 static void document_text(const pt_json *doc, pt_buf *out)
@@ -59,6 +66,30 @@ static int write_in(const char *out_dir, const char *const *subs, size_t sub_cou
     return rc;
 }
 
+/* A part as the script the page loads from file:// too: the same JSON text (the writer
+ * is HTML-safe: nothing in it can end the script), registered under its index. */
+static void part_script(const pt_json *part, const pt_buf *text, pt_buf *script)
+{
+    const pt_json *index = pt_json_get(part, "part");
+    pt_buf_printf(script, "(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%lld] = ",
+                  (long long)(index ? index->integer : 0));
+    pt_buf_append(script, text->data, text->len - 1);
+    pt_buf_puts(script, ";\n");
+}
+
+/* text: the part's JSON with its final newline. */
+static int write_part_script(const char *base, const char *const *subs, size_t sub_count, const char *stem,
+                             const pt_json *part, const pt_buf *text, pt_error *err)
+{
+    pt_buf script = PT_BUF_INIT, name = PT_BUF_INIT;
+    part_script(part, text, &script);
+    pt_buf_printf(&name, "%s.js", stem);
+    int rc = write_in(base, subs, sub_count, name.data, &script, err);
+    pt_buf_free(&script);
+    pt_buf_free(&name);
+    return rc;
+}
+
 int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *part, pt_error *err)
 {
     pt_buf text = PT_BUF_INIT, name = PT_BUF_INIT;
@@ -67,23 +98,97 @@ int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *p
     pt_buf_printf(&name, "%s.json", stem);
     static const char *const json_dir[] = {"parts"}, *const script_dir[] = {"PerfDisplay", "parts"};
     int rc = write_in(out_dir, json_dir, 1, name.data, &text, err);
-    if (rc == 0) {
-        /* The same data as a script the page loads from file:// too (the writer is
-         * HTML-safe: nothing in it can end the script). */
-        const pt_json *index = pt_json_get(part, "part");
-        pt_buf script = PT_BUF_INIT;
-        pt_buf_printf(&script, "(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%lld] = ",
-                      (long long)(index ? index->integer : 0));
-        pt_buf_append(&script, text.data, text.len - 1);
-        pt_buf_puts(&script, ";\n");
-        pt_buf_reset(&name);
-        pt_buf_printf(&name, "%s.js", stem);
-        rc = write_in(out_dir, script_dir, 2, name.data, &script, err);
-        pt_buf_free(&script);
-    }
+    if (rc == 0)
+        rc = write_part_script(out_dir, script_dir, 2, stem, part, &text, err);
     pt_buf_free(&text);
     pt_buf_free(&name);
     return rc;
+}
+
+/* What the page accepts as a folder or file name (web/scale.js, SAFE_NAME): one component,
+ * no leading dot, so nothing outside the folders named can be read or written. */
+static bool safe_name(const char *s)
+{
+    if (!s || !*s || !(isalnum((unsigned char)*s) || *s == '_'))
+        return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '.' || *s == '-'))
+            return false;
+    return true;
+}
+
+/* One listed part, read from beside the report and checked (an object with its index and
+ * a workers list), its script written into display_dir/<folder>/. */
+static int copy_part(const char *report_dir, const char *display_dir, const char *folder, const char *file,
+                     int64_t index, pt_error *err)
+{
+    pt_buf path = PT_BUF_INIT;
+    pt_buf_printf(&path, "%s/%s/%s", report_dir, folder, file);
+    size_t len = 0;
+    pt_error why = {{0}};
+    char *raw = pt_read_file(path.data, PART_MAX_BYTES, &len, &why);
+    pt_json *part = raw ? pt_json_parse(raw, len, 64, &why) : NULL;
+    free(raw);
+    if (!part)
+        pt_error_set(err, "%s: %s", path.data, why.message);
+    int rc = -1;
+    const pt_json *got = part ? pt_json_get(part, "part") : NULL;
+    const pt_json *workers = part ? pt_json_get(part, "workers") : NULL;
+    if (part && (part->type != PT_JSON_OBJECT || !got || got->type != PT_JSON_NUMBER || !got->is_integer ||
+                 got->integer != index || !workers || workers->type != PT_JSON_ARRAY)) {
+        pt_error_set(err, "%s is not part %lld of this report", path.data, (long long)index);
+    } else if (part) {
+        pt_buf text = PT_BUF_INIT;
+        pt_json_write(&text, part, -1);
+        pt_buf_putc(&text, '\n');
+        char stem[256];
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(file) - strlen(".json")), file);
+        const char *const subs[] = {folder};
+        rc = write_part_script(display_dir, subs, 1, stem, part, &text, err);
+        pt_buf_free(&text);
+    }
+    pt_json_free(part);
+    pt_buf_free(&path);
+    return rc;
+}
+
+int pt_report_copy_parts(const char *report_path, const char *report_json, size_t report_len, const char *display_dir,
+                         size_t *copied, pt_buf *problems, pt_error *err)
+{
+    *copied = 0;
+    pt_json *report = pt_json_parse(report_json, report_len, 128, err);
+    if (!report)
+        return -1;
+    const pt_json *parts = pt_json_get(pt_json_get(report, "scale"), "parts");
+    const pt_json *files = parts ? pt_json_get(parts, "files") : NULL;
+    const char *folder = parts ? pt_json_get_string(parts, "folder", "") : "";
+    size_t count = files && files->type == PT_JSON_ARRAY ? files->count : 0;
+    if (count && !safe_name(folder)) {
+        pt_buf_printf(problems, "the report names its parts' folder \"%.80s\", not a plain folder name; none copied\n",
+                      folder);
+        count = 0;
+    }
+    char *report_dir = pt_xstrdup(report_path);
+    char *slash = strrchr(report_dir, '/');
+    if (slash)
+        slash == report_dir ? (void)(slash[1] = '\0') : (void)(*slash = '\0');
+    else
+        strcpy(report_dir, ".");
+    for (size_t i = 0; i < count; i++) {
+        const char *file = pt_json_get_string(files->items[i], "file", "");
+        size_t n = strlen(file);
+        pt_error why = {{0}};
+        if (!safe_name(file) || n <= strlen(".json") || strcmp(file + n - strlen(".json"), ".json") != 0 ||
+            n >= 250)
+            pt_buf_printf(problems, "part %zu: \"%.80s\" is not a part's file name; not copied\n", i, file);
+        else if (copy_part(report_dir, display_dir, folder, file, (int64_t)i, &why) != 0)
+            pt_buf_printf(problems, "part %zu: %s\n", i, why.message);
+        else
+            ++*copied;
+    }
+    free(report_dir);
+    pt_json_free(report);
+    return 0;
 }
 
 int pt_report_write(const char *out_dir, const pt_json *report, pt_error *err)

@@ -18,6 +18,14 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
  * 0 or -1 with err. */
 int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *part, pt_error *err);
 
+/* For a PerfDisplay folder written from a report.json elsewhere (perftracker display
+ * --report): each part the report lists (scale.parts), read from beside report_path and
+ * checked, written into display_dir/<folder>/ as the script the page loads. A part that
+ * is missing or not the report's is skipped with a line in problems; *copied counts the
+ * rest. -1 with err only when the report does not parse. */
+int pt_report_copy_parts(const char *report_path, const char *report_json, size_t report_len, const char *display_dir,
+                         size_t *copied, pt_buf *problems, pt_error *err);
+
 /* What pt_report_write puts in its files' content, rendered in memory only: report.json's
  * text and PerfDisplay's data.js, appended to the buffers (for in-memory rounds: see
  * pt_round_new_in_memory). 0, or -1 with err where the write would fail for the content. */

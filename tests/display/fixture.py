@@ -106,10 +106,14 @@ def from_generator(out, perftracker, workers, fault_rank, bounded=False):
     facts = json.loads(subprocess.check_output(
         [sys.executable, os.path.join(HERE, "make_report.py"), report, "--workers", str(workers),
          "--fault-rank", str(fault_rank)] + (["--bounded"] if bounded else [])))
+    # display --report writes the page and, for a bounded report, the scripts of its
+    # parts (read from OUT/parts/) that the page's drill-down loads.
     subprocess.check_call([perftracker, "display", "--report", report, "--no-serve",
                            os.path.join(out, "PerfDisplay")], stderr=subprocess.DEVNULL)
     for name in facts.get("parts", []):
-        write_part_script(os.path.join(out, "parts", name), os.path.join(out, "PerfDisplay", "parts"))
+        script = os.path.join(out, "PerfDisplay", "parts", name[:-len(".json")] + ".js")
+        if not os.path.isfile(script):
+            raise RuntimeError("perftracker display --report did not write %s" % script)
     for path in facts["raw_traces"]:
         full = os.path.join(out, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -118,18 +122,6 @@ def from_generator(out, perftracker, workers, fault_rank, bounded=False):
     kept = {k: facts[k] for k in ("fault_rank", "fault_worker", "fault_node", "fault_function", "raw_traces")}
     kept["bounded"] = bounded
     return kept
-
-
-def write_part_script(part_json, folder):
-    """A part as PerfDisplay/parts/workers-NNNN.js, the script the page loads (from
-    file:// too), as docs/report-schema.md says perftracker analyze writes it."""
-    with open(part_json) as f:
-        part = json.load(f)
-    os.makedirs(folder, exist_ok=True)
-    name = os.path.basename(part_json)[:-len(".json")] + ".js"
-    with open(os.path.join(folder, name), "w") as f:
-        f.write("(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%d] = %s;\n"
-                % (part["part"], json.dumps(part, separators=(",", ":"))))
 
 
 def hostile_places(report):

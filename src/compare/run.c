@@ -302,6 +302,25 @@ static void rebuild_python(rebuild *r, const pt_json *section)
     }
 }
 
+/* A bounded report (more than 4096 workers) lists only its named and outlying workers in
+ * full: a median or a rank-by-rank comparison of those alone is not the job's, so the
+ * diff says so, with where all of them are. */
+static void warn_if_bounded(pt_diff_run *run, const char *label, const pt_json *report)
+{
+    const pt_json *scale = pt_json_get(report, "scale");
+    if (!scale || scale->type != PT_JSON_OBJECT)
+        return;
+    double analysed = pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", -1);
+    pt_buf line = PT_BUF_INIT;
+    pt_buf_printf(&line,
+                  "%s is a bounded report: only %zu of its %.0f workers (the named and the outlying) are in full "
+                  "detail, so medians and ranks are compared on those alone; diff the summaries (its round's "
+                  "summaries/ folder) to compare every worker",
+                  label, run->worker_count, analysed);
+    pt_diff_run_warn(run, line.data);
+    pt_buf_free(&line);
+}
+
 int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, pt_error *err)
 {
     memset(run, 0, sizeof *run);
@@ -344,6 +363,7 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
     run->owns_workers = true;
     admit(run, r.workers, r.n);
     free(r.workers);
+    warn_if_bounded(run, label, report);
     run->report = report;
     run->counts_known = false;
     run->complete[PT_CLASS_MEMORY] = run->complete[PT_CLASS_COMM] = true;

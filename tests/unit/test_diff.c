@@ -271,6 +271,33 @@ static void run_from_report(pt_diff_run *run, job *j)
     assert_int_equal(pt_diff_run_from_report(run, "report.json", parsed, &err), 0);
 }
 
+/* A bounded report (PERFTRACKER_REPORT_FULL_MAX, 8 here for 200 workers) holds only some
+ * workers in full (the named, 16 slowest, 16 fastest...): the run says it compares those
+ * alone, and how many of how many. */
+static void test_bounded_report_run_says_what_it_compares(void **state)
+{
+    (void)state;
+    job slow = make_job(PT_FAULT_SLOW_DATALOADER, 1, 200, 3);
+    setenv("PERFTRACKER_REPORT_FULL_MAX", "8", 1);
+    pt_diff_run run;
+    run_from_report(&run, &slow);
+    unsetenv("PERFTRACKER_REPORT_FULL_MAX");
+    assert_true(run.worker_count < 200);
+    char want[96];
+    snprintf(want, sizeof want, "only %zu of its 200 workers", run.worker_count);
+    bool said = false;
+    for (size_t i = 0; i < run.warning_count; i++)
+        said |= strstr(run.warnings[i], "bounded report") && strstr(run.warnings[i], want);
+    assert_true(said);
+    pt_diff_run_free(&run);
+    pt_diff_run full;
+    run_from_report(&full, &slow); /* the full form: nothing to say */
+    for (size_t i = 0; i < full.warning_count; i++)
+        assert_null(strstr(full.warnings[i], "bounded report"));
+    pt_diff_run_free(&full);
+    free_job(&slow);
+}
+
 static void test_reports_find_the_same_cause(void **state)
 {
     (void)state;
@@ -576,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_common_memcpy_is_added_on_every_worker),
         cmocka_unit_test(test_hang_leads_the_verdict),
         cmocka_unit_test(test_reports_find_the_same_cause),
+        cmocka_unit_test(test_bounded_report_run_says_what_it_compares),
         cmocka_unit_test(test_not_a_report_is_refused),
         cmocka_unit_test(test_invalid_workers_are_refused),
         cmocka_unit_test(test_invalid_report_workers_are_refused),

@@ -243,36 +243,28 @@ static bool format_g_fast(char *dst, size_t cap, double v, int digits)
     uint64_t n = (uint64_t)whole + (frac > 0.5);
     if (n >= (uint64_t)pow10[digits])
         return false; /* 9.999995 -> 10.0000: another exponent */
-    char digit_text[24];
-    int len = 0;
-    do
-        digit_text[len++] = (char)('0' + n % 10), n /= 10;
-    while (n);
-    /* digit_text holds the digits least significant first; len == digits */
+    char num[16]; /* the digits, most significant first: exactly `digits` of them */
+    for (int i = digits - 1; i >= 0; i--)
+        num[i] = (char)('0' + n % 10), n /= 10;
+    int point = digits - decimals; /* digits before the point; <= 0 for 0.00ddd */
+    int first_decimal = PT_MAX(point, 0), end = digits;
+    while (end > first_decimal && num[end - 1] == '0')
+        end--; /* %g drops the fraction's trailing zeros */
     char *p = dst;
     if (v < 0)
         *p++ = '-';
-    int int_digits = len - decimals; /* digits before the point; <= 0 for 0.00ddd */
-    if (int_digits <= 0) {
+    if (point <= 0) {
         *p++ = '0';
     } else {
-        for (int i = 0; i < int_digits; i++)
-            *p++ = digit_text[len - 1 - i];
+        memcpy(p, num, (size_t)point);
+        p += point;
     }
-    int last_nonzero = -1; /* among the decimals, in output order */
-    char fraction[40];
-    int f = 0;
-    for (int i = 0; i < -int_digits && int_digits < 0; i++)
-        fraction[f++] = '0';
-    for (int i = int_digits > 0 ? int_digits : 0; i < len; i++)
-        fraction[f++] = digit_text[len - 1 - i];
-    for (int i = 0; i < f; i++)
-        if (fraction[i] != '0')
-            last_nonzero = i;
-    if (last_nonzero >= 0) {
+    if (end > first_decimal) {
         *p++ = '.';
-        memcpy(p, fraction, (size_t)last_nonzero + 1);
-        p += last_nonzero + 1;
+        for (int i = point; i < 0; i++)
+            *p++ = '0';
+        memcpy(p, num + first_decimal, (size_t)(end - first_decimal));
+        p += end - first_decimal;
     }
     *p = '\0';
     return true;

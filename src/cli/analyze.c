@@ -380,12 +380,6 @@ static bool about_missing_ranks(const char *warning)
     return strstr(warning, " of the job has no trace:") || strstr(warning, " of the job have no trace:");
 }
 
-/* A bounded report's part (pt_job_input.write_part), beside report.json. */
-static int write_part(void *out_dir, const char *stem, const pt_json *part, pt_error *err)
-{
-    return pt_report_write_part(out_dir, stem, part, err);
-}
-
 int cmd_analyze(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -462,7 +456,7 @@ int cmd_analyze(int argc, char **argv)
 
     pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nwarnings, failed_ranks, failed_names, nfailed,
                         NULL};
-    job.write_part = write_part;
+    job.write_part = pt_report_part_writer; /* the parts beside report.json */
     job.part_ctx = (void *)out_dir;
     job.threads = threads; /* the reduce writes the bounded report's parts on as many */
     pt_json *report = pt_diagnose(&job);

@@ -497,13 +497,6 @@ void pt_round_discard(pt_round *r, const char *round_dir)
     rmdir(round_dir);
 }
 
-/* A bounded report's part (pt_job_input.write_part), beside the round's report.json, as
- * analyze writes them: the page's node drill-down and worker detail read them. */
-static int write_round_part(void *round_dir, const char *stem, const pt_json *part, pt_error *err)
-{
-    return pt_report_write_part(round_dir, stem, part, err);
-}
-
 void pt_round_set_threads(pt_round *r, int threads)
 {
     r->threads = PT_MAX(threads, 1);
@@ -534,7 +527,9 @@ pt_json *pt_round_report(pt_round *r, pt_error *err)
     pt_job_input job = {workers, nworkers, r->world_size, (const char *const *)r->warnings, r->warning_count,
                         failed_ranks, failed_names, nfailed, NULL, lost, lost_step, reasons};
     if (!r->in_memory) {
-        job.write_part = write_round_part;
+        /* a bounded report's parts beside its report.json, as analyze writes them: the
+         * page's node drill-down and worker detail read them */
+        job.write_part = pt_report_part_writer;
         job.part_ctx = r->dir;
         job.threads = r->threads;
     }

@@ -105,6 +105,11 @@ int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *p
     return rc;
 }
 
+int pt_report_part_writer(void *out_dir, const char *stem, const pt_json *part, pt_error *err)
+{
+    return pt_report_write_part(out_dir, stem, part, err);
+}
+
 /* What the page accepts as a folder or file name (web/scale.js, SAFE_NAME): one component,
  * no leading dot, so nothing outside the folders named can be read or written. */
 static bool safe_name(const char *s)
@@ -168,18 +173,12 @@ int pt_report_copy_parts(const char *report_path, const char *report_json, size_
                       folder);
         count = 0;
     }
-    char *report_dir = pt_xstrdup(report_path);
-    char *slash = strrchr(report_dir, '/');
-    if (slash)
-        slash == report_dir ? (void)(slash[1] = '\0') : (void)(*slash = '\0');
-    else
-        strcpy(report_dir, ".");
+    char *report_dir = pt_dirname(report_path);
     for (size_t i = 0; i < count; i++) {
         const char *file = pt_json_get_string(files->items[i], "file", "");
         size_t n = strlen(file);
         pt_error why = {{0}};
-        if (!safe_name(file) || n <= strlen(".json") || strcmp(file + n - strlen(".json"), ".json") != 0 ||
-            n >= 250)
+        if (!safe_name(file) || n <= strlen(".json") || !pt_ends_with(file, ".json") || n >= 250)
             pt_buf_printf(problems, "part %zu: \"%.80s\" is not a part's file name; not copied\n", i, file);
         else if (copy_part(report_dir, display_dir, folder, file, (int64_t)i, &why) != 0)
             pt_buf_printf(problems, "part %zu: %s\n", i, why.message);

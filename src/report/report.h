@@ -17,6 +17,9 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
  * and out_dir/PerfDisplay/parts/STEM.js, each written atomically in checked folders.
  * 0 or -1 with err. */
 int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *part, pt_error *err);
+/* The same as pt_job_input.write_part wants it (diagnose.h), with part_ctx the output
+ * folder (a char *): what analyze and a triggered round both hand the diagnosis. */
+int pt_report_part_writer(void *out_dir, const char *stem, const pt_json *part, pt_error *err);
 
 /* For a PerfDisplay folder written from a report.json elsewhere (perftracker display
  * --report): each part the report lists (scale.parts), read from beside report_path and

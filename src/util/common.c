@@ -195,6 +195,18 @@ const char *pt_basename(const char *path)
     return slash ? slash + 1 : path;
 }
 
+char *pt_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return pt_xstrdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *dir = pt_xmalloc(n + 1);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return dir;
+}
+
 bool pt_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

@@ -99,6 +99,8 @@ static inline int pt_hex_digit(char c)
 
 /* The last path component of path (no allocation). */
 const char *pt_basename(const char *path);
+/* The folder path names a file in: "." without a slash, "/" for "/name". A new string. */
+char *pt_dirname(const char *path);
 /* Whether s ends with suffix ("" ends every string). */
 bool pt_ends_with(const char *s, const char *suffix);
 

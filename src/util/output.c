@@ -6,6 +6,7 @@
 #include "util/outdir.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 int pt_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, size_t part_count,
@@ -25,16 +26,9 @@ int pt_make_dirs(const char *path, pt_error *err)
 
 int pt_check_writable(const char *path, bool is_dir, pt_error *err)
 {
-    pt_buf folder = PT_BUF_INIT;
-    const char *slash = strrchr(path, '/');
-    if (is_dir)
-        pt_buf_puts(&folder, path);
-    else if (slash)
-        pt_buf_append(&folder, path, slash == path ? 1 : (size_t)(slash - path));
-    else
-        pt_buf_puts(&folder, ".");
+    char *folder = is_dir ? pt_xstrdup(path) : pt_dirname(path);
     pt_out_dir d;
-    int rc = pt_out_dir_open(&d, folder.data, is_dir, err);
+    int rc = pt_out_dir_open(&d, folder, is_dir, err);
     if (rc == 0) {
         pt_out_file probe; /* a real file, since access() answers yes to root everywhere */
         pt_error why;
@@ -42,9 +36,9 @@ int pt_check_writable(const char *path, bool is_dir, pt_error *err)
         if (rc == 0)
             pt_out_file_abandon(&probe);
         else
-            pt_error_set(err, "cannot write to %s: %s", folder.data, strerror(errno));
+            pt_error_set(err, "cannot write to %s: %s", folder, strerror(errno));
         pt_out_dir_close(&d);
     }
-    pt_buf_free(&folder);
+    free(folder);
     return rc;
 }

@@ -314,6 +314,21 @@ static uint64_t random_suffix(void)
     return r;
 }
 
+/* A fresh temporary name for name: a dotfile, so neither server publishes it while it is
+ * being written. */
+static void temporary_name(pt_buf *tmp, const char *name)
+{
+    pt_buf_reset(tmp);
+    pt_buf_printf(tmp, ".%.200s.tmp-%016llx", name, (unsigned long long)random_suffix());
+}
+
+/* What a file we create in d is made with: mode, or its owner's bits below a folder every
+ * user can write to. */
+static mode_t file_mode(const pt_out_dir *d, int mode)
+{
+    return (mode_t)(d->private_files ? mode & 0700 : mode);
+}
+
 static void free_names(pt_out_file *f)
 {
     free(f->tmp_name);
@@ -332,12 +347,10 @@ int pt_out_file_create_in(pt_out_file *f, const pt_out_dir *d, const char *name,
     }
     f->path = child_path(d, name);
     f->name = pt_xstrdup(name);
-    mode_t m = (mode_t)(d->private_files ? mode & 0700 : mode);
+    mode_t m = file_mode(d, mode);
     pt_buf tmp = PT_BUF_INIT;
     for (int attempt = 0; attempt < TMP_ATTEMPTS && f->fd < 0; attempt++) {
-        pt_buf_reset(&tmp);
-        /* A dotfile: neither server publishes it while it is being written. */
-        pt_buf_printf(&tmp, ".%.200s.tmp-%016llx", name, (unsigned long long)random_suffix());
+        temporary_name(&tmp, name);
         f->fd = openat(d->fd, tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, m);
         if (f->fd < 0 && errno != EEXIST)
             break;
@@ -497,8 +510,7 @@ static int link_and_replace(const pt_out_dir *d, const char *proc_path, const ch
     pt_buf tmp = PT_BUF_INIT;
     int rc = -1;
     for (int attempt = 0; attempt < TMP_ATTEMPTS && rc != 0; attempt++) {
-        pt_buf_reset(&tmp);
-        pt_buf_printf(&tmp, ".%.200s.tmp-%016llx", name, (unsigned long long)random_suffix());
+        temporary_name(&tmp, name);
         rc = linkat(AT_FDCWD, proc_path, d->fd, tmp.data, AT_SYMLINK_FOLLOW);
         if (rc != 0 && errno != EEXIST)
             break;
@@ -524,8 +536,7 @@ static int link_and_replace(const pt_out_dir *d, const char *proc_path, const ch
 static int write_unnamed(const pt_out_dir *d, const char *name, const void *const *parts, const size_t *sizes,
                          size_t part_count, int mode, pt_error *err)
 {
-    mode_t m = (mode_t)(d->private_files ? mode & 0700 : mode);
-    int fd = openat(d->fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, m);
+    int fd = openat(d->fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, file_mode(d, mode));
     if (fd < 0)
         return 0;
     char *path = child_path(d, name);

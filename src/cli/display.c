@@ -33,7 +33,7 @@ static void usage(FILE *out)
             "  --port N         port to listen on (default 5000; 0 = any free port)\n"
             "  --bind ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 exposes the\n"
             "                   report to the network)\n"
-            "  --report FILE    first write DIR from this report.json\n"
+            "  --report FILE    first write DIR from this report.json (and the parts beside it)\n"
             "  --no-serve       only write DIR (with --report), do not serve\n"
             "  -h, --help       this help\n");
 }

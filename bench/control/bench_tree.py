@@ -19,7 +19,7 @@ Two figures per size, both from the CLI's start:
              PT_BENCH_TREE_REPORT_SIZES (default: every size)
 With each, the CPU seconds (user + sys) it cost, by process group: the fleet (every
 fake_workers process), rank 0's process alone (the coordinator, within the fleet's
-figure) and the CLI; and the load average before and after. The machine is shared: wall
+figure) and the CLI (with its peak RSS); and the load average before and after. The machine is shared: wall
 seconds mean little without the CPU seconds and the load beside them.
 Before the round, the joined job's idle cost: rank 0's process and the fleet, in cores.
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
@@ -113,7 +113,10 @@ def measure(cli, fake, world, tmp, out_root, with_report):
             fleet0, rank0_0 = cpu_seconds(pids), cpu_seconds(pids[:1])
             t0 = time.perf_counter()
             with open(os.path.join(tmp, "cli-%d-%s.err" % (world, kind)), "w+") as errf:
-                cli_proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=errf)
+                cli_env = dict(env)
+                if os.environ.get("PERFTRACKER_PHASES"):  # the CLI's analysis phases, into its log
+                    cli_env["PERFTRACKER_PHASES"] = "1"
+                cli_proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.DEVNULL, stderr=errf)
                 deadline = time.monotonic() + ROUND_TIMEOUT
                 while True:  # wait4, for the CLI's own CPU seconds
                     pid, status, usage = os.wait4(cli_proc.pid, os.WNOHANG)
@@ -128,7 +131,8 @@ def measure(cli, fake, world, tmp, out_root, with_report):
                 errf.seek(0)
                 err_text = errf.read()
             out[kind + "_cpu"] = {"fleet": cpu_seconds(pids) - fleet0, "rank0": cpu_seconds(pids[:1]) - rank0_0,
-                                  "cli": usage.ru_utime + usage.ru_stime, "cli_sys": usage.ru_stime}
+                                  "cli": usage.ru_utime + usage.ru_stime, "cli_sys": usage.ru_stime,
+                                  "cli_rss_mb": usage.ru_maxrss / 1024}
             out[kind + "_load"] = (load0, os.getloadavg()[0])
             if kind == "report" and not os.path.exists(os.path.join(outdir, "report.json")) and not any(
                     f == "report.json" for _, _, files in os.walk(outdir) for f in files):
@@ -213,8 +217,9 @@ def main():
             text += " (%s profiled)" % r[kind + "_profiled"]
         if r is not results[base] and kind in results[base]:
             text += " (%5.2fx)" % (r[kind] / results[base][kind])
-        return text + " [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s (kernel %.1f s); load %.1f->%.1f]" % (
-            c["fleet"], c["rank0"], c["cli"], c["cli_sys"], load[0], load[1])
+        return text + (" [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s (kernel %.1f s, peak RSS %.0f MB); "
+                       "load %.1f->%.1f]") % (c["fleet"], c["rank0"], c["cli"], c["cli_sys"], c["cli_rss_mb"], load[0],
+                                             load[1])
 
     print("round through the relay tree (nodes of %d; one run, median of 1):" % PER_NODE)
     for n in sizes:

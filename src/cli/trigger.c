@@ -16,6 +16,7 @@
 #include "control/client.h"
 #include "control/round.h"
 #include "report/report.h"
+#include "summarize/summary_io.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -328,6 +329,11 @@ int cmd_trigger(int argc, char **argv)
     pt_trigger_result result;
     pt_error err = {{0}};
     req.interrupted = &interrupted;
+    /* This process decodes the job's summaries as they come, then analyses them, then
+     * exits: as analyze does, their functions' names go in one pool and their records in
+     * one column store, a quarter of the memory (100,000 workers: the heap the kernel must
+     * zero as it grows) and nothing to copy into a store before the analysis. */
+    pt_summary_share_names();
     catch_interrupts(true);
     int run = pt_trigger_run(&req, &obs, &result, &err);
     catch_interrupts(false); /* the report is written: an interrupt now only stops the printing */

@@ -225,8 +225,6 @@ static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *
  * parse leaves the trace's, with a warning. */
 static void adopt_final_collectives(pt_worker_summary *s, const pt_round_snapshot *snap)
 {
-    if (s->shared_function_names) /* its calls' names are a pool's; the snapshot's are its own */
-        return;
     pt_worker_summary *record = pt_summary_new();
     record->rank = s->rank;
     record->world_size = s->world_size;
@@ -234,6 +232,8 @@ static void adopt_final_collectives(pt_worker_summary *s, const pt_round_snapsho
     if (pt_hang_state_parse(record, snap->threads, snap->collectives, &err) != 0) {
         pt_summary_add_warning(s, "its collectives as its window ended were not read: %s", err.message);
     } else {
+        if (s->shared_function_names) /* s never frees its calls' names: they must be the pool's */
+            pt_summary_pool_call_names(record);
         pt_summary_free_hang_state(s);
         s->threads = record->threads, s->thread_count = record->thread_count;
         s->groups = record->groups, s->group_count = record->group_count;

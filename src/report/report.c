@@ -7,6 +7,7 @@
 #include "report/perfdisplay.h"
 #include "util/input.h"
 #include "util/outdir.h"
+#include "util/phase.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
     }
     pt_out_dir_close(&out);
     pt_buf_free(&json);
+    pt_phase("report written");
     return rc;
 }
 

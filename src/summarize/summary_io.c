@@ -493,6 +493,18 @@ static bool names_pooled(void)
     return on;
 }
 
+void pt_summary_pool_call_names(pt_worker_summary *s)
+{
+    if (!names_pooled())
+        return;
+    for (size_t i = 0; i < s->group_count; i++)
+        for (size_t k = 0; k < s->groups[i].call_count; k++) {
+            pt_collective_call *call = &s->groups[i].calls[k];
+            call->op = shared_string(call->op, true);
+            call->dtype = shared_string(call->dtype, true);
+        }
+}
+
 /* The pool's copies of a summary's string table, taken under one lock (not one per
  * function and string: the decoding threads would queue on it). */
 static char **pooled_table(char *const *strings, size_t n)

@@ -30,6 +30,10 @@ pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err);
  * Thread-safe; for a process that decodes a whole job at once, then analyses it
  * (analyze): the store is read without its lock. */
 void pt_summary_share_names(void);
+/* With names shared: s's collective calls' op and dtype, its own strings (hang state
+ * parsed outside the decoder), become the pool's, so s can join a pooled summary, which
+ * never frees them. Without: nothing changes. */
+void pt_summary_pool_call_names(pt_worker_summary *s);
 /* True when the first bytes are a summary's magic. */
 bool pt_summary_sniff(const void *head, size_t n);
 

@@ -26,8 +26,10 @@ void pt_phase(const char *name)
 {
     if (!getenv("PERFTRACKER_PHASES"))
         return;
-    struct timespec cpu = {0, 0};
+    struct timespec cpu = {0, 0}, now = {0, 0};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-    fprintf(stderr, "perftracker: phase %s: %.2f s cpu, %ld MiB resident, peak %ld MiB\n", name,
-            (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9, status_mib("VmRSS"), status_mib("VmHWM"));
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    fprintf(stderr, "perftracker: phase %s: %.2f s cpu, %.3f s monotonic, %ld MiB resident, peak %ld MiB\n", name,
+            (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9, (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+            status_mib("VmRSS"), status_mib("VmHWM"));
 }

@@ -5,7 +5,8 @@
 #ifndef PT_UTIL_PHASE_H
 #define PT_UTIL_PHASE_H
 
-/* "perftracker: phase NAME: 3.21 s cpu, 412 MiB resident, peak 498 MiB". */
+/* "perftracker: phase NAME: 3.21 s cpu, 1234.567 s monotonic, 412 MiB resident, peak 498 MiB": the
+ * monotonic clock, so two notes give the wall time between them. */
 void pt_phase(const char *name);
 
 #endif

@@ -17,6 +17,7 @@
 #include "control/round.h"
 #include "report/report.h"
 #include "summarize/summary_io.h"
+#include "util/phase.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -334,6 +335,7 @@ int cmd_trigger(int argc, char **argv)
      * one column store, a quarter of the memory (100,000 workers: the heap the kernel must
      * zero as it grows) and nothing to copy into a store before the analysis. */
     pt_summary_share_names();
+    pt_phase("round triggered");
     catch_interrupts(true);
     int run = pt_trigger_run(&req, &obs, &result, &err);
     catch_interrupts(false); /* the report is written: an interrupt now only stops the printing */
@@ -370,5 +372,6 @@ int cmd_trigger(int argc, char **argv)
     printf("View it: cd %s/PerfDisplay && python3 app.py, then open http://127.0.0.1:5000/\n", result.round_dir);
     fflush(stdout);
     pt_json_free(result.report);
+    pt_phase("report printed and freed");
     return rc; /* a report exists, even when it only says who hung or went missing */
 }

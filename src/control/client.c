@@ -27,6 +27,7 @@
 #include "control/discover.h"
 #include "control/net.h"
 #include "control/round.h"
+#include "util/phase.h"
 #include "summarize/summary.h"
 
 #include <errno.h>
@@ -833,11 +834,13 @@ int pt_trigger_run(const pt_trigger_request *req, const pt_trigger_observer *obs
         discard_round(r, out);
         goto done;
     }
+    pt_phase("round collected");
     if (req->auto_analyze && !(out->report = pt_round_report(r, err)))
         goto done;
     rc = 0;
 done:
     pt_round_free(r);
+    pt_phase("round freed");
     pt_conn_close(&conn);
     return rc;
 }

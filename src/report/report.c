@@ -46,9 +46,10 @@ int pt_report_write_document(const char *out_dir, const char *file_name, const p
     return rc;
 }
 
-/* One file in out_dir/<sub...>/ (folders made as needed, each checked). */
+/* One file in out_dir/<sub...>/ (folders made as needed, each checked), its text in
+ * pieces (written in one go: no copy to join them). */
 static int write_in(const char *out_dir, const char *const *subs, size_t sub_count, const char *name,
-                    const pt_buf *text, pt_error *err)
+                    const void *const *pieces, const size_t *sizes, size_t count, pt_error *err)
 {
     pt_out_dir dirs[4];
     size_t opened = 0;
@@ -58,36 +59,29 @@ static int write_in(const char *out_dir, const char *const *subs, size_t sub_cou
         rc = pt_out_dir_sub(&dirs[i + 1], &dirs[i], subs[i], true, err);
         opened += rc == 0;
     }
-    if (rc == 0) {
-        const void *parts[] = {text->data};
-        size_t sizes[] = {text->len};
-        rc = pt_out_dir_write(&dirs[opened - 1], name, parts, sizes, 1, 0644, err);
-    }
+    if (rc == 0)
+        rc = pt_out_dir_write(&dirs[opened - 1], name, pieces, sizes, count, 0644, err);
     while (opened)
         pt_out_dir_close(&dirs[--opened]);
     return rc;
 }
 
 /* A part as the script the page loads from file:// too: the same JSON text (the writer
- * is HTML-safe: nothing in it can end the script), registered under its index. */
-static void part_script(const pt_json *part, const pt_buf *text, pt_buf *script)
-{
-    const pt_json *index = pt_json_get(part, "part");
-    pt_buf_printf(script, "(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%lld] = ",
-                  (long long)(index ? index->integer : 0));
-    pt_buf_append(script, text->data, text->len - 1);
-    pt_buf_puts(script, ";\n");
-}
-
-/* text: the part's JSON with its final newline. */
+ * is HTML-safe: nothing in it can end the script), registered under its index. text: the
+ * part's JSON with its final newline. */
 static int write_part_script(const char *base, const char *const *subs, size_t sub_count, const char *stem,
                              const pt_json *part, const pt_buf *text, pt_error *err)
 {
-    pt_buf script = PT_BUF_INIT, name = PT_BUF_INIT;
-    part_script(part, text, &script);
+    pt_buf head = PT_BUF_INIT, name = PT_BUF_INIT;
+    const pt_json *index = pt_json_get(part, "part");
+    pt_buf_printf(&head, "(window.PT_REPORT_PARTS = window.PT_REPORT_PARTS || {})[%lld] = ",
+                  (long long)(index ? index->integer : 0));
+    static const char tail[] = ";\n";
+    const void *pieces[] = {head.data, text->data, tail};
+    size_t sizes[] = {head.len, text->len - 1, sizeof tail - 1};
     pt_buf_printf(&name, "%s.js", stem);
-    int rc = write_in(base, subs, sub_count, name.data, &script, err);
-    pt_buf_free(&script);
+    int rc = write_in(base, subs, sub_count, name.data, pieces, sizes, 3, err);
+    pt_buf_free(&head);
     pt_buf_free(&name);
     return rc;
 }
@@ -99,7 +93,8 @@ int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *p
     pt_buf_putc(&text, '\n');
     pt_buf_printf(&name, "%s.json", stem);
     static const char *const json_dir[] = {"parts"}, *const script_dir[] = {"PerfDisplay", "parts"};
-    int rc = write_in(out_dir, json_dir, 1, name.data, &text, err);
+    const void *pieces[] = {text.data};
+    int rc = write_in(out_dir, json_dir, 1, name.data, pieces, &text.len, 1, err);
     if (rc == 0)
         rc = write_part_script(out_dir, script_dir, 2, stem, part, &text, err);
     pt_buf_free(&text);

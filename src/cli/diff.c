@@ -130,7 +130,7 @@ static int read_report_run(pt_diff_run *run, const char *label, const char *path
     char *text = pt_read_file(path, MAX_REPORT_BYTES, &len, &err);
     pt_json *doc = text ? pt_json_parse(text, len, REPORT_MAX_DEPTH, &err) : NULL;
     free(text);
-    if (!doc || pt_diff_run_from_report(run, label, doc, &err) != 0) {
+    if (!doc || pt_diff_run_from_report(run, label, doc, path, &err) != 0) {
         pt_cli_print(stderr, "perftracker: %s: %s\n", path, err.message);
         return -1;
     }

@@ -50,9 +50,12 @@ void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_sour
 /* A run rebuilt from a parsed report.json (report_version 1): per worker, the step time,
  * the per-step breakdown and the bottleneck ratios the report's sections give (a value
  * the report gives only for the job goes to every worker); a rebuilt worker that breaks
- * a rule of pt_summary_check is refused as above. Takes ownership of report.
+ * a rule of pt_summary_check is refused as above. A bounded report's other workers come
+ * from its parts beside report_path (NULL: not looked for; a warning says what is
+ * compared). Takes ownership of report.
  * 0, or -1 with err set when the document is not a usable report. */
-int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, pt_error *err);
+int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, const char *report_path,
+                            pt_error *err);
 
 void pt_diff_run_warn(pt_diff_run *run, const char *warning);
 void pt_diff_run_free(pt_diff_run *run);

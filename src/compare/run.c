@@ -22,6 +22,7 @@
  * rest are compared. */
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
+#include "report/report.h"
 #include "util/strtab.h"
 
 #include <math.h>
@@ -195,7 +196,8 @@ static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
 
 typedef struct rebuild {
     pt_worker_summary **workers;
-    size_t n;
+    size_t n, cap;
+    int32_t world_size;
     pt_strtab names;     /* worker name -> index, for the sections' worker keys */
     pt_strtab added;     /* "worker class name" of each function added: a report may name one
                             twice (a kernel under two groups, a worker's name twice in one
@@ -302,26 +304,73 @@ static void rebuild_python(rebuild *r, const pt_json *section)
     }
 }
 
+/* One worker of the report's (or its parts'), unless it has no profile or a worker of its
+ * name is in already (a part repeats the report's full-detail workers; a second worker of
+ * the same name could not be told apart in the sections). */
+static void add_worker(rebuild *r, const pt_json *item)
+{
+    pt_worker_summary *s = r->n < PT_MAX_WORLD_SIZE ? worker_from_json(item, r->world_size) : NULL;
+    if (!s)
+        return;
+    if (pt_strtab_intern(&r->names, s->name, strlen(s->name)) != r->n) {
+        pt_summary_free(s);
+        return;
+    }
+    PT_GROW(r->workers, r->cap, r->n + 1);
+    r->workers[r->n++] = s;
+}
+
+static int add_part_workers(void *ctx, const char *folder, const char *file, const pt_json *part, pt_error *err)
+{
+    (void)folder, (void)file, (void)err;
+    const pt_json *list = pt_json_get(part, "workers"); /* an array: pt_report_each_part checked */
+    for (size_t i = 0; i < list->count; i++)
+        add_worker(ctx, list->items[i]);
+    return 0;
+}
+
 /* A bounded report (more than 4096 workers) lists only its named and outlying workers in
- * full: a median or a rank-by-rank comparison of those alone is not the job's, so the
- * diff says so, with where all of them are. */
-static void warn_if_bounded(pt_diff_run *run, const char *label, const pt_json *report)
+ * full; the others are in its parts beside it (parts/workers-NNNN.json), read here when
+ * the report's path is known. Without all of them a median or a rank-by-rank comparison
+ * is not the job's, so the diff says so: how many it has, and why the rest are not in. */
+static void add_bounded_workers(rebuild *r, pt_diff_run *run, const char *label, const pt_json *report,
+                                const char *report_path)
 {
     const pt_json *scale = pt_json_get(report, "scale");
     if (!scale || scale->type != PT_JSON_OBJECT)
         return;
+    pt_buf problems = PT_BUF_INIT;
+    if (report_path)
+        pt_report_each_part(report, report_path, add_part_workers, r, &problems);
     double analysed = pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", -1);
-    pt_buf line = PT_BUF_INIT;
-    pt_buf_printf(&line,
-                  "%s is a bounded report: only %zu of its %.0f workers (the named and the outlying) are in full "
-                  "detail, so medians and ranks are compared on those alone; diff the summaries (its round's "
-                  "summaries/ folder) to compare every worker",
-                  label, run->worker_count, analysed);
-    pt_diff_run_warn(run, line.data);
-    pt_buf_free(&line);
+    if ((double)r->n < analysed) {
+        pt_buf line = PT_BUF_INIT;
+        pt_buf_printf(&line,
+                      "%s is a bounded report and only %zu of its %.0f workers are in full detail (%s), so medians "
+                      "and ranks are compared on those alone; diff the summaries (its round's summaries/ folder) to "
+                      "compare every worker",
+                      label, r->n, analysed,
+                      !report_path ? "the named and the outlying: its parts were not looked for"
+                      : problems.len ? "the named and the outlying, and the parts read beside it"
+                                     : "its parts beside it list no more");
+        pt_diff_run_warn(run, line.data);
+        pt_buf_free(&line);
+    }
+    for (char *text = problems.data, *end; text && *text; text = end + 1) { /* one warning per part not read */
+        end = strchr(text, '\n');
+        if (!end)
+            break;
+        *end = '\0';
+        pt_buf line = PT_BUF_INIT;
+        pt_buf_printf(&line, "%s: %s", label, text);
+        pt_diff_run_warn(run, line.data);
+        pt_buf_free(&line);
+    }
+    pt_buf_free(&problems);
 }
 
-int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, pt_error *err)
+int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, const char *report_path,
+                            pt_error *err)
 {
     memset(run, 0, sizeof *run);
     const pt_json *version = pt_json_get(report, "report_version");
@@ -336,20 +385,13 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
         pt_json_free(report);
         return -1;
     }
-    int32_t world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
-    rebuild r = {pt_xmalloc((list->count ? list->count : 1) * sizeof *r.workers), 0, {0}, {0}};
+    rebuild r = {NULL, 0, 0, 0, {0}, {0}};
+    r.world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
     pt_strtab_init(&r.names);
     pt_strtab_init(&r.added);
-    for (size_t i = 0; i < list->count; i++) {
-        pt_worker_summary *s = worker_from_json(list->items[i], world_size);
-        if (!s)
-            continue;
-        if (pt_strtab_intern(&r.names, s->name, strlen(s->name)) != r.n) {
-            pt_summary_free(s); /* a second worker of the same name: the sections cannot tell them apart */
-            continue;
-        }
-        r.workers[r.n++] = s;
-    }
+    for (size_t i = 0; i < list->count; i++)
+        add_worker(&r, list->items[i]);
+    add_bounded_workers(&r, run, label, report, report_path);
     rebuild_compute(&r, pt_json_get(report, "GPU Compute"));
     rebuild_average_sections(&r, pt_json_get(report, "GPU memory operations"), PT_CLASS_MEMORY);
     rebuild_communication(&r, pt_json_get(report, "Communication"));
@@ -363,7 +405,6 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
     run->owns_workers = true;
     admit(run, r.workers, r.n);
     free(r.workers);
-    warn_if_bounded(run, label, report);
     run->report = report;
     run->counts_known = false;
     run->complete[PT_CLASS_MEMORY] = run->complete[PT_CLASS_COMM] = true;

@@ -119,10 +119,9 @@ static bool safe_name(const char *s)
     return true;
 }
 
-/* One listed part, read from beside the report and checked (an object with its index and
- * a workers list), its script written into display_dir/<folder>/. */
-static int copy_part(const char *report_dir, const char *display_dir, const char *folder, const char *file,
-                     int64_t index, pt_error *err)
+/* One listed part, read from beside the report and checked: an object with its index and
+ * a workers list. NULL with err otherwise. */
+static pt_json *read_part(const char *report_dir, const char *folder, const char *file, int64_t index, pt_error *err)
 {
     pt_buf path = PT_BUF_INIT;
     pt_buf_printf(&path, "%s/%s/%s", report_dir, folder, file);
@@ -131,26 +130,62 @@ static int copy_part(const char *report_dir, const char *display_dir, const char
     char *raw = pt_read_file(path.data, PART_MAX_BYTES, &len, &why);
     pt_json *part = raw ? pt_json_parse(raw, len, 64, &why) : NULL;
     free(raw);
-    if (!part)
-        pt_error_set(err, "%s: %s", path.data, why.message);
-    int rc = -1;
     const pt_json *got = part ? pt_json_get(part, "part") : NULL;
     const pt_json *workers = part ? pt_json_get(part, "workers") : NULL;
-    if (part && (part->type != PT_JSON_OBJECT || !got || got->type != PT_JSON_NUMBER || !got->is_integer ||
-                 got->integer != index || !workers || workers->type != PT_JSON_ARRAY)) {
+    if (!part) {
+        pt_error_set(err, "%s: %s", path.data, why.message);
+    } else if (part->type != PT_JSON_OBJECT || !got || got->type != PT_JSON_NUMBER || !got->is_integer ||
+               got->integer != index || !workers || workers->type != PT_JSON_ARRAY) {
         pt_error_set(err, "%s is not part %lld of this report", path.data, (long long)index);
-    } else if (part) {
-        pt_buf text = PT_BUF_INIT;
-        pt_json_write(&text, part, -1);
-        pt_buf_putc(&text, '\n');
-        char stem[256];
-        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(file) - strlen(".json")), file);
-        const char *const subs[] = {folder};
-        rc = write_part_script(display_dir, subs, 1, stem, part, &text, err);
-        pt_buf_free(&text);
+        pt_json_free(part);
+        part = NULL;
     }
-    pt_json_free(part);
     pt_buf_free(&path);
+    return part;
+}
+
+size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_report_part_visitor visit, void *ctx,
+                           pt_buf *problems)
+{
+    const pt_json *parts = pt_json_get(pt_json_get(report, "scale"), "parts");
+    const pt_json *files = parts ? pt_json_get(parts, "files") : NULL;
+    const char *folder = parts ? pt_json_get_string(parts, "folder", "") : "";
+    size_t count = files && files->type == PT_JSON_ARRAY ? files->count : 0, visited = 0;
+    if (count && !safe_name(folder)) {
+        pt_buf_printf(problems, "the report names its parts' folder \"%.80s\", not a plain folder name; none read\n",
+                      folder);
+        count = 0;
+    }
+    char *report_dir = pt_dirname(report_path);
+    for (size_t i = 0; i < count; i++) {
+        const char *file = pt_json_get_string(files->items[i], "file", "");
+        size_t n = strlen(file);
+        pt_error why = {{0}};
+        pt_json *part = NULL;
+        if (!safe_name(file) || n <= strlen(".json") || !pt_ends_with(file, ".json") || n >= 250)
+            pt_buf_printf(problems, "part %zu: \"%.80s\" is not a part's file name; not read\n", i, file);
+        else if (!(part = read_part(report_dir, folder, file, (int64_t)i, &why)) ||
+                 visit(ctx, folder, file, part, &why) != 0)
+            pt_buf_printf(problems, "part %zu: %s\n", i, why.message);
+        else
+            visited++;
+        pt_json_free(part);
+    }
+    free(report_dir);
+    return visited;
+}
+
+/* A part's script, written into display_dir (ctx)/<folder>/ (pt_report_each_part). */
+static int copy_part(void *display_dir, const char *folder, const char *file, const pt_json *part, pt_error *err)
+{
+    pt_buf text = PT_BUF_INIT;
+    pt_json_write(&text, part, -1);
+    pt_buf_putc(&text, '\n');
+    char stem[256];
+    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(file) - strlen(".json")), file);
+    const char *const subs[] = {folder};
+    int rc = write_part_script(display_dir, subs, 1, stem, part, &text, err);
+    pt_buf_free(&text);
     return rc;
 }
 
@@ -161,28 +196,7 @@ int pt_report_copy_parts(const char *report_path, const char *report_json, size_
     pt_json *report = pt_json_parse(report_json, report_len, 128, err);
     if (!report)
         return -1;
-    const pt_json *parts = pt_json_get(pt_json_get(report, "scale"), "parts");
-    const pt_json *files = parts ? pt_json_get(parts, "files") : NULL;
-    const char *folder = parts ? pt_json_get_string(parts, "folder", "") : "";
-    size_t count = files && files->type == PT_JSON_ARRAY ? files->count : 0;
-    if (count && !safe_name(folder)) {
-        pt_buf_printf(problems, "the report names its parts' folder \"%.80s\", not a plain folder name; none copied\n",
-                      folder);
-        count = 0;
-    }
-    char *report_dir = pt_dirname(report_path);
-    for (size_t i = 0; i < count; i++) {
-        const char *file = pt_json_get_string(files->items[i], "file", "");
-        size_t n = strlen(file);
-        pt_error why = {{0}};
-        if (!safe_name(file) || n <= strlen(".json") || !pt_ends_with(file, ".json") || n >= 250)
-            pt_buf_printf(problems, "part %zu: \"%.80s\" is not a part's file name; not copied\n", i, file);
-        else if (copy_part(report_dir, display_dir, folder, file, (int64_t)i, &why) != 0)
-            pt_buf_printf(problems, "part %zu: %s\n", i, why.message);
-        else
-            ++*copied;
-    }
-    free(report_dir);
+    *copied = pt_report_each_part(report, report_path, copy_part, (void *)display_dir, problems);
     pt_json_free(report);
     return 0;
 }

@@ -21,6 +21,16 @@ int pt_report_write_part(const char *out_dir, const char *stem, const pt_json *p
  * folder (a char *): what analyze and a triggered round both hand the diagnosis. */
 int pt_report_part_writer(void *out_dir, const char *stem, const pt_json *part, pt_error *err);
 
+/* Each part a bounded report lists (scale.parts), read from beside report_path and
+ * checked (a plain file name in a plain folder name, an object holding its own index and a
+ * workers list): visit(ctx, folder, file, part, err) for each; visit's 0 counts it. A part
+ * that is missing, not the report's, or that visit refuses is a line in problems (with
+ * visit's err). Returns how many were visited with 0. */
+typedef int (*pt_report_part_visitor)(void *ctx, const char *folder, const char *file, const pt_json *part,
+                                      pt_error *err);
+size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_report_part_visitor visit, void *ctx,
+                           pt_buf *problems);
+
 /* For a PerfDisplay folder written from a report.json elsewhere (perftracker display
  * --report): each part the report lists (scale.parts), read from beside report_path and
  * checked, written into display_dir/<folder>/ as the script the page loads. A part that

@@ -14,11 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compare/diff.h"
 #include "diagnose/diagnose.h"
 #include "report/diff_report.h"
+#include "report/report.h"
 #include "synth/synth.h"
+#include "util/input.h"
 
 typedef struct job {
     pt_worker_summary **workers;
@@ -268,7 +271,7 @@ static void run_from_report(pt_diff_run *run, job *j)
     pt_json *parsed = pt_json_parse(text.data, text.len, 64, &err);
     pt_buf_free(&text);
     assert_non_null(parsed);
-    assert_int_equal(pt_diff_run_from_report(run, "report.json", parsed, &err), 0);
+    assert_int_equal(pt_diff_run_from_report(run, "report.json", parsed, NULL, &err), 0);
 }
 
 /* A bounded report (PERFTRACKER_REPORT_FULL_MAX, 8 here for 200 workers) holds only some
@@ -294,6 +297,96 @@ static void test_bounded_report_run_says_what_it_compares(void **state)
     run_from_report(&full, &slow); /* the full form: nothing to say */
     for (size_t i = 0; i < full.warning_count; i++)
         assert_null(strstr(full.warnings[i], "bounded report"));
+    pt_diff_run_free(&full);
+    free_job(&slow);
+}
+
+/* The bounded report written as analyze writes it (report.json and its parts, under a new
+ * folder), read back by path: every worker is in the run again, from the parts. */
+static void run_from_written_report(pt_diff_run *run, job *j, char *dir, size_t cap, const char *missing_part)
+{
+    snprintf(dir, cap, "/tmp/pt-test-diff-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    pt_job_input input = {j->workers, j->n, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    input.write_part = pt_report_part_writer;
+    input.part_ctx = dir;
+    pt_json *report = pt_diagnose(&input);
+    pt_error err = {{0}};
+    assert_int_equal(pt_report_write(dir, report, &err), 0);
+    pt_json_free(report);
+    char path[256];
+    if (missing_part) {
+        snprintf(path, sizeof path, "%s/parts/%s", dir, missing_part);
+        assert_int_equal(unlink(path), 0);
+    }
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    size_t len = 0;
+    char *text = pt_read_file(path, 64 << 20, &len, &err);
+    assert_non_null(text);
+    pt_json *parsed = pt_json_parse(text, len, 64, &err);
+    free(text);
+    assert_non_null(parsed);
+    assert_int_equal(pt_diff_run_from_report(run, "report.json", parsed, path, &err), 0);
+}
+
+static void remove_written_report(const char *dir)
+{
+    char command[300];
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    assert_int_equal(system(command), 0);
+}
+
+static const pt_worker_summary *run_worker_of_rank(const pt_diff_run *run, int32_t rank)
+{
+    for (size_t i = 0; i < run->worker_count; i++)
+        if (run->workers[i]->rank == rank)
+            return run->workers[i];
+    return NULL;
+}
+
+/* With its path, a bounded report's run has every worker, from the parts beside it, with
+ * the step times the full form gives each (an independent rebuild: the same job's report
+ * in full), and no warning; a part that is gone is named, and the run says how many it
+ * has without it. */
+static void test_bounded_report_run_reads_its_parts(void **state)
+{
+    (void)state;
+    job slow = make_job(PT_FAULT_SLOW_DATALOADER, 1, 200, 3);
+    pt_diff_run full;
+    run_from_report(&full, &slow);
+    assert_int_equal(full.worker_count, 200);
+    setenv("PERFTRACKER_REPORT_FULL_MAX", "8", 1);
+    char dir[64];
+    pt_diff_run run;
+    run_from_written_report(&run, &slow, dir, sizeof dir, NULL);
+    assert_int_equal(run.worker_count, 200);
+    for (size_t i = 0; i < run.warning_count; i++)
+        assert_null(strstr(run.warnings[i], "bounded report"));
+    for (int32_t rank = 0; rank < 200; rank++) {
+        const pt_worker_summary *mine = run_worker_of_rank(&run, rank), *theirs = run_worker_of_rank(&full, rank);
+        assert_non_null(mine);
+        assert_non_null(theirs);
+        assert_int_equal(mine->step_count, theirs->step_count);
+        assert_int_equal(pt_summary_step_ns(mine), pt_summary_step_ns(theirs));
+    }
+    pt_diff_run_free(&run);
+    remove_written_report(dir);
+
+    pt_diff_run partial;
+    run_from_written_report(&partial, &slow, dir, sizeof dir, "workers-0000.json"); /* its only part: 1024 ranks */
+    unsetenv("PERFTRACKER_REPORT_FULL_MAX");
+    assert_true(partial.worker_count > 0 && partial.worker_count < 200); /* the report's full-detail workers */
+    char want[96];
+    snprintf(want, sizeof want, "only %zu of its 200 workers", partial.worker_count);
+    bool said_count = false, said_part = false;
+    for (size_t i = 0; i < partial.warning_count; i++) {
+        said_count |= strstr(partial.warnings[i], want) != NULL;
+        said_part |= strstr(partial.warnings[i], "part 0:") && strstr(partial.warnings[i], "workers-0000.json");
+    }
+    assert_true(said_count);
+    assert_true(said_part);
+    pt_diff_run_free(&partial);
+    remove_written_report(dir);
     pt_diff_run_free(&full);
     free_job(&slow);
 }
@@ -345,7 +438,7 @@ static void test_not_a_report_is_refused(void **state)
         pt_json *doc = pt_json_parse(bad[i], strlen(bad[i]), 64, &err);
         assert_non_null(doc);
         pt_diff_run run;
-        assert_int_equal(pt_diff_run_from_report(&run, "x.json", doc, &err), -1);
+        assert_int_equal(pt_diff_run_from_report(&run, "x.json", doc, NULL, &err), -1);
         assert_non_null(strstr(err.message, "x.json"));
     }
     /* Workers of the wrong shape are skipped, not trusted. */
@@ -356,7 +449,7 @@ static void test_not_a_report_is_refused(void **state)
     pt_error err = {{0}};
     pt_json *doc = pt_json_parse(odd, strlen(odd), 64, &err);
     pt_diff_run run;
-    assert_int_equal(pt_diff_run_from_report(&run, "odd.json", doc, &err), 0);
+    assert_int_equal(pt_diff_run_from_report(&run, "odd.json", doc, NULL, &err), 0);
     assert_int_equal(run.worker_count, 1);
     assert_int_equal(run.workers[0]->step_count, 1);
     assert_int_equal(run.workers[0]->function_count, 1);
@@ -425,7 +518,7 @@ static void test_invalid_report_workers_are_refused(void **state)
     pt_json *doc = pt_json_parse(text, strlen(text), 64, &err);
     assert_non_null(doc);
     pt_diff_run run;
-    assert_int_equal(pt_diff_run_from_report(&run, "r.json", doc, &err), 0);
+    assert_int_equal(pt_diff_run_from_report(&run, "r.json", doc, NULL, &err), 0);
     assert_int_equal(run.worker_count, 1);
     assert_int_equal(run.refused, 1);
     assert_string_equal(run.workers[0]->name, "ok");
@@ -604,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_hang_leads_the_verdict),
         cmocka_unit_test(test_reports_find_the_same_cause),
         cmocka_unit_test(test_bounded_report_run_says_what_it_compares),
+        cmocka_unit_test(test_bounded_report_run_reads_its_parts),
         cmocka_unit_test(test_not_a_report_is_refused),
         cmocka_unit_test(test_invalid_workers_are_refused),
         cmocka_unit_test(test_invalid_report_workers_are_refused),

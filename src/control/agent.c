@@ -527,10 +527,11 @@ static void sample_status(pt_agent *a, int64_t now)
     a->stalled_ns = pt_hang_stalled_ns(now, steps, last_end, a->mean_step_ns, a->cfg.hang_factor,
                                        a->cfg.hang_floor_ns);
     if (a->window_active && steps > a->window_end_step + WINDOW_LOST_STEPS) {
-        /* The collector never reported this window (aborted, or its writer is stuck):
-         * stop treating steps as profiled, or the automatic trigger would stay off. */
-        pt_ctl_logf(&a->cfg.log, "the window of round %u ended %d steps ago without a summary", a->armed_round,
-                    WINDOW_LOST_STEPS);
+        /* The collector has not reported this window (aborted, its writer stuck, or
+         * still summarizing: a starved host): stop treating steps as profiled, or the
+         * automatic trigger would stay off. A summary that comes later is still sent. */
+        pt_ctl_logf(&a->cfg.log, "the window of round %u ended %d steps ago and its summary is not ready; its steps "
+                    "no longer count as profiled (a late summary is still sent)", a->armed_round, WINDOW_LOST_STEPS);
         a->window_active = false;
     }
     if (a->stalled_ns == 0)

@@ -26,7 +26,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf('--' + name);
   return i >= 0 ? process.argv[i + 1] : fallback;
 }
-const perftracker = arg('perftracker'), work = arg('work', '/tmp/pt-bench-display');
+const perftracker = arg('perftracker'), work = path.resolve(arg('work', '/tmp/pt-bench-display')); // file:// URLs need it absolute
 const runs = Number(arg('runs', 3));
 const sizes = arg('sizes', '1024,10000,100000').split(',').map(Number);
 const fullToo = arg('full', '').split(',').filter(Boolean).map(Number);

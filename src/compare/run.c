@@ -329,6 +329,31 @@ static int add_part_workers(void *ctx, const char *folder, const char *file, con
     return 0;
 }
 
+/* A warning for each of the first PARTS_NOT_READ_LISTED parts not read (problems: a line
+ * each), and one counting the rest: a report moved without its parts/ folder would
+ * otherwise give one line per 1024 workers. */
+#define PARTS_NOT_READ_LISTED 3
+
+static void warn_parts_not_read(pt_diff_run *run, const char *label, pt_buf *problems)
+{
+    size_t listed = 0;
+    for (char *text = problems->data, *end; text && *text && (end = strchr(text, '\n')); text = end + 1) {
+        *end = '\0';
+        if (listed++ >= PARTS_NOT_READ_LISTED)
+            continue;
+        pt_buf line = PT_BUF_INIT;
+        pt_buf_printf(&line, "%s: %s", label, text);
+        pt_diff_run_warn(run, line.data);
+        pt_buf_free(&line);
+    }
+    if (listed > PARTS_NOT_READ_LISTED) {
+        pt_buf line = PT_BUF_INIT;
+        pt_buf_printf(&line, "%s: %zu more of its parts were not read", label, listed - PARTS_NOT_READ_LISTED);
+        pt_diff_run_warn(run, line.data);
+        pt_buf_free(&line);
+    }
+}
+
 /* A bounded report (more than 4096 workers) lists only its named and outlying workers in
  * full; the others are in its parts beside it (parts/workers-NNNN.json), read here when
  * the report's path is known. Without all of them a median or a rank-by-rank comparison
@@ -339,33 +364,28 @@ static void add_bounded_workers(rebuild *r, pt_diff_run *run, const char *label,
     const pt_json *scale = pt_json_get(report, "scale");
     if (!scale || scale->type != PT_JSON_OBJECT)
         return;
-    pt_buf problems = PT_BUF_INIT;
-    if (report_path)
-        pt_report_each_part(report, report_path, add_part_workers, r, &problems);
+    pt_buf problems = PT_BUF_INIT, why = PT_BUF_INIT;
+    size_t parts_read = report_path ? pt_report_each_part(report, report_path, add_part_workers, r, &problems) : 0;
     double analysed = pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", -1);
     if ((double)r->n < analysed) {
         pt_buf line = PT_BUF_INIT;
+        if (!report_path)
+            pt_buf_puts(&why, "the named and the outlying: its parts were not looked for");
+        else if (parts_read)
+            pt_buf_printf(&why, "the named and the outlying, and those of the %zu part(s) read beside it", parts_read);
+        else
+            pt_buf_puts(&why, problems.len ? "the named and the outlying: none of its parts could be read"
+                                           : "its parts list no more");
         pt_buf_printf(&line,
                       "%s is a bounded report and only %zu of its %.0f workers are in full detail (%s), so medians "
                       "and ranks are compared on those alone; diff the summaries (its round's summaries/ folder) to "
                       "compare every worker",
-                      label, r->n, analysed,
-                      !report_path ? "the named and the outlying: its parts were not looked for"
-                      : problems.len ? "the named and the outlying, and the parts read beside it"
-                                     : "its parts beside it list no more");
+                      label, r->n, analysed, why.data);
         pt_diff_run_warn(run, line.data);
         pt_buf_free(&line);
+        pt_buf_free(&why);
     }
-    for (char *text = problems.data, *end; text && *text; text = end + 1) { /* one warning per part not read */
-        end = strchr(text, '\n');
-        if (!end)
-            break;
-        *end = '\0';
-        pt_buf line = PT_BUF_INIT;
-        pt_buf_printf(&line, "%s: %s", label, text);
-        pt_diff_run_warn(run, line.data);
-        pt_buf_free(&line);
-    }
+    warn_parts_not_read(run, label, &problems);
     pt_buf_free(&problems);
 }
 

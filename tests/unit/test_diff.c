@@ -391,6 +391,44 @@ static void test_bounded_report_run_reads_its_parts(void **state)
     free_job(&slow);
 }
 
+/* A report moved without its parts/ folder, listing five: three are named, the rest
+ * counted, and the run says none could be read (not one warning per 1024 workers). */
+static void test_parts_not_read_are_named_then_counted(void **state)
+{
+    (void)state;
+    job slow = make_job(PT_FAULT_SLOW_DATALOADER, 1, 200, 3);
+    setenv("PERFTRACKER_REPORT_FULL_MAX", "8", 1);
+    pt_job_input input = {slow.workers, slow.n, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    pt_json *report = pt_diagnose(&input);
+    unsetenv("PERFTRACKER_REPORT_FULL_MAX");
+    pt_json *parts = pt_json_set(pt_json_get(report, "scale"), "parts", pt_json_object());
+    pt_json_add(parts, "folder", pt_json_string("parts"));
+    pt_json *files = pt_json_add(parts, "files", pt_json_array());
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "workers-%04d.json", i);
+        pt_json_add(pt_json_push(files, pt_json_object()), "file", pt_json_string(name));
+    }
+    char dir[] = "/tmp/pt-test-diff-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    pt_diff_run run;
+    pt_error err = {{0}};
+    assert_int_equal(pt_diff_run_from_report(&run, "r.json", report, path, &err), 0);
+    size_t named = 0, counted = 0, none = 0;
+    for (size_t i = 0; i < run.warning_count; i++) {
+        named += strstr(run.warnings[i], "cannot open") != NULL;
+        counted += strstr(run.warnings[i], "2 more of its parts were not read") != NULL;
+        none += strstr(run.warnings[i], "none of its parts could be read") != NULL;
+    }
+    assert_int_equal(named, 3);
+    assert_int_equal(counted, 1);
+    assert_int_equal(none, 1);
+    pt_diff_run_free(&run);
+    remove_written_report(dir);
+    free_job(&slow);
+}
+
 static void test_reports_find_the_same_cause(void **state)
 {
     (void)state;
@@ -698,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_reports_find_the_same_cause),
         cmocka_unit_test(test_bounded_report_run_says_what_it_compares),
         cmocka_unit_test(test_bounded_report_run_reads_its_parts),
+        cmocka_unit_test(test_parts_not_read_are_named_then_counted),
         cmocka_unit_test(test_not_a_report_is_refused),
         cmocka_unit_test(test_invalid_workers_are_refused),
         cmocka_unit_test(test_invalid_report_workers_are_refused),

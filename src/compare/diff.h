@@ -38,6 +38,8 @@ typedef struct pt_diff_run {
     bool complete[PT_CLASS_COUNT];
     char **warnings;               /* input problems ("path: why"), carried into the diff */
     size_t warning_count;
+    struct pt_strtab *names;       /* rebuilt workers' function names and groups, each once
+                                      (their shared_function_names), freed after them */
 } pt_diff_run;
 
 /* A run over worker summaries (borrowed: they must outlive the run). Those that break a

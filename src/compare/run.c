@@ -85,6 +85,9 @@ void pt_diff_run_free(pt_diff_run *run)
         for (size_t w = 0; w < run->worker_count; w++)
             pt_summary_free(run->workers[w]);
     free(run->workers);
+    if (run->names)
+        pt_strtab_free(run->names);
+    free(run->names);
     pt_free_strings(run->warnings, run->warning_count);
     free(run->label);
     pt_json_free(run->report);
@@ -174,6 +177,7 @@ static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
         step_time->type != PT_JSON_NUMBER || !(step_time->number > 0))
         return NULL;
     pt_worker_summary *s = pt_summary_new();
+    s->shared_function_names = true; /* its functions' names are the run's (rebuild.functions) */
     s->name = pt_xstrdup(pt_json_get_string(w, "name", ""));
     s->host = pt_xstrdup(pt_json_get_string(w, "host", ""));
     s->rank = (int32_t)int_of(w, "rank", -1, 0, PT_MAX_WORLD_SIZE);
@@ -199,9 +203,13 @@ typedef struct rebuild {
     size_t n, cap;
     int32_t world_size;
     pt_strtab names;     /* worker name -> index, for the sections' worker keys */
-    pt_strtab added;     /* "worker class name" of each function added: a report may name one
-                            twice (a kernel under two groups, a worker's name twice in one
-                            stack's shares), and a summary holds it once: the first stands */
+    pt_strtab *functions; /* every function name and group, once: the workers point into it
+                             (100,000 workers x a few dozen functions each otherwise copied
+                             every name) */
+    pt_strtab added;     /* (worker, class, name) of each function added, as a fixed-size key:
+                            a report may name one twice (a kernel under two groups, a worker's
+                            name twice in one stack's shares), and a summary holds it once:
+                            the first stands */
 } rebuild;
 
 static void add_function(rebuild *r, size_t w, pt_class cls, const char *name, const char *group, double ratio,
@@ -210,19 +218,23 @@ static void add_function(rebuild *r, size_t w, pt_class cls, const char *name, c
     pt_worker_summary *s = r->workers[w];
     if (!(ratio > 0) || !isfinite(ratio) || s->window_ns <= 0)
         return;
-    pt_buf key = PT_BUF_INIT;
-    pt_buf_printf(&key, "%zu %d %s", w, (int)cls, name);
+    uint32_t name_id = pt_strtab_intern(r->functions, name, strlen(name));
+    unsigned char key[9]; /* worker, name, class: no padding to leave unset */
+    uint32_t worker = (uint32_t)w;
+    memcpy(key, &worker, 4);
+    memcpy(key + 4, &name_id, 4);
+    key[8] = (unsigned char)cls;
     size_t known = r->added.count;
-    pt_strtab_intern(&r->added, key.data, key.len);
-    pt_buf_free(&key);
+    pt_strtab_intern(&r->added, (const char *)key, sizeof key);
     if (r->added.count == known)
         return;
     s->functions = pt_xrealloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
     pt_function_summary *f = &s->functions[s->function_count++];
     memset(f, 0, sizeof *f);
     f->cls = cls;
-    f->name = pt_xstrdup(name);
-    f->group = group ? pt_xstrdup(group) : NULL;
+    f->name = (char *)pt_strtab_get(r->functions, name_id); /* never freed: shared_function_names */
+    f->group = group ? (char *)pt_strtab_get(r->functions, pt_strtab_intern(r->functions, group, strlen(group)))
+                     : NULL;
     f->exposed_ns = (int64_t)llround(fmin(ratio, 1.0) * (double)s->window_ns);
     f->median_ns = median_ms > 0 && isfinite(median_ms) ? (int64_t)llround(median_ms * MS) : 0;
 }
@@ -405,8 +417,9 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
         pt_json_free(report);
         return -1;
     }
-    rebuild r = {NULL, 0, 0, 0, {0}, {0}};
+    rebuild r = {NULL, 0, 0, 0, {0}, pt_xmalloc(sizeof *r.functions), {0}};
     r.world_size = (int32_t)int_of(pt_json_get(report, "job"), "world_size", -1, 1, PT_MAX_WORLD_SIZE);
+    pt_strtab_init(r.functions);
     pt_strtab_init(&r.names);
     pt_strtab_init(&r.added);
     for (size_t i = 0; i < list->count; i++)
@@ -423,6 +436,7 @@ int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report
     run->label = pt_xstrdup(label);
     run->source = PT_RUN_REPORT;
     run->owns_workers = true;
+    run->names = r.functions;
     admit(run, r.workers, r.n);
     free(r.workers);
     run->report = report;

@@ -89,12 +89,8 @@ static int write_display(const char *report_path, const char *dir)
     pt_buf problems = PT_BUF_INIT;
     pt_report_copy_parts(report_path, report, len, dir, &copied, &problems, &err);
     free(report);
-    for (char *line = problems.data, *end; line && *line; line = end + 1) {
-        end = strchr(line, '\n');
-        if (!end)
-            break;
-        fprintf(stderr, "perftracker display: warning: %.*s\n", (int)(end - line), line);
-    }
+    /* The report's names are in them: printed with control characters replaced. */
+    pt_cli_print_lines(stderr, "perftracker display: warning: ", problems.data);
     pt_buf_free(&problems);
     fprintf(stderr, "perftracker display: wrote %s%s", dir,
             pt_perfdisplay_has_charts() ? "" : " (charts not bundled in this build)");

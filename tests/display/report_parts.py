@@ -70,6 +70,15 @@ def main():
     assert written == [files[0][:-5] + ".js", files[3][:-5] + ".js"], written
     assert os.listdir(os.path.join(work, "elsewhere")) == []
     assert os.path.isfile(os.path.join(page2, "index.html"))
+
+    # A folder name that would drive the terminal (set its title): refused, and printed
+    # with its control characters replaced.
+    doc["scale"]["parts"]["folder"] = "parts\x1b]0;owned\x07"
+    with open(report, "w") as f:
+        json.dump(doc, f)
+    err = display(cli, report, os.path.join(work, "page3"))
+    assert "not a plain folder name" in err, err
+    assert "\x1b" not in err and "\x07" not in err, repr(err)
     shutil.rmtree(work, ignore_errors=True)
     print("report_parts: ok")
     return 0

@@ -27,8 +27,8 @@
 #include "control/discover.h"
 #include "control/net.h"
 #include "control/round.h"
-#include "util/phase.h"
 #include "summarize/summary.h"
+#include "util/phase.h"
 
 #include <errno.h>
 #include <poll.h>

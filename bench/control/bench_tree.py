@@ -19,8 +19,9 @@ Two figures per size, both from the CLI's start:
              PT_BENCH_TREE_REPORT_SIZES (default: every size)
 With each, the CPU seconds (user + sys) it cost, by process group: the fleet (every
 fake_workers process), rank 0's process alone (the coordinator, within the fleet's
-figure) and the CLI (with its peak RSS); and the load average before and after. The machine is shared: wall
-seconds mean little without the CPU seconds and the load beside them.
+figure) and the CLI (with its peak RSS); the load average before and after; and the CPU
+seconds the host stole from this VM meanwhile (/proc/stat). The machine is shared: wall
+seconds mean little without the CPU seconds, the load and the steal beside them.
 Before the round, the joined job's idle cost: rank 0's process and the fleet, in cores.
 Sizes: PT_BENCH_TREE_SIZES (default 1024,10240,100000); the simulated agents' heartbeat
 period: PT_BENCH_TREE_HEARTBEAT_MS (default: the product's for the world, 1 s up to 20k
@@ -71,6 +72,18 @@ def cpu_seconds(pids):
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def stolen_seconds():
+    """CPU seconds the hypervisor gave other guests while this VM's CPUs wanted to run (the
+    steal column of /proc/stat, all CPUs), so far: a round on a host busy elsewhere shows it
+    here and nowhere else (0 where the kernel does not account it)"""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else 0.0
+    except (OSError, ValueError):
+        return 0.0
+
+
 def measure(cli, fake, world, tmp, out_root, with_report):
     env = dict(os.environ)
     for k in list(env):
@@ -110,7 +123,7 @@ def measure(cli, fake, world, tmp, out_root, with_report):
             if kind == "report":
                 args.insert(2, "--auto-analyze")
             load0 = os.getloadavg()[0]
-            fleet0, rank0_0 = cpu_seconds(pids), cpu_seconds(pids[:1])
+            fleet0, rank0_0, stolen0 = cpu_seconds(pids), cpu_seconds(pids[:1]), stolen_seconds()
             t0 = time.perf_counter()
             with open(os.path.join(tmp, "cli-%d-%s.err" % (world, kind)), "w+") as errf:
                 cli_env = dict(env)
@@ -134,6 +147,7 @@ def measure(cli, fake, world, tmp, out_root, with_report):
                                   "cli": usage.ru_utime + usage.ru_stime, "cli_sys": usage.ru_stime,
                                   "cli_rss_mb": usage.ru_maxrss / 1024}
             out[kind + "_load"] = (load0, os.getloadavg()[0])
+            out[kind + "_stolen"] = stolen_seconds() - stolen0
             if kind == "report" and not os.path.exists(os.path.join(outdir, "report.json")) and not any(
                     f == "report.json" for _, _, files in os.walk(outdir) for f in files):
                 raise RuntimeError("round of %d wrote no report.json" % world)
@@ -218,8 +232,8 @@ def main():
         if r is not results[base] and kind in results[base]:
             text += " (%5.2fx)" % (r[kind] / results[base][kind])
         return text + (" [CPU: fleet %.1f s of which rank 0 %.1f s, CLI %.1f s (kernel %.1f s, peak RSS %.0f MB); "
-                       "load %.1f->%.1f]") % (c["fleet"], c["rank0"], c["cli"], c["cli_sys"], c["cli_rss_mb"], load[0],
-                                             load[1])
+                       "load %.1f->%.1f; stolen by the host %.1f s]") % (c["fleet"], c["rank0"], c["cli"], c["cli_sys"],
+                                                                 c["cli_rss_mb"], load[0], load[1], r[kind + "_stolen"])
 
     print("round through the relay tree (nodes of %d; one run, median of 1):" % PER_NODE)
     for n in sizes:

@@ -576,14 +576,18 @@ static void periodic(pt_agent *a, int64_t now)
 
 static void deliver_finished_window(pt_agent *a)
 {
-    finished_window w = {0};
+    /* Called on every turn: a driven fleet turns 400,000 agents a second, so the 4.6 KB
+     * window is copied (and the mailbox cleared) only when one is there. */
+    finished_window w;
+    bool taken = false;
     pthread_mutex_lock(&a->mailbox_lock);
     if (a->mailbox.present && a->link == LINK_READY) {
         w = a->mailbox;
         memset(&a->mailbox, 0, sizeof a->mailbox);
+        taken = true;
     }
     pthread_mutex_unlock(&a->mailbox_lock);
-    if (!w.present)
+    if (!taken)
         return;
     /* Where it stands first, so the coordinator's step counts (and the CLI's progress)
      * are current when the summary lands. */

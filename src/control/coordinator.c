@@ -450,7 +450,10 @@ static int wrap_for_relay(pt_coordinator *c, const peer *p, const pt_ctl_msg *m,
     return 0;
 }
 
-static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+/* Queues m for p (through its relay, wrapped, when it has one) and, with flush, writes it
+ * now. Without, it waits for the peer's next turn (EPOLLOUT is asked for): a round's start
+ * queues the ARMs of every rank and each relay's eight leave in one write, not eight. */
+static void queue_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, bool flush, int64_t now)
 {
     if (!p || p->dead)
         return;
@@ -464,11 +467,16 @@ static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         m = &wrapped;
         p = p->via;
     }
-    if (pt_conn_send(&p->conn, m, &err) != 0 || pt_conn_flush(&p->conn, &err) != 0) {
+    if (pt_conn_send(&p->conn, m, &err) != 0 || (flush && pt_conn_flush(&p->conn, &err) != 0)) {
         kill_peer(c, p, now, err.message);
         return;
     }
     update_interest(c, p);
+}
+
+static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
+{
+    queue_to(c, p, m, true, now);
 }
 
 static pt_ctl_worker identity_of(const pt_coordinator *c, int32_t rank)
@@ -627,7 +635,7 @@ static void send_arm(pt_coordinator *c, int32_t rank, int64_t now)
     m.path = pt_ctl_str(keep ? r->raw_dir : "");
     r->w[rank].arm_sent = true;
     r->w[rank].state = RW_ARMED; /* before sending: a failed send settles it as died */
-    send_to(c, c->workers[rank].peer, &m, now);
+    queue_to(c, c->workers[rank].peer, &m, false, now);
 }
 
 /* Asks every connected worker where it is, now: the snapshots a hang is judged from are

@@ -648,7 +648,7 @@ static void probe_all(pt_coordinator *c, round *r, int64_t now)
     r->probed = true;
     for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++)
         if (c->workers[i].peer && !terminal(&r->w[i]))
-            send_to(c, c->workers[i].peer, &m, now);
+            queue_to(c, c->workers[i].peer, &m, false, now); /* like the ARMs: one write per relay */
 }
 
 /* A worker said something about where it is: move it along the round. */

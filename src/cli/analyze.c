@@ -27,8 +27,11 @@
 #include "summarize/summary_io.h"
 #include "trace/reader.h"
 #include "util/strtab.h"
+#include "util/tar.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,9 +44,21 @@
 #define DEFAULT_OUT "perftracker-report"
 #define PROGRESS_MIN_FILES 4
 
+/* Where an input's bytes are when it is a member of an archive (a large round's
+ * summaries.tar): paths[i] then reads "<archive>/<member>", as if the archive were the
+ * folder it replaces. */
+typedef struct input_member {
+    const char *archive; /* NULL: the input is a file of its own */
+    uint64_t offset, size;
+    char *error;         /* set: the input cannot be read, and this says why (a damaged archive) */
+} input_member;
+
 typedef struct input_list {
     char **paths;
-    size_t count, cap;
+    input_member *members; /* [count], beside paths */
+    size_t count, cap, member_cap;
+    char **archives;       /* the archives' paths, owned here */
+    size_t archive_count, archive_cap;
     struct input_file_id { dev_t dev; ino_t ino; const char *path; } *ids; /* the regular files in paths */
     size_t id_count, id_cap;
     size_t *id_slots;   /* open addressing over ids (index + 1, 0 empty), at most half full:
@@ -69,7 +84,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet] TRACE_OR_DIR...\n"
             "  Analyze the traces (Kineto JSON, .json.gz, perftracker raw traces) or summaries\n"
-            "  (.ptsum) of one job: one file per worker, or directories of them.\n"
+            "  (.ptsum) of one job: one file per worker, directories of them, or tar archives of\n"
+            "  summaries (a large round's summaries/summaries.tar).\n"
             "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
             "  --quiet      print only the verdict and findings, not the report sections\n"
@@ -105,26 +121,119 @@ static void grow_id_slots(input_list *list)
         list->id_slots[id_slot(list, list->ids[i].dev, list->ids[i].ino)] = i + 1;
 }
 
+/* The name under which the file st describes is already an input (or an archive of
+ * inputs), else NULL. */
+static const char *known_file(const input_list *list, const struct stat *st)
+{
+    if (!list->slot_count)
+        return NULL;
+    size_t slot = id_slot(list, st->st_dev, st->st_ino);
+    return list->id_slots[slot] ? list->ids[list->id_slots[slot] - 1].path : NULL;
+}
+
+static void remember_file(input_list *list, const struct stat *st, const char *path)
+{
+    if (2 * (list->id_count + 1) > list->slot_count)
+        grow_id_slots(list);
+    PT_GROW(list->ids, list->id_cap, list->id_count + 1);
+    list->ids[list->id_count++] = (struct input_file_id){st->st_dev, st->st_ino, path};
+    list->id_slots[id_slot(list, st->st_dev, st->st_ino)] = list->id_count;
+}
+
+static void push_input(input_list *list, const char *path, input_member member)
+{
+    PT_GROW(list->paths, list->cap, list->count + 1);
+    PT_GROW(list->members, list->member_cap, list->count + 1);
+    list->paths[list->count] = pt_xstrdup(path);
+    list->members[list->count++] = member;
+}
+
 static const char *add_input(input_list *list, const char *path)
 {
     struct stat st;
     bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    if (regular) {
-        if (2 * (list->id_count + 1) > list->slot_count)
-            grow_id_slots(list);
-        size_t slot = id_slot(list, st.st_dev, st.st_ino);
-        if (list->id_slots[slot])
-            return list->ids[list->id_slots[slot] - 1].path;
-    }
-    PT_GROW(list->paths, list->cap, list->count + 1);
-    list->paths[list->count] = pt_xstrdup(path);
-    if (regular) {
-        PT_GROW(list->ids, list->id_cap, list->id_count + 1);
-        list->ids[list->id_count++] = (struct input_file_id){st.st_dev, st.st_ino, list->paths[list->count]};
-        list->id_slots[id_slot(list, st.st_dev, st.st_ino)] = list->id_count;
-    }
-    list->count++;
+    const char *same = regular ? known_file(list, &st) : NULL;
+    if (same)
+        return same;
+    push_input(list, path, (input_member){NULL, 0, 0, NULL});
+    if (regular)
+        remember_file(list, &st, list->paths[list->count - 1]);
     return NULL;
+}
+
+static int by_member_name(const void *a, const void *b)
+{
+    return strcmp(((const pt_tar_member *)a)->name, ((const pt_tar_member *)b)->name);
+}
+
+/* A tar archive of summaries (a large round's summaries/summaries.tar): each .ptsum
+ * member is an input, in name order as a folder's files are. One that cannot be listed
+ * is a single input that fails saying why, so it is named with the unreadable inputs
+ * and costs nothing else. Returns as add_input does. */
+static const char *add_archive(input_list *list, const char *path)
+{
+    struct stat st;
+    bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    const char *same = regular ? known_file(list, &st) : NULL;
+    if (same)
+        return same;
+    PT_GROW(list->archives, list->archive_cap, list->archive_count + 1);
+    const char *archive = list->archives[list->archive_count++] = pt_xstrdup(path);
+    if (regular)
+        remember_file(list, &st, archive);
+    pt_error err = {{0}};
+    pt_tar_listing l = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        pt_error_set(&err, "cannot open: %s", strerror(errno));
+    if (fd < 0 || pt_tar_list(fd, PT_MAX_WORLD_SIZE, &l, &err) != 0) {
+        push_input(list, path, (input_member){NULL, 0, 0, pt_xstrdup(err.message)});
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    close(fd);
+    qsort(l.members, l.count, sizeof *l.members, by_member_name);
+    size_t other = 0;
+    pt_buf member_path = PT_BUF_INIT;
+    for (size_t i = 0; i < l.count; i++) {
+        if (!pt_ends_with(l.members[i].name, ".ptsum")) {
+            other++;
+            continue;
+        }
+        pt_buf_reset(&member_path);
+        pt_buf_printf(&member_path, "%s/%s", path, l.members[i].name);
+        push_input(list, member_path.data, (input_member){archive, l.members[i].offset, l.members[i].size, NULL});
+    }
+    pt_buf_free(&member_path);
+    if (other + l.skipped)
+        pt_cli_print(stderr, "perftracker: note: %s: %zu of its members are not summaries (.ptsum files): not read\n",
+                     path, other + l.skipped);
+    if (l.damaged)
+        pt_cli_print(stderr, "perftracker: warning: %s is damaged (%s): only the %zu members before it are read\n",
+                     path, l.damage, l.count);
+    else if (l.unfinished)
+        pt_cli_print(stderr, "perftracker: note: %s has no end marker (its writer stopped, or is still writing): "
+                             "its %zu whole members are read\n", path, l.count);
+    pt_tar_listing_free(&l);
+    return NULL;
+}
+
+static void input_list_free(input_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        free(list->members[i].error);
+    pt_free_strings(list->paths, list->count);
+    pt_free_strings(list->archives, list->archive_count);
+    free(list->members);
+    free(list->ids);
+    free(list->id_slots);
+    memset(list, 0, sizeof *list);
+}
+
+static bool is_archive(const char *name)
+{
+    return pt_ends_with(name, ".tar");
 }
 
 /* Which directory entries are worker files: traces and summaries by extension; the
@@ -133,7 +242,7 @@ static bool looks_like_worker_file(const char *name)
 {
     if (name[0] == '.' || strcmp(name, "report.json") == 0 || strcmp(name, "expected.json") == 0)
         return false;
-    static const char *const suffixes[] = {".json", ".json.gz", ".gz", ".ptsum", ".ptrace", ".zst"};
+    static const char *const suffixes[] = {".json", ".json.gz", ".gz", ".ptsum", ".ptrace", ".zst", ".tar"};
     for (size_t i = 0; i < PT_ARRAY_LEN(suffixes); i++)
         if (pt_ends_with(name, suffixes[i]))
             return true;
@@ -153,7 +262,7 @@ static int expand(input_list *list, const char *arg)
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        const char *same = add_input(list, arg);
+        const char *same = is_archive(arg) ? add_archive(list, arg) : add_input(list, arg);
         if (same && strcmp(same, arg) == 0)
             pt_cli_print(stderr, "perftracker: note: %s is named twice: analysed once\n", arg);
         else if (same)
@@ -165,7 +274,8 @@ static int expand(input_list *list, const char *arg)
         pt_cli_print(stderr, "perftracker: %s: cannot open directory\n", arg);
         return -1;
     }
-    size_t first = list->count, named = 0, repeated = 0;
+    size_t first = list->count, named = 0, repeated = 0, archive_count = 0, archive_cap = 0;
+    char **archives = NULL; /* read after the files, which are sorted among themselves */
     struct dirent *de;
     pt_buf path = PT_BUF_INIT;
     while ((de = readdir(dir)) != NULL) {
@@ -177,14 +287,23 @@ static int expand(input_list *list, const char *arg)
          * FIFO or a directory: reading it fails with a warning naming it, instead of the
          * worker vanishing silently. */
         named++;
-        repeated += add_input(list, path.data) != NULL;
+        if (is_archive(de->d_name)) {
+            PT_GROW(archives, archive_cap, archive_count + 1);
+            archives[archive_count++] = pt_xstrdup(path.data);
+        } else {
+            repeated += add_input(list, path.data) != NULL;
+        }
     }
     closedir(dir);
     pt_buf_free(&path);
     qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
+    qsort(archives, archive_count, sizeof *archives, cmp_str);
+    for (size_t i = 0; i < archive_count; i++)
+        repeated += add_archive(list, archives[i]) != NULL;
+    pt_free_strings(archives, archive_count);
     if (named == 0)
         pt_cli_print(stderr, "perftracker: note: %s holds no trace or summary files (names ending in .json, .json.gz, "
-                             ".gz, .zst, .ptrace or .ptsum)\n", arg);
+                             ".gz, .zst, .ptrace or .ptsum, or .tar archives of summaries)\n", arg);
     else if (repeated)
         pt_cli_print(stderr, "perftracker: note: %zu of the files in %s were already named: each is analysed once\n",
                      repeated, arg);
@@ -200,6 +319,7 @@ static void on_bytes(void *ctx, uint64_t done, uint64_t total)
 
 typedef struct worker_file {
     const char *path;
+    const input_member *member;
     const pt_read_options *opts;
     pt_worker_summary *summary;
     pt_error err;
@@ -208,7 +328,13 @@ typedef struct worker_file {
 static void load_worker_file(void *arg)
 {
     worker_file *f = arg;
-    f->summary = pt_load_worker(f->path, f->opts, &f->err);
+    const input_member *m = f->member;
+    if (m->error)
+        pt_error_set(&f->err, "%s", m->error);
+    else if (m->archive)
+        f->summary = pt_summary_read_range(m->archive, m->offset, m->size, &f->err);
+    else
+        f->summary = pt_load_worker(f->path, f->opts, &f->err);
 }
 
 static void *summarize_worker(void *arg)
@@ -221,7 +347,7 @@ static void *summarize_worker(void *arg)
         size_t i = atomic_fetch_add(&js->next, 1);
         if (i >= js->inputs->count)
             break;
-        worker_file f = {js->inputs->paths[i], &opts, NULL, {{0}}};
+        worker_file f = {js->inputs->paths[i], &js->inputs->members[i], &opts, NULL, {{0}}};
         size_t asked = 0;
         if (!pt_run_guarded(load_worker_file, &f, &asked))
             pt_error_set(&f.err, "out of memory while reading it (an allocation of %zu MiB failed)", asked >> 20);
@@ -387,9 +513,7 @@ int cmd_analyze(int argc, char **argv)
     input_list inputs = {0};
     int parsed = parse_args(argc, argv, &o, &inputs);
     if (parsed != PT_EXIT_OK) {
-        pt_free_strings(inputs.paths, inputs.count);
-        free(inputs.ids);
-        free(inputs.id_slots);
+        input_list_free(&inputs);
         return parsed;
     }
     const char *out_dir = o.out_dir;
@@ -398,9 +522,7 @@ int cmd_analyze(int argc, char **argv)
     pt_error out_err = {{0}};
     if (pt_check_writable(out_dir, true, &out_err) != 0) { /* before hours of reading, not after */
         pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
-        pt_free_strings(inputs.paths, inputs.count);
-        free(inputs.ids);
-        free(inputs.id_slots);
+        input_list_free(&inputs);
         return PT_EXIT_FAILURE;
     }
 
@@ -504,7 +626,6 @@ int cmd_analyze(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         pt_summary_free(js.summaries[i]);
         free(js.errors[i]);
-        free(inputs.paths[i]);
     }
     pt_free_strings(warnings, nwarnings);
     free(failed_ranks);
@@ -512,9 +633,7 @@ int cmd_analyze(int argc, char **argv)
     free(ok);
     free(js.summaries);
     free(js.errors);
-    free(inputs.paths);
-    free(inputs.ids);
-    free(inputs.id_slots);
+    input_list_free(&inputs);
     return rc;
 }
 
@@ -575,9 +694,7 @@ int pt_cli_read_job(const char *const *paths, size_t path_count, int threads, pt
         }
         free(js.errors[i]);
     }
-    pt_free_strings(inputs.paths, inputs.count);
-    free(inputs.ids);
-    free(inputs.id_slots);
+    input_list_free(&inputs);
     free(js.summaries);
     free(js.errors);
     return rc;

@@ -32,8 +32,9 @@ static void usage(FILE *out)
             "  Compare two runs of a job and say what changed: step time, each class's exposed\n"
             "  time, the functions whose time per step changed beyond noise, the functions added\n"
             "  and removed, and why. BEFORE and AFTER are each a trace or summary file (Kineto\n"
-            "  JSON, .json.gz, .ptrace, .ptsum), a directory of them (one file per worker), an\n"
-            "  analyze output directory, or a report.json (less detail; the diff says what).\n"
+            "  JSON, .json.gz, .ptrace, .ptsum, a .tar of .ptsum files), a directory of them (one\n"
+            "  file per worker), an analyze output directory, or a report.json (less detail; the\n"
+            "  diff says what).\n"
             "  -o OUT       output directory (default ./%s): OUT/diff.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
             "  --quiet      print only the verdict line, not the summary\n"
@@ -84,7 +85,7 @@ static int classify_dir(const char *dir, input_kind *kind, pt_buf *path)
         diff |= strcmp(de->d_name, "diff.json") == 0;
         if (pt_cli_is_worker_file(de->d_name) && strcmp(de->d_name, "diff.json") != 0) {
             workers++;
-            summaries += pt_ends_with(de->d_name, ".ptsum");
+            summaries += pt_ends_with(de->d_name, ".ptsum") || pt_ends_with(de->d_name, ".tar");
         }
     }
     closedir(d);
@@ -119,7 +120,8 @@ static int classify(const char *arg, input_kind *kind, pt_buf *path)
         return -1;
     }
     pt_buf_puts(path, arg);
-    *kind = doc ? INPUT_REPORT : pt_ends_with(arg, ".ptsum") ? INPUT_SUMMARIES : INPUT_TRACES;
+    bool summaries = pt_ends_with(arg, ".ptsum") || pt_ends_with(arg, ".tar"); /* an archive holds summaries only */
+    *kind = doc ? INPUT_REPORT : summaries ? INPUT_SUMMARIES : INPUT_TRACES;
     return 0;
 }
 

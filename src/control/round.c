@@ -17,6 +17,7 @@
 #include "summarize/summary.h"
 #include "summarize/summary_io.h"
 #include "util/outdir.h"
+#include "util/tar.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,6 +53,8 @@ struct pt_round {
     int threads;             /* pt_round_set_threads */
     pt_out_dir summaries_dir; /* <dir>/summaries, checked and opened at the first summary, kept open:
                                  walking the path again per summary cost ~1 ms each at 10k workers */
+    int archive_fd;           /* <dir>/summaries/summaries.tar in a large round (-1: not open) */
+    uint64_t archive_end;     /* where its next member goes */
 };
 
 int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err)
@@ -133,6 +136,7 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     r->dir = pt_xstrdup(round_dir);
     r->world_size = world_size;
     r->summaries_dir = (pt_out_dir)PT_OUT_DIR_INIT;
+    r->archive_fd = -1;
     r->threads = 1;
     if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) /* 1 MiB at most */
         r->settled = pt_xcalloc((size_t)world_size, 1);
@@ -192,6 +196,40 @@ bool pt_round_has_rank(const pt_round *r, int32_t rank)
     return false;
 }
 
+/* Above PT_ROUND_ARCHIVE_ABOVE workers a round's summaries go into one archive: creating
+ * 100,000 files (an inode, a directory entry and a partly filled page each) was most of
+ * the collecting CLI's kernel time at 100k workers. */
+static bool archived(const pt_round *r)
+{
+    return r->world_size > PT_ROUND_ARCHIVE_ABOVE;
+}
+
+/* Appends one summary to the round's archive, created at the first. false when it could
+ * not go there (the caller then writes it as a file of its own, so it is still kept). */
+static bool archive_summary(pt_round *r, const char *name, const void *blob, size_t len, pt_error *err)
+{
+    if (r->archive_fd < 0) {
+        r->archive_fd = pt_out_dir_create_new(&r->summaries_dir, PT_ROUND_SUMMARY_ARCHIVE, 0644, err);
+        r->archive_end = 0;
+        if (r->archive_fd < 0)
+            return false;
+    }
+    return pt_tar_append(r->archive_fd, &r->archive_end, name, blob, len, 0644, (int64_t)time(NULL), err) == 0;
+}
+
+/* The archive's end marker once the last summary is in (tar(1) then lists it without a
+ * warning); an archive without one still reads up to its last whole member. */
+static void end_archive(pt_round *r)
+{
+    if (r->archive_fd < 0)
+        return;
+    pt_error err;
+    if (pt_tar_finish(r->archive_fd, r->archive_end, &err) != 0)
+        pt_round_add_warning(r, "%s/summaries/%s: %s", r->dir, PT_ROUND_SUMMARY_ARCHIVE, err.message);
+    close(r->archive_fd);
+    r->archive_fd = -1;
+}
+
 /* The bytes as received, before anything can go wrong with them; written like every other
  * output file (util/outdir.h), so a shared output folder cannot redirect them. */
 static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *blob, size_t len)
@@ -212,6 +250,8 @@ static void store_summary_file(pt_round *r, const pt_ctl_worker *w, const void *
     if (rc == 0) {
         char name[PT_HOST_MAX + 64];
         worker_name(w, ".ptsum", name, sizeof name);
+        if (archived(r) && archive_summary(r, name, blob, len, &err))
+            return;
         const void *parts[] = {blob};
         rc = pt_out_dir_write(&r->summaries_dir, name, parts, &len, 1, 0644, &err);
     }
@@ -486,6 +526,8 @@ void pt_round_discard(pt_round *r, const char *round_dir)
             snprintf(file, sizeof file, "%.*s.ptsum", (int)PT_MIN(stem, (size_t)PT_HOST_MAX + 64), name);
             pt_out_dir_remove(&summaries, file);
         }
+        end_archive(r);
+        pt_out_dir_remove(&summaries, PT_ROUND_SUMMARY_ARCHIVE);
         pt_out_dir_close(&summaries);
     }
     pt_out_dir_close(&dir);
@@ -504,6 +546,7 @@ void pt_round_set_threads(pt_round *r, int threads)
 
 pt_json *pt_round_report(pt_round *r, pt_error *err)
 {
+    end_archive(r); /* every summary is in: the archive is whole before the analysis */
     if (pt_round_nothing_to_diagnose(r, err)) /* a diagnosis of nothing would only mislead */
         return NULL;
     pt_worker_summary **workers = pt_xmalloc((r->count ? r->count : 1) * sizeof *workers);
@@ -569,6 +612,7 @@ void pt_round_free(pt_round *r)
         free(o->raw_trace_path);
         free(o->reason);
     }
+    end_archive(r);
     pt_free_strings(r->warnings, r->warning_count);
     pt_out_dir_close(&r->summaries_dir);
     free(r->outcomes);

@@ -3,7 +3,9 @@
  * Whoever collects a round -- the CLI for a triggered round, the coordinator for an
  * automatic one -- feeds each worker's outcome in here as it arrives: a summary (stored
  * at once as <round_dir>/summaries/<worker>.ptsum, so nothing collected is lost if the
- * collector of the round dies later) or the reason it has none. pt_round_report then
+ * collector of the round dies later; above PT_ROUND_ARCHIVE_ABOVE workers appended to
+ * <round_dir>/summaries/summaries.tar instead, one member <worker>.ptsum each, which
+ * `perftracker analyze` reads as it reads the folder) or the reason it has none. pt_round_report then
  * runs the same diagnosis `perftracker analyze` runs (pt_diagnose) and writes
  * <round_dir>/report.json and <round_dir>/PerfDisplay/ (pt_report_write). Hung workers,
  * and every worker a hang report reached, become summaries of their snapshot (hang_step,
@@ -14,9 +16,15 @@
 #define PT_CONTROL_ROUND_H
 
 #include "control/protocol.h"
+#include "diagnose/report_scale.h"
 #include "util/json.h"
 
 typedef struct pt_round pt_round;
+
+/* Rounds of more workers than this keep their summaries in one tar archive (util/tar.h):
+ * the size above which the report takes its bounded form too. */
+#define PT_ROUND_ARCHIVE_ABOVE PT_REPORT_FULL_MAX_WORKERS
+#define PT_ROUND_SUMMARY_ARCHIVE "summaries.tar"
 
 /* <output_dir>/<YYYYmmdd_HHMMSS>[_N]: creates it (and output_dir) and returns its absolute
  * path in dst. 0 or -1. */

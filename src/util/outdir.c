@@ -329,6 +329,23 @@ static mode_t file_mode(const pt_out_dir *d, int mode)
     return (mode_t)(d->private_files ? mode & 0700 : mode);
 }
 
+int pt_out_dir_create_new(const pt_out_dir *d, const char *name, int mode, pt_error *err)
+{
+    if (!is_one_name(name)) {
+        pt_error_set(err, "%s/%s: not a file name", d->path, name);
+        return -1;
+    }
+    int fd = openat(d->fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode(d, mode));
+    if (fd < 0) {
+        int why = errno;
+        char *path = child_path(d, name);
+        pt_error_set(err, "cannot create %s: %s", path, strerror(why));
+        free(path);
+        errno = why;
+    }
+    return fd;
+}
+
 static void free_names(pt_out_file *f)
 {
     free(f->tmp_name);

@@ -58,6 +58,11 @@ int pt_out_dir_write(const pt_out_dir *d, const char *name, const void *const *p
  * by pt_out_file_create. */
 int pt_out_write_path(const char *path, const void *const *parts, const size_t *sizes, size_t part_count, int mode,
                       pt_error *err);
+/* Creates d/name, which must not exist (O_CREAT | O_EXCL | O_NOFOLLOW in the checked
+ * folder, mode by the private rule), for a file that grows in place under its own name
+ * while it is written (an archive appended to as its members arrive, which readers may
+ * read up to its last whole member). Its descriptor (O_RDWR), or -1 with err. */
+int pt_out_dir_create_new(const pt_out_dir *d, const char *name, int mode, pt_error *err);
 /* Removes d/name (a file) if it is there; a missing one is not an error. */
 void pt_out_dir_remove(const pt_out_dir *d, const char *name);
 

@@ -34,6 +34,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -199,10 +200,26 @@ def tree_processes(world, per_node=8, cap=4096):
     return spans
 
 
+def stored_summaries(result):
+    """The names of the summaries the round stored: files in summaries/, or, above 4,096
+    workers, the members of summaries/summaries.tar, listed by Python's tarfile (a reader
+    that is not ours) with every member's bytes checked to be a summary's."""
+    folder = os.path.join(round_dir_of(result), "summaries")
+    names = os.listdir(folder)
+    if names != ["summaries.tar"]:
+        return names
+    members = []
+    with tarfile.open(os.path.join(folder, "summaries.tar"), "r:") as archive:
+        for m in archive:
+            assert m.isfile() and m.name.endswith(".ptsum"), "not a summary: %s" % m.name
+            assert archive.extractfile(m).read(8) == b"PTSUMRY\n", "%s: not a summary's bytes" % m.name
+            members.append(m.name)
+    return members
+
+
 def summary_ranks(result):
-    """The ranks whose summary files the round wrote (fake worker pids are 100000 + rank)."""
-    names = os.listdir(os.path.join(round_dir_of(result), "summaries"))
-    return sorted(int(n.rsplit("_", 1)[1].split(".")[0]) - 100000 for n in names)
+    """The ranks whose summaries the round stored (fake worker pids are 100000 + rank)."""
+    return sorted(int(n.rsplit("_", 1)[1].split(".")[0]) - 100000 for n in stored_summaries(result))
 
 
 def round_dir_of(result):
@@ -225,7 +242,18 @@ def scenario_tree_10k(job):
     r = job.trigger("--wait", "2", "--steps", "2", analyze=False)
     check(r.returncode == 0, "round 1: exit status %d" % r.returncode, r, job)
     check("summaries received %d/%d" % (world, world) in r.stderr, "round 1: not every summary", r)
-    check(summary_ranks(r) == list(range(world)), "round 1: the summary files are not one per rank", r)
+    check(summary_ranks(r) == list(range(world)), "round 1: the stored summaries are not one per rank", r)
+    check(os.listdir(os.path.join(round_dir_of(r), "summaries")) == ["summaries.tar"],
+          "round 1: %d workers' summaries are not one archive" % world, r)
+    # The archive is analysed as the folder of files it replaces: every rank, as a worker.
+    out = os.path.join(job.tmp, "reanalysed")
+    a = subprocess.run([job.cli, "analyze", "--quiet", "-j", "2", "-o", out,
+                        os.path.join(round_dir_of(r), "summaries")], capture_output=True, text=True, timeout=600)
+    check(a.returncode == 0, "analyze of the archive: exit status %d\n%s" % (a.returncode, a.stderr[-2000:]), r)
+    with open(os.path.join(out, "report.json")) as f:
+        again = json.load(f)
+    check(again["job"]["workers_analyzed"] == world and again["job"]["missing_count"] == 0,
+          "analyze of the archive: %s" % again["job"], r)
     r = job.trigger("--wait", "2", "--steps", "2", analyze=False)
     lost = list(range(8000, 8008))
     check(r.returncode == 3, "round 2: exit status %d (want 3: partial)" % r.returncode, r, job)

@@ -31,6 +31,7 @@
 #include "diagnose/diagnose.h"
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
+#include "util/tar.h"
 #include "synth/synth.h"
 #include "trace/kineto_writer.h"
 #include "trace/native_writer.h"
@@ -45,6 +46,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -500,12 +502,41 @@ static void write_path_seeds(const char *dir)
     }
 }
 
+/* ------------------------------------------------------------ archives */
+
+/* A large round's summaries.tar in small: the workers' summaries as members, ended; the
+ * same without its end marker (a collector that died); and a one-member archive. */
+static void write_tar_seeds(const char *dir, pt_worker_summary *const *workers, size_t n)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.tar", dir, variant == 0 ? "round" : variant == 1 ? "unfinished" : "one");
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+            die("cannot write", path);
+        uint64_t end = 0;
+        pt_error err;
+        for (size_t i = 0; i < (variant == 2 ? 1 : n); i++) {
+            pt_buf encoded = PT_BUF_INIT;
+            pt_summary_encode(workers[i], &encoded);
+            char name[64];
+            snprintf(name, sizeof name, "node%zu_0_%zu.ptsum", i / 2, 100 + i);
+            if (pt_tar_append(fd, &end, name, encoded.data, encoded.len, 0644, 1767225600, &err) != 0)
+                die(err.message, path);
+            pt_buf_free(&encoded);
+        }
+        if (variant != 1 && pt_tar_finish(fd, end, &err) != 0)
+            die(err.message, path);
+        close(fd);
+    }
+}
+
 /* ------------------------------------------------------------ main */
 
 static int corpus(const char *out, int ntraces, char **traces)
 {
-    static const char *const targets[] = {"kineto",       "native",     "summary",    "json", "protocol",
-                                          "display_path", "coordinator"};
+    static const char *const targets[] = {"kineto",       "native",      "summary", "json", "protocol",
+                                          "display_path", "coordinator", "tar"};
     char dirs[PT_ARRAY_LEN(targets)][1024];
     if (strlen(out) > 900)
         die("output directory name too long", out);
@@ -569,6 +600,7 @@ static int corpus(const char *out, int ntraces, char **traces)
     write_coordinator_seeds(dirs[6], &encoded);
     write_json_seeds(json, workers, nworkers);
     write_path_seeds(dirs[5]);
+    write_tar_seeds(dirs[7], workers, nworkers);
     for (size_t i = 0; i < nworkers; i++)
         pt_summary_free(workers[i]);
     for (size_t i = 0; i < nthin; i++)

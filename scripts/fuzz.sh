@@ -31,7 +31,7 @@ shift || true
 build=${FUZZ_BUILD:-$root/build-fuzz}
 traces=${PT_TRACES:-$root/../shared/data/traces}
 jobs=${JOBS:-$(nproc)}
-all_targets=(kineto native summary json protocol coordinator display_path)
+all_targets=(kineto native summary json protocol coordinator display_path tar)
 if (($#)); then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 cc=${FUZZ_CC:-$(command -v clang || command -v clang-14 || true)}

@@ -209,10 +209,12 @@ static const char *add_archive(input_list *list, const char *path)
     if (other + l.skipped)
         pt_cli_print(stderr, "perftracker: note: %s: %zu of its members are not summaries (.ptsum files): not read\n",
                      path, other + l.skipped);
-    if (l.damaged)
-        pt_cli_print(stderr, "perftracker: warning: %s is damaged (%s): only the %zu members before it are read\n",
-                     path, l.damage, l.count);
-    else if (l.unfinished)
+    if (l.damaged) { /* the members past the damage are lost: an input that failed, so the report says so */
+        pt_buf why = PT_BUF_INIT;
+        pt_buf_printf(&why, "damaged (%s): the members after it are not read, the %zu before it are", l.damage,
+                      l.count);
+        push_input(list, path, (input_member){NULL, 0, 0, pt_buf_take(&why)});
+    } else if (l.unfinished)
         pt_cli_print(stderr, "perftracker: note: %s has no end marker (its writer stopped, or is still writing): "
                              "its %zu whole members are read\n", path, l.count);
     pt_tar_listing_free(&l);

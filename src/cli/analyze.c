@@ -148,11 +148,19 @@ static void push_input(input_list *list, const char *path, input_member member)
     list->members[list->count++] = member;
 }
 
+/* Whether path is a regular file (st then describes it), and the name under which it is
+ * already an input (NULL: it is not). */
+static const char *seen_before(const input_list *list, const char *path, struct stat *st, bool *regular)
+{
+    *regular = stat(path, st) == 0 && S_ISREG(st->st_mode);
+    return *regular ? known_file(list, st) : NULL;
+}
+
 static const char *add_input(input_list *list, const char *path)
 {
     struct stat st;
-    bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    const char *same = regular ? known_file(list, &st) : NULL;
+    bool regular;
+    const char *same = seen_before(list, path, &st, &regular);
     if (same)
         return same;
     push_input(list, path, (input_member){NULL, 0, 0, NULL});
@@ -173,8 +181,8 @@ static int by_member_name(const void *a, const void *b)
 static const char *add_archive(input_list *list, const char *path)
 {
     struct stat st;
-    bool regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    const char *same = regular ? known_file(list, &st) : NULL;
+    bool regular;
+    const char *same = seen_before(list, path, &st, &regular);
     if (same)
         return same;
     PT_GROW(list->archives, list->archive_cap, list->archive_count + 1);

@@ -38,7 +38,7 @@ static uint64_t write_members(int fd)
     uint64_t end = 0;
     pt_error err;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        char name[32];
+        char name[64];
         snprintf(name, sizeof name, "node%zu_0_%zu.ptsum", i, 100 + i);
         unsigned char *data = malloc(sizes[i] + 1);
         for (size_t k = 0; k < sizes[i]; k++)
@@ -54,7 +54,7 @@ static void check_members(int fd, const pt_tar_listing *l, size_t expected)
     assert_int_equal(l->count, expected);
     uint64_t at = 0;
     for (size_t i = 0; i < expected; i++) {
-        char name[32];
+        char name[64];
         snprintf(name, sizeof name, "node%zu_0_%zu.ptsum", i, 100 + i);
         assert_string_equal(l->members[i].name, name);
         assert_int_equal(l->members[i].offset, at + 512); /* after its 512-byte header */

@@ -201,7 +201,8 @@ static const char *add_archive(input_list *list, const char *path)
         return NULL;
     }
     close(fd);
-    qsort(l.members, l.count, sizeof *l.members, by_member_name);
+    if (l.count)
+        qsort(l.members, l.count, sizeof *l.members, by_member_name);
     size_t other = 0;
     pt_buf member_path = PT_BUF_INIT;
     for (size_t i = 0; i < l.count; i++) {
@@ -306,8 +307,10 @@ static int expand(input_list *list, const char *arg)
     }
     closedir(dir);
     pt_buf_free(&path);
-    qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
-    qsort(archives, archive_count, sizeof *archives, cmp_str);
+    if (list->count > first) /* qsort wants an array even for none, and a folder of archives has no files */
+        qsort(list->paths + first, list->count - first, sizeof *list->paths, cmp_str);
+    if (archive_count)
+        qsort(archives, archive_count, sizeof *archives, cmp_str);
     for (size_t i = 0; i < archive_count; i++)
         repeated += add_archive(list, archives[i]) != NULL;
     pt_free_strings(archives, archive_count);

@@ -17,7 +17,7 @@ A 4-worker job (`perftracker synth`, `perftracker summarize`: one .ptsum each):
   - cut inside the last member's data (a collector that died): the three whole members
     analysed, a note that it has no end marker, exit 0;
   - not an archive at all (a .tar of text): one unreadable input, nothing analysed,
-    exit 1.
+    exit 1; a folder holding only an empty archive: nothing to analyse, exit 1.
 """
 import io
 import json
@@ -146,6 +146,12 @@ def main():
     p, report = analyze(work, "text", text)
     check(p.returncode == 1 and report is None, "text: exit %d (want 1, no report)" % p.returncode, p)
     check("not a tar archive" in p.stderr, "text: not said why", p)
+    empty = os.path.join(work, "empty", "summaries.tar")  # a folder holding only an empty archive
+    os.makedirs(os.path.dirname(empty), exist_ok=True)
+    tarfile.open(empty, "w").close()
+    p, report = analyze(work, "empty", os.path.dirname(empty))
+    check(p.returncode == 1 and report is None, "empty: exit %d (want 1, no report)" % p.returncode, p)
+    check("nothing to analyse" in p.stderr, "empty: not said", p)
     print("hostile_archives: ok")
 
 

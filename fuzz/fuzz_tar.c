@@ -1,5 +1,5 @@
 /* fuzz_tar.c -- the archive reader (pt_tar_list, src/util/tar.c) and what analyze does
- * with each member it lists (pt_summary_read_range, then the summary decoder).
+ * with each member it lists (pt_summary_read_at, then the summary decoder).
  *
  * A large round's summaries come back as summaries/summaries.tar, and anyone who can
  * write the output folder, or hands a user an archive, chooses its bytes: headers,
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             PT_FUZZ_CHECK(m->offset >= 512 && m->offset % 512 == 0, "a member's data follows its header");
             PT_FUZZ_CHECK(m->size <= (uint64_t)st.st_size - m->offset, "a listed member lies inside the file");
             PT_FUZZ_CHECK(m->name[0] && m->name[0] != '.' && !strchr(m->name, '/'), "a member's name is one plain component");
-            pt_worker_summary *s = pt_summary_read_range(path, m->offset, m->size, &err);
+            pt_worker_summary *s = pt_summary_read_at(fd, m->offset, m->size, &err);
             pt_summary_free(s);
         }
         pt_tar_listing_free(&l);

@@ -48,7 +48,7 @@
  * summaries.tar): paths[i] then reads "<archive>/<member>", as if the archive were the
  * folder it replaces. */
 typedef struct input_member {
-    const char *archive; /* NULL: the input is a file of its own */
+    int archive_fd;      /* -1: the input is a file of its own */
     uint64_t offset, size;
     char *error;         /* set: the input cannot be read, and this says why (a damaged archive) */
 } input_member;
@@ -57,8 +57,9 @@ typedef struct input_list {
     char **paths;
     input_member *members; /* [count], beside paths */
     size_t count, cap, member_cap;
-    char **archives;       /* the archives' paths, owned here */
-    size_t archive_count, archive_cap;
+    char **archives;       /* the archives' paths, owned here ... */
+    int *archive_fds;      /* ... and each open once, for all its members' reads */
+    size_t archive_count, archive_cap, archive_fd_cap;
     struct input_file_id { dev_t dev; ino_t ino; const char *path; } *ids; /* the regular files in paths */
     size_t id_count, id_cap;
     size_t *id_slots;   /* open addressing over ids (index + 1, 0 empty), at most half full:
@@ -163,7 +164,7 @@ static const char *add_input(input_list *list, const char *path)
     const char *same = seen_before(list, path, &st, &regular);
     if (same)
         return same;
-    push_input(list, path, (input_member){NULL, 0, 0, NULL});
+    push_input(list, path, (input_member){-1, 0, 0, NULL});
     if (regular)
         remember_file(list, &st, list->paths[list->count - 1]);
     return NULL;
@@ -185,22 +186,21 @@ static const char *add_archive(input_list *list, const char *path)
     const char *same = seen_before(list, path, &st, &regular);
     if (same)
         return same;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     PT_GROW(list->archives, list->archive_cap, list->archive_count + 1);
+    PT_GROW(list->archive_fds, list->archive_fd_cap, list->archive_count + 1);
+    list->archive_fds[list->archive_count] = fd;
     const char *archive = list->archives[list->archive_count++] = pt_xstrdup(path);
     if (regular)
         remember_file(list, &st, archive);
     pt_error err = {{0}};
     pt_tar_listing l = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         pt_error_set(&err, "cannot open: %s", strerror(errno));
     if (fd < 0 || pt_tar_list(fd, PT_MAX_WORLD_SIZE, &l, &err) != 0) {
-        push_input(list, path, (input_member){NULL, 0, 0, pt_xstrdup(err.message)});
-        if (fd >= 0)
-            close(fd);
+        push_input(list, path, (input_member){-1, 0, 0, pt_xstrdup(err.message)});
         return NULL;
     }
-    close(fd);
     if (l.count)
         qsort(l.members, l.count, sizeof *l.members, by_member_name);
     size_t other = 0;
@@ -212,7 +212,7 @@ static const char *add_archive(input_list *list, const char *path)
         }
         pt_buf_reset(&member_path);
         pt_buf_printf(&member_path, "%s/%s", path, l.members[i].name);
-        push_input(list, member_path.data, (input_member){archive, l.members[i].offset, l.members[i].size, NULL});
+        push_input(list, member_path.data, (input_member){fd, l.members[i].offset, l.members[i].size, NULL});
     }
     pt_buf_free(&member_path);
     if (other + l.skipped)
@@ -222,7 +222,7 @@ static const char *add_archive(input_list *list, const char *path)
         pt_buf why = PT_BUF_INIT;
         pt_buf_printf(&why, "damaged (%s): the members after it are not read, the %zu before it are", l.damage,
                       l.count);
-        push_input(list, path, (input_member){NULL, 0, 0, pt_buf_take(&why)});
+        push_input(list, path, (input_member){-1, 0, 0, pt_buf_take(&why)});
     } else if (l.unfinished)
         pt_cli_print(stderr, "perftracker: note: %s has no end marker (its writer stopped, or is still writing): "
                              "its %zu whole members are read\n", path, l.count);
@@ -235,7 +235,11 @@ static void input_list_free(input_list *list)
     for (size_t i = 0; i < list->count; i++)
         free(list->members[i].error);
     pt_free_strings(list->paths, list->count);
+    for (size_t i = 0; i < list->archive_count; i++)
+        if (list->archive_fds[i] >= 0)
+            close(list->archive_fds[i]);
     pt_free_strings(list->archives, list->archive_count);
+    free(list->archive_fds);
     free(list->members);
     free(list->ids);
     free(list->id_slots);
@@ -344,8 +348,8 @@ static void load_worker_file(void *arg)
     const input_member *m = f->member;
     if (m->error)
         pt_error_set(&f->err, "%s", m->error);
-    else if (m->archive)
-        f->summary = pt_summary_read_range(m->archive, m->offset, m->size, &f->err);
+    else if (m->archive_fd >= 0)
+        f->summary = pt_summary_read_at(m->archive_fd, m->offset, m->size, &f->err);
     else
         f->summary = pt_load_worker(f->path, f->opts, &f->err);
 }

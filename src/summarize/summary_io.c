@@ -15,11 +15,9 @@
 #include "util/strtab.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #define MAX_PAYLOAD (256u << 20)
@@ -844,33 +842,21 @@ pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err)
     return s;
 }
 
-pt_worker_summary *pt_summary_read_range(const char *path, uint64_t offset, uint64_t size, pt_error *err)
+pt_worker_summary *pt_summary_read_at(int fd, uint64_t offset, uint64_t size, pt_error *err)
 {
     if (size > MAX_PAYLOAD) {
         pt_error_set(err, "%llu bytes: more than a summary may be (%u MiB)", (unsigned long long)size,
                      MAX_PAYLOAD >> 20);
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        pt_error_set(err, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
     char *data = pt_xmalloc(size ? (size_t)size : 1);
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = pread(fd, data + got, (size_t)size - got, (off_t)(offset + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            pt_error_set(err, "cannot read its %llu bytes at byte %llu: %s", (unsigned long long)size,
-                         (unsigned long long)offset, n < 0 ? strerror(errno) : "the file ends before them");
-            break;
-        }
-        got += (size_t)n;
-    }
-    close(fd);
-    pt_worker_summary *s = got == size ? pt_summary_decode(data, (size_t)size, err) : NULL;
+    ptrdiff_t got = pt_pread_all(fd, data, (size_t)size, offset);
+    pt_worker_summary *s = NULL;
+    if (got == (ptrdiff_t)size)
+        s = pt_summary_decode(data, (size_t)size, err);
+    else
+        pt_error_set(err, "cannot read its %llu bytes at byte %llu: %s", (unsigned long long)size,
+                     (unsigned long long)offset, got < 0 ? strerror(errno) : "the file ends before them");
     free(data);
     return s;
 }

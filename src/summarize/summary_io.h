@@ -22,9 +22,9 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
 
 int pt_summary_write_file(const pt_worker_summary *s, const char *path, pt_error *err);
 pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err);
-/* The same for size bytes at offset in the file at path (a member of an archive,
- * util/tar.h), under the same bound on a summary's size. */
-pt_worker_summary *pt_summary_read_range(const char *path, uint64_t offset, uint64_t size, pt_error *err);
+/* The same for size bytes at offset in the file open at fd (a member of an archive,
+ * util/tar.h), under the same bound on a summary's size. Thread-safe on a shared fd. */
+pt_worker_summary *pt_summary_read_at(int fd, uint64_t offset, uint64_t size, pt_error *err);
 /* From now on, summaries decoded in this process keep their functions' names, groups
  * and callers in one shared pool (each distinct string once, for the life of the
  * process) instead of a copy each: a job's 100 000 workers name the same few hundred

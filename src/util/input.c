@@ -261,6 +261,22 @@ void pt_input_close(pt_input *in)
     free(in);
 }
 
+ptrdiff_t pt_pread_all(int fd, void *dst, size_t n, uint64_t at)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(at + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ptrdiff_t)got;
+}
+
 char *pt_read_file(const char *path, size_t max_bytes, size_t *len_out, pt_error *err)
 {
     pt_input *in = pt_input_open(path, err);

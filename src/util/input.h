@@ -27,6 +27,10 @@ uint64_t pt_input_file_offset(const pt_input *in);
 uint64_t pt_input_file_size(const pt_input *in);
 void pt_input_close(pt_input *in);
 
+/* Reads n bytes at offset at of fd, retrying short reads: n, fewer where the file ends,
+ * or -1 with errno set. Thread-safe (pread): readers may share one descriptor. */
+ptrdiff_t pt_pread_all(int fd, void *dst, size_t n, uint64_t at);
+
 /* Reads a whole (small) file into memory, decompressing it. Fails above max_bytes. */
 char *pt_read_file(const char *path, size_t max_bytes, size_t *len_out, pt_error *err);
 

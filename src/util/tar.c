@@ -8,6 +8,7 @@
  * base-256 sizes (files over 8 GiB) are refused, as no summary is that large. */
 #define _GNU_SOURCE
 #include "tar.h"
+#include "input.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -191,16 +192,7 @@ static bool member_name(const unsigned char *h, char dst[PT_TAR_NAME_MAX + 1])
 
 static bool read_block(int fd, uint64_t at, unsigned char *block)
 {
-    size_t got = 0;
-    while (got < PT_TAR_BLOCK) {
-        ssize_t n = pread(fd, block + got, PT_TAR_BLOCK - got, (off_t)(at + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        got += (size_t)n;
-    }
-    return true;
+    return pt_pread_all(fd, block, PT_TAR_BLOCK, at) == PT_TAR_BLOCK;
 }
 
 int pt_tar_list(int fd, size_t max_members, pt_tar_listing *out, pt_error *err)

@@ -3,7 +3,7 @@
 the ratios against 1k, and the peak RSS of rank 0's process (which hosts the coordinator).
 
 Workers are fake_workers processes (tests/control/fake_fleet.h): real agents, real node
-relays (nodes of 8 ranks, each relay on a loopback address of its own, 127.1.x.y) and the
+relays (nodes of 8 ranks, each relay on a Unix socket of its own, as in a real job) and the
 real coordinator in the process holding rank 0 (that process holds node 0 only), with a
 simulated collector (50 ms steps) and small synthetic summaries (~3.4 KB). Agents and
 relays are driven from one thread per process (pt_agent_create_driven); a process holds

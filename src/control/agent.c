@@ -181,9 +181,11 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
 
 static void link_down(pt_agent *a, int64_t now, int64_t backoff_ns, const char *why)
 {
-    if (a->link == LINK_READY)
-        pt_ctl_logf(&a->cfg.log, "lost the coordinator at %s:%u (%s); reconnecting", a->cfg.coordinator_host,
-                    (unsigned)a->cfg.coordinator_port, why);
+    if (a->link == LINK_READY) {
+        char where[PT_HOST_MAX + 16];
+        pt_net_endpoint_name(a->cfg.coordinator_host, a->cfg.coordinator_port, where, sizeof where);
+        pt_ctl_logf(&a->cfg.log, "lost the coordinator at %s (%s); reconnecting", where, why);
+    }
     pt_conn_close(&a->conn);
     a->link = LINK_DOWN;
     a->arm_pending = false; /* its round gave this worker up as it lost the link */
@@ -466,8 +468,9 @@ static void handle_challenge(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 static void handle_welcome(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 {
     if (!pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
-        pt_ctl_logf(&a->cfg.log, "the peer at %s:%u does not know the job key; not joining it",
-                    a->cfg.coordinator_host, (unsigned)a->cfg.coordinator_port);
+        char where[PT_HOST_MAX + 16];
+        pt_net_endpoint_name(a->cfg.coordinator_host, a->cfg.coordinator_port, where, sizeof where);
+        pt_ctl_logf(&a->cfg.log, "the peer at %s does not know the job key; not joining it", where);
         link_down(a, now, REFUSED_BACKOFF_NS, "server proof mismatch");
         return;
     }
@@ -916,19 +919,19 @@ static void start_relay_locked(const pt_key *key)
     memset(&process_relay_cfg.key, 0, sizeof process_relay_cfg.key);
 }
 
-/* Tree mode: this agent talks to its node's relay on loopback; local rank 0 hosts it. */
+/* Tree mode: this agent talks to its node's relay on its Unix socket; local rank 0 hosts it. */
 static void plan_relay_locked(pt_agent_config *cfg, const pt_job_env *env)
 {
     if (!pt_relay_wanted(env->world_size, env->local_world_size))
         return;
-    uint16_t port = pt_relay_port_for(env->coordinator_port);
+    char socket_name[PT_HOST_MAX];
+    pt_relay_socket_for(env->coordinator_port, socket_name, sizeof socket_name);
     if (env->local_rank == 0) {
         pt_relay_config *rc = &process_relay_cfg;
         memset(rc, 0, sizeof *rc);
         rc->rank = env->rank, rc->node_rank = env->node_rank, rc->world_size = env->world_size, rc->pid = env->pid;
         snprintf(rc->host, sizeof rc->host, "%s", env->host);
-        snprintf(rc->listen_host, sizeof rc->listen_host, "127.0.0.1");
-        rc->listen_port = port;
+        snprintf(rc->listen_host, sizeof rc->listen_host, "%s", socket_name);
         snprintf(rc->coordinator_host, sizeof rc->coordinator_host, "%s", cfg->coordinator_host);
         rc->coordinator_port = cfg->coordinator_port;
         rc->max_locals = PT_MAX(env->local_world_size * 2 + 8, 16);
@@ -936,8 +939,8 @@ static void plan_relay_locked(pt_agent_config *cfg, const pt_job_env *env)
         snprintf(rc->log.prefix, sizeof rc->log.prefix, "perftracker[relay %d]: ", env->node_rank);
         relay_pending = true;
     }
-    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "127.0.0.1");
-    cfg->coordinator_port = port;
+    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s", socket_name);
+    cfg->coordinator_port = 0;
 }
 
 static int start_locked(const pt_agent_hooks *hooks, pt_error *err)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Where log lines go. The agent and the coordinator run inside the training process and
  * have no terminal of their own: by default a line goes to stderr with the prefix
@@ -24,10 +25,21 @@ typedef struct pt_ctl_log {
 void pt_ctl_logf(const pt_ctl_log *log, const char *fmt, ...) PT_PRINTF(2, 3);
 
 /* A non-blocking, close-on-exec listening socket on addr:port (port 0 = any free port;
- * *bound_port receives the port chosen). Returns the fd or -1. */
+ * *bound_port receives the port chosen). addr "@name" is the Unix socket of that name in
+ * the abstract namespace (port ignored, *bound_port 0). Returns the fd or -1. */
 int pt_net_listen(const char *addr, uint16_t port, uint16_t *bound_port, pt_error *err);
-/* Connects to host:port within timeout_ms. Returns a non-blocking, close-on-exec fd or -1. */
+/* Connects to host:port within timeout_ms. Returns a non-blocking, close-on-exec fd or -1.
+ * host "@name": the abstract Unix socket, refused (-1) unless its owner is this user. */
 int pt_net_connect(const char *host, uint16_t port, int timeout_ms, pt_error *err);
+/* Whether host names an abstract Unix socket ("@name"). */
+bool pt_net_is_local_socket(const char *host);
+/* "host:port", or "the socket @name", for log lines. */
+void pt_net_endpoint_name(const char *host, uint16_t port, char *dst, size_t cap);
+/* The uid of a Unix socket's peer (SO_PEERCRED): 0, or -1 for other sockets. */
+int pt_net_peer_uid(int fd, uid_t *uid);
+/* An accepted connection on a Unix socket: whether its peer runs as this user (always
+ * true on TCP, which cannot say). */
+bool pt_net_peer_is_this_user(int fd);
 /* "a.b.c.d:port" of the socket's peer. */
 void pt_net_peer_name(int fd, char *dst, size_t cap);
 /* True when addr resolves to an address of one of this machine's interfaces. */

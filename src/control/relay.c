@@ -100,6 +100,7 @@ struct pt_relay {
     uint8_t server_nonce[PT_CTL_NONCE_BYTES], client_nonce[PT_CTL_NONCE_BYTES];
     int64_t up_deadline_ns, next_connect_ns, backoff_ns, last_periodic_ns, last_unreachable_log_ns;
     int64_t last_sent_up_ns;
+    int64_t last_foreign_log_ns; /* when a connection from another user was last logged */
     unsigned random_state;
     bool reading_locals;   /* false while the upstream backlog is over BACKLOG */
     uint32_t up_events;
@@ -130,6 +131,14 @@ uint16_t pt_relay_port_for(uint16_t coordinator_port)
 {
     return (uint16_t)pt_env_int("PERFTRACKER_RELAY_PORT", coordinator_port < 65535 ? coordinator_port + 1 : 0, 0,
                                 65535);
+}
+
+/* The user's id is in the name so that two users' jobs on one node with the same port do
+ * not meet (each end still refuses a peer of another user, net.c). */
+void pt_relay_socket_for(uint16_t coordinator_port, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "@perftracker-relay-%lu-%u", (unsigned long)geteuid(),
+             (unsigned)pt_relay_port_for(coordinator_port));
 }
 
 /* ---------------------------------------------------------------- epoll bookkeeping */
@@ -556,6 +565,18 @@ static void resume_buffered(pt_relay *r)
     reap_locals(r);
 }
 
+static void refuse_other_user(pt_relay *r, int fd, int64_t now)
+{
+    uid_t uid = (uid_t)-1;
+    pt_net_peer_uid(fd, &uid);
+    close(fd);
+    if (now - r->last_foreign_log_ns > 60 * SEC) {
+        pt_ctl_logf(&r->cfg.log, "relay: refused a connection from user %ld on %s: only this user's ranks (%ld) "
+                    "may use it", uid == (uid_t)-1 ? -1L : (long)uid, r->cfg.listen_host, (long)geteuid());
+        r->last_foreign_log_ns = now;
+    }
+}
+
 static void accept_locals(pt_relay *r, int64_t now)
 {
     for (int i = 0; i < 64; i++) {
@@ -564,6 +585,10 @@ static void accept_locals(pt_relay *r, int64_t now)
             continue;
         if (fd < 0)
             return;
+        if (!pt_net_peer_is_this_user(fd)) { /* an abstract name has no permissions of its own */
+            refuse_other_user(r, fd, now);
+            continue;
+        }
         local *l = r->up_state == UP_READY && r->local_count < r->locals_cap ? calloc(1, sizeof *l) : NULL;
         if (!l) { /* the agent retries with its backoff: the coordinator is not reachable now, or we are full */
             close(fd);

@@ -28,8 +28,10 @@ typedef struct pt_relay_config {
     int32_t rank, node_rank, world_size; /* the relay's own worker: local rank 0 of its node */
     int64_t pid;
     char host[PT_HOST_MAX];
-    char listen_host[PT_HOST_MAX];      /* where the node's ranks connect: 127.0.0.1 */
-    uint16_t listen_port;               /* 0: any free port (tests) */
+    char listen_host[PT_HOST_MAX];      /* where the node's ranks connect: an abstract Unix
+                                           socket "@name" (pt_relay_socket_for; net.h), or a
+                                           TCP address (tests) */
+    uint16_t listen_port;               /* TCP only; 0: any free port (tests) */
     char coordinator_host[PT_HOST_MAX];
     uint16_t coordinator_port;
     pt_key key;                         /* the agent key */
@@ -68,9 +70,11 @@ void pt_relay_destroy(pt_relay *r);
 /* The tree's switch, from the environment (every rank computes the same answer):
  * PERFTRACKER_RELAY=1 always, 0 never, unset/auto for jobs of at least
  * PERFTRACKER_RELAY_MIN_WORLD (256) workers on more than one node with more than one
- * rank per node. The relay listens on 127.0.0.1 at the coordinator's port + 1
- * (MASTER_PORT + 2), or PERFTRACKER_RELAY_PORT. */
+ * rank per node. The relay listens on the Unix socket @perftracker-relay-<uid>-<port>,
+ * port being the coordinator's + 1 (MASTER_PORT + 2) or PERFTRACKER_RELAY_PORT: a node's
+ * ranks all compute the same name, and another job's differs. */
 bool pt_relay_wanted(int32_t world_size, int32_t local_world_size);
 uint16_t pt_relay_port_for(uint16_t coordinator_port);
+void pt_relay_socket_for(uint16_t coordinator_port, char *dst, size_t cap);
 
 #endif

@@ -76,9 +76,11 @@ void fake_fleet_config_init(fake_fleet_config *cfg, int32_t world_size)
     cfg->kill_relay_window = 1;
 }
 
-void fake_fleet_relay_host(int32_t node, char *dst, size_t cap)
+/* As the product names a node's relay socket (pt_relay_socket_for), with the node in it:
+ * the fleet's nodes share one machine. */
+void fake_fleet_relay_host(uint16_t relay_port, int32_t node, char *dst, size_t cap)
 {
-    snprintf(dst, cap, "127.%d.%d.%d", 1 + node / 65536, node / 256 % 256, node % 256);
+    snprintf(dst, cap, "@perftracker-fleet-%lu-%u-%d", (unsigned long)geteuid(), (unsigned)relay_port, node);
 }
 
 /* ---------------------------------------------------------------- the fake collector */
@@ -352,8 +354,8 @@ static pt_agent *start_agent(fake_fleet *f, fake_worker *w)
     snprintf(cfg.coordinator_host, sizeof cfg.coordinator_host, "%s", f->cfg.coordinator_host);
     cfg.coordinator_port = f->cfg.coordinator_port;
     if (f->cfg.tree) {
-        fake_fleet_relay_host(cfg.node_rank, cfg.coordinator_host, sizeof cfg.coordinator_host);
-        cfg.coordinator_port = f->cfg.relay_port;
+        fake_fleet_relay_host(f->cfg.relay_port, cfg.node_rank, cfg.coordinator_host, sizeof cfg.coordinator_host);
+        cfg.coordinator_port = 0;
     }
     cfg.key = f->cfg.key;
     cfg.heartbeat_ns = f->cfg.heartbeat_ns;
@@ -385,8 +387,7 @@ static void start_relays(fake_fleet *f)
         memset(&rc, 0, sizeof rc);
         rc.rank = node * per_node, rc.node_rank = node, rc.world_size = f->cfg.world_size, rc.pid = 100000 + rc.rank;
         snprintf(rc.host, sizeof rc.host, "fakenode%d", node);
-        fake_fleet_relay_host(node, rc.listen_host, sizeof rc.listen_host);
-        rc.listen_port = f->cfg.relay_port;
+        fake_fleet_relay_host(f->cfg.relay_port, node, rc.listen_host, sizeof rc.listen_host);
         snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "%s", f->cfg.coordinator_host);
         rc.coordinator_port = f->cfg.coordinator_port;
         rc.key = f->cfg.key;

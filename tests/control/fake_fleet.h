@@ -48,7 +48,7 @@ typedef struct fake_fleet_config {
     void (*die)(int32_t rank);
     int32_t ranks_per_node;  /* 8: host fakenode<rank / 8>, local rank rank % 8 */
     bool tree;               /* a relay per node */
-    uint16_t relay_port;     /* where every node's relay listens (its own 127.1.x.y) */
+    uint16_t relay_port;     /* in the name of every node's relay socket (fake_fleet_relay_host) */
     bool driven;             /* one driver thread for every agent and relay */
     int32_t kill_relay_node; /* -1: none; else that node's relay is destroyed (its agents live on)
                                 as the first of its ranks reaches its window ... */
@@ -64,8 +64,8 @@ fake_fleet *fake_fleet_start(const fake_fleet_config *cfg);
 int fake_fleet_joined(fake_fleet *f);
 /* How many of the fleet's relays hold the coordinator. */
 int fake_fleet_relays_up(fake_fleet *f);
-/* The loopback address of node n's relay in tree mode. */
-void fake_fleet_relay_host(int32_t node, char *dst, size_t cap);
+/* The Unix socket ("@name") of node n's relay in tree mode. */
+void fake_fleet_relay_host(uint16_t relay_port, int32_t node, char *dst, size_t cap);
 /* How many of the fleet's agents were refused by the coordinator. */
 int fake_fleet_refusals(fake_fleet *f);
 void fake_fleet_stop(fake_fleet *f);

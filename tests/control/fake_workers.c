@@ -18,7 +18,7 @@
  * in the test's private folder): rank 0's process writes it, the others wait for it.
  *
  * A large fleet (fake_fleet.h): --tree gives every node of --ranks-per-node ranks a real
- * relay on 127.1.x.y at the coordinator's port + 1 (each process must hold whole nodes),
+ * relay on a Unix socket of its own (fake_fleet_relay_host; each process must hold whole nodes),
  * --driven drives every agent and relay from one thread (--poll-ms, default 250, is how
  * often each agent samples its fake collector). The process raises its open-file limit to
  * the hard limit, and in those modes refuses to start, saying so, when that is too low for

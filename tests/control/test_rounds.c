@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -872,7 +874,7 @@ static void test_process_agent_api_and_auto_trigger_argument(void **state)
 /* ---------------------------------------------------------------- the relay tree */
 
 /* A fleet whose nodes of 8 ranks each reach the coordinator through their node's relay
- * (every relay on its own loopback address, at the coordinator's port number). */
+ * (every relay on a Unix socket of its own, named with the coordinator's port number). */
 static void tree_fleet(const job *j, fake_fleet_config *fc, int32_t world_size, bool driven)
 {
     base_fleet(j, fc, world_size);
@@ -1127,6 +1129,98 @@ static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
     stop_job(&j);
 }
 
+/* A node's relay listens on an abstract Unix socket, which has no permissions: a peer of
+ * another user that connects is closed before the challenge (and logged), and an agent
+ * refuses a socket another user took the name of. Needs root, to be another user. */
+static int connect_as_nobody(const char *name)
+{
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 2;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(name + 1);
+    memcpy(sa.sun_path + 1, name + 1, n);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0)
+        return 3;
+    char byte;
+    return read(fd, &byte, 1) == 0 ? 0 : 1; /* closed with no challenge sent */
+}
+
+static int squat_as_nobody(const char *name, int ready_fd, int done_fd)
+{
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 2;
+    pt_error err;
+    int fd = pt_net_listen(name, 0, NULL, &err);
+    char byte = fd >= 0 ? 'y' : 'n';
+    if (write(ready_fd, &byte, 1) != 1 || read(done_fd, &byte, 1) < 0)
+        return 3;
+    return 0;
+}
+
+static void test_tree_relay_socket_refuses_another_user(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: needs root, to connect as another user\n");
+        skip();
+    }
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    pt_relay_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.rank = 8, rc.node_rank = 1, rc.world_size = 16, rc.pid = getpid();
+    snprintf(rc.host, sizeof rc.host, "node1");
+    snprintf(rc.listen_host, sizeof rc.listen_host, "@perftracker-test-%d-relay", (int)getpid());
+    snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "127.0.0.1");
+    rc.coordinator_port = pt_coordinator_port(j.coordinator);
+    rc.key = agent_key(SECRET);
+    rc.log.fn = capture_log;
+    pt_error err;
+    pt_relay *relay = pt_relay_create(&rc, &err);
+    assert_non_null(relay);
+    assert_int_equal(pt_relay_start_thread(relay, &err), 0);
+    wait_tree(&j, 1, 0);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(connect_as_nobody(rc.listen_host));
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(log_contains("relay: refused a connection from user 65534"));
+    /* This user's peer still gets the challenge. */
+    int own = pt_net_connect(rc.listen_host, 0, 1000, &err);
+    assert_true(own >= 0);
+    struct pollfd p = {own, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    char frame[64];
+    assert_true(read(own, frame, sizeof frame) > 0);
+    close(own);
+    pt_relay_destroy(relay);
+    stop_job(&j);
+
+    /* The agent's side: a name another user holds is refused before the handshake. */
+    char squatted[64];
+    snprintf(squatted, sizeof squatted, "@perftracker-test-%d-squat", (int)getpid());
+    int ready[2], done[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(done), 0);
+    child = fork();
+    if (child == 0)
+        _exit(squat_as_nobody(squatted, ready[1], done[0]));
+    char byte = 0;
+    assert_int_equal(read(ready[0], &byte, 1), 1);
+    assert_int_equal(byte, 'y');
+    assert_int_equal(pt_net_connect(squatted, 0, 1000, &err), -1);
+    assert_non_null(strstr(err.message, "is held by user 65534, not this one (0): refused"));
+    assert_int_equal(write(done[1], "x", 1), 1);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < 2; i++)
+        close(ready[i]), close(done[i]);
+}
+
 /* The process API in tree mode: local rank 0 of node 1 (rank 8 of 16) hosts its node's
  * relay, and its own agent reaches the coordinator through it; at stop both go. */
 static void test_process_agent_api_hosts_the_node_relay(void **state)
@@ -1222,6 +1316,7 @@ int main(void)
         cmocka_unit_test(test_tree_relay_killed_mid_round_names_its_ranks),
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
         cmocka_unit_test(test_tree_relay_with_no_ranks_yet_is_not_dropped),
+        cmocka_unit_test(test_tree_relay_socket_refuses_another_user),
         cmocka_unit_test(test_process_agent_api_hosts_the_node_relay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

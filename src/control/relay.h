@@ -45,6 +45,8 @@ typedef struct pt_relay_config {
                                            coordinator whose accept backlog is full drops SYNs,
                                            and a connect then blocks the whole loop (retried
                                            with the backoff instead) */
+    int join_timeout_ms;                /* 0: 10 s. How long a local connection may take to
+                                           authenticate and JOIN before it is closed */
     pt_ctl_log log;
 } pt_relay_config;
 

@@ -1221,6 +1221,72 @@ static void test_tree_relay_socket_refuses_another_user(void **state)
         close(ready[i]), close(done[i]);
 }
 
+/* A local connection that never JOINs is closed at the deadline, however many others
+ * come and go meanwhile: the relay skips its walk over the locals while none is unjoined,
+ * and that count must survive a connection closed by its peer and one that joins. */
+static bool closed_within(int fd, int ms)
+{
+    char buf[256];
+    for (int waited = 0; waited < ms; waited += 50) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) == 1) {
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n == 0 || (n < 0 && errno != EAGAIN))
+                return true;
+        }
+    }
+    return false;
+}
+
+static void test_tree_relay_closes_a_local_that_never_joins(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_coordinator(&j, 16, false);
+    pt_relay_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.rank = 8, rc.node_rank = 1, rc.world_size = 16, rc.pid = getpid();
+    snprintf(rc.host, sizeof rc.host, "node1");
+    snprintf(rc.listen_host, sizeof rc.listen_host, "@perftracker-test-%d-join", (int)getpid());
+    snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "127.0.0.1");
+    rc.coordinator_port = pt_coordinator_port(j.coordinator);
+    rc.key = agent_key(SECRET);
+    rc.join_timeout_ms = 1500;
+    rc.log.fn = capture_log;
+    pt_error err;
+    pt_relay *relay = pt_relay_create(&rc, &err);
+    assert_non_null(relay);
+    assert_int_equal(pt_relay_start_thread(relay, &err), 0);
+    wait_tree(&j, 1, 0);
+    int64_t t0 = pt_now_ns();
+    int idle = pt_net_connect(rc.listen_host, 0, 1000, &err);
+    int quitter = pt_net_connect(rc.listen_host, 0, 1000, &err);
+    assert_true(idle >= 0 && quitter >= 0);
+    close(quitter); /* closed by its peer before it joined */
+    pt_agent_config ac;
+    pt_agent_config_defaults(&ac);
+    ac.rank = 9, ac.local_rank = 1, ac.node_rank = 1, ac.world_size = 16, ac.pid = 4242;
+    snprintf(ac.host, sizeof ac.host, "node1");
+    snprintf(ac.coordinator_host, sizeof ac.coordinator_host, "%s", rc.listen_host);
+    ac.key = rc.key;
+    ac.log.fn = capture_log;
+    process_worker pw = {pt_now_ns(), PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    pt_agent_hooks hooks = {&pw, process_arm, process_status, NULL};
+    pt_agent *agent = pt_agent_create(&ac, &hooks, &err);
+    assert_non_null(agent);
+    wait_tree(&j, 1, 1);
+    assert_true(closed_within(idle, 8000));
+    int64_t waited_ms = (pt_now_ns() - t0) / MS;
+    assert_true(waited_ms >= 1400); /* not before its deadline */
+    close(idle);
+    /* The joined agent is not closed by the deadline. */
+    nanosleep(&(struct timespec){2, 0}, NULL);
+    wait_tree(&j, 1, 1);
+    pt_agent_destroy(agent, true);
+    pt_relay_destroy(relay);
+    stop_job(&j);
+}
+
 /* The process API in tree mode: local rank 0 of node 1 (rank 8 of 16) hosts its node's
  * relay, and its own agent reaches the coordinator through it; at stop both go. */
 static void test_process_agent_api_hosts_the_node_relay(void **state)
@@ -1317,6 +1383,7 @@ int main(void)
         cmocka_unit_test(test_tree_hostile_relay_cannot_take_a_live_rank),
         cmocka_unit_test(test_tree_relay_with_no_ranks_yet_is_not_dropped),
         cmocka_unit_test(test_tree_relay_socket_refuses_another_user),
+        cmocka_unit_test(test_tree_relay_closes_a_local_that_never_joins),
         cmocka_unit_test(test_process_agent_api_hosts_the_node_relay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

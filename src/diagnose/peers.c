@@ -505,6 +505,8 @@ typedef struct per_call_rows {
     double *peer_calls;   /* [row] */
     double **sorted;      /* [row]: NULL for a row of another class */
     size_t *present;      /* [row]: how many sorted holds */
+    size_t *compared;     /* the rows a worker is compared on: of the classes, no waits */
+    size_t compared_count;
 } per_call_rows;
 
 static int cmp_double_asc(const void *x, const void *y)
@@ -519,10 +521,13 @@ static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_
     r->peer_calls = pt_xcalloc(rows, sizeof *r->peer_calls);
     r->sorted = pt_xcalloc(rows, sizeof *r->sorted);
     r->present = pt_xcalloc(rows, sizeof *r->present);
+    r->compared = pt_xmalloc(rows * sizeof *r->compared);
+    r->compared_count = 0;
     double *calls = pt_xmalloc(a->n * sizeof *calls);
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        if (!(classes & PT_CLASS_BIT(row->cls)))
+        if (!(classes & PT_CLASS_BIT(row->cls)) ||
+            (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
             continue;
         pt_row_calls_per_step(a, row, calls);
         r->peer_calls[i] = pt_median_of(calls, a->n, a->scratch);
@@ -536,6 +541,11 @@ static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_
         }
         qsort(sorted, m, sizeof *sorted, cmp_double_asc);
         r->present[i] = m;
+        /* Compared on where most of the others call it too (m counts the worker itself). */
+        if (m >= 2 && 2 * (m - 1) >= a->n - 1)
+            r->compared[r->compared_count++] = i;
+        else
+            free(sorted), r->sorted[i] = NULL;
     }
     free(calls);
 }
@@ -547,22 +557,19 @@ static void per_call_rows_free(const pt_analysis *a, per_call_rows *r)
     free(r->sorted);
     free(r->peer_calls);
     free(r->present);
+    free(r->compared);
 }
 
 /* The median (pt_median's: the mean of the two middle values of an even count) of sorted
- * values [0, m) with one occurrence of x (which is among them) left out. */
+ * values [0, m) with one occurrence of x (which is among them) left out. Without x, the
+ * others' i-th value is sorted[i] where i comes before x's first index -- that is, where
+ * sorted[i] < x -- and sorted[i + 1] from there on: the middle two indices say it, with
+ * no search for x (a binary search over 100 000 values per worker and row was a cache miss
+ * at each step, most of the analysis's findings phase). */
 static double median_without(const double *sorted, size_t m, double x)
 {
-    size_t lo = 0, hi = m;
-    while (lo < hi) { /* the first index holding x */
-        size_t mid = lo + (hi - lo) / 2;
-        if (sorted[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t left = m - 1; /* the others: sorted without index lo */
-#define OTHER(i) ((i) < lo ? sorted[(i)] : sorted[(i) + 1])
+    size_t left = m - 1; /* the others */
+#define OTHER(i) (sorted[(i)] < x ? sorted[(i)] : sorted[(i) + 1])
     double upper = OTHER(left / 2);
     double median = left % 2 ? upper : (OTHER(left / 2 - 1) + upper) / 2;
 #undef OTHER
@@ -583,20 +590,16 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
         per_call_rows_init(a, classes, &own);
         rows = &own;
     }
-    double *ratios = pt_xmalloc((a->row_count ? a->row_count : 1) * sizeof *ratios);
+    double *ratios = pt_xmalloc((rows->compared_count ? rows->compared_count : 1) * sizeof *ratios);
     size_t k = 0;
-    for (size_t i = 0; i < a->row_count; i++) {
-        const pt_fn_row *row = &a->rows[i];
+    for (size_t c = 0; c < rows->compared_count; c++) { /* only these: each look-up is a cache miss */
+        size_t i = rows->compared[c];
         pt_function_summary cell;
-        const pt_function_summary *mine = pt_row_function(a, row, w, &cell);
-        if (!(classes & PT_CLASS_BIT(row->cls)) || !mine || !mine->count || !mine->total_ns ||
-            (row->cls == PT_CLASS_RUNTIME && pt_runtime_kind_of(row->name) == PT_RUNTIME_SYNC))
+        const pt_function_summary *mine = pt_row_function(a, &a->rows[i], w, &cell);
+        if (!mine || !mine->count || !mine->total_ns)
             continue;
         double my_calls = (double)mine->count / a->steps[w], peer_calls = rows->peer_calls[i];
         if (call_evidence(my_calls, peer_calls) != PT_EVIDENCE_SLOWER || my_calls < (1 - MORE_CALLS_SHARE) * peer_calls)
-            continue;
-        size_t m = rows->present[i] - 1; /* the others that call it: w does */
-        if (2 * m < a->n - 1 || m == 0)
             continue;
         double my_per_call = (double)mine->total_ns / (double)mine->count;
         double theirs = median_without(rows->sorted[i], rows->present[i], my_per_call);

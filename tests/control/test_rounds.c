@@ -1158,6 +1158,18 @@ static int squat_as_nobody(const char *name, int ready_fd, int done_fd)
     return 0;
 }
 
+/* The relay of node 1 (ranks 8-15) of a 16-rank job, on a socket named for this test. */
+static void node1_relay_config(const job *j, const char *name, pt_relay_config *rc)
+{
+    memset(rc, 0, sizeof *rc);
+    rc->rank = 8, rc->node_rank = 1, rc->world_size = 16, rc->pid = getpid();
+    snprintf(rc->host, sizeof rc->host, "node1");
+    snprintf(rc->listen_host, sizeof rc->listen_host, "@perftracker-test-%d-%s", (int)getpid(), name);
+    snprintf(rc->coordinator_host, sizeof rc->coordinator_host, "127.0.0.1");
+    rc->coordinator_port = pt_coordinator_port(j->coordinator);
+    rc->key = agent_key(SECRET);
+}
+
 static void test_tree_relay_socket_refuses_another_user(void **state)
 {
     (void)state;
@@ -1168,13 +1180,7 @@ static void test_tree_relay_socket_refuses_another_user(void **state)
     job j = {0};
     start_coordinator(&j, 16, false);
     pt_relay_config rc;
-    memset(&rc, 0, sizeof rc);
-    rc.rank = 8, rc.node_rank = 1, rc.world_size = 16, rc.pid = getpid();
-    snprintf(rc.host, sizeof rc.host, "node1");
-    snprintf(rc.listen_host, sizeof rc.listen_host, "@perftracker-test-%d-relay", (int)getpid());
-    snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "127.0.0.1");
-    rc.coordinator_port = pt_coordinator_port(j.coordinator);
-    rc.key = agent_key(SECRET);
+    node1_relay_config(&j, "relay", &rc);
     rc.log.fn = capture_log;
     pt_error err;
     pt_relay *relay = pt_relay_create(&rc, &err);
@@ -1244,13 +1250,7 @@ static void test_tree_relay_closes_a_local_that_never_joins(void **state)
     job j = {0};
     start_coordinator(&j, 16, false);
     pt_relay_config rc;
-    memset(&rc, 0, sizeof rc);
-    rc.rank = 8, rc.node_rank = 1, rc.world_size = 16, rc.pid = getpid();
-    snprintf(rc.host, sizeof rc.host, "node1");
-    snprintf(rc.listen_host, sizeof rc.listen_host, "@perftracker-test-%d-join", (int)getpid());
-    snprintf(rc.coordinator_host, sizeof rc.coordinator_host, "127.0.0.1");
-    rc.coordinator_port = pt_coordinator_port(j.coordinator);
-    rc.key = agent_key(SECRET);
+    node1_relay_config(&j, "join", &rc);
     rc.join_timeout_ms = 1500;
     rc.log.fn = capture_log;
     pt_error err;

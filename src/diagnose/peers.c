@@ -123,12 +123,15 @@ static void measure(const pt_analysis *a, peer_values *v)
         v->threshold = fmax(pt_floor_ms(a), SPREAD_SIGMAS * spread.sigma);
         return;
     }
+    /* Step by step, in one pass over per_step (worker-major): reading one step's column
+     * from it touched a cache line per worker per step, every line steps times over. */
     double *column = pt_xmalloc((n + 1) * steps * sizeof *column);
+    for (size_t w = 0; w < n; w++)
+        for (size_t s = 0; s < steps; s++)
+            column[s * n + w] = v->per_step[w * steps + s];
     v->median = 0;
     for (size_t s = 0; s < steps; s++) {
-        for (size_t w = 0; w < n; w++)
-            column[w] = v->per_step[w * steps + s];
-        v->step_median[s] = pt_median_of(column, n, a->scratch);
+        v->step_median[s] = pt_median(column + s * n, n); /* reorders its step's column only */
         v->median += v->step_median[s] / (double)steps;
     }
     double *residual = column + n * steps;
@@ -492,38 +495,36 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
 
 /* ------------------------------------------------------------ slow hosts */
 
-/* Worker w's per-call time against the others', over the functions of the given classes
- * (CPU-side ones for a host, kernels for a GPU) most workers run as often as w does, counted alike whatever their time (one long call, a sleep, must
- * not decide). Waits are left out: a synchronize on the straggler is shorter, not longer.
- * *median_ratio is the typical function's ratio; returns the share of functions slowed
- * by at least half of it. */
 /* What slower_per_call compares a worker's row with, once per row instead of once per
  * worker and row (that was n^2 x rows: hours at 100 000 workers): the median calls per
- * step over every worker, and the per-call times of the workers that call it, sorted, so
- * the median of the others is read off without the worker's own. */
+ * step over every worker, and the three middle values of the per-call times of the
+ * workers that call it, from which the median of the others is read without the
+ * worker's own (median_without). Three values, not the sorted times: selecting them is
+ * linear, where sorting 100 000 per row was n log n and held rows x workers doubles. */
 typedef struct per_call_rows {
     double *peer_calls;   /* [row] */
-    double **sorted;      /* [row]: NULL for a row not compared on */
-    size_t *present;      /* [row]: how many sorted holds */
+    double (*middle)[3];  /* [row]: the per-call times' ranks u - 1, u, u + 1 (middle_index) */
+    size_t *present;      /* [row]: how many workers call it */
     size_t *compared;     /* the rows a worker is compared on: of the classes, no waits */
     size_t compared_count;
 } per_call_rows;
 
-static int cmp_double_asc(const void *x, const void *y)
+/* u: the upper middle of the m - 1 values left once one is taken out. */
+static size_t middle_index(size_t m)
 {
-    double p = *(const double *)x, q = *(const double *)y;
-    return p < q ? -1 : p > q;
+    return (m - 1) / 2;
 }
 
 static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_rows *r)
 {
     size_t rows = a->row_count ? a->row_count : 1;
     r->peer_calls = pt_xcalloc(rows, sizeof *r->peer_calls);
-    r->sorted = pt_xcalloc(rows, sizeof *r->sorted);
+    r->middle = pt_xcalloc(rows, sizeof *r->middle);
     r->present = pt_xcalloc(rows, sizeof *r->present);
     r->compared = pt_xmalloc(rows * sizeof *r->compared);
     r->compared_count = 0;
-    double *calls = pt_xmalloc(a->n * sizeof *calls);
+    double *calls = pt_xmalloc((a->n ? a->n : 1) * sizeof *calls);
+    double *per_call = pt_xmalloc((a->n ? a->n : 1) * sizeof *per_call);
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         if (!(classes & PT_CLASS_BIT(row->cls)) ||
@@ -531,47 +532,43 @@ static void per_call_rows_init(const pt_analysis *a, unsigned classes, per_call_
             continue;
         pt_row_calls_per_step(a, row, calls);
         r->peer_calls[i] = pt_median_of(calls, a->n, a->scratch);
-        double *sorted = r->sorted[i] = pt_xmalloc(a->n * sizeof *sorted);
         size_t m = 0;
         for (size_t v = 0; v < a->n; v++) {
             pt_function_summary cell;
             const pt_function_summary *f = pt_row_function(a, row, v, &cell);
             if (f && f->count)
-                sorted[m++] = (double)f->total_ns / (double)f->count;
+                per_call[m++] = (double)f->total_ns / (double)f->count;
         }
-        qsort(sorted, m, sizeof *sorted, cmp_double_asc);
         r->present[i] = m;
         /* Compared on where most of the others call it too (m counts the worker itself). */
-        if (m >= 2 && 2 * (m - 1) >= a->n - 1)
+        if (m >= 2 && 2 * (m - 1) >= a->n - 1) {
+            pt_select_around(per_call, m, middle_index(m), r->middle[i]);
             r->compared[r->compared_count++] = i;
-        else
-            free(sorted), r->sorted[i] = NULL;
+        }
     }
     free(calls);
+    free(per_call);
 }
 
-static void per_call_rows_free(const pt_analysis *a, per_call_rows *r)
+static void per_call_rows_free(per_call_rows *r)
 {
-    for (size_t i = 0; i < a->row_count; i++)
-        free(r->sorted[i]);
-    free(r->sorted);
+    free(r->middle);
     free(r->peer_calls);
     free(r->present);
     free(r->compared);
 }
 
-/* The median (pt_median's: the mean of the two middle values of an even count) of sorted
- * values [0, m) with one occurrence of x (which is among them) left out. Without x, the
- * others' i-th value is sorted[i] where i comes before x's first index -- that is, where
- * sorted[i] < x -- and sorted[i + 1] from there on: the middle two indices say it, with
- * no search for x (a binary search over 100 000 values per worker and row, a cache miss
- * at each step; the findings phase at 100k was not measurably faster without it). */
-static double median_without(const double *sorted, size_t m, double x)
+/* The median (pt_median's: the mean of the two middle values of an even count) of the
+ * m per-call times of a row with one occurrence of x (which is among them) left out.
+ * In sorted order, the others' i-th value is the i-th where i comes before x's first
+ * place -- that is, where the i-th is below x -- and the (i + 1)-th from there on; the
+ * others' middle is at u - 1 and u, so ranks u - 1, u and u + 1 (middle) say it. */
+static double median_without(const double middle[3], size_t m, double x)
 {
     size_t left = m - 1; /* the others */
-#define OTHER(i) (sorted[(i)] < x ? sorted[(i)] : sorted[(i) + 1])
-    double upper = OTHER(left / 2);
-    double median = left % 2 ? upper : (OTHER(left / 2 - 1) + upper) / 2;
+#define OTHER(j) (middle[(j)] < x ? middle[(j)] : middle[(j) + 1]) /* j: rank - (u - 1) */
+    double upper = OTHER(1);
+    double median = left % 2 ? upper : (OTHER(0) + upper) / 2;
 #undef OTHER
     return median;
 }
@@ -602,7 +599,7 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
         if (call_evidence(my_calls, peer_calls) != PT_EVIDENCE_SLOWER || my_calls < (1 - MORE_CALLS_SHARE) * peer_calls)
             continue;
         double my_per_call = (double)mine->total_ns / (double)mine->count;
-        double theirs = median_without(rows->sorted[i], rows->present[i], my_per_call);
+        double theirs = median_without(rows->middle[i], rows->present[i], my_per_call);
         if (theirs <= 0)
             continue;
         ratios[k++] = my_per_call / theirs;
@@ -614,7 +611,7 @@ static double slower_per_call(const pt_analysis *a, size_t w, unsigned classes, 
     *compared = k;
     free(ratios);
     if (rows == &own)
-        per_call_rows_free(a, &own);
+        per_call_rows_free(&own);
     return k ? (double)slowed / (double)k : 0;
 }
 
@@ -728,7 +725,7 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
         if (slow[w])
             top = fmax(top, factor[w]);
     }
-    per_call_rows_free(a, &kernels);
+    per_call_rows_free(&kernels);
     free(share);
     /* The seeds' like, against the workers that are not seeds: half a host's GPUs slow
      * move the median half way to them, and noise atop a slow GPU widens its spread. */

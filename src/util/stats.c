@@ -55,6 +55,19 @@ DEFINE_SELECT(select_i64, int64_t)
 DEFINE_MEDIAN(pt_median, double, select_double, AVERAGE_DOUBLE)
 DEFINE_MEDIAN(pt_median_i64, int64_t, select_i64, AVERAGE_I64)
 
+/* The same fact as pt_median's: once k is selected, what lies left of it is no larger
+ * and what lies right no smaller, so its neighbours in order are a maximum and a
+ * minimum away. */
+void pt_select_around(double *values, size_t n, size_t k, double out[3])
+{
+    out[1] = select_double(values, n, k);
+    out[0] = out[2] = NAN;
+    for (size_t i = 0; i < k; i++)
+        out[0] = i == 0 || values[i] > out[0] ? values[i] : out[0];
+    for (size_t i = k + 1; i < n; i++)
+        out[2] = i == k + 1 || values[i] < out[2] ? values[i] : out[2];
+}
+
 double pt_mean(const double *values, size_t n)
 {
     if (n == 0)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "diagnose/diagnose.h"
+#include "util/stats.h"
 
 #define N 8
 #define MS 1000000LL
@@ -590,6 +591,39 @@ static void test_more_calls_are_counted_against_the_peers(void **state)
     pt_json_free(report);
 }
 
+static int cmp_double(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return p < q ? -1 : p > q;
+}
+
+/* The per-call comparison reads the others' median off three middle order statistics
+ * (diagnose/peers.c): they must be a sort's, ties and both ends included. */
+static void test_select_around_matches_a_sort(void **state)
+{
+    (void)state;
+    unsigned seed = 12345;
+    for (size_t n = 1; n <= 40; n++)
+        for (size_t k = 0; k < n; k++) {
+            double values[40], sorted[40], out[3];
+            for (size_t i = 0; i < n; i++) {
+                seed = seed * 1103515245u + 12345u;
+                values[i] = sorted[i] = (double)((seed >> 16) % 7); /* few values: many ties */
+            }
+            qsort(sorted, n, sizeof *sorted, cmp_double);
+            pt_select_around(values, n, k, out);
+            assert_true(out[1] == sorted[k]);
+            if (k > 0)
+                assert_true(out[0] == sorted[k - 1]);
+            else
+                assert_true(isnan(out[0]));
+            if (k + 1 < n)
+                assert_true(out[2] == sorted[k + 1]);
+            else
+                assert_true(isnan(out[2]));
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_missing_and_failed_ranks_are_listed),
         cmocka_unit_test(test_two_workers_are_not_compared),
         cmocka_unit_test(test_report_carries_the_step_timeline),
+        cmocka_unit_test(test_select_around_matches_a_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

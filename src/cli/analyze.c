@@ -550,6 +550,7 @@ int cmd_analyze(int argc, char **argv)
     js.errors = pt_xcalloc(n, sizeof *js.errors);
     js.threads = threads;
     pt_summary_share_names(); /* every worker names the same functions: one copy of each */
+    pt_summary_expect_ranks(n); /* one input per rank, most often */
     summarize_all(&js, threads);
     assign_missing_ranks(&js);
 

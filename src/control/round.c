@@ -138,8 +138,10 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     r->summaries_dir = (pt_out_dir)PT_OUT_DIR_INIT;
     r->archive_fd = -1;
     r->threads = 1;
-    if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) /* 1 MiB at most */
+    if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) { /* 1 MiB at most */
         r->settled = pt_xcalloc((size_t)world_size, 1);
+        pt_summary_expect_ranks((size_t)world_size); /* they arrive in no order; the analysis reads by rank */
+    }
     return r;
 }
 

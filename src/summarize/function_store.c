@@ -49,6 +49,8 @@ struct pt_fn_store {
     size_t column_count, column_cap;
     uint32_t *slot_first, *slot_functions; /* [slot]: its run of `order` */
     size_t slot_count, slot_cap, live;
+    uint8_t *rank_taken; /* [rank]: slot `rank` is held, for rank < rank_slots */
+    size_t rank_slots;   /* slots [0, rank_slots) are the ranks' (pt_fn_store_expect_ranks) */
     uint32_t *order; /* column ids, slot after slot */
     size_t order_count, order_cap;
 };
@@ -211,6 +213,7 @@ static void store_clear(pt_fn_store *st)
     free(st->slot_first);
     free(st->slot_functions);
     free(st->order);
+    free(st->rank_taken);
     pt_strtab_free(&st->keys);
     pthread_mutex_t lock = st->lock;
     memset(st, 0, sizeof *st);
@@ -228,16 +231,46 @@ void pt_fn_store_free(pt_fn_store *st)
     free(st);
 }
 
-static uint32_t add_locked(pt_fn_store *st, const pt_worker_summary *s)
+/* Room for slots [0, need): a slot no summary holds lists no functions. */
+static void reserve_slots(pt_fn_store *st, size_t need)
 {
-    uint32_t slot = (uint32_t)st->slot_count;
-    if (st->slot_count == st->slot_cap) {
-        size_t cap = st->slot_cap ? 2 * st->slot_cap : 1024;
-        st->slot_first = pt_xrealloc(st->slot_first, cap * sizeof *st->slot_first);
-        st->slot_functions = pt_xrealloc(st->slot_functions, cap * sizeof *st->slot_functions);
-        st->slot_cap = cap;
+    if (need <= st->slot_cap)
+        return;
+    size_t cap = st->slot_cap ? st->slot_cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    st->slot_first = pt_xrealloc(st->slot_first, cap * sizeof *st->slot_first);
+    st->slot_functions = pt_xrealloc(st->slot_functions, cap * sizeof *st->slot_functions);
+    memset(st->slot_first + st->slot_cap, 0, (cap - st->slot_cap) * sizeof *st->slot_first);
+    memset(st->slot_functions + st->slot_cap, 0, (cap - st->slot_cap) * sizeof *st->slot_functions);
+    st->slot_cap = cap;
+}
+
+void pt_fn_store_expect_ranks(pt_fn_store *st, size_t world)
+{
+    pthread_mutex_lock(&st->lock);
+    if (st->slot_count == 0 && world > 0 && world <= UINT32_MAX / 2) {
+        reserve_slots(st, world);
+        st->rank_taken = pt_xcalloc(world, sizeof *st->rank_taken);
+        st->rank_slots = st->slot_count = world;
     }
-    st->slot_count++;
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* The rank's own slot when it is expected and free, else the next past them. */
+static uint32_t take_slot(pt_fn_store *st, int64_t rank)
+{
+    if (rank >= 0 && (uint64_t)rank < st->rank_slots && !st->rank_taken[rank]) {
+        st->rank_taken[rank] = 1;
+        return (uint32_t)rank;
+    }
+    reserve_slots(st, st->slot_count + 1);
+    return (uint32_t)st->slot_count++;
+}
+
+static uint32_t add_locked(pt_fn_store *st, const pt_worker_summary *s, int64_t rank)
+{
+    uint32_t slot = take_slot(st, rank);
     st->live++;
     PT_GROW(st->order, st->order_cap, st->order_count + s->function_count);
     st->slot_first[slot] = (uint32_t)st->order_count;
@@ -256,14 +289,16 @@ static uint32_t add_locked(pt_fn_store *st, const pt_worker_summary *s)
 uint32_t pt_fn_store_add(pt_fn_store *st, const pt_worker_summary *s)
 {
     pthread_mutex_lock(&st->lock);
-    uint32_t slot = add_locked(st, s);
+    uint32_t slot = add_locked(st, s, -1);
     pthread_mutex_unlock(&st->lock);
     return slot;
 }
 
 void pt_fn_store_adopt(pt_fn_store *st, pt_worker_summary *s)
 {
-    uint32_t slot = pt_fn_store_add(st, s);
+    pthread_mutex_lock(&st->lock);
+    uint32_t slot = add_locked(st, s, s->rank);
+    pthread_mutex_unlock(&st->lock);
     for (size_t i = 0; i < s->function_count; i++)
         free(s->functions[i].step_exposed_ns);
     free(s->functions);

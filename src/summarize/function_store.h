@@ -23,6 +23,13 @@ typedef struct pt_fn_column pt_fn_column;
 pt_fn_store *pt_fn_store_new(void);
 void pt_fn_store_free(pt_fn_store *st);
 
+/* Slots [0, world) are kept for ranks: the first summary adopted for a rank below world
+ * takes the slot of its number, any other the next slot past them. A job's summaries
+ * arrive (and are decoded) in no useful order; the analysis walks its workers in rank
+ * order, column by column, and with slots in arrival order every worker's value was in
+ * another block (a cache miss per worker and column at 100 000 workers). Only for an
+ * empty store (no slot yet); the expectation ends when the store empties. */
+void pt_fn_store_expect_ranks(pt_fn_store *st, size_t world);
 /* Moves s's functions (checked: pt_summary_check passed) into the store: s->functions is
  * freed and s->fn_store, s->fn_slot say where they are; s->function_count stays. Their
  * strings must outlive the store (the decoder's shared pool). */

@@ -463,6 +463,14 @@ void pt_summary_share_names(void)
     pthread_mutex_unlock(&name_pool_lock);
 }
 
+void pt_summary_expect_ranks(size_t world)
+{
+    pthread_mutex_lock(&name_pool_lock);
+    if (function_store)
+        pt_fn_store_expect_ranks(function_store, world);
+    pthread_mutex_unlock(&name_pool_lock);
+}
+
 /* A function's string as the summary keeps it: the pool's copy (pooled), or its own. */
 static char *function_string(const char *text, bool pooled)
 {

@@ -33,6 +33,11 @@ pt_worker_summary *pt_summary_read_at(int fd, uint64_t offset, uint64_t size, pt
  * Thread-safe; for a process that decodes a whole job at once, then analyses it
  * (analyze): the store is read without its lock. */
 void pt_summary_share_names(void);
+/* With names shared, before the first summary is decoded: the job's ranks are [0, world),
+ * so the store can keep each rank's records where a walk in rank order reads them in
+ * order (pt_fn_store_expect_ranks). Without shared names, or once a summary is in the
+ * store: nothing. */
+void pt_summary_expect_ranks(size_t world);
 /* With names shared: s's collective calls' op and dtype, its own strings (hang state
  * parsed outside the decoder), become the pool's, so s can join a pooled summary, which
  * never frees them. Without: nothing changes. */

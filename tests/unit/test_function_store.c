@@ -158,6 +158,48 @@ static void test_records_read_back_exactly(void **state)
     pt_fn_store_free(st);
 }
 
+/* Expected ranks keep their own slots whatever order they come in (the analysis then
+ * reads a column in order); a rank twice, one outside the world, or none take slots past
+ * them, and every record still reads back as it was. */
+static void test_expected_ranks_take_their_own_slots(void **state)
+{
+    (void)state;
+    enum { WORLD = 2500, EXTRA = 3 };
+    pt_fn_store *st = pt_fn_store_new();
+    pt_fn_store_expect_ranks(st, WORLD);
+    pt_worker_summary *s[WORLD + EXTRA];
+    for (size_t k = 0; k < WORLD; k++) {
+        size_t w = (k * 7919) % WORLD; /* every rank once, scattered */
+        s[w] = worker(w);
+        s[w]->rank = (int32_t)w;
+        pt_fn_store_adopt(st, s[w]);
+        assert_int_equal(s[w]->fn_slot, w);
+    }
+    int32_t odd_ranks[EXTRA] = {17, WORLD, -1}; /* taken already, past the world, none */
+    for (size_t e = 0; e < EXTRA; e++) {
+        s[WORLD + e] = worker(WORLD + e);
+        s[WORLD + e]->rank = odd_ranks[e];
+        pt_fn_store_adopt(st, s[WORLD + e]);
+        assert_int_equal(s[WORLD + e]->fn_slot, WORLD + e);
+    }
+    pt_fn_store_expect_ranks(st, 10); /* too late: the store has slots */
+    pt_worker_summary *late = worker(5);
+    late->rank = 5;
+    pt_fn_store_adopt(st, late);
+    assert_int_equal(late->fn_slot, WORLD + EXTRA);
+    for (size_t w = 0; w < WORLD + EXTRA; w++) {
+        int64_t want_steps[PT_SUMMARY_MAX_STEP_VALUES], steps[PT_SUMMARY_MAX_STEP_VALUES];
+        pt_function_summary want, cell;
+        size_t first = w % 2 ? 1 : 0; /* worker() lists the first two swapped on odd ones */
+        assert_true(record_of(w, first, &want, want_steps));
+        assert_same(&want, pt_summary_function(s[w], 0, &cell, steps));
+    }
+    pt_summary_free(late);
+    for (size_t w = 0; w < WORLD + EXTRA; w++)
+        pt_summary_free(s[w]);
+    pt_fn_store_free(st);
+}
+
 static void test_group_by_key_is_stable(void **state)
 {
     (void)state;
@@ -361,6 +403,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_records_read_back_exactly),
                                        cmocka_unit_test(test_two_threads_adopt_at_once),
+                                       cmocka_unit_test(test_expected_ranks_take_their_own_slots),
                                        cmocka_unit_test(test_group_by_key_is_stable),
                                        cmocka_unit_test(test_parallel_for_runs_each_index_once),
                                        cmocka_unit_test(test_reduce_on_two_threads_writes_the_same_report)};

@@ -109,6 +109,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     a->steps = pt_xmalloc((n ? n : 1) * sizeof *a->steps);
     a->step_ms = pt_xmalloc((n ? n : 1) * sizeof *a->step_ms);
     a->window_ms = pt_xmalloc((n ? n : 1) * sizeof *a->window_ms);
+    a->window_ns = pt_xmalloc((n ? n : 1) * sizeof *a->window_ns);
     a->has_gpu = pt_xcalloc(n ? n : 1, sizeof *a->has_gpu);
     a->scratch = pt_xmalloc((n ? 2 * n : 2) * sizeof *a->scratch);
     a->scratch2 = pt_xmalloc((n ? n : 1) * sizeof *a->scratch2);
@@ -122,6 +123,7 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
         a->steps[w] = steps_of(s);
         a->step_ms[w] = (double)pt_summary_step_ns(s) / 1e6;
         a->window_ms[w] = (double)s->window_ns / 1e6;
+        a->window_ns[w] = (double)s->window_ns;
         a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] > 0 || s->union_ns[PT_CLASS_MEMORY] > 0;
         a->gpu_workers += a->has_gpu[w];
         for (size_t i = 0; i < s->function_count; i++) {
@@ -182,6 +184,7 @@ void pt_analysis_free(pt_analysis *a)
     free(a->steps);
     free(a->step_ms);
     free(a->window_ms);
+    free(a->window_ns);
     free(a->has_gpu);
     free(a->scratch);
     free(a->scratch2);
@@ -272,7 +275,7 @@ void pt_row_exposed_ratio(const pt_analysis *a, const pt_fn_row *row, double *ou
     for (size_t w = 0; w < a->n; w++) {
         bool present;
         int64_t exposed = row_value(a, row, w, PT_FN_EXPOSED, &present);
-        double window = (double)a->workers[w]->window_ns;
+        double window = a->window_ns[w];
         out[w] = present && window > 0 ? (double)exposed / window : 0;
     }
 }
@@ -282,7 +285,7 @@ void pt_row_total_ratio(const pt_analysis *a, const pt_fn_row *row, double *out)
     for (size_t w = 0; w < a->n; w++) {
         bool present;
         int64_t total = row_value(a, row, w, PT_FN_TOTAL, &present);
-        double window = (double)a->workers[w]->window_ns;
+        double window = a->window_ns[w];
         out[w] = present && window > 0 ? (double)total / window : 0;
     }
 }

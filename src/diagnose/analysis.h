@@ -35,6 +35,7 @@ typedef struct pt_analysis {
     double *steps;                /* profiled steps per worker (>= 1) */
     double *step_ms;              /* median step duration per worker */
     double *window_ms;
+    double *window_ns;            /* the workers' windows, beside each other: a walk over rows reads them */
     bool *has_gpu;                /* worker recorded GPU activity */
     size_t gpu_workers;
     double median_step_ms;

@@ -304,20 +304,33 @@ static void name_on_row(finding_list *list, const pt_fn_row *row, const named *w
 
 /* ------------------------------------------------------------ functions and classes */
 
+/* Whether any worker has exact evidence (more calls, or calls only it makes) on a row. */
+static bool any_exact_evidence(const double *calls, size_t n, double peer_calls)
+{
+    for (size_t w = 0; w < n; w++)
+        if (call_evidence(calls[w], peer_calls) != PT_EVIDENCE_SLOWER)
+            return true;
+    return false;
+}
+
 /* One pass over the functions: the exact evidence (extra calls) first, then, once slow
- * hosts are known, more time in the same calls. */
+ * hosts are known, more time in the same calls. The exact pass measures a row's times
+ * (steps + 1 medians over every worker) only where some worker calls it more: most
+ * rows, nowhere. */
 static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c, bool exact_pass)
 {
     peer_values v;
     values_init(&v, a, a->function_steps);
-    double *calls = pt_xmalloc(a->n * sizeof *calls);
+    double *calls = pt_xmalloc((a->n ? a->n : 1) * sizeof *calls);
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         if (row->cls == PT_CLASS_COMM)
             continue;
-        row_values(a, row, &v);
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
+        if (exact_pass && !any_exact_evidence(calls, a->n, peer_calls))
+            continue;
+        row_values(a, row, &v);
         for (size_t w = 0; w < a->n; w++) {
             if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)) ||
                 (!exact_pass && c->gpu_slow[w] && row->cls == PT_CLASS_COMPUTE))

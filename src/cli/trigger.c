@@ -333,8 +333,10 @@ int cmd_trigger(int argc, char **argv)
     /* This process decodes the job's summaries as they come, then analyses them, then
      * exits: as analyze does, their functions' names go in one pool and their records in
      * one column store, a quarter of the memory (100,000 workers: the heap the kernel must
-     * zero as it grows) and nothing to copy into a store before the analysis. */
-    pt_summary_share_names();
+     * zero as it grows) and nothing to copy into a store before the analysis. Without a
+     * report each is checked and freed (pt_round_drop_summaries): nothing to pool. */
+    if (req.auto_analyze)
+        pt_summary_share_names();
     pt_phase("round triggered");
     catch_interrupts(true);
     int run = pt_trigger_run(&req, &obs, &result, &err);

@@ -723,6 +723,8 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_ctl_msg *
             out->world_size = m.progress.world_size;
             *r = pt_round_new(dir, m.progress.world_size);
             pt_round_set_threads(*r, (int)PT_MIN(PT_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1), 64));
+            if (!req->auto_analyze)
+                pt_round_drop_summaries(*r);
             g.limit_ns = now + g.round_timeout_ns;
             sanitize_progress(&m.progress, out->world_size);
             if (obs && obs->started)

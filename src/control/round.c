@@ -35,6 +35,7 @@ typedef struct outcome {
     char *raw_trace_path;
     char *failure;           /* "kind: text" of a failure, for saying why nothing was profiled */
     int kind;                /* pt_ctl_failure, 0 for a summary */
+    bool profiled;           /* a summary came and was checked (kept or not: pt_round_drop_summaries) */
     bool lost;               /* a failure: lost mid-round (died, or its heartbeats stopped) ... */
     int64_t lost_step;       /* ... after this step (-1: not known) ... */
     char *reason;            /* ... as the round saw it */
@@ -51,6 +52,7 @@ struct pt_round {
     size_t summaries, failures;
     bool in_memory;          /* pt_round_new_in_memory: nothing is written */
     int threads;             /* pt_round_set_threads */
+    bool drop_summaries;     /* pt_round_drop_summaries */
     pt_out_dir summaries_dir; /* <dir>/summaries, checked and opened at the first summary, kept open:
                                  walking the path again per summary cost ~1 ms each at 10k workers */
     int archive_fd;           /* <dir>/summaries/summaries.tar in a large round (-1: not open) */
@@ -150,6 +152,11 @@ pt_round *pt_round_new_in_memory(const char *round_dir, int32_t world_size)
     pt_round *r = pt_round_new(round_dir, world_size);
     r->in_memory = true;
     return r;
+}
+
+void pt_round_drop_summaries(pt_round *r)
+{
+    r->drop_summaries = true;
 }
 
 void pt_round_add_warning(pt_round *r, const char *fmt, ...)
@@ -306,10 +313,15 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
     if (snap && snap->collectives && *snap->collectives)
         adopt_final_collectives(s, snap);
     outcome *o = add_outcome(r, w);
-    o->summary = s;
+    o->profiled = true;
     o->raw_trace_path = raw_trace_path && *raw_trace_path ? pt_xstrdup(raw_trace_path) : NULL;
     r->summaries++;
-    return (int)PT_MIN(s->step_count, (size_t)INT32_MAX);
+    int steps = (int)PT_MIN(s->step_count, (size_t)INT32_MAX);
+    if (r->drop_summaries)
+        pt_summary_free(s);
+    else
+        o->summary = s;
+    return steps;
 }
 
 /* A worker a hang report reached has no profile, only where it was: a summary with
@@ -450,7 +462,7 @@ static void explain_unprofiled(const pt_round *r, pt_buf *out);
 bool pt_round_nothing_to_diagnose(const pt_round *r, pt_error *why)
 {
     for (size_t i = 0; i < r->count; i++)
-        if (r->outcomes[i].summary || lost(r->outcomes[i].kind))
+        if (r->outcomes[i].profiled || r->outcomes[i].summary || lost(r->outcomes[i].kind))
             return false;
     if (r->world_size > 0 && r->count < (size_t)r->world_size)
         return false; /* an unheard rank is missing: lost */

@@ -271,6 +271,23 @@ static void test_round_finds_the_slow_gpu(void **state)
     snprintf(path, sizeof path, "%s/raw_trace", result.round_dir);
     assert_int_equal(access(path, F_OK), -1);
     pt_json_free(result.report);
+
+    /* Without --auto-analyze the round drops each summary once checked
+     * (pt_round_drop_summaries): it still counts every one and writes every one. */
+    pt_trigger_request collect_only = {2, 2, PT_SAVE_RAW_NONE, j.out_dir, false, 20000, j.coordinator_addr};
+    assert_int_equal(pt_trigger_run(&collect_only, NULL, &result, &err), 0);
+    assert_int_equal(result.summaries, 16);
+    assert_int_equal(result.failed, 0);
+    assert_null(result.report);
+    snprintf(path, sizeof path, "%s/summaries", result.round_dir);
+    assert_int_equal(count_files(path, ".ptsum"), 16);
+    snprintf(path, sizeof path, "%s/summaries/fakenode1_7_100015.ptsum", result.round_dir);
+    pt_worker_summary *kept = pt_summary_read_file(path, &err);
+    assert_non_null(kept);
+    assert_int_equal(kept->rank, 15);
+    pt_summary_free(kept);
+    snprintf(path, sizeof path, "%s/report.json", result.round_dir);
+    assert_int_equal(access(path, F_OK), -1);
     stop_job(&j);
 }
 

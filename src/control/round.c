@@ -310,17 +310,18 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
         s->rank = w->rank;
         s->rank_source = PT_RANK_FROM_TRACE;
     }
-    if (snap && snap->collectives && *snap->collectives)
-        adopt_final_collectives(s, snap);
     outcome *o = add_outcome(r, w);
     o->profiled = true;
     o->raw_trace_path = raw_trace_path && *raw_trace_path ? pt_xstrdup(raw_trace_path) : NULL;
     r->summaries++;
     int steps = (int)PT_MIN(s->step_count, (size_t)INT32_MAX);
-    if (r->drop_summaries)
+    if (r->drop_summaries) { /* checked and counted: nothing more is read of it */
         pt_summary_free(s);
-    else
-        o->summary = s;
+        return steps;
+    }
+    if (snap && snap->collectives && *snap->collectives)
+        adopt_final_collectives(s, snap);
+    o->summary = s;
     return steps;
 }
 

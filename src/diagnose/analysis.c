@@ -108,7 +108,6 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
     a->n = n;
     a->steps = pt_xmalloc((n ? n : 1) * sizeof *a->steps);
     a->step_ms = pt_xmalloc((n ? n : 1) * sizeof *a->step_ms);
-    a->window_ms = pt_xmalloc((n ? n : 1) * sizeof *a->window_ms);
     a->window_ns = pt_xmalloc((n ? n : 1) * sizeof *a->window_ns);
     a->has_gpu = pt_xcalloc(n ? n : 1, sizeof *a->has_gpu);
     a->scratch = pt_xmalloc((n ? 2 * n : 2) * sizeof *a->scratch);
@@ -122,7 +121,6 @@ void pt_analysis_init(pt_analysis *a, pt_worker_summary *const *workers, size_t 
         const pt_worker_summary *s = workers[w];
         a->steps[w] = steps_of(s);
         a->step_ms[w] = (double)pt_summary_step_ns(s) / 1e6;
-        a->window_ms[w] = (double)s->window_ns / 1e6;
         a->window_ns[w] = (double)s->window_ns;
         a->has_gpu[w] = s->union_ns[PT_CLASS_COMPUTE] > 0 || s->union_ns[PT_CLASS_MEMORY] > 0;
         a->gpu_workers += a->has_gpu[w];
@@ -183,7 +181,6 @@ void pt_analysis_free(pt_analysis *a)
     free(a->workers);
     free(a->steps);
     free(a->step_ms);
-    free(a->window_ms);
     free(a->window_ns);
     free(a->has_gpu);
     free(a->scratch);
@@ -307,7 +304,7 @@ void pt_class_exposed_ms(const pt_analysis *a, pt_class cls, double *out)
 
 double pt_median_steps_in_window(const pt_analysis *a, size_t w)
 {
-    return a->step_ms[w] > 0 ? a->window_ms[w] / a->step_ms[w] : a->steps[w];
+    return a->step_ms[w] > 0 ? pt_window_ms(a, w) / a->step_ms[w] : a->steps[w];
 }
 
 double pt_median_of(const double *values, size_t n, double *scratch)

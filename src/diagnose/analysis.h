@@ -34,7 +34,6 @@ typedef struct pt_analysis {
     size_t n;
     double *steps;                /* profiled steps per worker (>= 1) */
     double *step_ms;              /* median step duration per worker */
-    double *window_ms;
     double *window_ns;            /* the workers' windows, beside each other: a walk over rows reads them */
     bool *has_gpu;                /* worker recorded GPU activity */
     size_t gpu_workers;
@@ -80,6 +79,12 @@ void pt_analysis_free(pt_analysis *a);
 
 /* Row of (cls, name), or NULL. */
 const pt_fn_row *pt_analysis_row(const pt_analysis *a, pt_class cls, const char *name);
+/* Worker w's window in ms (its window_ns, the one copy kept). */
+static inline double pt_window_ms(const pt_analysis *a, size_t w)
+{
+    return a->window_ns[w] / 1e6;
+}
+
 /* Worker w's record of a row (read into cell, its per-step values left out), or NULL
  * where w has none. */
 const pt_function_summary *pt_row_function(const pt_analysis *a, const pt_fn_row *row, size_t w,

@@ -406,7 +406,7 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
     double *ms = pt_xmalloc(a->n * sizeof *ms);
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
     for (size_t w = 0; w < a->n; w++)
-        ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
+        ratio[w] = a->window_ns[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / pt_window_ms(a, w) : 0;
     double median = pt_median_of(ratio, a->n, a->scratch);
     size_t above = 0;
     for (size_t w = 0; w < a->n; w++)
@@ -545,7 +545,7 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
         return;
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
     for (size_t w = 0; w < a->n; w++)
-        ratio[w] = a->window_ms[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->window_ms[w] : 0;
+        ratio[w] = a->window_ns[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / pt_window_ms(a, w) : 0;
     double exposed = pt_median_of(ratio, a->n, a->scratch);
     free(ratio);
     size_t first = SIZE_MAX, distinct = 0;

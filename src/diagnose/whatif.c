@@ -204,7 +204,7 @@ static void pseudo_step(builder *b, const pt_analysis *a)
     for (size_t w = 0; w < m->n; w++) {
         const pt_worker_summary *s = a->workers[w];
         work_ms(piece_busy(m, p, w), s->exposed_ns, 1 / a->steps[w]);
-        b->length[p * m->n + w] = a->window_ms[w] / a->steps[w];
+        b->length[p * m->n + w] = pt_window_ms(a, w) / a->steps[w];
     }
 }
 

@@ -11,11 +11,13 @@ whose step() only counts.
 import atexit
 import datetime
 import glob
+import hashlib
 import os
 import shutil
 import socket
 import sys
 import sysconfig
+import time
 
 from perftracker import _perftracker, collectives
 
@@ -213,18 +215,27 @@ def _start(summary_dir, auto_trigger, sample_period_us):
     return started
 
 
-# The job secret (docs/control-plane.md, "Authentication"). Rank 0's agent makes it; the
-# other ranks' agents do not connect until they have it. It travels through the store the
-# job's ranks already share (torch.distributed's default store) under a name per elastic
-# attempt, so a restarted job never reads the secret of the attempt before it. Only the
-# training thread touches the store: as init_process_group returns (collectives.py wraps
-# it), at PerfTracker(), then from step() (at most once a second, by the C side) until done.
-# A job can hang in its first collectives, before any step(): right after the
-# rendezvous every rank is where rank 0 is, so there the other ranks wait a moment for it.
+# The job secret (docs/control-plane.md, "Authentication"). Only a job with ranks on
+# several machines has one to share: the ranks on rank 0's machine connect through the
+# coordinator's Unix socket, where the kernel vouches for them. Rank 0's agent makes it;
+# the ranks on other machines do not connect until they have it. It travels through the
+# store the job's ranks already share (torch.distributed's default store) under a name per
+# elastic attempt, so a restarted job never reads the secret of the attempt before it.
+# That store is open to whoever can reach its port, so rank 0 writes the secret only where
+# nothing is yet (compare_set), and then reads it back every few seconds: a value there
+# before it wrote, or changed after, is someone else's, and perftracker (not the training)
+# stops. Only the training thread touches the store: as init_process_group returns
+# (collectives.py wraps it), at PerfTracker(), then from step() (at most once a second, by
+# the C side). A job can hang in its first collectives, before any step(): right after
+# the rendezvous every rank is where rank 0 is, so there the other ranks wait a moment.
 _SECRET_KEY = "perftracker/job-secret/v1/attempt-"
 _SECRET_READY = "perftracker/job-secret-ready/v1/attempt-"
 _SECRET_WAIT_AFTER_INIT_S = 5.0
+_SECRET_CHECK_EVERY_S = 5.0
 _said = set()
+_published = None       # rank 0: (key, sha256 of the secret) it watches in the store
+_secret_next_check = 0.0
+_secret_abandoned = False
 
 
 def _say_once(key, message):
@@ -241,11 +252,77 @@ def _job_store():
     return distributed_c10d._get_default_store()
 
 
+def _text(value):
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("ascii", "replace")).digest()
+
+
+def _abandon(why):
+    """Someone else wrote the job secret: perftracker stops in this process, loudly."""
+    global _published, _secret_abandoned
+    _published, _secret_abandoned = None, True
+    _perftracker._job_secret_compromised(why)
+    return True
+
+
+def _publish(store, key, ready, secret):
+    """Rank 0: writes the secret where nothing is yet, and makes sure it is its own that
+    the store holds. False while it keeps watching."""
+    global _published, _secret_next_check
+    if hasattr(store, "compare_set"):
+        held = _text(store.compare_set(key, "", secret))
+    else:  # an older store: nothing may be there yet, and what is there must be ours
+        if store.add(ready, 0) != 0:
+            return _abandon("the job secret's ready mark %s was in the torch.distributed store before rank 0 "
+                            "published: someone else wrote it" % ready)
+        store.set(key, secret)
+        held = _text(store.get(key))
+    if held != secret:
+        return _abandon("the torch.distributed store held a job secret under %s before rank 0 wrote one: someone "
+                        "else planted it" % key)
+    if store.add(ready, 1) != 1:
+        return _abandon("the job secret's ready mark %s was in the torch.distributed store before rank 0 "
+                        "published: someone else wrote it" % ready)
+    _perftracker._job_secret_published()
+    _published = (key, _digest(secret))
+    _secret_next_check = time.monotonic() + _SECRET_CHECK_EVERY_S
+    return False
+
+
+def _watch_published():
+    """Rank 0, every few seconds: the store still holds the secret it wrote."""
+    global _secret_next_check
+    now = time.monotonic()
+    if now < _secret_next_check:
+        return False
+    _secret_next_check = now + _SECRET_CHECK_EVERY_S
+    key, digest = _published
+    try:
+        store = _job_store()
+        if store is None:
+            return False
+        held = _text(store.get(key))
+    except Exception:
+        return False  # the store is going away with the job: nothing to watch
+    if _digest(held) != digest:
+        return _abandon("the job secret in the torch.distributed store (%s) was overwritten after rank 0 wrote "
+                        "it: someone else can write to the job's store" % key)
+    return False
+
+
 def _share_job_secret(wait_s=0.0):
-    """Rank 0: puts the job secret into the store. Any other rank: takes it from there once
-    rank 0 has. True when nothing is left to do. Waits at most wait_s: store.add(key, 0)
-    reads a counter without blocking (torch 1.13's store has no check()), and get() runs
-    only once that counter, or a bounded store.wait(), says the value is there."""
+    """Rank 0: puts the job secret into the store, then watches it. Any other rank: takes
+    it from there once rank 0 has. True when nothing is left to do. Waits at most wait_s:
+    store.add(key, 0) reads a counter without blocking (torch 1.13's store has no check()),
+    and get() runs only once that counter, or a bounded store.wait(), says the value is
+    there."""
+    if _secret_abandoned:
+        return True
+    if _published is not None:
+        return _watch_published()
     try:
         publish = _perftracker._job_secret_to_publish()
         if publish is None and not _perftracker._job_secret_needed():
@@ -256,10 +333,7 @@ def _share_job_secret(wait_s=0.0):
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "").strip() or "0"
         key, ready = _SECRET_KEY + attempt, _SECRET_READY + attempt
         if publish is not None:
-            store.set(key, publish)
-            store.add(ready, 1)
-            _perftracker._job_secret_published()
-            return True
+            return _publish(store, key, ready, publish)
         if store.add(ready, 0) < 1:
             if wait_s <= 0:
                 return False  # rank 0 has not published it yet
@@ -268,7 +342,7 @@ def _share_job_secret(wait_s=0.0):
             except Exception:
                 return False  # not within wait_s: step() tries again
         value = store.get(key)
-        _perftracker._set_job_secret(value.decode("ascii") if isinstance(value, bytes) else str(value))
+        _perftracker._set_job_secret(_text(value))
         return True
     except ValueError as exc:  # what the store holds is not a job secret: asking again cannot help
         _say_once("secret-bad", "the job secret in torch.distributed's store is unusable (%s); the control plane "
@@ -293,8 +367,9 @@ def _until_ready():
 
 
 def _forked_child():
-    global _started
+    global _started, _published
     _started = False
+    _published = None  # the parent watches the store's secret, not its DataLoader workers
     _perftracker._after_fork_child()
 
 

@@ -266,6 +266,12 @@ static void on_busy(void *ctx, const char *text, int64_t wait_ms)
     pr->last_print_ns = now;
 }
 
+static void on_notice(void *ctx, const char *text)
+{
+    (void)ctx; /* a text the coordinator or a worker made: filtered, it cannot drive the terminal */
+    pt_cli_print(stderr, "perftracker: SECURITY: %s\n", text);
+}
+
 #define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
 
 /* SIGINT/SIGTERM: cancel the round (client.c notices within a poll). SA_RESETHAND: a
@@ -326,7 +332,7 @@ int cmd_trigger(int argc, char **argv)
     pr.steps = req.steps;
     pr.began_ns = pt_now_ns();
     pr.failures = (pt_buf)PT_BUF_INIT;
-    pt_trigger_observer obs = {&pr, on_connected, on_started, on_progress, on_worker, on_busy};
+    pt_trigger_observer obs = {&pr, on_connected, on_started, on_progress, on_worker, on_busy, on_notice};
     pt_trigger_result result;
     pt_error err = {{0}};
     req.interrupted = &interrupted;

@@ -7,8 +7,8 @@
  * reads the clock, finds the callable's name id with one hash probe on pointers
  * (funcs.h) and pushes or pops a record (recorder.h): no allocation, no Python object.
  * Outside windows no hook is installed at all, and step() is a counter update and one
- * atomic load (plus, until the job secret has been handed over, a pointer test and a
- * call into tracer.py at most once a second).
+ * atomic load (plus, while the job secret is being handed over or watched, a pointer
+ * test and a call into tracer.py at most once a second).
  *
  * Names follow the seed's convention (Kineto's with_stack naming without line numbers):
  * "path/file.py: function" with the path as the user knows it (relative to
@@ -27,8 +27,9 @@
  *
  * The job secret (src/control/agent.h). Python (tracer.py) carries rank 0's job secret
  * through the job's torch.distributed store; the _job_secret_* functions are its hands
- * on the C side. While something is left to do, step() calls tracer.py's hook at most
- * once a second: only the training thread ever touches the store (so no other thread
+ * on the C side. While something is left to do (another machine's rank waits for it, or
+ * rank 0 watches that the store still holds its own), step() calls tracer.py's hook at
+ * most once a second: only the training thread ever touches the store (so no other thread
  * competes with the job's own store calls), and each call is a non-blocking check.
  *
  * A hang report's snapshot (hook_snapshot, for the agent). A helper thread takes the
@@ -1448,6 +1449,22 @@ static PyObject *mod_set_job_secret(PyObject *self, PyObject *arg)
 #endif
 }
 
+/* Rank 0 found the job secret in the store changed, or planted before it wrote its own
+ * (tracer.py): perftracker stops in this process, the training does not. */
+static PyObject *mod_job_secret_compromised(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *why = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!why)
+        return PyErr_Format(PyExc_TypeError, "the reason is a str");
+#ifdef PT_HAVE_AGENT
+    Py_BEGIN_ALLOW_THREADS
+    pt_agent_abandon(why);
+    Py_END_ALLOW_THREADS
+#endif
+    Py_RETURN_NONE;
+}
+
 /* The folder a local window writes to when nobody chose one: the CLI's own choice
  * (round.c), so that Python follows the same policy without a copy of its rules. */
 static PyObject *mod_default_output_dir(PyObject *self, PyObject *unused)
@@ -1550,6 +1567,8 @@ static PyMethodDef module_methods[] = {
     {"_job_secret_published", mod_job_secret_published, METH_NOARGS, "Rank 0: the secret is in the store."},
     {"_job_secret_needed", mod_job_secret_needed, METH_NOARGS, "Whether this rank's agent waits for the secret."},
     {"_set_job_secret", mod_set_job_secret, METH_O, "Hand the job secret from the store to the agent."},
+    {"_job_secret_compromised", mod_job_secret_compromised, METH_O,
+     "Rank 0: the store's job secret was changed or planted; stop perftracker (not the training)."},
     {"_default_output_dir", mod_default_output_dir, METH_NOARGS,
      "(folder, note): where a local window's files go when nobody chose (the CLI's choice); note says why it "
      "is not the shared one, or is ''."},

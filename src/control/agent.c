@@ -160,9 +160,13 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
     cfg->rank = env->rank, cfg->local_rank = env->local_rank, cfg->world_size = env->world_size;
     cfg->node_rank = env->node_rank, cfg->pid = env->pid;
     snprintf(cfg->host, sizeof cfg->host, "%s", env->host);
-    snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s",
-             pt_job_env_single_node(env) ? "127.0.0.1" : env->coordinator_host);
-    cfg->coordinator_port = env->coordinator_port;
+    if (pt_agent_coordinator_is_here(env)) { /* its Unix socket: the kernel vouches for both ends */
+        pt_coordinator_socket_for(env->coordinator_port, cfg->coordinator_host, sizeof cfg->coordinator_host);
+        cfg->coordinator_port = 0;
+    } else {
+        snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s", env->coordinator_host);
+        cfg->coordinator_port = env->coordinator_port;
+    }
     cfg->heartbeat_ns = pt_env_int("PERFTRACKER_HEARTBEAT_MS", pt_agent_default_heartbeat_ns(env->world_size) / 1000000, 10,
                                    600000) * 1000000LL;
     cfg->poll_ns = PT_MIN(cfg->poll_ns, cfg->heartbeat_ns);
@@ -173,8 +177,20 @@ int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *er
     int configured = pt_auth_agent_key(&cfg->key, err);
     if (configured < 0)
         return -1;
-    cfg->key_pending = configured == 0; /* rank 0 makes the job secret; the others wait for it */
+    /* Rank 0 makes the job secret; the ranks on other machines wait for it. Those on rank
+     * 0's machine need none: they connect through the coordinator's Unix socket. */
+    cfg->key_pending = configured == 0 && !pt_net_is_local_socket(cfg->coordinator_host);
     return 0;
+}
+
+bool pt_agent_coordinator_is_here(const pt_job_env *env)
+{
+    return env->rank == 0 || pt_job_env_single_node(env) || pt_net_is_local_address(env->coordinator_host);
+}
+
+bool pt_agent_job_on_one_machine(const pt_job_env *env)
+{
+    return pt_job_env_single_node(env) || pt_net_is_loopback_address(env->coordinator_host);
 }
 
 /* ---------------------------------------------------------------- connection */
@@ -467,7 +483,9 @@ static void handle_challenge(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 
 static void handle_welcome(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 {
-    if (!pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
+    /* Through a Unix socket (the coordinator's, or the node's relay) the peer is this user's
+     * process: pt_net_connect asked the kernel. Over TCP it proves the job key. */
+    if (!pt_net_is_local_socket(a->cfg.coordinator_host) && !pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
         char where[PT_HOST_MAX + 16];
         pt_net_endpoint_name(a->cfg.coordinator_host, a->cfg.coordinator_port, where, sizeof where);
         pt_ctl_logf(&a->cfg.log, "the peer at %s does not know the job key; not joining it", where);
@@ -900,6 +918,7 @@ static int auto_trigger_requested;
  * key is known (at start on rank 0 or with a configured secret, else with the job secret). */
 static pt_relay *process_relay;
 static bool relay_pending;
+static bool relay_key_pending; /* the relay reaches a coordinator on another machine and waits for the job secret */
 static pt_relay_config process_relay_cfg;
 /* Rank 0's job secret until Python has put it into the job's store; never written anywhere
  * else (no file, no environment, no log line). */
@@ -952,6 +971,10 @@ static void plan_relay_locked(pt_agent_config *cfg, const pt_job_env *env)
     }
     snprintf(cfg->coordinator_host, sizeof cfg->coordinator_host, "%s", socket_name);
     cfg->coordinator_port = 0;
+    /* The node's relay takes this worker on the kernel's word: only the relay's own link
+     * to a coordinator on another machine needs the job key. */
+    relay_key_pending = relay_pending && cfg->key_pending;
+    cfg->key_pending = false;
 }
 
 static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
@@ -961,7 +984,7 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
         return -1;
     }
     process_agent = NULL, process_coordinator = NULL, process_relay = NULL; /* a forked child inherits no threads */
-    relay_pending = false;
+    relay_pending = relay_key_pending = false;
     if (strcmp(pt_env_str("PERFTRACKER_AGENT", "1"), "0") == 0) {
         pt_error_set(err, "PERFTRACKER_AGENT=0");
         return 1;
@@ -980,7 +1003,11 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
         ccfg.auto_trigger = cfg.auto_trigger; /* the job opts in where rank 0 does */
         cfg.key = ccfg.agent_key;
         cfg.key_pending = false;
-        snprintf(process_job_secret, sizeof process_job_secret, "%s", ccfg.job_secret);
+        /* Published only when some rank is on another machine: the ranks on this one
+         * connect through the coordinator's socket, and a secret in the store is one other
+         * users may read. */
+        if (!pt_agent_job_on_one_machine(&env))
+            snprintf(process_job_secret, sizeof process_job_secret, "%s", ccfg.job_secret);
         memset(ccfg.job_secret, 0, sizeof ccfg.job_secret);
         process_coordinator = pt_coordinator_start(&ccfg, err);
         memset(&ccfg, 0, sizeof ccfg);
@@ -989,7 +1016,7 @@ static int start_locked(const pt_agent_hooks *hooks, pt_error *err)
             return -1;
         }
     }
-    if (!cfg.key_pending)
+    if (!relay_key_pending)
         start_relay_locked(&cfg.key);
     process_agent = pt_agent_create(&cfg, hooks, err);
     memset(&cfg.key, 0, sizeof cfg.key);
@@ -1039,7 +1066,8 @@ void pt_agent_job_secret_published(void)
 bool pt_agent_needs_job_secret(void)
 {
     pthread_mutex_lock(&process_lock);
-    bool needs = process_agent && process_owner == getpid() && pt_agent_waits_for_job_secret(process_agent);
+    bool needs = process_agent && process_owner == getpid() &&
+                 (pt_agent_waits_for_job_secret(process_agent) || (relay_pending && relay_key_pending));
     pthread_mutex_unlock(&process_lock);
     return needs;
 }
@@ -1060,6 +1088,24 @@ int pt_agent_set_job_secret(const char *hex, size_t len, pt_error *err)
     return rc;
 }
 
+void pt_agent_abandon(const char *why)
+{
+    pthread_mutex_lock(&process_lock);
+    if (process_agent && process_owner == getpid()) {
+        pt_ctl_log log = {NULL, NULL, "perftracker: "};
+        pt_ctl_logf(&log, "STOPPED for this job: %s. The training goes on unprofiled; perftracker trusts no worker "
+                    "of this job any more. For a job on several machines set PERFTRACKER_SECRET (or "
+                    "PERFTRACKER_SECRET_FILE) to a secret of your own, which never goes through the store", why);
+        pt_agent_destroy(process_agent, true);
+        pt_relay_destroy(process_relay);
+        pt_coordinator_stop(process_coordinator);
+    }
+    process_agent = NULL, process_coordinator = NULL, process_relay = NULL;
+    relay_pending = relay_key_pending = false;
+    memset(process_job_secret, 0, sizeof process_job_secret);
+    pthread_mutex_unlock(&process_lock);
+}
+
 void pt_agent_stop(void)
 {
     pthread_mutex_lock(&process_lock);
@@ -1078,7 +1124,7 @@ void pt_agent_stop(void)
         pt_coordinator_stop(process_coordinator);
     }
     process_agent = NULL, process_coordinator = NULL, process_relay = NULL;
-    relay_pending = false;
+    relay_pending = relay_key_pending = false;
     memset(process_job_secret, 0, sizeof process_job_secret);
     pthread_mutex_unlock(&process_lock);
 }

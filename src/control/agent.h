@@ -81,16 +81,23 @@ void pt_agent_window_done(const void *summary, size_t len, const char *raw_trace
  * the job's torch.distributed store. Called from the training thread; none blocks.
  *   pt_agent_job_secret_to_publish  rank 0: true with the secret's text in hex (cap > 64)
  *                                   until pt_agent_job_secret_published says it is in the
- *                                   store (then the process forgets it); false elsewhere
- *                                   and with a configured PERFTRACKER_SECRET.
+ *                                   store (then the process forgets it); false elsewhere,
+ *                                   with a configured PERFTRACKER_SECRET, and in a job on
+ *                                   one machine (its ranks use the coordinator's socket).
  *   pt_agent_needs_job_secret       another rank whose agent waits for it (it does not
  *                                   connect until then).
  *   pt_agent_set_job_secret         hands it over: 0, or -1 when it is not 64 hex digits
- *                                   or no agent runs (err says which). */
+ *                                   or no agent runs (err says which).
+ *   pt_agent_abandon                rank 0 found the store's secret changed or planted by
+ *                                   someone else: says so loudly and stops this process's
+ *                                   agent, relay and coordinator at once (no drain), so the
+ *                                   job is not profiled with workers nobody can vouch for.
+ *                                   The training goes on. */
 bool pt_agent_job_secret_to_publish(char *hex, size_t cap);
 void pt_agent_job_secret_published(void);
 bool pt_agent_needs_job_secret(void);
 int pt_agent_set_job_secret(const char *hex, size_t len, pt_error *err);
+void pt_agent_abandon(const char *why);
 
 /* Stops the thread and closes the connection (idempotent; also safe if never started). */
 void pt_agent_stop(void);

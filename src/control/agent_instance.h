@@ -10,6 +10,7 @@
 #include "control/agent.h"
 #include "control/auth.h"
 #include "control/net.h"
+#include "control/trust.h"
 
 typedef struct pt_agent_config {
     int32_t rank, local_rank, world_size, node_rank;
@@ -42,6 +43,13 @@ int64_t pt_agent_default_heartbeat_ns(int32_t world_size);
  * secret the key is left pending (rank 0 fills it from the job secret it makes). 0, 1
  * (not a job) or -1. */
 int pt_agent_config_from_env(pt_agent_config *cfg, pt_job_env *env, pt_error *err);
+/* Whether the job's coordinator runs on this machine (this is rank 0, every rank is here,
+ * or MASTER_ADDR is one of this machine's addresses): then this worker connects through
+ * the coordinator's Unix socket (trust.h) and needs no key. */
+bool pt_agent_coordinator_is_here(const pt_job_env *env);
+/* Whether every rank of the job runs on rank 0's machine (a single-node job, or a
+ * loopback MASTER_ADDR): then no rank needs the job secret, and rank 0 publishes none. */
+bool pt_agent_job_on_one_machine(const pt_job_env *env);
 
 /* Starts the agent thread (it connects, and reconnects, by itself). NULL with err. */
 pt_agent *pt_agent_create(const pt_agent_config *cfg, const pt_agent_hooks *hooks, pt_error *err);

@@ -480,14 +480,42 @@ static int round_started(const pt_ctl_msg *m, const round_guard *g, pt_error *er
     return 0;
 }
 
+static void security_notice(pt_round *r, const pt_trigger_observer *obs, const char *text)
+{
+    if (r)
+        pt_round_add_warning(r, "security: %s", text);
+    if (obs && obs->notice)
+        obs->notice(obs->ctx, text);
+}
+
+/* The coordinator's view of a worker's connection against what this CLI knows of the
+ * job: its user is this one (only the job's user can read the control key), and a
+ * worker's own pid is the pid its connection belongs to. */
+static void check_identity(pt_round *r, const pt_ctl_msg *m, const pt_trigger_observer *obs)
+{
+    const pt_ctl_worker *w = &m->worker;
+    char text[PT_CTL_MAX_SEEN_FROM + 256], seen[PT_CTL_MAX_SEEN_FROM + 1];
+    pt_ctl_copy_str(seen, sizeof seen, w->seen_from);
+    if (w->uid >= 0 && w->uid != (int64_t)geteuid()) {
+        snprintf(text, sizeof text, "rank %d's connection (%s) belongs to user %lld, not the job's user %lld: its "
+                 "outcome is not the job's", (int)w->rank, seen, (long long)w->uid, (long long)geteuid());
+        security_notice(r, obs, text);
+    } else if (w->conn_pid > 0 && w->pid > 0 && w->conn_pid != w->pid) {
+        snprintf(text, sizeof text, "rank %d says it is pid %lld, but its connection (%s) belongs to pid %lld",
+                 (int)w->rank, (long long)w->pid, seen, (long long)w->conn_pid);
+        security_notice(r, obs, text);
+    }
+}
+
 /* An outcome for this rank may be recorded: the rank is in the job and has none yet. */
-static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guard *g)
+static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guard *g, const pt_trigger_observer *obs)
 {
     if (!pt_round_rank_open(r, m->worker.rank)) {
         g->ignored++;
         return false;
     }
     m->worker.world_size = world; /* the round's, whatever the message says */
+    check_identity(r, m, obs);
     return true;
 }
 
@@ -736,15 +764,19 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_ctl_msg *
                 obs->progress(obs->ctx, &m.progress);
             break;
         case PT_CTL_WORKER_SUMMARY:
-            if (*r && accept_outcome(*r, &m, out->world_size, &g))
+            if (*r && accept_outcome(*r, &m, out->world_size, &g, obs))
                 record_summary(*r, &m, &g, obs, out);
             break;
         case PT_CTL_WORKER_FAILED:
-            if (!*r || !accept_outcome(*r, &m, out->world_size, &g))
+            if (!*r || !accept_outcome(*r, &m, out->world_size, &g, obs))
                 break;
             pt_ctl_copy_str(text, sizeof text, m.text);
             add_failure_with_snapshot(*r, &m, text);
             worker_event(obs, &m, m.kind, 0);
+            break;
+        case PT_CTL_NOTICE:
+            pt_ctl_copy_str(text, sizeof text, m.text);
+            security_notice(*r, obs, text);
             break;
         case PT_CTL_ROUND_DONE:
             if (!*r) {

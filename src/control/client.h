@@ -56,6 +56,10 @@ typedef struct pt_trigger_observer {
     /* Workers still finish an earlier round's window: the CLI waits about wait_ms and asks
      * again (text: who, and why). */
     void (*busy)(void *ctx, const char *text, int64_t wait_ms);
+    /* Something about who took part that the user must know (security): a connection the
+     * coordinator refused for who it was, a rank claimed twice, a worker whose connection
+     * is not the job's user's. Also a "security: ..." warning of the report. */
+    void (*notice)(void *ctx, const char *text);
 } pt_trigger_observer;
 
 typedef struct pt_trigger_result {

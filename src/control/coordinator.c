@@ -115,6 +115,11 @@ typedef struct peer {
     int32_t relayed_rank;  /* such a rank's number, from before its JOIN is accepted */
     int32_t node_rank;     /* a relay's node */
     char host[PT_HOST_MAX]; /* a relay's host */
+    /* The kernel's word on who it is (trust.h): a peer of the Unix socket runs as this user
+     * (others are closed at accept), with this uid and pid; -1 on TCP. A relayed rank
+     * carries what its relay saw, and is vouched for when its relay is. */
+    bool vouched;
+    int64_t cred_uid, cred_pid;
     bool closing;          /* close once the queue is flushed (after REFUSED) */
     bool dead;
     bool paused;           /* not read: its frame waits for room in the input budget */
@@ -139,6 +144,8 @@ typedef struct worker {
     int32_t local_rank, node_rank, world_size;
     int64_t pid;
     char host[PT_HOST_MAX];
+    int64_t seen_uid, seen_pid;  /* its connection's credentials, -1 where unknown (peer.cred_*) */
+    char seen_from[PT_CTL_MAX_SEEN_FROM + 1]; /* how it connected, for the report */
     int64_t steps_done, mean_step_ns, stalled_ns;
     int64_t steps_heard_ns; /* when steps_done was reported */
     bool stepping;         /* that report showed steps made since the one before it */
@@ -189,6 +196,9 @@ typedef struct round {
 struct pt_coordinator {
     pt_coordinator_config cfg;
     int listen_fd, epoll_fd, wake_fd;
+    int local_fd;            /* the Unix socket for this machine's workers (cfg.local_socket), or -1 */
+    char local_name[PT_HOST_MAX];
+    pt_notices notices;      /* peers refused for who they are: every round's report names them */
     uint16_t port;
     pthread_t thread;
     bool thread_started;
@@ -217,7 +227,7 @@ struct pt_coordinator {
     uint8_t *scratch;        /* a frame for a relayed rank, before it is wrapped */
     size_t scratch_cap;
     int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
-    bool listener_paused;
+    bool listener_paused;    /* both listeners, until the next tick */
     struct {                 /* load shed since the last log line */
         int64_t logged_ns;
         uint64_t dropped, turned_away;
@@ -287,6 +297,8 @@ int pt_coordinator_config_from_env(pt_coordinator_config *cfg, const pt_job_env 
         pt_auth_create_control_key(env, &cfg->control_key, err) != 0)
         return -1;
     cfg->publish = true;
+    cfg->local_socket = true;
+    cfg->agent_key_public = configured == 0;
     pt_job_record_for_self(&cfg->job, env);
     snprintf(cfg->job.key_file, sizeof cfg->job.key_file, "%s", cfg->control_key.file);
     return 0;
@@ -482,10 +494,12 @@ static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
 static pt_ctl_worker identity_of(const pt_coordinator *c, int32_t rank)
 {
     const worker *w = &c->workers[rank];
-    pt_ctl_worker id = {rank, -1, c->cfg.world_size, -1, -1, {NULL, 0}};
+    pt_ctl_worker id = {rank, -1, c->cfg.world_size, -1, -1, {NULL, 0}, -1, -1, {NULL, 0}};
     if (w->ever_joined) {
         id.local_rank = w->local_rank, id.node_rank = w->node_rank, id.pid = w->pid;
         id.host = pt_ctl_str(w->host);
+        id.uid = w->seen_uid, id.conn_pid = w->seen_pid;
+        id.seen_from = pt_ctl_str(w->seen_from);
     }
     return id;
 }
@@ -857,6 +871,24 @@ static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
 }
 
 /* Settles whoever is left and hands the round over (relay or local report). */
+/* Every connection refused for who it was since the job started goes into the round's
+ * report: an attempt on the job is the user's to know, whichever round follows it. */
+static void tell_notices(pt_coordinator *c, round *r, int64_t now)
+{
+    char line[PT_CTL_MAX_TEXT];
+    for (size_t i = 0; i < pt_notices_lines(&c->notices); i++) {
+        pt_notices_line(&c->notices, i, line, sizeof line);
+        if (r->control) {
+            pt_ctl_msg m;
+            pt_ctl_msg_init(&m, PT_CTL_NOTICE);
+            m.text = pt_ctl_str(line);
+            send_to(c, r->control, &m, now);
+        }
+        if (r->local)
+            pt_round_add_warning(r->local, "security: %s", line);
+    }
+}
+
 static void finish_round(pt_coordinator *c, int64_t now)
 {
     round *r = c->round;
@@ -893,6 +925,7 @@ static void finish_round(pt_coordinator *c, int64_t now)
     progress.hung = hung; /* settled as failures above, but still hangs */
     pt_ctl_logf(&c->cfg.log, "round %u finished: %d summaries, %d failed (%d hung)", r->id, progress.summaries,
                 progress.failed, hung);
+    tell_notices(c, r, now);
     if (r->control) {
         pt_ctl_msg m;
         pt_ctl_msg_init(&m, PT_CTL_ROUND_DONE);
@@ -984,6 +1017,53 @@ static bool connection_gone(const peer *p)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* A second connection claims a rank whose worker is connected. The rank's own process on
+ * this machine (vouched for by the kernel) takes it from a connection that only holds the
+ * key; otherwise the connection already there keeps it while it is alive (heard from
+ * within the heartbeat timeout: a link dead without a word is dropped by the timeout, and
+ * the real worker, refused meanwhile, retries). Either way the report names the claim:
+ * two connections for one rank means one of them is not the job's. True when p takes it. */
+static bool claim_rank(pt_coordinator *c, peer *p, worker *w, int32_t rank, int64_t now)
+{
+    peer *holder = w->peer;
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.rank_conflicts++;
+    pthread_mutex_unlock(&c->stats_lock);
+    char kind[32];
+    snprintf(kind, sizeof kind, "rank-%d", rank);
+    if (p->vouched && !holder->vouched) {
+        pt_notices_add(&c->notices, kind, "rank %d was held by a connection from %s that only showed the job's key; "
+                       "the rank's own process on this machine (%s) took its place", rank, holder->addr, p->addr);
+        pt_ctl_logf(&c->cfg.log, "rank %d: replacing the connection from %s, which only showed the job's key, with "
+                    "the rank's own process on this machine (%s)", rank, holder->addr, p->addr);
+        kill_peer(c, holder, now, "replaced by the rank's own process on this machine");
+        return true;
+    }
+    char why[200];
+    snprintf(why, sizeof why, "rank %d is already connected (from %.64s)", rank, holder->addr);
+    pt_notices_add(&c->notices, kind, "a second connection claimed rank %d: %s while %s held it, and was refused; "
+                   "one of them is not the job's", rank, p->addr, holder->addr);
+    stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);
+    refuse(c, p, why, now);
+    return false;
+}
+
+/* What the report says of how the worker connected (trust.h): the kernel's uid and pid
+ * for a peer of the Unix socket, the address for TCP, and its relay's view for a rank
+ * behind a relay. */
+static void note_connection(worker *w, const peer *p)
+{
+    w->seen_uid = p->cred_uid;
+    w->seen_pid = p->cred_pid;
+    if (p->via)
+        snprintf(w->seen_from, sizeof w->seen_from, "%.80s, through the relay of node %d (%.60s)", p->addr,
+                 p->via->node_rank, p->via->addr);
+    else if (p->cred_uid >= 0)
+        snprintf(w->seen_from, sizeof w->seen_from, "%.80s, uid %lld", p->addr, (long long)p->cred_uid);
+    else
+        snprintf(w->seen_from, sizeof w->seen_from, "%.80s", p->addr);
+}
+
 static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     int32_t rank = m->worker.rank;
@@ -1002,17 +1082,8 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     worker *w = &c->workers[rank];
     if (w->peer && w->peer != p && connection_gone(w->peer)) /* its worker reconnected before we saw the EOF */
         kill_peer(c, w->peer, now, "closed by the peer");
-    if (w->peer && w->peer != p) {
-        /* A rank has one worker. While its connection is alive (heard from within the
-         * heartbeat timeout) the newcomer is an impostor or a confused process: it is
-         * refused and the worker keeps its place. A link dead without a word is dropped by
-         * the timeout, and the real worker, refused meanwhile, retries. */
-        char why[160];
-        snprintf(why, sizeof why, "rank %d is already connected (from %s)", rank, w->peer->addr);
-        stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);
-        refuse(c, p, why, now);
+    if (w->peer && w->peer != p && !claim_rank(c, p, w, rank, now))
         return;
-    }
     w->peer = p;
     p->rank = rank;
     c->waiting_peers--;
@@ -1025,6 +1096,7 @@ static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     w->world_size = m->worker.world_size;
     w->pid = m->worker.pid;
     pt_ctl_copy_str(w->host, sizeof w->host, m->worker.host);
+    note_connection(w, p);
 }
 
 static char *copy_text(pt_ctl_bytes b)
@@ -1273,7 +1345,15 @@ static void relayed_join(pt_coordinator *c, peer *relay, int32_t rank, const pt_
     q->rank = -1;
     q->relayed_rank = rank;
     q->accepted_ns = q->last_heard_ns = now;
-    snprintf(q->addr, sizeof q->addr, "relay %.40s", relay->addr);
+    /* What the relay saw of its local connection (a JOIN's connection fields), which it
+     * vouches for as far as the coordinator vouches for the relay itself. */
+    q->vouched = relay->vouched;
+    q->cred_uid = inner->type == PT_CTL_JOIN ? inner->worker.uid : -1;
+    q->cred_pid = inner->type == PT_CTL_JOIN ? inner->worker.conn_pid : -1;
+    if (q->cred_pid > 0)
+        snprintf(q->addr, sizeof q->addr, "pid %lld on node %d", (long long)q->cred_pid, relay->node_rank);
+    else
+        snprintf(q->addr, sizeof q->addr, "relay %.40s", relay->addr);
     q->via_next = relay->relayed;
     if (relay->relayed)
         relay->relayed->via_prev = q;
@@ -1459,6 +1539,26 @@ static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, 
 
 /* ---------------------------------------------------------------- handshake */
 
+/* A TCP peer on this machine that proved the job's key as a worker. The job's workers
+ * here connect through the Unix socket, and the key derives from a secret that travelled
+ * through the job's store, which other users of the machine can read: so this is someone
+ * who read it, or a worker that could not reach the socket. Refused either way, and named
+ * in the next report. */
+static void refuse_local_tcp_worker(pt_coordinator *c, peer *p, int64_t now)
+{
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.refused_local++;
+    pthread_mutex_unlock(&c->stats_lock);
+    pt_notices_add(&c->notices, "local-tcp-worker", "a process on this machine (%s) offered the job's key as a worker "
+                   "over TCP and was refused: the job's workers on this machine connect through the socket %s, so it "
+                   "may have read the key's secret from the job's torch.distributed store", p->addr, c->local_name);
+    stranger_logf(c, now, "refused a worker from %s: workers on this machine connect through the socket %s", p->addr,
+                  c->local_name);
+    char why[PT_HOST_MAX + 96];
+    snprintf(why, sizeof why, "workers on this machine connect through the socket %s, not over TCP", c->local_name);
+    refuse(c, p, why, now);
+}
+
 static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     const pt_key *key = m->role == PT_CTL_ROLE_AGENT || m->role == PT_CTL_ROLE_RELAY ? &c->cfg.agent_key
@@ -1467,8 +1567,11 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
     uint8_t expected[PT_SHA256_BYTES];
     if (key)
         pt_auth_client_proof(key, m->role, p->nonce, m->nonce, expected);
-    if (m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION || !key ||
-        !pt_equal_ct(expected, m->mac, sizeof expected)) {
+    /* A worker or relay on the Unix socket is this user's process (the kernel said so at
+     * accept): it needs no key, and on a single-node job has none. */
+    bool worker_role = m->role == PT_CTL_ROLE_AGENT || m->role == PT_CTL_ROLE_RELAY;
+    bool proven = key && ((worker_role && p->vouched) || pt_equal_ct(expected, m->mac, sizeof expected));
+    if (m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION || !proven) {
         pthread_mutex_lock(&c->stats_lock);
         c->stats.refused++;
         pthread_mutex_unlock(&c->stats_lock);
@@ -1478,6 +1581,10 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
                       p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
                                                                                      : "wrong job key");
         refuse(c, p, "authentication failed: this job's key is needed", now);
+        return;
+    }
+    if (worker_role && !p->vouched && c->cfg.agent_key_public && pt_net_peer_is_on_this_host(p->conn.fd)) {
+        refuse_local_tcp_worker(c, p, now);
         return;
     }
     if (m->role == PT_CTL_ROLE_CONTROL && c->control_peers >= MAX_CONTROL_PEERS) {
@@ -1620,10 +1727,41 @@ static size_t max_waiting_peers(const pt_coordinator *c)
     return PT_MAX((size_t)MIN_WAITING_PEERS, (size_t)c->cfg.world_size);
 }
 
+/* A connection to the Unix socket: this user's process is vouched for by the kernel; any
+ * other user's is closed before a byte, and named in the next report. False when closed. */
+static bool vouch_local(pt_coordinator *c, int fd, peer *p, int64_t now)
+{
+    pt_peer_identity id;
+    pt_peer_identify(fd, &id);
+    if (id.unix_socket && id.uid == (int64_t)geteuid()) {
+        p->vouched = true;
+        p->cred_uid = id.uid;
+        p->cred_pid = id.pid;
+        return true;
+    }
+    pthread_mutex_lock(&c->stats_lock);
+    c->stats.refused_local++;
+    pthread_mutex_unlock(&c->stats_lock);
+    pt_notices_add(&c->notices, "other-user", "a process of user %lld (pid %lld) connected to the coordinator's "
+                   "socket %s and was closed: only the job's user may join", (long long)id.uid, (long long)id.pid,
+                   c->local_name);
+    stranger_logf(c, now, "closed a connection to %s from another user (uid %lld, pid %lld)", c->local_name,
+                  (long long)id.uid, (long long)id.pid);
+    return false;
+}
+
 static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, bool authenticated_as_agent,
-                     int64_t now)
+                     bool from_local_socket, int64_t now)
 {
     peer *p = calloc(1, sizeof *p);
+    if (p) {
+        p->cred_uid = p->cred_pid = -1;
+        if (from_local_socket && !vouch_local(c, fd, p, now)) {
+            free(p);
+            close(fd);
+            return;
+        }
+    }
     if (!p || (c->peer_count == c->peer_cap &&
                !(c->peers = realloc(c->peers, (c->peer_cap = c->peer_cap ? c->peer_cap * 2 : 64) * sizeof *c->peers)))) {
         pt_ctl_logf(&c->cfg.log, "out of memory: dropping a connection");
@@ -1666,14 +1804,28 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
     send_to(c, p, &m, now);
 }
 
+/* Out of descriptors, both listeners stop being watched until the next tick; then both are
+ * watched again. */
+static void pause_listeners(pt_coordinator *c, bool pause)
+{
+    int fds[] = {c->listen_fd, c->local_fd};
+    for (size_t i = 0; i < PT_ARRAY_LEN(fds); i++) {
+        if (fds[i] < 0)
+            continue;
+        struct epoll_event ev = {pause ? 0 : EPOLLIN, {.ptr = i == 0 ? (void *)&c->listen_fd : (void *)&c->local_fd}};
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, fds[i], &ev);
+    }
+    c->listener_paused = pause;
+}
+
 /* With no descriptor left and nobody to drop: take the connection with the reserve
  * descriptor and close it (the client learns at once), or, without one, stop listening
  * until the next tick. Either way the listener stops being readable for now. */
-static void turn_away(pt_coordinator *c, int64_t now, const char *why)
+static void turn_away(pt_coordinator *c, int listen_fd, int64_t now, const char *why)
 {
     if (c->reserve_fd >= 0) {
         close(c->reserve_fd);
-        int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0)
             close(fd);
         c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -1682,23 +1834,21 @@ static void turn_away(pt_coordinator *c, int64_t now, const char *why)
             return;
         }
     }
-    struct epoll_event ev = {0, {.ptr = &c->listen_fd}};
-    epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
-    c->listener_paused = true;
+    pause_listeners(c, true);
     note_shed(c, now, why, false);
 }
 
-static void accept_all(pt_coordinator *c, int64_t now)
+static void accept_all(pt_coordinator *c, int listen_fd, int64_t now)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
             continue;
         if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
             char why[96];
             snprintf(why, sizeof why, "cannot accept connections: %s", strerror(errno));
             if (!shed_oldest_waiting(c, now, why)) {
-                turn_away(c, now, why);
+                turn_away(c, listen_fd, now, why);
                 return;
             }
             continue;
@@ -1710,7 +1860,7 @@ static void accept_all(pt_coordinator *c, int64_t now)
             snprintf(why, sizeof why, "more than %zu connections waiting to authenticate", max_waiting_peers(c));
             shed_oldest_waiting(c, now, why);
         }
-        add_peer(c, fd, false, false, now);
+        add_peer(c, fd, false, false, listen_fd == c->local_fd, now);
     }
 }
 
@@ -1894,11 +2044,8 @@ static void tick(pt_coordinator *c, int64_t now)
     size_t unsent = 0;
     for (size_t i = 0; i < c->control_peers; i++)
         unsent += pt_conn_pending(&c->controls[i]->conn);
-    if (c->listener_paused) {
-        struct epoll_event ev = {EPOLLIN, {.ptr = &c->listen_fd}};
-        epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, c->listen_fd, &ev);
-        c->listener_paused = false;
-    }
+    if (c->listener_paused)
+        pause_listeners(c, false);
     if (c->reserve_fd < 0 && c->listen_fd >= 0)
         c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     flush_shed_log(c, now);
@@ -1943,8 +2090,8 @@ static void turn(pt_coordinator *c, int timeout_ms, bool real_time, int64_t now)
         now = pt_now_ns();
     for (int i = 0; i < n; i++) {
         void *tag = events[i].data.ptr;
-        if (tag == &c->listen_fd) {
-            accept_all(c, now);
+        if (tag == &c->listen_fd || tag == &c->local_fd) {
+            accept_all(c, *(int *)tag, now);
         } else if (tag == &c->wake_fd) {
             uint64_t drained;
             ssize_t ignored = read(c->wake_fd, &drained, sizeof drained);
@@ -1981,6 +2128,27 @@ static void raise_fd_limit(const pt_coordinator *c)
     }
 }
 
+/* The Unix socket for this machine's workers, named after the TCP port just bound. A name
+ * that is taken (another process of any user holds it) keeps this machine's workers out,
+ * not the job: said loudly, in the log and in every report. */
+static void listen_local_socket(pt_coordinator *c)
+{
+    pt_coordinator_socket_for(c->port, c->local_name, sizeof c->local_name);
+    pt_error err;
+    c->local_fd = pt_net_listen(c->local_name, 0, NULL, &err);
+    struct epoll_event ev = {EPOLLIN, {.ptr = &c->local_fd}};
+    if (c->local_fd >= 0 && epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->local_fd, &ev) == 0)
+        return;
+    if (c->local_fd >= 0) {
+        snprintf(err.message, sizeof err.message, "cannot watch %s: %s", c->local_name, strerror(errno));
+        close(c->local_fd);
+        c->local_fd = -1;
+    }
+    pt_ctl_logf(&c->cfg.log, "%s: the workers on this machine cannot join this job's profiling "
+                "(PERFTRACKER_PORT moves the coordinator and its socket)", err.message);
+    pt_notices_add(&c->notices, "no-local-socket", "%s: the workers on rank 0's machine could not join", err.message);
+}
+
 /* Everything but the thread; listening unless detached (the test seam). */
 static pt_coordinator *create(const pt_coordinator_config *cfg, bool listen, pt_error *err)
 {
@@ -1997,7 +2165,7 @@ static pt_coordinator *create(const pt_coordinator_config *cfg, bool listen, pt_
     c->cfg = *cfg;
     memset(c->cfg.job_secret, 0, sizeof c->cfg.job_secret); /* the other ranks' business, not ours */
     c->owner = getpid();
-    c->listen_fd = c->epoll_fd = c->wake_fd = c->reserve_fd = -1;
+    c->listen_fd = c->local_fd = c->epoll_fd = c->wake_fd = c->reserve_fd = -1;
     pthread_mutex_init(&c->stats_lock, NULL);
     c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -2021,6 +2189,8 @@ static pt_coordinator *create(const pt_coordinator_config *cfg, bool listen, pt_
         pt_coordinator_stop(c);
         return NULL;
     }
+    if (cfg->local_socket)
+        listen_local_socket(c);
     return c;
 }
 
@@ -2068,7 +2238,7 @@ int pt_coordinator_adopt(pt_coordinator *c, int fd, bool control, int64_t now, p
         pt_error_set(err, "cannot make the socket non-blocking: %s", strerror(errno));
         return -1;
     }
-    add_peer(c, fd, control, !control, now);
+    add_peer(c, fd, control, !control, false, now);
     return 0;
 }
 
@@ -2138,6 +2308,9 @@ void pt_coordinator_stop(pt_coordinator *c)
     free(c->scratch);
     if (c->listen_fd >= 0)
         close(c->listen_fd);
+    if (c->local_fd >= 0)
+        close(c->local_fd);
+    pt_notices_free(&c->notices);
     if (c->reserve_fd >= 0)
         close(c->reserve_fd);
     if (c->epoll_fd >= 0)

@@ -13,6 +13,7 @@
 #include "control/auth.h"
 #include "control/jobfile.h"
 #include "control/net.h"
+#include "control/trust.h"
 
 typedef struct pt_coordinator_config {
     char bind_addr[PT_HOST_MAX];   /* see pt_coordinator_config_from_env for the choice */
@@ -24,6 +25,15 @@ typedef struct pt_coordinator_config {
      * agent key derives from: its text, for rank 0's process to hand to the other ranks
      * ("" with PERFTRACKER_SECRET). The coordinator itself never reads it. */
     char job_secret[PT_JOB_SECRET_HEX + 1];
+    /* Workers on this machine connect through the Unix socket pt_coordinator_socket_for
+     * names (trust.h) and are accepted by their peer credentials: this user's, else closed.
+     * Tests' coordinators have none. */
+    bool local_socket;
+    /* The agent key derives from the job secret rank 0 publishes in the job's store, which
+     * other users of a machine may read: a TCP peer on this machine that offers it as a
+     * worker is refused (the job's own workers here have the socket). False with
+     * PERFTRACKER_SECRET, a secret the user keeps. */
+    bool agent_key_public;
     bool auto_trigger;             /* the job opted in to automatic rounds (rank 0's setting);
                                       otherwise AUTO_REQUEST starts nothing */
     int64_t heartbeat_timeout_ns;  /* PERFTRACKER_HEARTBEAT_TIMEOUT_S, default 30 s */
@@ -58,6 +68,9 @@ typedef struct pt_coordinator_stats {
     uint32_t rounds_finished;
     uint32_t auto_rounds;
     uint32_t refused;          /* handshakes that failed authentication */
+    uint32_t refused_local;    /* connections refused for who they are: another user's process
+                                  on the Unix socket, a TCP worker on this machine */
+    uint32_t rank_conflicts;   /* JOINs for a rank another connection holds */
     bool round_running;        /* as of the last tick (every 50 ms) */
     size_t unsent_bytes;       /* queued for CLIs, as of the last tick */
     uint64_t heartbeats;       /* workers' heartbeats taken so far, direct or merged by relays */

@@ -119,14 +119,25 @@ static int listen_local(const char *host, pt_error *err)
     return fd;
 }
 
-int pt_net_peer_uid(int fd, uid_t *uid)
+int pt_net_peer_cred(int fd, uid_t *uid, pid_t *pid)
 {
+    struct sockaddr_storage ss;
+    socklen_t slen = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &slen) != 0 || ss.ss_family != AF_UNIX)
+        return -1; /* TCP's SO_PEERCRED is our own process, not the peer's */
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
         return -1;
     *uid = cred.uid;
+    if (pid)
+        *pid = cred.pid;
     return 0;
+}
+
+int pt_net_peer_uid(int fd, uid_t *uid)
+{
+    return pt_net_peer_cred(fd, uid, NULL);
 }
 
 bool pt_net_peer_is_this_user(int fd)
@@ -288,6 +299,71 @@ static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
         return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
                       sizeof(struct in6_addr)) == 0;
     return false;
+}
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            return a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+/* An IPv4-mapped IPv6 address as the IPv4 address it is, so that a dual-stack listener's
+ * peers compare with getifaddrs' IPv4 entries. */
+static void unmap_v4(struct sockaddr_storage *ss)
+{
+    if (ss->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)ss)->sin6_addr))
+        return;
+    struct sockaddr_in v4;
+    memset(&v4, 0, sizeof v4);
+    v4.sin_family = AF_INET;
+    memcpy(&v4.sin_addr, &((struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[12], 4);
+    v4.sin_port = ((struct sockaddr_in6 *)ss)->sin6_port;
+    memset(ss, 0, sizeof *ss);
+    memcpy(ss, &v4, sizeof v4);
+}
+
+bool pt_net_peer_is_on_this_host(int fd)
+{
+    struct sockaddr_storage peer, self;
+    socklen_t plen = sizeof peer, slen = sizeof self;
+    if (getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 || getsockname(fd, (struct sockaddr *)&self, &slen) != 0)
+        return false;
+    if (peer.ss_family == AF_UNIX)
+        return true;
+    unmap_v4(&peer);
+    unmap_v4(&self);
+    /* A connection between two addresses of one machine comes from the address it went to
+     * (the kernel's local route), so the peer is here when its address is ours. */
+    if (is_loopback((struct sockaddr *)&peer) || same_address((struct sockaddr *)&peer, (struct sockaddr *)&self))
+        return true;
+    struct ifaddrs *ifs;
+    bool local = false;
+    if (getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next)
+            local = same_address((struct sockaddr *)&peer, i->ifa_addr);
+        freeifaddrs(ifs);
+    }
+    return local;
+}
+
+bool pt_net_is_loopback_address(const char *addr)
+{
+    struct addrinfo *list;
+    if (resolve(addr, 1, 0, &list, NULL) != 0)
+        return false;
+    bool loopback = list != NULL;
+    for (struct addrinfo *ai = list; ai; ai = ai->ai_next)
+        loopback = loopback && is_loopback(ai->ai_addr);
+    freeaddrinfo(list);
+    return loopback;
 }
 
 bool pt_net_is_local_address(const char *addr)

@@ -37,6 +37,14 @@ bool pt_net_is_local_socket(const char *host);
 void pt_net_endpoint_name(const char *host, uint16_t port, char *dst, size_t cap);
 /* The uid of a Unix socket's peer (SO_PEERCRED): 0, or -1 for other sockets. */
 int pt_net_peer_uid(int fd, uid_t *uid);
+/* The same with the peer's pid as this process's pid namespace sees it (0 when the peer's
+ * namespace is not visible from here). 0, or -1 for a socket that is not a Unix one. */
+int pt_net_peer_cred(int fd, uid_t *uid, pid_t *pid);
+/* Whether a connected socket's peer runs on this machine: a Unix socket, a loopback
+ * address, or an address of one of this machine's interfaces. Such a peer can be asked
+ * to prove who it is through the kernel (a Unix socket's SO_PEERCRED) instead of a secret
+ * other users of the machine might read. */
+bool pt_net_peer_is_on_this_host(int fd);
 /* An accepted connection on a Unix socket: whether its peer runs as this user (always
  * true on TCP, which cannot say). */
 bool pt_net_peer_is_this_user(int fd);
@@ -44,6 +52,8 @@ bool pt_net_peer_is_this_user(int fd);
 void pt_net_peer_name(int fd, char *dst, size_t cap);
 /* True when addr resolves to an address of one of this machine's interfaces. */
 bool pt_net_is_local_address(const char *addr);
+/* True when every address addr resolves to is a loopback one (127/8, ::1). */
+bool pt_net_is_loopback_address(const char *addr);
 
 /* A framed connection: bytes in, messages out, messages in, bytes out. */
 typedef struct pt_conn {

@@ -47,6 +47,8 @@ typedef struct field {
     I32(worker.rank, 0, PT_CTL_MAX_WORLD - 1), I32(worker.local_rank, -1, PT_CTL_MAX_WORLD - 1),   \
         I32(worker.world_size, 1, PT_CTL_MAX_WORLD), I32(worker.node_rank, -1, PT_CTL_MAX_WORLD - 1), \
         I64(worker.pid, -1, INT32_MAX), NAME(worker.host, PT_CTL_MAX_HOST)
+/* A worker's connection as its relay (JOIN) or the coordinator (outcomes) saw it. */
+#define CONNECTION_FIELDS I64(worker.uid, -1, UINT32_MAX), I64(worker.conn_pid, -1, INT32_MAX)
 #define PROGRESS_FIELDS                                                                            \
     I32(progress.world_size, 1, PT_CTL_MAX_WORLD), COUNT(progress.connected), COUNT(progress.armed), \
         COUNT(progress.in_window), I64(progress.min_step, -1, PT_CTL_MAX_STEP),                    \
@@ -58,7 +60,7 @@ static const field auth_fields[] = {U32(version), U8(role, PT_CTL_ROLE_AGENT, PT
                                     FIXED(mac)};
 static const field welcome_fields[] = {FIXED(mac)};
 static const field text_fields[] = {BYTES(text, PT_CTL_MAX_TEXT)};
-static const field join_fields[] = {WORKER_FIELDS};
+static const field join_fields[] = {WORKER_FIELDS, CONNECTION_FIELDS};
 static const field heartbeat_fields[] = {U32(round), STEPS_DONE(steps_done), DURATION(mean_step_ns),
                                          DURATION(stalled_ns)};
 static const field armed_fields[] = {U32(round), STATUS(status), BYTES(text, PT_CTL_MAX_TEXT), PATH(path)};
@@ -80,9 +82,10 @@ static const field trigger_fields[] = {I32(wait, 0, PT_CTL_MAX_WAIT), WINDOW(ste
 static const field started_fields[] = {U32(round), I64(start_step, 0, PT_CTL_MAX_STEP), WINDOW(steps),
                                        PROGRESS_FIELDS};
 static const field progress_fields[] = {PROGRESS_FIELDS};
-static const field worker_summary_fields[] = {WORKER_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME),
+#define SEEN_FIELDS CONNECTION_FIELDS, NAME(worker.seen_from, PT_CTL_MAX_SEEN_FROM)
+static const field worker_summary_fields[] = {WORKER_FIELDS, SEEN_FIELDS, PATH(path), BYTES(blob, PT_CTL_MAX_FRAME),
                                               SNAPSHOT_FIELDS};
-static const field worker_failed_fields[] = {WORKER_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
+static const field worker_failed_fields[] = {WORKER_FIELDS, SEEN_FIELDS, U8(kind, PT_FAIL_NEVER_CONNECTED, PT_FAIL_NOT_PROFILED),
                                              I64(steps_done, -1, PT_CTL_MAX_STEP), DURATION(stalled_ns),
                                              BYTES(text, PT_CTL_MAX_TEXT), BYTES(stack, PT_CTL_MAX_STACK),
                                              SNAPSHOT_FIELDS, DURATION(mean_step_ns)};
@@ -133,6 +136,7 @@ static const schema schemas[] = {
     SCHEMA(PT_CTL_ERROR, "error", text_fields),
     SCHEMA_WP(PT_CTL_ROUND_CANCELLED, "round-cancelled", done_fields, false, true),
     SCHEMA(PT_CTL_BUSY, "busy", busy_fields),
+    SCHEMA(PT_CTL_NOTICE, "notice", text_fields),
 };
 
 static const schema *find_schema(int type)
@@ -169,6 +173,7 @@ void pt_ctl_msg_init(pt_ctl_msg *m, pt_ctl_type type)
     memset(m, 0, sizeof *m);
     m->type = type;
     m->version = PT_CTL_VERSION;
+    m->worker.uid = m->worker.conn_pid = -1; /* unknown unless someone saw them */
 }
 
 pt_ctl_bytes pt_ctl_str(const char *s)

@@ -23,8 +23,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PT_CTL_VERSION 3 /* 2: a worker-summary carries the collectives a failure left;
-                           3: relays merge their ranks' heartbeats (HEARTBEATS) */
+#define PT_CTL_VERSION 4 /* 2: a worker-summary carries the collectives a failure left;
+                           3: relays merge their ranks' heartbeats (HEARTBEATS);
+                           4: workers' connections as the coordinator saw them, NOTICE */
 #define PT_CTL_NONCE_BYTES 32
 #define PT_CTL_MAX_FRAME (64u << 20)   /* a summary is tens of KB; this bounds a bad peer */
 #define PT_CTL_MAX_HOST 255
@@ -80,8 +81,10 @@ typedef enum pt_ctl_type {
     PT_CTL_ROUND_DONE = 44,     /* round, progress */
     PT_CTL_ERROR = 45,          /* text */
     PT_CTL_ROUND_CANCELLED = 46, /* round, progress (as it stood: `armed` workers dropped a window) */
-    PT_CTL_BUSY = 47            /* text, timeout_ms: workers still finish an earlier round's
+    PT_CTL_BUSY = 47,           /* text, timeout_ms: workers still finish an earlier round's
                                    window; TRIGGER again in about timeout_ms */
+    PT_CTL_NOTICE = 48          /* text: something the coordinator refused that the round's report
+                                   must name (another user's process, a rank claimed twice) */
 } pt_ctl_type;
 
 /* A relay authenticates with the agent key, as a worker does, but its role is its own (the
@@ -141,7 +144,17 @@ typedef struct pt_ctl_worker {
     int32_t node_rank;
     int64_t pid;
     pt_ctl_bytes host;
+    /* The worker's process as the coordinator saw its connection, -1 where it cannot say:
+     * the uid and pid a Unix socket's peer credentials give (a TCP peer has neither), and
+     * seen_from, how it connected ("pid 123 (uid 0) on this machine", "10.0.0.7:41822",
+     * "through relay of node 3 ..."). A JOIN carries a relay's view of its local rank; a
+     * direct peer's JOIN fields are ignored. What the worker says of itself (host, pid)
+     * is its own claim; these are the kernel's and the coordinator's. */
+    int64_t uid;
+    int64_t conn_pid;
+    pt_ctl_bytes seen_from;
 } pt_ctl_worker;
+#define PT_CTL_MAX_SEEN_FROM 200
 
 /* Counters the coordinator reports to the CLI while a round runs. */
 typedef struct pt_ctl_progress {

@@ -285,7 +285,9 @@ static void on_challenge(pt_relay *r, const pt_ctl_msg *m, int64_t now)
 
 static void on_welcome(pt_relay *r, const pt_ctl_msg *m, int64_t now)
 {
-    if (!pt_auth_server_proven(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, m->mac)) {
+    /* A coordinator on this machine is reached through its Unix socket, whose owner
+     * pt_net_connect checked is this user: no key to prove, and none needed. */
+    if (!pt_net_is_local_socket(r->cfg.coordinator_host) && !pt_auth_server_proven(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, m->mac)) {
         pt_ctl_logf(&r->cfg.log, "relay: the peer at %s:%u does not know the job key; not relaying to it",
                     r->cfg.coordinator_host, (unsigned)r->cfg.coordinator_port);
         up_down(r, now, "server proof mismatch");
@@ -297,7 +299,7 @@ static void on_welcome(pt_relay *r, const pt_ctl_msg *m, int64_t now)
     pt_ctl_msg join; /* who the relay is, for the coordinator's messages about its node */
     pt_ctl_msg_init(&join, PT_CTL_JOIN);
     join.worker = (pt_ctl_worker){r->cfg.rank, 0, r->cfg.world_size, r->cfg.node_rank, r->cfg.pid,
-                                  pt_ctl_str(r->cfg.host)};
+                                  pt_ctl_str(r->cfg.host), -1, -1, {NULL, 0}};
     send_up(r, &join);
 }
 
@@ -396,13 +398,13 @@ static void refuse_local(pt_relay *r, local *l, const char *why)
     l->closing = true;
 }
 
+/* Every local connection runs as this user (accept_locals asked the kernel), so the
+ * handshake asks for no key: the node's ranks need none, only the relay itself does when
+ * its coordinator is on another machine. */
 static void on_local_auth(pt_relay *r, local *l, const pt_ctl_msg *m)
 {
-    uint8_t expected[PT_SHA256_BYTES];
-    pt_auth_client_proof(&r->cfg.key, PT_CTL_ROLE_AGENT, l->nonce, m->nonce, expected);
-    if (m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION || m->role != PT_CTL_ROLE_AGENT ||
-        !pt_equal_ct(expected, m->mac, sizeof expected)) {
-        refuse_local(r, l, "authentication failed: this job's key is needed");
+    if (m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION || m->role != PT_CTL_ROLE_AGENT) {
+        refuse_local(r, l, "protocol mismatch: not an agent of this perftracker version");
         return;
     }
     pt_ctl_msg w;
@@ -476,6 +478,26 @@ static void forward_frame(pt_relay *r, local *l, const pt_ctl_msg *m, const uint
     forward_up(r, l->rank, raw, len);
 }
 
+/* The rank's JOIN goes up with what the kernel says of its connection (its uid and pid),
+ * for the coordinator's record of who each worker is. */
+static void forward_join(pt_relay *r, local *l, const pt_ctl_msg *m, const uint8_t *raw, size_t len)
+{
+    uid_t uid;
+    pid_t pid;
+    pt_ctl_msg join = *m;
+    uint8_t frame[4096]; /* a JOIN is at most ~330 bytes (protocol.c's bounds) */
+    size_t n = 0;
+    if (pt_net_peer_cred(l->conn.fd, &uid, &pid) == 0) {
+        join.worker.uid = (int64_t)uid;
+        join.worker.conn_pid = (int64_t)pid;
+        n = pt_ctl_encode(&join, frame, sizeof frame);
+    }
+    if (n > 0)
+        forward_up(r, l->rank, frame, n);
+    else
+        forward_up(r, l->rank, raw, len);
+}
+
 static void on_local_join(pt_relay *r, local *l, const pt_ctl_msg *m, const uint8_t *raw, size_t len)
 {
     const pt_ctl_worker *w = &m->worker;
@@ -497,7 +519,7 @@ static void on_local_join(pt_relay *r, local *l, const pt_ctl_msg *m, const uint
     l->rank = w->rank;
     l->conn.in_limit = 4 + (size_t)PT_CTL_MAX_FRAME - ENVELOPE;
     atomic_fetch_add(&r->joined, 1);
-    forward_up(r, l->rank, raw, len);
+    forward_join(r, l, m, raw, len);
     local_interest(r, l);
 }
 

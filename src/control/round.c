@@ -292,6 +292,20 @@ static void adopt_final_collectives(pt_worker_summary *s, const pt_round_snapsho
     pt_summary_free(record);
 }
 
+/* What the coordinator saw of the worker's connection goes into its report entry beside
+ * what the worker says of itself. */
+static void note_connection(pt_worker_summary *s, const pt_ctl_worker *w)
+{
+    if (w->seen_from.len == 0)
+        return;
+    char seen[PT_CTL_MAX_SEEN_FROM + 1];
+    pt_ctl_copy_str(seen, sizeof seen, w->seen_from);
+    free(s->seen_from);
+    s->seen_from = pt_xstrdup(seen);
+    s->seen_uid = w->uid;
+    s->seen_pid = w->conn_pid;
+}
+
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
                          size_t len, const pt_round_snapshot *snap, pt_error *err)
 {
@@ -303,6 +317,7 @@ int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_tr
         pt_round_add_failure(r, w, PT_FAIL_BAD_SUMMARY, -1, 0, err->message, NULL);
         return -1;
     }
+    note_connection(s, w);
     if (s->rank != w->rank) {
         if (s->rank >= 0)
             pt_round_add_warning(r, "%s: its summary says rank %d, its agent rank %d; the agent's is used",
@@ -343,6 +358,7 @@ static pt_worker_summary *snapshot_summary(const outcome *o, const pt_ctl_worker
     s->name = pt_xstrdup(o->name);
     s->host = pt_xstrdup(host);
     s->producer = pt_xstrdup("perftracker");
+    note_connection(s, w);
     s->hang_step = steps_done >= 0 ? steps_done : 0;
     if (!snap)
         return s;

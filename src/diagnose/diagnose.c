@@ -128,6 +128,12 @@ static pt_json *worker_json(const pt_analysis *a, size_t w, int status, bool wit
     pt_json_add(j, "host", pt_json_string(s->host ? s->host : ""));
     pt_json_add(j, "local_rank", pt_json_int(s->local_rank));
     pt_json_add(j, "pid", pt_json_int(s->pid));
+    if (s->seen_from) { /* the coordinator's word beside the worker's own */
+        pt_json *c = pt_json_add(j, "connection", pt_json_object());
+        pt_json_add(c, "seen_from", pt_json_string(s->seen_from));
+        pt_json_add(c, "uid", s->seen_uid >= 0 ? pt_json_int(s->seen_uid) : pt_json_null());
+        pt_json_add(c, "pid", s->seen_pid > 0 ? pt_json_int(s->seen_pid) : pt_json_null());
+    }
     pt_json_add(j, "rank_source", pt_json_string(rank_source_name(s->rank_source)));
     pt_json_add(j, "step_time_ms", step_time_json(a->step_ms[w], s->hang_step_ns));
     double util = s->window_ns > 0 ? (double)s->union_ns[PT_CLASS_COMPUTE] / (double)s->window_ns : 0;

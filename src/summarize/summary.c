@@ -19,6 +19,7 @@ pt_worker_summary *pt_summary_new(void)
     pt_worker_summary *s = pt_xcalloc(1, sizeof *s);
     s->rank = s->local_rank = s->world_size = -1;
     s->pid = -1;
+    s->seen_uid = s->seen_pid = -1;
     s->hang_step = -1;
     s->hang_idle_ns = -1;
     s->hang_step_ns = -1;
@@ -52,6 +53,7 @@ void pt_summary_free(pt_worker_summary *s)
     free(s->steps);
     free(s->name);
     free(s->host);
+    free(s->seen_from);
     free(s->device_name);
     free(s->software);
     free(s->backend);

@@ -233,6 +233,12 @@ typedef struct pt_worker_summary {
     size_t metric_count;
     char **warnings;
     size_t warning_count;
+    /* Its process as the coordinator saw the connection that brought it (a round's
+     * summaries; never in a file, whose claims are the worker's own): how it connected
+     * ("pid 4242 (uid 1000) on this machine", an address), and the uid and pid the
+     * kernel gave, -1 where it could not say. NULL seen_from: not known. */
+    char *seen_from;
+    int64_t seen_uid, seen_pid;
 } pt_worker_summary;
 
 pt_worker_summary *pt_summary_new(void);

@@ -95,6 +95,7 @@ static void start_coordinator_timeout(job *j, int32_t world_size, bool auto_roun
     assert_int_equal(pt_auth_agent_key(&cfg.agent_key, &err), 1);
     assert_int_equal(pt_auth_create_control_key(&env, &cfg.control_key, &err), 0);
     cfg.auto_trigger = auto_rounds;
+    cfg.local_socket = true; /* as a job's: agents started from the environment on this machine use it */
     cfg.heartbeat_timeout_ns = heartbeat_timeout_ns;
     cfg.summary_timeout_ns = 5000 * MS;
     cfg.probe_timeout_ns = 1000 * MS;

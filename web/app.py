@@ -14,6 +14,13 @@ While bound to loopback it refuses requests whose Host is not a loopback name, s
 web site cannot read the report through DNS rebinding. ../raw_trace is served only when it
 is a real folder beside this one (a symlink there is ignored).
 
+Pages of other origins cannot read the report either. Every answer, refusals and the
+HTTP parser's own included, carries a Content-Type, nosniff and Cross-Origin-Resource-Policy
+same-origin: a page on another loopback address or port, or a file:// page, that includes
+data.js with <script> (the Host check cannot tell: its request names 127.0.0.1 too) or
+fetches report.json gets nothing. Behind that, a request a browser marks as another
+origin's (Sec-Fetch-Site cross-site or same-site) is refused unless it navigates here.
+
 Slow clients cannot hold it: a request's head must arrive within REQUEST_DEADLINE_S of the
 connection opening (or of the previous answer on a kept-alive connection), a socket idle
 for IDLE_TIMEOUT_S is dropped, and once three quarters of MAX_CONNECTIONS are open each new
@@ -28,6 +35,7 @@ import socket
 import sys
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 
@@ -51,6 +59,7 @@ CONTENT_TYPES = {
 }
 SECURITY_HEADERS = [
     ("X-Content-Type-Options", "nosniff"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
     ("Content-Security-Policy",
      "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
      "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
@@ -60,8 +69,7 @@ SECURITY_HEADERS = [
     ("Cache-Control", "no-cache"),
 ]
 LOOPBACK_HOST = re.compile(r"^(127\.0\.0\.1|localhost|\[::1\])(:[0-9]*)?$", re.IGNORECASE)
-ERROR_TEXT = {400: "Bad Request", 403: "Forbidden", 404: "Not Found",
-              405: "Method Not Allowed: only GET and HEAD"}
+ERROR_TEXT = {405: "Method Not Allowed: only GET and HEAD"}  # the others: HTTPStatus's phrase
 
 
 class Refused(Exception):
@@ -150,9 +158,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def parse_request(self):
         ok = super().parse_request()  # returns once the whole head has arrived
+        if ok and self.request_version == "HTTP/0.9":
+            self.send_error(400)  # no headers could go back; libmicrohttpd refuses it too
+            return False
         if ok:
             self.server.set_answering(self.connection, True)
         return ok
+
+    def send_error(self, code, message=None, explain=None):
+        # The parser's own refusals (a bad request line or version, a head too long) in the
+        # same form as ours, with the same headers, instead of the library's bare HTML.
+        self.close_connection = True
+        self.send_refusal(code)
 
     def handle_one_request(self):
         super().handle_one_request()
@@ -173,6 +190,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def serve(self, send_body):
         if self.server.loopback_only and not LOOPBACK_HOST.match(self.headers.get("Host", "")):
+            return self.send_refusal(403)
+        if fetch_is_foreign(self.headers.get("Sec-Fetch-Site", "").strip(),
+                            self.headers.get("Sec-Fetch-Mode", "").strip()):
             return self.send_refusal(403)
         path = self.path.split("?", 1)[0].split("#", 1)[0]
         try:
@@ -195,7 +215,9 @@ class Handler(BaseHTTPRequestHandler):
                 shutil.copyfileobj(f, self.wfile, 1 << 20)
 
     def send_refusal(self, status):
-        body = ("%d %s\n" % (status, ERROR_TEXT.get(status, ""))).encode()
+        body = ("%d %s\n" % (status, ERROR_TEXT.get(status) or HTTPStatus(status).phrase)).encode()
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # a status line and headers go back whatever was asked
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -272,6 +294,14 @@ class Server(ThreadingMixIn, HTTPServer):
         with self.lock:  # forgotten before it closes, so the watchdog never acts on a closed one
             self.connections.pop(request, None)
         super().close_request(request)
+
+
+def fetch_is_foreign(fetch_site, fetch_mode):
+    """Whether a browser says a page of another origin asked for this other than by
+    navigating here: a <script>, <img> or fetch() from another loopback address or a file://
+    page (cross-site) or another port (same-site). A followed link (navigate) and a client
+    without the headers pass. The same rule as pt_display_fetch_is_foreign (site.c)."""
+    return fetch_site in ("cross-site", "same-site") and fetch_mode != "navigate"
 
 
 def is_loopback(address):

@@ -8,8 +8,15 @@
  * tricks like %2f or %00 instead of receiving them already decoded. Cost per request: one
  * realpath(), one stat(), one open().
  *
- * Every answer carries headers that keep the page and its data inert elsewhere: nosniff,
- * a Content-Security-Policy allowing only this folder's own scripts, and no framing.
+ * Every answer this file makes (files, refusals, HEAD) carries headers that keep the page
+ * and its data inert elsewhere: a Content-Type, nosniff, Cross-Origin-Resource-Policy
+ * same-origin (a page of another origin -- another loopback address or port, a file://
+ * page -- that includes data.js with <script>, or fetches report.json, gets nothing: the
+ * Host check cannot tell, its request names 127.0.0.1 too), a Content-Security-Policy
+ * allowing only this folder's own scripts, and no framing. Behind CORP, a request a
+ * browser marks as another origin's (Sec-Fetch-Site) is refused unless it navigates.
+ * What the library answers itself, to a request it cannot parse (400, 414, 431, 505), is
+ * its own fixed sentence without these headers: no hook reaches it, and it holds no data.
  *
  * Slow clients (slowloris). libmicrohttpd's timeout counts idleness, so a client sending
  * one byte every few seconds would keep its slot forever, and enough of them would fill
@@ -82,6 +89,7 @@ bool pt_display_available(void) { return true; }
 static void add_common_headers(struct MHD_Response *response)
 {
     MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(response, "Cross-Origin-Resource-Policy", "same-origin");
     MHD_add_response_header(response, "Content-Security-Policy", content_security_policy);
     MHD_add_response_header(response, "X-Frame-Options", "DENY");
     MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
@@ -236,6 +244,9 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
     if (server->loopback_only &&
         !pt_display_host_is_loopback(MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_HOST)))
+        return answer_error(connection, 403);
+    if (pt_display_fetch_is_foreign(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Sec-Fetch-Site"),
+                                    MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Sec-Fetch-Mode")))
         return answer_error(connection, 403);
     char file[PATH_MAX];
     pt_display_status status = pt_display_resolve(&server->site, url, file);

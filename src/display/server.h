@@ -2,8 +2,10 @@
  *
  * The server answers GET and HEAD for files inside the folder (see site.h for the path
  * rules) and 405 for every other method. It binds 127.0.0.1 unless told otherwise, and
- * while bound to loopback it refuses requests whose Host is not a loopback name. It runs
- * on its own threads: pt_display_start returns once it listens, pt_display_stop ends it. */
+ * while bound to loopback it refuses requests whose Host is not a loopback name. Pages of
+ * other origins cannot read what it serves (Cross-Origin-Resource-Policy, and a refusal
+ * of what a browser marks as their request; see server.c). It runs on its own threads:
+ * pt_display_start returns once it listens, pt_display_stop ends it. */
 #ifndef PT_DISPLAY_SERVER_H
 #define PT_DISPLAY_SERVER_H
 

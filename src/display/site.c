@@ -201,3 +201,10 @@ bool pt_display_host_is_loopback(const char *host)
     }
     return false;
 }
+
+bool pt_display_fetch_is_foreign(const char *fetch_site, const char *fetch_mode)
+{
+    if (!fetch_site || (strcmp(fetch_site, "cross-site") != 0 && strcmp(fetch_site, "same-site") != 0))
+        return false;
+    return !fetch_mode || strcmp(fetch_mode, "navigate") != 0;
+}

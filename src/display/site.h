@@ -1,5 +1,5 @@
-/* site.h -- what a PerfDisplay server may publish, and the one function that maps a request
- * path onto it.
+/* site.h -- what a PerfDisplay server may publish, the one function that maps a request
+ * path onto it, and the checks of who asks (Host, Sec-Fetch-*).
  *
  * Both servers (app.py and `perftracker display`) apply the same rules, documented in
  * docs/perfdisplay.md: a request path is percent-decoded exactly once; NUL, control bytes,
@@ -48,5 +48,14 @@ const char *pt_display_content_type(const char *file_name);
  * [::1], with any port). Servers bound to loopback refuse other hosts, so that a web page
  * elsewhere cannot read the report through DNS rebinding. A missing header is refused. */
 bool pt_display_host_is_loopback(const char *host);
+
+/* Whether a browser says a page of another origin asked for this other than by navigating
+ * to it: Sec-Fetch-Site "cross-site" (another address, a file:// page) or "same-site"
+ * (another port of this address), with a Sec-Fetch-Mode other than "navigate" -- a
+ * <script>, <img> or fetch() of the report from someone else's page. Both servers refuse
+ * it (403) as a second wall behind Cross-Origin-Resource-Policy. A link followed to the
+ * report (navigate) and a request without these headers (curl, an older browser) pass;
+ * either header may be NULL. */
+bool pt_display_fetch_is_foreign(const char *fetch_site, const char *fetch_mode);
 
 #endif

@@ -4,6 +4,7 @@
  *   node browser.test.js --server app.py|perftracker --perftracker BIN --work DIR
  *        --node-modules DIR [--python /usr/bin/python3] [--source synth|generated|diff|reports]
  *        [--workers 8 --fault-rank 5] [--traces ../shared/data/traces] [--page web/]
+ *        [--check cross-origin]
  *
  * A PerfDisplay folder for a job with a known fault (fixture.py: `perftracker synth
  * --fault slow_gpu` + `perftracker analyze`, or a generated report for 4096 workers and the
@@ -15,7 +16,9 @@
  * fetched from outside the folder; the page also works from file:// and without the chart
  * library. With --source diff the page is a `perftracker diff` and diff_checks.js checks it;
  * with --source reports, report_checks.js checks the reports real runs make (real traces
- * and synth jobs of 1 to 4096 ranks) at 1400 x 1000. --page DIR puts the page files of DIR
+ * and synth jobs of 1 to 4096 ranks) at 1400 x 1000. With --check cross-origin,
+ * cross_origin_checks.js checks that pages of other origins (another loopback address or
+ * port, a file:// page) cannot read the served report. --page DIR puts the page files of DIR
  * (a web/ folder, e.g. of an older commit) into every folder first: how a check is shown
  * to fail on another page. Screenshots go to DIR/screenshots. Exits 77 (skip) without
  * chromium or playwright-core, 1 on any failed check.
@@ -27,6 +30,7 @@ const path = require('path');
 const { execFileSync, spawn } = require('child_process');
 const { runDiff } = require('./diff_checks.js');
 const { runReports } = require('./report_checks.js');
+const { runCrossOrigin } = require('./cross_origin_checks.js');
 
 const SKIP = 77;
 const LARGE_JOB = 10000; /* from here on, runLarge's checks (the page at scale) instead of run's */
@@ -526,7 +530,8 @@ async function main() {
       timeout: 60000
     });
     browser.setDefaultTimeout(30000);
-    if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
+    if (args.check === 'cross-origin') await runCrossOrigin({ args, check }, browser, base, displayDir);
+    else if (args.source === 'diff') await runDiff({ args, check, visit, openPage }, browser, base, displayDir, facts);
     else if (args.source === 'hang') await runHang(args, browser, base, facts);
     else if (args.source === 'reports') await runReports({ args, check, visit }, browser, base, displayDir, facts);
     else if (args.workers >= LARGE_JOB) await runLarge(args, browser, base, displayDir, facts);

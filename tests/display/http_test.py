@@ -8,6 +8,12 @@ Checks, for the server named: files and content types, HEAD, security headers, 4
 every method but GET/HEAD, refusal of every traversal form (/../, %2e%2e, %2f, %5c, NUL,
 absolute-form and "//" paths, dotfiles, symlinks to a file and to a folder outside),
 Host checking, the ../raw_trace mapping, loopback-only binding, and a clean stop on SIGTERM.
+Against pages of other origins (run_cross_origin): every kind of answer -- files, HEAD,
+400, 403, 404, 405, and the HTTP parser's own refusals (HTTP/0.9, a bad version, a head too
+long) -- carries Cross-Origin-Resource-Policy: same-origin, nosniff and its Content-Type;
+what a browser marks as another origin's request (Sec-Fetch-Site cross-site/same-site) is
+refused unless it navigates. (browser.test.js --check cross-origin shows the effect in
+Chromium.)
 Then two attacks on a second server: a round whose raw_trace beside PerfDisplay is a symlink
 to /etc (nothing of /etc may be served), and a slowloris -- SLOW_CLIENTS sockets that each
 send a request head one byte every TRICKLE_S seconds -- during which a legitimate request
@@ -51,7 +57,9 @@ def send(base, raw, read_body=True):
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    first = lines[0].split() if lines else []
+    # 0: no status line (an answer of bare body bytes, or none)
+    status = int(first[1]) if len(first) > 1 and first[0].startswith("HTTP/") and first[1].isdigit() else 0
     headers = {}
     for line in lines[1:]:
         k, _, v = line.partition(":")
@@ -168,6 +176,95 @@ def run(base, display_dir, facts):
         check(not reachable, "not reachable on %s (another address of this machine)" % other)
     else:
         print("skip not reachable from other addresses: this machine has only loopback")
+
+
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+SCRIPT = "text/javascript; charset=utf-8"
+
+
+def guarded(headers, content_type):
+    """Whether an answer carries what keeps it unreadable from other origins."""
+    return (headers.get("cross-origin-resource-policy") == "same-origin"
+            and headers.get("x-content-type-options") == "nosniff"
+            and headers.get("content-type") == content_type
+            and "access-control-allow-origin" not in headers)
+
+
+def holds_no_report(body):
+    return b"PT_REPORT" not in body and b"report_version" not in body
+
+
+def run_cross_origin(base, server, facts):
+    port = urllib.parse.urlsplit(base).port
+    host = b"Host: 127.0.0.1:%d\r\n" % port
+    # Every kind of answer the server makes itself, with the Content-Type each must carry.
+    answers = [
+        ("GET /", get(base, b"/"), 200, HTML),
+        ("GET /data.js", get(base, b"/data.js"), 200, SCRIPT),
+        ("GET /report.json", get(base, b"/report.json"), 200, "application/json"),
+        ("GET /assets/style.css", get(base, b"/assets/style.css"), 200, "text/css; charset=utf-8"),
+        ("GET /README.txt", get(base, b"/README.txt"), 200, TEXT),
+        ("GET /app.py", get(base, b"/app.py"), 200, TEXT),
+        ("HEAD /data.js", get(base, b"/data.js", method="HEAD"), 200, SCRIPT),
+        ("404", get(base, b"/no-such-file.js"), 404, TEXT),
+        ("HEAD 404", get(base, b"/no-such-file.js", method="HEAD"), 404, TEXT),
+        ("403 (symlink out)", get(base, b"/leak.txt"), 403, TEXT),
+        ("403 (dotfile)", get(base, b"/.hidden"), 403, TEXT),
+        ("403 (foreign Host)", get(base, b"/data.js", host="evil.example"), 403, TEXT),
+        ("403 (no Host)", send(base, b"GET /data.js HTTP/1.0\r\n\r\n"), 403, TEXT),
+        ("400 (bad escape)", get(base, b"/%zz"), 400, TEXT),
+        ("400 (NUL)", get(base, b"/data.js%00"), 400, TEXT),
+        ("405 (POST)", get(base, b"/data.js", method="POST", body=b"a=1"), 405, TEXT),
+        ("405 (OPTIONS)", get(base, b"/data.js", method="OPTIONS"), 405, TEXT),
+    ]
+    for path in facts["raw_traces"][:1]:
+        answers.append(("GET /" + path, get(base, b"/" + path.encode()), 200, "application/octet-stream"))
+    for what, (status, h, _), want_status, content_type in answers:
+        check(status == want_status and guarded(h, content_type),
+              "%s: %d with CORP same-origin, nosniff, %s (%d, %r, %r, %r)" % (
+                  what, want_status, content_type, status, h.get("cross-origin-resource-policy"),
+                  h.get("x-content-type-options"), h.get("content-type")))
+
+    # Requests the HTTP parser refuses before any handler sees them. app.py answers them in
+    # its own form; libmicrohttpd answers with its own fixed sentence (no hook reaches it),
+    # which holds nothing of the report.
+    parser_refusals = [
+        ("HTTP/0.9 request", b"GET /data.js\r\n\r\n", 400),
+        ("HTTP/2.0 request line", b"GET /data.js HTTP/2.0\r\n" + host + b"\r\n", 505),
+        ("request line of 70 KB", b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n" + host + b"\r\n", 414),
+        ("header of 70 KB", b"GET /data.js HTTP/1.1\r\n" + host + b"X: " + b"a" * 70000 + b"\r\n\r\n", 431),
+    ]
+    for what, raw, want_status in parser_refusals:
+        status, h, body = send(base, raw)
+        if server == "app.py":
+            check(status == want_status and guarded(h, TEXT) and body.startswith(b"%d " % want_status),
+                  "%s: %d in app.py's own form, CORP same-origin, nosniff, text (%d, %r, %r)"
+                  % (what, want_status, status, h, body[:40]))
+        else:
+            check(status == want_status and holds_no_report(body) and "access-control-allow-origin" not in h,
+                  "%s: libmicrohttpd's own %d, its fixed sentence without the report (%d, %r)"
+                  % (what, want_status, status, body[:60]))
+
+    # What a browser marks as a page of another origin asking (Sec-Fetch-Site cross-site:
+    # another address or a file:// page; same-site: another port) is refused unless it is
+    # a navigation; the page's own requests, a typed URL and a followed link are answered.
+    def fetched(path, site, mode, method="GET"):
+        extra = b"".join(b"%s: %s\r\n" % (k, v.encode()) for k, v in
+                         ((b"Sec-Fetch-Site", site), (b"Sec-Fetch-Mode", mode)) if v is not None)
+        return get(base, path, method=method, extra=extra)
+    paths = [b"/data.js", b"/report.json", b"/assets/app.js", b"/"] + [b"/" + p.encode() for p in facts["raw_traces"][:1]]
+    for path in paths:
+        for site, mode in (("cross-site", "no-cors"), ("same-site", "no-cors"), ("cross-site", "cors"), ("cross-site", None)):
+            status, h, body = fetched(path, site, mode)
+            check(status == 403 and guarded(h, TEXT) and body == b"403 Forbidden\n",
+                  "%s with Sec-Fetch-Site %s, Mode %s: 403, no data (%d, %r)" % (path.decode(), site, mode, status, body[:40]))
+        for site, mode in (("same-origin", "no-cors"), ("none", "navigate"), ("cross-site", "navigate"), ("same-site", "navigate")):
+            status, h, _ = fetched(path, site, mode)
+            check(status == 200 and "cross-origin-resource-policy" in h,
+                  "%s with Sec-Fetch-Site %s, Mode %s: 200 (%d)" % (path.decode(), site, mode, status))
+    status, h, body = fetched(b"/data.js", "cross-site", "no-cors", method="HEAD")
+    check(status == 403 and body == b"" and guarded(h, TEXT), "HEAD /data.js from another site: 403 (%d)" % status)
 
 
 SLOW_CLIENTS = 140      # more than the 128 slots the servers had
@@ -287,6 +384,7 @@ def main():
     kept = None
     try:
         run(base, display_dir, facts)
+        run_cross_origin(base, a.server, facts)
         # A browser's kept-alive connection, open as the server is stopped: closing it must
         # not hold the exit up (its closed-notification takes the server's lock).
         u = urllib.parse.urlsplit(base)

@@ -280,6 +280,31 @@ static void test_loopback_hosts(void **state)
     assert_false(pt_display_host_is_loopback(NULL));
 }
 
+/* A <script>, <img> or fetch() from a page of another origin (another loopback address:
+ * cross-site; another port: same-site; a file:// page: cross-site) is foreign; the page's
+ * own requests, a typed-in URL, a followed link and a client without the headers are not. */
+static void test_foreign_fetches(void **state)
+{
+    (void)state;
+    static const char *const foreign[][2] = {
+        {"cross-site", "no-cors"}, {"same-site", "no-cors"}, {"cross-site", "cors"},
+        {"same-site", "cors"}, {"cross-site", NULL}, {"cross-site", "navigatex"},
+        {"cross-site", "websocket"},
+    };
+    static const char *const own[][2] = {
+        {NULL, NULL}, {NULL, "no-cors"}, {"same-origin", "no-cors"}, {"same-origin", "cors"},
+        {"none", "navigate"}, {"cross-site", "navigate"}, {"same-site", "navigate"},
+        {"cross-sitex", "no-cors"}, {"same-sit", "no-cors"}, {"", "no-cors"},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(foreign); i++)
+        if (!pt_display_fetch_is_foreign(foreign[i][0], foreign[i][1]))
+            fail_msg("Sec-Fetch-Site %s, Mode %s should be foreign", foreign[i][0], foreign[i][1] ? foreign[i][1] : "(none)");
+    for (size_t i = 0; i < PT_ARRAY_LEN(own); i++)
+        if (pt_display_fetch_is_foreign(own[i][0], own[i][1]))
+            fail_msg("Sec-Fetch-Site %s, Mode %s should pass", own[i][0] ? own[i][0] : "(none)",
+                     own[i][1] ? own[i][1] : "(none)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +318,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_symlinked_sibling_raw_trace_is_ignored, setup, teardown),
         cmocka_unit_test(test_content_types),
         cmocka_unit_test(test_loopback_hosts),
+        cmocka_unit_test(test_foreign_fetches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -253,13 +253,17 @@ def run_cross_origin(base, server, facts):
         extra = b"".join(b"%s: %s\r\n" % (k, v.encode()) for k, v in
                          ((b"Sec-Fetch-Site", site), (b"Sec-Fetch-Mode", mode)) if v is not None)
         return get(base, path, method=method, extra=extra)
-    paths = [b"/data.js", b"/report.json", b"/assets/app.js", b"/"] + [b"/" + p.encode() for p in facts["raw_traces"][:1]]
+    paths = [b"/data.js", b"/report.json", b"/assets/app.js", b"/"]
+    paths += [b"/" + p.encode() for p in facts["raw_traces"][:1]]
+    foreign = (("cross-site", "no-cors"), ("same-site", "no-cors"), ("cross-site", "cors"), ("cross-site", None))
+    own = (("same-origin", "no-cors"), ("none", "navigate"), ("cross-site", "navigate"), ("same-site", "navigate"))
     for path in paths:
-        for site, mode in (("cross-site", "no-cors"), ("same-site", "no-cors"), ("cross-site", "cors"), ("cross-site", None)):
+        for site, mode in foreign:
             status, h, body = fetched(path, site, mode)
             check(status == 403 and guarded(h, TEXT) and body == b"403 Forbidden\n",
-                  "%s with Sec-Fetch-Site %s, Mode %s: 403, no data (%d, %r)" % (path.decode(), site, mode, status, body[:40]))
-        for site, mode in (("same-origin", "no-cors"), ("none", "navigate"), ("cross-site", "navigate"), ("same-site", "navigate")):
+                  "%s with Sec-Fetch-Site %s, Mode %s: 403, no data (%d, %r)"
+                  % (path.decode(), site, mode, status, body[:40]))
+        for site, mode in own:
             status, h, _ = fetched(path, site, mode)
             check(status == 200 and "cross-origin-resource-policy" in h,
                   "%s with Sec-Fetch-Site %s, Mode %s: 200 (%d)" % (path.decode(), site, mode, status))

@@ -298,7 +298,8 @@ static void test_foreign_fetches(void **state)
     };
     for (size_t i = 0; i < PT_ARRAY_LEN(foreign); i++)
         if (!pt_display_fetch_is_foreign(foreign[i][0], foreign[i][1]))
-            fail_msg("Sec-Fetch-Site %s, Mode %s should be foreign", foreign[i][0], foreign[i][1] ? foreign[i][1] : "(none)");
+            fail_msg("Sec-Fetch-Site %s, Mode %s should be foreign", foreign[i][0],
+                     foreign[i][1] ? foreign[i][1] : "(none)");
     for (size_t i = 0; i < PT_ARRAY_LEN(own); i++)
         if (pt_display_fetch_is_foreign(own[i][0], own[i][1]))
             fail_msg("Sec-Fetch-Site %s, Mode %s should pass", own[i][0] ? own[i][0] : "(none)",

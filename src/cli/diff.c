@@ -13,6 +13,7 @@
 #include "report/diff_report.h"
 #include "report/report.h"
 #include "util/input.h"
+#include "util/json.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -45,6 +46,15 @@ static void usage(FILE *out)
 
 typedef enum input_kind { INPUT_TRACES, INPUT_SUMMARIES, INPUT_REPORT } input_kind;
 
+/* The next byte of f that is not JSON whitespace, or EOF. */
+static int next_non_space(FILE *f)
+{
+    int c;
+    while ((c = getc(f)) != EOF && pt_json_is_space(c)) {
+    }
+    return c;
+}
+
 /* The first key of a JSON document, when it is one of perftracker's ("report_version",
  * "diff_version"): the writer puts it first. Traces are not parsed here. */
 static const char *document_kind(const char *path)
@@ -54,17 +64,18 @@ static const char *document_kind(const char *path)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
+    /* JSON's whitespace around the '{' may be of any length: read through, not windowed. */
     char head[64] = {0};
-    size_t n = fread(head, 1, sizeof head - 1, f);
+    size_t n = 0;
+    int c = next_non_space(f);
+    if (c == '{' && (c = next_non_space(f)) != EOF) {
+        head[n++] = (char)c;
+        n += fread(head + n, 1, sizeof head - 1 - n, f);
+    }
     fclose(f);
-    head[n] = '\0';
-    const char *p = head + strspn(head, " \t\r\n");
-    if (*p++ != '{')
-        return NULL;
-    p += strspn(p, " \t\r\n");
-    if (strncmp(p, "\"report_version\"", 16) == 0)
+    if (strncmp(head, "\"report_version\"", 16) == 0)
         return "report";
-    if (strncmp(p, "\"diff_version\"", 14) == 0)
+    if (strncmp(head, "\"diff_version\"", 14) == 0)
         return "diff";
     return NULL;
 }

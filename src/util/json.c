@@ -397,9 +397,36 @@ static void fail(parser *ps, const char *what)
         pt_error_set(ps->err, "%s at byte %zu", what, (size_t)(ps->p - ps->start));
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+size_t pt_json_space_run(const char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i < n && i < 16; i++) /* most runs are a newline and some indent */
+        if (!pt_json_is_space(p[i]))
+            return i;
+#if defined(__SSE2__)
+    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), lf = _mm_set1_epi8('\n'),
+                  cr = _mm_set1_epi8('\r');
+    for (; n - i >= 16; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+        __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)),
+                                  _mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
+        unsigned mask = (unsigned)_mm_movemask_epi8(ws);
+        if (mask != 0xFFFF)
+            return i + (size_t)__builtin_ctz(~mask);
+    }
+#endif
+    while (i < n && pt_json_is_space(p[i]))
+        i++;
+    return i;
+}
+
 static void skip_ws(parser *ps)
 {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t'))
+    while (ps->p < ps->end && pt_json_is_space(*ps->p))
         ps->p++;
 }
 

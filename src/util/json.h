@@ -82,6 +82,19 @@ bool pt_json_format_g_fast(char *dst, size_t cap, double v, int digits);
  * Lone surrogates become U+FFFD. Returns false on a malformed escape. */
 bool pt_json_unescape(const char *body, size_t n, pt_buf *out);
 
+/* JSON's whitespace (RFC 8259: space, tab, LF, CR). Every reader skips it with this, and
+ * any amount of it: the streaming ones (trace/kineto.c, the sniffing in trace/reader.c)
+ * consume a run as they read, never holding it whole. */
+static inline bool pt_json_is_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+/* The length of the run of JSON whitespace at the start of p[0..n): sixteen bytes a step
+ * once a run is long (SSE2), for the places where a run may be of any length. */
+size_t pt_json_space_run(const char *p, size_t n);
+/* A UTF-8 byte-order mark: not JSON, but every JSON tool we know of takes one before it. */
+#define PT_JSON_UTF8_BOM "\xEF\xBB\xBF"
+
 /* Parse a whole document. Depth is limited (max_depth, e.g. 64) so crafted input
  * cannot exhaust the stack. Returns NULL with err set on any error. */
 pt_json *pt_json_parse(const char *text, size_t len, int max_depth, pt_error *err);

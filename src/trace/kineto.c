@@ -14,6 +14,10 @@
  * tail moves to the front, more bytes are read and the event is parsed again. Memory is
  * therefore one buffer (grown only for a single huge event, up to max_event_bytes;
  * beyond that the event is discarded in a streaming skip) no matter the file size.
+ * Whitespace between the top level's tokens (before and after the object, around keys,
+ * colons, brackets and the commas between events) is consumed as it is read, so a run
+ * of any length streams through the buffer and never grows it; whitespace inside an
+ * event or a top-level value is part of that value and counts toward its size.
  *
  * Cost. Every byte is looked at about once: strings are crossed with memchr, numbers
  * converted in place (times exactly, as integer nanoseconds), and skipped values walked
@@ -32,6 +36,11 @@
  * profiler and CPU-only builds: pid "CPU functions" for operators, "CUDA functions" for
  * kernels); ts as Unix epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur
  * as integers or fractions; tid/pid as numbers or strings.
+ *
+ * Parallel spans (pt_kineto_split, pt_kineto_read_span): a large plain file is cut at
+ * likely event starts ('{' after "}" ws "," ws, looked for from each cut's target up to
+ * the next target, a window at a time, so whitespace of any length between events is
+ * crossed and the scans read the file at most once); the spans verify each other.
  *
  * Metadata records ("ph":"M": process and thread names) go to the sink's on_metadata
  * when it has one, and every other record the event model does not carry (flows,
@@ -58,7 +67,6 @@
 /* The members we read (distributedInfo, deviceProperties, ...) are a few KiB; a tree costs
  * up to ~30 times its text ([1,1,1,...]), so a larger one is ignored, not parsed. */
 #define MAX_PARSED_TOP_LEVEL_BYTES (1u << 20)
-#define UTF8_BOM "\xEF\xBB\xBF"
 
 enum scan_status { SCAN_OK = 0, SCAN_NEED_MORE = 1, SCAN_BAD = -1, SCAN_STOP = 2 };
 
@@ -78,6 +86,8 @@ typedef struct kineto_reader {
     const char *bad_what;
     int64_t events_seen, events_malformed, events_oversized;
     bool saw_trace_events;
+    char top_key[32];     /* the top-level key whose value comes next, when we read that
+                             value ("traceEvents", top_level_key_wanted); else "" */
     uint64_t stop_at;     /* span reading: stop at the first event start >= this (0: never) */
     uint64_t stopped_at;  /* where it stopped, UINT64_MAX when the event list ended */
 } kineto_reader;
@@ -86,7 +96,7 @@ typedef struct kineto_reader {
 
 static inline const char *skip_ws(const char *p)
 {
-    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+    while (pt_json_is_space(*p))
         p++;
     return p;
 }
@@ -150,7 +160,7 @@ static int scan_string(const char **pp, const char *end, const char **body, size
 
 static inline bool is_delimiter(char c)
 {
-    return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    return c == ',' || c == '}' || c == ']' || pt_json_is_space(c);
 }
 
 /* Numbers that are not plain decimals (exponents) go through strtod on a copy. */
@@ -962,6 +972,8 @@ static bool top_level_key_wanted(const char *key, size_t n)
 enum reader_state {
     ST_START,
     ST_TOP_MEMBER,   /* at a top-level key or '}' */
+    ST_TOP_COLON,    /* after a top-level key */
+    ST_TOP_VALUE,    /* at a top-level value */
     ST_TOP_SEP,      /* after a top-level value */
     ST_EVENTS_FIRST, /* just after "traceEvents": [ */
     ST_EVENT,        /* at an array element */
@@ -1079,12 +1091,78 @@ static int expect_separator(kineto_reader *kr, const char **pp, const char *end,
     return SCAN_OK;
 }
 
-/* One step of the top-level state machine over buf[pos..len). */
+/* The top-level key at p, remembered in kr->top_key when its value is one we read. */
+static int scan_top_key(kineto_reader *kr, const char **pp, const char *end)
+{
+    const char *key;
+    size_t key_len;
+    bool escaped;
+    if (**pp != '"') {
+        kr->bad_what = "expected a key or '}' in the top-level object";
+        return SCAN_BAD;
+    }
+    TRY(scan_string(pp, end, &key, &key_len, &escaped));
+    bool events = key_len == 11 && memcmp(key, "traceEvents", 11) == 0;
+    kr->top_key[0] = '\0';
+    if (events || top_level_key_wanted(key, key_len))
+        snprintf(kr->top_key, sizeof kr->top_key, "%.*s", (int)key_len, key);
+    return SCAN_OK;
+}
+
+/* The value of the top-level member kr->top_key names (p at its first byte): the event
+ * list is entered; a member we read is parsed into meta; anything else is skipped. */
+static int scan_top_value(kineto_reader *kr, const char **pp, const char *end, enum reader_state *state,
+                          bool *oversized_unit)
+{
+    const char *p = *pp;
+    if (strcmp(kr->top_key, "traceEvents") == 0) {
+        if (*p != '[') {
+            kr->bad_what = "\"traceEvents\" is not a list";
+            return SCAN_BAD;
+        }
+        if (kr->saw_trace_events) {
+            /* JSON parsers keep the last of two equal keys (Python, browsers' JSON.parse),
+             * streaming ones read both: which events are the trace is not ours to guess,
+             * and silently merging them would analyse a worker no other tool shows. */
+            kr->bad_what = "a second \"traceEvents\" list: the file holds two traces, or one twice, and "
+                           "tools disagree on which counts";
+            return SCAN_BAD;
+        }
+        kr->saw_trace_events = true;
+        *pp = p + 1;
+        *state = ST_EVENTS_FIRST;
+        return SCAN_OK;
+    }
+    const char *value = p;
+    *oversized_unit = true; /* if the value does not fit, skip it in streaming mode */
+    TRY(skip_value(&p, end));
+    *oversized_unit = false;
+    if (kr->top_key[0] && (size_t)(p - value) > MAX_PARSED_TOP_LEVEL_BYTES) {
+        warn(kr, "the top-level \"%s\" (%zu KiB) was ignored: it should be a few KiB", kr->top_key,
+             (size_t)(p - value) >> 10);
+    } else if (kr->top_key[0]) {
+        pt_error perr = {{0}};
+        pt_json *v = pt_json_parse(value, (size_t)(p - value), 64, &perr);
+        if (v)
+            apply_top_level(kr, kr->top_key, v);
+        pt_json_free(v);
+    }
+    *pp = p;
+    *state = ST_TOP_SEP;
+    return SCAN_OK;
+}
+
+/* One step of the top-level state machine over buf[pos..len). Every step begins where
+ * JSON allows whitespace, and the whitespace is consumed at once, before the step needs
+ * more bytes: so a run of any length streams through the buffer instead of filling it
+ * like one huge value. A step's unit (a key, a value, an event, a separator) is the
+ * smallest thing the grammar has between two such places. */
 static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bool *oversized_unit)
 {
-    const char *start = kr->buf + kr->pos;
     const char *end = kr->buf + kr->len;
-    const char *p = skip_ws(start);
+    const char *p = kr->buf + kr->pos;
+    p += pt_json_space_run(p, (size_t)(end - p));
+    kr->pos = (size_t)(p - kr->buf);
     if (p >= end)
         return SCAN_NEED_MORE;
     *oversized_unit = false;
@@ -1095,7 +1173,7 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
              * marks is, and every JSON tool we know of takes it. */
             if (end - p < 3)
                 return SCAN_NEED_MORE;
-            if (memcmp(p, UTF8_BOM, 3) == 0) {
+            if (memcmp(p, PT_JSON_UTF8_BOM, 3) == 0) {
                 p += 3;
                 break;
             }
@@ -1112,54 +1190,26 @@ static int step(kineto_reader *kr, enum reader_state *state, bool *bare_list, bo
         }
         p++;
         break;
-    case ST_TOP_MEMBER: {
+    case ST_TOP_MEMBER:
         if (*p == '}') {
             p++;
             *state = ST_END;
             break;
         }
-        const char *key;
-        size_t key_len;
-        TRY(scan_key(&p, end, &key, &key_len));
-        if (key_len == 11 && memcmp(key, "traceEvents", 11) == 0) {
-            if (*p != '[') {
-                kr->bad_what = "\"traceEvents\" is not a list";
-                return SCAN_BAD;
-            }
-            if (kr->saw_trace_events) {
-                /* JSON parsers keep the last of two equal keys (Python, browsers' JSON.parse),
-                 * streaming ones read both: which events are the trace is not ours to guess,
-                 * and silently merging them would analyse a worker no other tool shows. */
-                kr->bad_what = "a second \"traceEvents\" list: the file holds two traces, or one twice, and "
-                               "tools disagree on which counts";
-                return SCAN_BAD;
-            }
-            kr->saw_trace_events = true;
-            p++;
-            *state = ST_EVENTS_FIRST;
-            break;
-        }
-        char key_copy[32];
-        bool wanted = top_level_key_wanted(key, key_len);
-        if (wanted)
-            snprintf(key_copy, sizeof key_copy, "%.*s", (int)key_len, key);
-        const char *value = p;
-        *oversized_unit = true; /* if the value does not fit, skip it in streaming mode */
-        TRY(skip_value(&p, end));
-        *oversized_unit = false;
-        if (wanted && (size_t)(p - value) > MAX_PARSED_TOP_LEVEL_BYTES) {
-            warn(kr, "the top-level \"%s\" (%zu KiB) was ignored: it should be a few KiB", key_copy,
-                 (size_t)(p - value) >> 10);
-        } else if (wanted) {
-            pt_error perr = {{0}};
-            pt_json *v = pt_json_parse(value, (size_t)(p - value), 64, &perr);
-            if (v)
-                apply_top_level(kr, key_copy, v);
-            pt_json_free(v);
-        }
-        *state = ST_TOP_SEP;
+        TRY(scan_top_key(kr, &p, end));
+        *state = ST_TOP_COLON;
         break;
-    }
+    case ST_TOP_COLON:
+        if (*p != ':') {
+            kr->bad_what = "expected ':' after a top-level key";
+            return SCAN_BAD;
+        }
+        p++;
+        *state = ST_TOP_VALUE;
+        break;
+    case ST_TOP_VALUE:
+        TRY(scan_top_value(kr, &p, end, state, oversized_unit));
+        break;
     case ST_TOP_SEP:
         TRY(expect_separator(kr, &p, end, '}', "expected ',' or '}' after a top-level member", ST_TOP_MEMBER, ST_END,
                              state));
@@ -1212,13 +1262,14 @@ static int finish_at_eof(const kineto_reader *kr, enum reader_state state, pt_er
 {
     if (state == ST_END)
         return 0;
+    bool in_member = state == ST_TOP_MEMBER || state == ST_TOP_COLON || state == ST_TOP_VALUE;
     if (state == ST_START)
         pt_error_set(err, "the file is empty");
-    else if (state == ST_TOP_MEMBER && !kr->saw_trace_events)
+    else if (in_member && !kr->saw_trace_events)
         pt_error_set(err, "the file ends before the JSON object is closed (truncated?)");
     else
         pt_error_set(err, "the file is truncated: it ends inside %s after %lld events",
-                     state == ST_TOP_MEMBER || state == ST_TOP_SEP ? "the top-level object" : "the event list",
+                     in_member || state == ST_TOP_SEP ? "the top-level object" : "the event list",
                      (long long)kr->events_seen);
     return -1;
 }
@@ -1351,28 +1402,56 @@ static int ignore_event(void *ctx, const pt_event *ev)
     return 0;
 }
 
-/* Offset of the first '{' after "}" ws "," ws in [from, from + window), or UINT64_MAX. */
-static uint64_t find_event_start(int fd, uint64_t from, size_t window)
+#define SPLIT_WINDOW ((size_t)1 << 20)
+
+/* Where a scan for an event start stands: after "}", after "}" ws ",", after "}" ws "," ws "{". */
+enum split_match { SEEN_NOTHING, SEEN_CLOSE, SEEN_COMMA, SEEN_OPEN };
+
+static enum split_match split_advance(enum split_match m, char c)
 {
-    char *buf = pt_xmalloc(window);
-    ssize_t got = pread(fd, buf, window, (off_t)from);
-    uint64_t found = UINT64_MAX;
-    for (ssize_t i = 0; got > 0 && i < got && found == UINT64_MAX; i++) {
-        if (buf[i] != '}')
-            continue;
-        ssize_t j = i + 1;
-        while (j < got && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
-            j++;
-        if (j >= got || buf[j] != ',')
-            continue;
-        j++;
-        while (j < got && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
-            j++;
-        if (j + 1 < got && buf[j] == '{' && (buf[j + 1] == '"' || buf[j + 1] == ' ' || buf[j + 1] == '\n'))
-            found = from + (uint64_t)j;
+    if (m == SEEN_OPEN && (c == '"' || pt_json_is_space(c)))
+        return SEEN_OPEN; /* the caller has its match */
+    if ((m == SEEN_CLOSE || m == SEEN_COMMA) && pt_json_is_space(c))
+        return m;
+    if (m == SEEN_CLOSE && c == ',')
+        return SEEN_COMMA;
+    if (m == SEEN_COMMA && c == '{')
+        return SEEN_OPEN;
+    return c == '}' ? SEEN_CLOSE : SEEN_NOTHING;
+}
+
+/* Offset of the first '{' in [from, limit) that follows "}" ws "," ws and is followed by
+ * '"' or whitespace: a likely event start. The whitespace may be of any length: the scan
+ * reads SPLIT_WINDOW bytes at a time and carries its state across them. UINT64_MAX when
+ * there is none. */
+static uint64_t find_event_start(int fd, uint64_t from, uint64_t limit, char *window)
+{
+    enum split_match m = SEEN_NOTHING;
+    uint64_t open_at = 0;
+    /* One byte past limit: what follows a '{' just before it. */
+    for (uint64_t at = from; at <= limit;) {
+        ptrdiff_t got = pt_pread_all(fd, window, (size_t)PT_MIN((uint64_t)SPLIT_WINDOW, limit + 1 - at), at);
+        if (got <= 0)
+            break;
+        for (ptrdiff_t i = 0; i < got; i++) {
+            if (m == SEEN_NOTHING && window[i] != '}') { /* most bytes: jump to the next '}' */
+                const char *close = memchr(window + i, '}', (size_t)(got - i));
+                if (!close)
+                    break;
+                i = close - window;
+            }
+            enum split_match next = split_advance(m, window[i]);
+            if (m == SEEN_OPEN && next == SEEN_OPEN)
+                return open_at;
+            if (next == SEEN_OPEN)
+                open_at = at + (uint64_t)i;
+            if (next == SEEN_OPEN && open_at >= limit)
+                return UINT64_MAX;
+            m = next;
+        }
+        at += (uint64_t)got;
     }
-    free(buf);
-    return found;
+    return UINT64_MAX;
 }
 
 size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *bare_list, pt_error *err)
@@ -1402,22 +1481,29 @@ size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *b
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 1;
+    /* Each start is looked for between its target and the next one, so the scans cost
+     * at most one read of the file however long the runs of whitespace or strings. */
+    char *window = pt_xmalloc(SPLIT_WINDOW);
     size_t found = 1;
+    uint64_t share = (size - first_event) / parts;
     for (size_t k = 1; k < parts; k++) {
-        uint64_t target = first_event + (size - first_event) / parts * k;
-        uint64_t at = find_event_start(fd, PT_MAX(target, starts[found - 1] + 1), 1 << 20);
-        if (at != UINT64_MAX && at > starts[found - 1])
+        uint64_t target = first_event + share * k;
+        uint64_t limit = k + 1 < parts ? target + share : size;
+        uint64_t from = PT_MAX(target, starts[found - 1] + 1);
+        uint64_t at = from < limit ? find_event_start(fd, from, limit, window) : UINT64_MAX;
+        if (at != UINT64_MAX)
             starts[found++] = at;
     }
+    free(window);
     close(fd);
     return found;
 }
 
 static bool kineto_sniff(const unsigned char *head, size_t n)
 {
-    size_t i = n >= 3 && memcmp(head, UTF8_BOM, 3) == 0 ? 3 : 0;
+    size_t i = n >= 3 && memcmp(head, PT_JSON_UTF8_BOM, 3) == 0 ? 3 : 0;
     for (; i < n; i++) {
-        if (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')
+        if (pt_json_is_space(head[i]))
             continue;
         return head[i] == '{' || head[i] == '[';
     }

@@ -43,12 +43,19 @@
  * and the cause's class is "environment": a change of setup explains a change of speed
  * before any function does.
  *
- * Cost: one pt_analysis per run (linear in workers x functions), then for each function
- * a few medians over workers (quickselect). Memory is a few arrays of n doubles. */
+ * Cost: one pt_analysis per run for its workers' figures (steps, windows, step times).
+ * Functions are read from their records (fn_table): a worker without a function counts
+ * as 0, so each median of a function is taken over the workers that have it and a count
+ * of zeros (pt_median_with, the same value pt_median gives over every worker). A function
+ * costs what the runs hold of it, and the comparison is linear in the runs' records (and
+ * in a report's job-wide values, which run.c bounds by the report's size), not in
+ * functions x workers. Findings are matched through a hash of category and function.
+ * Memory is the table's refs and a few arrays of n values. */
 #include "compare/diff.h"
 #include "diagnose/analysis.h"
 #include "summarize/summary_json.h"
 #include "util/stats.h"
+#include "util/strtab.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -75,12 +82,199 @@ static const char *const part_labels[PT_STEP_PART_COUNT] = {
 
 /* ------------------------------------------------------------ one run, prepared */
 
+/* A run's functions, each with the workers that have a record of it. A worker without one
+ * counts as 0 (as in the analysis), so a function is compared by reading its records, not
+ * every worker: the comparison costs what the runs hold, not functions x workers (a large
+ * job's tail of functions is run by a few workers each). A report's function may also give
+ * every worker that ran its class one job-wide ratio (pt_run_function): its values are made
+ * for those workers as they are read, a cost the report's bytes bound (run.c). */
+typedef struct fn_ref {
+    uint32_t worker;                   /* position in the side's analysis (rank order) */
+    uint32_t index;                    /* the worker's index-th function, or the run's records[index] */
+} fn_ref;
+
+typedef struct fn_row {
+    pt_class cls;
+    const char *name, *group;
+    const pt_run_function *report;     /* a report's function, or NULL: the workers' own records */
+    size_t first, count;               /* its refs, in worker order */
+    size_t workers;                    /* workers with a value: its records and the job-wide ratio's */
+} fn_row;
+
+typedef struct fn_table {
+    fn_row *rows;
+    size_t row_count, row_cap;
+    fn_ref *refs;
+    pt_strtab index;                   /* class byte + name -> row */
+} fn_table;
+
 typedef struct side {
     const pt_diff_run *run;
     pt_analysis a;                     /* workers sorted by rank */
     double steps;                      /* median profiled steps per worker */
     double noise[PT_STEP_PART_COUNT];  /* typical step-to-step sd (ms); non-finite: unknown */
+    double class_ms[PT_CLASS_COUNT];   /* the median worker's exposed ms per step of each class */
+    fn_table fns;
 } side;
+
+static void row_key(pt_buf *key, pt_class cls, const char *name)
+{
+    pt_buf_reset(key);
+    pt_buf_putc(key, (char)cls);
+    pt_buf_puts(key, name);
+}
+
+/* The row of (cls, name), new rows added (NULL group) when add is set; NULL when absent. */
+static fn_row *table_row(fn_table *t, pt_class cls, const char *name, bool add)
+{
+    pt_buf key = PT_BUF_INIT;
+    row_key(&key, cls, name);
+    uint32_t id = add ? pt_strtab_intern(&t->index, key.data, key.len) : pt_strtab_find(&t->index, key.data, key.len);
+    pt_buf_free(&key);
+    if (id == UINT32_MAX)
+        return NULL;
+    if (id == t->row_count) {
+        PT_GROW(t->rows, t->row_cap, t->row_count + 1);
+        t->rows[t->row_count++] = (fn_row){cls, name, NULL, NULL, 0, 0, 0};
+    }
+    return &t->rows[id];
+}
+
+/* The workers' own functions, as rows; group: the first any worker gives, in rank order
+ * (as the analysis's rows). Two passes over the workers: count, then place each ref. */
+static void table_add_workers(fn_table *t, const pt_analysis *a)
+{
+    size_t total = 0;
+    for (size_t w = 0; w < a->n; w++)
+        total += a->workers[w]->function_count;
+    uint32_t *row_of = pt_xmalloc((total ? total : 1) * sizeof *row_of);
+    size_t k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t i = 0; i < a->workers[w]->function_count; i++) {
+            pt_function_summary cell;
+            const pt_function_summary *f = pt_summary_function(a->workers[w], i, &cell, NULL);
+            fn_row *row = table_row(t, f->cls, f->name, true);
+            if (!row->group && f->group)
+                row->group = f->group;
+            row->count++;
+            row_of[k++] = (uint32_t)(row - t->rows);
+        }
+    size_t first = 0;
+    for (size_t r = 0; r < t->row_count; r++) {
+        t->rows[r].first = first;
+        first += t->rows[r].count;
+        t->rows[r].workers = t->rows[r].count; /* a valid summary holds a function once */
+        t->rows[r].count = 0;
+    }
+    t->refs = pt_xmalloc((total ? total : 1) * sizeof *t->refs);
+    k = 0;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t i = 0; i < a->workers[w]->function_count; i++) {
+            fn_row *row = &t->rows[row_of[k++]];
+            t->refs[row->first + row->count++] = (fn_ref){(uint32_t)w, (uint32_t)i};
+        }
+    free(row_of);
+}
+
+typedef struct worker_at {
+    const pt_worker_summary *worker;
+    uint32_t position;
+} worker_at;
+
+static int by_worker(const void *x, const void *y)
+{
+    uintptr_t p = (uintptr_t)((const worker_at *)x)->worker, q = (uintptr_t)((const worker_at *)y)->worker;
+    return (p > q) - (p < q);
+}
+
+static int by_ref_worker(const void *x, const void *y)
+{
+    const fn_ref *p = x, *q = y;
+    return (p->worker > q->worker) - (p->worker < q->worker);
+}
+
+/* [i] the analysis position of the run's worker i. */
+static uint32_t *positions(const side *s)
+{
+    size_t n = s->a.n;
+    worker_at *at = pt_xmalloc((n ? n : 1) * sizeof *at);
+    for (size_t w = 0; w < n; w++)
+        at[w] = (worker_at){s->a.workers[w], (uint32_t)w};
+    qsort(at, n, sizeof *at, by_worker);
+    uint32_t *position = pt_xmalloc((n ? n : 1) * sizeof *position);
+    for (size_t i = 0; i < n; i++) {
+        worker_at key = {s->run->workers[i], 0};
+        position[i] = ((const worker_at *)bsearch(&key, at, n, sizeof *at, by_worker))->position;
+    }
+    free(at);
+    return position;
+}
+
+static const pt_function_summary *report_cell(const fn_row *row, int64_t exposed_ns, pt_function_summary *cell)
+{
+    memset(cell, 0, sizeof *cell);
+    cell->cls = row->cls;
+    cell->name = (char *)row->name;
+    cell->group = (char *)row->group;
+    cell->exposed_ns = exposed_ns;
+    return cell;
+}
+
+/* A row's record of the worker a ref names: its own function, or the report's figure
+ * (NULL: the report names the worker without one). */
+static const pt_function_summary *own_record(const side *s, const fn_row *row, const fn_ref *ref,
+                                             pt_function_summary *cell)
+{
+    if (!row->report)
+        return pt_summary_function(s->a.workers[ref->worker], ref->index, cell, NULL);
+    int64_t ns = s->run->records[ref->index].exposed_ns;
+    return ns == PT_RUN_NO_RECORD ? NULL : report_cell(row, ns, cell);
+}
+
+/* The value a report's job-wide ratio gives worker w of a row (NULL: none). */
+static const pt_function_summary *job_cell(const side *s, const fn_row *row, size_t w, pt_function_summary *cell)
+{
+    int64_t ns = pt_run_job_exposed_ns(row->report, s->a.workers[w]);
+    return ns == PT_RUN_NO_RECORD ? NULL : report_cell(row, ns, cell);
+}
+
+/* A report run's functions, as rows after the workers' own (it has only these). */
+static void table_add_report(fn_table *t, const side *s)
+{
+    const pt_diff_run *run = s->run;
+    if (!run->function_count)
+        return;
+    uint32_t *position = positions(s);
+    size_t held = t->row_count ? t->rows[t->row_count - 1].first + t->rows[t->row_count - 1].count : 0;
+    t->refs = pt_xrealloc(t->refs, (held + run->record_count + 1) * sizeof *t->refs);
+    for (size_t i = 0; i < run->function_count; i++) {
+        const pt_run_function *f = &run->functions[i];
+        size_t known = t->row_count;
+        fn_row *row = table_row(t, f->cls, f->name, true);
+        if (t->row_count == known) /* a summary's function of that name: not the report's to add */
+            continue;
+        row->group = f->group;
+        row->report = f;
+        row->first = held;
+        for (size_t k = f->first; k < f->first + f->count; k++) {
+            t->refs[held++] = (fn_ref){position[run->records[k].worker], (uint32_t)k};
+            row->workers += run->records[k].exposed_ns != PT_RUN_NO_RECORD;
+        }
+        row->count = held - row->first;
+        qsort(t->refs + row->first, row->count, sizeof *t->refs, by_ref_worker);
+        /* The job-wide ratio's workers: a cost of every worker, which run.c bounded. */
+        for (size_t w = 0, next = 0; f->job_ratio > 0 && w < s->a.n; w++) {
+            pt_function_summary cell;
+            if (next < row->count && t->refs[row->first + next].worker == w)
+                next++;
+            else
+                row->workers += job_cell(s, row, w, &cell) != NULL;
+        }
+    }
+    free(position);
+}
+
+static void part_values(const side *s, int part, double *out);
 
 static void side_init(side *s, const pt_diff_run *run)
 {
@@ -89,6 +283,31 @@ static void side_init(side *s, const pt_diff_run *run)
     s->steps = s->a.n ? pt_median_of(s->a.steps, s->a.n, s->a.scratch) : 1;
     for (int p = 0; p < PT_STEP_PART_COUNT; p++)
         s->noise[p] = pt_step_noise_ms(s->a.workers, s->a.n, p);
+    double *ms = pt_xmalloc((2 * s->a.n + 1) * sizeof *ms);
+    for (int c = 0; c < PT_CLASS_COUNT; c++) {
+        part_values(s, c, ms);
+        s->class_ms[c] = s->a.n ? pt_median_of(ms, s->a.n, ms + s->a.n) : 0;
+    }
+    free(ms);
+    memset(&s->fns, 0, sizeof s->fns);
+    pt_strtab_init(&s->fns.index);
+    table_add_workers(&s->fns, &s->a);
+    table_add_report(&s->fns, s);
+}
+
+static void side_free(side *s)
+{
+    free(s->fns.rows);
+    free(s->fns.refs);
+    pt_strtab_free(&s->fns.index);
+    pt_analysis_free(&s->a);
+}
+
+/* The row of (cls, name) where some worker of the side has a value of it, or NULL. */
+static const fn_row *side_row(const side *s, pt_class cls, const char *name)
+{
+    const fn_row *row = table_row((fn_table *)&s->fns, cls, name, false);
+    return row && row->workers ? row : NULL;
 }
 
 /* Per-worker value of a part of the step, per step (ms): the step time is the median
@@ -105,43 +324,142 @@ static void part_values(const side *s, int part, double *out)
 
 typedef enum fn_measure { EXPOSED, TOTAL, CALLS, PER_CALL } fn_measure;
 
-/* Per-worker value of a function (0 where the worker did not run it; NAN for PER_CALL). */
-static void function_values(const side *s, pt_class cls, const char *name, fn_measure m, double *out)
+/* Worker w's value of a function's record. */
+static double measure_of(const side *s, size_t w, const pt_function_summary *f, fn_measure m)
 {
-    const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
-    for (size_t w = 0; w < s->a.n; w++) {
-        pt_function_summary cell;
-        const pt_function_summary *f = row ? pt_row_function(&s->a, row, w, &cell) : NULL;
-        double steps = pt_median_steps_in_window(&s->a, w); /* times: per median step, as the classes */
-        switch (m) {
-        case EXPOSED: out[w] = f ? (double)f->exposed_ns / 1e6 / steps : 0; break;
-        case TOTAL: out[w] = f ? (double)f->total_ns / 1e6 / steps : 0; break;
-        case CALLS: out[w] = f ? (double)f->count / s->a.steps[w] : 0; break;
-        case PER_CALL: out[w] = f && f->count ? (double)f->median_ns / 1e6 : NAN; break;
+    double steps = pt_median_steps_in_window(&s->a, w); /* times: per median step, as the classes */
+    switch (m) {
+    case EXPOSED: return (double)f->exposed_ns / 1e6 / steps;
+    case TOTAL: return (double)f->total_ns / 1e6 / steps;
+    case CALLS: return (double)f->count / s->a.steps[w];
+    case PER_CALL: return f->count ? (double)f->median_ns / 1e6 : NAN;
+    }
+    return NAN;
+}
+
+/* Values of some of a side's n workers (worker NULL: all n, in order); every other worker's
+ * value is 0. */
+typedef struct values {
+    uint32_t *worker;
+    double *value;
+    size_t count, n;
+} values;
+
+static void values_alloc(values *v, size_t n)
+{
+    v->worker = pt_xmalloc((n ? n : 1) * sizeof *v->worker);
+    v->value = pt_xmalloc((n ? n : 1) * sizeof *v->value);
+    v->count = 0;
+}
+
+static void values_free(values *v)
+{
+    free(v->worker);
+    free(v->value);
+}
+
+static void values_push(values *v, size_t w, double value)
+{
+    v->worker[v->count] = (uint32_t)w;
+    v->value[v->count++] = value;
+}
+
+/* The workers of a side with a value of a row, in worker order, and their values of m
+ * (PER_CALL: NAN where not executed). Reads the row's records, and every worker only for
+ * a report's job-wide ratio. */
+static void row_values(const side *s, const fn_row *row, fn_measure m, values *out)
+{
+    out->count = 0;
+    out->n = s->a.n;
+    if (!row)
+        return;
+    const fn_ref *refs = s->fns.refs + row->first;
+    pt_function_summary cell;
+    if (!row->report || !(row->report->job_ratio > 0)) {
+        for (size_t k = 0; k < row->count; k++) {
+            const pt_function_summary *f = own_record(s, row, &refs[k], &cell);
+            if (f)
+                values_push(out, refs[k].worker, measure_of(s, refs[k].worker, f, m));
         }
+        return;
+    }
+    for (size_t w = 0, next = 0; w < s->a.n; w++) {
+        bool own = next < row->count && refs[next].worker == w;
+        const pt_function_summary *f = own ? own_record(s, row, &refs[next++], &cell) : job_cell(s, row, w, &cell);
+        if (f)
+            values_push(out, w, measure_of(s, w, f, m));
     }
 }
 
-/* Median over the workers with a value (PER_CALL skips those without). */
-static double typical(const double *v, size_t n, double *scratch)
+/* ------------------------------------------------------------ medians of some values */
+
+/* The k-th smallest (from 0) of n values: count of them in v (reordered), the other
+ * n - count equal to c. Linear in count: the values below c, then c, then those above. */
+static double kth_with(double *v, size_t count, size_t n, double c, size_t k)
 {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(v[i]))
-            scratch[m++] = v[i];
-    return m ? pt_median(scratch, m) : NAN;
+    size_t below = 0, above = count; /* [0, below) < c, [above, count) > c */
+    for (size_t i = 0; i < above;) {
+        double x = v[i];
+        if (x < c)
+            v[i++] = v[below], v[below++] = x;
+        else if (x > c)
+            v[i] = v[--above], v[above] = x;
+        else
+            i++;
+    }
+    size_t at_c = above - below + (n - count);
+    double around[3];
+    if (k < below) {
+        pt_select_around(v, below, k, around);
+        return around[1];
+    }
+    if (k < below + at_c)
+        return c;
+    pt_select_around(v + above, count - above, k - below - at_c, around);
+    return around[1];
 }
 
-static size_t workers_running(const side *s, pt_class cls, const char *name)
+/* What pt_median gives for all n: a median depends only on which values there are. */
+double pt_median_with(double *v, size_t count, size_t n, double c)
 {
-    const pt_fn_row *row = pt_analysis_row(&s->a, cls, name);
-    size_t m = 0;
-    for (size_t w = 0; row && w < s->a.n; w++)
-    {
-        pt_function_summary cell;
-        m += pt_row_function(&s->a, row, w, &cell) != NULL;
-    }
-    return m;
+    if (n == 0)
+        return 0;
+    double hi = kth_with(v, count, n, c, n / 2);
+    if (n % 2)
+        return hi;
+    return (kth_with(v, count, n, c, n / 2 - 1) + hi) / 2;
+}
+
+/* The median of the n values v stands for (the others 0). scratch: v->count doubles. */
+static double median_of_values(const values *v, double *scratch)
+{
+    memcpy(scratch, v->value, v->count * sizeof *scratch);
+    return pt_median_with(scratch, v->count, v->n, 0);
+}
+
+/* pt_spread_of over the n values v stands for. scratch: v->count doubles. */
+static pt_spread spread_of_values(const values *v, double *scratch)
+{
+    pt_spread sp = {0, 0};
+    if (v->n == 0)
+        return sp;
+    sp.median = median_of_values(v, scratch);
+    for (size_t i = 0; i < v->count; i++)
+        scratch[i] = fabs(v->value[i] - sp.median);
+    sp.sigma = 1.4826 * pt_median_with(scratch, v->count, v->n, fabs(0 - sp.median));
+    return sp;
+}
+
+/* Median over the workers with a value (PER_CALL: those that executed it; the others' is
+ * none, not 0). */
+static double typical(const values *v, fn_measure m, double *scratch)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < v->count; i++)
+        if (!isnan(v->value[i]))
+            scratch[count++] = v->value[i];
+    size_t n = m == PER_CALL ? count : count + (v->n - v->count);
+    return n ? pt_median_with(scratch, count, n, 0) : NAN;
 }
 
 /* ------------------------------------------------------------ comparing one figure */
@@ -163,7 +481,10 @@ typedef struct diff_ctx {
     side before, after;
     bool paired;                       /* same ranks: compare rank by rank */
     double floor_ms;                   /* material: MATERIAL_SHARE of the step time */
-    double *b, *a, *scratch;           /* per-worker values; scratch holds 2 x max n */
+    values b, a, m;                    /* per-worker values of a figure: before's, after's, a measure's */
+    values delta;                      /* after - before, rank by rank */
+    double *before_at, *after_at;      /* beside delta: the ranks' own values */
+    double *scratch;                   /* max n doubles */
 } diff_ctx;
 
 static double finite_or_zero(double v)
@@ -171,12 +492,12 @@ static double finite_or_zero(double v)
     return isfinite(v) ? v : 0;
 }
 
-static double standard_error(const side *s, const double *v, double step_noise, double *scratch)
+static double standard_error(const side *s, const values *v, double step_noise, double *scratch)
 {
     double noise = finite_or_zero(step_noise);
     double var = noise * noise / fmax(s->steps, 1);
     if (s->a.n >= MIN_SPREAD_WORKERS) {
-        pt_spread sp = pt_spread_of(v, s->a.n, scratch);
+        pt_spread sp = spread_of_values(v, scratch);
         double se = MEDIAN_ERROR * sp.sigma / sqrt((double)s->a.n);
         var += se * se;
     }
@@ -191,26 +512,44 @@ static int by_rank_change(const void *x, const void *y)
     return order ? order : pt_cmp_i64(p->rank, q->rank);
 }
 
-/* Ranks whose change differs from the median rank's change beyond noise. */
+/* d->delta: after - before for every worker with a value on either side (paired runs:
+ * the same ranks at the same positions), in order; both values beside it. */
+static void rank_deltas(diff_ctx *d)
+{
+    const values *b = &d->b, *a = &d->a;
+    d->delta.count = 0;
+    d->delta.n = b->n;
+    for (size_t i = 0, j = 0; i < b->count || j < a->count;) {
+        size_t wb = i < b->count ? (b->worker ? b->worker[i] : i) : SIZE_MAX;
+        size_t wa = j < a->count ? (a->worker ? a->worker[j] : j) : SIZE_MAX;
+        size_t w = wb < wa ? wb : wa;
+        double before = wb == w ? b->value[i++] : 0, after = wa == w ? a->value[j++] : 0;
+        d->before_at[d->delta.count] = before;
+        d->after_at[d->delta.count] = after;
+        values_push(&d->delta, w, after - before);
+    }
+}
+
+/* Ranks whose change differs from the median rank's change beyond noise. A rank without a
+ * value on either side changed by 0, which never stands out (it is not above the floor). */
 static void find_standouts(diff_ctx *d, double noise_b, double noise_a, change *c)
 {
     size_t n = d->before.a.n;
     if (!d->paired || n < MIN_SPREAD_WORKERS)
         return;
-    double *delta = d->scratch + 2 * n; /* scratch has 3n */
-    for (size_t w = 0; w < n; w++)
-        delta[w] = d->a[w] - d->b[w];
-    pt_spread sp = pt_spread_of(delta, n, d->scratch);
+    rank_deltas(d);
+    pt_spread sp = spread_of_values(&d->delta, d->scratch);
     double nb = finite_or_zero(noise_b), na = finite_or_zero(noise_a);
     double per_rank = sqrt(nb * nb / fmax(d->before.steps, 1) + na * na / fmax(d->after.steps, 1));
     double floor = d->floor_ms * (RANK_MATERIAL_SHARE / MATERIAL_SHARE);
     double threshold = fmax(fmax(RANK_SIGMAS * sp.sigma, SIGMAS * per_rank), floor);
     rank_change all[MAX_RANKS + 1];
-    for (size_t w = 0; w < n; w++) {
-        if (!(fabs(delta[w] - sp.median) > threshold) || !(fabs(delta[w]) > floor))
+    for (size_t i = 0; i < d->delta.count; i++) {
+        double delta = d->delta.value[i];
+        if (!(fabs(delta - sp.median) > threshold) || !(fabs(delta) > floor))
             continue;
         c->ranks_standing_out++;
-        rank_change rc = {pt_worker_rank(&d->after.a, w), d->b[w], d->a[w]};
+        rank_change rc = {pt_worker_rank(&d->after.a, d->delta.worker[i]), d->before_at[i], d->after_at[i]};
         /* Keep the MAX_RANKS largest: insert, sort, drop the last. */
         size_t k = c->rank_count;
         memcpy(all, c->ranks, k * sizeof *all);
@@ -226,11 +565,11 @@ static change compare(diff_ctx *d, double noise_b, double noise_a)
 {
     change c;
     memset(&c, 0, sizeof c);
-    c.before = d->before.a.n ? pt_median_of(d->b, d->before.a.n, d->scratch) : 0;
-    c.after = d->after.a.n ? pt_median_of(d->a, d->after.a.n, d->scratch) : 0;
+    c.before = d->before.a.n ? median_of_values(&d->b, d->scratch) : 0;
+    c.after = d->after.a.n ? median_of_values(&d->a, d->scratch) : 0;
     c.delta = c.after - c.before;
-    double se_b = standard_error(&d->before, d->b, noise_b, d->scratch);
-    double se_a = standard_error(&d->after, d->a, noise_a, d->scratch);
+    double se_b = standard_error(&d->before, &d->b, noise_b, d->scratch);
+    double se_a = standard_error(&d->after, &d->a, noise_a, d->scratch);
     c.threshold = fmax(SIGMAS * sqrt(se_b * se_b + se_a * se_a), d->floor_ms);
     c.significant = fabs(c.delta) > c.threshold;
     find_standouts(d, noise_b, noise_a, &c);
@@ -262,10 +601,19 @@ static bool steps_apart(const diff_ctx *d, double delta)
     return delta > 0 ? lo_a > hi_b : hi_a < lo_b;
 }
 
+/* Every worker's value of a part, in d->b and d->a. */
+static void all_part_values(const side *s, int part, values *out)
+{
+    part_values(s, part, out->value);
+    out->count = out->n = s->a.n;
+    for (size_t w = 0; w < s->a.n; w++)
+        out->worker[w] = (uint32_t)w;
+}
+
 static change compare_part(diff_ctx *d, int part)
 {
-    part_values(&d->before, part, d->b);
-    part_values(&d->after, part, d->a);
+    all_part_values(&d->before, part, &d->b);
+    all_part_values(&d->after, part, &d->a);
     change c = compare(d, d->before.noise[part], d->after.noise[part]);
     if (part == PT_STEP_DURATION && !c.significant && fabs(c.delta) > d->floor_ms && steps_apart(d, c.delta))
         c.significant = true;
@@ -291,12 +639,12 @@ typedef struct fn_list {
     size_t count, cap;
 } fn_list;
 
-static double typical_measure(diff_ctx *d, const side *s, const fn_change *f, fn_measure m, double *buf)
+static double typical_measure(diff_ctx *d, const side *s, const fn_row *row, fn_measure m)
 {
     if (!s->run->counts_known && m != PER_CALL)
         return NAN;
-    function_values(s, f->cls, f->name, m, buf);
-    return typical(buf, s->a.n, d->scratch);
+    row_values(s, row, m, &d->m);
+    return typical(&d->m, m, d->scratch);
 }
 
 static double change_score(const change *c)
@@ -311,22 +659,21 @@ static double change_score(const change *c)
  * scaled as if the class's variance were spread over its functions in proportion to their
  * time (independent pieces: variance adds, so sigma goes with the square root of the
  * share). Never more than the class's own noise. */
-static double function_noise(diff_ctx *d, const side *s, const double *values, pt_class cls)
+static double function_noise(diff_ctx *d, const side *s, const values *v, pt_class cls)
 {
     if (s->a.n == 0 || !isfinite(s->noise[cls]))
         return s->noise[cls];
-    double fn = pt_median_of(values, s->a.n, d->scratch);
-    double *class_values = d->scratch + s->a.n;
-    part_values(s, cls, class_values);
-    double total = pt_median_of(class_values, s->a.n, d->scratch);
+    double fn = median_of_values(v, d->scratch);
+    double total = s->class_ms[cls];
     double share = total > 0 ? fmin(fmax(fn / total, 0), 1) : 1;
     return s->noise[cls] * sqrt(share);
 }
 
-static void add_function(diff_ctx *d, fn_list *list, const pt_fn_row *row)
+/* A function of before's (rb) or after's (ra) rows, or both. */
+static void add_function(diff_ctx *d, fn_list *list, const fn_row *rb, const fn_row *ra)
 {
-    size_t wb = workers_running(&d->before, row->cls, row->name);
-    size_t wa = workers_running(&d->after, row->cls, row->name);
+    const fn_row *row = rb ? rb : ra;
+    size_t wb = rb ? rb->workers : 0, wa = ra ? ra->workers : 0;
     /* Absent from a run that lists only part of the class (a report.json): it may have
      * run there below the list's cut, so there is nothing to compare it with. */
     if ((wb == 0 && !d->before.run->complete[row->cls]) || (wa == 0 && !d->after.run->complete[row->cls]))
@@ -336,29 +683,31 @@ static void add_function(diff_ctx *d, fn_list *list, const pt_fn_row *row)
         f.kind = FN_ADDED;
     else if (wa == 0 && d->after.run->complete[row->cls])
         f.kind = FN_REMOVED;
-    function_values(&d->before, f.cls, f.name, EXPOSED, d->b);
-    function_values(&d->after, f.cls, f.name, EXPOSED, d->a);
-    f.exposed = compare(d, function_noise(d, &d->before, d->b, f.cls), function_noise(d, &d->after, d->a, f.cls));
+    row_values(&d->before, rb, EXPOSED, &d->b);
+    row_values(&d->after, ra, EXPOSED, &d->a);
+    f.exposed = compare(d, function_noise(d, &d->before, &d->b, f.cls), function_noise(d, &d->after, &d->a, f.cls));
     f.score = change_score(&f.exposed);
-    double *buf = d->scratch + 2 * (d->before.a.n > d->after.a.n ? d->before.a.n : d->after.a.n);
-    f.total_b = typical_measure(d, &d->before, &f, TOTAL, buf);
-    f.total_a = typical_measure(d, &d->after, &f, TOTAL, buf);
-    f.calls_b = typical_measure(d, &d->before, &f, CALLS, buf);
-    f.calls_a = typical_measure(d, &d->after, &f, CALLS, buf);
-    f.per_call_b = typical_measure(d, &d->before, &f, PER_CALL, buf);
-    f.per_call_a = typical_measure(d, &d->after, &f, PER_CALL, buf);
+    f.total_b = typical_measure(d, &d->before, rb, TOTAL);
+    f.total_a = typical_measure(d, &d->after, ra, TOTAL);
+    f.calls_b = typical_measure(d, &d->before, rb, CALLS);
+    f.calls_a = typical_measure(d, &d->after, ra, CALLS);
+    f.per_call_b = typical_measure(d, &d->before, rb, PER_CALL);
+    f.per_call_a = typical_measure(d, &d->after, ra, PER_CALL);
     PT_GROW(list->items, list->cap, list->count + 1);
     list->items[list->count++] = f;
 }
 
 static void collect_functions(diff_ctx *d, fn_list *list)
 {
-    for (size_t i = 0; i < d->before.a.row_count; i++)
-        add_function(d, list, &d->before.a.rows[i]);
-    for (size_t i = 0; i < d->after.a.row_count; i++) {
-        const pt_fn_row *row = &d->after.a.rows[i];
-        if (!pt_analysis_row(&d->before.a, row->cls, row->name))
-            add_function(d, list, row);
+    for (size_t i = 0; i < d->before.fns.row_count; i++) {
+        const fn_row *row = &d->before.fns.rows[i];
+        if (row->workers)
+            add_function(d, list, row, side_row(&d->after, row->cls, row->name));
+    }
+    for (size_t i = 0; i < d->after.fns.row_count; i++) {
+        const fn_row *row = &d->after.fns.rows[i];
+        if (row->workers && !side_row(&d->before, row->cls, row->name))
+            add_function(d, list, NULL, row);
     }
 }
 
@@ -477,18 +826,52 @@ static const pt_json *findings_of(const pt_diff_run *run)
     return f && f->type == PT_JSON_ARRAY ? f : NULL;
 }
 
-static bool same_finding(const pt_json *x, const pt_json *y)
+/* A run's findings by (category, function), the first of each: matched in constant time,
+ * however many a report lists. */
+typedef struct finding_index {
+    const pt_json *list;
+    pt_strtab keys;
+    size_t *first;                     /* [key id] its first finding in list */
+} finding_index;
+
+static void finding_key(pt_buf *key, const pt_json *f)
 {
-    return strcmp(pt_json_get_string(x, "category", ""), pt_json_get_string(y, "category", "")) == 0 &&
-           strcmp(pt_json_get_string(x, "function", ""), pt_json_get_string(y, "function", "")) == 0;
+    const char *category = pt_json_get_string(f, "category", ""), *function = pt_json_get_string(f, "function", "");
+    pt_buf_reset(key);
+    pt_buf_append(key, category, strlen(category) + 1); /* its NUL too: "a" + "bc" is not "ab" + "c" */
+    pt_buf_puts(key, function);
 }
 
-static const pt_json *find_same(const pt_json *findings, const pt_json *f)
+static void index_findings(finding_index *x, const pt_json *list)
 {
-    for (size_t i = 0; findings && i < findings->count; i++)
-        if (same_finding(findings->items[i], f))
-            return findings->items[i];
-    return NULL;
+    x->list = list;
+    pt_strtab_init(&x->keys);
+    x->first = pt_xmalloc((list && list->count ? list->count : 1) * sizeof *x->first);
+    pt_buf key = PT_BUF_INIT;
+    for (size_t i = 0; list && i < list->count; i++) {
+        finding_key(&key, list->items[i]);
+        size_t known = x->keys.count;
+        uint32_t id = pt_strtab_intern(&x->keys, key.data, key.len);
+        if (x->keys.count > known)
+            x->first[id] = i;
+    }
+    pt_buf_free(&key);
+}
+
+static void free_finding_index(finding_index *x)
+{
+    pt_strtab_free(&x->keys);
+    free(x->first);
+}
+
+/* The first finding of the index with f's category and function, or NULL. */
+static const pt_json *find_same(const finding_index *x, const pt_json *f)
+{
+    pt_buf key = PT_BUF_INIT;
+    finding_key(&key, f);
+    uint32_t id = pt_strtab_find(&x->keys, key.data, key.len);
+    pt_buf_free(&key);
+    return id == UINT32_MAX ? NULL : x->list->items[x->first[id]];
 }
 
 /* A report finding's "function" (a string, or null) and "workers" (its ranks; what is
@@ -527,17 +910,22 @@ static pt_json *finding_json(const pt_json *f, const pt_json *other)
 static pt_json *findings_json(const pt_diff_run *before, const pt_diff_run *after)
 {
     const pt_json *fb = findings_of(before), *fa = findings_of(after);
+    finding_index ib, ia;
+    index_findings(&ib, fb);
+    index_findings(&ia, fa);
     pt_json *j = pt_json_object();
     pt_json *added = pt_json_add(j, "new", pt_json_array());
     pt_json *resolved = pt_json_add(j, "resolved", pt_json_array());
     pt_json *persisting = pt_json_add(j, "persisting", pt_json_array());
     for (size_t i = 0; fa && i < fa->count; i++) {
-        const pt_json *was = find_same(fb, fa->items[i]);
+        const pt_json *was = find_same(&ib, fa->items[i]);
         pt_json_push(was ? persisting : added, finding_json(fa->items[i], was));
     }
     for (size_t i = 0; fb && i < fb->count; i++)
-        if (!find_same(fa, fb->items[i]))
+        if (!find_same(&ia, fb->items[i]))
             pt_json_push(resolved, finding_json(fb->items[i], NULL));
+    free_finding_index(&ib);
+    free_finding_index(&ia);
     return j;
 }
 
@@ -1047,15 +1435,18 @@ pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char
     side_init(&d.after, after);
     d.paired = same_ranks(&d.before, &d.after);
     size_t n = d.before.a.n > d.after.a.n ? d.before.a.n : d.after.a.n;
-    d.b = pt_xcalloc(n + 1, sizeof *d.b);
-    d.a = pt_xcalloc(n + 1, sizeof *d.a);
-    d.scratch = pt_xcalloc(3 * n + 3, sizeof *d.scratch);
+    values *all[] = {&d.b, &d.a, &d.m, &d.delta};
+    for (size_t i = 0; i < PT_ARRAY_LEN(all); i++)
+        values_alloc(all[i], n);
+    d.before_at = pt_xmalloc((n + 1) * sizeof *d.before_at);
+    d.after_at = pt_xmalloc((n + 1) * sizeof *d.after_at);
+    d.scratch = pt_xmalloc((n + 1) * sizeof *d.scratch);
 
     /* The floor first: it needs the step times, which are compared with it. */
-    part_values(&d.before, PT_STEP_DURATION, d.b);
-    part_values(&d.after, PT_STEP_DURATION, d.a);
-    double step_b = d.before.a.n ? pt_median_of(d.b, d.before.a.n, d.scratch) : 0;
-    double step_a = d.after.a.n ? pt_median_of(d.a, d.after.a.n, d.scratch) : 0;
+    part_values(&d.before, PT_STEP_DURATION, d.b.value);
+    part_values(&d.after, PT_STEP_DURATION, d.a.value);
+    double step_b = d.before.a.n ? pt_median_of(d.b.value, d.before.a.n, d.scratch) : 0;
+    double step_a = d.after.a.n ? pt_median_of(d.a.value, d.after.a.n, d.scratch) : 0;
     d.floor_ms = MATERIAL_SHARE * fmax(step_b, step_a);
 
     change parts[PT_STEP_PART_COUNT];
@@ -1063,7 +1454,8 @@ pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char
         parts[p] = compare_part(&d, p);
     fn_list fns = {0};
     collect_functions(&d, &fns);
-    qsort(fns.items, fns.count, sizeof *fns.items, by_score);
+    if (fns.count) /* none: items is NULL, which qsort may not be given */
+        qsort(fns.items, fns.count, sizeof *fns.items, by_score);
 
     pt_json *doc = pt_json_object();
     char now[32];
@@ -1091,10 +1483,12 @@ pt_json *pt_diff(const pt_diff_run *before, const pt_diff_run *after, const char
     add_warnings(doc, before, after);
 
     free(fns.items);
-    free(d.b);
-    free(d.a);
+    for (size_t i = 0; i < PT_ARRAY_LEN(all); i++)
+        values_free(all[i]);
+    free(d.before_at);
+    free(d.after_at);
     free(d.scratch);
-    pt_analysis_free(&d.before.a);
-    pt_analysis_free(&d.after.a);
+    side_free(&d.before);
+    side_free(&d.after);
     return doc;
 }

@@ -490,8 +490,10 @@ static void test_not_a_report_is_refused(void **state)
     assert_int_equal(pt_diff_run_from_report(&run, "odd.json", doc, NULL, &err), 0);
     assert_int_equal(run.worker_count, 1);
     assert_int_equal(run.workers[0]->step_count, 1);
-    assert_int_equal(run.workers[0]->function_count, 1);
-    assert_int_equal(run.workers[0]->functions[0].exposed_ns, 5000000);
+    assert_int_equal(run.function_count, 1);
+    assert_string_equal(run.functions[0].name, "a.py: f");
+    assert_int_equal(run.functions[0].count, 1);
+    assert_int_equal(run.records[run.functions[0].first].exposed_ns, 5000000);
     pt_diff_run_free(&run);
 }
 
@@ -542,16 +544,17 @@ static void test_invalid_workers_are_refused(void **state)
  * by more than the report's rounding are refused (compute, 50 ms in a 10 ms step);
  * within it (6 significant digits), the worker is kept and its parts fitted. A function
  * the report names twice for a worker (its name twice in a stack's shares, as a report of
- * workers that share a name has it) is rebuilt once, the first standing. */
+ * workers that share a name has it) is rebuilt once, the first standing. The refused
+ * worker's record goes with it, and the kept worker's follows it to its new index. */
 static void test_invalid_report_workers_are_refused(void **state)
 {
     (void)state;
     const char *text = "{\"report_version\": 1, \"workers\": ["
-                       "{\"name\": \"ok\", \"rank\": 0, \"step_time_ms\": 10, \"steps\": [{\"ms\": 10,"
-                       " \"compute_ms\": 9.00005, \"idle_ms\": 1}]},"
                        "{\"name\": \"liar\", \"rank\": 1, \"step_time_ms\": 10, \"steps\": [{\"ms\": 10,"
-                       " \"compute_ms\": 50, \"idle_ms\": 1}]}],"
-                       " \"Python functions\": {\"a.py: f\": {\"ok\": 0.2, \"ok\": 0.3}}}";
+                       " \"compute_ms\": 50, \"idle_ms\": 1}]},"
+                       "{\"name\": \"ok\", \"rank\": 0, \"step_time_ms\": 10, \"steps\": [{\"ms\": 10,"
+                       " \"compute_ms\": 9.00005, \"idle_ms\": 1}]}],"
+                       " \"Python functions\": {\"a.py: f\": {\"liar\": 0.5, \"ok\": 0.2, \"ok\": 0.3}}}";
     pt_error err = {{0}};
     pt_json *doc = pt_json_parse(text, strlen(text), 64, &err);
     assert_non_null(doc);
@@ -562,8 +565,11 @@ static void test_invalid_report_workers_are_refused(void **state)
     assert_string_equal(run.workers[0]->name, "ok");
     const pt_step_summary *st = &run.workers[0]->steps[0];
     assert_int_equal(st->exposed_ns[PT_CLASS_COMPUTE] + st->idle_ns, st->dur_ns);
-    assert_int_equal(run.workers[0]->function_count, 1);
-    assert_int_equal(run.workers[0]->functions[0].exposed_ns, 2000000);
+    assert_int_equal(run.function_count, 1);
+    assert_int_equal(run.functions[0].count, 1);
+    assert_int_equal(run.record_count, 1);
+    assert_int_equal(run.records[0].worker, 0);
+    assert_int_equal(run.records[0].exposed_ns, 2000000);
     assert_non_null(strstr(run.warnings[0], "liar (rank 1): invalid summary, not compared: "));
     assert_non_null(strstr(run.warnings[0], "the busy compute time is 50000000 ns, outside 0 to 10000000 ns"));
     pt_diff_run_free(&run);
@@ -721,6 +727,270 @@ static void test_text_lists_functions_only_when_they_changed(void **state)
     free_job(&b);
 }
 
+static int by_value(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
+}
+
+/* The median of the whole list, written out and sorted: count given values and n - count
+ * copies of c. */
+static double median_written_out(const double *given, size_t count, size_t n, double c)
+{
+    if (n == 0)
+        return 0;
+    double *all = calloc(n, sizeof *all);
+    for (size_t i = 0; i < n; i++)
+        all[i] = i < count ? given[i] : c;
+    qsort(all, n, sizeof *all, by_value);
+    double median = n % 2 ? all[n / 2] : (all[n / 2 - 1] + all[n / 2]) / 2;
+    free(all);
+    return median;
+}
+
+/* pt_median_with (a function's median over the workers that have it, the others 0)
+ * against the whole list sorted: every split of n up to 13 between given values and
+ * copies of c, with c below, among, equal to some of, and above the values, so the
+ * median's two middle values fall on each edge of the three runs (below c, at c, above). */
+static void test_median_with_at_bounds(void **state)
+{
+    (void)state;
+    assert_true(pt_median_with(NULL, 0, 0, 5) == 0);
+    static const double given[] = {3, -1, 7, 3, 0, 5, -4, 3, 11};
+    static const double cs[] = {-10, -4, -1, 0, 2, 3, 4, 11, 100};
+    size_t checked = 0;
+    for (size_t n = 1; n <= 13; n++)
+        for (size_t count = 0; count <= n && count <= PT_ARRAY_LEN(given); count++)
+            for (size_t i = 0; i < PT_ARRAY_LEN(cs); i++) {
+                double v[PT_ARRAY_LEN(given)];
+                memcpy(v, given, count * sizeof *v);
+                double want = median_written_out(given, count, n, cs[i]);
+                double got = pt_median_with(v, count, n, cs[i]);
+                if (got != want)
+                    fail_msg("n %zu, %zu given, c %g: %g, not %g", n, count, cs[i], got, want);
+                checked++;
+            }
+    assert_true(checked > 700);
+}
+
+static pt_json *parse_report(const char *text)
+{
+    pt_error err = {{0}};
+    pt_json *doc = pt_json_parse(text, strlen(text), 64, &err);
+    assert_non_null(doc);
+    return doc;
+}
+
+/* A report of `workers` workers that ran memory operations (1 ms of a 9 ms step) and
+ * `functions` memory operations with a job-wide ratio of 1, compact, every number one
+ * digit, and a string of padding making it `bytes` long: its text is exactly the bytes
+ * the rebuild counts (json_bytes). */
+static char *budget_report(size_t workers, size_t functions, size_t bytes)
+{
+    pt_buf t = PT_BUF_INIT;
+    pt_buf_puts(&t, "{\"report_version\":1,\"workers\":[");
+    for (size_t w = 0; w < workers; w++)
+        pt_buf_printf(&t, "%s{\"name\":\"w%zu\",\"step_time_ms\":9,\"breakdown\":{\"memory_ms\":1}}", w ? "," : "", w);
+    pt_buf_puts(&t, "],\"GPU memory operations\":{");
+    for (size_t f = 0; f < functions; f++)
+        pt_buf_printf(&t, "%s\"m%zu\":{\"avg bottleneck ratio (in [0,1])\":1}", f ? "," : "", f);
+    pt_buf_puts(&t, "},\"pad\":\"");
+    size_t closing = 2;
+    assert_true(t.len + closing <= bytes);
+    while (t.len + closing < bytes)
+        pt_buf_putc(&t, 'x');
+    pt_buf_puts(&t, "\"}");
+    assert_int_equal(t.len, bytes);
+    return t.data;
+}
+
+static size_t unpadded_bytes(size_t workers, size_t functions)
+{
+    pt_buf t = PT_BUF_INIT;
+    pt_buf_puts(&t, "{\"report_version\":1,\"workers\":[");
+    for (size_t w = 0; w < workers; w++)
+        pt_buf_printf(&t, "%s{\"name\":\"w%zu\",\"step_time_ms\":9,\"breakdown\":{\"memory_ms\":1}}", w ? "," : "", w);
+    pt_buf_puts(&t, "],\"GPU memory operations\":{");
+    for (size_t f = 0; f < functions; f++)
+        pt_buf_printf(&t, "%s\"m%zu\":{\"avg bottleneck ratio (in [0,1])\":1}", f ? "," : "", f);
+    pt_buf_puts(&t, "},\"pad\":\"\"}");
+    size_t n = t.len;
+    pt_buf_free(&t);
+    return n;
+}
+
+/* The run of a budget_report of that many bytes: the functions it keeps, and whether it
+ * warned that the others are not compared (with their count and the report's bytes). */
+static size_t kept_of(size_t workers, size_t functions, size_t bytes, bool *warned, bool *complete)
+{
+    char *text = budget_report(workers, functions, bytes);
+    pt_diff_run run;
+    pt_error err = {{0}};
+    assert_int_equal(pt_diff_run_from_report(&run, "r.json", parse_report(text), NULL, &err), 0);
+    free(text);
+    assert_int_equal(run.worker_count, workers);
+    size_t kept = run.function_count;
+    for (size_t i = 0; i < kept; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m%zu", i); /* the first listed are the ones kept */
+        assert_string_equal(run.functions[i].name, name);
+        assert_true(run.functions[i].job_ratio == 1);
+        assert_int_equal(run.functions[i].count, 0);
+    }
+    char want[160];
+    snprintf(want, sizeof want, "r.json: %zu function(s) with a job-wide ratio are not compared", functions - kept);
+    char bytes_text[64];
+    snprintf(bytes_text, sizeof bytes_text, "per byte of the report (%zu bytes)", bytes);
+    *warned = false;
+    for (size_t i = 0; i < run.warning_count; i++)
+        *warned |= strstr(run.warnings[i], want) && strstr(run.warnings[i], bytes_text);
+    *complete = run.complete[PT_CLASS_MEMORY];
+    pt_diff_run_free(&run);
+    return kept;
+}
+
+/* A job-wide ratio costs the comparison a value per worker that ran its class (here all
+ * 200), and a report may ask for one value per byte it has: with k x 200 - 1 bytes it
+ * keeps k - 1 of 200 functions, with k x 200 and k x 200 + 1 bytes k, in the order
+ * listed, and says how many it left out; its memory operations are then not complete. A
+ * report that asks for exactly what its bytes allow keeps all, and says nothing. */
+static void test_job_wide_ratios_cost_a_value_per_byte(void **state)
+{
+    (void)state;
+    const size_t workers = 200, functions = 200;
+    size_t k = unpadded_bytes(workers, functions) / workers + 1;
+    assert_true(k + 1 < functions); /* the bound is reached in every case */
+    bool warned, complete;
+    assert_int_equal(kept_of(workers, functions, k * workers - 1, &warned, &complete), k - 1);
+    assert_true(warned && !complete);
+    assert_int_equal(kept_of(workers, functions, k * workers, &warned, &complete), k);
+    assert_true(warned && !complete);
+    assert_int_equal(kept_of(workers, functions, k * workers + 1, &warned, &complete), k);
+    assert_true(warned && !complete);
+
+    /* Fewer functions: bytes that pay for exactly all of them, then one byte fewer. */
+    const size_t some = 120;
+    assert_true(unpadded_bytes(workers, some) <= some * workers);
+    assert_int_equal(kept_of(workers, some, some * workers, &warned, &complete), some);
+    assert_true(!warned && complete);
+    assert_int_equal(kept_of(workers, some, some * workers - 1, &warned, &complete), some - 1);
+    assert_true(warned && !complete);
+}
+
+static const pt_json *listed_named(const pt_json *d, const char *list, const char *name)
+{
+    const pt_json *l = pt_json_get(d, list);
+    for (size_t i = 0; l && i < l->count; i++)
+        if (strcmp(pt_json_get_string(l->items[i], "name", ""), name) == 0)
+            return l->items[i];
+    return NULL;
+}
+
+/* Who a report's job-wide ratio is: every worker that ran the class and that the listing
+ * does not name; a named worker has its own (w1), none when its own is 0 (w2), and its
+ * own even without time in the class (w3). A ratio above 1 is the whole window. A listing
+ * that gives nobody a value does not stand, a later listing of the name does; of two
+ * that do, the first. */
+static void test_job_wide_ratio_is_every_unnamed_workers(void **state)
+{
+    (void)state;
+    const char *before =
+        "{\"report_version\":1,\"workers\":["
+        "{\"name\":\"w0\",\"rank\":0,\"step_time_ms\":10,\"breakdown\":{\"memory_ms\":2,\"compute_ms\":8}},"
+        "{\"name\":\"w1\",\"rank\":1,\"step_time_ms\":10,\"breakdown\":{\"memory_ms\":2,\"compute_ms\":8}},"
+        "{\"name\":\"w2\",\"rank\":2,\"step_time_ms\":10,\"breakdown\":{\"memory_ms\":2,\"compute_ms\":8}},"
+        "{\"name\":\"w3\",\"rank\":3,\"step_time_ms\":10,\"breakdown\":{\"compute_ms\":8}}],"
+        "\"GPU memory operations\":{"
+        "\"m\":{\"avg bottleneck ratio (in [0,1])\":0.1,\"abnormal_workers\":{\"w1\":0.5,\"w2\":0,\"w3\":0.2}},"
+        "\"big\":{\"avg bottleneck ratio (in [0,1])\":1.5},"
+        "\"late\":{\"avg bottleneck ratio (in [0,1])\":0},"
+        "\"late\":{\"avg bottleneck ratio (in [0,1])\":0.2},"
+        "\"twice\":{\"avg bottleneck ratio (in [0,1])\":0.3},"
+        "\"twice\":{\"avg bottleneck ratio (in [0,1])\":0.4}}}";
+    const char *after = "{\"report_version\":1,\"workers\":["
+                        "{\"name\":\"w0\",\"rank\":0,\"step_time_ms\":10,\"breakdown\":{\"compute_ms\":8}},"
+                        "{\"name\":\"w1\",\"rank\":1,\"step_time_ms\":10,\"breakdown\":{\"compute_ms\":8}},"
+                        "{\"name\":\"w2\",\"rank\":2,\"step_time_ms\":10,\"breakdown\":{\"compute_ms\":8}},"
+                        "{\"name\":\"w3\",\"rank\":3,\"step_time_ms\":10,\"breakdown\":{\"compute_ms\":8}}]}";
+    pt_diff_run b, a;
+    pt_error err = {{0}};
+    assert_int_equal(pt_diff_run_from_report(&b, "b.json", parse_report(before), NULL, &err), 0);
+    assert_int_equal(pt_diff_run_from_report(&a, "a.json", parse_report(after), NULL, &err), 0);
+    assert_int_equal(b.worker_count, 4);
+    assert_int_equal(b.function_count, 4);
+    const pt_run_function *m = &b.functions[0], *big = &b.functions[1];
+    assert_string_equal(m->name, "m");
+    assert_int_equal(m->count, 3);
+    assert_string_equal(b.functions[2].name, "late");
+    assert_true(b.functions[2].job_ratio == 0.2);
+    assert_string_equal(b.functions[3].name, "twice");
+    assert_true(b.functions[3].job_ratio == 0.3);
+    for (size_t w = 0; w < 4; w++)
+        assert_int_equal(b.workers[w]->window_ns, 10000000);
+    assert_int_equal(pt_run_job_exposed_ns(m, b.workers[0]), 1000000);
+    assert_int_equal(pt_run_job_exposed_ns(m, b.workers[3]), PT_RUN_NO_RECORD); /* no memory time */
+    assert_int_equal(pt_run_job_exposed_ns(big, b.workers[0]), 10000000);
+    int64_t own[4] = {-2, -2, -2, -2};
+    for (size_t k = m->first; k < m->first + m->count; k++)
+        own[b.records[k].worker] = b.records[k].exposed_ns;
+    assert_int_equal(own[0], -2); /* not named: the job's */
+    assert_int_equal(own[1], 5000000);
+    assert_int_equal(own[2], PT_RUN_NO_RECORD);
+    assert_int_equal(own[3], 2000000);
+
+    pt_json *d = pt_diff(&b, &a, "2026-01-01T00:00:00Z");
+    const pt_json *removed = listed_named(d, "removed", "m");
+    assert_non_null(removed);
+    assert_int_equal(pt_json_get_number(removed, "before_workers", 0), 3); /* w0, w1, w3 */
+    assert_int_equal(pt_json_get_number(listed_named(d, "removed", "big"), "before_workers", 0), 3);
+    assert_int_equal(pt_json_get_number(d, "removed_count", 0), 4);
+    pt_json_free(d);
+    pt_diff_run_free(&b);
+    pt_diff_run_free(&a);
+}
+
+/* A report of one worker with these findings (JSON array text). */
+static pt_diff_run findings_run(const char *label, const char *findings)
+{
+    pt_buf t = PT_BUF_INIT;
+    pt_buf_printf(&t,
+                  "{\"report_version\":1,\"workers\":[{\"name\":\"w\",\"rank\":0,\"step_time_ms\":10,"
+                  "\"breakdown\":{\"compute_ms\":9}}],\"diagnosis\":{\"verdict\":\"v\",\"findings\":%s}}",
+                  findings);
+    pt_diff_run run;
+    pt_error err = {{0}};
+    assert_int_equal(pt_diff_run_from_report(&run, label, parse_report(t.data), NULL, &err), 0);
+    pt_buf_free(&t);
+    return run;
+}
+
+/* Findings are matched by category and function, the first of a run's standing: "a"/"f"
+ * persists (its impact before is the first's), "a"/"bc" and "ab"/"c" are not one another
+ * (the key keeps the two apart), so one is resolved and the other new. */
+static void test_findings_match_by_category_and_function(void **state)
+{
+    (void)state;
+    pt_diff_run b = findings_run("b", "[{\"category\":\"a\",\"function\":\"f\",\"impact\":0.1},"
+                                      "{\"category\":\"a\",\"function\":\"f\",\"impact\":0.2},"
+                                      "{\"category\":\"a\",\"function\":\"bc\"}]");
+    pt_diff_run a = findings_run("a", "[{\"category\":\"a\",\"function\":\"f\",\"impact\":0.3},"
+                                      "{\"category\":\"ab\",\"function\":\"c\"}]");
+    pt_json *d = pt_diff(&b, &a, "2026-01-01T00:00:00Z");
+    const pt_json *f = pt_json_get(d, "findings");
+    const pt_json *persisting = pt_json_get(f, "persisting"), *fresh = pt_json_get(f, "new"),
+                  *resolved = pt_json_get(f, "resolved");
+    assert_int_equal(persisting->count, 1);
+    assert_true(pt_json_get_number(persisting->items[0], "impact_before", 0) == 0.1);
+    assert_true(pt_json_get_number(persisting->items[0], "impact", 0) == 0.3);
+    assert_int_equal(fresh->count, 1);
+    assert_string_equal(pt_json_get_string(fresh->items[0], "category", ""), "ab");
+    assert_int_equal(resolved->count, 1);
+    assert_string_equal(pt_json_get_string(resolved->items[0], "function", ""), "bc");
+    pt_json_free(d);
+    pt_diff_run_free(&b);
+    pt_diff_run_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -742,6 +1012,10 @@ int main(void)
         cmocka_unit_test(test_invalid_report_workers_are_refused),
         cmocka_unit_test(test_different_sizes_compare_median_workers),
         cmocka_unit_test(test_one_step_says_noise_is_unknown),
+        cmocka_unit_test(test_median_with_at_bounds),
+        cmocka_unit_test(test_job_wide_ratios_cost_a_value_per_byte),
+        cmocka_unit_test(test_job_wide_ratio_is_every_unnamed_workers),
+        cmocka_unit_test(test_findings_match_by_category_and_function),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

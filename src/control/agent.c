@@ -19,12 +19,16 @@
  * connection) becomes a rate-limited log line and a retry with exponential backoff;
  * nothing here exits, aborts or raises a signal in the host process.
  *
- * The agent key. With a configured secret every agent has it from the start. Otherwise
- * rank 0's process makes the job's secret (auth.h) and the other ranks' agents wait for
- * it: Python takes it from the job's torch.distributed store on the training thread, at
- * PerfTracker() and at step() (never here, so this thread never waits on the store or
- * the GIL), and hands it over with pt_agent_offer_job_secret -- a copy under a lock and a
- * wake-up. Until then the agent does not connect, and says once why.
+ * Trust. An agent whose coordinator (or node relay) is on its machine connects through
+ * that server's Unix socket, checks the socket's owner is its own user, and needs no
+ * key: the server asks the kernel who it is (trust.h). Only a link that crosses machines
+ * proves the agent key. With a configured secret every agent has it from the start.
+ * Otherwise rank 0's process makes the job's secret (auth.h), publishes it only when some
+ * rank is on another machine, and those ranks' agents wait for it: Python takes it from
+ * the job's torch.distributed store on the training thread, at PerfTracker() and at
+ * step() (never here, so this thread never waits on the store or the GIL), and hands it
+ * over with pt_agent_offer_job_secret -- a copy under a lock and a wake-up. Until then
+ * such an agent does not connect, and says once why.
  *
  * The process-wide API of agent.h is at the end: it reads the environment, starts the
  * coordinator too when this process is rank 0, and holds the one pt_agent. In a job that
@@ -485,7 +489,8 @@ static void handle_welcome(pt_agent *a, const pt_ctl_msg *m, int64_t now)
 {
     /* Through a Unix socket (the coordinator's, or the node's relay) the peer is this user's
      * process: pt_net_connect asked the kernel. Over TCP it proves the job key. */
-    if (!pt_net_is_local_socket(a->cfg.coordinator_host) && !pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
+    if (!pt_net_is_local_socket(a->cfg.coordinator_host) &&
+        !pt_auth_server_proven(&a->cfg.key, PT_CTL_ROLE_AGENT, a->server_nonce, a->client_nonce, m->mac)) {
         char where[PT_HOST_MAX + 16];
         pt_net_endpoint_name(a->cfg.coordinator_host, a->cfg.coordinator_port, where, sizeof where);
         pt_ctl_logf(&a->cfg.log, "the peer at %s does not know the job key; not joining it", where);

@@ -439,7 +439,13 @@ typedef struct round_guard {
     int32_t steps_asked;
     uint64_t summary_bytes;     /* kept so far (ROUND_SUMMARY_BYTES_MAX) */
     uint64_t ignored;           /* outcomes for ranks outside the job or already settled */
+    uint64_t foreign_workers;   /* outcomes whose connection is another user's */
+    uint64_t notices;           /* NOTICEs taken (at most ROUND_NOTICES_MAX; the rest counted) */
 } round_guard;
+
+/* A coordinator sends a notice per kind of refused connection (trust.h: at most 17): a
+ * bound, so that a hostile one cannot flood the report and the terminal. */
+#define ROUND_NOTICES_MAX 64
 
 static void guard_init(round_guard *g, const pt_trigger_request *req, int64_t now)
 {
@@ -489,22 +495,22 @@ static void security_notice(pt_round *r, const pt_trigger_observer *obs, const c
 }
 
 /* The coordinator's view of a worker's connection against what this CLI knows of the
- * job: its user is this one (only the job's user can read the control key), and a
- * worker's own pid is the pid its connection belongs to. */
-static void check_identity(pt_round *r, const pt_ctl_msg *m, const pt_trigger_observer *obs)
+ * job: its user is this one (only the job's user can read the control key). Its pid is
+ * shown, not judged: a worker in a container of its own pid namespace gives its own pid
+ * one number and the kernel another. Once per round: a hostile coordinator could say
+ * it of every worker. */
+static void check_identity(pt_round *r, const pt_ctl_msg *m, const pt_trigger_observer *obs, round_guard *g)
 {
     const pt_ctl_worker *w = &m->worker;
+    if (w->uid < 0 || w->uid == (int64_t)geteuid())
+        return;
+    if (g->foreign_workers++ > 0)
+        return;
     char text[PT_CTL_MAX_SEEN_FROM + 256], seen[PT_CTL_MAX_SEEN_FROM + 1];
     pt_ctl_copy_str(seen, sizeof seen, w->seen_from);
-    if (w->uid >= 0 && w->uid != (int64_t)geteuid()) {
-        snprintf(text, sizeof text, "rank %d's connection (%s) belongs to user %lld, not the job's user %lld: its "
-                 "outcome is not the job's", (int)w->rank, seen, (long long)w->uid, (long long)geteuid());
-        security_notice(r, obs, text);
-    } else if (w->conn_pid > 0 && w->pid > 0 && w->conn_pid != w->pid) {
-        snprintf(text, sizeof text, "rank %d says it is pid %lld, but its connection (%s) belongs to pid %lld",
-                 (int)w->rank, (long long)w->pid, seen, (long long)w->conn_pid);
-        security_notice(r, obs, text);
-    }
+    snprintf(text, sizeof text, "rank %d's connection (%s) belongs to user %lld, not the job's user %lld: its "
+             "outcome is not the job's", (int)w->rank, seen, (long long)w->uid, (long long)geteuid());
+    security_notice(r, obs, text);
 }
 
 /* An outcome for this rank may be recorded: the rank is in the job and has none yet. */
@@ -515,7 +521,7 @@ static bool accept_outcome(pt_round *r, pt_ctl_msg *m, int32_t world, round_guar
         return false;
     }
     m->worker.world_size = world; /* the round's, whatever the message says */
-    check_identity(r, m, obs);
+    check_identity(r, m, obs, g);
     return true;
 }
 
@@ -596,6 +602,12 @@ static void record_summary(pt_round *r, pt_ctl_msg *m, round_guard *g, const pt_
 
 static void note_ignored(pt_round *r, const round_guard *g)
 {
+    if (g->foreign_workers > 1)
+        pt_round_add_warning(r, "security: %llu workers' connections belong to users other than the job's",
+                             (unsigned long long)g->foreign_workers);
+    if (g->notices > ROUND_NOTICES_MAX)
+        pt_round_add_warning(r, "security: the coordinator sent %llu more notices than the %d kept",
+                             (unsigned long long)(g->notices - ROUND_NOTICES_MAX), ROUND_NOTICES_MAX);
     if (g->ignored)
         pt_round_add_warning(r, "ignored %llu messages from the coordinator about ranks outside the job's %d or "
                                 "already settled", (unsigned long long)g->ignored, (int)pt_round_world_size(r));
@@ -775,6 +787,8 @@ static int collect(pt_conn *c, pt_round **r, const char *dir, const pt_ctl_msg *
             worker_event(obs, &m, m.kind, 0);
             break;
         case PT_CTL_NOTICE:
+            if (g.notices++ >= ROUND_NOTICES_MAX)
+                break;
             pt_ctl_copy_str(text, sizeof text, m.text);
             security_notice(*r, obs, text);
             break;

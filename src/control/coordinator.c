@@ -1580,6 +1580,9 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
                       : m->role == PT_CTL_ROLE_RELAY ? "relay" : "peer",
                       p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
                                                                                      : "wrong job key");
+        if (worker_role && m->type == PT_CTL_AUTH && m->version == PT_CTL_VERSION)
+            pt_notices_add(&c->notices, "wrong-key", "a %s from %s failed authentication (not the job's key) and "
+                           "was refused", m->role == PT_CTL_ROLE_RELAY ? "relay" : "worker", p->addr);
         refuse(c, p, "authentication failed: this job's key is needed", now);
         return;
     }

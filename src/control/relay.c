@@ -287,7 +287,8 @@ static void on_welcome(pt_relay *r, const pt_ctl_msg *m, int64_t now)
 {
     /* A coordinator on this machine is reached through its Unix socket, whose owner
      * pt_net_connect checked is this user: no key to prove, and none needed. */
-    if (!pt_net_is_local_socket(r->cfg.coordinator_host) && !pt_auth_server_proven(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, m->mac)) {
+    if (!pt_net_is_local_socket(r->cfg.coordinator_host) &&
+        !pt_auth_server_proven(&r->cfg.key, PT_CTL_ROLE_RELAY, r->server_nonce, r->client_nonce, m->mac)) {
         pt_ctl_logf(&r->cfg.log, "relay: the peer at %s:%u does not know the job key; not relaying to it",
                     r->cfg.coordinator_host, (unsigned)r->cfg.coordinator_port);
         up_down(r, now, "server proof mismatch");

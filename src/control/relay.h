@@ -4,9 +4,11 @@
  * In a large job the first agent of each node (local rank 0) hosts a relay: its node's
  * agents connect to it on loopback instead of to the coordinator, and the relay keeps the
  * node's one connection to rank 0's coordinator. So rank 0 holds one socket per node, not
- * one per worker. The relay authenticates both ways with the agent key: to its ranks as
- * the coordinator would (challenge, proof, proof back), to the coordinator with the relay
- * role. It forwards every frame of a joined rank unchanged, wrapped as RELAYED with that
+ * one per worker. Its ranks connect on its Unix socket, whose peer credentials vouch for
+ * them (another user's connection is closed, this user's needs no key); upstream it
+ * proves the agent key with the relay role when its coordinator is on another machine,
+ * and connects through the coordinator's own Unix socket when it is on this one. A
+ * rank's JOIN goes up with the uid and pid the kernel gave its connection. It forwards every frame of a joined rank unchanged, wrapped as RELAYED with that
  * rank (the rank it JOINed as: a connection cannot speak for another rank) -- but for
  * heartbeats, which it merges: the node's latest go up together once per beat_hold_ns in
  * one HEARTBEATS frame, each with how long it waited -- unwraps what
@@ -34,7 +36,7 @@ typedef struct pt_relay_config {
     uint16_t listen_port;               /* TCP only; 0: any free port (tests) */
     char coordinator_host[PT_HOST_MAX];
     uint16_t coordinator_port;
-    pt_key key;                         /* the agent key */
+    pt_key key;                         /* the agent key (unused when the coordinator is on this machine) */
     int32_t max_locals;                 /* connections from the node at once; 0: 256 (at most
                                            PT_CTL_MAX_BEATS) */
     int64_t beat_hold_ns;               /* how long a rank's heartbeat may wait to go up with the

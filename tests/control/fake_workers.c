@@ -26,6 +26,7 @@
  * On exit it prints "peak_rss_kb N" (VmHWM): for rank 0's process, the coordinator's. */
 #define _POSIX_C_SOURCE 200809L
 #include "control/coordinator.h"
+#include "control/agent_instance.h"
 #include "control/relay.h"
 #include "fake_fleet.h"
 
@@ -220,8 +221,15 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    snprintf(fc.coordinator_host, sizeof fc.coordinator_host, "%s", env.coordinator_host);
-    fc.coordinator_port = env.coordinator_port;
+    /* As a real worker: through the coordinator's Unix socket when it is on this machine
+     * (on the kernel's word), over TCP with the job key when it is on another. */
+    if (pt_agent_coordinator_is_here(&env)) {
+        pt_coordinator_socket_for(env.coordinator_port, fc.coordinator_host, sizeof fc.coordinator_host);
+        fc.coordinator_port = 0;
+    } else {
+        snprintf(fc.coordinator_host, sizeof fc.coordinator_host, "%s", env.coordinator_host);
+        fc.coordinator_port = env.coordinator_port;
+    }
     fc.relay_port = pt_relay_port_for(env.coordinator_port);
     fake_fleet *fleet = fake_fleet_start(&fc);
     bool ready = false;

@@ -53,7 +53,8 @@ def blob(data):
 
 
 def join_body(rank, world_size, host=b"intruder", pid=4242):
-    return struct.pack("<iiiiq", rank, 0, world_size, 0, pid) + blob(host)
+    """A JOIN; its connection fields (uid, pid as a relay saw them) say unknown."""
+    return struct.pack("<iiiiq", rank, 0, world_size, 0, pid) + blob(host) + struct.pack("<qq", -1, -1)
 
 
 def heartbeat_body(steps_done, mean_ns=20_000_000, stalled_ns=0):

@@ -72,7 +72,9 @@ static void derive(const void *secret, size_t len, const char *label, uint8_t ou
     pt_hmac_sha256(secret, len, parts, lens, 2, out);
 }
 
-/* Opens path for reading only if it is a regular file nobody but its owner can read. */
+/* Opens path for reading only if it is a regular file of this user's that nobody else can
+ * read or write: a secret someone else may write is theirs to choose (root included: a
+ * file another user owns is one that user can rewrite). */
 static int open_private_file(const char *path, pt_error *err)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -85,7 +87,7 @@ static int open_private_file(const char *path, pt_error *err)
         pt_error_set(err, "%s is not a regular file", path);
     } else if (st.st_mode & 077) {
         pt_error_set(err, "%s can be read or written by other users (chmod 600 it)", path);
-    } else if (st.st_uid != geteuid() && geteuid() != 0) {
+    } else if (st.st_uid != geteuid()) {
         pt_error_set(err, "%s belongs to another user", path);
     } else {
         return fd;

@@ -55,6 +55,7 @@
  * in which every ARM is refused. */
 #define _GNU_SOURCE
 #include "control/coordinator.h"
+#include "control/exit_files.h"
 #include "control/round.h"
 
 #include <errno.h>
@@ -319,6 +320,9 @@ static void publish_job_file(pt_coordinator *c)
                     "or --coordinator", err.message);
         job->file[0] = '\0';
     }
+    /* A SIGTERM from the launcher skips every atexit handler: these go with the process. */
+    pt_exit_files_add(job->file);
+    pt_exit_files_add(c->cfg.control_key.file);
 }
 
 /* At a clean stop nothing may stay behind that says a job runs here. */
@@ -330,6 +334,8 @@ static void unpublish(pt_coordinator *c)
         unlink(c->cfg.job.file);
     if (c->cfg.control_key.file[0])
         unlink(c->cfg.control_key.file);
+    pt_exit_files_remove(c->cfg.job.file);
+    pt_exit_files_remove(c->cfg.control_key.file);
 }
 
 /* ---------------------------------------------------------------- peers */

@@ -16,17 +16,20 @@
 
 #include "control/agent_instance.h"
 #include "control/auth.h"
+#include "control/coordinator.h"
 #include "control/autotrigger.h"
 #include "control/discover.h"
 #include "control/job_env.h"
 #include "control/jobfile.h"
 #include "control/net.h"
 #include "control/protocol.h"
+#include "control/relay.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void hex(const uint8_t *bytes, size_t n, char *out)
@@ -661,6 +664,188 @@ static void test_keys_secret_file_and_key_dir(void **state)
     clear_job_env();
 }
 
+/* Rank 0's coordinator in a child process with its job files published: `disposition` is
+ * what SIGTERM does there before it starts (SIG_DFL, or SIG_IGN, which must be kept), and
+ * with fork_worker the child forks a process of its own (a DataLoader worker, which
+ * inherits the handler but not the files) and reports its pid. The child says 'r' when
+ * the files are written, then waits for signals. */
+static pid_t start_publishing_child(int report_fd, void (*disposition)(int), bool fork_worker)
+{
+    pid_t child = fork();
+    if (child != 0)
+        return child;
+    signal(SIGTERM, disposition);
+    pt_job_env env;
+    pt_error err;
+    setenv("RANK", "0", 1);
+    if (pt_job_env_read(&env, true, &err) != 0)
+        _exit(2);
+    pt_coordinator_config cfg;
+    if (pt_coordinator_config_from_env(&cfg, &env, &err) != 0)
+        _exit(3);
+    cfg.port = 0;
+    cfg.local_socket = false;
+    if (!pt_coordinator_start(&cfg, &err))
+        _exit(4);
+    pid_t worker = fork_worker ? fork() : 0;
+    if (fork_worker && worker == 0) {
+        for (;;)
+            pause();
+    }
+    if (write(report_fd, "r", 1) != 1 || write(report_fd, &worker, sizeof worker) != (ssize_t)sizeof worker)
+        _exit(5);
+    for (;;)
+        pause();
+}
+
+static int files_in(const char *dir, const char *prefix)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | grep -c '^%s' >/dev/null", dir, prefix);
+    return system(cmd) == 0;
+}
+
+/* A SIGTERM (a launcher's, a scheduler's) ends rank 0 without its atexit handlers: its job
+ * file and control key go with it all the same, and it still dies of the signal. Not on
+ * a SIGTERM to a process it forked, nor when the program ignores SIGTERM itself. */
+static void test_job_files_go_with_a_terminating_signal(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pt-test-sigterm-XXXXXX", key_dir[128];
+    pt_job_env env;
+    job_in_temp_dir(dir, key_dir, sizeof key_dir, "29800", &env);
+    for (int ignore = 0; ignore <= 1; ignore++) {
+        int pipe_fds[2];
+        assert_int_equal(pipe(pipe_fds), 0);
+        pid_t child = start_publishing_child(pipe_fds[1], ignore ? SIG_IGN : SIG_DFL, !ignore);
+        char ready = 0;
+        pid_t worker = 0;
+        assert_int_equal(read(pipe_fds[0], &ready, 1), 1);
+        assert_int_equal(read(pipe_fds[0], &worker, sizeof worker), (ssize_t)sizeof worker);
+        assert_true(files_in(key_dir, "job-") && files_in(key_dir, "control-"));
+        int status = 0;
+        if (worker > 0) { /* the forked worker dies of it and leaves the files alone */
+            assert_int_equal(kill(worker, SIGTERM), 0);
+            assert_int_equal(waitpid(worker, &status, 0), -1); /* not ours: the child's */
+            for (int i = 0; i < 100 && kill(worker, 0) == 0; i++)
+                nanosleep(&(struct timespec){0, 10000000}, NULL);
+            assert_true(files_in(key_dir, "job-") && files_in(key_dir, "control-"));
+        }
+        assert_int_equal(kill(child, SIGTERM), 0);
+        if (ignore) { /* the program's own choice stands: still alive, files still there */
+            nanosleep(&(struct timespec){0, 200000000}, NULL);
+            assert_int_equal(waitpid(child, &status, WNOHANG), 0);
+            assert_true(files_in(key_dir, "job-"));
+            kill(child, SIGKILL);
+        }
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), ignore ? SIGKILL : SIGTERM);
+        assert_int_equal(files_in(key_dir, "job-"), ignore); /* SIGKILL leaves them: the CLI's stale check */
+        assert_int_equal(files_in(key_dir, "control-"), ignore);
+        close(pipe_fds[0]), close(pipe_fds[1]);
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -f '%s'/*", key_dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    clear_job_env();
+}
+
+/* The relay tree's switch at its bounds: several ranks a node and at least 256 workers
+ * (PERFTRACKER_RELAY_MIN_WORLD), or forced on or off. */
+static void test_relay_tree_threshold(void **state)
+{
+    (void)state;
+    unsetenv("PERFTRACKER_RELAY");
+    unsetenv("PERFTRACKER_RELAY_MIN_WORLD");
+    assert_false(pt_relay_wanted(255, 8));
+    assert_true(pt_relay_wanted(256, 8));
+    assert_true(pt_relay_wanted(257, 8));
+    assert_false(pt_relay_wanted(256, 256)); /* one node: nothing to relay */
+    assert_false(pt_relay_wanted(256, 1));   /* a rank a node: a relay per rank saves nothing */
+    assert_false(pt_relay_wanted(256, -1));  /* unknown: never guessed */
+    setenv("PERFTRACKER_RELAY_MIN_WORLD", "4", 1);
+    assert_false(pt_relay_wanted(3, 2));
+    assert_true(pt_relay_wanted(4, 2));
+    unsetenv("PERFTRACKER_RELAY_MIN_WORLD");
+    setenv("PERFTRACKER_RELAY", "1", 1);
+    assert_false(pt_relay_wanted(2, 1)); /* forced on still needs several ranks a node */
+    assert_true(pt_relay_wanted(4, 2));
+    setenv("PERFTRACKER_RELAY", "0", 1);
+    assert_false(pt_relay_wanted(100000, 8));
+    unsetenv("PERFTRACKER_RELAY");
+}
+
+static int write_file_mode(const char *path, const char *text, mode_t mode)
+{
+    unlink(path);
+    int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        return -1;
+    close(fd);
+    return chmod(path, mode);
+}
+
+/* A secret or key file others may write (even without reading it) is someone else's to
+ * choose, and an empty secret would make every key derive from a public string: each is
+ * refused, at the boundary of the mode bits (0600 taken, one more bit refused), and a file
+ * of another user's is refused even for root. */
+static void test_writable_or_empty_secrets_are_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pt-test-secrets-XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/secret", dir);
+    unsetenv("PERFTRACKER_SECRET");
+    setenv("PERFTRACKER_SECRET_FILE", path, 1);
+    pt_key key;
+    pt_error err;
+    static const mode_t refused[] = {0602, 0620, 0601, 0610, 0604, 0640, 0660, 0606};
+    for (size_t i = 0; i < PT_ARRAY_LEN(refused); i++) {
+        assert_int_equal(write_file_mode(path, "s3cret\n", refused[i]), 0);
+        assert_int_equal(pt_auth_agent_key(&key, &err), -1);
+        assert_non_null(strstr(err.message, "other users"));
+        assert_int_equal(pt_auth_read_key_file(path, &key, &err), -1);
+    }
+    assert_int_equal(write_file_mode(path, "s3cret\n", 0600), 0);
+    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
+    assert_int_equal(write_file_mode(path, "s3cret\n", 0400), 0); /* read-only for its owner: fine */
+    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
+
+    static const char *empty[] = {"", "\n", " \r\n", "\n\n\n"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(empty); i++) {
+        assert_int_equal(write_file_mode(path, empty[i], 0600), 0);
+        assert_int_equal(pt_auth_agent_key(&key, &err), -1);
+        assert_non_null(strstr(err.message, "is empty"));
+    }
+    assert_int_equal(write_file_mode(path, "x\n", 0600), 0); /* one byte is a secret (a weak one) */
+    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
+
+    /* A control key file others may write is refused as the secret file is. */
+    char hex[2 * PT_KEY_BYTES + 2];
+    for (int i = 0; i < 2 * PT_KEY_BYTES; i++)
+        hex[i] = "0123456789abcdef"[i % 16];
+    hex[2 * PT_KEY_BYTES] = '\n', hex[2 * PT_KEY_BYTES + 1] = '\0';
+    assert_int_equal(write_file_mode(path, hex, 0602), 0);
+    assert_int_equal(pt_auth_read_key_file(path, &key, &err), -1);
+    assert_int_equal(write_file_mode(path, hex, 0600), 0);
+    assert_int_equal(pt_auth_read_key_file(path, &key, &err), 0);
+
+    if (geteuid() == 0) { /* another user's 0600 file: they can rewrite it */
+        assert_int_equal(write_file_mode(path, "s3cret\n", 0600), 0);
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        assert_int_equal(pt_auth_agent_key(&key, &err), -1);
+        assert_non_null(strstr(err.message, "belongs to another user"));
+        assert_int_equal(pt_auth_read_key_file(path, &key, &err), -1);
+    }
+    unsetenv("PERFTRACKER_SECRET_FILE");
+    unlink(path);
+    rmdir(dir);
+}
+
 /* A job file says where the job is; a stale one (its process gone: a mismatching start
  * time stands for a reused pid) is removed with the key file beside it, and a key file
  * named elsewhere is neither offered nor removed. */
@@ -981,6 +1166,9 @@ int main(void)
         cmocka_unit_test(test_proofs_depend_on_key_role_and_nonces),
         cmocka_unit_test(test_job_env_torchrun_and_slurm),
         cmocka_unit_test(test_keys_secret_file_and_key_dir),
+        cmocka_unit_test(test_writable_or_empty_secrets_are_refused),
+        cmocka_unit_test(test_relay_tree_threshold),
+        cmocka_unit_test(test_job_files_go_with_a_terminating_signal),
         cmocka_unit_test(test_job_files_live_and_stale),
         cmocka_unit_test(test_slowdown_needs_five_percent),
         cmocka_unit_test(test_noise_raises_the_bar),

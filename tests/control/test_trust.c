@@ -348,6 +348,42 @@ static void test_a_ranks_own_process_takes_it_from_a_key_holder(void **state)
     stop_job(&j);
 }
 
+/* --wait at its bound: 0 starts the window at the highest step the workers reached, 1 a
+ * step later; neither may start behind a worker (its window would be gone before the ARM
+ * came), so both rounds profile every worker. */
+static int64_t started_at;
+
+static void note_start(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p)
+{
+    (void)ctx, (void)round, (void)steps, (void)p;
+    started_at = start_step;
+}
+
+static void test_wait_zero_and_one_profile_every_worker(void **state)
+{
+    (void)state;
+    job j = {0};
+    start_job(&j, true);
+    j.fleet = start_fleet(&j, 0, WORLD, true, agent_key(SECRET));
+    assert_int_equal(stats_when(&j, agents_are, WORLD).agents, WORLD);
+    nanosleep(&(struct timespec){0, 300 * MS}, NULL); /* some steps made and heard of */
+    int64_t before = 0;
+    for (int32_t wait = 0; wait <= 1; wait++) {
+        pt_trigger_observer obs = {.started = note_start};
+        pt_trigger_request req = {wait, 2, PT_SAVE_RAW_NONE, j.out_dir, true, 20000, j.coordinator_addr};
+        pt_trigger_result result;
+        pt_error err;
+        started_at = -1;
+        assert_int_equal(pt_trigger_run(&req, &obs, &result, &err), 0);
+        assert_true(started_at > before); /* steps were made, and the second round came later */
+        before = started_at;
+        assert_int_equal(result.summaries, WORLD);
+        assert_int_equal(result.failed, 0);
+        pt_json_free(result.report);
+    }
+    stop_job(&j);
+}
+
 /* The notices are bounded: a line per kind, the rest counted, whatever the flood. */
 static void test_notices_keep_a_line_per_kind(void **state)
 {
@@ -383,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_local_tcp_worker_with_the_store_key_is_refused),
         cmocka_unit_test(test_coordinator_socket_closes_another_user),
         cmocka_unit_test(test_a_ranks_own_process_takes_it_from_a_key_holder),
+        cmocka_unit_test(test_wait_zero_and_one_profile_every_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

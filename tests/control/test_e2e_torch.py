@@ -45,7 +45,8 @@ say rank 0 is still starting and to try again, not that it runs without the coll
 once the gate opens the job registers and is listed.
 launcher-killed: the README's job (demo-job.py --launch 4) stopped by killing its launcher's
 pid, once with SIGTERM (`kill PID`) and once with SIGKILL: its 4 ranks must end with it
-(they used to keep running, orphaned).
+(they used to keep running, orphaned), and rank 0's job file and control key with them
+(killed by a signal, it runs no atexit handler).
 rounds-S: the README's example at sleep scale S (rank r sleeps r x S s a step), with a
 process burning the CPU rank 3 is pinned to, profiled in 5 rounds in a row: every round
 names rank 3 first. The verdict must rest on who the others wait for, not on how noisy
@@ -559,6 +560,10 @@ def check_launcher_killed(demo_job, env, tmp):
                 time.sleep(0.5)
             ranks = children_of(job.pid)
             assert "Epoch: 1" in text and len(ranks) == 4, "the job did not start: ranks %s\n%s" % (ranks, text[-3000:])
+            keys = env["PERFTRACKER_KEY_DIR"]
+            published = lambda: glob.glob(os.path.join(keys, "job-*.info")) + \
+                glob.glob(os.path.join(keys, "control-*.key"))  # noqa: E731
+            assert len(published()) == 2, "rank 0 did not register the job: %s" % published()
             os.kill(job.pid, sig)
             job.wait(timeout=60)
             deadline = time.time() + 60  # a generous bound: a loaded machine is slow to end 4 torch processes
@@ -566,7 +571,11 @@ def check_launcher_killed(demo_job, env, tmp):
                 time.sleep(0.5)
             left = [p for p in ranks if running(p)]
             assert not left, "killing the launcher with signal %d left its ranks %s running" % (sig, left)
-            print("e2e launcher-killed: signal %d to the launcher ended its 4 ranks %s" % (sig, ranks))
+            # The ranks die of the SIGTERM their launcher's death sends (PDEATHSIG): rank 0's
+            # atexit never runs, and its job files must go all the same.
+            assert not published(), "the job's files stayed behind it: %s" % published()
+            print("e2e launcher-killed: signal %d to the launcher ended its 4 ranks %s and left no job file"
+                  % (sig, ranks))
         finally:
             stop(job)
             for p in ranks:  # whatever the check found left, so the next test starts clean

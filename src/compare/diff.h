@@ -88,6 +88,13 @@ void pt_diff_run_from_summaries(pt_diff_run *run, const char *label, pt_run_sour
 int pt_diff_run_from_report(pt_diff_run *run, const char *label, pt_json *report, const char *report_path,
                             pt_error *err);
 
+/* Worker values a report's job-wide ratios may ask of the comparison per byte of the
+ * report (and of its parts read): a job-wide ratio is a value for every worker that ran
+ * its class, about 0.1 us of comparison each. The reports perftracker writes ask for one
+ * per 40 bytes or fewer (4096 workers of one step each). Past this, functions are left
+ * out (pt_diff_run_from_report). */
+#define PT_REPORT_JOB_VALUES_PER_BYTE 2
+
 /* The exposed time a report's job-wide figure gives worker s of the run (f->job_ratio of
  * s's window), or PT_RUN_NO_RECORD where it gives none: no job ratio, or s did not run
  * f's class (no exposed time in it). A worker among f's records has its own instead. */

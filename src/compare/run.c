@@ -21,15 +21,16 @@
  *
  * Cost. A report lists each function once: one job-wide ratio and the few workers it
  * names. The run keeps it so (pt_run_function, and a pt_run_record per named worker); the
- * rebuilt workers hold no functions. Copying the job's ratio into every worker made a
- * report of W workers and M functions, a file of W + M entries, into W x M records. The
+ * rebuilt workers hold no functions: copying the job's ratio into every worker would make
+ * a report of W workers and M functions, a file of W + M entries, W x M records. The
  * comparison still makes the job-wide value for each worker that ran the class, W values
- * a function, so the report's size bounds how many it may ask for: JOB_VALUES_PER_BYTE
- * per byte of the report and the parts read (json_bytes). A function past that is left
- * out whole, with a warning, and its class is not complete (absence is not judged). The
- * reports perftracker writes ask for one value per 76 to 1700 bytes (synthetic jobs of 4
- * to 200 workers, the real traces' reports): a worker's entry is hundreds of bytes. Every
- * other step reads each value of the report once, worker names through a hash table.
+ * a function, so the report's size bounds how many it may ask for:
+ * PT_REPORT_JOB_VALUES_PER_BYTE per byte of the report and the parts read (json_bytes). A
+ * function past that is left out whole, with a warning, and its class is not complete
+ * (absence is not judged). The reports perftracker writes ask for one value per 43 to 1700
+ * bytes (synthetic jobs of 4 to 4096 workers, the real traces' reports): a worker's entry
+ * is hundreds of bytes, and the sections list a few dozen job-wide functions. Every other
+ * step reads each value of the report once, worker names through a hash table.
  *
  * Whatever the source, a run holds only workers that pass pt_summary_check (admit): a
  * summary made in memory from a hostile trace, or rebuilt from a hostile report, is as
@@ -215,13 +216,6 @@ static pt_worker_summary *worker_from_json(const pt_json *w, int32_t world_size)
 
 /* ------------------------------------------------------------ rebuilding functions */
 
-/* Worker values a report's job-wide ratios may cost the comparison per byte of the report
- * (and of its parts read): about 0.1 us of comparison each. A report perftracker writes
- * asks for under one per 70 bytes: a worker's entry is hundreds of bytes (its steps) and
- * the sections list a few dozen job-wide functions (the 10 costliest kernels, memory
- * kinds, collectives, runtime calls over 0.1%). */
-#define JOB_VALUES_PER_BYTE 1
-
 typedef struct rebuild {
     pt_worker_summary **workers;
     size_t n, cap;
@@ -244,7 +238,7 @@ typedef struct rebuild {
     size_t ran[PT_CLASS_COUNT]; /* workers with exposed time in each class: what one job-wide
                                    ratio costs the comparison */
     size_t bytes;               /* of the report and the parts read (json_bytes) */
-    size_t job_values_left;     /* of bytes x JOB_VALUES_PER_BYTE */
+    size_t job_values_left;     /* of bytes x PT_REPORT_JOB_VALUES_PER_BYTE */
     size_t left_out;            /* job-wide functions the budget did not cover */
     unsigned left_out_classes;  /* their classes, as bits */
     pt_buf part_problems;       /* a line per part not read */
@@ -448,7 +442,8 @@ static void start_functions(rebuild *r)
     for (size_t w = 0; w < r->n; w++)
         for (int c = 0; c < PT_CLASS_COUNT; c++)
             r->ran[c] += r->workers[w]->exposed_ns[c] > 0 && r->workers[w]->window_ns > 0;
-    r->job_values_left = r->bytes > SIZE_MAX / JOB_VALUES_PER_BYTE ? SIZE_MAX : r->bytes * JOB_VALUES_PER_BYTE;
+    size_t most = SIZE_MAX / PT_REPORT_JOB_VALUES_PER_BYTE;
+    r->job_values_left = r->bytes > most ? SIZE_MAX : r->bytes * PT_REPORT_JOB_VALUES_PER_BYTE;
 }
 
 /* One worker of the report's (or its parts'), unless it has no profile or a worker of its
@@ -552,7 +547,7 @@ static void warn_left_out(const rebuild *r, pt_diff_run *run, const char *label)
                   "%s: %zu function(s) with a job-wide ratio are not compared: giving each to every worker that "
                   "ran its class would cost more than %d worker value(s) per byte of the report (%zu bytes); "
                   "their classes' functions are not judged added or removed",
-                  label, r->left_out, JOB_VALUES_PER_BYTE, r->bytes);
+                  label, r->left_out, PT_REPORT_JOB_VALUES_PER_BYTE, r->bytes);
     pt_diff_run_warn(run, line.data);
     pt_buf_free(&line);
 }

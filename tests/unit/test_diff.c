@@ -850,30 +850,31 @@ static size_t kept_of(size_t workers, size_t functions, size_t bytes, bool *warn
 }
 
 /* A job-wide ratio costs the comparison a value per worker that ran its class (here all
- * 200), and a report may ask for one value per byte it has: with k x 200 - 1 bytes it
- * keeps k - 1 of 200 functions, with k x 200 and k x 200 + 1 bytes k, in the order
- * listed, and says how many it left out; its memory operations are then not complete. A
- * report that asks for exactly what its bytes allow keeps all, and says nothing. */
-static void test_job_wide_ratios_cost_a_value_per_byte(void **state)
+ * 400), and a report may ask for PT_REPORT_JOB_VALUES_PER_BYTE values per byte it has, so
+ * a function costs it per = 400 / that bytes: with k x per - 1 bytes it keeps k - 1 of
+ * 400 functions, with k x per and k x per + 1 bytes k, in the order listed, and says how
+ * many it left out; its memory operations are then not complete. A report whose bytes pay
+ * for exactly all its functions keeps all and says nothing; one byte fewer, one fewer. */
+static void test_job_wide_ratios_cost_values_per_byte(void **state)
 {
     (void)state;
-    const size_t workers = 200, functions = 200;
-    size_t k = unpadded_bytes(workers, functions) / workers + 1;
+    const size_t workers = 400, per = workers / PT_REPORT_JOB_VALUES_PER_BYTE;
+    assert_int_equal(workers % PT_REPORT_JOB_VALUES_PER_BYTE, 0);
+    size_t functions = 400, k = unpadded_bytes(workers, functions) / per + 1;
     assert_true(k + 1 < functions); /* the bound is reached in every case */
     bool warned, complete;
-    assert_int_equal(kept_of(workers, functions, k * workers - 1, &warned, &complete), k - 1);
+    assert_int_equal(kept_of(workers, functions, k * per - 1, &warned, &complete), k - 1);
     assert_true(warned && !complete);
-    assert_int_equal(kept_of(workers, functions, k * workers, &warned, &complete), k);
+    assert_int_equal(kept_of(workers, functions, k * per, &warned, &complete), k);
     assert_true(warned && !complete);
-    assert_int_equal(kept_of(workers, functions, k * workers + 1, &warned, &complete), k);
+    assert_int_equal(kept_of(workers, functions, k * per + 1, &warned, &complete), k);
     assert_true(warned && !complete);
 
-    /* Fewer functions: bytes that pay for exactly all of them, then one byte fewer. */
-    const size_t some = 120;
-    assert_true(unpadded_bytes(workers, some) <= some * workers);
-    assert_int_equal(kept_of(workers, some, some * workers, &warned, &complete), some);
+    functions = 200;
+    assert_true(unpadded_bytes(workers, functions) <= functions * per);
+    assert_int_equal(kept_of(workers, functions, functions * per, &warned, &complete), functions);
     assert_true(!warned && complete);
-    assert_int_equal(kept_of(workers, some, some * workers - 1, &warned, &complete), some - 1);
+    assert_int_equal(kept_of(workers, functions, functions * per - 1, &warned, &complete), functions - 1);
     assert_true(warned && !complete);
 }
 
@@ -1013,7 +1014,7 @@ int main(void)
         cmocka_unit_test(test_different_sizes_compare_median_workers),
         cmocka_unit_test(test_one_step_says_noise_is_unknown),
         cmocka_unit_test(test_median_with_at_bounds),
-        cmocka_unit_test(test_job_wide_ratios_cost_a_value_per_byte),
+        cmocka_unit_test(test_job_wide_ratios_cost_values_per_byte),
         cmocka_unit_test(test_job_wide_ratio_is_every_unnamed_workers),
         cmocka_unit_test(test_findings_match_by_category_and_function),
     };

@@ -95,6 +95,8 @@ static int join_as(uint16_t port, const pt_key *key, int32_t rank, int32_t world
         *p++ = (uint8_t)((uint64_t)4242 >> (8 * i));
     memcpy(p, "\4\0\0\0evil", 8);
     p += 8;
+    memset(p, 0xff, 16); /* its connection's uid and pid, as a relay would say them: -1, unknown */
+    p += 16;
     uint32_t body = (uint32_t)(p - raw - 4);
     for (int i = 0; i < 4; i++)
         raw[i] = (uint8_t)(body >> (8 * i));

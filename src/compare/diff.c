@@ -106,6 +106,7 @@ typedef struct fn_table {
     size_t row_count, row_cap;
     fn_ref *refs;
     pt_strtab index;                   /* class byte + name -> row */
+    pt_buf key;                        /* room for a key */
 } fn_table;
 
 typedef struct side {
@@ -124,16 +125,23 @@ static void row_key(pt_buf *key, pt_class cls, const char *name)
     pt_buf_puts(key, name);
 }
 
-/* The row of (cls, name), new rows added (NULL group) when add is set; NULL when absent. */
-static fn_row *table_row(fn_table *t, pt_class cls, const char *name, bool add)
+/* The row of (cls, name), or NULL. */
+static const fn_row *find_row(const fn_table *t, pt_class cls, const char *name)
 {
     pt_buf key = PT_BUF_INIT;
     row_key(&key, cls, name);
-    uint32_t id = add ? pt_strtab_intern(&t->index, key.data, key.len) : pt_strtab_find(&t->index, key.data, key.len);
+    uint32_t id = pt_strtab_find(&t->index, key.data, key.len);
     pt_buf_free(&key);
-    if (id == UINT32_MAX)
-        return NULL;
-    if (id == t->row_count) {
+    return id == UINT32_MAX ? NULL : &t->rows[id];
+}
+
+/* The row of (cls, name), added (no group, no refs) when new; *added says which. */
+static fn_row *intern_row(fn_table *t, pt_class cls, const char *name, bool *added)
+{
+    row_key(&t->key, cls, name);
+    uint32_t id = pt_strtab_intern(&t->index, t->key.data, t->key.len);
+    *added = id == t->row_count;
+    if (*added) {
         PT_GROW(t->rows, t->row_cap, t->row_count + 1);
         t->rows[t->row_count++] = (fn_row){cls, name, NULL, NULL, 0, 0, 0};
     }
@@ -153,7 +161,8 @@ static void table_add_workers(fn_table *t, const pt_analysis *a)
         for (size_t i = 0; i < a->workers[w]->function_count; i++) {
             pt_function_summary cell;
             const pt_function_summary *f = pt_summary_function(a->workers[w], i, &cell, NULL);
-            fn_row *row = table_row(t, f->cls, f->name, true);
+            bool added;
+            fn_row *row = intern_row(t, f->cls, f->name, &added);
             if (!row->group && f->group)
                 row->group = f->group;
             row->count++;
@@ -249,9 +258,9 @@ static void table_add_report(fn_table *t, const side *s)
     t->refs = pt_xrealloc(t->refs, (held + run->record_count + 1) * sizeof *t->refs);
     for (size_t i = 0; i < run->function_count; i++) {
         const pt_run_function *f = &run->functions[i];
-        size_t known = t->row_count;
-        fn_row *row = table_row(t, f->cls, f->name, true);
-        if (t->row_count == known) /* a summary's function of that name: not the report's to add */
+        bool added;
+        fn_row *row = intern_row(t, f->cls, f->name, &added);
+        if (!added) /* a summary's function of that name: not the report's to add */
             continue;
         row->group = f->group;
         row->report = f;
@@ -300,13 +309,14 @@ static void side_free(side *s)
     free(s->fns.rows);
     free(s->fns.refs);
     pt_strtab_free(&s->fns.index);
+    pt_buf_free(&s->fns.key);
     pt_analysis_free(&s->a);
 }
 
 /* The row of (cls, name) where some worker of the side has a value of it, or NULL. */
 static const fn_row *side_row(const side *s, pt_class cls, const char *name)
 {
-    const fn_row *row = table_row((fn_table *)&s->fns, cls, name, false);
+    const fn_row *row = find_row(&s->fns, cls, name);
     return row && row->workers ? row : NULL;
 }
 

@@ -144,6 +144,40 @@ static pt_json *read_part(const char *report_dir, const char *folder, const char
     return part;
 }
 
+/* A listed file name and where it is listed, to find names listed twice. */
+typedef struct listed_part {
+    const char *file;
+    size_t index;
+} listed_part;
+
+static int by_file_then_index(const void *a, const void *b)
+{
+    const listed_part *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Which listed parts name a file listed before them: each file holds one part, whose index
+ * must be where it is listed, so a repeat can only fail -- after being read and parsed,
+ * up to PART_MAX_BYTES each time, which made a few MB of report cost hundreds of GB of
+ * parsing. NULL when there is nothing to mark (or no memory: then every part is read). */
+static bool *repeated_parts(const pt_json *files, size_t count)
+{
+    listed_part *listed = count ? malloc(count * sizeof *listed) : NULL;
+    bool *repeat = count ? calloc(count, sizeof *repeat) : NULL;
+    if (!listed || !repeat) {
+        free(listed), free(repeat);
+        return NULL;
+    }
+    for (size_t i = 0; i < count; i++)
+        listed[i] = (listed_part){pt_json_get_string(files->items[i], "file", ""), i};
+    qsort(listed, count, sizeof *listed, by_file_then_index);
+    for (size_t i = 1; i < count; i++)
+        repeat[listed[i].index] = strcmp(listed[i].file, listed[i - 1].file) == 0;
+    free(listed);
+    return repeat;
+}
+
 size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_report_part_visitor visit, void *ctx,
                            pt_buf *problems)
 {
@@ -157,6 +191,7 @@ size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_re
         count = 0;
     }
     char *report_dir = pt_dirname(report_path);
+    bool *repeat = repeated_parts(files, count);
     for (size_t i = 0; i < count; i++) {
         const char *file = pt_json_get_string(files->items[i], "file", "");
         size_t n = strlen(file);
@@ -164,6 +199,8 @@ size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_re
         pt_json *part = NULL;
         if (!safe_name(file) || n <= strlen(".json") || !pt_ends_with(file, ".json") || n >= 250)
             pt_buf_printf(problems, "part %zu: \"%.80s\" is not a part's file name; not read\n", i, file);
+        else if (repeat && repeat[i])
+            pt_buf_printf(problems, "part %zu: \"%.80s\" is listed before; not read again\n", i, file);
         else if (!(part = read_part(report_dir, folder, file, (int64_t)i, &why)) ||
                  visit(ctx, folder, file, part, &why) != 0)
             pt_buf_printf(problems, "part %zu: %s\n", i, why.message);
@@ -171,6 +208,7 @@ size_t pt_report_each_part(const pt_json *report, const char *report_path, pt_re
             visited++;
         pt_json_free(part);
     }
+    free(repeat);
     free(report_dir);
     return visited;
 }

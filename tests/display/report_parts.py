@@ -2,8 +2,8 @@
 """`perftracker display --report OUT/report.json DIR` for a bounded report: DIR gets the
 scripts of the parts the report lists (read from OUT/parts/), the data the page's node
 drill-down and worker detail load, each the same as its part. What the report names is
-not trusted: a file name with a path in it, a part holding another index and a missing
-part are each skipped with a warning naming it, nothing is written outside DIR, and the
+not trusted: a file name with a path in it, a part holding another index, a missing
+part and a part listed again are each skipped with a warning naming it, nothing is written outside DIR, and the
 page is still written.
 
     report_parts.py PERFTRACKER WORK_DIR"""
@@ -70,6 +70,16 @@ def main():
     assert written == [files[0][:-5] + ".js", files[3][:-5] + ".js"], written
     assert os.listdir(os.path.join(work, "elsewhere")) == []
     assert os.path.isfile(os.path.join(page2, "index.html"))
+
+    # One part listed a thousand times: read once, each repeat named and not read again
+    # (each used to be read and parsed before its index was found wrong).
+    first = dict(doc["scale"]["parts"]["files"][0])
+    doc["scale"]["parts"]["files"] = [dict(first) for _ in range(1000)]
+    with open(report, "w") as f:
+        json.dump(doc, f)
+    err = display(cli, report, os.path.join(work, "page-repeats"))
+    assert "with the 1 part(s)" in err and err.count("is listed before; not read again") == 999, err[-2000:]
+    assert "part 1: \"%s\" is listed before" % files[0] in err, err[-2000:]
 
     # A folder name that would drive the terminal (set its title): refused, and printed
     # with its control characters replaced.

@@ -7,10 +7,13 @@
  * memory too: the memory this process may still use (pt_memory_headroom: ulimit -v, the
  * cgroup, what the machine has free), less a reserve for the reduce step, is shared
  * evenly by the files read at once (fewer of them than THREADS when a share would be too
- * small to be useful), a file that needs more than its share is refused, and an
- * allocation that fails anyway inside one file's read fails that file alone
- * (pt_run_guarded). Decoded summaries share one pool of function names
- * (pt_summary_share_names), and are freed as soon as the report tree exists. Then the
+ * small to be useful), a file that needs more than its share is refused (the summarizer
+ * counts a trace's records; what decoding allocates -- a zstd window, a summary's payload,
+ * its names and its place in the function store -- is counted against the share before
+ * it is allocated: pt_share_begin, util/input.h), and an allocation that fails anyway
+ * inside one file's read fails that file alone (pt_run_guarded). Decoded summaries share
+ * one pool of function names (pt_summary_share_names), and are freed as soon as the
+ * report tree exists. Then the
  * reduce step (pt_diagnose) and the writers; a job above PT_REPORT_FULL_MAX_WORKERS gets
  * the bounded report, its parts written beside report.json as pt_diagnose makes them. A JSON file that is no trace at all (a label.json
  * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
@@ -26,6 +29,7 @@
 #include "summarize/summarize.h"
 #include "summarize/summary_io.h"
 #include "trace/reader.h"
+#include "util/input.h"
 #include "util/strtab.h"
 #include "util/tar.h"
 
@@ -366,8 +370,10 @@ static void *summarize_worker(void *arg)
             break;
         worker_file f = {js->inputs->paths[i], &js->inputs->members[i], &opts, NULL, {{0}}};
         size_t asked = 0;
+        pt_share_begin(js->memory_budget); /* what decoding it allocates is counted (util/input.h) */
         if (!pt_run_guarded(load_worker_file, &f, &asked))
             pt_error_set(&f.err, "out of memory while reading it (an allocation of %zu MiB failed)", asked >> 20);
+        pt_share_end();
         js->summaries[i] = f.summary;
         if (!js->summaries[i]) {
             js->errors[i] = pt_xstrdup(f.err.message[0] ? f.err.message : "unreadable");

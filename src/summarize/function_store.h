@@ -4,7 +4,9 @@
  * bytes, and an allocation for its per-step values) is most of what a decoded job costs:
  * 100 000 workers x 55 functions were 830 MB, twice the summaries on disk. A column keeps
  * each value in 4 bytes while it fits (8 once one does not) and nothing for a value that
- * is 0 or absent in a whole block of workers, which is ~30 bytes per record.
+ * is 0 or absent in a whole block of workers, which is ~30 bytes per record. What a
+ * function costs follows the workers that have it: a function one worker names is a few
+ * hundred bytes (its column, its key, a block with room for one), not a block for 1024.
  *
  * Writers (pt_fn_store_adopt, pt_fn_store_add) take the store's lock; readers
  * (pt_fn_store_get, pt_fn_store_function) do not: they run once the writers are done
@@ -34,6 +36,11 @@ void pt_fn_store_expect_ranks(pt_fn_store *st, size_t world);
  * freed and s->fn_store, s->fn_slot say where they are; s->function_count stays. Their
  * strings must outlive the store (the decoder's shared pool). */
 void pt_fn_store_adopt(pt_fn_store *st, pt_worker_summary *s);
+/* The same where adopting s may allocate at most limit bytes (a file's memory share):
+ * *cost is what it may allocate, at most (new columns and keys, blocks made or grown,
+ * arrays widened, malloc's own bytes beside each), worked out before anything is; above
+ * limit, false and nothing changed (s keeps its records). */
+bool pt_fn_store_adopt_within(pt_fn_store *st, pt_worker_summary *s, size_t limit, size_t *cost);
 /* Copies the functions of s (records, or a slot of another store) into the store and
  * returns their slot; pt_fn_store_release_slot gives it back. s's strings must outlive
  * the slot. */

@@ -6,7 +6,15 @@
  * distinct names would become one). What it decoded then goes through pt_summary_check,
  * the one validator of every rule the analysis relies on, so no caller ever holds a
  * decoded summary that breaks one. With shared names (pt_summary_share_names), the
- * checked functions then move to the column store (function_store.h). */
+ * checked summary's strings then go to the pool and its functions to the column store
+ * (function_store.h): a refused summary leaves nothing in either.
+ *
+ * Memory: what decoding a summary allocates (its bytes, the decompressed payload, every
+ * array and string decoded from it, its names in the pool, its functions in the store) is
+ * counted against the memory share of the file being read (util/input.h) before it is
+ * allocated; the first that does not fit ends the decoding, and the summary is refused
+ * saying so. A 2.8 MB summary may name a million functions (its cap), which decode to
+ * ~150 MB of records: the share, not the file's size, is what says it is too much. */
 #define _POSIX_C_SOURCE 200809L
 #include "summarize/summary_io.h"
 #include "summarize/function_store.h"
@@ -297,6 +305,10 @@ typedef struct cursor {
     bool bad;
     const char *what;
     uint32_t version;  /* fields added by later versions are read only from those */
+    bool over_share;   /* what it decodes to does not fit the file's memory share */
+    size_t left;       /* of the share when decoding began, less taken */
+    size_t taken;      /* what it decoded holds, taken from the share once decoded */
+    size_t records;    /* of taken, for the function records (freed once in the store) */
 } cursor;
 
 static void broken(cursor *c, const char *what)
@@ -338,13 +350,33 @@ static int32_t get_i32(cursor *c)
     return (int32_t)v;
 }
 
-static uint64_t get_count(cursor *c, uint64_t max)
+/* Counts n items of size bytes, about to be allocated, against the file's memory share
+ * (what was left of it when decoding began: the decoder's own count, taken from the share
+ * in one go once it is done): false, and the cursor broken, where they do not fit. */
+static inline bool afford(cursor *c, size_t n, size_t size)
+{
+    size_t bytes = pt_heap_cost(n * size);
+    if (bytes > c->left) {
+        c->over_share = true;
+        broken(c, "does not fit its memory share");
+        return false;
+    }
+    c->left -= bytes;
+    c->taken += bytes;
+    return true;
+}
+
+/* A count of items that take size bytes each once decoded (counted against the share;
+ * 0: the caller counts them itself). */
+static uint64_t get_count(cursor *c, uint64_t max, size_t size)
 {
     uint64_t n = get_uvarint(c);
     if (n > max || n > (uint64_t)(c->end - c->p)) { /* every item takes at least a byte */
         broken(c, "count out of range");
         return 0;
     }
+    if (size && !afford(c, (size_t)n, size))
+        return 0;
     return n;
 }
 
@@ -375,9 +407,11 @@ static float get_float(cursor *c)
     return f;
 }
 
-static char *get_string(cursor *c)
+/* A string (never NULL: "" where it is broken), and its length in *len. */
+static char *get_string_len(cursor *c, size_t *len)
 {
     uint64_t n = get_uvarint(c);
+    *len = 0;
     if (n > PT_SUMMARY_MAX_NAME || n > (uint64_t)(c->end - c->p)) {
         broken(c, "string length out of range");
         return pt_xstrdup("");
@@ -386,14 +420,23 @@ static char *get_string(cursor *c)
         broken(c, "a string holds a NUL byte");
         return pt_xstrdup("");
     }
+    if (!afford(c, 1, (size_t)n + 1))
+        return pt_xstrdup("");
     char *s = pt_xstrndup((const char *)c->p, (size_t)n);
     c->p += n;
+    *len = (size_t)n;
     return s;
+}
+
+static char *get_string(cursor *c)
+{
+    size_t len;
+    return get_string_len(c, &len);
 }
 
 static void decode_steps(cursor *c, pt_worker_summary *s)
 {
-    s->step_count = (size_t)get_count(c, PT_SUMMARY_MAX_STEPS);
+    s->step_count = (size_t)get_count(c, PT_SUMMARY_MAX_STEPS, sizeof *s->steps);
     s->steps = pt_xcalloc(s->step_count ? s->step_count : 1, sizeof *s->steps);
     for (size_t i = 0; i < s->step_count; i++) {
         pt_step_summary *st = &s->steps[i];
@@ -418,7 +461,7 @@ static void decode_syncs(cursor *c, pt_worker_summary *s)
     s->has_syncs = get_uvarint(c) != 0;
     for (size_t i = 0; i < s->step_count && s->has_syncs && !c->bad; i++) {
         pt_step_summary *st = &s->steps[i];
-        size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_SYNCS_PER_STEP);
+        size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_SYNCS_PER_STEP, sizeof *st->syncs);
         st->syncs = pt_xcalloc(n ? n : 1, sizeof *st->syncs);
         st->sync_count = n;
         for (size_t k = 0; k < n; k++) {
@@ -433,7 +476,9 @@ static void decode_syncs(cursor *c, pt_worker_summary *s)
 static void decode_step_values(cursor *c, const pt_worker_summary *s, pt_function_summary *f)
 {
     f->waiting_ns = get_varint(c);
-    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_STEP_VALUES);
+    size_t taken = c->taken;
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_STEP_VALUES, sizeof *f->step_exposed_ns);
+    c->records += c->taken - taken;
     if (n && n != s->step_count) {
         broken(c, "a function's per-step values do not match the steps");
         return;
@@ -471,26 +516,23 @@ void pt_summary_expect_ranks(size_t world)
     pthread_mutex_unlock(&name_pool_lock);
 }
 
-/* A function's string as the summary keeps it: the pool's copy (pooled), or its own. */
-static char *function_string(const char *text, bool pooled)
+static void unlock_on_unwind(void *lock)
 {
-    if (!pooled)
-        return pt_xstrdup(text);
-    pthread_mutex_lock(&name_pool_lock);
-    const char *shared = pt_strtab_get(name_pool, pt_strtab_intern(name_pool, text, strlen(text)));
-    pthread_mutex_unlock(&name_pool_lock);
-    return (char *)shared; /* never written through: shared_function_names says so */
+    pthread_mutex_unlock(lock);
 }
 
-/* A string get_string made, as the summary keeps it: pooled, the pool's copy (owned is
- * freed); else owned itself. NULL stays NULL. */
-static char *shared_string(char *owned, bool pooled)
+/* The pool's lock for interning: an allocation that fails under it (analyze's
+ * pt_run_guarded) must not leave it held for the other decoding threads. */
+static void lock_pool(void)
 {
-    if (!owned || !pooled)
-        return owned;
-    char *shared = function_string(owned, true);
-    free(owned);
-    return shared;
+    pthread_mutex_lock(&name_pool_lock);
+    pt_unwind_push(unlock_on_unwind, &name_pool_lock);
+}
+
+static void unlock_pool(void)
+{
+    pt_unwind_pop(&name_pool_lock);
+    pthread_mutex_unlock(&name_pool_lock);
 }
 
 static bool names_pooled(void)
@@ -501,46 +543,144 @@ static bool names_pooled(void)
     return on;
 }
 
+/* The pool's copy of owned (freed), under the pool's lock; NULL stays NULL. */
+static char *pooled_locked(char *owned)
+{
+    if (!owned)
+        return NULL;
+    char *shared = (char *)pt_strtab_get(name_pool, pt_strtab_intern(name_pool, owned, strlen(owned)));
+    free(owned);
+    return shared;
+}
+
 void pt_summary_pool_call_names(pt_worker_summary *s)
 {
-    if (!names_pooled())
+    if (!names_pooled() || !s->group_count)
         return;
+    lock_pool(); /* once for them all: the decoding threads would queue on one per string */
     for (size_t i = 0; i < s->group_count; i++)
         for (size_t k = 0; k < s->groups[i].call_count; k++) {
             pt_collective_call *call = &s->groups[i].calls[k];
-            call->op = shared_string(call->op, true);
-            call->dtype = shared_string(call->dtype, true);
+            call->op = pooled_locked(call->op);
+            call->dtype = pooled_locked(call->dtype);
         }
+    unlock_pool();
 }
 
-/* The pool's copies of a summary's string table, taken under one lock (not one per
- * function and string: the decoding threads would queue on it). */
-static char **pooled_table(char *const *strings, size_t n)
+/* A summary's string table (names, groups, callers) while it is decoded: its functions
+ * point into it until the summary has passed its check, and only then get the pool's
+ * copies or their own (table_strings_kept), so nothing of a refused summary is pooled. */
+typedef struct string_table {
+    char **strings;
+    uint32_t *lengths;
+    size_t count;
+    uint32_t *refs;      /* [3 x function]: its name's, group's, caller's string (UINT32_MAX: none) */
+} string_table;
+
+static void string_table_free(string_table *t)
 {
-    char **shared = pt_xmalloc((n ? n : 1) * sizeof *shared);
-    pthread_mutex_lock(&name_pool_lock);
-    for (size_t i = 0; i < n; i++)
-        shared[i] = (char *)pt_strtab_get(name_pool, pt_strtab_intern(name_pool, strings[i], strlen(strings[i])));
-    pthread_mutex_unlock(&name_pool_lock);
-    return shared; /* never written through: shared_function_names says so */
+    pt_free_strings(t->strings, t->count);
+    free(t->lengths);
+    free(t->refs);
+    memset(t, 0, sizeof *t);
 }
 
-/* The summary's copy of table string i: the pool's (shared), or its own. */
-static char *table_string(char *const *strings, char *const *shared, size_t i)
+/* The pool's copies of the table's strings that its functions name (shared[i], NULL for
+ * one none names: a table may hold strings nothing refers to), interned under one lock
+ * (not one per string: the decoding threads would queue on it); NULL when the pool's
+ * growth does not fit the file's memory share (counted before, at most; what it did not
+ * take is given back). */
+static char **pooled_table(const string_table *t, size_t function_count)
 {
-    return shared ? shared[i] : pt_xstrdup(strings[i]);
+    size_t counted = pt_heap_cost((t->count ? t->count : 1) * sizeof(char *));
+    if (!pt_share_take(counted))
+        return NULL;
+    char **shared = pt_xcalloc(t->count ? t->count : 1, sizeof *shared);
+    size_t named = 0, bytes = 0;
+    for (size_t i = 0; i < 3 * function_count; i++) {
+        uint32_t ref = t->refs[i];
+        if (ref != UINT32_MAX && !shared[ref]) {
+            shared[ref] = t->strings[ref]; /* marked: the pool's copy replaces it below */
+            named++;
+            bytes += t->lengths[ref];
+        }
+    }
+    lock_pool();
+    size_t bound = pt_strtab_growth_bound(name_pool, named, bytes), before = name_pool->bytes;
+    bool fits = pt_share_take(bound);
+    for (size_t i = 0; fits && i < t->count; i++)
+        if (shared[i])
+            shared[i] = (char *)pt_strtab_get(name_pool, pt_strtab_intern(name_pool, shared[i], t->lengths[i]));
+    if (fits)
+        pt_share_give(bound - PT_MIN(bound, name_pool->bytes - before));
+    unlock_pool();
+    if (!fits) {
+        free(shared);
+        pt_share_give(counted);
+        return NULL;
+    }
+    return shared; /* never written through: shared_function_names says so; the caller
+                      frees it, and it is counted until the file is done */
 }
 
-static void decode_functions(cursor *c, pt_worker_summary *s)
+/* The table's string i as the summary keeps it: the pool's (shared), or its own. */
+static char *table_string(const string_table *t, char *const *shared, uint32_t ref)
 {
-    size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS); /* names and groups */
-    char **strings = pt_xcalloc(nstrings ? nstrings : 1, sizeof *strings);
-    for (size_t i = 0; i < nstrings; i++)
-        strings[i] = get_string(c);
-    char **shared = s->shared_function_names ? pooled_table(strings, nstrings) : NULL;
+    return shared ? shared[ref] : pt_xstrdup(t->strings[ref]);
+}
+
+/* The functions' strings, which point into the table, become the summary's own (the
+ * pool's when pooled): false when they do not fit the file's memory share. */
+static bool table_strings_kept(const string_table *t, pt_worker_summary *s, bool pooled)
+{
+    char **shared = NULL;
+    if (pooled && !(shared = pooled_table(t, s->function_count)))
+        return false;
+    if (!pooled) { /* a copy of each string per function that names it */
+        size_t bytes = 0;
+        for (size_t i = 0; i < 3 * s->function_count; i++)
+            bytes += t->refs[i] == UINT32_MAX ? 0 : pt_heap_cost(t->lengths[t->refs[i]] + 1);
+        if (!pt_share_take(bytes))
+            return false;
+    }
+    for (size_t i = 0; i < s->function_count; i++) {
+        pt_function_summary *f = &s->functions[i];
+        const uint32_t *ref = &t->refs[3 * i];
+        f->name = table_string(t, shared, ref[0]);
+        f->group = ref[1] != UINT32_MAX ? table_string(t, shared, ref[1]) : NULL;
+        f->caller = ref[2] != UINT32_MAX ? table_string(t, shared, ref[2]) : NULL;
+    }
+    free(shared);
+    return true;
+}
+
+/* Before a summary whose functions still point into the table is freed. */
+static void forget_table_strings(pt_worker_summary *s)
+{
+    for (size_t i = 0; s->functions && i < s->function_count; i++)
+        s->functions[i].name = s->functions[i].group = s->functions[i].caller = NULL;
+}
+
+static void decode_functions(cursor *c, pt_worker_summary *s, string_table *t)
+{
+    size_t nstrings = (size_t)get_count(c, 2 * (uint64_t)PT_SUMMARY_MAX_FUNCTIONS,
+                                        sizeof *t->strings + sizeof *t->lengths); /* names and groups */
+    t->strings = pt_xmalloc((nstrings ? nstrings : 1) * sizeof *t->strings); /* each is set below */
+    t->lengths = pt_xmalloc((nstrings ? nstrings : 1) * sizeof *t->lengths);
+    for (size_t i = 0; i < nstrings; i++) {
+        size_t len;
+        t->strings[i] = get_string_len(c, &len);
+        t->lengths[i] = (uint32_t)len;
+    }
+    t->count = nstrings;
     s->function_count = 0;
-    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_FUNCTIONS);
+    size_t taken = c->taken;
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_FUNCTIONS, sizeof *s->functions);
+    c->records += c->taken - taken;
+    if (!afford(c, 3 * n, sizeof *t->refs))
+        n = 0;
     s->functions = pt_xcalloc(n ? n : 1, sizeof *s->functions);
+    t->refs = pt_xmalloc((n ? 3 * n : 1) * sizeof *t->refs);
     for (size_t i = 0; i < n && !c->bad; i++) {
         pt_function_summary *f = &s->functions[s->function_count];
         uint64_t cls = get_uvarint(c), name = get_uvarint(c), group = get_uvarint(c);
@@ -548,9 +688,13 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
             broken(c, "function refers to a missing string or class");
             break;
         }
+        uint32_t *ref = &t->refs[3 * i];
+        ref[0] = (uint32_t)name;
+        ref[1] = ref[2] = UINT32_MAX;
         f->cls = (pt_class)cls;
-        f->name = table_string(strings, shared, name);
-        f->group = group ? table_string(strings, shared, group - 1) : NULL;
+        f->name = t->strings[name];
+        if (group)
+            f->group = t->strings[ref[1] = (uint32_t)(group - 1)];
         s->function_count++;
         f->count = get_uvarint(c);
         f->total_ns = get_varint(c);
@@ -568,16 +712,15 @@ static void decode_functions(cursor *c, pt_worker_summary *s)
                 broken(c, "a function's caller refers to a missing string");
                 break;
             }
-            f->caller = caller ? table_string(strings, shared, caller - 1) : NULL;
+            if (caller)
+                f->caller = t->strings[ref[2] = (uint32_t)(caller - 1)];
         }
     }
-    free(shared);
-    pt_free_strings(strings, nstrings);
 }
 
 static void decode_metrics(cursor *c, pt_worker_summary *s)
 {
-    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_METRICS);
+    size_t n = (size_t)get_count(c, PT_SUMMARY_MAX_METRICS, sizeof *s->metrics);
     /* None is the usual case (the synthetic job, a trace without the collector's
      * sampler): no allocation then, where one would cost the 1.6 KB of a metric. */
     s->metrics = n ? pt_xcalloc(n, sizeof *s->metrics) : NULL;
@@ -609,7 +752,7 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
 {
     s->hang_idle_ns = get_varint(c);
     s->hang_step_ns = get_varint(c);
-    size_t nt = (size_t)get_count(c, PT_SUMMARY_MAX_THREADS);
+    size_t nt = (size_t)get_count(c, PT_SUMMARY_MAX_THREADS, sizeof *s->threads);
     s->threads = pt_xcalloc(nt ? nt : 1, sizeof *s->threads);
     for (size_t i = 0; i < nt && !c->bad; i++) {
         pt_thread_stack *t = &s->threads[s->thread_count++];
@@ -618,28 +761,28 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
         t->training = get_uvarint(c) != 0;
         t->stack = get_string(c);
     }
-    size_t ng = (size_t)get_count(c, PT_SUMMARY_MAX_GROUPS);
+    size_t ng = (size_t)get_count(c, PT_SUMMARY_MAX_GROUPS, sizeof *s->groups);
     s->groups = pt_xcalloc(ng ? ng : 1, sizeof *s->groups);
     for (size_t i = 0; i < ng && !c->bad; i++) {
         pt_collective_group *g = &s->groups[s->group_count++];
         g->name = get_string(c);
         g->backend = get_optional_string(c);
         g->size = get_i32(c);
-        size_t nr = (size_t)get_count(c, PT_SUMMARY_MAX_RUNS);
+        size_t nr = (size_t)get_count(c, PT_SUMMARY_MAX_RUNS, sizeof *g->runs);
         g->runs = pt_xcalloc(nr ? nr : 1, sizeof *g->runs);
         for (size_t k = 0; k < nr && !c->bad; k++, g->run_count++) {
             g->runs[k].first = get_i32(c);
             g->runs[k].last = get_i32(c);
             g->runs[k].stride = get_i32(c);
         }
-        size_t nc = (size_t)get_count(c, PT_SUMMARY_MAX_CALLS);
+        size_t nc = (size_t)get_count(c, PT_SUMMARY_MAX_CALLS, sizeof *g->calls);
         g->calls = pt_xcalloc(nc ? nc : 1, sizeof *g->calls);
         for (size_t k = 0; k < nc && !c->bad; k++) {
             pt_collective_call *call = &g->calls[g->call_count++];
             call->seq = get_varint(c);
-            call->op = shared_string(get_string(c), s->shared_function_names);
+            call->op = get_string(c); /* pooled once the summary has passed its check */
             call->count = get_varint(c);
-            call->dtype = shared_string(get_optional_string(c), s->shared_function_names);
+            call->dtype = get_optional_string(c);
             uint64_t state = get_uvarint(c);
             call->state = state < PT_CALL_STATE_COUNT ? (pt_call_state)state : 0; /* 0: refused by the check */
             call->age_ns = get_varint(c);
@@ -648,9 +791,8 @@ static void decode_hang_state(cursor *c, pt_worker_summary *s)
     }
 }
 
-static void decode_payload(cursor *c, pt_worker_summary *s)
+static void decode_payload(cursor *c, pt_worker_summary *s, string_table *t)
 {
-    s->shared_function_names = names_pooled();
     s->rank = get_i32(c);
     uint64_t source = get_uvarint(c);
     s->rank_source = source <= PT_RANK_FROM_FILE_ORDER ? (pt_rank_source)source : PT_RANK_UNKNOWN;
@@ -686,12 +828,13 @@ static void decode_payload(cursor *c, pt_worker_summary *s)
     decode_steps(c, s);
     if (c->version >= 3)
         decode_syncs(c, s);
-    decode_functions(c, s);
+    decode_functions(c, s, t);
     decode_metrics(c, s);
-    size_t nw = (size_t)get_count(c, PT_SUMMARY_MAX_WARNINGS);
+    size_t nw = (size_t)get_count(c, PT_SUMMARY_MAX_WARNINGS, 0);
     for (size_t i = 0; i < nw && !c->bad; i++) {
         char *w = get_string(c);
-        pt_summary_add_warning(s, "%s", w);
+        if (afford(c, 1, strlen(w) + 1 + sizeof *s->warnings)) /* the summary's copy of it */
+            pt_summary_add_warning(s, "%s", w);
         free(w);
     }
     if (c->version >= PT_SUMMARY_VERSION_HANG_STATE && !c->bad)
@@ -710,10 +853,6 @@ bool pt_summary_sniff(const void *head, size_t n)
 #define PAYLOAD_FIRST_BUFFER (64u << 10)
 #define PAYLOAD_WINDOW_LOG_MAX 23
 
-/* Decompresses the zstd frame(s) into exactly payload_len bytes, or NULL with err. The
- * header's length is only a claim: the buffer grows with what the frames really yield, so
- * a few bytes claiming 256 MiB cost what they decompress to, not 256 MiB (and a window
- * beyond PAYLOAD_WINDOW_LOG_MAX is refused before zstd allocates it). */
 /* One decompression context per thread, kept: a new one per summary (~100 KB, beyond
  * malloc's mmap threshold) was mapped, zeroed by the kernel and unmapped 100,000 times when
  * a CLI took a 100k-worker round, a fifth of its decode time. Freed as its thread ends. */
@@ -748,8 +887,18 @@ static ZSTD_DCtx *thread_dctx(void)
     return dctx;
 }
 
+/* What the thread's decompression context may hold while it decodes a payload: its
+ * window (PAYLOAD_WINDOW_LOG_MAX) and buffers of a block in and two out, its tables. */
+#define PAYLOAD_DECODER_MAX (((size_t)1 << PAYLOAD_WINDOW_LOG_MAX) + ((size_t)640 << 10))
+
+/* Decompresses the zstd frame(s) into exactly payload_len bytes, or NULL with err. The
+ * header's length is only a claim: the buffer grows with what the frames really yield, so
+ * a few bytes claiming 256 MiB cost what they decompress to, not 256 MiB (and a window
+ * beyond PAYLOAD_WINDOW_LOG_MAX is refused before zstd allocates it); each growth is
+ * counted against the file's memory share first. *counted: what the buffer holds of the
+ * share (the caller gives it back once it frees it). */
 static unsigned char *decompress_payload(const unsigned char *frame, size_t frame_len, size_t payload_len,
-                                         pt_error *err)
+                                         size_t *counted, pt_error *err)
 {
     ZSTD_DCtx *dctx = thread_dctx();
     if (!dctx) {
@@ -757,16 +906,28 @@ static unsigned char *decompress_payload(const unsigned char *frame, size_t fram
         return NULL;
     }
     size_t cap = PT_MIN(payload_len, (size_t)PAYLOAD_FIRST_BUFFER);
+    *counted = pt_heap_cost(cap ? cap : 1);
+    if (!pt_share_take(PAYLOAD_DECODER_MAX + *counted)) {
+        pt_share_error(err, "to decompress it");
+        return NULL;
+    }
     unsigned char *out = pt_xmalloc(cap ? cap : 1);
     ZSTD_inBuffer in = {frame, frame_len, 0};
     ZSTD_outBuffer o = {out, cap, 0};
     const char *problem = NULL;
+    bool over_share = false;
     size_t rc = 1; /* not at the end of a frame */
     while (!problem && !(rc == 0 && in.pos == in.size)) {
         if (o.pos == o.size && o.size < payload_len) {
-            cap = PT_MIN(payload_len, cap * 2);
-            o.dst = out = pt_xrealloc(out, cap);
-            o.size = cap;
+            size_t grown = PT_MIN(payload_len, cap * 2);
+            if (!pt_share_take(pt_heap_cost(grown))) { /* beside the old buffer: realloc may copy */
+                over_share = true;
+                break;
+            }
+            o.dst = out = pt_xrealloc(out, grown);
+            o.size = cap = grown;
+            pt_share_give(*counted);
+            *counted = pt_heap_cost(grown);
         }
         size_t in_before = in.pos, out_before = o.pos;
         rc = ZSTD_decompressStream(dctx, &o, &in);
@@ -775,14 +936,62 @@ static unsigned char *decompress_payload(const unsigned char *frame, size_t fram
         else if (rc != 0 && in.pos == in_before && o.pos == out_before)
             problem = "size mismatch"; /* out of input (truncated), or beyond the claimed size */
     }
-    if (!problem && o.pos != payload_len)
+    pt_share_give(PAYLOAD_DECODER_MAX);
+    if (!problem && !over_share && o.pos != payload_len)
         problem = "size mismatch";
-    if (problem) {
-        pt_error_set(err, "summary is corrupt or truncated (%s)", problem);
+    if (problem || over_share) {
+        if (over_share) {
+            char what[128];
+            snprintf(what, sizeof what, "to decompress it (its payload would be %zu MiB; %zu MiB of it decoded)",
+                     payload_len >> 20, o.pos >> 20);
+            pt_share_error(err, what);
+        } else {
+            pt_error_set(err, "summary is corrupt or truncated (%s)", problem);
+        }
         free(out);
+        pt_share_give(*counted);
         return NULL;
     }
     return out;
+}
+
+/* The decoded summary as callers get it, once it has passed its check: its functions'
+ * strings its own, or the pool's and its functions in the store. NULL with err when
+ * decoding failed, it breaks a rule, or keeping it does not fit the file's share. */
+static pt_worker_summary *checked(pt_worker_summary *s, const cursor *c, const string_table *t, pt_error *err)
+{
+    bool pooled = names_pooled();
+    pt_error rule;
+    if (c->bad && c->over_share) {
+        pt_share_error(err, "to decode it");
+    } else if (c->bad) {
+        pt_error_set(err, "summary is corrupt: %s", c->what);
+    } else if (pt_summary_check(s, &rule) != 0) {
+        char who[128];
+        pt_summary_describe(s, who, sizeof who);
+        pt_error_set(err, "invalid summary of %s: %s", who, rule.message);
+    } else if (!table_strings_kept(t, s, pooled)) {
+        pt_share_error(err, "to hold its function names");
+    } else {
+        if (!pooled)
+            return s;
+        pt_summary_pool_call_names(s);
+        s->shared_function_names = true; /* its strings are the pool's now */
+        size_t cost;
+        if (pt_fn_store_adopt_within(function_store, s, pt_share_left(), &cost)) {
+            pt_share_take(cost); /* within what was left: it fits */
+            pt_share_give(c->records); /* its records are freed: their values are in the store */
+            return s;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "to hold its %zu functions (up to %zu MiB more)", s->function_count, cost >> 20);
+        pt_share_error(err, what);
+        pt_summary_free(s);
+        return NULL;
+    }
+    forget_table_strings(s);
+    pt_summary_free(s);
+    return NULL;
 }
 
 pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err)
@@ -803,28 +1012,20 @@ pt_worker_summary *pt_summary_decode(const void *data, size_t len, pt_error *err
         pt_error_set(err, "summary payload too large (%llu bytes)", (unsigned long long)payload_len);
         return NULL;
     }
-    unsigned char *payload = decompress_payload(h + HEADER_BYTES, len - HEADER_BYTES, (size_t)payload_len, err);
+    size_t payload_counted;
+    unsigned char *payload =
+        decompress_payload(h + HEADER_BYTES, len - HEADER_BYTES, (size_t)payload_len, &payload_counted, err);
     if (!payload)
         return NULL;
-    cursor c = {payload, payload + payload_len, false, NULL, version};
+    cursor c = {payload, payload + payload_len, false, NULL, version, false, pt_share_left(), 0, 0};
+    string_table table = {0};
     pt_worker_summary *s = pt_summary_new();
-    decode_payload(&c, s);
+    decode_payload(&c, s, &table);
+    pt_share_take(c.taken); /* within what was left: it fits */
     free(payload);
-    if (c.bad) {
-        pt_error_set(err, "summary is corrupt: %s", c.what);
-        pt_summary_free(s);
-        return NULL;
-    }
-    pt_error rule;
-    if (pt_summary_check(s, &rule) != 0) {
-        char who[128];
-        pt_summary_describe(s, who, sizeof who);
-        pt_error_set(err, "invalid summary of %s: %s", who, rule.message);
-        pt_summary_free(s);
-        return NULL;
-    }
-    if (s->shared_function_names) /* checked: its functions move to the columns */
-        pt_fn_store_adopt(function_store, s);
+    pt_share_give(payload_counted);
+    s = checked(s, &c, &table, err);
+    string_table_free(&table);
     return s;
 }
 
@@ -845,8 +1046,14 @@ pt_worker_summary *pt_summary_read_file(const char *path, pt_error *err)
     char *data = pt_read_file(path, MAX_PAYLOAD, &len, err);
     if (!data)
         return NULL;
-    pt_worker_summary *s = pt_summary_decode(data, len, err);
+    pt_worker_summary *s = NULL;
+    size_t counted = PT_READ_FILE_HOLDS(len); /* pt_read_file counted it only while it read */
+    if (pt_share_take(counted))
+        s = pt_summary_decode(data, len, err);
+    else
+        pt_share_error(err, "to read it"), counted = 0;
     free(data);
+    pt_share_give(counted);
     return s;
 }
 
@@ -855,6 +1062,11 @@ pt_worker_summary *pt_summary_read_at(int fd, uint64_t offset, uint64_t size, pt
     if (size > MAX_PAYLOAD) {
         pt_error_set(err, "%llu bytes: more than a summary may be (%u MiB)", (unsigned long long)size,
                      MAX_PAYLOAD >> 20);
+        return NULL;
+    }
+    size_t counted = pt_heap_cost(size ? (size_t)size : 1);
+    if (!pt_share_take(counted)) {
+        pt_share_error(err, "to read it");
         return NULL;
     }
     char *data = pt_xmalloc(size ? (size_t)size : 1);
@@ -866,5 +1078,6 @@ pt_worker_summary *pt_summary_read_at(int fd, uint64_t offset, uint64_t size, pt
         pt_error_set(err, "cannot read its %llu bytes at byte %llu: %s", (unsigned long long)size,
                      (unsigned long long)offset, got < 0 ? strerror(errno) : "the file ends before them");
     free(data);
+    pt_share_give(counted);
     return s;
 }

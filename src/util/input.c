@@ -7,7 +7,14 @@
  * `gzip -d` takes them (tape and block-device copies leave them); zstd has no such
  * convention (`zstd -d` refuses them) and neither do we. Every open input is registered
  * with the current allocation guard (common.h), so a worker that runs out of memory
- * mid-read still closes its file. */
+ * mid-read still closes its file.
+ *
+ * A zstd frame names the window its decoder must hold (up to 128 MiB here, whatever the
+ * frame's size: 4 KB can ask for it). Under a memory share (input.h) the decoder is told
+ * the largest window that fits half of what is left of the share (ZSTD_d_windowLogMax),
+ * so a frame asking for more is refused before its window is allocated, and what the
+ * decoder holds is counted against the share as it grows. A gzip window is 32 KB: not
+ * counted. */
 #define _POSIX_C_SOURCE 200809L
 #include "input.h"
 
@@ -20,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #define RAW_CHUNK (256 * 1024)
 /* A file smaller than RAW_CHUNK gets a buffer of its size (at least this): reads never go
@@ -37,7 +45,110 @@ struct pt_input {
     bool stream_done;            /* a complete compressed frame/member just ended */
     z_stream gz;
     ZSTD_DCtx *zstd;
+    size_t zstd_window_max;      /* the largest window its frames may ask for */
+    size_t zstd_counted;         /* what the decoder holds, counted against the share */
 };
+
+/* ------------------------------------------------------------ the memory share */
+
+static _Thread_local struct {
+    size_t size, used; /* size 0: no share */
+} share;
+
+void pt_share_begin(size_t bytes)
+{
+    share.size = bytes;
+    share.used = 0;
+}
+
+void pt_share_end(void)
+{
+    share.size = share.used = 0;
+}
+
+size_t pt_share_size(void)
+{
+    return share.size;
+}
+
+size_t pt_share_left(void)
+{
+    return share.size ? share.size - share.used : SIZE_MAX;
+}
+
+bool pt_share_take(size_t bytes)
+{
+    if (!share.size)
+        return true;
+    if (bytes > share.size - share.used)
+        return false;
+    share.used += bytes;
+    return true;
+}
+
+void pt_share_give(size_t bytes)
+{
+    share.used -= PT_MIN(bytes, share.used);
+}
+
+void pt_share_error(pt_error *err, const char *what)
+{
+    pt_error_set(err, "needs more memory than its share (%zu MiB) %s: refused rather than half-read (a smaller "
+                      "-j gives each file a larger share)", share.size >> 20, what);
+}
+
+/* What a zstd decoder holds beside its window: its context (~160 KB) and its buffers of
+ * a block in and two blocks out (128 KB each). */
+#define ZSTD_DECODER_BESIDE_WINDOW ((size_t)640 << 10)
+#define ZSTD_WINDOW_LOG_MIN 10 /* the format's smallest window */
+#define ZSTD_WINDOW_LOG_MAX 27 /* zstd's own default limit, 128 MiB */
+
+/* The largest window log whose decoder fits `room` bytes; 0 when none does. */
+static int window_log_within(size_t room)
+{
+    int log = ZSTD_WINDOW_LOG_MAX;
+    while (log >= ZSTD_WINDOW_LOG_MIN && ((size_t)1 << log) + ZSTD_DECODER_BESIDE_WINDOW > room)
+        log--;
+    return log >= ZSTD_WINDOW_LOG_MIN ? log : 0;
+}
+
+/* Counts what the decoder holds now against the share (it grows when a frame's window
+ * is set up). */
+static bool count_zstd_decoder(pt_input *in, pt_error *err)
+{
+    size_t now = ZSTD_sizeof_DStream(in->zstd);
+    if (now <= in->zstd_counted)
+        return true;
+    if (!pt_share_take(now - in->zstd_counted)) {
+        pt_share_error(err, "to decompress it (its zstd decoder)");
+        return false;
+    }
+    in->zstd_counted = now;
+    return true;
+}
+
+/* A new zstd decoder whose frames may ask for a window that fits half of what is left
+ * of the share. */
+static bool open_zstd(pt_input *in, pt_error *err)
+{
+    in->zstd = ZSTD_createDCtx();
+    if (!in->zstd) {
+        pt_error_set(err, "zstd initialisation failed (out of memory)");
+        return false;
+    }
+    size_t left = pt_share_left();
+    int log = left == SIZE_MAX ? ZSTD_WINDOW_LOG_MAX : window_log_within(left / 2);
+    in->zstd_window_max = (size_t)1 << log;
+    if (!log) {
+        pt_share_error(err, "to decompress it (a zstd decoder needs at least 1 MiB)");
+        return false;
+    }
+    if (ZSTD_isError(ZSTD_DCtx_setParameter(in->zstd, ZSTD_d_windowLogMax, log))) {
+        pt_error_set(err, "zstd initialisation failed (window limit)");
+        return false;
+    }
+    return count_zstd_decoder(in, err);
+}
 
 /* At the size the file had at open: the end, unless it has grown since. */
 static ptrdiff_t end_at_size_at_open(pt_input *in, pt_error *err)
@@ -125,9 +236,7 @@ pt_input *pt_input_open(const char *path, pt_error *err)
         }
     } else if (in->raw_len >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
         in->compression = PT_COMPRESSION_ZSTD;
-        in->zstd = ZSTD_createDCtx();
-        if (!in->zstd) {
-            pt_error_set(err, "zstd initialisation failed (out of memory)");
+        if (!open_zstd(in, err)) {
             pt_input_close(in);
             return NULL;
         }
@@ -198,10 +307,19 @@ static ptrdiff_t read_zstd(pt_input *in, unsigned char *dst, size_t n, pt_error 
         ZSTD_inBuffer zin = {in->raw, in->raw_len, in->raw_pos};
         size_t rc = ZSTD_decompressStream(in->zstd, &out, &zin);
         in->raw_pos = zin.pos;
+        if (ZSTD_isError(rc) && ZSTD_getErrorCode(rc) == ZSTD_error_frameParameter_windowTooLarge) {
+            char what[160];
+            snprintf(what, sizeof what, "to decompress it: a zstd frame asks for a window larger than the %zu MiB "
+                     "that half of what is left of the share allows", in->zstd_window_max >> 20);
+            pt_share_error(err, what);
+            return -1;
+        }
         if (ZSTD_isError(rc)) {
             pt_error_set(err, "zstd data is corrupt (%s)", ZSTD_getErrorName(rc));
             return -1;
         }
+        if (!count_zstd_decoder(in, err))
+            return -1;
         in->stream_done = rc == 0;
         if (in->stream_done && out.pos > 0)
             break;
@@ -256,6 +374,7 @@ void pt_input_close(pt_input *in)
     if (in->compression == PT_COMPRESSION_GZIP)
         inflateEnd(&in->gz);
     ZSTD_freeDCtx(in->zstd);
+    pt_share_give(in->zstd_counted);
     close(in->fd);
     free(in->raw);
     free(in);
@@ -282,16 +401,32 @@ char *pt_read_file(const char *path, size_t max_bytes, size_t *len_out, pt_error
     pt_input *in = pt_input_open(path, err);
     if (!in)
         return NULL;
-    size_t cap = 64 * 1024, len = 0;
-    char *data = pt_xmalloc(cap + 1);
+    size_t cap = 64 * 1024, len = 0, counted = pt_heap_cost(cap + 1);
+    char *data = NULL;
+    if (!pt_share_take(counted)) {
+        counted = 0;
+        pt_share_error(err, "to hold it");
+        goto fail;
+    }
+    data = pt_xmalloc(cap + 1);
     for (;;) {
         if (len == cap) {
             if (cap >= max_bytes) {
                 pt_error_set(err, "file is larger than %zu bytes", max_bytes);
                 goto fail;
             }
-            cap = PT_MIN(cap * 2, max_bytes);
-            data = pt_xrealloc(data, cap + 1);
+            /* The grown buffer is counted beside the old one: realloc may copy. */
+            size_t grown = PT_MIN(cap * 2, max_bytes);
+            if (!pt_share_take(pt_heap_cost(grown + 1))) {
+                char what[96];
+                snprintf(what, sizeof what, "to hold it (%zu MiB of it read)", len >> 20);
+                pt_share_error(err, what);
+                goto fail;
+            }
+            data = pt_xrealloc(data, grown + 1);
+            pt_share_give(counted);
+            counted = pt_heap_cost(grown + 1);
+            cap = grown;
         }
         ptrdiff_t got = pt_input_read(in, data + len, cap - len, err);
         if (got < 0)
@@ -301,11 +436,13 @@ char *pt_read_file(const char *path, size_t max_bytes, size_t *len_out, pt_error
         len += (size_t)got;
     }
     pt_input_close(in);
+    pt_share_give(counted);
     data[len] = '\0';
     *len_out = len;
     return data;
 fail:
     free(data);
+    pt_share_give(counted);
     pt_input_close(in);
     return NULL;
 }

@@ -19,6 +19,9 @@ static inline uint64_t mix(uint64_t h)
     return h;
 }
 
+#define CHUNK_SIZE (64 * 1024) /* strings are copied into chunks of this size (or their own) */
+#define HEAP_EXTRA 4096         /* malloc's header and rounding: a page for a block it maps */
+
 uint64_t pt_hash_bytes(const void *data, size_t n)
 {
     /* Multiply-xor over 8-byte words; long names (C++ kernel signatures run to hundreds
@@ -69,7 +72,7 @@ void pt_strtab_free(pt_strtab *t)
 static char *arena_copy(pt_strtab *t, const char *s, size_t n)
 {
     if (t->chunk_used + n + 1 > t->chunk_size) {
-        size_t size = n + 1 > 64 * 1024 ? n + 1 : 64 * 1024;
+        size_t size = n + 1 > CHUNK_SIZE ? n + 1 : CHUNK_SIZE;
         PT_GROW(t->chunks, t->chunk_cap, t->chunk_count + 1);
         t->chunk = t->chunks[t->chunk_count++] = pt_xmalloc(size);
         t->bytes += size + sizeof *t->chunks;
@@ -81,6 +84,23 @@ static char *arena_copy(pt_strtab *t, const char *s, size_t n)
     d[n] = '\0';
     t->chunk_used += n + 1;
     return d;
+}
+
+size_t pt_strtab_growth_bound(const pt_strtab *t, size_t count, size_t bytes)
+{
+    if (!count)
+        return 0;
+    size_t need = t->count + count, cap = t->cap ? t->cap : 8, slots = t->slot_count;
+    while (cap < need)
+        cap *= 2;
+    while (2 * need > slots)
+        slots *= 2;
+    size_t arrays = need > t->cap ? (cap + t->cap) * (sizeof *t->strings + sizeof *t->lengths + sizeof *t->hashes) +
+                                        3 * HEAP_EXTRA : 0;
+    size_t table = slots > t->slot_count ? 2 * slots * sizeof *t->slots + HEAP_EXTRA : 0;
+    bool fit = bytes + count <= t->chunk_size - t->chunk_used; /* copied into the current chunk */
+    size_t copies = fit ? 0 : CHUNK_SIZE + 2 * (bytes + count) + count * 32 + HEAP_EXTRA; /* a chunk each, at worst */
+    return arrays + table + copies;
 }
 
 static void rehash(pt_strtab *t)

@@ -31,6 +31,12 @@ uint32_t pt_strtab_find(const pt_strtab *t, const char *s, size_t n);
 static inline const char *pt_strtab_get(const pt_strtab *t, uint32_t id) { return t->strings[id]; }
 static inline size_t pt_strtab_len(const pt_strtab *t, uint32_t id) { return t->lengths[id]; }
 
+/* At most what interning `count` strings that t does not hold yet, of `bytes` bytes in
+ * all, allocates: their copies (a new chunk, and as much again wasted at chunk ends at
+ * most), the arrays and the slots doubled (the old beside the new while copied), malloc's
+ * own bytes beside each. For callers that count memory before they use it. */
+size_t pt_strtab_growth_bound(const pt_strtab *t, size_t count, size_t bytes);
+
 uint64_t pt_hash_bytes(const void *data, size_t n);
 
 #endif

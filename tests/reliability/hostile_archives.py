@@ -17,7 +17,11 @@ A 4-worker job (`perftracker synth`, `perftracker summarize`: one .ptsum each):
   - cut inside the last member's data (a collector that died): the three whole members
     analysed, a note that it has no end marker, exit 0;
   - not an archive at all (a .tar of text): one unreadable input, nothing analysed,
-    exit 1; a folder holding only an empty archive: nothing to analyse, exit 1.
+    exit 1; a folder holding only an empty archive: nothing to analyse, exit 1;
+  - a member of 3 KB whose payload says and yields 100 MiB, under
+    PERFTRACKER_ANALYZE_MEMORY_MB=64: refused by name for its memory share as its payload
+    grows past it (it used to be decompressed whole, then refused as no summary), the
+    four analysed, exit 3.
 """
 import io
 import json
@@ -26,6 +30,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+
+import summary_bombs
 
 CLI = os.environ.get("PT_CLI", "perftracker")
 TIMEOUT_S = 300
@@ -63,10 +69,12 @@ def archive(path, summaries, extra=()):
             t.addfile(info, io.BytesIO(data) if data is not None else None)
 
 
-def analyze(work, name, *inputs):
+def analyze(work, name, *inputs, env=None):
     out = os.path.join(work, "out-" + name)
     shutil.rmtree(out, ignore_errors=True)
-    p = run(["analyze", "--quiet", "-j", "2", "-o", out, *inputs])
+    p = subprocess.run([CLI, "analyze", "--quiet", "-j", "2", "-o", out, *inputs], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, errors="replace", timeout=TIMEOUT_S,
+                       env={**os.environ, **(env or {})})
     report = None
     if os.path.exists(os.path.join(out, "report.json")):
         with open(os.path.join(out, "report.json")) as f:
@@ -152,6 +160,17 @@ def main():
     p, report = analyze(work, "empty", os.path.dirname(empty))
     check(p.returncode == 1 and report is None, "empty: exit %d (want 1, no report)" % p.returncode, p)
     check("nothing to analyse" in p.stderr, "empty: not said", p)
+
+    claim = os.path.join(work, "claim.tar")
+    bomb_bytes = summary_bombs.payload_claim(100 << 20)
+    bomb = tarfile.TarInfo("node0_9_10009.ptsum")
+    bomb.size = len(bomb_bytes)
+    archive(claim, summaries, [(bomb, bomb_bytes)])
+    p, report = analyze(work, "claim", claim, env={"PERFTRACKER_ANALYZE_MEMORY_MB": "64"})
+    check(p.returncode == 3, "claim: exit %d (want 3)" % p.returncode, p)
+    check(analysed_ranks(report) == [0, 1, 2, 3], "claim: ranks %s" % analysed_ranks(report), p)
+    check(any("claim.tar/node0_9_10009.ptsum" in l and "needs more memory than its share" in l
+              for l in p.stderr.splitlines()), "claim: the member is not refused by name for its share", p)
     print("hostile_archives: ok")
 
 

@@ -17,6 +17,10 @@ stderr line naming the worker and the rule, diff.json compares 4 workers with 3 
 other three), and its warnings carry the reason.
 The summarizer itself never makes such a summary: the two kernels become one function
 (both executions, with a warning), and that worker is analysed with the others.
+Then rank 2's summary names 2^20 functions (the format's cap; valid, 45 MB decompressed):
+under PERFTRACKER_ANALYZE_MEMORY_MB=256, analyze and diff refuse it by name for its memory
+share (exit 3) and go on with the other three -- each name once cost the function store
+30 KB, which took analyze past 5 GB.
 """
 import json
 import os
@@ -25,15 +29,18 @@ import shutil
 import subprocess
 import sys
 
+import summary_bombs
+
 CLI = os.environ.get("PT_CLI", "perftracker")
+MAKE_SEEDS = os.environ.get("PT_MAKE_SEEDS", "")
 GOOD_RANKS = (0, 1, 3)
 BAD_STEM = "node0_2_10002"
 TIMEOUT_S = 300
 
 
-def run(args):
+def run(args, env=None):
     return subprocess.run([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          errors="replace", timeout=TIMEOUT_S)
+                          errors="replace", timeout=TIMEOUT_S, env={**os.environ, **(env or {})})
 
 
 def good_job(work):
@@ -65,14 +72,15 @@ def job_with(work, name, good_dir, good_ext, bad_name, bad_bytes):
     return job
 
 
-def check(name, job, out, rule, problems):
-    p = run(["analyze", "-q", "-j", "2", "-o", out, job])
+def check(name, job, out, rule, problems, who="rank 2", env=None):
+    """who: what the line says besides the file (a refused summary's rank, where it was read)."""
+    p = run(["analyze", "-q", "-j", "2", "-o", out, job], env)
     where = f"{name}: "
     if p.returncode != 3:
         problems.append(f"{where}exit status {p.returncode}, expected 3; stderr:\n{p.stderr[-2000:]}")
     if re.search(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error", p.stderr):
         problems.append(f"{where}sanitizer report:\n{p.stderr[-3000:]}")
-    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and "rank 2" in l and re.search(rule, l)]
+    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and who in l and re.search(rule, l)]
     if not lines:
         problems.append(f"{where}no stderr line names {BAD_STEM} (rank 2) and /{rule}/:\n{p.stderr[-2000:]}")
     try:
@@ -98,14 +106,14 @@ def check(name, job, out, rule, problems):
     print(f"{name}: exit {p.returncode}; {lines[0].strip() if lines else '(no line)'}")
 
 
-def check_diff(name, good, job, out, rule, problems):
-    p = run(["diff", "-q", "-j", "2", "-o", out, good, job])
+def check_diff(name, good, job, out, rule, problems, who="rank 2", env=None):
+    p = run(["diff", "-q", "-j", "2", "-o", out, good, job], env)
     where = f"{name} (diff): "
     if p.returncode != 3:
         problems.append(f"{where}exit status {p.returncode}, expected 3; stderr:\n{p.stderr[-2000:]}")
     if re.search(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error", p.stderr):
         problems.append(f"{where}sanitizer report:\n{p.stderr[-3000:]}")
-    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and "rank 2" in l and re.search(rule, l)]
+    lines = [l for l in p.stderr.splitlines() if BAD_STEM in l and who in l and re.search(rule, l)]
     if not lines:
         problems.append(f"{where}no stderr line names {BAD_STEM} (rank 2) and /{rule}/:\n{p.stderr[-2000:]}")
     try:
@@ -184,11 +192,17 @@ def main():
         check_diff(file, summaries, job, os.path.join(work, "diff-" + file), rule, problems)
     job = job_with(work, "colliding-kernels", traces, ".json", BAD_STEM + ".json", colliding_kernels_trace(traces))
     check_colliding_kernels_merge(job, os.path.join(work, "out-colliding-kernels"), problems)
+    names = "million-names"
+    job = job_with(work, names, summaries, ".ptsum", BAD_STEM + ".ptsum", summary_bombs.many_names(1 << 20, MAKE_SEEDS))
+    budget = {"PERFTRACKER_ANALYZE_MEMORY_MB": "256"}
+    share = r"needs more memory than its share"
+    check(names, job, os.path.join(work, "out-" + names), share, problems, who=".ptsum", env=budget)
+    check_diff(names, summaries, job, os.path.join(work, "diff-" + names), share, problems, who=".ptsum", env=budget)
     if problems:
         print("FAIL:\n" + "\n".join(problems))
         return 1
     print(f"PASS: {len(cases)} hostile workers refused by analyze and diff, naming worker and rule; the others "
-          "analysed and compared; colliding kernel names merged")
+          "analysed and compared; colliding kernel names merged; a million names refused for their memory share")
     return 0
 
 

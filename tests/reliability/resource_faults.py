@@ -26,6 +26,17 @@ privileges skips only the first.
   allocation_failure_is_one_files_error  the same bomb with the share forced far above the
                            limit (PERFTRACKER_ANALYZE_MEMORY_MB): its allocations fail, and
                            that is its own error, the others are analysed
+  many_function_names      a valid summary naming 100 000 functions (350 KB of file) among
+                           three good summaries, under PERFTRACKER_ANALYZE_MEMORY_MB=256: it is
+                           analysed within the budget (peak RSS; each name once cost 30 KB)
+  million_function_names   the same naming 2^20, the format's cap: refused by name, its share
+                           being too small for it, the others analysed, within the budget
+  summary_archive_bomb     a tar of three good summaries and 13 of some KB whose string tables
+                           decode to 150 MB each, -j 16 under 1024 MB: every bomb refused by
+                           name, the good ones analysed, peak RSS within the budget
+  zstd_window_beyond_share a 4 KB .json.zst whose frame asks for a 128 MiB window among three
+                           good traces, -j 16 under 160 MB: refused by name before its window
+                           is allocated, the others analysed, within the budget
   no_thread_can_start      -j 2 under a 20 MB address-space limit, where no worker thread
                            gets its 8 MB stack: the files are read on the main thread (it
                            used to wait forever for threads that never started)
@@ -40,6 +51,7 @@ privileges skips only the first.
 """
 import glob
 import gzip
+import io
 import json
 import os
 import re
@@ -48,7 +60,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
+
+import summary_bombs
 
 CLI = os.environ.get("PT_CLI", "perftracker")
 MAKE_SEEDS = os.environ.get("PT_MAKE_SEEDS", "")
@@ -80,6 +95,24 @@ def analyze(args, limits=None, timeout=300, env=None):
     proc = subprocess.run([CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           timeout=timeout, preexec_fn=preexec, env={**os.environ, **(env or {})})
     return proc.returncode, proc.stderr.decode("utf-8", "replace")
+
+
+TIME = "/usr/bin/time"  # GNU time: the peak RSS of the one process it starts
+
+
+def analyze_measured(args, budget_mb, timeout=300):
+    """analyze under PERFTRACKER_ANALYZE_MEMORY_MB=budget_mb: (exit status, stderr, peak RSS
+    in MiB). Measured by GNU time, which forks analyze from its own small process: a child
+    forked from this Python (which holds the bombs it built) starts with Python's peak."""
+    if not os.path.exists(TIME):
+        raise Skip(f"no {TIME} to measure peak RSS with")
+    proc = subprocess.run([TIME, "-f", "peak-rss-kb %M", CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=timeout,
+                          env={**os.environ, "PERFTRACKER_ANALYZE_MEMORY_MB": str(budget_mb)})
+    err = proc.stderr.decode("utf-8", "replace")
+    lines = err.rstrip("\n").split("\n")
+    peak = int(lines[-1].split()[-1]) >> 10 if lines[-1].startswith("peak-rss-kb ") else 1 << 30
+    return proc.returncode, "\n".join(lines[:-1]), peak
 
 
 def expect(cond, what, problems):
@@ -307,6 +340,123 @@ def allocation_failure_is_one_files_error(work, problems):
     expect("perftracker: out of memory" not in err, "the process ran out of memory, not the one file", problems)
     return check_one_refused(work, out, rc, err, "node0_3_10003.json.gz", r"out of memory while reading it",
                              problems)
+
+
+# ------------------------------------------------------------------ memory shares of decoding
+
+GOOD_STEMS = ("node0_0_10000", "node0_1_10001", "node0_2_10002")
+
+
+def good_summaries(work):
+    """Ranks 0-2 of the good job as summaries (made anew: a summary cached by an older
+    build may be in an older format)."""
+    folder = os.path.join(work, "good-summaries")
+    os.makedirs(folder, exist_ok=True)
+    good = good_job(work)
+    for stem in GOOD_STEMS:
+        subprocess.run([CLI, "summarize", os.path.join(good, stem + ".json"), "-o",
+                        os.path.join(folder, stem + ".ptsum")], check=True, stdout=subprocess.DEVNULL)
+    return [os.path.join(folder, stem + ".ptsum") for stem in GOOD_STEMS]
+
+
+def summary_job(work, name, bad_bytes):
+    """The three good summaries and rank 3's summary as bad_bytes."""
+    job = os.path.join(work, name)
+    shutil.rmtree(job, ignore_errors=True)
+    os.makedirs(job)
+    for path in good_summaries(work):
+        shutil.copy(path, job)
+    with open(os.path.join(job, "node0_3_10003.ptsum"), "wb") as f:
+        f.write(bad_bytes)
+    return job
+
+
+def worker_statuses(out):
+    with open(os.path.join(out, "report.json")) as f:
+        return {w["name"]: w["status"] for w in json.load(f)["workers"]}
+
+
+def within_budget(peak_mb, budget_mb, problems):
+    expect(peak_mb <= budget_mb, f"peak RSS {peak_mb} MiB, over the {budget_mb} MiB budget", problems)
+
+
+SHARE_REFUSAL = r"needs more memory than its share"
+
+
+@case
+def many_function_names(work, problems):
+    budget = 256
+    job = summary_job(work, "names-100k-job", summary_bombs.many_names(100000, MAKE_SEEDS, 3, 4, "node0_3_10003"))
+    out = os.path.join(work, "names-100k-out")
+    rc, err, peak = analyze_measured(["-j", "2", "-o", out, job], budget)
+    no_crash(rc, err, problems)
+    expect(rc == 0, f"exit {rc}, expected 0 (every worker analysed): {err[-400:]}", problems)
+    within_budget(peak, budget, problems)
+    if rc in (0, 3):
+        got = worker_statuses(out)
+        expect(len(got) == 4 and all(v not in ("error", "missing") for v in got.values()), f"workers: {got}",
+               problems)
+    size_kb = os.path.getsize(os.path.join(job, "node0_3_10003.ptsum")) >> 10
+    return f"{size_kb} KB summary of 100000 names: exit {rc}, peak {peak} MiB of {budget}"
+
+
+@case
+def million_function_names(work, problems):
+    budget = 256
+    job = summary_job(work, "names-1m-job", summary_bombs.many_names(1 << 20, MAKE_SEEDS, 3, 4, "node0_3_10003"))
+    out = os.path.join(work, "names-1m-out")
+    rc, err, peak = analyze_measured(["-j", "2", "-o", out, job], budget)
+    within_budget(peak, budget, problems)
+    line = check_one_refused(work, out, rc, err, "node0_3_10003.ptsum", SHARE_REFUSAL, problems)
+    return f"peak {peak} MiB of {budget}: {line[:110]}"
+
+
+@case
+def summary_archive_bomb(work, problems):
+    budget, bombs = 1024, range(4, 17)
+    job = os.path.join(work, "archive-bomb-job")
+    shutil.rmtree(job, ignore_errors=True)
+    os.makedirs(job)
+    with tarfile.open(os.path.join(job, "summaries.tar"), "w", format=tarfile.USTAR_FORMAT) as t:
+        for path in good_summaries(work):
+            t.add(path, arcname=os.path.basename(path))
+        for rank in bombs:
+            stem = f"node0_{rank}_{10000 + rank}"
+            blob = summary_bombs.string_bomb(150, 1 << 20, rank, 17, stem)
+            info = tarfile.TarInfo(stem + ".ptsum")
+            info.size = len(blob)
+            t.addfile(info, io.BytesIO(blob))
+    out = os.path.join(work, "archive-bomb-out")
+    rc, err, peak = analyze_measured(["-j", "16", "-o", out, job], budget)
+    no_crash(rc, err, problems)
+    expect(rc == 3, f"exit {rc}, expected 3 (report written, inputs refused): {err[-400:]}", problems)
+    within_budget(peak, budget, problems)
+    for rank in bombs:
+        member = f"summaries.tar/node0_{rank}_{10000 + rank}.ptsum"
+        expect(any(member in l and re.search(SHARE_REFUSAL, l) for l in err.splitlines()),
+               f"no stderr line refuses {member} for its share: {err[-400:]}", problems)
+    if rc in (0, 3):
+        got = worker_statuses(out)
+        for stem in GOOD_STEMS:  # a summary's worker keeps its trace's name
+            expect(got.get(stem + ".json") == "normal", f"good worker {stem}: {got.get(stem + '.json')}", problems)
+    size_kb = os.path.getsize(os.path.join(job, "summaries.tar")) >> 10
+    return f"{size_kb} KB archive, {len(bombs)} bombs of 150 MB: exit {rc}, peak {peak} MiB of {budget}"
+
+
+@case
+def zstd_window_beyond_share(work, problems):
+    budget = 160
+    frame = summary_bombs.zstd_frame([b'{"traceEvents":[', (ord(" "), 200 << 20), b"]}"], window_log=27)
+    bomb = os.path.join(work, "window-bomb.json.zst")
+    with open(bomb, "wb") as f:
+        f.write(frame)
+    job = job_with(work, "window-bomb-job", bomb, "node0_3_10003.json.zst")
+    out = os.path.join(work, "window-bomb-out")
+    rc, err, peak = analyze_measured(["-j", "16", "-o", out, job], budget)
+    within_budget(peak, budget, problems)
+    line = check_one_refused(work, out, rc, err, "node0_3_10003.json.zst", SHARE_REFUSAL + r".*zstd.*window",
+                             problems)
+    return f"{len(frame)} bytes asking for 128 MiB: peak {peak} MiB of {budget}: {line[:80]}"
 
 
 @case

@@ -3,7 +3,9 @@
  * bit for bit (-0.0 stays -0.0); per-step values of different counts; absent records;
  * blocks past the first; a worker's functions in its order; two threads adopting at once
  * (the decoder's threads). The counting sort (util/group.h) is stable; the parallel loop
- * (util/parallel.h) runs every index once at any thread count. And the reduce on
+ * (util/parallel.h) runs every index once at any thread count. What adopting a summary
+ * may allocate is worked out first, refused one byte below and measured on the heap;
+ * a name one worker runs costs its cell, not a block. And the reduce on
  * two threads (the bounded report's parts, pt_job_input.threads) writes the report and
  * parts it writes on one. Under TSan too (label tsan). */
 #define _POSIX_C_SOURCE 200809L
@@ -265,6 +267,166 @@ static void test_two_threads_adopt_at_once(void **state)
     pt_fn_store_free(st);
 }
 
+/* ------------------------------------------------------------ what the store costs */
+
+/* The heap in use, as the allocator counts it (its own count under a sanitizer), and
+ * what one allocation holds of it: an independent measure of what the store allocates. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+size_t __sanitizer_get_current_allocated_bytes(void); /* sanitizer/allocator_interface.h, not */
+size_t __sanitizer_get_allocated_size(const volatile void *p); /* installed with every compiler */
+static size_t heap_in_use(void) { return __sanitizer_get_current_allocated_bytes(); }
+static size_t heap_of(const void *p) { return p ? __sanitizer_get_allocated_size(p) : 0; }
+#else
+#include <malloc.h>
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+static size_t heap_of(const void *p) { return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0; }
+#endif
+
+/* A worker of rank `rank` running functions "<prefix>0" .. "<prefix>n-1" (names in
+ * fn_names[], which outlive the store); each with `steps` per-step values and a total of
+ * `total` (wide where it does not fit 4 bytes). */
+static pt_worker_summary *named_worker(int32_t rank, const char *prefix, size_t n, size_t steps, int64_t total,
+                                       char **fn_names)
+{
+    pt_worker_summary *s = pt_summary_new();
+    s->shared_function_names = true; /* fn_names[] owns them */
+    s->rank = rank;
+    s->step_count = steps;
+    s->steps = calloc(steps ? steps : 1, sizeof *s->steps);
+    s->functions = calloc(n ? n : 1, sizeof *s->functions);
+    for (size_t i = 0; i < n; i++) {
+        pt_function_summary *f = &s->functions[s->function_count++];
+        char name[64];
+        snprintf(name, sizeof name, "%s%zu", prefix, i);
+        f->name = fn_names[i] = fn_names[i] ? fn_names[i] : strdup(name);
+        f->cls = PT_CLASS_COMPUTE;
+        f->count = 3;
+        f->total_ns = total;
+        f->exposed_ns = total / 2;
+        f->median_ns = 7;
+        f->throughput_avg_pct = i % 2 ? 55.5 : 0;
+        f->step_count = steps;
+        f->step_exposed_ns = steps ? malloc(steps * sizeof *f->step_exposed_ns) : NULL;
+        for (size_t k = 0; k < steps; k++)
+            f->step_exposed_ns[k] = (int64_t)(k + 1) * (total / 4);
+    }
+    return s;
+}
+
+/* What adopting s frees: its records and their per-step values. */
+static size_t records_heap(const pt_worker_summary *s)
+{
+    size_t bytes = heap_of(s->functions);
+    for (size_t i = 0; i < s->function_count; i++)
+        bytes += heap_of(s->functions[i].step_exposed_ns);
+    return bytes;
+}
+
+/* Adopting s refuses one byte below its bound and leaves everything as it was; at its
+ * bound it adopts s, and what the store then holds more is within the bound. */
+static size_t adopt_at_bound(pt_fn_store *st, pt_worker_summary *s)
+{
+    size_t bound, again, before = heap_in_use();
+    assert_false(pt_fn_store_adopt_within(st, s, 0, &bound)); /* the bound, nothing else */
+    assert_true(bound > 0);
+    assert_int_equal(heap_in_use(), before);
+    assert_false(pt_fn_store_adopt_within(st, s, bound - 1, &again));
+    assert_int_equal(again, bound);
+    assert_int_equal(heap_in_use(), before);
+    assert_non_null(s->functions);
+    assert_null(s->fn_store);
+    size_t freed = records_heap(s);
+    assert_true(pt_fn_store_adopt_within(st, s, bound, &again));
+    assert_int_equal(again, bound);
+    assert_ptr_equal(s->fn_store, st);
+    size_t grew = heap_in_use() + freed - before;
+    assert_true(grew <= bound);
+    return grew;
+}
+
+static void assert_reads_back(const pt_worker_summary *s, const char *const *fn_names, size_t n, size_t steps,
+                              int64_t total)
+{
+    for (size_t i = 0; i < n; i++) {
+        pt_function_summary cell;
+        int64_t values[PT_SUMMARY_MAX_STEP_VALUES];
+        const pt_function_summary *f = pt_summary_function(s, i, &cell, values);
+        assert_string_equal(f->name, fn_names[i]);
+        assert_true(f->total_ns == total && f->exposed_ns == total / 2 && f->count == 3 && f->median_ns == 7);
+        assert_int_equal(f->step_count, steps);
+        for (size_t k = 0; k < steps; k++)
+            assert_true(f->step_exposed_ns[k] == (int64_t)(k + 1) * (total / 4));
+        assert_true(f->throughput_avg_pct == (i % 2 ? 55.5 : 0));
+    }
+}
+
+/* The store's count at its bound, wherever a summary lands: new columns in an empty
+ * store; a block grown to take the next rank; a block grown to all its BLOCK slots with a
+ * value that needs 8 bytes where 4 did; a new block of existing columns far away (the
+ * directory grows); more per-step values than a block had room for; an existing block
+ * as it is (nothing to add but the slot's cells). */
+static void test_adoption_is_refused_below_its_bound(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    char *fn_names[N + 10] = {0};
+    pt_fn_store *st = pt_fn_store_new();
+    pt_fn_store_expect_ranks(st, 6000);
+    struct { int32_t rank; size_t n, steps; int64_t total; } cases[] = {
+        {0, N, 3, 1000},                        /* an empty store */
+        {1, N + 5, 3, 1000},                    /* the block grows; five new names */
+        {700, N, 3, (INT64_C(1) << 40) + 4},    /* grows to all of it; totals wide */
+        {5000, N + 10, 3, 1000},                /* a block far away */
+        {3, N, 9, 1000},                        /* more per-step values: the block widens them */
+        {4, N, 3, 1000},                        /* a block that holds all it needs */
+    };
+    pt_worker_summary *s[PT_ARRAY_LEN(cases)];
+    for (size_t c = 0; c < PT_ARRAY_LEN(cases); c++) {
+        s[c] = named_worker(cases[c].rank, "kernel_", cases[c].n, cases[c].steps, cases[c].total, fn_names);
+        adopt_at_bound(st, s[c]);
+    }
+    for (size_t c = 0; c < PT_ARRAY_LEN(cases); c++)
+        assert_reads_back(s[c], (const char *const *)fn_names, cases[c].n, cases[c].steps, cases[c].total);
+    for (size_t c = 0; c < PT_ARRAY_LEN(cases); c++)
+        pt_summary_free(s[c]);
+    pt_fn_store_free(st);
+    for (size_t i = 0; i < N + 10; i++)
+        free(fn_names[i]);
+}
+
+/* A function one worker names costs that worker's cell, not a block for 1024 workers
+ * (30 KB a name, when a summary of 2.8 MB may name a million): 1000 names of the last
+ * rank of 100 000 cost less than 1 KB each, bound and heap alike; the same names in a
+ * second worker at the other end of its block cost what a block of them holds. */
+#define FIRST_OF_ITS_BLOCK(slot) ((slot) & ~1023)
+static void test_a_name_costs_what_its_workers_hold(void **state)
+{
+    (void)state;
+    enum { NAMES = 1000, WORLD = 100000 };
+    char *fn_names[NAMES] = {0};
+    pt_fn_store *st = pt_fn_store_new();
+    pt_fn_store_expect_ranks(st, WORLD);
+    pt_worker_summary *last = named_worker(WORLD - 1, "only_here_", NAMES, 0, 1000, fn_names);
+    size_t grew = adopt_at_bound(st, last);
+    size_t bound;
+    assert_true(grew < NAMES * (size_t)1024);
+    pt_worker_summary *other = named_worker(FIRST_OF_ITS_BLOCK(WORLD - 1), "only_here_", NAMES, 0, 1000, fn_names);
+    assert_false(pt_fn_store_adopt_within(st, other, 0, &bound));
+    assert_true(bound > NAMES * (size_t)1024 * 4); /* each block of 1023 slots' cells, and more */
+    adopt_at_bound(st, other);
+    assert_reads_back(last, (const char *const *)fn_names, NAMES, 0, 1000);
+    assert_reads_back(other, (const char *const *)fn_names, NAMES, 0, 1000);
+    pt_summary_free(last);
+    pt_summary_free(other);
+    pt_fn_store_free(st);
+    for (size_t i = 0; i < NAMES; i++)
+        free(fn_names[i]);
+}
+
 /* ------------------------------------------------------------ the reduce on threads */
 
 #define JOB_WORKERS 2100 /* three parts of the bounded form */
@@ -404,6 +566,8 @@ int main(void)
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_records_read_back_exactly),
                                        cmocka_unit_test(test_two_threads_adopt_at_once),
                                        cmocka_unit_test(test_expected_ranks_take_their_own_slots),
+                                       cmocka_unit_test(test_adoption_is_refused_below_its_bound),
+                                       cmocka_unit_test(test_a_name_costs_what_its_workers_hold),
                                        cmocka_unit_test(test_group_by_key_is_stable),
                                        cmocka_unit_test(test_parallel_for_runs_each_index_once),
                                        cmocka_unit_test(test_reduce_on_two_threads_writes_the_same_report)};

@@ -10,10 +10,11 @@
  * small to be useful), a file that needs more than its share is refused (the summarizer
  * counts a trace's records; what decoding allocates -- a zstd window, a summary's payload,
  * its names and its place in the function store -- is counted against the share before
- * it is allocated: pt_share_begin, util/input.h), and an allocation that fails anyway
- * inside one file's read fails that file alone (pt_run_guarded). Decoded summaries share
- * one pool of function names (pt_summary_share_names), and are freed as soon as the
- * report tree exists. Then the
+ * it is allocated: pt_share_begin, util/input.h; what the summaries read so far keep in
+ * the pool and the store is taken from the shares of the files read after them), and an
+ * allocation that fails anyway inside one file's read fails that file alone
+ * (pt_run_guarded). Decoded summaries share one pool of function names
+ * (pt_summary_share_names), and are freed as soon as the report tree exists. Then the
  * reduce step (pt_diagnose) and the writers; a job above PT_REPORT_FULL_MAX_WORKERS gets
  * the bounded report, its parts written beside report.json as pt_diagnose makes them. A JSON file that is no trace at all (a label.json
  * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
@@ -74,6 +75,8 @@ typedef struct input_list {
 typedef struct job_state {
     input_list *inputs;
     size_t memory_budget;          /* per file read at once; 0: no limit known */
+    size_t usable;                 /* for all the files read at once (memory_budget x readers) */
+    size_t readers;                /* files read at once */
     pt_worker_summary **summaries; /* [i] or NULL when it failed */
     char **errors;                 /* [i] message when it failed */
     atomic_size_t next;
@@ -358,19 +361,33 @@ static void load_worker_file(void *arg)
         f->summary = pt_load_worker(f->path, f->opts, &f->err);
 }
 
+/* A file's share: the planned one, less what the summaries decoded so far keep (their
+ * names and functions, which outlive their files): the memory the files are read in
+ * shrinks as they are kept, so that files each within its share cannot add up past the
+ * budget together (a folder of summaries of 100 000 new names each, ~45 MB kept apiece). */
+static size_t file_share(const job_state *js)
+{
+    if (!js->memory_budget)
+        return 0;
+    size_t kept = pt_summary_kept_bytes();
+    size_t left = js->usable > kept ? (js->usable - kept) / js->readers : 0;
+    return PT_MAX(PT_MIN(js->memory_budget, left), (size_t)1); /* 1, not 0: 0 is no limit */
+}
+
 static void *summarize_worker(void *arg)
 {
     job_state *js = arg;
     /* One big file gets every thread (read in spans); many files get one each. */
     bool single = js->inputs->count == 1;
-    pt_read_options opts = {single ? on_bytes : NULL, js, 0, single ? js->threads : 1, js->memory_budget};
+    pt_read_options opts = {single ? on_bytes : NULL, js, 0, single ? js->threads : 1, 0};
     for (;;) {
         size_t i = atomic_fetch_add(&js->next, 1);
         if (i >= js->inputs->count)
             break;
         worker_file f = {js->inputs->paths[i], &js->inputs->members[i], &opts, NULL, {{0}}};
         size_t asked = 0;
-        pt_share_begin(js->memory_budget); /* what decoding it allocates is counted (util/input.h) */
+        opts.memory_budget = file_share(js);
+        pt_share_begin(opts.memory_budget); /* what decoding it allocates is counted (util/input.h) */
         if (!pt_run_guarded(load_worker_file, &f, &asked))
             pt_error_set(&f.err, "out of memory while reading it (an allocation of %zu MiB failed)", asked >> 20);
         pt_share_end();
@@ -416,7 +433,9 @@ static int plan_memory(job_state *js, int wanted)
     size_t usable = headroom - headroom / RESERVE_DIVISOR;
     int affordable = (int)PT_MIN((size_t)wanted, PT_MAX(usable / MIN_SHARE, (size_t)1));
     bool single = js->inputs->count == 1; /* its spans split the one share themselves */
-    js->memory_budget = usable / (single ? 1 : (size_t)affordable);
+    js->readers = single ? 1 : (size_t)affordable;
+    js->memory_budget = usable / js->readers;
+    js->usable = usable;
     if (affordable < wanted && !single)
         pt_cli_print(stderr,
                      "perftracker: note: reading %d files at a time, not %d: %zu MiB of memory is left to this "

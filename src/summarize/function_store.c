@@ -81,7 +81,26 @@ struct pt_fn_store {
     size_t rank_slots;   /* slots [0, rank_slots) are the ranks' (pt_fn_store_expect_ranks) */
     uint32_t *order; /* column ids, slot after slot */
     size_t order_count, order_cap;
+    size_t bytes;    /* its blocks, their arrays, directories and columns (allocated) */
 };
+
+/* What this thread's additions allocated for blocks, their arrays, directories and
+ * columns, less what they freed: add_within moves it to the store's count under the
+ * store's lock (the allocations are made on the adding thread, under that lock). */
+static _Thread_local ptrdiff_t allocated;
+
+static void *store_calloc(size_t n, size_t size)
+{
+    allocated += (ptrdiff_t)pt_heap_cost(n * size);
+    return pt_xcalloc(n, size);
+}
+
+static void store_free(void *p, size_t bytes)
+{
+    if (p)
+        allocated -= (ptrdiff_t)pt_heap_cost(bytes);
+    free(p);
+}
 
 /* f's values in the block's order: integers, doubles as bits, strings (as bits). */
 #define RECORD_INTS(f) {(int64_t)(f)->count, (f)->total_ns, (f)->exposed_ns, (f)->median_ns, (f)->waiting_ns, \
@@ -116,14 +135,14 @@ static int64_t packed_get(const packed *p, size_t i)
 static void packed_grow_and_set(packed *p, size_t i, int64_t v, size_t len)
 {
     if (fits_narrow(v)) {
-        p->narrow = pt_xcalloc(len, sizeof *p->narrow);
+        p->narrow = store_calloc(len, sizeof *p->narrow);
         p->narrow[i] = (int32_t)v;
         return;
     }
-    p->wide = pt_xcalloc(len, sizeof *p->wide);
+    p->wide = store_calloc(len, sizeof *p->wide);
     for (size_t k = 0; p->narrow && k < len; k++)
         p->wide[k] = p->narrow[k];
-    free(p->narrow);
+    store_free(p->narrow, len * sizeof *p->narrow);
     p->narrow = NULL;
     p->wide[i] = v;
 }
@@ -144,6 +163,15 @@ static void packed_free(packed *p)
     free(p->wide);
 }
 
+/* packed_free of an array of len cells in a store that stays. */
+static void packed_release(packed *p, size_t len)
+{
+    store_free(p->narrow, len * sizeof *p->narrow);
+    store_free(p->wide, len * sizeof *p->wide);
+    p->narrow = NULL;
+    p->wide = NULL;
+}
+
 /* A cell of an array that exists once one value is not 0 (the doubles' bits, strings):
  * the array, made when it has to be. */
 static void *cell_set(void *array, size_t i, uint64_t bits, size_t len)
@@ -151,7 +179,7 @@ static void *cell_set(void *array, size_t i, uint64_t bits, size_t len)
     if (!array && bits == 0)
         return NULL;
     if (!array)
-        array = pt_xcalloc(len, sizeof(uint64_t));
+        array = store_calloc(len, sizeof(uint64_t));
     memcpy((char *)array + i * sizeof(uint64_t), &bits, sizeof bits);
     return array;
 }
@@ -172,7 +200,7 @@ static void widen_steps(block *b, size_t need)
     for (size_t i = 0; i < b->cap; i++)
         for (size_t k = 0; k < b->stride && b->state[i]; k++)
             packed_set(&wider, i * need + k, packed_get(&b->steps, i * b->stride + k), len);
-    packed_free(&b->steps);
+    packed_release(&b->steps, (size_t)b->cap * b->stride);
     b->steps = wider;
     b->stride = (uint16_t)need;
 }
@@ -193,7 +221,7 @@ static void block_free(block *b)
 
 static block *block_new(size_t lo, size_t cap)
 {
-    block *b = pt_xcalloc(1, sizeof *b + cap);
+    block *b = store_calloc(1, sizeof *b + cap);
     b->lo = (uint16_t)lo;
     b->cap = (uint16_t)cap;
     return b;
@@ -230,9 +258,9 @@ static void *moved(void *old, size_t size, size_t len, size_t shift, size_t new_
 {
     if (!old)
         return NULL;
-    char *a = pt_xcalloc(new_len, size);
+    char *a = store_calloc(new_len, size);
     memcpy(a + shift * size, old, len * size);
-    free(old);
+    store_free(old, len * size);
     return a;
 }
 
@@ -259,7 +287,7 @@ static block *grow_block(block *b, size_t lo, size_t cap)
         g->bits[k] = moved(b->bits[k], sizeof(uint64_t), len, shift, cap);
     for (size_t k = 0; k < TEXT_FIELDS; k++)
         g->texts[k] = moved((void *)b->texts[k], sizeof(uint64_t), len, shift, cap);
-    free(b);
+    store_free(b, sizeof *b + b->cap);
     return g;
 }
 
@@ -285,10 +313,10 @@ static block **place_of(pt_fn_column *col, size_t at)
     size_t first, end;
     directory_range(col, at, &first, &end);
     if (first != col->first_block || end - first != col->block_count) {
-        block **blocks = pt_xcalloc(end - first, sizeof *blocks);
+        block **blocks = store_calloc(end - first, sizeof *blocks);
         if (col->block_count)
             memcpy(blocks + (col->first_block - first), col->blocks, col->block_count * sizeof *blocks);
-        free(col->blocks);
+        store_free(col->blocks, col->block_count * sizeof *blocks);
         col->blocks = blocks;
         col->first_block = (uint32_t)first;
         col->block_count = (uint32_t)(end - first);
@@ -443,7 +471,7 @@ static uint32_t column_of(pt_fn_store *st, const pt_function_summary *f)
         free(key);
     if (id == st->column_count) {
         PT_GROW(st->columns, st->column_cap, st->column_count + 1);
-        pt_fn_column *col = pt_xcalloc(1, sizeof *col);
+        pt_fn_column *col = store_calloc(1, sizeof *col);
         col->cls = f->cls;
         col->name = pt_strtab_get(&st->keys, id) + 1;
         st->columns[st->column_count++] = col;
@@ -633,8 +661,10 @@ static bool add_within(pt_fn_store *st, const pt_worker_summary *s, int64_t rank
         *cost = pt_heap_cost(ids_size) + add_cost(st, s, next_slot(st, rank), ids);
     }
     bool fits = *cost <= limit;
+    ptrdiff_t before = allocated;
     if (fits)
         *slot = add_locked(st, s, rank, ids);
+    st->bytes += (size_t)(allocated - before);
     if (ids)
         pt_unwind_pop(ids);
     free(ids);
@@ -669,6 +699,15 @@ void pt_fn_store_adopt(pt_fn_store *st, pt_worker_summary *s)
 {
     size_t cost;
     pt_fn_store_adopt_within(st, s, SIZE_MAX, &cost);
+}
+
+size_t pt_fn_store_bytes(pt_fn_store *st)
+{
+    pthread_mutex_lock(&st->lock);
+    size_t bytes = st->bytes + st->keys.bytes + st->column_cap * sizeof *st->columns +
+                   st->order_cap * sizeof *st->order + 2 * st->slot_cap * sizeof *st->slot_first + st->rank_slots;
+    pthread_mutex_unlock(&st->lock);
+    return bytes;
 }
 
 void pt_fn_store_release_slot(pt_fn_store *st, uint32_t slot)

@@ -45,6 +45,9 @@ bool pt_fn_store_adopt_within(pt_fn_store *st, pt_worker_summary *s, size_t limi
  * returns their slot; pt_fn_store_release_slot gives it back. s's strings must outlive
  * the slot. */
 uint32_t pt_fn_store_add(pt_fn_store *st, const pt_worker_summary *s);
+/* What the store holds on the heap (its columns, keys, blocks and their arrays), as
+ * counted when allocated: what the summaries in it keep. */
+size_t pt_fn_store_bytes(pt_fn_store *st);
 /* A slot is no longer needed (its summary is freed); once none is, the store drops its
  * columns and starts again empty. */
 void pt_fn_store_release_slot(pt_fn_store *st, uint32_t slot);

@@ -516,6 +516,14 @@ void pt_summary_expect_ranks(size_t world)
     pthread_mutex_unlock(&name_pool_lock);
 }
 
+size_t pt_summary_kept_bytes(void)
+{
+    pthread_mutex_lock(&name_pool_lock);
+    size_t bytes = name_pool ? name_pool->bytes + pt_fn_store_bytes(function_store) : 0;
+    pthread_mutex_unlock(&name_pool_lock);
+    return bytes;
+}
+
 static void unlock_on_unwind(void *lock)
 {
     pthread_mutex_unlock(lock);

@@ -38,6 +38,9 @@ void pt_summary_share_names(void);
  * order (pt_fn_store_expect_ranks). Without shared names, or once a summary is in the
  * store: nothing. */
 void pt_summary_expect_ranks(size_t world);
+/* What the summaries decoded so far keep in the shared pool and the store (their names
+ * and functions), which outlives the files they were read from; 0 without shared names. */
+size_t pt_summary_kept_bytes(void);
 /* With names shared: s's collective calls' op and dtype, its own strings (hang state
  * parsed outside the decoder), become the pool's, so s can join a pooled summary, which
  * never frees them. Without: nothing changes. */

@@ -31,6 +31,10 @@ privileges skips only the first.
                            analysed within the budget (peak RSS; each name once cost 30 KB)
   million_function_names   the same naming 2^20, the format's cap: refused by name, its share
                            being too small for it, the others analysed, within the budget
+  many_files_of_names      12 such summaries of 100 000 names each (all different), each within
+                           its share alone: what the first keep (~45 MB each) is taken from
+                           the later ones' shares, so those are refused by name and the total
+                           stays within the 256 MB budget (it used to reach 23 GB)
   summary_archive_bomb     a tar of three good summaries and 13 of some KB whose string tables
                            decode to 150 MB each, -j 16 under 1024 MB: every bomb refused by
                            name, the good ones analysed, peak RSS within the budget
@@ -409,6 +413,37 @@ def million_function_names(work, problems):
     within_budget(peak, budget, problems)
     line = check_one_refused(work, out, rc, err, "node0_3_10003.ptsum", SHARE_REFUSAL, problems)
     return f"peak {peak} MiB of {budget}: {line[:110]}"
+
+
+@case
+def many_files_of_names(work, problems):
+    budget, bombs = 256, range(4, 16)
+    job = os.path.join(work, "names-many-job")
+    shutil.rmtree(job, ignore_errors=True)
+    os.makedirs(job)
+    for path in good_summaries(work):
+        shutil.copy(path, job)
+    for rank in bombs:
+        stem = f"node0_{rank}_{10000 + rank}"
+        with open(os.path.join(job, stem + ".ptsum"), "wb") as f:
+            f.write(summary_bombs.many_names(100000, MAKE_SEEDS, rank, 16, stem, prefix=f"r{rank}."))
+    out = os.path.join(work, "names-many-out")
+    rc, err, peak = analyze_measured(["-j", "2", "-o", out, job], budget)
+    no_crash(rc, err, problems)
+    expect(rc == 3, f"exit {rc}, expected 3 (report written, inputs refused): {err[-400:]}", problems)
+    within_budget(peak, budget, problems)
+    refused = [l for l in err.splitlines() if re.search(SHARE_REFUSAL, l)]
+    expect(refused, f"no file refused for its share: {err[-400:]}", problems)
+    if rc in (0, 3):
+        got = worker_statuses(out)
+        for stem in GOOD_STEMS:
+            expect(got.get(stem + ".json") == "normal", f"good worker {stem}: {got.get(stem + '.json')}", problems)
+        for rank in bombs:  # each analysed, or refused and named
+            stem = f"node0_{rank}_{10000 + rank}"
+            named = any(stem + ".ptsum" in l for l in refused)
+            expect(named or got.get(stem) not in (None, "error", "missing"),
+                   f"{stem}: neither analysed ({got.get(stem)}) nor refused for its share", problems)
+    return f"{len(refused)} of {len(bombs)} refused: exit {rc}, peak {peak} MiB of {budget}"
 
 
 @case

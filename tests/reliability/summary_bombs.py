@@ -4,7 +4,8 @@ hostile_summaries.py, hostile_archives.py). Python has no zstd: frames are writt
 with raw and run-length blocks, which is all a bomb needs (a 128 KiB run is 4 bytes), or
 compressed with PT_MAKE_SEEDS (fuzz/make_seeds zstd) where the test has it.
 
-  many_names(n, rank, world, name)   a valid summary naming n distinct functions
+  many_names(n, ..., prefix)         a valid summary naming n distinct functions
+                                     (prefix0, prefix1, ... in hex)
   string_bomb(strings, size, rank)   a valid summary whose string table holds `strings`
                                      strings of `size` bytes that no function names
   payload_claim(size)                a summary whose payload is `size` zero bytes (not a
@@ -92,11 +93,11 @@ def tail():
     return uvarint(0) + uvarint(0) + varint(-1) + varint(-1) + uvarint(0) + uvarint(0)
 
 
-def many_names_payload(n, rank=2, world=4, name="node0_2_10002"):
+def many_names_payload(n, rank=2, world=4, name="node0_2_10002", prefix="k"):
     p = bytearray(head(rank, world, name))
     p += uvarint(n)
     for i in range(n):
-        p += string("k%x" % i)
+        p += string("%s%x" % (prefix, i))
     p += uvarint(n)
     record = varint(1000) * 4 + bytes(24) + varint(0) + uvarint(0) + uvarint(0)  # times, doubles, waiting, steps, caller
     for i in range(n):
@@ -104,9 +105,9 @@ def many_names_payload(n, rank=2, world=4, name="node0_2_10002"):
     return bytes(p + tail())
 
 
-def many_names(n, make_seeds="", rank=2, world=4, name="node0_2_10002"):
+def many_names(n, make_seeds="", rank=2, world=4, name="node0_2_10002", prefix="k"):
     """A valid summary (it passes every rule) of one worker naming n functions."""
-    payload = many_names_payload(n, rank, world, name)
+    payload = many_names_payload(n, rank, world, name, prefix)
     return summary_file(len(payload), compressed(payload, make_seeds))
 
 

@@ -327,10 +327,11 @@ static size_t records_heap(const pt_worker_summary *s)
 }
 
 /* Adopting s refuses one byte below its bound and leaves everything as it was; at its
- * bound it adopts s, and what the store then holds more is within the bound. */
+ * bound it adopts s, and what the store then holds more is within the bound, and about
+ * what the store counts it holds (pt_fn_store_bytes: malloc's own bytes as estimated). */
 static size_t adopt_at_bound(pt_fn_store *st, pt_worker_summary *s)
 {
-    size_t bound, again, before = heap_in_use();
+    size_t bound, again, before = heap_in_use(), counted = pt_fn_store_bytes(st);
     assert_false(pt_fn_store_adopt_within(st, s, 0, &bound)); /* the bound, nothing else */
     assert_true(bound > 0);
     assert_int_equal(heap_in_use(), before);
@@ -345,6 +346,8 @@ static size_t adopt_at_bound(pt_fn_store *st, pt_worker_summary *s)
     assert_ptr_equal(s->fn_store, st);
     size_t grew = heap_in_use() + freed - before;
     assert_true(grew <= bound);
+    counted = pt_fn_store_bytes(st) - counted;
+    assert_true(counted >= grew / 2 && counted <= 2 * grew + 4096);
     return grew;
 }
 

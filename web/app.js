@@ -7,7 +7,9 @@
  * tables and the heatmap draw only what is in view (table.js, plots.js), so a report of
  * 4096 workers costs about what one of 8 does. The diagnosis comes first: the verdict, then
  * the findings in plain sentences, root cause first, each one click from its evidence (the
- * section and key the finding names, highlighted there). Every section view shows the
+ * section and key the finding names, highlighted there). One figure per quantity: a card's
+ * saving is its sentence's, a figure called a median is over every worker, and a finding
+ * that saves nothing is folded under "Not worth fixing". Every section view shows the
  * seed's own field names and a short "how to read this". Report strings reach the page as
  * text only (dom.js). Charts use ECharts when the build bundled it; without it, the page
  * says so and everything but the chart library's plots still works. A report in the bounded
@@ -39,11 +41,25 @@
   var tableWorkers = scale ? PD.workerTableRows(scale, workers) : null;
   var byRank = new Map(), byName = new Map();
   (tableWorkers || workers).forEach(function (w) { byRank.set(w.rank, w); if (w.name) byName.set(w.name, w); });
+  /* A finding whose fix saves nothing (impact under 0.05%, "0.0%" at the terminal's one
+   * decimal: in the step model another worker's work then sets the pace) is no finding to
+   * act on: it is folded under "Not worth fixing" with its reason and marks no worker. A
+   * hang, a lost rank and a report with no worker analysed are no savings: always shown. */
+  var NOTHING_SAVED = 0.0005;
+  function savesNothing(f) {
+    return typeof f.impact === 'number' && f.impact < NOTHING_SAVED && f.category !== 'hang' && f.category !== 'lost' &&
+      (f.workers || []).length > 0;
+  }
+  var worthFixing = findings.filter(function (f) { return !savesNothing(f); });
   var culprits = new Set();
-  findings.forEach(function (f) { if (!f.all_workers) (f.workers || []).forEach(function (r) { culprits.add(r); }); });
+  worthFixing.forEach(function (f) { if (!f.all_workers) (f.workers || []).forEach(function (r) { culprits.add(r); }); });
   var culpritNames = new Set(Array.from(culprits).map(function (r) { return byRank.has(r) ? byRank.get(r).name : null; }));
   var hasCharts = typeof window.echarts !== 'undefined';
   var stepMs = job.median_step_time_ms;
+  /* A finding's saving in ms is its impact times the step model's step, as its sentence
+   * computes it (diagnosis.step_model.step_ms), so the card and the sentence give one figure. */
+  var stepModel = diagnosis.step_model || {};
+  var savingStepMs = typeof stepModel.step_ms === 'number' && stepModel.step_ms > 0 ? stepModel.step_ms : stepMs;
   /* Ranks of the job with no trace in the report. When they outnumber the ranks it holds,
    * the traces are a sample (rank 0 of 128, the usual profiler dump), not a job that lost
    * most of its workers: those ranks are counted, not listed as failures. */
@@ -163,6 +179,13 @@
     if (howto) howto.after(note); else node.appendChild(note);
   }
 
+  /* The width a view has: the main column's, less its padding (the navigation is beside it
+   * on a wide window, above it on a narrow one: style.css). */
+  function viewWidth() {
+    var cs = getComputedStyle(main);
+    return (main.clientWidth || window.innerWidth) - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.paddingRight) || 0);
+  }
+
   /* Registers something drawn once it is in the document (canvas sizes, charts). */
   function later(part) { mounted.push(part); return part.node; }
 
@@ -264,7 +287,7 @@
      * leaves (the page less the navigation, the finding's margins and a scroll bar), whole
      * on hover: a hang's sizes and NCCL kernel names would otherwise run past the edge. */
     var font = '14px ' + getComputedStyle(document.body).fontFamily, monoFont = '12.5px ui-monospace, Menlo, Consolas, monospace';
-    var room = Math.max(360, window.innerWidth - 210 - 48 - 60 - 20 - (60 + 96 + 70 + 70 + 96));
+    var room = Math.max(360, viewWidth() - 60 - 20 - (60 + 96 + 70 + 70 + 96));
     var callW = Math.round(room * 0.42), whereW = room - callW;
     var heading = 'Kind: ' + (HANG_KIND[h.kind] || h.kind) + (h.group !== null && h.group !== undefined ? ' · group ' + h.group : '') +
       (typeof h.seq === 'number' ? ' · call #' + h.seq + (h.call ? ' ' + callText(h.call) : '') : '') +
@@ -294,13 +317,15 @@
   /* Evidence: what a finding rests on, at the top of the section it points to. */
   function evidencePanel(f, index) {
     var ev = f.evidence || {}, values = entries(ev.values);
-    var median = typeof ev.median === 'number' ? ev.median : null;
+    var base = evidenceBaseline(f, ev, values.map(function (e) { return [Number(e[0]), e[1]]; }));
+    var median = base ? base.value : null, versus = base && base.median ? '× median' : '× reference';
     return el('div', { className: 'panel evidence', id: 'evidence' },
       el('div', { className: 'label muted' }, 'Evidence for finding ' + (index + 1) + (index === 0 ? ' (root cause)' : '')),
       el('p', { className: 'summary' }, PD.richText(f.summary || '')),
       ev.key ? el('p', null, 'Key in "' + (ev.section || '') + '": ', el('span', { className: 'mono', title: ev.key }, PD.shortFunction(f.category, ev.key, 90))) : null,
       ev.hang ? hangTable(ev.hang) : null,
-      ev.metric && !ev.hang ? el('p', null, 'Metric: ', el('b', null, ev.metric), median !== null ? ' · typical worker (median): ' + fmt.num(median) : '') : null,
+      ev.metric && !ev.hang ? el('p', null, 'Metric: ', el('b', null, ev.metric), base ? [' · ', el('span', { id: 'evidence-baseline',
+        dataset: { value: String(base.value), median: String(base.median), over: String(base.over || '') } }, base.label + ': ' + fmt.num(base.value))] : '') : null,
       values.length && !ev.hang ? table({
         rows: values.map(function (e) { return { rank: Number(e[0]), value: e[1] }; }),
         visibleRows: 6,
@@ -309,9 +334,48 @@
           { label: 'rank', value: function (r) { return r.rank; }, numeric: true, width: '70px' },
           { label: 'worker', value: function (r) { return workerName(r.rank); }, render: function (r) { return workerCell(workerName(r.rank)); } },
           { label: ev.metric || 'value', value: function (r) { return r.value; }, text: function (r) { return fmt.num(r.value); }, numeric: true },
-          { label: '× median', value: function (r) { return median ? r.value / median : null; }, text: function (r) { return median ? fmt.times(r.value / median) : '–'; }, numeric: true }
+          { label: versus, value: function (r) { return median ? r.value / median : null; }, text: function (r) { return median ? fmt.times(r.value / median) : '–'; }, numeric: true }
         ]
       }) : null);
+  }
+
+  /* What a finding's evidence values are set against, and over which workers. The report's
+   * evidence.median is each finding's own reference (the workers it does not name, the
+   * fastest ones, per-step medians averaged), so the page calls a figure a median only when
+   * it is over every worker analysed: the values' own median when they are every worker's;
+   * for a function's "bottleneck ms per step", the heatmap's median worker (a cell is a
+   * worker's value less the median over every worker, over the step: so a named worker's
+   * value less its cell times the step); the report's figure for a "(median over workers)"
+   * metric. Otherwise it is the report's reference, named so; none for a hang or lost ranks. */
+  function evidenceBaseline(f, ev, values) {
+    if (f.category === 'hang' || f.category === 'lost') return null;
+    var n = workersAnalyzed, every = n === 1 ? 'the one worker analysed' : 'median over all ' + n + ' workers';
+    var allAnalyzed = values.length === n && values.every(function (e) { var w = byRank.get(e[0]); return w && w.status !== 'missing'; });
+    if (n >= 1 && allAnalyzed) return { value: PD.median(values.map(function (e) { return e[1]; })), median: true, over: n, label: every };
+    var fromHeatmap = ev.metric === 'bottleneck ms per step' ? heatmapMedian(ev.key, values) : null;
+    if (fromHeatmap !== null) return { value: fromHeatmap, median: true, over: n, label: every };
+    if (typeof ev.median !== 'number') return null;
+    if (/\(median over workers\)/.test(ev.metric || '')) return { value: ev.median, median: true, over: n, label: every };
+    return { value: ev.median, median: false, label: 'the finding\'s reference value (not a median over every worker)' };
+  }
+
+  /* The median over every worker of a function's exposed ms per step, from the heatmap and
+   * the named worker whose cell is closest to it (the cells carry 4 significant digits:
+   * within their rounding of 0, the median is 0). null: the function is not a column. */
+  function heatmapMedian(key, values) {
+    var h = section('Heatmap'), step = job.median_step_time_ms;
+    var column = h && key ? (h.functions || []).findIndex(function (fn) { return fn.name === key; }) : -1;
+    if (column < 0 || typeof step !== 'number' || !(step > 0) || !Array.isArray(h.ranks) || !Array.isArray(h.values)) return null;
+    var rowOf = new Map();
+    h.ranks.forEach(function (r, i) { rowOf.set(r, i); });
+    var best = null;
+    values.forEach(function (e) {
+      var row = rowOf.has(e[0]) ? h.values[rowOf.get(e[0])] : null, cell = Array.isArray(row) ? row[column] : null;
+      if (typeof cell === 'number' && typeof e[1] === 'number' && (!best || Math.abs(cell) < Math.abs(best.cell))) best = { value: e[1], cell: cell };
+    });
+    if (!best) return null;
+    var median = best.value - best.cell * step;
+    return Math.abs(median) <= Math.abs(best.cell) * step * 5e-4 ? 0 : median;
   }
 
   function findingHref(f, index) {
@@ -338,9 +402,9 @@
   }
 
   function findingCard(f, index) {
-    var root = index === 0 && diagnosis.verdict !== 'healthy';
+    var root = index === 0 && diagnosis.verdict !== 'healthy' && !savesNothing(f);
     var ranks = f.workers || [];
-    var impactMs = typeof f.impact === 'number' && typeof stepMs === 'number' ? f.impact * stepMs : null;
+    var impactMs = typeof f.impact === 'number' && typeof savingStepMs === 'number' ? f.impact * savingStepMs : null;
     var workerLinks = f.all_workers ? [el('b', null, 'all workers')]
       : ranks.slice(0, 12).map(function (r, i) {
           return [i ? ', ' : '', el('a', { href: '#/workers?rank=' + r, title: workerName(r) }, 'rank ' + r)];
@@ -350,14 +414,29 @@
         ' ', el('span', { className: 'chip' }, CATEGORY_LABEL[f.category] || f.category || '')),
       el('p', { className: 'summary' }, PD.richText(f.summary || '')),
       el('div', { className: 'facts' },
-        el('span', null, 'Impact: ', el('b', null, typeof f.impact === 'number' ? '≈' + fmt.pct(f.impact) + ' of step time' : '–'),
-          impactMs !== null ? ' (≈' + fmt.ms(impactMs) + ' per step)' : ''),
+        el('span', { className: 'impact' }, 'Impact: ', el('b', null, typeof f.impact === 'number' ? '≈' + fmt.savedPct(f.impact) + ' of step time' : '–'),
+          impactMs !== null ? ' (≈' + fmt.savedMs(impactMs) + ' per step)' : ''),
         el('span', null, 'Workers: ', workerLinks),
         f.function ? el('span', null, 'Function: ', el('span', { className: 'mono', title: f.function }, PD.shortFunction(f.category, f.function, 70))) : null),
       f.evidence && f.evidence.hang ? hangTable(f.evidence.hang) : null,
       el('div', { className: 'actions' },
         el('a', { className: 'button evidence-link', href: findingHref(f, index) }, 'Evidence →'),
         heatmapColumn(f.function) >= 0 || (!f.all_workers && ranks.length) ? el('a', { className: 'button', href: '#/heatmap?finding=' + index }, 'In the heatmap') : null));
+  }
+
+  /* The findings whose fix saves nothing, folded: each sentence, and why it is not one. */
+  function notWorthFixing() {
+    var folded = [];
+    findings.forEach(function (f, i) { if (savesNothing(f)) folded.push([f, i]); });
+    return el('details', { className: 'panel not-worth', id: 'not-worth-fixing' },
+      el('summary', null, 'Not worth fixing (' + folded.length + '): fixing ' + (folded.length === 1 ? 'it saves' : 'each saves') + ' no step time'),
+      el('p', { className: 'muted' }, 'In the step model, removing ' + (folded.length === 1 ? 'this' : 'each of these') +
+        ' alone does not shorten the step: other work sets the pace, so its time passes while the step waits for that anyway.' +
+        (worthFixing.length ? ' Fix the findings above first.' : '')),
+      el('ul', { className: 'plain' }, folded.map(function (p) {
+        return el('li', { dataset: { index: p[1] } }, el('span', { className: 'chip' }, CATEGORY_LABEL[p[0].category] || p[0].category || ''), ' ',
+          'impact ' + fmt.savedPct(p[0].impact) + ': ', PD.richText(p[0].summary || ''));
+      })));
   }
 
   /* Overview ---------------------------------------------------------------------------- */
@@ -370,16 +449,21 @@
         workersAnalyzed + ' workers analyzed' + of + '.';
     }
     if (v === 'hang') return 'Hang: the job stopped making progress. ' + (n ? 'The findings below say where.' : '');
+    var folded = findings.length - worthFixing.length;
+    var notWorth = folded ? ' ' + folded + (folded === 1 ? ' finding saves' : ' findings save') + ' no step time (below, not worth fixing).' : '';
+    n = worthFixing.length;
+    if (v === 'degraded' && !n) return 'Degraded, but no finding saves step time.' + notWorth;
     if (v === 'degraded') return 'Degraded: ' + n + (n === 1 ? ' finding' : ' findings') + ', the root cause first' +
-      (n > 1 && typeof diagnosis.joint_impact === 'number' ? '; fixing them all saves ≈' + fmt.pct(diagnosis.joint_impact) + ' of step time.' : '.');
+      (n > 1 && typeof diagnosis.joint_impact === 'number' ? '; fixing them all saves ≈' + fmt.savedPct(diagnosis.joint_impact) + ' of step time.' : '.') + notWorth;
     return 'Verdict: ' + v;
   }
 
   function renderOverview(node) {
     node.appendChild(el('h1', null, 'Diagnosis'));
     node.appendChild(el('p', { className: 'verdict ' + (diagnosis.verdict || ''), id: 'verdict' }, verdictSentence()));
-    if (findings.length) node.appendChild(el('div', { id: 'findings' }, findings.map(findingCard)));
-    else if (diagnosis.verdict !== 'healthy') node.appendChild(el('p', { className: 'muted' }, 'The report names no finding.'));
+    if (worthFixing.length) node.appendChild(el('div', { id: 'findings' }, findings.map(function (f, i) { return savesNothing(f) ? null : findingCard(f, i); })));
+    else if (diagnosis.verdict !== 'healthy' && !findings.length) node.appendChild(el('p', { className: 'muted' }, 'The report names no finding.'));
+    if (worthFixing.length < findings.length) node.appendChild(notWorthFixing());
 
     node.appendChild(el('h2', null, 'Job'));
     var missing = job.missing_ranks || [];
@@ -554,10 +638,10 @@
     var focus = findings[findingIndex] || (diagnosis.verdict !== 'healthy' ? findings[0] : null);
     var focusKey = focus ? CLASS_OF_CATEGORY[focus.category] : null;
     var classWidth = { communication_ms: 124 }, fixed = 58 + 70 + 86 + 86 + 5 * 84 + 124, minBar = 96;
-    /* The worker column as wide as the longest name, within what the view leaves (the
-     * page's width less the navigation and a scroll bar); longer names are shortened in
-     * the middle, whole on hover. The breakdown bar takes the rest. */
-    var font = '14px ' + getComputedStyle(document.body).fontFamily, room = window.innerWidth - 210 - 48 - 20 - fixed;
+    /* The worker column as wide as the longest name, within what the view leaves (less a
+     * scroll bar); longer names are shortened in the middle, whole on hover. The breakdown
+     * bar takes the rest. */
+    var font = '14px ' + getComputedStyle(document.body).fontFamily, room = viewWidth() - 20 - fixed;
     var nameW = Math.max(110, Math.min(240, room - minBar, Math.ceil(longestText(listedWorkers.map(function (w) { return w.name || ''; }), font)) + 20));
     var barW = Math.max(minBar, Math.min(160, room - nameW));
     var cols = [
@@ -587,6 +671,14 @@
     t.node.id = 'workers-table';
     node.appendChild(t.node);
     node.appendChild(detail);
+    /* On a narrow window the marked column can lie past the table's right edge: scroll it
+     * into view, right of the fixed rank column. */
+    mounted.push({ mount: function () {
+      t.fitColumns();
+      var th = t.node.querySelector('th.finding-col'), box = t.scroll;
+      var past = th ? th.getBoundingClientRect().right - (box.getBoundingClientRect().left + box.clientWidth) : 0;
+      if (past > 0) box.scrollLeft += Math.ceil(past);
+    } });
 
     function showWorker(w) {
       t.highlight(function (x) { return x === w; });
@@ -1021,8 +1113,11 @@
             return PD.escapeHtml(fmt.num(ps[0].value[0]) + ' ms') + '<br>' + ps.map(function (p) { return p.marker + PD.escapeHtml(p.seriesName + ': ' + fmt.num(p.value[1]) + ' ' + unit); }).join('<br>');
           } },
           legend: { type: 'scroll', top: 0, formatter: function (n) { return n; } },
-          grid: { left: 60, right: 20, top: 40, bottom: 40 },
-          xAxis: { type: 'value', name: 'ms' }, yAxis: { type: 'value', name: unit },
+          /* Axis names inside the chart's box: the time unit centred under the axis (at its
+           * end it ran past the right edge), the metric's unit above the y axis. */
+          grid: { left: 60, right: 24, top: 48, bottom: 52 },
+          xAxis: { type: 'value', name: 'time (ms)', nameLocation: 'middle', nameGap: 28 },
+          yAxis: { type: 'value', name: unit, nameLocation: 'end', nameGap: 12, nameTextStyle: { align: 'left' } },
           dataZoom: [{ type: 'inside' }],
           series: lines.map(function (l) {
             return { name: l.name, type: 'line', showSymbol: false, sampling: 'lttb', data: l.points,

@@ -2,9 +2,11 @@
  *
  * Design: the same static page as a report (index.html, data.js); app.js hands the data
  * here when it carries "diff_version". Hash routes (#/<view>) as in app.js, each view built
- * when opened: the verdict with the step and class figures of both runs, the functions
- * whose time per step changed beyond noise, those added and removed, the findings each
- * run's diagnosis gained or lost, and the notes saying what the comparison could not see.
+ * when opened: the verdict with the step and class figures of both runs (each change with
+ * whether it counts and by which rule, so none sits beside a larger threshold unexplained),
+ * the functions whose time per step changed beyond noise, those added and removed, the
+ * findings each run's diagnosis gained or lost (those that save nothing folded), and the
+ * notes saying what the comparison could not see.
  * Every name from the diff (kernel names hold '<', '>' and '&') reaches the page as text
  * through PD.el (dom.js), never as markup.
  */
@@ -43,6 +45,20 @@
       if (!c || !c.significant) return 'unchanged';
       return c.delta_ms > 0 ? 'worse' : 'better';
     }
+    /* Why a change counts or not, by diff.json's rules (docs/diff-schema.md, "Noise"): beyond
+     * its threshold (3 standard errors of the difference, or 1% of the step, the larger), or,
+     * for the step time only, within it while every profiled step of one run is longer than
+     * every step of the other (each run four steps at least): the one way "significant" is
+     * true with |delta_ms| <= threshold_ms. The page says which, so a change marked as
+     * counting never sits beside a larger threshold unexplained. */
+    function judged(c, isStep) {
+      var beyond = typeof c.delta_ms === 'number' && typeof c.threshold_ms === 'number' && Math.abs(c.delta_ms) > c.threshold_ms;
+      if (!c.significant) return { counts: false, why: 'within noise', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
+      if (beyond) return { counts: true, why: 'beyond noise', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
+      if (isStep) return { counts: true, why: 'steps apart', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, but every profiled step of ' +
+        (c.delta_ms > 0 ? 'AFTER is longer than every step of BEFORE' : 'AFTER is shorter than every step of BEFORE') + ': a separation that needs no noise model' };
+      return { counts: true, why: 'marked significant', text: 'marked significant by diff.json (no rule this page knows puts it within the ±' + fmt.ms(c.threshold_ms) + ' threshold)' };
+    }
     function fnName(f, max) {
       return el('span', { className: 'mono', title: f.name }, PD.shortFunction(CATEGORY[f.class] || f.class, f.name, max || 80));
     }
@@ -68,7 +84,7 @@
       { id: 'added', title: 'Added', render: function (n) { renderListed(n, 'added'); }, count: function () { return D.added_count || added.length; } },
       { id: 'removed', title: 'Removed', render: function (n) { renderListed(n, 'removed'); }, count: function () { return D.removed_count || removed.length; } },
       { id: 'findings', title: 'Findings', render: renderFindings,
-        count: function () { return list(findings.new).length + list(findings.resolved).length; } },
+        count: function () { return list(findings.new).concat(list(findings.resolved)).filter(function (f) { return !savesNothing(f); }).length; } },
       { id: 'notes', title: 'Notes', render: renderNotes, count: function () { return list(D.notes).length + list(D.warnings).length; } }
     ];
 
@@ -135,9 +151,13 @@
          ['noise threshold', '±' + fmt.ms(st.threshold_ms)]].map(function (it) {
           return el('div', { className: 'stat' }, el('div', { className: 'v' }, it[1]), el('div', { className: 'k' }, it[0]));
         })));
+      var stepJudged = judged(st, true);
+      node.appendChild(el('p', { id: 'step-significance', className: 'muted', dataset: { counts: String(stepJudged.counts), why: stepJudged.why } },
+        'The step time\'s change ' + (stepJudged.counts ? 'counts' : 'does not count') + ': ' + signedMs(st.delta_ms) + ' is ' + stepJudged.text + '.'));
       node.appendChild(el('h2', null, 'Exposed time per step, by class'));
       node.appendChild(howTo('The step of the median worker, split by what the GPU and CPU were doing, in priority order (GPU compute first, then memory operations, communication, CUDA runtime, Python, and idle for the rest), so the parts add up to the step time. A change counts (bold, coloured) only when it is beyond the runs\' step-to-step noise and at least 1% of the step time. ' + (D.comparison === 'rank by rank' ? 'Both runs have the same ranks, so ranks whose change stands out from the others\' are named: a straggler makes everyone else wait in communication.' : 'The runs are compared by their median workers.'), [
         ['threshold', 'the smallest change that counts: three standard errors of the difference, or 1% of the step time, whichever is larger.'],
+        ['counts', 'whether the change counts, and why: beyond noise (larger than the threshold); steps apart (the step time only: every profiled step of one run is longer than every step of the other, each run having four steps at least, however widely they spread; still at least 1% of the step); or within noise.'],
         ['ranks', 'ranks whose own change differs from the median rank\'s change beyond noise.']]));
       node.appendChild(el('div', { className: 'panel', id: 'diff-bars' }, stackBar('before', 'before_ms'), stackBar('after', 'after_ms'),
         el('div', { className: 'legend' }, classes.map(function (c) {
@@ -145,12 +165,14 @@
         }))));
       var rows = [figureRow('step time', D.step_time)].concat(classes.map(function (c) { return figureRow(CLASS_LABEL[c.class] || c.class, c); }));
       node.appendChild(el('table', { className: 'plain-table', id: 'diff-classes' },
-        el('thead', null, el('tr', null, ['', 'before', 'after', 'change', '%', 'threshold', 'ranks that stand out'].map(function (h) { return el('th', null, h); }))),
-        el('tbody', null, rows.map(function (r) {
+        el('thead', null, el('tr', null, ['', 'before', 'after', 'change', '%', 'threshold', 'counts', 'ranks that stand out'].map(function (h) { return el('th', null, h); }))),
+        el('tbody', null, rows.map(function (r, i) {
+          var j = judged(r.c, i === 0);
           return el('tr', { className: changeClass(r.c) },
             el('td', null, r.label), el('td', { className: 'num' }, fmt.ms(r.c.before_ms)), el('td', { className: 'num' }, fmt.ms(r.c.after_ms)),
             el('td', { className: 'num delta' }, signedMs(r.c.delta_ms)), el('td', { className: 'num' }, signedPct(r.c.delta_pct)),
-            el('td', { className: 'num muted' }, '±' + fmt.ms(r.c.threshold_ms)), el('td', null, rankText(r.c)));
+            el('td', { className: 'num muted' }, '±' + fmt.ms(r.c.threshold_ms)), el('td', { className: 'judged', title: j.text }, j.counts ? 'yes: ' + j.why : 'no: ' + j.why),
+            el('td', null, rankText(r.c)));
         }))));
       if (functions.length) {
         node.appendChild(el('h2', null, 'Changed most'));
@@ -217,15 +239,25 @@
     }
 
     /* Findings, notes -------------------------------------------------------------- */
+    /* A finding whose fix saves nothing (impact under 0.05%) is folded, as on a report's page. */
+    function savesNothing(f) {
+      return typeof f.impact === 'number' && f.impact < 0.0005 && f.category !== 'hang' && f.category !== 'lost' && list(f.workers).length > 0;
+    }
+    function findingCard(f) {
+      return el('div', { className: 'panel finding' },
+        el('div', { className: 'label' }, el('span', { className: 'chip' }, f.category || ''),
+          f.all_workers ? ' all workers' : list(f.workers).length ? ' ranks ' + list(f.workers).join(', ') : '',
+          typeof f.impact === 'number' ? ' · impact ≈' + fmt.savedPct(f.impact) + ' of step time' : ''),
+        el('p', { className: 'summary' }, f.summary || ''));
+    }
     function findingList(title, items, id) {
-      return [el('h2', null, title + ' (' + items.length + ')'),
-        items.length ? el('div', { id: id }, items.map(function (f) {
-          return el('div', { className: 'panel finding' },
-            el('div', { className: 'label' }, el('span', { className: 'chip' }, f.category || ''),
-              f.all_workers ? ' all workers' : list(f.workers).length ? ' ranks ' + list(f.workers).join(', ') : '',
-              typeof f.impact === 'number' ? ' · impact ≈' + fmt.pct(f.impact) + ' of step time' : ''),
-            el('p', { className: 'summary' }, f.summary || ''));
-        })) : el('p', { className: 'muted' }, 'None.')];
+      var shown = items.filter(function (f) { return !savesNothing(f); }), folded = items.filter(savesNothing);
+      return [el('h2', null, title + ' (' + shown.length + ')'),
+        shown.length ? el('div', { id: id }, shown.map(findingCard)) : el('p', { className: 'muted' }, 'None.'),
+        folded.length ? el('details', { className: 'panel not-worth', id: id + '-not-worth' },
+          el('summary', null, 'Not worth fixing (' + folded.length + '): fixing ' + (folded.length === 1 ? 'it saves' : 'each saves') + ' no step time'),
+          el('p', { className: 'muted' }, 'In that run\'s step model, removing it alone does not shorten the step: other work sets the pace.'),
+          folded.map(findingCard)) : null];
     }
 
     function renderFindings(node) {

@@ -83,6 +83,18 @@ var PD = (window.PD = window.PD || {});
     /* Already a percentage (the seed's "avg throughput (%)"). */
     percent: function (v) { return typeof v === 'number' ? sig(v, 3) + '%' : '–'; },
     times: function (v) { return typeof v === 'number' ? sig(v, 3) + '×' : '–'; },
+    /* A finding's saving as its sentence writes it (diagnose/finding_list.c: pt_put_ms,
+     * pt_percent), so the card repeats the sentence's figure digit for digit: whole ms from
+     * 100 ms, else 3 significant digits; a share whole from 9.5%, else 2 significant digits. */
+    savedMs: function (v) {
+      if (typeof v !== 'number' || !isFinite(v)) return '–';
+      return (v >= 100 ? String(Math.round(v)) : String(Number(v.toPrecision(3)))) + ' ms';
+    },
+    savedPct: function (ratio) {
+      if (typeof ratio !== 'number' || !isFinite(ratio)) return '–';
+      var p = 100 * ratio;
+      return (p >= 9.5 || p === 0 ? String(Math.round(p)) : String(Number(p.toPrecision(2)))) + '%';
+    },
     signedPct: function (ratio) {
       if (typeof ratio !== 'number' || !isFinite(ratio)) return '–';
       return (ratio > 0 ? '+' : '') + sig(ratio * 100, 3) + '%';

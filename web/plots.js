@@ -278,7 +278,7 @@ var PD = (window.PD = window.PD || {});
     this.grid = el('div', { className: 'grid' }, this.cols, this.scroll);
     this.gutter = this.measureGutter();
     this.node = el('div', { id: 'heatmap', className: 'heatmap-wrap' }, toolbar,
-      el('div', { className: 'heatmap', style: { '--gutter': this.gutter + 'px' } }, this.grid, this.overview));
+      this.box = el('div', { className: 'heatmap', style: { '--gutter': this.gutter + 'px' } }, el('div', { className: 'hscroll' }, this.grid), this.overview));
     this.node.dataset.culprits = Array.from(this.culprits).sort(function (a, b) { return a - b; }).join(',');
     this.node.ptHeatmap = this;
 
@@ -341,12 +341,13 @@ var PD = (window.PD = window.PD || {});
   Heatmap.prototype.destroy = function () { window.removeEventListener('resize', this.resizeListener); };
 
   Heatmap.prototype.layout = function () {
-    var width = (this.grid.parentNode.clientWidth || 850) - 50; /* less the overview strip */
+    var width = (this.box.clientWidth || 850) - 50; /* less the overview strip */
     var f = Math.max(1, this.functions.length), gutter = this.gutter;
     this.colW = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor((width - gutter - 2) / f)));
     this.viewH = Math.min((this.ranks.length + this.nodes.length) * this.rowH, Math.max(240, window.innerHeight - 330));
     this.scroll.style.height = this.viewH + 'px';
-    this.grid.style.width = Math.min(width, gutter + f * this.colW + 2) + 'px';
+    /* Whole, however wide: past the view's width, .hscroll scrolls it sideways. */
+    this.grid.style.width = (gutter + f * this.colW + 2) + 'px';
     this.ctx = setupCanvas(this.canvas, f * this.colW, this.viewH);
     this.buildColumns();
     this.octx = setupCanvas(this.overview, 36, this.viewH);

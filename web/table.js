@@ -4,12 +4,16 @@
  * table body holds a spacer row above, the ~30 visible rows, and a spacer below, and is
  * rebuilt (once per animation frame) on scroll. A 4096-row table therefore costs the same
  * DOM as a 30-row one; sorting and filtering are array operations on the data. Columns are
- * fixed-width (table-layout: fixed) so they do not jump while scrolling.
+ * fixed-width (table-layout: fixed) so they do not jump while scrolling; a column whose
+ * header or a drawn cell needs more room than it has grows to fit (never shrinks), and
+ * the table then scrolls sideways inside its box: no text is cut off, at any width.
+ * Headers wrap at spaces (the header row is measured, not assumed, for the row math).
  *
  *   new PD.Table({columns: [{label, value(row), text(row)?, render(row)?, title(row)?,
  *                            numeric?, width?, sortable?, className?, search?}],
  *                 rows, sort: {column, descending}, height, filter: 'placeholder',
- *                 onRowClick(row), rowClass(row)})  -> .node, .highlight(pred), .rows
+ *                 onRowClick(row), rowClass(row)})  -> .node, .scroll, .highlight(pred), .rows,
+ *                                                     .fitColumns()
  */
 'use strict';
 var PD = (window.PD = window.PD || {});
@@ -53,16 +57,21 @@ var PD = (window.PD = window.PD || {});
       className: 'scroll',
       style: { 'max-height': (HEADER_HEIGHT + Math.max(1, visibleRows) * ROW_HEIGHT + 2) + 'px' }
     }, this.table);
-    this.scroll.addEventListener('scroll', function () { self.schedule(); }, { passive: true });
+    this.scroll.addEventListener('scroll', function () { self.schedule(); self.showHidden(); }, { passive: true });
     this.count = el('span');
+    this.hidden = el('span', { className: 'more-columns' });
     var tools = el('div', { className: 'tools' });
     if (o.filter) {
-      var input = el('input', { type: 'search', placeholder: o.filter, attrs: { 'aria-label': o.filter } });
+      var input = el('input', { type: 'search', placeholder: o.filter, attrs: { 'aria-label': o.filter, size: String(Math.min(60, o.filter.length + 2)) } });
       input.addEventListener('input', function () { self.filter(input.value); });
       tools.appendChild(input);
     }
     tools.appendChild(this.count);
+    tools.appendChild(this.hidden);
     this.node = el('div', { className: 'vtable' }, tools, this.scroll);
+    /* Sizes are known once the table is in the document, and change with the window. The
+     * table's own box is watched, not the scroll box fitColumns narrows. */
+    if (typeof ResizeObserver === 'function') new ResizeObserver(function () { self.fitColumns(); }).observe(this.node);
     this.node.ptTable = this; /* for tests and the console: the data behind the view */
   };
 
@@ -79,10 +88,69 @@ var PD = (window.PD = window.PD || {});
     return v === undefined || v === null ? '' : v;
   };
 
+  /* The header row's height: one line is HEADER_HEIGHT, a wrapped header more. */
+  Table.prototype.headerHeight = function () {
+    var thead = this.table.tHead;
+    return Math.max(HEADER_HEIGHT, thead && thead.offsetHeight ? thead.offsetHeight : 0);
+  };
+
+  /* Widens every column whose header or drawn cells are cut (their content wider than
+   * their box), to what they need. Widening one column can narrow the columns without a
+   * width of their own, so it goes round again, a few times at most. */
+  Table.prototype.fitColumns = function () {
+    if (!this.scroll.isConnected || !this.scroll.clientWidth) return;
+    var headers = this.headers, rows = this.tbody.querySelectorAll('tr.data');
+    for (var round = 0; round < 4; round++) {
+      /* Strictly: a cell a fraction of a pixel too narrow already shows its ellipsis. */
+      var need = headers.map(function (th) { return th.scrollWidth > th.clientWidth ? th.scrollWidth : 0; });
+      for (var r = 0; r < rows.length; r++) {
+        var cells = rows[r].children;
+        for (var i = 0; i < cells.length && i < need.length; i++)
+          if (cells[i].scrollWidth > cells[i].clientWidth) need[i] = Math.max(need[i], cells[i].scrollWidth);
+      }
+      var grew = false;
+      need.forEach(function (w, i) {
+        if (w > 0) { headers[i].style.width = Math.ceil(w + 2) + 'px'; grew = true; }
+      });
+      if (!grew) break;
+    }
+    var height = this.headerHeight(), visible = Math.max(1, Math.min(this.allRows.length, this.options.visibleRows || 18));
+    this.scroll.style.maxHeight = (height + visible * ROW_HEIGHT + 2) + 'px';
+    this.snapWidth();
+    this.showHidden();
+  };
+
+  /* A table wider than its room scrolls sideways; its box then ends at the last column
+   * that fits whole, so no column shows cut at the edge (a column half in view reads as
+   * clipped), and the tools say which columns are further right. */
+  Table.prototype.snapWidth = function () {
+    var room = this.node.clientWidth - 2, edge = 0; /* less the box's borders */
+    if (this.table.offsetWidth > room) {
+      var start = this.table.getBoundingClientRect().left;
+      this.headers.forEach(function (th) {
+        var right = th.getBoundingClientRect().right - start;
+        if (right <= room && right > edge) edge = right;
+      });
+    }
+    var width = edge >= room / 2 ? Math.floor(edge) + 2 + 'px' : '';
+    if (this.scroll.style.maxWidth !== width) this.scroll.style.maxWidth = width;
+  };
+
+  /* The columns out of view, named in the tools: those right of the box, or how many are
+   * left of it once scrolled (the fixed rank column aside). */
+  Table.prototype.showHidden = function () {
+    var box = this.scroll.getBoundingClientRect(), right = box.left + this.scroll.clientWidth + 1, text = '';
+    var out = this.headers.filter(function (th) { return th.getBoundingClientRect().right > right; });
+    var left = this.headers.filter(function (th) { return th.getBoundingClientRect().left < box.left - 1 && !th.classList.contains('sticky-col'); });
+    if (out.length) text = 'scroll sideways for ' + out.map(function (th) { return th.textContent; }).join(', ') + ' →';
+    else if (left.length) text = '← ' + left.length + (left.length === 1 ? ' more column' : ' more columns') + ' left';
+    if (this.hidden.textContent !== text) this.hidden.textContent = text;
+  };
+
   Table.prototype.render = function () {
     var el = PD.el, n = this.rows.length;
     var viewport = this.scroll.clientHeight || (this.options.visibleRows || 18) * ROW_HEIGHT;
-    var top = Math.max(0, this.scroll.scrollTop - HEADER_HEIGHT);
+    var top = Math.max(0, this.scroll.scrollTop - this.headerHeight());
     var first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
     var last = Math.min(n, Math.ceil((top + viewport) / ROW_HEIGHT) + OVERSCAN);
     var key = first + ':' + last + ':' + n + ':' + this.version;
@@ -94,6 +162,7 @@ var PD = (window.PD = window.PD || {});
     frag.appendChild(el('tr', { className: 'spacer' }, el('td', { colSpan: span, style: { height: (n - last) * ROW_HEIGHT + 'px' } })));
     if (n === 0) frag.appendChild(el('tr', null, el('td', { colSpan: span, className: 'muted' }, this.options.empty || 'Nothing to show.')));
     this.tbody.replaceChildren(frag);
+    this.fitColumns();
     this.count.textContent = n === this.allRows.length ? n + (n === 1 ? ' row' : ' rows')
                                                         : n + ' of ' + this.allRows.length + ' rows';
   };

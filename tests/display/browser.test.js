@@ -29,7 +29,7 @@ const os = require('os');
 const path = require('path');
 const { execFileSync, spawn } = require('child_process');
 const { runDiff } = require('./diff_checks.js');
-const { runReports } = require('./report_checks.js');
+const { runReports, cutOff, figuresAgree } = require('./report_checks.js');
 const { runCrossOrigin } = require('./cross_origin_checks.js');
 
 const SKIP = 77;
@@ -66,7 +66,8 @@ function prepare(args) {
     { encoding: 'utf8', maxBuffer: 1 << 26 });
   const prepared = JSON.parse(out.trim().split('\n').pop());
   if (args.page) {
-    const folders = prepared.facts.reports ? Object.values(prepared.facts.reports) : [prepared.display_dir];
+    const folders = prepared.facts.reports ? Object.values(prepared.facts.reports)
+      : [prepared.display_dir].concat(prepared.facts.noisy_dir ? [prepared.facts.noisy_dir] : []);
     for (const dir of folders) replacePage(args.page, dir);
   }
   return prepared;
@@ -287,6 +288,8 @@ async function run(args, browser, base, displayDir, facts) {
     check(resp.status() === 200 && (await resp.text()).startsWith('perftracker raw trace'), 'raw trace link works: ' + href);
   }
 
+  if (facts.workers <= 64) await figuresAndWidths(args, page, base, displayDir, facts, shots);
+
   check(dialogs.length === 0, 'no dialog opened (' + dialogs.join(', ') + ')');
   check(errors.length === 0, 'no script errors (' + errors.slice(0, 3).join(' | ') + ')');
   check(foreign.length === 0, 'nothing fetched from outside the folder (' + foreign.slice(0, 3).join(', ') + ')');
@@ -322,6 +325,58 @@ async function run(args, browser, base, displayDir, facts) {
   }
   check(fileDialogs.length === 0 && fileImgs === 0, 'from file:// (no CSP), hostile names open no dialog and add no <img> (' + fileDialogs.length + ' dialogs, ' + fileImgs + ' images)');
   await filePage.close();
+}
+
+/* A hash route, drawn afresh: the view in place is marked stale and waited out (a hash
+ * change is handled after the call that makes it returns); the route already shown gets
+ * a parameter no view reads, so it is drawn again (at a new window width, say). */
+async function reroute(page, hash) {
+  await page.evaluate((h) => {
+    const v = document.querySelector('section.view');
+    if (v) v.dataset.stale = '1';
+    location.hash = location.hash === h ? h + (h.includes('?') ? '&' : '?') + 'again=' + Date.now() : h;
+  }, hash);
+  await page.waitForSelector('section.view:not([data-stale])');
+  await page.waitForTimeout(50); /* charts and tables fit once in the document */
+}
+
+/* Issue 37: one figure per quantity (report_checks.js figuresAgree: the Evidence median over
+ * every worker, the card's ms per step its sentence's, no card for a finding that saves
+ * nothing), then every view at 1400 and 900 px: nothing cut off (the Perfetto command and
+ * the Hardware tables among them), the Hardware chart's axis names inside the chart. */
+async function figuresAndWidths(args, page, base, displayDir, facts, shots) {
+  const report = JSON.parse(fs.readFileSync(path.join(displayDir, 'report.json'), 'utf8'));
+  const counts = { medians: 0, cards: 0, folded: 0 };
+  await figuresAgree({ check }, page, (hash) => reroute(page, hash), args.source, report, counts);
+  check(counts.medians >= 1, args.source + ': an Evidence median was checked against report.json (' + counts.medians + ')');
+  if (args.source === 'generated') check(counts.folded === 1, 'generated: its finding that saves nothing was checked');
+  const views = await page.$$eval('#nav a', (as) => as.map((a) => a.dataset.view));
+  for (const width of [1400, 900]) {
+    await page.setViewportSize({ width, height: 900 });
+    const cut = [];
+    for (const id of views) {
+      await reroute(page, '#/' + id);
+      for (const c of await cutOff(page)) cut.push(id + ': ' + c);
+      if (['overview', 'workers', 'hardware', 'traces'].includes(id)) await page.screenshot({ path: path.join(shots, id + '-' + width + '.png'), fullPage: true });
+      if (id !== 'hardware' || !(await page.evaluate(() => typeof window.echarts !== 'undefined'))) continue;
+      const axes = await page.evaluate(() => {
+        const box = document.querySelector('section.view .chart'), chart = box && window.echarts.getInstanceByDom(box);
+        if (!chart) return [];
+        const option = chart.getOption(), texts = chart.getZr().storage.getDisplayList().filter((e) => e.style && typeof e.style.text === 'string');
+        return [option.xAxis[0].name, option.yAxis[0].name].filter(Boolean).map((name) => {
+          const e = texts.find((t) => t.style.text === name);
+          if (!e) return { name, inside: false };
+          const r = e.getBoundingRect().clone();
+          if (e.transform) r.applyTransform(e.transform);
+          return { name, inside: r.x >= 0 && r.y >= 0 && r.x + r.width <= box.clientWidth && r.y + r.height <= box.clientHeight };
+        });
+      });
+      check(axes.length === 2 && axes.every((a) => a.inside) && /\bms\b/.test(axes[0].name),
+        'Hardware at ' + width + ' px: the chart\'s axis names, the time unit among them, lie inside the chart (' + JSON.stringify(axes) + ')');
+    }
+    check(cut.length === 0, args.source + ' at ' + width + ' px: nothing cut off in ' + views.length + ' views (' + cut.slice(0, 4).join('; ') + ')');
+  }
+  await page.setViewportSize({ width: 1400, height: 900 });
 }
 
 /* Rows of a PD.Table as drawn: each data row's cells' text, read after the next frame. */

@@ -5,15 +5,39 @@
  * class table names the rank; every view opens; the changed-functions table holds the
  * kernel with the rank and sorts; the hostile names, added in AFTER, render as text (no
  * dialog, no <img>, also from file://); nothing is fetched from outside the folder.
+ * Issue 37: whether a change counts agrees with its threshold, or the page says why not
+ * (the step time's steps-apart rule), on this diff and on a noisy one (fixture.py
+ * prepare_noisy_diff) whose step change counts within its threshold; a finding that saves
+ * nothing has no card; both pages at 1400 and 900 px cut nothing off.
  */
 'use strict';
 const path = require('path');
+const { cutOff } = require('./report_checks.js');
 
 /* A kernel's name as a sentence cites it: no "void ", no template or launch suffix. */
 const kernelBase = (key) => key.split('|')[0].replace(/^void /, '').split(/[<(]/)[0].slice(0, 40);
 
 async function tableRows(page) {
   return page.$eval('section.view .vtable', (n) => n.ptTable.rows.map((r) => ({ name: r.name, ranks: (r.ranks || []).map((x) => x.rank), delta: r.delta_ms })));
+}
+
+/* Each row of the class table: "counts" as diff.json's significant; counting while within
+ * the threshold only for the step time, with the page saying its steps lie apart. */
+async function significanceAgrees(page, diff, check, what) {
+  const rows = await page.$$eval('#diff-classes tbody tr', (trs) => trs.map((tr) => Array.from(tr.children).map((td) => td.textContent)));
+  const heads = await page.$$eval('#diff-classes thead th', (ths) => ths.map((th) => th.textContent));
+  const at = heads.indexOf('counts'), said = await page.$eval('#step-significance', (p) => p.textContent).catch(() => '');
+  const changes = [diff.step_time].concat(diff.classes);
+  let ok = at >= 0 && rows.length === changes.length, why = [];
+  rows.forEach((cells, i) => {
+    const c = changes[i], counts = at >= 0 && /^yes/.test(cells[at]), beyond = Math.abs(c.delta_ms) > c.threshold_ms;
+    const explained = beyond || (i === 0 && /within the ±[\d.,]+ (ms|µs) noise threshold, but every profiled step/.test(said));
+    if (counts !== !!c.significant || (counts && !explained) || (!counts && beyond)) { ok = false; why.push(cells[0] + ': ' + cells.join(' | ')); }
+  });
+  const st = diff.step_time;
+  const sentence = st.significant ? /^The step time's change counts/.test(said) : /^The step time's change does not count/.test(said);
+  check(ok && sentence, what + ': each change counts as diff.json says, and beside a larger threshold only with its reason (' +
+    (said || 'no sentence says why') + (why.length ? '; ' + why.join('; ') : '') + ')');
 }
 
 async function runDiff(t, browser, base, displayDir, facts) {
@@ -34,6 +58,8 @@ async function runDiff(t, browser, base, displayDir, facts) {
   check(compute.includes('rank ' + facts.fault_rank + ' +'), 'class table: rank ' + facts.fault_rank + '\'s compute stands out (' + compute + ')');
   const comm = await page.$eval('#diff-classes', (tb) => Array.from(tb.querySelectorAll('tr')).find((r) => r.textContent.startsWith('communication')).className);
   check(comm === 'worse', 'class table: the median worker\'s communication grew (row marked ' + comm + ')');
+  const diff = JSON.parse(require('fs').readFileSync(path.join(displayDir, 'diff.json'), 'utf8'));
+  await significanceAgrees(page, diff, check, 'the diff');
   const topTitles = await page.$$eval('#top-changes li span.mono', (s) => s.map((x) => x.title));
   check(topTitles.includes(facts.fault_function), 'the kernel is among the largest changes (full name on hover)');
 
@@ -72,6 +98,35 @@ async function runDiff(t, browser, base, displayDir, facts) {
     'the renamed kernel\'s old name is listed as removed');
   await visit(page, '#/findings');
   check((await page.textContent('#findings-new')).includes('Rank ' + facts.fault_rank), 'findings: AFTER\'s diagnosis names the rank');
+  const cardImpacts = await page.$$eval('#findings-new .finding .label, #findings-resolved .finding .label, #findings-persisting .finding .label', (ls) => ls.map((l) => l.textContent));
+  check(cardImpacts.every((l) => !/impact ≈0%/.test(l)), 'findings: no card for a finding that saves nothing (' + cardImpacts.join(' | ') + ')');
+
+  /* The noisy diff: its step time counts within its threshold, and the page says why. */
+  const noisy = JSON.parse(require('fs').readFileSync(path.join(facts.noisy_dir, 'diff.json'), 'utf8'));
+  const st = noisy.step_time;
+  check(st.significant && Math.abs(st.delta_ms) <= st.threshold_ms,
+    'the fixture: the noisy diff\'s step change counts within its threshold (' + st.delta_ms + ' ms, ±' + st.threshold_ms + ' ms)');
+  const noisyPage = await browser.newPage();
+  await noisyPage.setViewportSize({ width: 1400, height: 900 });
+  await noisyPage.goto('file://' + path.join(facts.noisy_dir, 'index.html'));
+  await noisyPage.waitForSelector('body[data-ready="true"]');
+  await significanceAgrees(noisyPage, noisy, check, 'the noisy diff');
+  await noisyPage.screenshot({ path: path.join(shots, 'diff-noisy-overview.png'), fullPage: true });
+
+  /* At 1400 and 900 px: nothing cut off in any view. */
+  for (const width of [1400, 900]) {
+    await noisyPage.setViewportSize({ width, height: 900 });
+    await noisyPage.goto('file://' + path.join(displayDir, 'index.html'));
+    await noisyPage.waitForSelector('body[data-ready="true"]');
+    const cut = [];
+    for (const id of views) {
+      await visit(noisyPage, '#/' + id);
+      for (const c of await cutOff(noisyPage)) cut.push(id + ': ' + c);
+      if (id === 'overview' || id === 'functions') await noisyPage.screenshot({ path: path.join(shots, 'diff-' + id + '-' + width + '.png'), fullPage: true });
+    }
+    check(cut.length === 0, 'the diff at ' + width + ' px: nothing cut off in ' + views.length + ' views (' + cut.slice(0, 4).join('; ') + ')');
+  }
+  await noisyPage.close();
 
   check(dialogs.length === 0, 'no dialog opened (' + dialogs.join(', ') + ')');
   check(errors.length === 0, 'no script errors (' + errors.slice(0, 3).join(' | ') + ')');

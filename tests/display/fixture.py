@@ -15,7 +15,8 @@ Sources:
              report.json and PerfDisplay/. The expected culprit comes from synth's
              expected.json, not from the report under test.
   diff       `perftracker diff` of a healthy synth job against the same job with slow_gpu and
-             the hostile names (prepare_diff); the page is the diff's PerfDisplay.
+             the hostile names (prepare_diff); the page is the diff's PerfDisplay. Beside it a
+             noisy diff whose step time counts within its noise threshold (steps apart).
   bounded    the same report in its bounded form (make_report.py --bounded, as perftracker
              writes above 4096 workers), with its parts as PerfDisplay/parts/*.js.
   generated  make_report.py: a report written directly (schema of docs/report-schema.md),
@@ -24,8 +25,9 @@ Sources:
              markup in a worker's file name. perftracker writes its PerfDisplay.
   reports    the page as real reports make it (prepare_reports): `perftracker analyze` on the
              real traces of --traces (h200 slow data, with its load_batch frame renamed to
-             hold the XSS string; h200 native with hardware samples; dlrm-8rank; a B200 rank
-             0 of 8; a rank sampled from a 128-rank job; a CPU-only trace) and on synth jobs
+             hold the XSS string; h200 native with hardware samples; h200 kineto gpuheavy,
+             with a finding that saves nothing; dlrm-8rank; a B200 rank 0 of 8; a rank
+             sampled from a 128-rank job; a CPU-only trace) and on synth jobs
              (1 rank, 8 ranks with a slow data loader, a hang, 4096 ranks with a slow GPU).
              The culprits come from label.json and synth's expected.json.
 
@@ -155,12 +157,31 @@ def prepare_diff(work, out, perftracker, workers, fault_rank):
     with open(os.path.join(out, "diff.json")) as f:
         diff = json.load(f)
     added = [f["name"] for f in diff["added"]]
+    noisy = prepare_noisy_diff(work, perftracker)
     return os.path.join(out, "PerfDisplay"), {
+        "noisy_dir": noisy,
         "fault_rank": expected["workers"][0], "fault_function": expected["function"], "xss": XSS,
         "xss_kernel": next((n for n in added if n.startswith(XSS)), None),
         "xss_stack": next((n for n in added if n.endswith(XSS)), None),
         "renamed_kernel": next((f["name"] for f in diff["removed"] if HOSTILE_KERNEL_PART in f["name"]), None),
         "workers": workers, "source": "diff"}
+
+
+def prepare_noisy_diff(work, perftracker):
+    """A diff whose step time counts although its change is within the noise threshold: two
+    noisy healthy jobs (noise 0.3, 4 steps), AFTER one transformer block deeper. With these
+    seeds every profiled step of AFTER is longer than every step of BEFORE, the separation
+    docs/diff-schema.md counts without a noise model (+14.5 ms against +-15.7 ms)."""
+    runs = os.path.join(work, "noisy")
+    shutil.rmtree(runs, ignore_errors=True)
+    for name, seed, layers in (("before", 2, 12), ("after", 12, 13)):
+        subprocess.check_call([perftracker, "synth", "-n", "4", "--noise", "0.3", "--steps", "4", "--seed", str(seed),
+                               "--layers", str(layers), "--format", "summary", "-j", "2", "-o", os.path.join(runs, name)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = os.path.join(runs, "out")
+    subprocess.check_call([perftracker, "diff", "--quiet", "-o", out, os.path.join(runs, "before"), os.path.join(runs, "after")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return os.path.join(out, "PerfDisplay")
 
 
 def analyze(perftracker, inputs, out):
@@ -224,6 +245,7 @@ def prepare_reports(work, out, perftracker, traces):
         facts["expected"]["h200_slowdata"] = {"culprit": label["culprit"], "frame": "load_batch" + XSS,
                                                "innermost": "sleep", "category": "python"}
     for name, parts in (("h200_native", ("h200", "native_healthy")), ("dlrm", ("dlrm-8rank",)),
+                        ("h200_gpuheavy", ("h200", "kineto_gpuheavy_r0")),
                         ("b200", ("tracelens", "b200_eager_rank0.json.gz")),
                         ("sampled", ("hta", "sampled_rank-0.json.gz")),
                         ("cpu_only", ("bad-input", "rank_non_gpu.json.gz"))):

@@ -16,6 +16,15 @@
  *   14  the step timeline: per rank, busy and waiting up to each sync point, the rank that
  *       sets each step marked (the culprit of label.json / synth's expected.json); at 4096
  *       ranks only the visible rows exist.
+ * And of issue 37:
+ *    4  one figure per quantity: the Evidence panel's median is the median over every
+ *       worker (computed here from report.json), or not called a median; a card's ms per
+ *       step is its sentence's (impact x the step model's step, rounded as the sentence
+ *       rounds); a finding that saves nothing has no card, only a line under "Not worth
+ *       fixing";
+ *    8  at 1400 and 900 px wide, every view of four reports: no text cut (strictly: a cell
+ *       a fraction of a pixel short shows its ellipsis), nothing past the right edge unless
+ *       a scroll box holds it; at 900 px the finding's Workers column in view.
  */
 'use strict';
 const path = require('path');
@@ -43,7 +52,7 @@ async function cutOff(page) {
       if (!r.width || !r.height || e.closest('details:not([open])')) continue;
       const cs = getComputedStyle(e), text = e.textContent.trim();
       const clips = /(hidden|clip)/.test(cs.overflowX) || cs.textOverflow === 'ellipsis';
-      if (text && clips && e.scrollWidth > e.clientWidth + 1) bad.push('clipped: ' + describe(e));
+      if (text && clips && e.scrollWidth > e.clientWidth) bad.push('clipped: ' + describe(e));
       if (text && /(hidden|clip)/.test(cs.overflowY) && e.scrollHeight > e.clientHeight + 1) bad.push('clipped at the bottom: ' + describe(e));
       if (r.right > vw + 0.5 && !inScroller(e)) bad.push('past the right edge: ' + describe(e));
     }
@@ -276,9 +285,132 @@ async function runReports(ctx, browser, base, displayDir, facts) {
     check(d.rows === 8 && d.syncs.every((n) => n > 0), 'dlrm: 8 ranks, each step drawn up to its sync points (' + d.syncs + ')');
   }
 
+  await consistentFigures(ctx, page, open, reports);
+  await atCommonWidths(ctx, page, open, reports, shots);
+
   check(dialogs.length === 0, 'reports: no dialog opened (' + dialogs.join(', ') + ')');
   check(errors.length === 0, 'reports: no script errors (' + errors.slice(0, 3).join(' | ') + ')');
   await page.close();
 }
 
-module.exports = { runReports };
+/* Issue 37, item 4 ---------------------------------------------------------------------- */
+const median = (xs) => { const v = xs.slice().sort((a, b) => a - b), m = v.length >> 1; return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2; };
+/* A finding's saving as diagnose/finding_list.c writes it (pt_put_ms): whole ms from 100. */
+const sentenceMs = (v) => (v >= 100 ? v.toFixed(0) : String(Number(v.toPrecision(3)))) + ' ms';
+const SAVES_NOTHING = 0.0005; /* "0.0%" at the terminal's one decimal */
+const savesNothing = (f) => typeof f.impact === 'number' && f.impact < SAVES_NOTHING && !['hang', 'lost'].includes(f.category) && (f.workers || []).length > 0;
+
+/* The median over every analysed worker of a finding's evidence metric, from report.json, or
+ * null when the report does not hold every worker's value: the named values when they are
+ * every worker's; a function's "bottleneck ms per step" from the heatmap, whose cells are
+ * each worker's value less the median worker's over the step (so every worker's value is a
+ * named worker's moved by the difference of their cells; the tolerance is the cells'
+ * rounding to 4 digits); a "(median over workers)" metric's own figure. */
+function everyWorkerMedian(report, f) {
+  const ev = f.evidence || {}, values = Object.entries(ev.values || {}).map(([r, v]) => [Number(r), v]);
+  if (['hang', 'lost'].includes(f.category) || !ev.metric) return null;
+  const analysed = new Set(report.workers.filter((w) => w.status !== 'missing').map((w) => w.rank));
+  const n = typeof report.job.workers_analyzed === 'number' ? report.job.workers_analyzed : analysed.size;
+  if (values.length && values.length === n && values.every(([r]) => analysed.has(r))) return { value: median(values.map((v) => v[1])), tol: 0, over: n };
+  const h = report.Heatmap || {}, step = report.job.median_step_time_ms, j = (h.functions || []).findIndex((fn) => fn.name === ev.key);
+  const named = values.find(([r]) => (h.ranks || []).includes(r));
+  if (ev.metric === 'bottleneck ms per step' && j >= 0 && named && (h.ranks || []).length === n) {
+    const cell = (r) => h.values[h.ranks.indexOf(r)][j], d0 = cell(named[0]);
+    const every = h.ranks.map((r) => named[1] + (cell(r) - d0) * step);
+    const widest = Math.max(...h.ranks.map((r) => Math.abs(cell(r))));
+    return { value: median(every), tol: 2 * widest * step * 5e-4, over: n };
+  }
+  if (/\(median over workers\)/.test(ev.metric) && typeof ev.median === 'number') return { value: ev.median, tol: 0, over: n };
+  return null;
+}
+
+async function consistentFigures(ctx, page, open, reports) {
+  const { check } = ctx, counts = { medians: 0, cards: 0, folded: 0 };
+  for (const name of Object.keys(reports)) {
+    const report = JSON.parse(fs.readFileSync(path.join(reports[name], 'report.json'), 'utf8'));
+    await figuresAgree(ctx, page, (hash) => open(name, hash), name, report, counts);
+  }
+  check(counts.medians >= 4 && counts.cards >= 4, 'Evidence medians (' + counts.medians + ') and card figures (' + counts.cards + ') were checked');
+  if (!counts.folded) console.log('note: no report here has a finding that saves nothing (make_report.py\'s does: display.browser.generated)');
+}
+
+/* One report's figures (open(hash) shows its page at hash); counts what it checked. */
+async function figuresAgree(ctx, page, open, name, report, counts) {
+  const { check } = ctx;
+  const findings = report.diagnosis.findings || [];
+  /* The Evidence panel: a median is over every worker. */
+  for (let i = 0; i < findings.length; i++) {
+    const f = findings[i], want = everyWorkerMedian(report, f);
+    if (['hang', 'lost'].includes(f.category) || !(f.evidence || {}).metric) continue;
+    await open('#/workers?finding=' + i);
+    /* What the panel says after the metric's name, as a reader sees it. */
+    const got = await page.evaluate((metric) => {
+      const line = Array.from(document.querySelectorAll('#evidence p')).find((p) => p.textContent.startsWith('Metric: '));
+      const heads = Array.from(document.querySelectorAll('#evidence th')).map((t) => t.textContent);
+      return { text: line ? line.textContent.slice(('Metric: ' + metric).length).replace(/^ · /, '') : '', heads };
+    }, f.evidence.metric);
+    const said = /^(.*?): (−?-?[\d,.]+)$/.exec(got.text), shown = said ? Number(said[2].replace(/,/g, '').replace('−', '-')) : NaN;
+    if (want) {
+      counts.medians++;
+      /* Shown with 4 significant digits. */
+      const ok = !!said && said[1] === (want.over === 1 ? 'the one worker analysed' : 'median over all ' + want.over + ' workers') &&
+        Math.abs(shown - want.value) <= want.tol + 5e-4 * Math.abs(want.value) + 1e-9;
+      check(ok, name + ' finding ' + (i + 1) + ': the Evidence median is the median over every worker, ' + want.value + ' (shown: "' + got.text + '")');
+    } else {
+      check(!/median/.test(got.text.replace('not a median', '')) && !got.heads.includes('× median'),
+        name + ' finding ' + (i + 1) + ': a figure that is no median over every worker is not called one ("' + got.text + '")');
+    }
+  }
+  /* The cards: the ms per step of the sentence; none for a finding that saves nothing. */
+  await open('#/overview');
+  const shown = await page.$$eval('#findings .finding', (fs) => fs.map((f) => ({ index: Number(f.dataset.index), impact: (f.querySelector('.facts') || f).textContent, summary: f.querySelector('.summary').textContent })));
+  const notWorth = await page.$$eval('#not-worth-fixing li', (ls) => ls.map((l) => Number(l.dataset.index)));
+  const model = (report.diagnosis.step_model || {}).step_ms;
+  for (let i = 0; i < findings.length; i++) {
+    const f = findings[i], card = shown.find((c) => c.index === i);
+    if (savesNothing(f)) {
+      counts.folded++;
+      check(!card && notWorth.includes(i), name + ' finding ' + (i + 1) + ' (impact ' + f.impact + ') saves nothing: no card, listed under "Not worth fixing"');
+      continue;
+    }
+    if (!card || typeof model !== 'number' || typeof f.impact !== 'number' || f.category === 'hang' || f.category === 'lost') continue;
+    const ms = sentenceMs(f.impact * model);
+    counts.cards++;
+    check(card.impact.includes('≈' + ms + ' per step') && (!/ saves /.test(f.summary) || f.summary.includes(ms)),
+      name + ' finding ' + (i + 1) + ': the card\'s ms per step is the sentence\'s, ' + ms + ' (card: "' + card.impact.trim().split('Workers:')[0] + '")');
+  }
+}
+
+/* Issue 37, item 8 ---------------------------------------------------------------------- */
+async function atCommonWidths(ctx, page, open, reports, shots) {
+  const { check } = ctx;
+  for (const width of [1400, 900]) {
+    await page.setViewportSize({ width, height: 1000 });
+    for (const name of ['h200_slowdata', 'h200_native', 'dlrm', 'synth8']) {
+      if (!reports[name]) continue;
+      await open(name, '#/overview');
+      const views = await page.$$eval('#nav a', (as) => as.map((a) => a.dataset.view));
+      const cut = [];
+      for (const view of views) {
+        await open(name, '#/' + view);
+        for (const c of await cutOff(page)) cut.push(view + ': ' + c);
+        if (name === 'h200_slowdata' && ['overview', 'workers'].includes(view)) await page.screenshot({ path: path.join(shots, name + '-' + view + '-' + width + '.png') });
+      }
+      check(cut.length === 0, name + ' at ' + width + ' px: nothing cut off in ' + views.length + ' views (' + cut.slice(0, 4).join('; ') + ')');
+    }
+    for (const [name, column] of [['h200_slowdata', 'Python'], ['synth8', 'Python']]) {
+      if (!reports[name]) continue;
+      await open(name, '#/workers');
+      const seen = await page.evaluate((column) => {
+        const scroll = document.querySelector('section.view .vtable .scroll'), box = scroll.getBoundingClientRect();
+        const th = Array.from(scroll.querySelectorAll('th')).find((t) => t.textContent === column);
+        const r = th ? th.getBoundingClientRect() : null;
+        return !!r && r.left >= box.left - 1 && r.right <= box.left + scroll.clientWidth + 1 && r.right <= window.innerWidth;
+      }, column);
+      check(seen, name + ' at ' + width + ' px: the finding\'s Workers column (' + column + ') is in view');
+    }
+  }
+  await page.setViewportSize({ width: 1400, height: 1000 });
+}
+
+module.exports = { runReports, cutOff, figuresAgree, savesNothing };

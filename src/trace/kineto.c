@@ -31,11 +31,28 @@
  * different traces to different tools.
  *
  * Variants handled: top-level object or bare event list (the "JSON array format"); CUDA
- * and ROCm; the old category names (Operator, Runtime, Kernel, Memcpy, Memset,
- * async_cpu_to_gpu flows); the legacy profiler's events without "cat" (torch.autograd.
- * profiler and CPU-only builds: pid "CPU functions" for operators, "CUDA functions" for
- * kernels); ts as Unix epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur
- * as integers or fractions; tid/pid as numbers or strings.
+ * and ROCm; ts as Unix epoch microseconds or as an offset from baseTimeNanoseconds; ts/dur
+ * as integers or fractions; tid/pid as numbers or strings ("stream 7" is stream 7). And
+ * every generation of torch's profiler, each with its own category names (category_kind):
+ *   - the legacy profiler (torch.autograd.profiler, and every build without Kineto): no
+ *     "cat"; pid "CPU functions" for operators and record_function ranges, "CUDA
+ *     functions" with the device as tid for kernels; ts relative to the profiler's start;
+ *   - Kineto of early 2021 (torch 1.8): Operator, Runtime, Kernel, Memcpy, Memset, Python;
+ *     tids as strings, GPU events under pid = device and tid "stream N"; flows "async"
+ *     "launch"; spans of category "Trace" under pid "Traces"; no deviceProperties;
+ *   - Kineto of mid-2021 to 2022 (torch 1.9-1.12): operators, ProfilerStep#N among them,
+ *     as cpu_op; the other names turned into today's one by one (cuda_runtime late 2021,
+ *     kernel, gpu_memcpy, gpu_memset in 2022), python_function added; numeric tids;
+ *     flows "async_gpu", then "async_cpu_to_gpu"; deviceProperties;
+ *   - torch 1.13 on: record_function ranges, the steps among them, as user_annotation and
+ *     their GPU-side copies as gpu_user_annotation; cuda_driver; flows "ac2g"; ts from
+ *     baseTimeNanoseconds.
+ * Steps: torch's profiler marks each with a record_function range ProfilerStep#N, and
+ * that range's category moved with the generations (none, Operator, cpu_op,
+ * user_annotation), so any CPU-side event of that name is a step. Its copy on a GPU
+ * stream (gpu_user_annotation, 2021's "User") belongs to a category the analysis ignores
+ * and is no step. What the generations add beside the events the analysis does not read
+ * (correlation ids, "External id" against "external id", flows) passes through untouched.
  *
  * Parallel spans (pt_kineto_split, pt_kineto_read_span): a large plain file is cut at
  * likely event starts ('{' after "}" ws "," ws, looked for from each cut's target up to
@@ -402,12 +419,15 @@ static int category_kind(const char *s, size_t n, pt_cpu_kind *cpu_kind)
         int kind;
         pt_cpu_kind cpu_kind;
     } table[] = {
-        {"kernel", PT_EVENT_GPU_KERNEL, PT_CPU_UNKNOWN},   {"gpu_memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},
-        {"memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},   {"gpu_memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},
-        {"memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},   {"cuda_runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
-        {"runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},     {"cuda_driver", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
-        {"cpu_op", PT_EVENT_CPU, PT_CPU_OPERATOR},         {"operator", PT_EVENT_CPU, PT_CPU_OPERATOR},
-        {"python_function", PT_EVENT_CPU, PT_CPU_PYTHON},  {"user_annotation", PT_EVENT_CPU, PT_CPU_ANNOTATION},
+        /* today's name, and the one Kineto wrote before (header comment), case aside */
+        {"kernel", PT_EVENT_GPU_KERNEL, PT_CPU_UNKNOWN},     /* "Kernel" */
+        {"gpu_memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN}, {"memcpy", PT_EVENT_GPU_MEMCPY, PT_CPU_UNKNOWN},
+        {"gpu_memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN}, {"memset", PT_EVENT_GPU_MEMSET, PT_CPU_UNKNOWN},
+        {"cuda_runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},  {"runtime", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
+        {"cpu_op", PT_EVENT_CPU, PT_CPU_OPERATOR},           {"operator", PT_EVENT_CPU, PT_CPU_OPERATOR},
+        {"python_function", PT_EVENT_CPU, PT_CPU_PYTHON},    {"python", PT_EVENT_CPU, PT_CPU_PYTHON},
+        /* no older name: record_function ranges apart from operators, driver calls */
+        {"user_annotation", PT_EVENT_CPU, PT_CPU_ANNOTATION}, {"cuda_driver", PT_EVENT_RUNTIME, PT_CPU_UNKNOWN},
     };
     *cpu_kind = PT_CPU_UNKNOWN;
     for (size_t i = 0; i < PT_ARRAY_LEN(table); i++) {
@@ -795,8 +815,7 @@ static void deliver_metadata(kineto_reader *kr, const raw_event *re)
 
 /* The legacy profiler's events carry no "cat": kernels sit under pid "CUDA functions"
  * with the device as tid; the rest are CPU operators and record_function ranges, which
- * that format cannot tell apart (PT_CPU_UNKNOWN: the summarizer tells by the name), except
- * that ProfilerStep#N is a step. */
+ * that format cannot tell apart (PT_CPU_UNKNOWN: the summarizer tells by the name). */
 static void classify_uncategorised(raw_event *re)
 {
     if (re->legacy_kernel) {
@@ -806,8 +825,6 @@ static void classify_uncategorised(raw_event *re)
         return;
     }
     re->category = PT_EVENT_CPU;
-    if (re->name && !re->name_escaped && parse_step_number(re->name, re->name_len) >= 0)
-        re->cpu_kind = PT_CPU_ANNOTATION;
 }
 
 /* An event record the model does not carry, to the sink that keeps them (event.h). */
@@ -870,7 +887,7 @@ static int deliver(kineto_reader *kr, raw_event *re, const char *json, size_t le
             ev->coll.name = re->coll_name, ev->coll.name_len = re->coll_name_len;
     }
     ev->cpu_kind = ev->kind == PT_EVENT_CPU ? re->cpu_kind : PT_CPU_UNKNOWN;
-    if (re->cpu_kind == PT_CPU_ANNOTATION) {
+    if (ev->kind == PT_EVENT_CPU) { /* whatever its generation's category (header comment) */
         int64_t step = parse_step_number(ev->name, ev->name_len);
         if (step >= 0) {
             ev->kind = PT_EVENT_STEP;

@@ -243,6 +243,122 @@ static void test_legacy_profiler_array(void **state)
     assert_int_equal(meta.rank, -1);
 }
 
+/* torch.profiler's step ranges carried a different category in each generation: none
+ * (the legacy profiler), Operator (Kineto of torch 1.8), cpu_op (1.9-1.12), user_annotation
+ * (1.13 on). Each is a step. The GPU-side copy of the range (gpu_user_annotation, and 2021's
+ * "User" spans on "stream N user") is no step: it would give the step GPU times. A name
+ * that is not exactly ProfilerStep#<digits> stays an ordinary CPU event. */
+static void test_steps_whatever_the_category(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"traceEvents\": [\n"
+        " {\"ph\": \"X\", \"cat\": \"Operator\", \"name\": \"ProfilerStep#3\", \"pid\": 9, \"tid\": \"9\", \"ts\": 100,"
+        " \"dur\": 10},\n"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"ProfilerStep#4\", \"pid\": 9, \"tid\": 9, \"ts\": 110,"
+        " \"dur\": 10},\n"
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#5\", \"pid\": 9, \"tid\": 9,"
+        " \"ts\": 120, \"dur\": 10},\n"
+        " {\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"pid\": \"CPU functions\", \"tid\": 1, \"ts\": 130,"
+        " \"dur\": 10},\n"
+        " {\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#5\", \"pid\": 0, \"tid\": 7,"
+        " \"ts\": 121, \"dur\": 8},\n"
+        " {\"ph\": \"X\", \"cat\": \"User\", \"name\": \"ProfilerStep#3\", \"pid\": 0, \"tid\": \"stream 7 user\","
+        " \"ts\": 101, \"dur\": 8},\n"
+        " {\"ph\": \"X\", \"cat\": \"Operator\", \"name\": \"ProfilerStep#\", \"pid\": 9, \"tid\": 9, \"ts\": 140,"
+        " \"dur\": 1},\n"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"ProfilerStep#12a\", \"pid\": 9, \"tid\": 9, \"ts\": 141,"
+        " \"dur\": 1}\n"
+        "]}";
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    assert_int_equal(read_text(text, false, 0, &c, &meta, &err), 0);
+    assert_int_equal(c.count, 6); /* the two GPU-side copies are not events */
+    static const int64_t steps[] = {3, 4, 5, 0};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(c.events[i].kind, PT_EVENT_STEP);
+        assert_int_equal(c.events[i].step, steps[i]);
+        assert_true(c.events[i].ts_ns == 100000 + 10000 * (int64_t)i && c.events[i].dur_ns == 10000);
+    }
+    assert_int_equal(c.events[4].kind, PT_EVENT_CPU);
+    assert_string_equal(c.names[4], "ProfilerStep#");
+    assert_int_equal(c.events[4].cpu_kind, PT_CPU_OPERATOR);
+    assert_int_equal(c.events[5].kind, PT_EVENT_CPU);
+    assert_int_equal(c.events[5].step, -1);
+}
+
+/* Kineto of 2021 (torch 1.8): capitalised categories, tids as strings, GPU events under
+ * pid = device and tid "stream N", a peer-to-peer copy with fromDevice/inDevice/toDevice
+ * instead of device, "Python" for Python functions, a "Trace" span under pid "Traces",
+ * "async" flows, and no deviceProperties. Each event lands in the class today's name for
+ * it gives. */
+static void test_kineto_2021_categories(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n"
+        "  {\"ph\": \"X\", \"cat\": \"Trace\", \"ts\": 990, \"dur\": 500, \"pid\": \"Traces\", \"tid\": \"PyTorch "
+        "Profiler\", \"name\": \"PyTorch Profiler (0)\", \"args\": {\"Op count\": 0}},\n"
+        "  {\"name\": \"Iteration Start: PyTorch Profiler\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"Traces\", "
+        "\"tid\": \"Trace PyTorch Profiler\", \"ts\": 990},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Operator\", \"name\": \"ProfilerStep#2\", \"pid\": 4321, \"tid\": \"4321\", "
+        "\"ts\": 1000, \"dur\": 400, \"args\": {\"Input dims\": [], \"Device\": 4321, \"External id\": 1}},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Operator\", \"name\": \"aten::mm\", \"pid\": 4321, \"tid\": \"4321\", "
+        "\"ts\": 1010, \"dur\": 50, \"args\": {\"Device\": 4321, \"External id\": 2}},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Python\", \"name\": \"train.py(12): step\", \"pid\": 4321, \"tid\": \"4321\", "
+        "\"ts\": 1005, \"dur\": 300},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 4321, \"tid\": \"4321\", "
+        "\"ts\": 1020, \"dur\": 5, \"args\": {\"cbid\": 211, \"correlation\": 77, \"external id\": 2}},\n"
+        "  {\"ph\": \"s\", \"id\": 77, \"pid\": 4321, \"tid\": 4321, \"ts\": 1020, \"cat\": \"async\", "
+        "\"name\": \"launch\"},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Kernel\", \"name\": \"volta_sgemm_128x64_nn\", \"pid\": 0, "
+        "\"tid\": \"stream 7\", \"ts\": 1030, \"dur\": 200, \"args\": {\"queued\": 0, \"device\": 0, "
+        "\"context\": 1, \"stream\": 7, \"correlation\": 77, \"external id\": 2, \"grid\": [16, 8, 1], "
+        "\"block\": [256, 1, 1]}},\n"
+        "  {\"ph\": \"f\", \"id\": 77, \"pid\": 0, \"tid\": \"stream 7\", \"ts\": 1030, \"cat\": \"async\", "
+        "\"name\": \"launch\", \"bp\": \"e\"},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Memcpy\", \"name\": \"Memcpy PtoP (Device -> Device)\", \"pid\": 1, "
+        "\"tid\": \"stream 9\", \"ts\": 1240, \"dur\": 20, \"args\": {\"fromDevice\": 0, \"inDevice\": 1, "
+        "\"toDevice\": 1, \"stream\": 9, \"correlation\": 78, \"external id\": 3, \"bytes\": 65536}},\n"
+        "  {\"ph\": \"X\", \"cat\": \"Memset\", \"name\": \"Memset (Device)\", \"pid\": 0, \"tid\": \"stream 7\", "
+        "\"ts\": 1270, \"dur\": 4, \"args\": {\"device\": 0, \"stream\": 7, \"bytes\": 4096}},\n"
+        "  {\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": 1490}\n"
+        "]}\n";
+    collected c;
+    pt_trace_meta meta;
+    pt_error err;
+    assert_int_equal(read_text(text, false, 0, &c, &meta, &err), 0);
+    assert_int_equal(c.count, 7); /* the span of category Trace, the flows and the instants are not */
+    assert_int_equal(c.warnings, 0);
+    assert_int_equal(c.events[0].kind, PT_EVENT_STEP);
+    assert_int_equal(c.events[0].step, 2);
+    const pt_event *mm = &c.events[1];
+    assert_int_equal(mm->kind, PT_EVENT_CPU);
+    assert_int_equal(mm->cpu_kind, PT_CPU_OPERATOR);
+    assert_int_equal(mm->tid, 4321);
+    assert_int_equal(mm->device, -1); /* "Device" is the operator's process, not a GPU */
+    assert_int_equal(c.events[2].kind, PT_EVENT_CPU);
+    assert_int_equal(c.events[2].cpu_kind, PT_CPU_PYTHON);
+    assert_int_equal(c.events[3].kind, PT_EVENT_RUNTIME);
+    assert_int_equal(c.events[3].tid, 4321);
+    const pt_event *k = &c.events[4];
+    assert_int_equal(k->kind, PT_EVENT_GPU_KERNEL);
+    assert_int_equal(k->device, 0);
+    assert_int_equal(k->tid, 7);
+    assert_int_equal(k->grid[0], 16);
+    assert_int_equal(k->block[0], 256);
+    const pt_event *copy = &c.events[5];
+    assert_int_equal(copy->kind, PT_EVENT_GPU_MEMCPY);
+    assert_int_equal(copy->device, 1); /* no "device": the pid is the device */
+    assert_int_equal(copy->tid, 9);
+    assert_int_equal(copy->bytes, 65536);
+    assert_int_equal(c.events[6].kind, PT_EVENT_GPU_MEMSET);
+    assert_int_equal(c.events[6].bytes, 4096);
+    assert_int_equal(meta.pid, 4321);
+    assert_int_equal(meta.device_count, 0);
+}
+
 /* Process and thread names reach on_metadata with their ids as written (a string pid
  * stays a string); user annotations other than steps keep their kind. */
 static void test_metadata_and_annotations(void **state)
@@ -510,7 +626,8 @@ int main(void)
         cmocka_unit_test(test_errors), cmocka_unit_test(test_nul_in_names_stays_distinct),
         cmocka_unit_test(test_utf8_bom), cmocka_unit_test(test_second_trace_events_list),
         cmocka_unit_test(test_gzip_zero_padding), cmocka_unit_test(test_input_stops_at_size_at_open),
-        cmocka_unit_test(test_huge_top_level_member_is_ignored),
+        cmocka_unit_test(test_huge_top_level_member_is_ignored), cmocka_unit_test(test_steps_whatever_the_category),
+        cmocka_unit_test(test_kineto_2021_categories),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

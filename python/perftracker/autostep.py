@@ -22,12 +22,24 @@ these sources that shows itself; a better one replaces a worse one whenever it a
    when it has one (so a step runs from one item's work to the fetch of the next). A cycle
    that breaks (an epoch end, an evaluation) is followed again from its first token, and
    learned anew when it keeps breaking.
-4. clock: nothing of the above within GRACE_MIN_S (10) seconds, or 3 x S if longer: one
-   log line says so, and a step is
-   marked every PERFTRACKER_RUN_SECONDS seconds (`perftracker run --seconds S`, default
-   1) in the main thread, through a signal handler that _thread.interrupt_main runs
-   without a real signal (so no system call is interrupted); the window is then a time
-   window of --steps x S seconds.
+4. clock: nothing of the above, and no data-loader item or collective for GRACE_MIN_S (10)
+   seconds (3 x S if longer) since the set-up, the process group's start or the last one
+   (a job whose iterations are long is still learning its sequence), or CLOCK_AT_LATEST_S
+   (60) after the set-up whatever comes: one log line says so, and a step is marked at
+   every multiple of PERFTRACKER_RUN_SECONDS seconds of the wall clock (`perftracker run
+   --seconds S`, default 1) in the main thread, through a signal handler that
+   _thread.interrupt_main runs without a real signal (so no system call is interrupted);
+   the window is then a time window of --steps x S seconds.
+
+Every rank must number an iteration alike: the control plane arms all of them at the same
+step number, and ranks start seconds apart and switch sources at their own moments. So
+each source counts its own steps from the process's start, from what every rank sees
+alike -- the n-th optimizer step, the n-th cycle of the learned sequence, the n-th
+S-second period of the wall clock (CLOCK_REALTIME: one clock on a host, NTP's across
+hosts) -- and a step's number is the pair (source, count) (src/util/step_number.h), never
+a count carried over from the source before. The clock ticks on the period boundaries,
+so the ranks' clock steps begin together; a learned step begins when its collective
+returns (every rank leaves a collective together), not when the rank enters it.
 
 note() says which source is in use; tracer.py's _identity passes it into every profiled
 window, whose summary and report carry it as a warning ("steps: ..."). The hooks below
@@ -52,6 +64,7 @@ _NOTES = {
            "a step every %g s (perftracker run --seconds)",
 }
 GRACE_MIN_S = 10.0
+CLOCK_AT_LATEST_S = 60.0
 _LEARN_MIN_TOKENS = 4
 _LEARN_REPEATS = 3
 _LEARN_MAX_PERIOD = 64
@@ -60,7 +73,9 @@ _NEXT_TOKEN = -1            # a data-loader item; collectives are their operatio
 
 _tracer = None              # the PerfTracker this module made
 _mode = None
-_expected_steps = 0         # the step count after our last step(): anything else is the script's
+_last_number = 0            # the step number after our last step: anything else is the script's step()
+_source_steps = {OPTIMIZER: 0, LEARNED: 0}  # each source's steps since the process started
+_last_activity = time.monotonic()  # set-up, the process group's start, the last token (the clock's grace)
 _making_tracer = False
 _lock = threading.RLock()   # mode changes; reentrant: the clock's signal handler may run while the main thread holds it
 
@@ -93,6 +108,14 @@ def _clock_seconds():
 
 # ------------------------------------------------------------ sources and their order
 
+def _number(source, count):
+    """A step's number: its source and its count there (src/util/step_number.h)."""
+    return _RANKS[source] * _STEP_SOURCE_SPAN + count
+
+
+_STEP_SOURCE_SPAN = 10 ** 12  # the C side's PT_STEP_SOURCE_SPAN; checked against it at set-up
+
+
 def _become(new_mode, why=""):
     """Moves to a better source (never to a worse one); True when new_mode is in use."""
     global _mode
@@ -104,7 +127,21 @@ def _become(new_mode, why=""):
             _log("steps: %s%s" % (note(), why))
             if new_mode in (EXPLICIT, OPTIMIZER):
                 _stop_learning()
+            if new_mode is EXPLICIT:
+                _number_explicit_steps()
     return True
+
+
+def _number_explicit_steps():
+    """The script's step() calls count from here, as (explicit, count): every step so far
+    is the script's when no source had made one, else they were ours and count for
+    nothing (ranks switch at different moments, so their counts differ)."""
+    tracer = _tracer
+    if tracer is None:
+        return  # _start_collector does it once the collector is there
+    number = tracer._step_number
+    kept = number if number < _STEP_SOURCE_SPAN else 0
+    tracer._renumber(_number(EXPLICIT, kept))
 
 
 def user_tracer_created():
@@ -113,17 +150,18 @@ def user_tracer_created():
         _become(EXPLICIT)
 
 
-def _step():
-    """Our step(), unless the script steps by itself (then we stand down for good)."""
-    global _expected_steps
+def _step(source, count):
+    """Our step, numbered by its source, unless the script steps by itself (then we stand
+    down for good)."""
+    global _last_number
     tracer = _tracer
     if tracer is None:
         return
-    if tracer.steps_done != _expected_steps:
+    if tracer._step_number != _last_number:
         _become(EXPLICIT, " (step() was called outside perftracker run)")
         return
-    tracer.step()
-    _expected_steps += 1
+    tracer._step_to(_number(source, count))
+    _last_number = tracer._step_number
 
 
 # ------------------------------------------------------------ optimizer.step
@@ -144,7 +182,8 @@ def _on_optimizer_step(optimizer, *unused):
         if _mode is not OPTIMIZER:
             _become(OPTIMIZER)
         if key == _anchor:
-            _step()
+            _source_steps[OPTIMIZER] += 1
+            _step(OPTIMIZER, _source_steps[OPTIMIZER])
     except Exception as exc:
         _fail("optimizer step hook", exc)
 
@@ -198,14 +237,19 @@ _learning = True            # false once a better source took over
 
 
 def _on_token(token):
-    """After each data-loader item is fetched, before each collective call."""
+    """After each data-loader item is fetched, after each collective call returns."""
+    global _last_activity
     if not _learning:
         return
     try:
+        if _mode is None:
+            _last_activity = time.monotonic()
         with _lock:
             start = _follow(token) if _cycle is not None else _learn(token)
+            if start:
+                _source_steps[LEARNED] += 1
         if start and _become(LEARNED):
-            _step()
+            _step(LEARNED, _source_steps[LEARNED])
     except Exception as exc:
         _fail("sequence learning", exc)
 
@@ -294,24 +338,55 @@ def _install_sequence_hooks(torch):
 _CLOCK_SIGNAL = getattr(signal, "SIGRTMAX", 64) - 2
 
 
+def _clock_count(seconds):
+    """The wall clock's period now: every rank of a host reads the same clock."""
+    return int(time.time() // seconds)
+
+
 def _on_clock(signum, frame):
     if _mode is CLOCK:
-        _step()
+        count = _clock_count(_clock_seconds())
+        if _number(CLOCK, count) > _last_number:  # a late handler's period was already stepped
+            _step(CLOCK, count)
+
+
+def _process_group_started():
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+    except Exception:
+        return False
+
+
+def _wait_for_silence(grace):
+    """Until no source showed itself and nothing came for grace seconds (the set-up, the
+    process group's start, a token), or CLOCK_AT_LATEST_S since the set-up; True when
+    the clock is due then."""
+    global _last_activity
+    began, group_seen = time.monotonic(), False
+    while _mode is None:
+        now = time.monotonic()
+        if not group_seen and _process_group_started():
+            group_seen, _last_activity = True, now  # every rank leaves the rendezvous together
+        if now - _last_activity >= grace or now - began >= max(CLOCK_AT_LATEST_S, grace):
+            return True
+        time.sleep(min(0.5, grace))
+    return False
 
 
 def _clock_thread(grace, seconds):
-    time.sleep(grace)
-    if _mode is not None:
+    if not _wait_for_silence(grace):
         return
     try:
         import _thread
     except ImportError:
         return
-    if not _become(CLOCK, " (no step was found in the first %g s)" % grace):
+    if not _become(CLOCK, " (no step was found, and no collective or data-loader item came for %g s)" % grace):
         return
     while _mode is CLOCK:
         _thread.interrupt_main(_CLOCK_SIGNAL)
-        time.sleep(seconds)
+        now = time.time()
+        time.sleep((now // seconds + 1) * seconds - now + 0.002)  # just past the next period's start
 
 
 def _start_clock():
@@ -343,10 +418,11 @@ def _fail(what, exc):
 
 
 def _start_collector():
-    global _tracer, _making_tracer, _expected_steps
+    global _tracer, _making_tracer, _last_number, _STEP_SOURCE_SPAN, _last_activity
     if _tracer is not None:
         return
-    from perftracker import tracer
+    from perftracker import _perftracker, tracer
+    _STEP_SOURCE_SPAN = _perftracker.STEP_SOURCE_SPAN
     if tracer._started:  # the script made a PerfTracker before torch was imported
         _become(EXPLICIT)
     _making_tracer = True
@@ -354,7 +430,10 @@ def _start_collector():
         _tracer = tracer.PerfTracker()
     finally:
         _making_tracer = False
-    _expected_steps = _tracer.steps_done
+    if _mode is EXPLICIT:
+        _number_explicit_steps()
+    _last_number = _tracer._step_number
+    _last_activity = time.monotonic()
 
 
 def _set_up(torch):

@@ -53,7 +53,7 @@ _groups = {}                # id(group argument) -> (group index or -1, the grou
 _pending = []               # (token, work) of async calls not known to be done
 _dtype_index = {}
 _installed = False
-observer = None             # autostep's sequence learner: called with the operation's index before each call
+observer = None             # autostep's sequence learner: called with the operation's index after each call
 after_init = None           # tracer.py's: shares the job secret as init_process_group returns
 _OP_INDEX = {name: i for i, name in enumerate(_perftracker.COLL_OPS)}
 _OTHER_DTYPE = len(_perftracker.COLL_DTYPES) - 1
@@ -167,6 +167,17 @@ def refresh_pending():
     _pending[:] = still
 
 
+def _observe(op_index):
+    """Tells the step learner a collective returned: a step that begins at it begins when
+    every rank leaves it, the one moment of the call the ranks share."""
+    hook = observer
+    if hook is not None:
+        try:
+            hook(op_index)
+        except Exception:
+            pass
+
+
 def _wrap(fn, op, input_name):
     """The wrapper for one torch.distributed function: positions come from its own
     signature, so it follows the torch version it wraps."""
@@ -186,8 +197,6 @@ def _wrap(fn, op, input_name):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            if observer is not None:
-                observer(op_index)
             group = args[group_pos] if len(args) > group_pos else kwargs.get("group")
             index = group_index(group)
             token = 0
@@ -201,7 +210,9 @@ def _wrap(fn, op, input_name):
         except Exception:
             token = 0
         if not token:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            _observe(op_index)
+            return result
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
@@ -218,6 +229,7 @@ def _wrap(fn, op, input_name):
                 _watch(token, result)
         except Exception:
             pass
+        _observe(op_index)
         return result
 
     wrapper.__perftracker_wraps__ = fn

@@ -10,6 +10,7 @@
 #include "collect/cupti.h"
 #include "collect/log.h"
 #include "collect/sampler.h"
+#include "util/step_number.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,11 +65,22 @@ static struct {
 
 /* ------------------------------------------------------------ step() */
 
-pt_step_action pt_collector_step(void)
+/* Training thread, under C.lock: the plan the agent armed becomes the one that waits. */
+static void take_plan_locked(void)
+{
+    if (C.has_plan) {
+        C.waiting = true;
+        C.waiting_plan = C.plan;
+        C.has_plan = false;
+    }
+}
+
+/* The step numbered n, whose previous step was `previous` (util/step_number.h: a number
+ * carries its step source). The common path is the one atomic test of `attention`. */
+static pt_step_action step_numbered(int64_t n, int64_t previous)
 {
     int64_t now = pt_now_ns();
     int64_t last = atomic_load_explicit(&C.last_step_ns, memory_order_relaxed);
-    int64_t n = atomic_load_explicit(&C.steps_done, memory_order_relaxed) + 1;
     if (last) {
         /* An exponential mean over roughly the last 8 steps: integer, branch-free. */
         int64_t mean = atomic_load_explicit(&C.mean_step_ns, memory_order_relaxed);
@@ -86,14 +98,17 @@ pt_step_action pt_collector_step(void)
     if (C.open) {
         pt_window_mark_step(C.open, now);
         C.open->tick_end = tick;
+        if (pt_step_source(n) != pt_step_source(C.open->first_step)) {
+            /* Its steps so far were another source's (the clock's): the window ends here
+             * rather than mix them with iterations. */
+            pt_window_warn(C.open, "the window ended early: the steps were found anew inside it (a better step "
+                                   "source showed itself), so it has fewer steps than asked");
+            return PT_STEP_END;
+        }
         return n - C.open->first_step >= C.open->plan.steps ? PT_STEP_END : PT_STEP_MARK;
     }
     pthread_mutex_lock(&C.lock);
-    if (C.has_plan) {
-        C.waiting = true;
-        C.waiting_plan = C.plan;
-        C.has_plan = false;
-    }
+    take_plan_locked();
     bool dropped = false;
     if (atomic_exchange_explicit(&C.cancel, 0, memory_order_acq_rel) && C.waiting) {
         C.waiting = false; /* nothing else is in flight while a plan waits */
@@ -101,6 +116,8 @@ pt_step_action pt_collector_step(void)
         dropped = true;
         pthread_cond_broadcast(&C.changed);
     }
+    if (C.waiting)
+        C.waiting_plan.start_step = pt_step_retarget(C.waiting_plan.start_step, previous, n);
     bool start = C.waiting && n >= C.waiting_plan.start_step;
     if (!C.waiting)
         atomic_store_explicit(&C.attention, 0, memory_order_relaxed);
@@ -127,6 +144,32 @@ pt_step_action pt_collector_step(void)
         return PT_STEP_NONE;
     }
     return PT_STEP_BEGIN;
+}
+
+pt_step_action pt_collector_step(void)
+{
+    int64_t previous = atomic_load_explicit(&C.steps_done, memory_order_relaxed);
+    return step_numbered(previous + 1, previous);
+}
+
+pt_step_action pt_collector_step_to(int64_t number)
+{
+    int64_t previous = atomic_load_explicit(&C.steps_done, memory_order_relaxed);
+    number = number < PT_STEP_NUMBER_MAX ? number : PT_STEP_NUMBER_MAX;
+    return step_numbered(number > previous ? number : previous + 1, previous);
+}
+
+void pt_collector_renumber(int64_t number)
+{
+    int64_t previous = atomic_load_explicit(&C.steps_done, memory_order_relaxed);
+    if (number <= previous || number > PT_STEP_NUMBER_MAX)
+        return;
+    pthread_mutex_lock(&C.lock);
+    take_plan_locked();
+    if (C.waiting) /* the next step is the first of the new source's */
+        C.waiting_plan.start_step = pt_step_retarget(C.waiting_plan.start_step, previous, number + 1);
+    atomic_store_explicit(&C.steps_done, number, memory_order_relaxed);
+    pthread_mutex_unlock(&C.lock);
 }
 
 pt_window *pt_collector_window(void)
@@ -497,12 +540,13 @@ static void process_window(pt_window *w, bool cupti_on)
     } else {
         summarize_window(w, &res);
     }
+    int64_t first = pt_step_count(w->first_step); /* as people count steps */
     if (res.status)
-        pt_collect_log(PT_LOG_FAILURE, "profiling window (steps %lld-%lld) failed: %s", (long long)w->first_step,
-                       (long long)(w->first_step + w->marks - 2), res.err.message);
+        pt_collect_log(PT_LOG_FAILURE, "profiling window (steps %lld-%lld) failed: %s", (long long)first,
+                       (long long)(first + w->marks - 2), res.err.message);
     else
         pt_collect_log(PT_LOG_INFO, "profiled steps %lld-%lld: %llu calls, %zu GPU records, %zu samples%s%s",
-                       (long long)w->first_step, (long long)(w->first_step + w->marks - 2),
+                       (long long)first, (long long)(first + w->marks - 2),
                        (unsigned long long)pt_window_cpu_records(w), w->gpu_count, w->sample_count,
                        res.keep_trace ? "; raw trace " : "", res.keep_trace ? res.trace : "");
     pthread_mutex_lock(&C.lock);

@@ -85,8 +85,18 @@ bool pt_collector_wait_idle(double timeout_s);
 
 /* Training thread: count a step. On PT_STEP_BEGIN the window is open
  * (pt_collector_window()) and the caller starts its recorders; on PT_STEP_END the caller
- * stops them, closes its thread logs, then calls pt_collector_end_window(). */
+ * stops them, closes its thread logs, then calls pt_collector_end_window().
+ * Step numbers are util/step_number.h's (source, count) pairs: step() numbers the step
+ * one past the last; step_to() gives it the number its step source counted (autostep.py's
+ * sources, which count from the process's start so that every rank numbers an iteration
+ * alike), never less than one past the last. A window ends early at a step of another
+ * source than its first step's, with a warning; a window still waiting for its start
+ * step keeps the steps it had left when the source changes (pt_step_retarget). */
 pt_step_action pt_collector_step(void);
+pt_step_action pt_collector_step_to(int64_t number);
+/* Training thread: the step count becomes number (greater than it is now) without a step:
+ * a better step source took over and counts from there (the script's own step()). */
+void pt_collector_renumber(int64_t number);
 pt_window *pt_collector_window(void);
 /* The time of the latest step() (the window's end on PT_STEP_END). */
 int64_t pt_collector_last_step_ns(void);

@@ -51,6 +51,7 @@
 #include "collect/cupti.h"
 #include "collect/collectives_module.h"
 #include "collect/log.h"
+#include "util/step_number.h"
 
 #ifdef PT_HAVE_AGENT
 #include "control/agent.h"
@@ -866,34 +867,88 @@ static void secret_step(void)
     Py_DECREF(hook);
 }
 
-static PyObject *tracer_step(PyObject *self, PyObject *unused)
+static void after_step(pt_step_action a)
 {
-    (void)self, (void)unused;
-    pt_step_action a = pt_collector_step();
     if (PT_UNLIKELY(a == PT_STEP_BEGIN))
         begin_window();
     else if (PT_UNLIKELY(a == PT_STEP_END))
         end_window();
     if (PT_UNLIKELY(M.secret_hook != NULL))
         secret_step();
+}
+
+static PyObject *tracer_step(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    after_step(pt_collector_step());
     Py_RETURN_NONE;
+}
+
+/* A step number from Python: util/step_number.h's, bounded as the protocol bounds it. */
+static bool step_number_arg(PyObject *arg, int64_t *number)
+{
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return false;
+    if (n < 0 || n > PT_STEP_NUMBER_MAX) {
+        PyErr_Format(PyExc_ValueError, "step number %lld is outside 0..2^53", n);
+        return false;
+    }
+    *number = n;
+    return true;
+}
+
+static PyObject *tracer_step_to(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int64_t number;
+    if (!step_number_arg(arg, &number))
+        return NULL;
+    after_step(pt_collector_step_to(number));
+    Py_RETURN_NONE;
+}
+
+static PyObject *tracer_renumber(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int64_t number;
+    if (!step_number_arg(arg, &number))
+        return NULL;
+    pt_collector_renumber(number);
+    Py_RETURN_NONE;
+}
+
+static int64_t current_step_number(void)
+{
+    int64_t steps, last, mean;
+    pt_collector_status(&steps, &last, &mean);
+    return steps;
 }
 
 static PyObject *tracer_steps(PyObject *self, void *closure)
 {
     (void)self, (void)closure;
-    int64_t steps, last, mean;
-    pt_collector_status(&steps, &last, &mean);
-    return PyLong_FromLongLong(steps);
+    return PyLong_FromLongLong(pt_step_count(current_step_number()));
+}
+
+static PyObject *tracer_step_number(PyObject *self, void *closure)
+{
+    (void)self, (void)closure;
+    return PyLong_FromLongLong(current_step_number());
 }
 
 static PyMethodDef tracer_methods[] = {
     {"step", tracer_step, METH_NOARGS, "Mark the end of a training step (cheap when not profiling)."},
+    {"_step_to", tracer_step_to, METH_O,
+     "_step_to(number): a step whose number its step source counted (perftracker.autostep)."},
+    {"_renumber", tracer_renumber, METH_O,
+     "_renumber(number): a better step source counts from here (perftracker.autostep); no step."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef tracer_getset[] = {
-    {"steps_done", tracer_steps, NULL, "step() calls so far in this process", NULL},
+    {"steps_done", tracer_steps, NULL, "steps so far in this process, as the step source in use counts them", NULL},
+    {"_step_number", tracer_step_number, NULL, "the last step's number, its step source included", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1256,7 +1311,11 @@ static PyObject *mod_arm(PyObject *self, PyObject *args)
     const char *path = "";
     if (!PyArg_ParseTuple(args, "Li|s", &start, &steps, &path))
         return NULL;
-    return PyBool_FromLong(pt_collector_arm(start, steps, path) == 0);
+    if (start < 0 || start >= PT_STEP_SOURCE_SPAN)
+        return PyErr_Format(PyExc_ValueError, "start step %lld is outside 0..10^12", start);
+    /* start counts steps of the source in use (the script's own under perftracker run). */
+    int64_t source = pt_step_source(current_step_number());
+    return PyBool_FromLong(pt_collector_arm(source * PT_STEP_SOURCE_SPAN + start, steps, path) == 0);
 }
 
 static PyObject *mod_wait_idle(PyObject *self, PyObject *args)
@@ -1278,9 +1337,9 @@ static PyObject *mod_stats(PyObject *self, PyObject *unused)
     int64_t steps, last, mean;
     pt_collector_status(&steps, &last, &mean);
     return Py_BuildValue("{s:L,s:L,s:L,s:i,s:s,s:s,s:s,s:K,s:K,s:K,s:K,s:i,s:d,s:s,s:K,s:K,s:O,s:L,s:O,s:O}",
-                         "steps_done",
-                         (long long)s.steps_done, "windows_done", (long long)s.windows_done, "windows_failed",
-                         (long long)s.windows_failed, "last_status", s.last_status, "last_trace", s.last_trace,
+                         "steps_done", (long long)pt_step_count(s.steps_done), /* as steps_done counts */
+                         "windows_done", (long long)s.windows_done, "windows_failed", (long long)s.windows_failed,
+                         "last_status", s.last_status, "last_trace", s.last_trace,
                          "last_summary", s.last_summary, "last_error", s.last_error, "last_dropped",
                          (unsigned long long)s.last_dropped, "last_cpu_records",
                          (unsigned long long)s.last_cpu_records, "last_gpu_records",
@@ -1548,7 +1607,8 @@ static PyObject *mod_set_prefixes(PyObject *self, PyObject *list)
 static PyMethodDef module_methods[] = {
     {"start", (PyCFunction)(void (*)(void))mod_start, METH_VARARGS | METH_KEYWORDS,
      "Configure the collector once per process; returns True when it started now."},
-    {"arm", mod_arm, METH_VARARGS, "arm(start_step, steps, raw_trace_path='') -> bool: profile a window."},
+    {"arm", mod_arm, METH_VARARGS,
+     "arm(start_step, steps, raw_trace_path='') -> bool: profile a window (start_step as steps_done counts)."},
     {"wait_idle", mod_wait_idle, METH_VARARGS, "wait_idle(timeout=60) -> bool: wait for pending windows."},
     {"stats", mod_stats, METH_NOARGS, "What the collector did so far."},
     {"shutdown", mod_shutdown, METH_VARARGS, "Finish pending windows and stop the threads."},
@@ -1601,6 +1661,7 @@ PyMODINIT_FUNC PyInit__perftracker(void)
     }
     PyModule_AddStringConstant(m, "__version__", PT_VERSION);
     PyModule_AddIntConstant(m, "cupti_compiled", pt_cupti_compiled());
+    PyModule_AddIntConstant(m, "STEP_SOURCE_SPAN", (long)PT_STEP_SOURCE_SPAN);
     if (pt_coll_add_to_module(m) < 0) {
         Py_DECREF(m);
         return NULL;

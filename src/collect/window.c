@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "collect/window.h"
 #include "trace/native_writer.h"
+#include "util/step_number.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -225,7 +226,7 @@ static int write_steps(trace_out *o)
     ev.tid = w->meta.pid;
     for (int32_t i = 0; i + 1 < w->marks; i++) {
         char name[48];
-        ev.step = w->first_step + i;
+        ev.step = pt_step_count(w->first_step) + i; /* the number people read: the count in its source */
         ev.ts_ns = w->step_marks[i];
         ev.dur_ns = w->step_marks[i + 1] - w->step_marks[i];
         int n = snprintf(name, sizeof name, "ProfilerStep#%lld", (long long)ev.step);
@@ -291,7 +292,7 @@ static int write_facts(trace_out *o)
 {
     pt_window *w = o->w;
     int rc = pt_native_writer_fact(o->nw, "perftracker_version", PT_VERSION);
-    rc |= pt_native_writer_fact_int(o->nw, "window_first_step", w->first_step);
+    rc |= pt_native_writer_fact_int(o->nw, "window_first_step", pt_step_count(w->first_step));
     rc |= pt_native_writer_fact_int(o->nw, "window_steps", w->marks - 1);
     rc |= pt_native_writer_fact_int(o->nw, "cpu_records", (int64_t)pt_window_cpu_records(w));
     rc |= pt_native_writer_fact_int(o->nw, "gpu_records", (int64_t)w->gpu_count);

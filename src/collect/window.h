@@ -68,7 +68,7 @@ typedef struct pt_window_limits {
 
 typedef struct pt_window {
     pt_window_plan plan;
-    int64_t first_step;            /* steps_done when the window opened */
+    int64_t first_step;            /* the number of the step that opened it (util/step_number.h) */
     int64_t *step_marks;           /* plan.steps + 1 step() times */
     int32_t marks;
     int64_t wall_origin_ns;        /* Unix-epoch ns minus monotonic ns, at open */

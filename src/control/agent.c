@@ -40,6 +40,7 @@
 #include "control/autotrigger.h"
 #include "control/coordinator.h"
 #include "control/relay.h"
+#include "util/step_number.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -105,7 +106,9 @@ struct pt_agent {
     int64_t next_connect_ns, backoff_ns, unreachable_since_ns, last_unreachable_log_ns;
     uint32_t armed_round;
     bool window_active;          /* armed, and its summary not sent yet */
+    int64_t window_start_step;   /* where the armed window opens (followed across step sources) */
     int64_t window_end_step;     /* start + steps of the armed window */
+    int32_t window_steps;
     uint32_t cancelled_round;    /* the armed window's round was cancelled: drop its summary */
     /* An ARM the collector refused while busy (an earlier window still being dropped or
      * written): retried every poll until it is armed or its start step comes. */
@@ -416,16 +419,19 @@ static void try_arm(pt_agent *a)
     char text[512] = "";
     if (rc != 0 && a->window_active)
         snprintf(text, sizeof text, "the collector could not arm the window: it was still busy with the window of "
-                 "round %u when this round's began (step %lld)", a->armed_round, (long long)a->pending_start_step);
+                 "round %u when this round's began (step %lld)", a->armed_round,
+                 (long long)pt_step_count(a->pending_start_step));
     else if (rc != 0)
         snprintf(text, sizeof text, "the collector could not arm the window: it was busy with another one (one the "
                  "training script armed itself, with PerfTracker(wait=..., steps=...) or PERFTRACKER_WAIT/_STEPS), "
                  "still open or being written when this round's began (step %lld)",
-                 (long long)a->pending_start_step);
+                 (long long)pt_step_count(a->pending_start_step));
     a->arm_pending = false;
     if (rc == 0) {
         a->armed_round = a->pending_round;
         a->window_active = true;
+        a->window_start_step = a->pending_start_step;
+        a->window_steps = a->pending_steps;
         a->window_end_step = a->pending_start_step + a->pending_steps;
     }
     send_armed(a, a->pending_round, rc, text, a->pending_path);
@@ -546,6 +552,13 @@ static void sample_status(pt_agent *a, int64_t now)
     int64_t steps = 0, last_end = 0, mean = 0;
     if (a->hooks.status)
         a->hooks.status(a->hooks.ctx, &steps, &last_end, &mean);
+    if (pt_step_source(steps) != pt_step_source(a->steps_done)) { /* the steps are found anew (util/step_number.h) */
+        pt_step_tracker_init(&a->tracker); /* their times restart */
+        if (a->window_active) { /* and the collector moved the window with them */
+            a->window_start_step = pt_step_follow(a->window_start_step, a->steps_done, steps);
+            a->window_end_step = a->window_start_step + a->window_steps;
+        }
+    }
     pt_step_tracker_observe(&a->tracker, steps, last_end, !a->window_active);
     a->steps_done = steps;
     a->last_step_end_ns = last_end;

@@ -57,6 +57,7 @@
 #include "control/coordinator.h"
 #include "control/exit_files.h"
 #include "control/round.h"
+#include "util/step_number.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -171,6 +172,8 @@ typedef struct round_worker {
     uint8_t state;
     bool arm_sent, acked, window_over;
     int64_t window_over_ns;
+    int64_t start_step;    /* where its window opens: the round's, moved as its collector moves
+                              it when its step source changes (follow_step_source) */
 } round_worker;
 
 enum round_kind { ROUND_TRIGGERED, ROUND_AUTO, ROUND_HANG_REPORT };
@@ -539,7 +542,7 @@ static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *
     r->progress_dirty = true;
     const snapshot *snap = current_snapshot(w, kind == PT_FAIL_HANG); /* goes with it */
     pt_round_snapshot shown = shown_snapshot(snap);
-    int64_t steps = w->ever_joined ? w->steps_done : -1;
+    int64_t steps = w->ever_joined ? pt_step_count(w->steps_done) : -1;
     pt_ctl_worker id = identity_of(c, rank);
     bool answered_probe = kind == PT_FAIL_HANG && r->kind == ROUND_HANG_REPORT && w->stalled_ns == 0;
     if (kind != PT_FAIL_NEVER_CONNECTED && kind != PT_FAIL_NOT_PROFILED && !answered_probe)
@@ -595,6 +598,21 @@ static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summ
     send_to(c, r->control, &m, now);
 }
 
+/* Where a worker is on the round's scale of steps, as the CLI shows it (the count in the
+ * round's step source: util/step_number.h): its steps since its own start step, from the
+ * round's. A worker past its window (its summary here, or its steps beyond the window's
+ * last) has profiled every step, whatever its last heartbeat said: a summary can arrive
+ * before the heartbeat that shows the last step, and "traces written" must never run ahead
+ * of "steps profiled". */
+static int64_t shown_position(const round *r, const round_worker *rw, const worker *w)
+{
+    int64_t at = w->steps_done - rw->start_step + r->start_step;
+    if (rw->window_over || rw->state == RW_DONE)
+        at = PT_MAX(at, r->start_step + r->steps);
+    int64_t shown = at - (r->start_step - pt_step_count(r->start_step));
+    return PT_MIN(PT_MAX(shown, 0), PT_CTL_MAX_STEP);
+}
+
 static pt_ctl_progress progress_of(const pt_coordinator *c)
 {
     const round *r = c->round;
@@ -608,11 +626,12 @@ static pt_ctl_progress progress_of(const pt_coordinator *c)
             continue;
         if (rw->acked)
             p.armed++;
-        if (rw->acked && w->steps_done >= r->start_step)
+        if (rw->acked && w->steps_done >= rw->start_step)
             p.in_window++;
         if (rw->arm_sent && w->ever_joined) {
-            p.min_step = p.min_step < 0 ? w->steps_done : PT_MIN(p.min_step, w->steps_done);
-            p.max_step = PT_MAX(p.max_step, w->steps_done);
+            int64_t at = shown_position(r, rw, w);
+            p.min_step = p.min_step < 0 ? at : PT_MIN(p.min_step, at);
+            p.max_step = PT_MAX(p.max_step, at);
         }
         if (rw->window_over || rw->state == RW_DONE)
             p.traces_written++;
@@ -651,6 +670,7 @@ static void send_arm(pt_coordinator *c, int32_t rank, int64_t now)
     m.round = r->id;
     m.start_step = r->start_step;
     m.steps = r->steps;
+    r->w[rank].start_step = r->start_step;
     bool keep = r->save_raw == PT_SAVE_RAW_ALL || (r->save_raw == PT_SAVE_RAW_MASTER && rank == 0);
     m.path = pt_ctl_str(keep ? r->raw_dir : "");
     r->w[rank].arm_sent = true;
@@ -698,12 +718,12 @@ static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
         } else {
             char text[160];
             snprintf(text, sizeof text, "joined at step %lld, after the window (step %lld) began",
-                     (long long)w->steps_done, (long long)r->start_step);
+                     (long long)pt_step_count(w->steps_done), (long long)pt_step_count(r->start_step));
             emit_failure(c, rank, PT_FAIL_NOT_REACHED, text, now);
         }
         return;
     }
-    if (rw->acked && !rw->window_over && w->steps_done >= r->start_step + r->steps) {
+    if (rw->acked && !rw->window_over && w->steps_done >= rw->start_step + r->steps) {
         rw->window_over = true;
         rw->window_over_ns = now;
     }
@@ -786,14 +806,15 @@ static void begin_profiling(pt_coordinator *c, round *r, int32_t wait, int32_t s
         snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
     r->deadline_ns = now + (timeout_ns > 0 ? timeout_ns : default_deadline_ns(c, wait, steps));
     c->round = r;
+    int64_t first = pt_step_count(r->start_step);
     pt_ctl_logf(&c->cfg.log, "round %u: profiling steps %lld..%lld on %d/%d connected workers%s", r->id,
-                (long long)r->start_step, (long long)(r->start_step + steps - 1), connected, c->cfg.world_size,
+                (long long)first, (long long)(first + steps - 1), connected, c->cfg.world_size,
                 r->kind == ROUND_AUTO ? " (automatic)" : "");
     if (r->control) {
         pt_ctl_msg m;
         pt_ctl_msg_init(&m, PT_CTL_ROUND_STARTED);
         m.round = r->id;
-        m.start_step = r->start_step;
+        m.start_step = first; /* the CLI shows counts; PROGRESS's positions are on the same scale */
         m.steps = steps;
         m.progress = progress_of(c);
         send_to(c, r->control, &m, now);
@@ -869,7 +890,7 @@ static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
         w->cancelled_ns = now;
         w->drain_end_step = PT_MIN(w->steps_done + 1, PT_CTL_MAX_STEP);
         /* In double: steps and step times are each bounded, their product is not. */
-        double left = (double)PT_MAX(r->start_step + r->steps - w->steps_done, 1) + 1;
+        double left = (double)PT_MAX(rw->start_step + r->steps - w->steps_done, 1) + 1;
         double bound = (double)DRAIN_BOUND_NS + left * (double)PT_MAX(w->mean_step_ns, 0);
         w->drain_until_ns = now + (int64_t)PT_MIN(bound, (double)PT_CTL_MAX_DURATION_NS);
     }
@@ -922,8 +943,9 @@ static void finish_round(pt_coordinator *c, int64_t now)
             emit_failure(c, i, PT_FAIL_NO_SUMMARY, "the window ended but no summary arrived in time", now);
         else {
             char text[160];
+            int64_t first = pt_step_count(rw->start_step);
             snprintf(text, sizeof text, "at step %lld when the round timed out (window: steps %lld..%lld)",
-                     (long long)w->steps_done, (long long)r->start_step, (long long)(r->start_step + r->steps - 1));
+                     (long long)pt_step_count(w->steps_done), (long long)first, (long long)(first + r->steps - 1));
             emit_failure(c, i, PT_FAIL_NOT_REACHED, text, now);
         }
     }
@@ -1194,7 +1216,7 @@ static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *
                                      : pt_round_new(dir, c->cfg.world_size);
     if (m->kind == PT_AUTO_COLLECTIVE_ERROR)
         pt_round_add_warning(r->local, "automatic hang report: a collective of rank %d raised an error (at step %lld)",
-                             rank, (long long)m->steps_done);
+                             rank, (long long)pt_step_count(m->steps_done));
     else if (hang)
         pt_round_add_warning(r->local, "automatic hang report: rank %d made no step for %.1f s (mean step %.1f ms)",
                              rank, (double)m->stalled_ns / 1e9, (double)m->mean_step_ns / 1e6);
@@ -1220,12 +1242,32 @@ static bool for_this_round(const pt_coordinator *c, uint32_t id, int32_t rank)
 /* A worker's heartbeat, sent directly or merged by its relay: heard_ns is when the agent
  * sent it (a relay holds one up to a heartbeat period and says for how long), which the
  * step estimates count from. */
+/* A worker's step count moved from `before` to `after`. When its step source changed since
+ * it was armed (util/step_number.h), its collector moved the window (pt_step_retarget):
+ * the round follows (pt_step_follow), so the progress line and the window's end stay
+ * right. The collector decides where the window is; this tracks it as closely as the
+ * heartbeats tell. */
+static void follow_step_source(pt_coordinator *c, int32_t rank, int64_t before, int64_t after)
+{
+    round *r = c->round;
+    if (!r || r->kind == ROUND_HANG_REPORT || !r->w[rank].arm_sent)
+        return;
+    r->w[rank].start_step = pt_step_follow(r->w[rank].start_step, before, after);
+}
+
+static void set_steps(pt_coordinator *c, int32_t rank, int64_t steps_done)
+{
+    worker *w = &c->workers[rank];
+    follow_step_source(c, rank, w->steps_done, steps_done);
+    w->steps_done = steps_done;
+}
+
 static void on_heartbeat(pt_coordinator *c, int32_t rank, int64_t steps_done, int64_t mean_step_ns,
                          int64_t stalled_ns, int64_t heard_ns, int64_t now)
 {
     worker *w = &c->workers[rank];
     w->stepping = steps_done > w->steps_done;
-    w->steps_done = steps_done;
+    set_steps(c, rank, steps_done);
     w->steps_heard_ns = heard_ns;
     w->mean_step_ns = mean_step_ns;
     w->stalled_ns = stalled_ns;
@@ -1273,7 +1315,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
         }
         break;
     case PT_CTL_HANG:
-        w->steps_done = m->steps_done;
+        set_steps(c, rank, m->steps_done);
         w->steps_heard_ns = now;
         w->stalled_ns = m->stalled_ns;
         remember_snapshot(c, w, m, now);
@@ -1286,7 +1328,7 @@ static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, in
             advance_worker(c, rank, now);
         break;
     case PT_CTL_AUTO_REQUEST:
-        w->steps_done = m->steps_done;
+        set_steps(c, rank, m->steps_done);
         w->steps_heard_ns = now;
         start_auto_round(c, rank, m, now);
         break;
@@ -1659,7 +1701,7 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
             bool exited = c->workers[rank].exited;
             char text[200];
             snprintf(text, sizeof text, "%s at step %lld (%s)", exited ? "exited" : "connection lost",
-                     (long long)c->workers[rank].steps_done, why);
+                     (long long)pt_step_count(c->workers[rank].steps_done), why);
             emit_failure(c, rank, exited ? PT_FAIL_EXITED : failure, text, now);
         } else if (!c->workers[rank].exited) {
             pt_ctl_logf(&c->cfg.log, "rank %d disconnected (%s)", rank, why);

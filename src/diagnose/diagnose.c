@@ -20,6 +20,7 @@
  * is the workers list written; the rest of every worker goes to the parts. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "diagnose/windows.h"
 #include "util/parallel.h"
 #include "util/phase.h"
 #include "util/stats.h"
@@ -337,6 +338,7 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
         }
     }
     add_disagreements(warnings, a, &b);
+    pt_window_alignment_warnings(a->workers, a->n, warnings);
     if (missing_count) {
         pt_buf_reset(&b);
         pt_buf_printf(&b, "%lld rank%s of the job %s no trace:", (long long)missing_count,

@@ -14,12 +14,29 @@ NEXT = -1
 BARRIER, ALL_REDUCE = 13, 0
 
 
+SPAN = 10 ** 12  # src/util/step_number.h's PT_STEP_SOURCE_SPAN
+
+
 class CountingTracer:
+    """The collector's step numbers (src/collect/collector.c, util/step_number.h), in
+    Python: (source, count) as source * SPAN + count; step() is one past the last,
+    _step_to() never less than that, _renumber() only forward; steps_done is the count."""
+
     def __init__(self):
-        self.steps_done = 0
+        self._step_number = 0
+
+    @property
+    def steps_done(self):
+        return self._step_number % SPAN
 
     def step(self):
-        self.steps_done += 1
+        self._step_number += 1
+
+    def _step_to(self, number):
+        self._step_number = max(number, self._step_number + 1)
+
+    def _renumber(self, number):
+        self._step_number = max(number, self._step_number)
 
 
 def fresh(path):
@@ -168,7 +185,10 @@ def test_explicit_step_is_not_counted_twice(path):
     for _ in range(5):
         opt.step()
         a._tracer.step()
-    assert a.mode() == a.EXPLICIT and a._tracer.steps_done == 7, (a.mode(), a._tracer.steps_done)
+    # The script's steps count from where autostep stood down (its first one there was
+    # followed by optimizer steps of ours): 5 of them, numbered as explicit steps.
+    assert a.mode() == a.EXPLICIT and a._tracer.steps_done == 5, (a.mode(), a._tracer.steps_done)
+    assert a._tracer._step_number == 4 * SPAN + 5, a._tracer._step_number
     b = fresh(path)
     b.user_tracer_created()  # PerfTracker() in the script: nothing counted by autostep at all
     install(b, optimizer_1x())
@@ -226,6 +246,72 @@ def test_better_sources_replace_worse_ones(path):
     optim.Optimizer().step()
     assert a.mode() == a.OPTIMIZER
     assert not a._become(a.LEARNED) and not a._become(a.CLOCK) and a.mode() == a.OPTIMIZER
+
+
+class Clock:
+    """time.time() as the test sets it, for autostep's wall-clock steps."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def time(self):
+        return self.now
+
+
+def on_clock(a, clock, now):
+    clock.now = now
+    a.time = types.SimpleNamespace(time=clock.time, monotonic=clock.time, sleep=lambda s: None)
+    a._on_clock(None, None)
+
+
+def test_ranks_that_switch_at_their_own_moments_number_steps_alike(path):
+    """Rank 0 started 3 s before rank 3: its clock made 3 steps more before both learned
+    the barrier's cycle at the same barrier. Every step after that has one number on both
+    (a count carried over from the clock would keep them 3 apart)."""
+    ranks = [fresh(path), fresh(path)]
+    for a, started in zip(ranks, (1000.0, 1003.0)):
+        a._become(a.CLOCK)
+        clock = Clock(started)
+        for second in range(int(started), 1006):
+            on_clock(a, clock, second + 0.01)
+    assert ranks[0]._tracer.steps_done == 1005 and ranks[1]._tracer.steps_done == 1005, \
+        "clock steps are numbered by the wall clock's period, not counted"
+    assert ranks[0]._tracer._step_number == ranks[1]._tracer._step_number
+    numbers = [[], []]
+    for _ in range(10):
+        for a, seen in zip(ranks, numbers):
+            a._on_token(BARRIER)
+            seen.append(a._tracer._step_number)
+    assert numbers[0] == numbers[1], numbers
+    assert numbers[0][-1] == 2 * SPAN + 6, "learned steps count from the first cycle: %d" % numbers[0][-1]
+    assert all(a.mode() == a.LEARNED for a in ranks)
+
+
+def test_one_clock_step_per_period(path):
+    """A handler that runs late (the main thread was in a long C call) steps once, with
+    the period it runs in; a second one in the same period makes no step."""
+    a = fresh(path)
+    a._become(a.CLOCK)
+    clock = Clock(0)
+    a._clock_seconds = lambda: 0.5
+    for now, want in ((100.01, 200), (100.3, 200), (101.7, 203), (101.99, 203), (102.0, 204)):
+        on_clock(a, clock, now)
+        assert a._tracer._step_number == 1 * SPAN + want, (now, a._tracer._step_number, want)
+
+
+def test_the_scripts_own_steps_count_from_zero_after_autosteps(path):
+    """PerfTracker() made by the script once autostep had made clock steps (rank by rank,
+    a different number of them): the script's steps are counted from 0 on every rank."""
+    a = fresh(path)
+    a._become(a.CLOCK)
+    on_clock(a, Clock(0), 1234.5)
+    a.user_tracer_created()
+    a._tracer.step()
+    assert a._tracer._step_number == 4 * SPAN + 1, a._tracer._step_number
+    b = fresh(path)  # no step before the script's PerfTracker: its steps so far are kept
+    b._tracer.step()
+    b.user_tracer_created()
+    assert b._tracer._step_number == 4 * SPAN + 1, b._tracer._step_number
 
 
 def main():

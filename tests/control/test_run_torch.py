@@ -18,6 +18,11 @@ hang: rank 3 stops for good after the steps were learned: the round ends by itse
 counts: jobs that end by themselves: the script's own step() kept (explicit) is counted
 once per iteration, not twice; a job with no optimizer, collective or DataLoader gets the
 clock (--seconds) and says so; `/usr/bin/python3 run_job.py` started directly works too.
+staggered: the README's example job (the seed's loop, --sleep-scale 1: rank r sleeps r s in
+each iteration) with its 4 ranks started STAGGER_S apart (staggered_launcher.py), triggered
+at once with --wait 3 --steps 3 --save-raw-trace all, as the README's user does: the raw
+traces (one clock: one machine) must show every rank profiling the same steps, numbered
+alike, whose windows overlap by at least 90% of each rank's window.
 bootstrap: the environment and startup of the job's processes are what they are without
 perftracker -- the same sys.path, the sitecustomize that would have run (Debian's, a
 user's on PYTHONPATH) still runs, only PYTHONPATH's first entry and PERFTRACKER_RUN /
@@ -93,6 +98,76 @@ def check_triggered(cli, run_job, scenario, tmp):
             loaded, job_log[-3000:])
         print("run %s: %s; %s; step %.0f ms" % (scenario, top["summary"], said[0],
                                                 min(w["step_time_ms"] for w in report["workers"])))
+        return 0
+    finally:
+        stop(job)
+        log.close()
+
+
+STAGGER_S = 2.0
+MIN_OVERLAP = 0.9
+
+
+def profiled_windows(cli, raw_dir):
+    """{trace: (first step number, [(start_s, end_s) of each step])} from the raw traces,
+    exported to Kineto JSON (their times are the machine's CLOCK_MONOTONIC)."""
+    windows = {}
+    for trace in sorted(glob.glob(os.path.join(raw_dir, "*.ptrace"))):
+        out = trace + ".json"
+        subprocess.run([cli, "export", trace, "-o", out], check=True, capture_output=True, timeout=120)
+        with open(out) as f:
+            data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        steps = sorted((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6, int(e["name"].split("#")[1]))
+                       for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+        windows[os.path.basename(trace)] = (steps[0][2] if steps else -1, [(a, b) for a, b, _ in steps])
+    return windows
+
+
+def window_overlaps(windows):
+    """Each rank's share of its window (first step's start to last step's end) that every
+    other rank's window covers too."""
+    spans = {name: (steps[0][0], steps[-1][1]) for name, (_, steps) in windows.items() if steps}
+    common = min(end for _, end in spans.values()) - max(start for start, _ in spans.values())
+    return {name: max(common, 0.0) / (end - start) for name, (start, end) in spans.items()}
+
+
+def check_staggered(cli, run_job, tmp):
+    env = base_env(tmp)
+    log = open(os.path.join(tmp, "job.log"), "w+")
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "staggered_launcher.py")
+    job = subprocess.Popen([cli, "run", TORCH_PYTHON, launcher, str(STAGGER_S), "4", TORCH_PYTHON, run_job,
+                            "--mode", "seed", "--sleep-scale", "1"],
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out = os.path.join(tmp, "out")
+        cmd = [cli, "--trigger-on", "--auto-analyze", "--wait", "3", "--steps", "3", "--output-dir", out,
+               "--save-raw-trace", "all"]
+        deadline = time.time() + 180
+        while True:  # at once: retried only while rank 0 has not registered the job yet
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+            if not (r.returncode == 1 and "no running job found" in r.stderr) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        log.flush()
+        log.seek(0)
+        context = "\n--- CLI stderr ---\n%s\n--- job ---\n%s" % (r.stderr[-4000:], log.read()[-4000:])
+        assert r.returncode == 0, "the CLI exited %d%s" % (r.returncode, context)
+        raw = glob.glob(os.path.join(out, "*", "raw_trace"))
+        assert len(raw) == 1, "raw_trace: %s%s" % (raw, context)
+        windows = profiled_windows(cli, raw[0])
+        assert len(windows) == 4 and all(len(steps) == 3 for _, steps in windows.values()), \
+            "%s%s" % (windows, context)
+        firsts = {first for first, _ in windows.values()}
+        assert len(firsts) == 1, "the ranks profiled different steps: %s%s" % (
+            {name: first for name, (first, _) in windows.items()}, context)
+        overlaps = window_overlaps(windows)
+        shown = ", ".join("%s %.0f%%" % (name, 100 * share) for name, share in sorted(overlaps.items()))
+        assert min(overlaps.values()) >= MIN_OVERLAP, \
+            "the ranks' profiled steps overlap by less than %.0f%% of a window: %s\n%s%s" % (
+                100 * MIN_OVERLAP, shown, json.dumps(windows, indent=1), context)
+        print("run staggered: ranks started %.0f s apart profiled steps %d..%d together; overlap %s"
+              % (STAGGER_S, firsts.pop(), list(windows.values())[0][0] + 2, shown))
         return 0
     finally:
         stop(job)
@@ -207,7 +282,8 @@ def check_bootstrap(cli, tmp):
 
 
 def main():
-    scenarios = ("seed", "accumulation", "two-optimizers", "eval", "explicit", "hang", "counts", "bootstrap")
+    scenarios = ("seed", "accumulation", "two-optimizers", "eval", "explicit", "hang", "counts", "bootstrap",
+                 "staggered")
     if len(sys.argv) != 4 or sys.argv[3] not in scenarios:
         print(__doc__, file=sys.stderr)
         return 2
@@ -227,6 +303,8 @@ def main():
             return check_bootstrap(cli, tmp)
         if scenario == "hang":
             return check_hang(cli, run_job, tmp)
+        if scenario == "staggered":
+            return check_staggered(cli, run_job, tmp)
         return check_triggered(cli, run_job, scenario, tmp)
 
 

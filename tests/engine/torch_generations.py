@@ -150,6 +150,8 @@ def check_diff(tmp):
         with open(os.path.join(out, "diff.json")) as f:
             diff = json.load(f)
         step = diff["step_time"]
+        check(diff["before"]["steps"] == diff["after"]["steps"] == 3,
+              f"diff {name} {MODERN}: 3 steps on each side ({diff['before']['steps']}, {diff['after']['steps']})")
         check(diff["verdict"]["change"] == "unchanged" and not step["significant"] and close(step["delta_ms"], 0)
               and close(step["before_ms"], step["after_ms"]),
               f"diff {name} {MODERN}: {diff['verdict']['change']}, step {step['before_ms']} -> {step['after_ms']} ms")

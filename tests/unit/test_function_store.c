@@ -344,7 +344,8 @@ static size_t adopt_at_bound(pt_fn_store *st, pt_worker_summary *s)
     assert_true(pt_fn_store_adopt_within(st, s, bound, &again));
     assert_int_equal(again, bound);
     assert_ptr_equal(s->fn_store, st);
-    size_t grew = heap_in_use() + freed - before;
+    size_t after = heap_in_use() + freed; /* TSan's count of freed records may run a little behind */
+    size_t grew = after > before ? after - before : 0;
     assert_true(grew <= bound);
     counted = pt_fn_store_bytes(st) - counted;
     assert_true(counted >= grew / 2 && counted <= 2 * grew + 4096);

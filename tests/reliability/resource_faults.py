@@ -41,6 +41,9 @@ privileges skips only the first.
   zstd_window_beyond_share a 4 KB .json.zst whose frame asks for a 128 MiB window among three
                            good traces, -j 16 under 160 MB: refused by name before its window
                            is allocated, the others analysed, within the budget
+  zstd_wrapped_summary     a .ptsum that is a 4 KB zstd file of a summary header and 200 MiB,
+                           under 160 MB: read whole as a summary is, it is refused by name as
+                           its buffer passes its share, within the budget
   no_thread_can_start      -j 2 under a 20 MB address-space limit, where no worker thread
                            gets its 8 MB stack: the files are read on the main thread (it
                            used to wait forever for threads that never started)
@@ -492,6 +495,21 @@ def zstd_window_beyond_share(work, problems):
     line = check_one_refused(work, out, rc, err, "node0_3_10003.json.zst", SHARE_REFUSAL + r".*zstd.*window",
                              problems)
     return f"{len(frame)} bytes asking for 128 MiB: peak {peak} MiB of {budget}: {line[:80]}"
+
+
+@case
+def zstd_wrapped_summary(work, problems):
+    budget = 160
+    head = summary_bombs.summary_file(0, b"")  # the magic a summary is known by, read after unzstd
+    job = summary_job(work, "wrapped-job", summary_bombs.zstd_frame([head, (0, 200 << 20)], window_log=20))
+    out = os.path.join(work, "wrapped-out")
+    rc, err, peak = analyze_measured(["-j", "2", "-o", out, job], budget)
+    within_budget(peak, budget, problems)
+    no_crash(rc, err, problems)
+    expect(rc == 3, f"exit {rc}, expected 3: {err[-400:]}", problems)
+    lines = [l for l in err.splitlines() if "node0_3_10003.ptsum" in l and re.search(SHARE_REFUSAL, l)]
+    expect(lines, f"no stderr line refuses node0_3_10003.ptsum for its share: {err[-400:]}", problems)
+    return f"peak {peak} MiB of {budget}: {lines[0][-150:] if lines else ''}"
 
 
 @case

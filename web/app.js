@@ -435,7 +435,8 @@
         (worthFixing.length ? ' Fix the findings above first.' : '')),
       el('ul', { className: 'plain' }, folded.map(function (p) {
         return el('li', { dataset: { index: p[1] } }, el('span', { className: 'chip' }, CATEGORY_LABEL[p[0].category] || p[0].category || ''), ' ',
-          'impact ' + fmt.savedPct(p[0].impact) + ': ', PD.richText(p[0].summary || ''));
+          'impact ' + fmt.savedPct(p[0].impact) + ': ', PD.richText(p[0].summary || ''), ' ',
+          el('a', { href: findingHref(p[0], p[1]) }, 'Evidence →'));
       })));
   }
 

@@ -53,6 +53,7 @@
      * counting never sits beside a larger threshold unexplained. */
     function judged(c, isStep) {
       var beyond = typeof c.delta_ms === 'number' && typeof c.threshold_ms === 'number' && Math.abs(c.delta_ms) > c.threshold_ms;
+      if (!c.significant && beyond) return { counts: false, why: 'not counted', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, yet not counted by diff.json (no rule this page knows)' };
       if (!c.significant) return { counts: false, why: 'within noise', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
       if (beyond) return { counts: true, why: 'beyond noise', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
       if (isStep) return { counts: true, why: 'steps apart', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, but every profiled step of ' +

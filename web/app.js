@@ -1142,11 +1142,14 @@
     node.appendChild(el('ul', { className: 'plain', id: 'warnings' }, (R.warnings || []).map(function (w) { return el('li', null, PD.richText(String(w))); })));
   }
 
-  function rawTraceLink(path) {
+  function rawTraceLink(path, shown) {
     /* Raw traces sit beside PerfDisplay/ (<out>/raw_trace/); both servers map /raw_trace/ there. */
     var href = location.protocol === 'file:' ? '../' + path : path;
-    return el('a', { href: href, className: 'mono', title: path }, path);
+    return el('a', { href: href, className: 'mono', title: path }, shown || path);
   }
+
+  function exportedName(path) { return PD.stackFrames(path.replace(/\//g, '|')).pop().replace(/\.[^.]*$/, '') + '.json'; }
+  function exportCommand(path) { return 'perftracker export ' + path + ' -o ' + exportedName(path); }
 
   function renderTraces(node) {
     var rows = workers.filter(function (w) { return w.raw_trace; });
@@ -1155,10 +1158,12 @@
     node.appendChild(table({
       rows: rows, filter: 'Filter workers',
       columns: [{ label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '70px' },
-                { label: 'worker', value: function (w) { return w.name; }, width: '240px' },
-                { label: 'raw trace', value: function (w) { return w.raw_trace; }, render: function (w) { return rawTraceLink(w.raw_trace); } },
-                { label: 'convert for Perfetto', value: function (w) { return w.raw_trace; },
-                  text: function (w) { return 'perftracker export ' + w.raw_trace + ' -o ' + PD.stackFrames(w.raw_trace.replace(/\//g, '|')).pop().replace(/\.[^.]*$/, '') + '.json'; } }]
+                { label: 'worker', value: function (w) { return w.name; } },
+                /* The whole command, its raw trace a link to the file: one column, so the
+                 * command stays whole and in view at 900 px. */
+                { label: 'raw trace (the link), and the command converting it for Perfetto', value: function (w) { return w.raw_trace; },
+                  title: function (w) { return exportCommand(w.raw_trace); },
+                  render: function (w) { return el('span', { className: 'mono' }, 'perftracker export ', rawTraceLink(w.raw_trace), ' -o ' + exportedName(w.raw_trace)); } }]
     }));
   }
 

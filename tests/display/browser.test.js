@@ -358,6 +358,15 @@ async function figuresAndWidths(args, page, base, displayDir, facts, shots) {
       await reroute(page, '#/' + id);
       for (const c of await cutOff(page)) cut.push(id + ': ' + c);
       if (['overview', 'workers', 'hardware', 'traces'].includes(id)) await page.screenshot({ path: path.join(shots, id + '-' + width + '.png'), fullPage: true });
+      if (id === 'traces') { /* the Perfetto command: whole and in view, not behind a sideways scroll */
+        const cmd = await page.evaluate(() => {
+          const scroll = document.querySelector('section.view .vtable .scroll'), td = scroll.querySelector('tr.data td:last-child');
+          const box = scroll.getBoundingClientRect(), r = td.getBoundingClientRect();
+          return { text: td.textContent, inView: r.left >= box.left - 1 && r.right <= box.left + scroll.clientWidth + 1, whole: td.scrollWidth <= td.clientWidth };
+        });
+        check(/^perftracker export raw_trace\/\S+ -o \S+\.json$/.test(cmd.text) && cmd.inView && cmd.whole,
+          'Raw traces at ' + width + ' px: the Perfetto command is whole and in view (' + JSON.stringify(cmd) + ')');
+      }
       if (id !== 'hardware' || !(await page.evaluate(() => typeof window.echarts !== 'undefined'))) continue;
       const axes = await page.evaluate(() => {
         const box = document.querySelector('section.view .chart'), chart = box && window.echarts.getInstanceByDom(box);

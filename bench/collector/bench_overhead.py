@@ -205,11 +205,12 @@ def found_step_cost():
         return (clock() - t0) / OPTIMIZER_STEPS * 1e9
 
     def hooked():
-        # autostep as `perftracker run` sets it up, counting into this tracer; the mode is
-        # reset each round since the explicit rounds move the step count (which would make
-        # it stand down for good).
+        # autostep as `perftracker run` sets it up, counting into this tracer; the mode and
+        # the optimizer's count are reset each round since the explicit rounds move the
+        # step number (which would make it stand down for good).
         before = tracer.steps_done
-        autostep._tracer, autostep._mode, autostep._expected_steps = tracer, autostep.OPTIMIZER, before
+        autostep._tracer, autostep._mode, autostep._last_number = tracer, autostep.OPTIMIZER, tracer._step_number
+        autostep._optimizer_steps = before
         if plain_code is not None:
             base._optimizer_step_code = hooked_code
         try:

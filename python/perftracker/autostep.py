@@ -74,7 +74,8 @@ _NEXT_TOKEN = -1            # a data-loader item; collectives are their operatio
 _tracer = None              # the PerfTracker this module made
 _mode = None
 _last_number = 0            # the step number after our last step: anything else is the script's step()
-_source_steps = {OPTIMIZER: 0, LEARNED: 0}  # each source's steps since the process started
+_optimizer_steps = 0        # the anchor optimizer's steps since the process started
+_learned_steps = 0          # cycles of the learned sequence since the process started
 _last_activity = time.monotonic()  # set-up, the process group's start, the last token (the clock's grace)
 _making_tracer = False
 _lock = threading.RLock()   # mode changes; reentrant: the clock's signal handler may run while the main thread holds it
@@ -160,8 +161,7 @@ def _step(source, count):
     if tracer._step_number != _last_number:
         _become(EXPLICIT, " (step() was called outside perftracker run)")
         return
-    tracer._step_to(_number(source, count))
-    _last_number = tracer._step_number
+    _last_number = tracer._step_to(_RANKS[source] * _STEP_SOURCE_SPAN + count)
 
 
 # ------------------------------------------------------------ optimizer.step
@@ -173,6 +173,7 @@ _cycle_learned = False
 
 def _on_optimizer_step(optimizer, *unused):
     """After every optimizer.step (any optimizer, any thread that steps one)."""
+    global _optimizer_steps
     if _mode is EXPLICIT:
         return
     try:
@@ -182,8 +183,8 @@ def _on_optimizer_step(optimizer, *unused):
         if _mode is not OPTIMIZER:
             _become(OPTIMIZER)
         if key == _anchor:
-            _source_steps[OPTIMIZER] += 1
-            _step(OPTIMIZER, _source_steps[OPTIMIZER])
+            _optimizer_steps += 1
+            _step(OPTIMIZER, _optimizer_steps)
     except Exception as exc:
         _fail("optimizer step hook", exc)
 
@@ -238,7 +239,7 @@ _learning = True            # false once a better source took over
 
 def _on_token(token):
     """After each data-loader item is fetched, after each collective call returns."""
-    global _last_activity
+    global _last_activity, _learned_steps
     if not _learning:
         return
     try:
@@ -247,9 +248,9 @@ def _on_token(token):
         with _lock:
             start = _follow(token) if _cycle is not None else _learn(token)
             if start:
-                _source_steps[LEARNED] += 1
+                _learned_steps += 1
         if start and _become(LEARNED):
-            _step(LEARNED, _source_steps[LEARNED])
+            _step(LEARNED, _learned_steps)
     except Exception as exc:
         _fail("sequence learning", exc)
 

@@ -884,6 +884,13 @@ static PyObject *tracer_step(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static int64_t current_step_number(void)
+{
+    int64_t steps, last, mean;
+    pt_collector_status(&steps, &last, &mean);
+    return steps;
+}
+
 /* A step number from Python: util/step_number.h's, bounded as the protocol bounds it. */
 static bool step_number_arg(PyObject *arg, int64_t *number)
 {
@@ -905,7 +912,7 @@ static PyObject *tracer_step_to(PyObject *self, PyObject *arg)
     if (!step_number_arg(arg, &number))
         return NULL;
     after_step(pt_collector_step_to(number));
-    Py_RETURN_NONE;
+    return PyLong_FromLongLong(current_step_number()); /* saves autostep a second call */
 }
 
 static PyObject *tracer_renumber(PyObject *self, PyObject *arg)
@@ -916,13 +923,6 @@ static PyObject *tracer_renumber(PyObject *self, PyObject *arg)
         return NULL;
     pt_collector_renumber(number);
     Py_RETURN_NONE;
-}
-
-static int64_t current_step_number(void)
-{
-    int64_t steps, last, mean;
-    pt_collector_status(&steps, &last, &mean);
-    return steps;
 }
 
 static PyObject *tracer_steps(PyObject *self, void *closure)
@@ -940,7 +940,7 @@ static PyObject *tracer_step_number(PyObject *self, void *closure)
 static PyMethodDef tracer_methods[] = {
     {"step", tracer_step, METH_NOARGS, "Mark the end of a training step (cheap when not profiling)."},
     {"_step_to", tracer_step_to, METH_O,
-     "_step_to(number): a step whose number its step source counted (perftracker.autostep)."},
+     "_step_to(number) -> the step's number: a step whose number its step source counted (perftracker.autostep)."},
     {"_renumber", tracer_renumber, METH_O,
      "_renumber(number): a better step source counts from here (perftracker.autostep); no step."},
     {NULL, NULL, 0, NULL},

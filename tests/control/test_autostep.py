@@ -34,6 +34,7 @@ class CountingTracer:
 
     def _step_to(self, number):
         self._step_number = max(number, self._step_number + 1)
+        return self._step_number
 
     def _renumber(self, number):
         self._step_number = max(number, self._step_number)

@@ -295,7 +295,8 @@ def test_one_clock_step_per_period(path):
     a._become(a.CLOCK)
     clock = Clock(0)
     a._clock_seconds = lambda: 0.5
-    for now, want in ((100.01, 200), (100.3, 200), (101.7, 203), (101.99, 203), (102.0, 204)):
+    for now, want in ((100.01, 200), (100.3, 200), (101.7, 203), (101.99, 203), (102.0, 204),
+                      (101.9, 204), (101.4, 205)):  # the wall clock set back: a period, then more
         on_clock(a, clock, now)
         assert a._tracer._step_number == 1 * SPAN + want, (now, a._tracer._step_number, want)
 

@@ -166,6 +166,10 @@ def check_staggered(cli, run_job, tmp):
         assert min(overlaps.values()) >= MIN_OVERLAP, \
             "the ranks' profiled steps overlap by less than %.0f%% of a window: %s\n%s%s" % (
                 100 * MIN_OVERLAP, shown, json.dumps(windows, indent=1), context)
+        reports = glob.glob(os.path.join(out, "*", "report.json"))
+        with open(reports[0]) as f:
+            misaligned = [w for w in json.load(f)["warnings"] if "profiled windows" in w]
+        assert not misaligned, "the analysis says the windows do not line up: %s" % misaligned
         print("run staggered: ranks started %.0f s apart profiled steps %d..%d together; overlap %s"
               % (STAGGER_S, firsts.pop(), list(windows.values())[0][0] + 2, shown))
         return 0

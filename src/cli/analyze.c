@@ -422,12 +422,8 @@ static void show_progress(job_state *js, pt_progress *bar, bool single_file)
  * affords; sets the budget of each file. */
 static int plan_memory(job_state *js, int wanted)
 {
-    /* PERFTRACKER_ANALYZE_MEMORY_MB: the user's figure replaces ours (a shared machine's
-     * fair share, or more than MemAvailable when swap is fine). Allocations that fail
-     * anyway are still each file's own failure. */
-    const char *given = getenv("PERFTRACKER_ANALYZE_MEMORY_MB");
-    long long given_mb = given ? atoll(given) : 0;
-    size_t headroom = given_mb > 0 ? (size_t)PT_MIN(given_mb, (long long)(SIZE_MAX >> 21)) << 20 : pt_memory_headroom();
+    /* Allocations that fail anyway are still each file's own failure. */
+    size_t headroom = pt_analysis_memory();
     if (headroom == SIZE_MAX)
         return wanted;
     size_t usable = headroom - headroom / RESERVE_DIVISOR;

@@ -16,6 +16,7 @@
 #include "summarize/hang_state.h"
 #include "summarize/summary.h"
 #include "summarize/summary_io.h"
+#include "util/input.h"
 #include "util/outdir.h"
 #include "util/tar.h"
 
@@ -57,6 +58,7 @@ struct pt_round {
                                  walking the path again per summary cost ~1 ms each at 10k workers */
     int archive_fd;           /* <dir>/summaries/summaries.tar in a large round (-1: not open) */
     uint64_t archive_end;     /* where its next member goes */
+    size_t memory;            /* what the analysis may use, less the report's eighth (0: no limit) */
 };
 
 int pt_round_make_dir(const char *output_dir, char *dst, size_t cap, pt_error *err)
@@ -140,6 +142,8 @@ pt_round *pt_round_new(const char *round_dir, int32_t world_size)
     r->summaries_dir = (pt_out_dir)PT_OUT_DIR_INIT;
     r->archive_fd = -1;
     r->threads = 1;
+    size_t usable = pt_analysis_memory();
+    r->memory = usable == SIZE_MAX ? 0 : usable - usable / 8;
     if (world_size > 0 && world_size <= PT_MAX_WORLD_SIZE) { /* 1 MiB at most */
         r->settled = pt_xcalloc((size_t)world_size, 1);
         pt_summary_expect_ranks((size_t)world_size); /* they arrive in no order; the analysis reads by rank */
@@ -306,13 +310,26 @@ static void note_connection(pt_worker_summary *s, const pt_ctl_worker *w)
     s->seen_pid = w->conn_pid;
 }
 
+/* What decoding one summary may allocate (util/input.h): the round's memory, as analyze
+ * plans it, less what the summaries kept so far hold (their names and functions), so a
+ * worker's summary of a million names is refused by name, not paid for in gigabytes. */
+static size_t decode_share(const pt_round *r)
+{
+    if (!r->memory)
+        return 0;
+    size_t kept = pt_summary_kept_bytes();
+    return PT_MAX(r->memory > kept ? r->memory - kept : 0, (size_t)1); /* 1, not 0: 0 is no limit */
+}
+
 int pt_round_add_summary(pt_round *r, const pt_ctl_worker *w, const char *raw_trace_path, const void *blob,
                          size_t len, const pt_round_snapshot *snap, pt_error *err)
 {
     char name[PT_HOST_MAX + 64];
     worker_name(w, ".ptrace", name, sizeof name);
     store_summary_file(r, w, blob, len);
+    pt_share_begin(decode_share(r));
     pt_worker_summary *s = pt_summary_decode(blob, len, err);
+    pt_share_end();
     if (!s) {
         pt_round_add_failure(r, w, PT_FAIL_BAD_SUMMARY, -1, 0, err->message, NULL);
         return -1;

@@ -255,6 +255,13 @@ static long long read_number(const char *path, const char *key)
     return value;
 }
 
+size_t pt_analysis_memory(void)
+{
+    const char *given = getenv("PERFTRACKER_ANALYZE_MEMORY_MB");
+    long long given_mb = given ? atoll(given) : 0;
+    return given_mb > 0 ? (size_t)PT_MIN(given_mb, (long long)(SIZE_MAX >> 21)) << 20 : pt_memory_headroom();
+}
+
 size_t pt_memory_headroom(void)
 {
     size_t headroom = SIZE_MAX;

@@ -52,6 +52,9 @@ void pt_unwind_pop(void *arg);
  * leave above its current size, the cgroup's memory.max above memory.current, and the
  * machine's MemAvailable. SIZE_MAX when none of them is known. */
 size_t pt_memory_headroom(void);
+/* What the analysis may use: PERFTRACKER_ANALYZE_MEMORY_MB when set (a shared machine's
+ * fair share, or more than MemAvailable when swap is fine), else pt_memory_headroom. */
+size_t pt_analysis_memory(void);
 
 /* Frees strings[0..count) and the array that holds them. */
 void pt_free_strings(char **strings, size_t count);

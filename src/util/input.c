@@ -94,7 +94,8 @@ void pt_share_give(size_t bytes)
 void pt_share_error(pt_error *err, const char *what)
 {
     pt_error_set(err, "needs more memory than its share (%zu MiB) %s: refused rather than half-read (a smaller "
-                      "-j gives each file a larger share)", share.size >> 20, what);
+                      "-j gives each file of an analysis a larger share; PERFTRACKER_ANALYZE_MEMORY_MB sets the "
+                      "memory shared)", share.size >> 20, what);
 }
 
 /* What a zstd decoder holds beside its window: its context (~160 KB) and its buffers of

@@ -106,6 +106,35 @@ static void round_with(const char *file, const char *bytes, size_t len)
         fprintf(stderr, "could not remove %s\n", top);
 }
 
+/* A valid summary of `names` Python stacks nobody else has: each costs the collector a
+ * name and a column, which the round's memory share must count before paying for. */
+static void make_name_bomb(size_t names, pt_buf *out)
+{
+    pt_synth_job job;
+    pt_synth_job_init(&job);
+    job.workers = WORKERS, job.steps = 2, job.layers = 1;
+    pt_error err = {{0}};
+    pt_worker_summary *s = pt_synth_summary(&job, HOSTILE_RANK, &err);
+    if (!s)
+        abort();
+    size_t first = s->function_count;
+    s->functions = realloc(s->functions, (first + names) * sizeof *s->functions);
+    if (!s->functions)
+        abort();
+    for (size_t i = 0; i < names; i++) {
+        pt_function_summary *f = &s->functions[first + i];
+        memset(f, 0, sizeof *f);
+        f->cls = PT_CLASS_PYTHON;
+        char name[64];
+        snprintf(name, sizeof name, "train.py: step|bomb.py: f%zu", i);
+        f->name = pt_xstrdup(name);
+        f->count = 1, f->total_ns = 1000, f->median_ns = 1000, f->max_ns = 1000;
+    }
+    s->function_count = first + names;
+    pt_summary_encode(s, out);
+    pt_summary_free(s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -133,6 +162,20 @@ int main(int argc, char **argv)
     if (d)
         closedir(d);
     CHECK(rounds >= 3, "only %zu crashers in %s", rounds, argv[1]);
+
+    /* A valid summary too big for the round's memory: 300 000 names under a 64 MiB budget
+     * (PERFTRACKER_ANALYZE_MEMORY_MB, read as the round starts). It decodes with no
+     * budget, so the refusal is the budget's. */
+    pt_buf bomb = PT_BUF_INIT;
+    make_name_bomb(300000, &bomb);
+    pt_error err = {{0}};
+    pt_worker_summary *whole = pt_summary_decode(bomb.data, bomb.len, &err);
+    CHECK(whole != NULL, "the name bomb does not decode without a budget: %s", err.message);
+    pt_summary_free(whole);
+    setenv("PERFTRACKER_ANALYZE_MEMORY_MB", "64", 1);
+    round_with("name-bomb (300000 names, 64 MiB)", (const char *)bomb.data, bomb.len);
+    unsetenv("PERFTRACKER_ANALYZE_MEMORY_MB");
+    pt_buf_free(&bomb);
     for (int r = 0; r < WORKERS; r++)
         pt_buf_free(&valid[r]);
     if (failures) {

@@ -26,6 +26,7 @@
 #include "control/client.h"
 #include "control/coordinator.h"
 #include "control/relay.h"
+#include "control_test_util.h"
 #include "fake_fleet.h"
 #include "summarize/summary_io.h"
 #include "util/input.h"
@@ -66,12 +67,7 @@ typedef struct job {
 
 static pt_key agent_key(const char *secret)
 {
-    setenv("PERFTRACKER_SECRET", secret, 1);
-    pt_key key;
-    pt_error err;
-    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
-    setenv("PERFTRACKER_SECRET", SECRET, 1);
-    return key;
+    return ctl_test_agent_key(secret, SECRET);
 }
 
 static void start_coordinator_timeout(job *j, int32_t world_size, bool auto_rounds, int64_t heartbeat_timeout_ns);
@@ -138,9 +134,7 @@ static int trigger(const job *j, pt_ctl_save_raw save_raw, pt_trigger_result *re
 
 static void remove_tree(const char *path)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(ctl_test_remove_tree(path), 0);
 }
 
 static void stop_job(job *j)
@@ -190,14 +184,6 @@ static bool names_rank(const pt_json *f, int rank)
     return false;
 }
 
-static bool any_warning_contains(const pt_json *report, const char *a, const char *b)
-{
-    const pt_json *warnings = pt_json_get(report, "warnings");
-    for (size_t i = 0; warnings && i < warnings->count; i++)
-        if (strstr(warnings->items[i]->string, a) && (!b || strstr(warnings->items[i]->string, b)))
-            return true;
-    return false;
-}
 
 static int count_files(const char *dir, const char *suffix)
 {
@@ -428,7 +414,7 @@ static void test_killed_worker_is_reported_and_the_rest_analysed(void **state)
     assert_int_equal(result.failed, 1);
     assert_string_equal(pt_json_get_string(worker_entry(result.report, 3), "status", ""), "error");
     assert_string_equal(pt_json_get_string(worker_entry(result.report, 2), "status", ""), "normal");
-    assert_true(any_warning_contains(result.report, "rank 3", "died"));
+    assert_true(ctl_test_warning_contains(result.report, "rank 3", "died"));
     assert_int_equal((int)pt_json_get_number(pt_json_get(result.report, "job"), "workers_analyzed", 0), 7);
     /* The lost rank leads the diagnosis and counts among the missing ranks. */
     const pt_json *findings = pt_json_get(pt_json_get(result.report, "diagnosis"), "findings");
@@ -514,7 +500,7 @@ static void test_wrong_keys_are_refused_and_logged(void **state)
     assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
     assert_int_equal(result.summaries, 3);
     assert_int_equal(result.failed, 1);
-    assert_true(any_warning_contains(result.report, "rank 3", "never connected"));
+    assert_true(ctl_test_warning_contains(result.report, "rank 3", "never connected"));
     pt_json_free(result.report);
     fake_fleet_stop(intruder);
     stop_job(&j);
@@ -577,7 +563,7 @@ static void test_slowdown_triggers_a_round_by_itself(void **state)
     char path[1200];
     snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
     pt_json *report = read_json(path);
-    assert_true(any_warning_contains(report, "automatic round: rank 2", "above"));
+    assert_true(ctl_test_warning_contains(report, "automatic round: rank 2", "above"));
     assert_int_equal((int)pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", 0), 4);
     assert_true(strncmp(stats.last_report_dir, j.out_dir, strlen(j.out_dir)) == 0);
     assert_true(log_contains("automatic trigger: slowdown"));
@@ -650,7 +636,7 @@ static void test_hang_report_takes_every_rank_at_once(void **state)
     const pt_json *evidence = pt_json_get(pt_json_get(hang, "evidence"), "hang");
     assert_string_equal(pt_json_get_string(evidence, "kind", ""), "missing");
     assert_int_equal((int)pt_json_get_number(evidence, "seq", 0), 41);
-    assert_false(any_warning_contains(report, "not profiled", NULL));
+    assert_false(ctl_test_warning_contains(report, "not profiled", NULL));
     pt_json_free(report);
     stop_job(&j);
 }
@@ -673,8 +659,8 @@ static void test_failed_window_reports_its_cause(void **state)
     assert_int_equal(trigger(&j, PT_SAVE_RAW_NONE, &result, &err), 0);
     assert_int_equal(result.summaries, 3);
     assert_int_equal(result.failed, 1);
-    assert_true(any_warning_contains(result.report, "rank 2", "No space left on device"));
-    assert_false(any_warning_contains(result.report, "out of memory", NULL));
+    assert_true(ctl_test_warning_contains(result.report, "rank 2", "No space left on device"));
+    assert_false(ctl_test_warning_contains(result.report, "out of memory", NULL));
     pt_json_free(result.report);
     stop_job(&j);
 }
@@ -875,7 +861,7 @@ static void test_process_agent_api_and_auto_trigger_argument(void **state)
     char path[1200];
     snprintf(path, sizeof path, "%s/report.json", stats.last_report_dir);
     pt_json *report = read_json(path);
-    assert_true(any_warning_contains(report, "automatic round: rank 1", "above"));
+    assert_true(ctl_test_warning_contains(report, "automatic round: rank 1", "above"));
     assert_int_equal((int)pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", 0), 2);
     pt_json_free(report);
     pt_agent_stop();
@@ -1041,34 +1027,18 @@ static void test_tree_relay_killed_mid_round_names_its_ranks(void **state)
         assert_non_null(w);
         assert_string_equal(pt_json_get_string(w, "status", ""), lost ? "error" : "normal");
     }
-    assert_true(any_warning_contains(result.report, "rank 16", "the relay of node 2"));
-    assert_true(any_warning_contains(result.report, "rank 23", "the relay of node 2"));
-    assert_false(any_warning_contains(result.report, "rank 15", NULL));
+    assert_true(ctl_test_warning_contains(result.report, "rank 16", "the relay of node 2"));
+    assert_true(ctl_test_warning_contains(result.report, "rank 23", "the relay of node 2"));
+    assert_false(ctl_test_warning_contains(result.report, "rank 15", NULL));
     pt_json_free(result.report);
     stop_job(&j);
 }
 
 /* A peer with the agent key playing a relay. */
-static int next_msg(pt_conn *c, pt_ctl_msg *m)
-{
-    pt_error err;
-    for (int i = 0; i < 500; i++) {
-        int got = pt_conn_next(c, m, &err);
-        if (got != 0)
-            return got;
-        struct pollfd pfd = {c->fd, POLLIN, 0};
-        poll(&pfd, 1, 10);
-        if (pt_conn_read(c, &err) < 0)
-            return -1; /* closed: what the coordinator does to a relay it drops */
-    }
-    return 0;
-}
 
 static void send_now(pt_conn *c, const pt_ctl_msg *m)
 {
-    pt_error err;
-    assert_int_equal(pt_conn_send(c, m, &err), 0);
-    assert_int_equal(pt_conn_flush(c, &err), 0);
+    assert_int_equal(ctl_test_send_now(c, m), 0);
 }
 
 static void relay_handshake(const job *j, pt_conn *c)
@@ -1078,7 +1048,7 @@ static void relay_handshake(const job *j, pt_conn *c)
     assert_true(fd >= 0);
     pt_conn_init(c, fd, 1u << 20);
     pt_ctl_msg m, reply;
-    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(ctl_test_next_msg(c, &m), 1);
     assert_int_equal(m.type, PT_CTL_CHALLENGE);
     pt_key key = agent_key(SECRET);
     pt_ctl_msg_init(&reply, PT_CTL_AUTH);
@@ -1086,7 +1056,7 @@ static void relay_handshake(const job *j, pt_conn *c)
     memset(reply.nonce, 7, sizeof reply.nonce);
     pt_auth_client_proof(&key, PT_CTL_ROLE_RELAY, m.nonce, reply.nonce, reply.mac);
     send_now(c, &reply);
-    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(ctl_test_next_msg(c, &m), 1);
     assert_int_equal(m.type, PT_CTL_WELCOME);
     pt_ctl_msg_init(&reply, PT_CTL_JOIN);
     reply.worker = (pt_ctl_worker){8, 0, 16, 1, 4242, pt_ctl_str("intruder")};
@@ -1126,7 +1096,7 @@ static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
     relayed_join(&relay, 3, 3);
     pt_ctl_msg m, inner;
     pt_error err;
-    assert_int_equal(next_msg(&relay, &m), 1);
+    assert_int_equal(ctl_test_next_msg(&relay, &m), 1);
     assert_int_equal(m.type, PT_CTL_RELAYED);
     assert_int_equal(m.relayed_rank, 3);
     assert_true(pt_ctl_decode(m.blob.data, m.blob.len, &inner, &err) > 0);
@@ -1135,7 +1105,7 @@ static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
     pt_ctl_copy_str(text, sizeof text, inner.text);
     assert_non_null(strstr(text, "rank 3 is already connected"));
     relayed_join(&relay, 4, 5); /* an envelope for rank 4 around rank 5's JOIN */
-    assert_int_equal(next_msg(&relay, &m), -1);
+    assert_int_equal(ctl_test_next_msg(&relay, &m), -1);
     pt_conn_close(&relay);
 
     pt_trigger_result result;
@@ -1150,19 +1120,6 @@ static void test_tree_hostile_relay_cannot_take_a_live_rank(void **state)
 /* A node's relay listens on an abstract Unix socket, which has no permissions: a peer of
  * another user that connects is closed before the challenge (and logged), and an agent
  * refuses a socket another user took the name of. Needs root, to be another user. */
-static int connect_as_nobody(const char *name)
-{
-    if (setgid(65534) != 0 || setuid(65534) != 0)
-        return 2;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t n = strlen(name + 1);
-    memcpy(sa.sun_path + 1, name + 1, n);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0)
-        return 3;
-    char byte;
-    return read(fd, &byte, 1) == 0 ? 0 : 1; /* closed with no challenge sent */
-}
 
 static int squat_as_nobody(const char *name, int ready_fd, int done_fd)
 {
@@ -1207,7 +1164,7 @@ static void test_tree_relay_socket_refuses_another_user(void **state)
     wait_tree(&j, 1, 0);
     pid_t child = fork();
     if (child == 0)
-        _exit(connect_as_nobody(rc.listen_host));
+        _exit(ctl_test_connect_as_nobody(rc.listen_host));
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status));

@@ -28,6 +28,7 @@
 
 #include "control/client.h"
 #include "control/coordinator.h"
+#include "control_test_util.h"
 #include "fake_fleet.h"
 
 #define MS 1000000LL
@@ -44,12 +45,7 @@ typedef struct job {
 
 static pt_key agent_key(const char *secret)
 {
-    setenv("PERFTRACKER_SECRET", secret, 1);
-    pt_key key;
-    pt_error err;
-    assert_int_equal(pt_auth_agent_key(&key, &err), 1);
-    setenv("PERFTRACKER_SECRET", SECRET, 1);
-    return key;
+    return ctl_test_agent_key(secret, SECRET);
 }
 
 /* key_public: the agent key is the store-published kind (no PERFTRACKER_SECRET). */
@@ -109,18 +105,11 @@ static bool agents_are(const pt_coordinator_stats *st, int want) { return st->ag
 static bool refused_local_reach(const pt_coordinator_stats *st, int want) { return (int)st->refused_local >= want; }
 static bool conflicts_reach(const pt_coordinator_stats *st, int want) { return (int)st->rank_conflicts >= want; }
 
-static void remove_tree(const char *path)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    assert_int_equal(system(cmd), 0);
-}
-
 static void stop_job(job *j)
 {
     fake_fleet_stop(j->fleet);
     pt_coordinator_stop(j->coordinator);
-    remove_tree(j->out_dir);
+    assert_int_equal(ctl_test_remove_tree(j->out_dir), 0);
 }
 
 static pt_json *run_round(const job *j)
@@ -132,14 +121,6 @@ static pt_json *run_round(const job *j)
     return result.report;
 }
 
-static bool any_warning_contains(const pt_json *report, const char *a, const char *b)
-{
-    const pt_json *warnings = pt_json_get(report, "warnings");
-    for (size_t i = 0; warnings && i < warnings->count; i++)
-        if (strstr(warnings->items[i]->string, a) && (!b || strstr(warnings->items[i]->string, b)))
-            return true;
-    return false;
-}
 
 static int security_warnings(const pt_json *report)
 {
@@ -152,26 +133,10 @@ static int security_warnings(const pt_json *report)
 
 /* ---------------------------------------------------------------- raw workers */
 
-static int next_msg(pt_conn *c, pt_ctl_msg *m)
-{
-    pt_error err;
-    for (int i = 0; i < 500; i++) {
-        int got = pt_conn_next(c, m, &err);
-        if (got != 0)
-            return got;
-        struct pollfd pfd = {c->fd, POLLIN, 0};
-        poll(&pfd, 1, 10);
-        if (pt_conn_read(c, &err) < 0)
-            return -1;
-    }
-    return 0;
-}
 
 static void send_now(pt_conn *c, const pt_ctl_msg *m)
 {
-    pt_error err;
-    assert_int_equal(pt_conn_send(c, m, &err), 0);
-    assert_int_equal(pt_conn_flush(c, &err), 0);
+    assert_int_equal(ctl_test_send_now(c, m), 0);
 }
 
 /* A worker that authenticates at host:port with key and JOINs as rank; the type of the
@@ -183,12 +148,12 @@ static int raw_join(pt_conn *c, const char *host, uint16_t port, const pt_key *k
     assert_true(fd >= 0);
     pt_conn_init(c, fd, 1u << 20);
     pt_ctl_msg m, reply;
-    assert_int_equal(next_msg(c, &m), 1);
+    assert_int_equal(ctl_test_next_msg(c, &m), 1);
     assert_int_equal(m.type, PT_CTL_CHALLENGE);
     uint8_t server_nonce[PT_CTL_NONCE_BYTES], client_nonce[PT_CTL_NONCE_BYTES];
     assert_int_equal(pt_auth_answer_challenge(key, PT_CTL_ROLE_AGENT, &m, server_nonce, client_nonce, &reply), 0);
     send_now(c, &reply);
-    if (next_msg(c, &m) != 1 || m.type != PT_CTL_WELCOME)
+    if (ctl_test_next_msg(c, &m) != 1 || m.type != PT_CTL_WELCOME)
         return m.type == PT_CTL_REFUSED ? PT_CTL_REFUSED : -1;
     pt_ctl_msg_init(&reply, PT_CTL_JOIN);
     reply.worker = (pt_ctl_worker){rank, 0, WORLD, 0, 4242, pt_ctl_str("claimant"), -1, -1, {NULL, 0}};
@@ -265,26 +230,13 @@ static void test_local_tcp_worker_with_the_store_key_is_refused(void **state)
         pt_json *report = run_round(&j);
         /* The wrong key is named either way; the TCP worker with the real key only when
          * that key could have come from the store. */
-        assert_true(any_warning_contains(report, "security: a worker from 127.0.0.1", "failed authentication"));
-        assert_int_equal(any_warning_contains(report, "security: a process on this machine", "over TCP"), key_public);
+        assert_true(ctl_test_warning_contains(report, "security: a worker from 127.0.0.1", "failed authentication"));
+        assert_int_equal(ctl_test_warning_contains(report, "security: a process on this machine", "over TCP"), key_public);
         pt_json_free(report);
         stop_job(&j);
     }
 }
 
-static int connect_as_nobody(const char *name)
-{
-    if (setgid(65534) != 0 || setuid(65534) != 0)
-        return 2;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t n = strlen(name + 1);
-    memcpy(sa.sun_path + 1, name + 1, n);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0)
-        return 3;
-    char byte;
-    return read(fd, &byte, 1) == 0 ? 0 : 1; /* closed with no challenge sent */
-}
 
 /* Another user's process on the coordinator's socket is closed before a byte, and the
  * next round's report names it. Needs root, to be another user. */
@@ -299,7 +251,7 @@ static void test_coordinator_socket_closes_another_user(void **state)
     start_job(&j, true);
     pid_t child = fork();
     if (child == 0)
-        _exit(connect_as_nobody(j.socket_name));
+        _exit(ctl_test_connect_as_nobody(j.socket_name));
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status));
@@ -310,7 +262,7 @@ static void test_coordinator_socket_closes_another_user(void **state)
     pt_json *report = run_round(&j);
     char pid_text[32];
     snprintf(pid_text, sizeof pid_text, "(pid %d)", (int)child);
-    assert_true(any_warning_contains(report, "security: a process of user 65534", pid_text));
+    assert_true(ctl_test_warning_contains(report, "security: a process of user 65534", pid_text));
     assert_int_equal((int)pt_json_get(report, "workers")->count, WORLD);
     pt_json_free(report);
     stop_job(&j);
@@ -340,9 +292,9 @@ static void test_a_ranks_own_process_takes_it_from_a_key_holder(void **state)
     pt_conn_close(&late);
     assert_int_equal(stats_when(&j, agents_are, WORLD).agents, WORLD);
     pt_json *report = run_round(&j);
-    assert_true(any_warning_contains(report, "security: rank 1 was held by a connection from 127.0.0.1",
+    assert_true(ctl_test_warning_contains(report, "security: rank 1 was held by a connection from 127.0.0.1",
                                      "took its place"));
-    assert_true(any_warning_contains(report, "security: a second connection claimed rank 2", "was refused"));
+    assert_true(ctl_test_warning_contains(report, "security: a second connection claimed rank 2", "was refused"));
     assert_int_equal((int)pt_json_get_number(pt_json_get(report, "job"), "workers_analyzed", 0), WORLD);
     pt_json_free(report);
     stop_job(&j);

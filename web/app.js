@@ -518,7 +518,7 @@
       sort: { column: 5, descending: true }, /* the slowest nodes first */
       rowClass: function (n) { return n.not_normal > 0 ? 'culprit' : ''; },
       onRowClick: function (n) { if (Array.isArray(n.ranks)) location.hash = '#/heatmap?rank=' + n.ranks[0]; },
-      columns: [{ label: 'host', value: function (n) { return n.host; }, width: '180px', search: true },
+      columns: [{ label: 'host', value: function (n) { return n.host; }, width: '180px', search: true, whole: true },
                 { label: 'workers', value: function (n) { return n.workers; }, numeric: true, width: '80px' },
                 { label: 'ranks', value: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] : null; }, text: function (n) { return Array.isArray(n.ranks) ? n.ranks[0] + '–' + n.ranks[1] : '–'; }, width: '120px' },
                 { label: 'min step', value: function (n) { return three(n, 'step_time_ms', 0); }, text: function (n) { return fmt.ms(three(n, 'step_time_ms', 0)); }, numeric: true },
@@ -649,7 +649,7 @@
       { label: 'rank', value: function (w) { return w.rank; }, numeric: true, width: '58px', className: 'sticky-col', search: true },
       { label: 'worker', value: function (w) { return w.name; }, width: nameW + 'px', title: function (w) { return w.name; }, search: true,
         render: function (w) { return PD.fitText(w.name || '', nameW - 18, font); } },
-      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px', search: true },
+      { label: 'status', value: function (w) { return w.status; }, render: function (w) { return el('span', { className: 'status-' + w.status }, w.status || ''); }, width: '70px', search: true, whole: true },
       { label: 'step time', value: function (w) { return w.step_time_ms; }, text: function (w) { return fmt.ms(w.step_time_ms); }, numeric: true, width: '86px' },
       { label: 'GPU utilization', value: function (w) { return w.gpu_utilization; }, text: function (w) { return fmt.pct(w.gpu_utilization); }, numeric: true, width: '86px', className: 'wrap' },
       { label: 'breakdown', value: function (w) { return (w.breakdown || {}).compute_ms; }, render: function (w) { return breakdownBar(w.breakdown || {}, maxStep); }, width: barW + 'px', help: 'exposed time per step; sorts by compute' }
@@ -659,10 +659,10 @@
                numeric: true, width: (classWidth[c.key] || 84) + 'px', className: 'wrap' + (marked ? ' finding-col' : ''),
                help: c.label + ' ms per step' + (marked ? ' (the class of ' + (findings.indexOf(focus) === 0 ? 'the root cause' : 'finding ' + (findings.indexOf(focus) + 1)) + ')' : '') };
     })).concat([
-      { label: 'host', value: function (w) { return w.host; }, width: '120px', search: true },
+      { label: 'host', value: function (w) { return w.host; }, width: '120px', search: true, whole: true },
       { label: 'local rank', value: function (w) { return w.local_rank; }, numeric: true, width: '66px', className: 'wrap' },
       { label: 'pid', value: function (w) { return w.pid; }, numeric: true, width: '86px' },
-      { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px' }
+      { label: 'rank source', value: function (w) { return w.rank_source; }, width: '130px', whole: true }
     ]);
     var t = new PD.Table({
       rows: listedWorkers, columns: cols, filter: 'Filter workers (rank, name, host, status)', visibleRows: 16,

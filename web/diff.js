@@ -193,7 +193,7 @@
     /* Functions -------------------------------------------------------------------- */
     function fnColumns(extra) {
       return [
-        { label: 'class', value: function (f) { return CLASS_LABEL[f.class] || f.class; }, width: '120px' },
+        { label: 'class', value: function (f) { return CLASS_LABEL[f.class] || f.class; }, width: '120px', whole: true },
         { label: 'function', value: function (f) { return f.name; }, render: function (f) { return fnName(f); } }
       ].concat(extra);
     }

@@ -4,16 +4,18 @@
  * table body holds a spacer row above, the ~30 visible rows, and a spacer below, and is
  * rebuilt (once per animation frame) on scroll. A 4096-row table therefore costs the same
  * DOM as a 30-row one; sorting and filtering are array operations on the data. Columns are
- * fixed-width (table-layout: fixed) so they do not jump while scrolling; a column whose
- * header or a drawn cell needs more room than it has grows to fit (never shrinks), and
- * the table then scrolls sideways inside its box: no text is cut off, at any width.
+ * fixed-width (table-layout: fixed) so they do not jump while scrolling. No text is cut
+ * off at any width (fitColumns): a column with a width grows to what its header and drawn
+ * cells need; a name column (no width) takes the room left and shortens its names in the
+ * middle, whole on hover; a table then wider than its room scrolls sideways inside a box
+ * that ends at its last whole column, the tools naming the columns further right.
  * Headers wrap at spaces (the header row is measured, not assumed, for the row math).
  *
  *   new PD.Table({columns: [{label, value(row), text(row)?, render(row)?, title(row)?,
- *                            numeric?, width?, sortable?, className?, search?}],
+ *                            numeric?, width?, whole?, sortable?, className?, search?}],
  *                 rows, sort: {column, descending}, height, filter: 'placeholder',
  *                 onRowClick(row), rowClass(row)})  -> .node, .scroll, .highlight(pred), .rows,
- *                                                     .fitColumns()
+ *                                                     .fitColumns(reset)
  */
 'use strict';
 var PD = (window.PD = window.PD || {});
@@ -71,7 +73,7 @@ var PD = (window.PD = window.PD || {});
     this.node = el('div', { className: 'vtable' }, tools, this.scroll);
     /* Sizes are known once the table is in the document, and change with the window. The
      * table's own box is watched, not the scroll box fitColumns narrows. */
-    if (typeof ResizeObserver === 'function') new ResizeObserver(function () { self.fitColumns(); }).observe(this.node);
+    if (typeof ResizeObserver === 'function') new ResizeObserver(function () { self.fitColumns(true); }).observe(this.node);
     this.node.ptTable = this; /* for tests and the console: the data behind the view */
   };
 
@@ -94,23 +96,37 @@ var PD = (window.PD = window.PD || {});
     return Math.max(HEADER_HEIGHT, thead && thead.offsetHeight ? thead.offsetHeight : 0);
   };
 
-  /* Widens every column whose header or drawn cells are cut (their content wider than
-   * their box), to what they need. Widening one column can narrow the columns without a
-   * width of their own, so it goes round again, a few times at most. */
-  Table.prototype.fitColumns = function () {
+  /* Columns fit what they show. Numbers, and columns marked whole (a host, a command),
+   * are never shortened: their column widens to its header's longest word and its drawn
+   * cells. Names (the other text: kernels, stacks, workers) are shortened in the middle to
+   * their column, whole on hover; a name column without a width of its own takes the room
+   * left, NAME_MIN px at least. So the numbers stay in view and nothing is cut by its box.
+   * Widening one column can narrow the others, so it goes round again, a few times at
+   * most. Called after each draw (grow only, so columns do not jump while scrolling) and,
+   * with reset, when the table's box changes size (name columns take their room again). */
+  var NAME_MIN = 180;
+  function isName(col) { return !col.numeric && !col.whole; }
+  Table.prototype.fitColumns = function (reset) {
     if (!this.scroll.isConnected || !this.scroll.clientWidth) return;
-    var headers = this.headers, rows = this.tbody.querySelectorAll('tr.data');
+    var columns = this.columns, headers = this.headers, rows = this.tbody.querySelectorAll('tr.data');
+    if (reset) headers.forEach(function (th, i) { if (!columns[i].width) th.style.width = ''; });
     for (var round = 0; round < 4; round++) {
       /* Strictly: a cell a fraction of a pixel too narrow already shows its ellipsis. */
-      var need = headers.map(function (th) { return th.scrollWidth > th.clientWidth ? th.scrollWidth : 0; });
+      var need = headers.map(function (th, i) {
+        var least = isName(columns[i]) && !columns[i].width && th.offsetWidth < NAME_MIN ? NAME_MIN : 0;
+        return Math.max(least, th.scrollWidth > th.clientWidth ? th.scrollWidth : 0);
+      });
       for (var r = 0; r < rows.length; r++) {
         var cells = rows[r].children;
-        for (var i = 0; i < cells.length && i < need.length; i++)
+        for (var i = 0; i < cells.length && i < need.length; i++) {
+          if (isName(columns[i]) && need[i]) continue; /* shortened once its column is set */
+          if (isName(columns[i]) && shortenToFit(cells[i])) continue;
           if (cells[i].scrollWidth > cells[i].clientWidth) need[i] = Math.max(need[i], cells[i].scrollWidth);
+        }
       }
       var grew = false;
       need.forEach(function (w, i) {
-        if (w > 0) { headers[i].style.width = Math.ceil(w + 2) + 'px'; grew = true; }
+        if (w > 0 && w > headers[i].offsetWidth) { headers[i].style.width = Math.ceil(w + 2) + 'px'; grew = true; }
       });
       if (!grew) break;
     }
@@ -146,6 +162,26 @@ var PD = (window.PD = window.PD || {});
     else if (left.length) text = '← ' + left.length + (left.length === 1 ? ' more column' : ' more columns') + ' left';
     if (this.hidden.textContent !== text) this.hidden.textContent = text;
   };
+
+  /* A name cell (its text alone, or one element holding text alone) shortened in the
+   * middle to its column, the whole name kept for hover and for widening later; false for
+   * a cell of another shape (a command with a link in it), which the column widens for. */
+  function shortenToFit(td) {
+    var target = td.children.length === 0 ? td
+      : td.childNodes.length === 1 && td.firstElementChild && td.firstElementChild.children.length === 0 ? td.firstElementChild : null;
+    if (!target) return false;
+    var full = target.dataset.full || target.textContent;
+    if (!target.dataset.full && td.scrollWidth <= td.clientWidth) return true; /* fits whole */
+    var cs = getComputedStyle(td), font = getComputedStyle(target);
+    var room = td.clientWidth - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.paddingRight) || 0) - 2;
+    var text = PD.fitText(full, room, font.fontStyle + ' ' + font.fontWeight + ' ' + font.fontSize + ' ' + font.fontFamily);
+    if (text !== full) {
+      target.dataset.full = full;
+      if (!target.title && !td.title) target.title = full;
+    }
+    if (target.textContent !== text) target.textContent = text;
+    return td.scrollWidth <= td.clientWidth;
+  }
 
   Table.prototype.render = function () {
     var el = PD.el, n = this.rows.length;

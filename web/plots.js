@@ -547,7 +547,7 @@ var PD = (window.PD = window.PD || {});
     var canvas = PD.el('canvas', { className: 'plot', attrs: { role: 'img', 'aria-label': options.label || 'bar plot' } });
     var state = {}, marks = options.marks || new Map(), full = options.full || new Set();
     function draw() {
-      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 180;
+      var w = widthOf(canvas, 800), h = canvas.clientHeight || 180;
       var pad = { l: 58, r: 12, t: 24, b: options.xTitle ? 36 : 22 };
       var ctx = setupCanvas(canvas, w, h), n = options.ranks.length, pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
       var buckets = Math.max(1, Math.min(n, Math.floor(pw))), best = new Array(buckets).fill(-1);
@@ -625,8 +625,23 @@ var PD = (window.PD = window.PD || {});
     });
     canvas.addEventListener('mouseleave', function () { PD.tooltip.hide(); });
     canvas.addEventListener('click', function (e) { var i = indexAt(e); if (i >= 0 && options.onClick) options.onClick(options.ranks[i]); });
-    return { node: canvas, mount: draw };
+    return { node: canvas, mount: function () { draw(); redrawOnResize(canvas, draw); } };
   };
+
+  /* A plot's width: its box's (CSS width 100%), not the pixels it was last drawn at. */
+  function widthOf(canvas, fallback) {
+    canvas.style.width = '';
+    return canvas.clientWidth || fallback;
+  }
+  /* Drawn again when its box changes width (a window made narrower): watched, not a window
+   * listener, so a plot no longer in the page costs nothing. */
+  function redrawOnResize(canvas, draw) {
+    var box = canvas.parentElement, last = box ? box.clientWidth : 0;
+    if (!box || typeof ResizeObserver !== 'function') return;
+    new ResizeObserver(function () {
+      if (box.clientWidth !== last) { last = box.clientWidth; draw(); }
+    }).observe(box);
+  }
 
   /* Line plot, for hardware samples when the chart library is not bundled. ---------- */
 
@@ -635,7 +650,7 @@ var PD = (window.PD = window.PD || {});
     var canvas = PD.el('canvas', { className: 'plot', style: { height: '260px' }, attrs: { role: 'img', 'aria-label': 'line plot' } });
     var palette = ['#4c78a8', '#f58518', '#54a24b', '#e45756', '#72b7b2', '#b279a2', '#ff9da6', '#9d755d', '#bab0ac', '#eeca3b'];
     function draw() {
-      var w = canvas.clientWidth || 800, h = canvas.clientHeight || 260, pad = { l: 54, r: 10, t: 10, b: 22 };
+      var w = widthOf(canvas, 800), h = canvas.clientHeight || 260, pad = { l: 54, r: 10, t: 10, b: 22 };
       var ctx = setupCanvas(canvas, w, h), t0 = Infinity, t1 = -Infinity, v1 = 0;
       options.series.forEach(function (s) {
         s.points.forEach(function (p) { t0 = Math.min(t0, p[0]); t1 = Math.max(t1, p[0]); v1 = Math.max(v1, p[1]); });
@@ -658,6 +673,6 @@ var PD = (window.PD = window.PD || {});
         ctx.stroke();
       });
     }
-    return { node: canvas, mount: draw };
+    return { node: canvas, mount: function () { draw(); redrawOnResize(canvas, draw); } };
   };
 })();

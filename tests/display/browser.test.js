@@ -351,6 +351,13 @@ async function figuresAndWidths(args, page, base, displayDir, facts, shots) {
   check(counts.medians >= 1, args.source + ': an Evidence median was checked against report.json (' + counts.medians + ')');
   if (args.source === 'generated') check(counts.folded === 1, 'generated: its finding that saves nothing was checked');
   const views = await page.$$eval('#nav a', (as) => as.map((a) => a.dataset.view));
+  /* The overview drawn at 1400 px, then the window made narrower: its plots follow. */
+  await page.setViewportSize({ width: 1400, height: 900 });
+  await reroute(page, '#/overview');
+  await page.setViewportSize({ width: 900, height: 900 });
+  await page.waitForTimeout(200);
+  const resized = await cutOff(page);
+  check(resized.length === 0, args.source + ': the overview drawn at 1400 px, the window then 900 px: nothing cut off (' + resized.slice(0, 3).join('; ') + ')');
   for (const width of [1400, 900]) {
     await page.setViewportSize({ width, height: 900 });
     const cut = [];

@@ -165,7 +165,8 @@
           return el('span', null, el('i', { style: { background: CLASS_COLOR[c.class] || '#999' } }), CLASS_LABEL[c.class] || c.class);
         }))));
       var rows = [figureRow('step time', D.step_time)].concat(classes.map(function (c) { return figureRow(CLASS_LABEL[c.class] || c.class, c); }));
-      node.appendChild(el('table', { className: 'plain-table', id: 'diff-classes' },
+      /* In a box that scrolls sideways on a window too narrow for it. */
+      node.appendChild(el('div', { className: 'plain-scroll' }, el('table', { className: 'plain-table', id: 'diff-classes' },
         el('thead', null, el('tr', null, ['', 'before', 'after', 'change', '%', 'threshold', 'counts', 'ranks that stand out'].map(function (h) { return el('th', null, h); }))),
         el('tbody', null, rows.map(function (r, i) {
           var j = judged(r.c, i === 0);
@@ -174,7 +175,7 @@
             el('td', { className: 'num delta' }, signedMs(r.c.delta_ms)), el('td', { className: 'num' }, signedPct(r.c.delta_pct)),
             el('td', { className: 'num muted' }, '±' + fmt.ms(r.c.threshold_ms)), el('td', { className: 'judged', title: j.text }, j.counts ? 'yes: ' + j.why : 'no: ' + j.why),
             el('td', null, rankText(r.c)));
-        }))));
+        })))));
       if (functions.length) {
         node.appendChild(el('h2', null, 'Changed most'));
         node.appendChild(el('ol', { className: 'top-changes', id: 'top-changes' }, functions.slice(0, 5).map(function (f) {

@@ -19,9 +19,11 @@
  * the bounded report, its parts written beside report.json as pt_diagnose makes them. A JSON file that is no trace at all (a label.json
  * beside the traces) is noted and skipped, not counted as a worker. Exit status, as for
  * every subcommand (README.md): 0 all inputs read (ranks of the job that were not given
- * are a note, not a failure), 3 report written but some inputs unreadable or the verdict
- * is a hang, 1 nothing to analyse (no report: a missing path, no worker file, none
- * readable) or -o not writable (checked before reading anything), 2 bad command line. */
+ * are a note, not a failure), 3 report written but some inputs unreadable, the inputs not
+ * one job (diagnosis.inputs "mixed": world sizes that differ, a rank claimed twice,
+ * windows far apart) or the verdict is a hang, 1 nothing to analyse (no report: a missing
+ * path, no worker file, none readable) or -o not writable (checked before reading
+ * anything), 2 bad command line. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -654,10 +656,13 @@ int cmd_analyze(int argc, char **argv)
         rc = PT_EXIT_FAILURE;
     } else {
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
-        if (rc == PT_EXIT_OK && (some_failed || strcmp(verdict, "hang") == 0))
+        bool mixed = strcmp(pt_json_get_string(pt_json_get(report, "diagnosis"), "inputs", ""), "mixed") == 0;
+        if (rc == PT_EXIT_OK && (some_failed || mixed || strcmp(verdict, "hang") == 0))
             rc = PT_EXIT_PARTIAL;
         if (strcmp(verdict, "hang") == 0)
             pt_cli_print(stderr, "perftracker: the verdict is a hang (exit status 3)\n");
+        if (mixed)
+            pt_cli_print(stderr, "perftracker: the inputs are not one job, so nothing is diagnosed (exit status 3)\n");
         pt_cli_print(stderr, "perftracker: report written to %s/report.json; open %s/PerfDisplay (python3 app.py)\n",
                 out_dir, out_dir);
     }

@@ -177,9 +177,22 @@ pt_json *pt_section_hardware(const pt_analysis *a, const bool *highlight);
 /* Adds {metric: {avg, min, max}} of one worker under its name (none without samples). */
 void pt_hardware_worker(const pt_worker_summary *s, pt_json *workers);
 
+/* What the analysed workers are of the job, which decides what the findings may say
+ * (diagnose.c finds it out from the inputs). */
+typedef struct pt_job_gaps {
+    bool mixed;                /* the inputs are not one job: no finding compares them */
+    bool ranks_lost;           /* ranks were lost mid-round: their finding leads */
+    const int32_t *missing;    /* the job's ranks not analysed, in rank order: the first ... */
+    size_t missing_listed;
+    int64_t missing_count;     /* ... of this many (lost ones included) */
+    const char *missing_why;   /* why, as a parenthesis ("not given to this analysis") */
+    const char *inputs;        /* diagnosis.inputs: "complete", "partial" or "mixed" */
+    const char *problem;       /* diagnosis.input_problem: what is wrong with them, or NULL */
+} pt_job_gaps;
+
 /* Findings (findings.c): the verdict and the sorted findings; marks the workers each
  * finding names in status_out (0 normal, 1 slow, 2 hang). */
-pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out, bool ranks_lost);
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status_out, const pt_job_gaps *gaps);
 
 /* The workers x functions matrix for the page (heatmap.c): its columns, and per column
  * every worker's deviation from the median worker (a share of the step) and bottleneck

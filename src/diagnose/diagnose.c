@@ -10,6 +10,16 @@
  * usual. The sections may then rely on the rules (one entry per metric name, times
  * whose sums fit int64).
  *
+ * Before anything is compared it decides what the workers are of a job (pt_job_gaps).
+ * Summaries carry no job id: one job states one world size, has one worker per rank and
+ * profiles every rank at the same time, so workers that state different world sizes,
+ * claim one rank twice, or whose window starts more than 10 minutes from the median
+ * worker's are not one job ("mixed", identify_job): nothing is compared, and the one
+ * finding says so (diagnosis.input_problem; analyze exits 3). Ranks of the job with no
+ * analysed worker (lost, failed or not given) make it "partial" (find_not_analysed): the
+ * verdict's sentence names them, and the findings do not take the others' waiting for a
+ * communication problem (findings.c: the slowest rank may be among the missing).
+ *
  * A rank lost mid-round (its process died, its connection dropped) is the first thing a
  * user must know: its finding leads whatever the others' summaries say, it counts among
  * the missing ranks (it has no data), and the others' waiting is not judged as exposed
@@ -20,11 +30,13 @@
  * is the workers list written; the rest of every worker goes to the parts. */
 #define _POSIX_C_SOURCE 200809L
 #include "diagnose/analysis.h"
+#include "diagnose/finding.h"
 #include "diagnose/windows.h"
 #include "util/parallel.h"
 #include "util/phase.h"
 #include "util/stats.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,40 +284,149 @@ static void add_job(pt_json *report, const pt_job_input *job, const pt_analysis 
     pt_json_add(j, "median_step_time_ms", step_time_json(a->median_step_ms, before_hang_ns));
 }
 
+/* ------------------------------------------------------------ one job, or several */
+
 /* A profiled window further than this from the median worker's cannot be the same
  * window of a synchronous job (a window is seconds; a hang stretches it by minutes). */
 #define CLOCK_SKEW_WARN_NS (10 * 60 * INT64_C(1000000000))
 #define EPOCH_2001_NS INT64_C(1000000000000000000) /* earlier starts are not wall-clock times */
+#define IDENTITY_LISTED 8                          /* world sizes and ranks a sentence names */
 
-/* Facts each worker states about the whole job that the others contradict: a world size
- * unlike the one the job was sized by, or a window hours away from everyone else's (a
- * clock that is off, or a trace from another run mixed in). */
-static void add_disagreements(pt_json *warnings, const pt_analysis *a, pt_buf *b)
+/* What the workers say of the job they belong to. Summaries carry no job or run id: the
+ * world size, the rank and the window's wall-clock start are what identify it. One job
+ * states one world size, has one worker per rank, and profiles its ranks' windows at
+ * the same time. */
+typedef struct job_identity {
+    const pt_worker_summary *sized_by;     /* the first worker stating a world size */
+    int32_t sizes[IDENTITY_LISTED];        /* the distinct world sizes stated (the first) */
+    size_t size_count;
+    size_t disagreeing;                    /* workers stating another size than sized_by */
+    int32_t claimed[IDENTITY_LISTED];      /* ranks more than one worker claims (the first) */
+    size_t claimed_count;
+    int64_t median_start;                  /* the median worker's window start (0: under two) */
+    size_t far;                            /* workers whose window is far from it */
+    double far_ns;                         /* the furthest */
+} job_identity;
+
+/* How far worker s's window starts from the median worker's (0 without a wall clock).
+ * Both are after 2001 and before 2262 (int64 ns), so the difference fits. */
+static int64_t window_offset_ns(const pt_worker_summary *s, int64_t median_start)
 {
-    const pt_worker_summary *sized_by = NULL;
-    for (size_t w = 0; w < a->n && !sized_by; w++)
-        if (a->workers[w]->world_size > 0 && a->workers[w]->world_size <= PT_MAX_WORLD_SIZE)
-            sized_by = a->workers[w];
+    return median_start && s->window_start_ns > EPOCH_2001_NS ? s->window_start_ns - median_start : 0;
+}
+
+static bool window_far(int64_t offset_ns)
+{
+    return offset_ns > CLOCK_SKEW_WARN_NS || offset_ns < -CLOCK_SKEW_WARN_NS;
+}
+
+/* Keeps the smallest distinct sizes, in increasing order. */
+static void note_size(job_identity *id, int32_t size)
+{
+    size_t at = 0;
+    while (at < id->size_count && id->sizes[at] < size)
+        at++;
+    if ((at < id->size_count && id->sizes[at] == size) || at == IDENTITY_LISTED)
+        return;
+    size_t kept = PT_MIN(id->size_count, IDENTITY_LISTED - 1);
+    memmove(id->sizes + at + 1, id->sizes + at, (kept - at) * sizeof *id->sizes);
+    id->sizes[at] = size;
+    id->size_count = kept + 1;
+}
+
+/* Linear in workers (they are in rank order: a rank claimed twice is two neighbours). */
+static void identify_job(const pt_analysis *a, job_identity *id)
+{
+    memset(id, 0, sizeof *id);
     int64_t *starts = pt_xmalloc((a->n ? a->n : 1) * sizeof *starts);
     size_t nstarts = 0;
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
-        if (sized_by && s->world_size > 0 && s->world_size != sized_by->world_size) {
-            pt_buf_reset(b);
-            pt_buf_printf(b, "%s: world size %d differs from the %d of %s, which sized the job", s->name,
-                          s->world_size, sized_by->world_size, sized_by->name);
-            pt_json_push(warnings, pt_json_string(b->data));
+        if (s->world_size > 0 && s->world_size <= PT_MAX_WORLD_SIZE) {
+            if (!id->sized_by)
+                id->sized_by = s;
+            note_size(id, s->world_size);
+            id->disagreeing += s->world_size != id->sized_by->world_size;
         }
+        bool repeat = w > 0 && a->workers[w - 1]->rank == s->rank;
+        bool first_repeat = repeat && (w < 2 || a->workers[w - 2]->rank != s->rank);
+        if (first_repeat && id->claimed_count++ < IDENTITY_LISTED)
+            id->claimed[id->claimed_count - 1] = s->rank;
         if (s->window_start_ns > EPOCH_2001_NS)
             starts[nstarts++] = s->window_start_ns;
     }
-    int64_t median = nstarts >= 2 ? pt_median_i64(starts, nstarts) : 0;
-    for (size_t w = 0; w < a->n && nstarts >= 2; w++) {
+    id->median_start = nstarts >= 2 ? pt_median_i64(starts, nstarts) : 0;
+    free(starts);
+    for (size_t w = 0; w < a->n; w++) {
+        double off = (double)window_offset_ns(a->workers[w], id->median_start);
+        if (window_far(window_offset_ns(a->workers[w], id->median_start)))
+            id->far++, id->far_ns = fmax(id->far_ns, fabs(off));
+    }
+}
+
+static bool mixed_jobs(const job_identity *id)
+{
+    return id->disagreeing || id->claimed_count || id->far;
+}
+
+static void put_int_list(pt_buf *b, const int32_t *values, size_t listed, size_t total)
+{
+    for (size_t i = 0; i < listed && i < IDENTITY_LISTED; i++)
+        pt_buf_printf(b, "%s%d", i == 0 ? "" : i + 1 == total ? " and " : ", ", values[i]);
+    if (total > IDENTITY_LISTED)
+        pt_buf_printf(b, " and %zu more", total - IDENTITY_LISTED);
+}
+
+/* diagnosis.input_problem of inputs that are not one job: what gives them away, and that
+ * their workers are therefore not compared. */
+static char *mixed_sentence(const job_identity *id)
+{
+    pt_buf b = PT_BUF_INIT;
+    pt_buf_puts(&b, "These inputs are not one job: ");
+    const char *sep = "";
+    if (id->disagreeing) {
+        pt_buf_puts(&b, "they state world sizes ");
+        put_int_list(&b, id->sizes, id->size_count, id->size_count);
+        sep = "; ";
+    }
+    if (id->claimed_count) {
+        pt_buf_printf(&b, "%s%s ", sep, id->claimed_count == 1 ? "rank" : "ranks");
+        put_int_list(&b, id->claimed, PT_MIN(id->claimed_count, IDENTITY_LISTED), id->claimed_count);
+        pt_buf_printf(&b, " %s claimed by more than one worker", id->claimed_count == 1 ? "is" : "are each");
+        sep = "; ";
+    }
+    if (id->far) {
+        double hours = id->far_ns / 3.6e12;
+        pt_buf_printf(&b, "%s%zu profiled %s %s up to ", sep, id->far, id->far == 1 ? "window" : "windows",
+                      id->far == 1 ? "starts" : "start");
+        pt_buf_printf(&b, hours >= 10 ? "%.0f h" : hours >= 1 ? "%.1f h" : "%.0f min", hours >= 1 ? hours : hours * 60);
+        pt_buf_puts(&b, " away from the others' (another run, or a clock that is off)");
+    }
+    pt_buf_puts(&b, ". Workers of different jobs do the same work at different times or different work, so they "
+                    "are not compared and nothing is diagnosed: analyse each job's traces on their own (the warnings "
+                    "name each file).");
+    return pt_buf_take(&b);
+}
+
+/* Facts each worker states about the whole job that the others contradict: a world size
+ * unlike the one the job was sized by, or a window hours away from everyone else's (a
+ * clock that is off, or a trace from another run mixed in). */
+static void add_disagreements(pt_json *warnings, const pt_analysis *a, const job_identity *id, pt_buf *b)
+{
+    for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
-        if (s->window_start_ns <= EPOCH_2001_NS)
-            continue;
-        double off = (double)s->window_start_ns - (double)median;
-        if (off > (double)CLOCK_SKEW_WARN_NS || -off > (double)CLOCK_SKEW_WARN_NS) {
+        if (id->sized_by && s->world_size > 0 && s->world_size != id->sized_by->world_size) {
+            pt_buf_reset(b);
+            pt_buf_printf(b, "%s: world size %d differs from the %d of %s, which sized the job", s->name,
+                          s->world_size, id->sized_by->world_size, id->sized_by->name);
+            pt_json_push(warnings, pt_json_string(b->data));
+        }
+    }
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        int64_t offset = window_offset_ns(s, id->median_start);
+        double off = (double)offset;
+        if (window_far(offset)) {
             pt_buf_reset(b);
             pt_buf_printf(b, "%s: its profiled window starts %.1f h %s the median worker's: its clock is off, or "
                           "the trace comes from another run", s->name, (off < 0 ? -off : off) / 3.6e12,
@@ -313,11 +434,10 @@ static void add_disagreements(pt_json *warnings, const pt_analysis *a, pt_buf *b
             pt_json_push(warnings, pt_json_string(b->data));
         }
     }
-    free(starts);
 }
 
-static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const pt_json *missing,
-                         int64_t missing_count)
+static void add_warnings(pt_json *report, const pt_job_input *job, const pt_analysis *a, const job_identity *id,
+                         const pt_json *missing, int64_t missing_count)
 {
     pt_json *warnings = pt_json_add(report, "warnings", pt_json_array());
     for (size_t i = 0; i < job->warning_count; i++)
@@ -337,7 +457,7 @@ static void add_warnings(pt_json *report, const pt_job_input *job, const pt_anal
             pt_json_push(warnings, pt_json_string(b.data));
         }
     }
-    add_disagreements(warnings, a, &b);
+    add_disagreements(warnings, a, id, &b);
     pt_window_alignment_warnings(a->workers, a->n, warnings);
     if (missing_count) {
         pt_buf_reset(&b);
@@ -501,15 +621,81 @@ static pt_json *lost_finding(const pt_job_input *job, const uint8_t *lost, int32
 /* The lost ranks' finding first, and a verdict that is not "healthy". First even before
  * a hang's findings: those follow from the loss (the others blocked in the call it never
  * joined, or gloo raising on them once it was gone) and say less precisely what it was. */
-static void lead_with_lost(pt_json *diagnosis, pt_json *finding)
+static void lead_with_lost(pt_json *diagnosis, pt_json *lost)
 {
     pt_json *findings = pt_json_get(diagnosis, "findings");
-    pt_json_push(findings, finding);
+    pt_json_push(findings, lost);
     memmove(findings->items + 1, findings->items, (findings->count - 1) * sizeof *findings->items);
-    findings->items[0] = finding;
+    findings->items[0] = lost;
     pt_json *verdict = pt_json_get(diagnosis, "verdict");
     if (verdict && verdict->string && strcmp(verdict->string, "healthy") == 0)
         pt_json_set(diagnosis, "verdict", pt_json_string("degraded"));
+}
+
+/* ------------------------------------------------------------ a partial job */
+
+/* The job's ranks that no analysed worker is (lost, failed or not given), in rank order:
+ * the first MISSING_LISTED into gaps, all counted; gaps says why, and the sentence of
+ * diagnosis.input_problem says the report is partial. */
+typedef struct not_analysed {
+    int32_t *ranks;
+    size_t listed;
+    int64_t count, lost, failed;
+    char *why, *sentence;
+} not_analysed;
+
+static void find_not_analysed(const pt_job_input *job, const pt_analysis *a, const uint8_t *lost, int32_t world_size,
+                              not_analysed *out)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t *seen = pt_xcalloc(world_size > 0 ? (size_t)world_size : 1, 1);
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->rank >= 0 && a->workers[w]->rank < world_size)
+            seen[a->workers[w]->rank] = 1;
+    uint8_t *failed = pt_xcalloc(world_size > 0 ? (size_t)world_size : 1, 1);
+    for (size_t i = 0; i < job->failed_count; i++)
+        if (job->failed_ranks[i] >= 0 && job->failed_ranks[i] < world_size)
+            failed[job->failed_ranks[i]] = 1;
+    out->ranks = pt_xmalloc(MISSING_LISTED * sizeof *out->ranks);
+    for (int32_t r = 0; r < world_size; r++) {
+        if (seen[r])
+            continue;
+        if (out->listed < MISSING_LISTED)
+            out->ranks[out->listed++] = r;
+        out->count++;
+        out->lost += lost[r] != 0;
+        out->failed += !lost[r] && failed[r];
+    }
+    free(seen);
+    free(failed);
+    if (!out->count)
+        return;
+    int64_t absent = out->count - out->lost - out->failed;
+    pt_buf why = PT_BUF_INIT;
+    bool one_kind = (out->lost > 0) + (out->failed > 0) + (absent > 0) == 1;
+    const char *sep = "";
+    if (out->lost)
+        pt_buf_printf(&why, one_kind ? "lost mid-round" : "%lld lost mid-round", (long long)out->lost), sep = ", ";
+    if (out->failed)
+        pt_buf_printf(&why, one_kind ? "failed: see the warnings" : "%s%lld failed", sep, (long long)out->failed),
+            sep = ", ";
+    if (absent)
+        pt_buf_printf(&why, one_kind ? "not given to this analysis" : "%s%lld not given", sep, (long long)absent);
+    out->why = pt_buf_take(&why);
+    pt_buf b = PT_BUF_INIT;
+    pt_buf_printf(&b, "Partial: %zu of the job's %d ranks %s analysed; ", a->n, world_size, a->n == 1 ? "was" : "were");
+    pt_put_rank_list(&b, out->ranks, out->listed, out->count);
+    pt_buf_printf(&b, " %s not (%s). A slow rank among them would not be seen, and the %s analysed may be waiting "
+                      "for it: the findings are about the %s analysed only.",
+                  out->count == 1 ? "was" : "were", out->why, a->n == 1 ? "rank" : "ranks", a->n == 1 ? "rank" : "ranks");
+    out->sentence = pt_buf_take(&b);
+}
+
+static void not_analysed_free(not_analysed *n)
+{
+    free(n->ranks);
+    free(n->why);
+    free(n->sentence);
 }
 
 static pt_json *diagnose_admitted(const pt_job_input *job)
@@ -523,11 +709,18 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     int32_t world_size = world_size_of(job, &a);
     size_t lost_count;
     uint8_t *lost = lost_ranks(job, world_size, &lost_count);
+    job_identity id;
+    identify_job(&a, &id);
+    not_analysed gone;
+    find_not_analysed(job, &a, lost, world_size, &gone);
+    char *mixed = mixed_jobs(&id) ? mixed_sentence(&id) : NULL;
+    pt_job_gaps gaps = {mixed != NULL, lost_count > 0, gone.ranks, gone.listed, gone.count, gone.why,
+                        mixed ? "mixed" : gone.count ? "partial" : "complete", mixed ? mixed : gone.sentence};
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);
-    pt_json *diagnosis = pt_build_diagnosis(&a, status, lost_count > 0);
+    pt_json *diagnosis = pt_build_diagnosis(&a, status, &gaps);
     pt_scale_begin(&a, status);
     pt_phase("findings");
-    if (lost_count)
+    if (lost_count && !mixed)
         lead_with_lost(diagnosis, lost_finding(job, lost, world_size, lost_count));
     else if (a.n == 0) {
         pt_json *findings = pt_json_get(diagnosis, "findings");
@@ -589,7 +782,7 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     pt_heatmap_free(&heatmap);
     if (pt_bounded(&a))
         pt_json_add(report, "scale", pt_section_scale(&a, status, parts));
-    add_warnings(report, job, &a, missing, missing_count);
+    add_warnings(report, job, &a, &id, missing, missing_count);
     pt_json *all_warnings = pt_json_get(report, "warnings");
     for (size_t i = 0; i < parts_warnings->count; i++)
         pt_json_push(all_warnings, parts_warnings->items[i]);
@@ -608,6 +801,8 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     free(known);
     free(lost);
     free(status);
+    free(mixed);
+    not_analysed_free(&gone);
     pt_scale_end(&a);
     pt_analysis_free(&a);
     pt_phase("report tree");

@@ -57,6 +57,9 @@ typedef struct finding {
     pt_evidence evidence;     /* peer findings: of the worker with the largest excess */
     double calls, peer_calls; /* that worker's calls per step, and the typical worker's */
     pt_json *hang;            /* hang findings: evidence.hang (each rank's side), owned */
+    const int32_t *ranks;     /* a finding about ranks that were not analysed (the job's
+                                 missing ranks): they, not workers, are the ranks it names */
+    size_t rank_count;
 } finding;
 
 typedef struct finding_list {
@@ -70,10 +73,26 @@ bool pt_finding_names(const finding *f, size_t w);
 finding *pt_finding_find(finding_list *list, const char *category, const char *function);
 /* Forgets the finding added last (one that turned out not to be worth reporting). */
 void pt_finding_drop_last(finding_list *list);
+/* Forgets the findings drop marks (and the hardware findings explaining them, which it
+ * marks too); the others keep their order. */
+void pt_finding_list_drop(finding_list *list, bool *drop);
 /* True when a finding about some workers (not all) names worker w. */
 bool pt_findings_name_worker(const finding_list *list, size_t w);
 void pt_finding_list_free(finding_list *list);
 
+
+/* A finding whose fix saves less than this share of the step, alone and within the joint
+ * saving of all of them, saves nothing: it is not reported (pt_finding_saves_nothing_kept
+ * says which are kept anyway). The terminal prints it as "0.0%". */
+#define PT_SAVES_NOTHING 0.0005
+/* Work only the named workers do on the GPU (kernels or copies the others do not run, or
+ * run more often) is kept at any saving when their GPU may be shared with other ranks:
+ * it then slows the others' kernels too, which the step model does not count (whatif.h;
+ * h200 kineto_gpuheavy_r0: 4 ranks on one H200, the culprit's extra matmuls save nothing
+ * in the model, 2.8 ms a step in the job). */
+bool pt_finding_saves_nothing_kept(const pt_analysis *a, const finding *f);
+/* Worker w's host has more workers than GPUs, or its host or GPU count is not known. */
+bool pt_worker_may_share_gpu(const pt_analysis *a, size_t w);
 
 /* The smallest difference worth a finding: 3% of the step, and never under 0.05 ms. */
 double pt_floor_ms(const pt_analysis *a);
@@ -93,6 +112,9 @@ bool pt_worker_cpu_contended(const pt_analysis *a, size_t w);
 
 /* Sentence pieces: "Rank 3" / "Ranks 1, 2 and 5"; "12.5 ms"; the short function name. */
 void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
+/* "rank 3" / "ranks 2, 3 and 9" / "ranks 2-127" of listed ranks in increasing order, of
+ * total in all ("and 5 more" beyond the first runs). */
+void pt_put_rank_list(pt_buf *out, const int32_t *ranks, size_t listed, int64_t total);
 void pt_put_ms(pt_buf *out, double ms);
 /* "; fixing it saves 38 ms per step (41% of the step)", with what fixing the worst of
  * several workers alone saves, and why a saving is smaller than the excess. */

@@ -1,5 +1,5 @@
-/* finding_list.c -- the findings being collected, and the sentence pieces every pass
- * shares (see finding.h). */
+/* finding_list.c -- the findings being collected (added, dropped), and the sentence
+ * pieces every pass shares (see finding.h). */
 #include "diagnose/finding.h"
 
 #include <math.h>
@@ -70,6 +70,27 @@ void pt_finding_drop_last(finding_list *list)
         finding_free(&list->items[--list->count]);
 }
 
+void pt_finding_list_drop(finding_list *list, bool *drop)
+{
+    size_t count = list->count, kept = 0;
+    for (size_t i = 0; i < count; i++) /* hardware evidence goes with what it explains */
+        if (list->items[i].explains && drop[list->items[i].explains - 1])
+            drop[i] = true;
+    size_t *moved_to = pt_xmalloc((count ? count : 1) * sizeof *moved_to);
+    for (size_t i = 0; i < count; i++) {
+        moved_to[i] = kept;
+        if (drop[i])
+            finding_free(&list->items[i]);
+        else
+            list->items[kept++] = list->items[i];
+    }
+    list->count = kept;
+    for (size_t i = 0; i < kept; i++)
+        if (list->items[i].explains)
+            list->items[i].explains = moved_to[list->items[i].explains - 1] + 1;
+    free(moved_to);
+}
+
 void pt_finding_list_free(finding_list *list)
 {
     for (size_t i = 0; i < list->count; i++)
@@ -106,9 +127,58 @@ void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_bu
         pt_put_ms(out, f->alone * step_ms);
         pt_buf_printf(out, " (%s)", pt_percent(pct, 100 * f->alone));
     }
-    if (!f->all_workers && f->impact * step_ms < 0.5 * f->excess_ms)
+    if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f))
+        pt_buf_puts(out, " in the step model, as the other workers' own work then sets the pace; but its GPU may be "
+                         "shared with other ranks (its host has more ranks than GPUs, or is not known), whose kernels "
+                         "this work then delays, which the model does not count");
+    else if (!f->all_workers && f->impact * step_ms < 0.5 * f->excess_ms)
         pt_buf_puts(out, several ? " (the others' own work then sets the pace)"
                                  : " (the other workers' own work then sets the pace)");
+}
+
+#define SHARING_CHECKED 8 /* named workers whose GPU is looked at: each look is linear in workers */
+
+bool pt_finding_saves_nothing_kept(const pt_analysis *a, const finding *f)
+{
+    if (f->all_workers || (f->cls != PT_CLASS_COMPUTE && f->cls != PT_CLASS_MEMORY) ||
+        (f->evidence != PT_EVIDENCE_ONLY_HERE && f->evidence != PT_EVIDENCE_MORE_CALLS))
+        return false;
+    for (size_t k = 0; k < f->worker_count && k < SHARING_CHECKED; k++)
+        if (pt_worker_may_share_gpu(a, f->workers[k]))
+            return true;
+    return false;
+}
+
+bool pt_worker_may_share_gpu(const pt_analysis *a, size_t w)
+{
+    const pt_worker_summary *s = a->workers[w];
+    if (!s->host || !*s->host || s->device_count <= 0)
+        return true; /* unknown: cannot tell */
+    int64_t on_host = 0;
+    for (size_t v = 0; v < a->n; v++)
+        on_host += a->workers[v]->host && strcmp(a->workers[v]->host, s->host) == 0;
+    return on_host > s->device_count;
+}
+
+void pt_put_rank_list(pt_buf *out, const int32_t *ranks, size_t listed, int64_t total)
+{
+    pt_buf_puts(out, total == 1 ? "rank " : "ranks ");
+    /* Runs of three or more consecutive ranks as "2-127", at most 8 parts. */
+    size_t shown = 0, parts = 0;
+    for (size_t i = 0; i < listed && parts < 8;) {
+        size_t j = i;
+        while (j + 1 < listed && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        if (j - i < 2)
+            j = i;
+        bool last = j + 1 == listed && (int64_t)listed == total;
+        pt_buf_printf(out, "%s%d", parts == 0 ? "" : last ? " and " : ", ", ranks[i]);
+        if (j > i)
+            pt_buf_printf(out, "-%d", ranks[j]);
+        shown = j + 1, parts++, i = j + 1;
+    }
+    if ((int64_t)shown < total)
+        pt_buf_printf(out, " and %lld more", (long long)(total - (int64_t)shown));
 }
 
 const char *pt_percent(char out[PT_PERCENT_LEN], double percent)

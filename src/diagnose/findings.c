@@ -30,7 +30,10 @@
  *     worker's work sets: the transfers), and a slowest worker that moves from step to
  *     step (uneven work).
  *  4. Ranks lost mid-round (diagnose.c) lead, and the others' waiting for them is not
- *     judged as exposed communication (ranks_lost).
+ *     judged as exposed communication (pt_job_gaps.ranks_lost). Nor is it on a partial
+ *     job (ranks not analysed): there the first finding says the rank the others wait
+ *     for may be among the missing (waiting_for_missing). Workers of inputs that are not
+ *     one job (pt_job_gaps.mixed) are not compared at all.
  *  5. Hangs (hangs.c): the ranks' collectives matched per process group -- who is
  *     missing from the call the others wait in, which calls do not match, groups entered
  *     in opposite orders, a call nobody returns from -- and, without collective state,
@@ -46,7 +49,10 @@
  * saves nothing alone, and the report's joint_impact is the saving of all of them at
  * once. Exposed communication is not work: its finding saves what no worker's work sets.
  * The sentences say the excess ("ms more", against the workers not named) and the
- * saving, in every step or in some. */
+ * saving, in every step or in some; the report carries that saving as saves_ms, the one
+ * figure. A finding that saves nothing, alone or within the joint saving, is dropped
+ * (drop_findings_that_save_nothing), but for GPU work only its ranks do on a GPU that
+ * may be shared: the model does not see it slow the ranks sharing it. */
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -270,14 +276,16 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
     free(mean_excess);
 }
 
-/* Fixing every finding at once: each one's removal together (what two of them remove
- * twice is removed once), plus overlapped communication. */
-static double joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list)
+/* Fixing every finding at once (but those left_out marks, when given): each one's removal
+ * together (what two of them remove twice is removed once), plus overlapped communication. */
+static double joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
 {
     pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
     double communication = 0, given = 0;
     for (size_t i = 0; i < list->count; i++) {
         const finding *f = &list->items[i];
+        if (left_out && left_out[i])
+            continue;
         if (f->fix == PT_FIX_NONE && strcmp(f->category, "hardware") != 0)
             given = fmax(given, f->impact); /* a hang */
         else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
@@ -401,16 +409,24 @@ static void common_class(const pt_analysis *a, const pt_whatif *m, finding_list 
     free(ratio);
 }
 
+/* Each worker's exposed communication, a share of its window, into ratio; returns the
+ * median, and in *above how many reach COMMON_COMM. */
+static double exposed_communication(const pt_analysis *a, double *ratio, size_t *above)
+{
+    *above = 0;
+    for (size_t w = 0; w < a->n; w++) {
+        ratio[w] = a->window_ns[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / pt_window_ms(a, w) : 0;
+        *above += ratio[w] >= COMMON_COMM;
+    }
+    return pt_median_of(ratio, a->n, a->scratch);
+}
+
 static void common_communication(const pt_analysis *a, const pt_whatif *m, finding_list *list)
 {
     double *ms = pt_xmalloc(a->n * sizeof *ms);
     double *ratio = pt_xmalloc(a->n * sizeof *ratio);
-    for (size_t w = 0; w < a->n; w++)
-        ratio[w] = a->window_ns[w] > 0 ? (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / pt_window_ms(a, w) : 0;
-    double median = pt_median_of(ratio, a->n, a->scratch);
-    size_t above = 0;
-    for (size_t w = 0; w < a->n; w++)
-        above += ratio[w] >= COMMON_COMM;
+    size_t above;
+    double median = exposed_communication(a, ratio, &above);
     if (median >= COMMON_COMM) {
         /* Name the collective with the most exposed time on the median worker. */
         const pt_fn_row *top = NULL;
@@ -459,6 +475,50 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
     }
     free(ms);
     free(ratio);
+}
+
+/* The ranks analysed wait in collectives as a job whose communication is exposed does,
+ * no finding about them explains it, and ranks of the job were not analysed: the rank
+ * they wait for may be one of those, which the analysis cannot tell from slow links.
+ * Said in place of the exposed-communication finding (never "check the links" on a
+ * partial job), with the saving that finding would have: the waiting no analysed
+ * worker's work sets, above what communication is expected to take. */
+static void waiting_for_missing(const pt_analysis *a, const pt_whatif *m, const pt_job_gaps *gaps, finding_list *list)
+{
+    double *ratio = pt_xmalloc(a->n * sizeof *ratio);
+    size_t above;
+    double median = exposed_communication(a, ratio, &above);
+    if (median < COMMON_COMM) {
+        free(ratio);
+        return;
+    }
+    finding *f = pt_finding_add(list, "other", "", "workers");
+    f->fix = PT_FIX_COMMON;
+    f->classes = PT_CLASS_BIT(PT_CLASS_COMM);
+    f->expected = EXPECTED_COMM;
+    f->median = median;
+    f->metric = "exposed communication ratio (median over the ranks analysed)";
+    f->ranks = gaps->missing;
+    f->rank_count = gaps->missing_listed;
+    pt_cost_finding(a, m, f);
+    free(ratio);
+    if (f->impact < COMMON_MIN_SAVING) {
+        pt_finding_drop_last(list);
+        return;
+    }
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    pt_buf_puts(&s, "The slowest rank may be among the missing: ");
+    pt_put_rank_list(&s, gaps->missing, gaps->missing_listed, gaps->missing_count);
+    pt_buf_printf(&s, " %s not analysed (%s), and the %s analysed %s %s of each step waiting in collectives, "
+                      "longer than any of %s own work explains: ",
+                  gaps->missing_count == 1 ? "was" : "were", gaps->missing_why, a->n == 1 ? "rank" : "ranks",
+                  a->n == 1 ? "spent" : "spent a median of", pt_percent(pct, 100 * median), a->n == 1 ? "its" : "their");
+    pt_put_ms(&s, f->impact * pt_whatif_step_ms(m));
+    pt_buf_printf(&s, " per step (%s of the step) that fixing what they wait for would save. Analyse every rank's "
+                      "trace (or profile the whole job again) to see which rank that is before suspecting the links.",
+                  pt_percent(pct, 100 * f->impact));
+    f->summary = pt_buf_take(&s);
 }
 
 /* The CPU side is the critical path: the GPU works less than 70% of the step while Python,
@@ -604,6 +664,63 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
     f->summary = pt_buf_take(&s);
 }
 
+/* ------------------------------------------------------------ findings that save nothing */
+
+/* Findings weighed one by one against the joint saving; the rest of those that save
+ * nothing alone are dropped unweighed (each weighing costs one joint saving, which is
+ * linear in findings: a list of thousands must not cost millions). */
+#define SAVES_NOTHING_WEIGHED 64
+
+typedef struct weighed {
+    double impact;
+    size_t index;
+} weighed;
+
+static int by_saving(const void *x, const void *y)
+{
+    const weighed *a = x, *b = y;
+    return a->impact != b->impact ? (a->impact < b->impact ? -1 : 1) : (a->index > b->index) - (a->index < b->index);
+}
+
+/* A finding whose fix saves nothing is no finding: one whose fix saves under
+ * PT_SAVES_NOTHING of the step alone (another worker's work then sets the pace) and
+ * whose removal from the fix of all of them saves under that too (it is not one of two
+ * stragglers that must both be fixed). Weighed from the smallest saving up, each against
+ * those still kept, so of two findings removing the same excess one stays. A hardware
+ * finding goes with the finding it explains. GPU work only the named workers do stays
+ * (pt_finding_saves_nothing_kept), and so do hangs (no saving: the job does not step). */
+static void drop_findings_that_save_nothing(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    size_t count = list->count, candidates = 0;
+    weighed *order = pt_xmalloc((count ? count : 1) * sizeof *order);
+    for (size_t i = 0; i < count; i++) {
+        const finding *f = &list->items[i];
+        if (f->fix != PT_FIX_NONE && f->impact < PT_SAVES_NOTHING && !pt_finding_saves_nothing_kept(a, f))
+            order[candidates++] = (weighed){f->impact, i};
+    }
+    if (!candidates) {
+        free(order);
+        return;
+    }
+    qsort(order, candidates, sizeof *order, by_saving);
+    bool *dropped = pt_xcalloc(count, sizeof *dropped);
+    double whole = joint_saving(a, m, list, dropped);
+    for (size_t k = 0; k < candidates; k++) {
+        size_t i = order[k].index;
+        dropped[i] = true;
+        if (k >= SAVES_NOTHING_WEIGHED)
+            continue;
+        double without = joint_saving(a, m, list, dropped);
+        if (without >= whole - PT_SAVES_NOTHING)
+            whole = without;
+        else
+            dropped[i] = false; /* fixed with the others, it saves something */
+    }
+    pt_finding_list_drop(list, dropped);
+    free(dropped);
+    free(order);
+}
+
 /* ------------------------------------------------------------ output */
 
 static int by_impact(const void *x, const void *y)
@@ -620,7 +737,15 @@ static int by_impact(const void *x, const void *y)
     return order ? order : strcmp(a->function, b->function);
 }
 
-static pt_json *finding_json(const pt_analysis *a, finding *f)
+/* The finding's saving in ms per step: the figure its sentence gives (pt_put_saving, and
+ * peers.c's graded sentence), impact x the modelled step, unrounded so that the two cannot
+ * differ; none for a hang (no step to shorten). */
+static pt_json *saves_ms_json(const finding *f, double step_ms)
+{
+    return f->fix == PT_FIX_NONE && !f->explains ? pt_json_null() : pt_json_number(f->impact * step_ms);
+}
+
+static pt_json *finding_json(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_json *j = pt_json_object();
     pt_json_add(j, "category", pt_json_string(f->category));
@@ -628,8 +753,11 @@ static pt_json *finding_json(const pt_analysis *a, finding *f)
     pt_json *ranks = pt_json_add(j, "workers", pt_json_array());
     for (size_t i = 0; i < f->worker_count; i++)
         pt_json_push(ranks, pt_json_int(pt_worker_rank(a, f->workers[i])));
+    for (size_t i = 0; i < f->rank_count; i++)
+        pt_json_push(ranks, pt_json_int(f->ranks[i]));
     pt_json_add(j, "all_workers", pt_json_bool(f->all_workers));
     pt_json_add(j, "impact", pt_json_number_rounded(f->impact, 6));
+    pt_json_add(j, "saves_ms", saves_ms_json(f, step_ms));
     pt_json_add(j, "summary", pt_json_string(f->summary ? f->summary : ""));
     pt_json *ev = pt_json_add(j, "evidence", pt_json_object());
     pt_json_add(ev, "section", pt_json_string(f->section));
@@ -704,63 +832,100 @@ static pt_json *model_json(const pt_analysis *a, const pt_whatif *m, double join
     return j;
 }
 
-pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, bool ranks_lost)
+/* The passes that compare the workers with each other and with expected behaviour. */
+static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job_gaps *gaps, finding_list *list,
+                          int *status)
+{
+    pt_hang_findings(a, list, status);
+    size_t hangs = list->count;
+    if (a->n >= 3) {
+        pt_peer_findings(a, m, list, hangs == 0);
+        for (size_t i = hangs; i < list->count; i++) {
+            pt_cost_finding(a, m, &list->items[i]);
+            pt_describe_peer_finding(a, &list->items[i], pt_whatif_step_ms(m));
+        }
+        hardware_findings(a, list);
+    }
+    size_t peer_findings = 0; /* those that save enough to explain the others' waiting */
+    for (size_t i = hangs; i < list->count; i++)
+        peer_findings += list->items[i].impact >= EXPLAINS_WAITING;
+    if (a->n > 0 && !hangs) {
+        common_class(a, m, list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
+        common_class(a, m, list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
+        if (a->gpu_workers == a->n) {
+            common_class(a, m, list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
+            common_cpu_bound(a, m, list);
+        }
+        /* Waiting for a straggler is exposed communication on everyone else: it is
+         * explained by the straggler's finding, not a communication problem; so is
+         * waiting for a rank lost mid-round (the steps its crash cut short), and on a
+         * partial job it may be waiting for a rank not analysed. A finding whose fix
+         * saves next to nothing explains no waiting: a healthy job's ranks differ by a
+         * few percent in noisy CPU work (h200 kineto_healthy: ranks 0 and 3, 2.3%)
+         * while a third of its step is exposed communication. */
+        if (!peer_findings && !gaps->ranks_lost && gaps->missing_count > 0)
+            waiting_for_missing(a, m, gaps, list);
+        else if (!peer_findings && !gaps->ranks_lost) {
+            common_communication(a, m, list);
+            common_imbalance(a, m, list);
+        }
+    }
+}
+
+/* The finding about ranks not analysed leads: it says the others may be waiting for
+ * them, which every other finding is to be read against. */
+static void lead_with_missing(finding_list *list)
+{
+    for (size_t i = 1; i < list->count; i++)
+        if (list->items[i].rank_count) {
+            finding missing = list->items[i];
+            memmove(list->items + 1, list->items, i * sizeof *list->items);
+            list->items[0] = missing;
+            return;
+        }
+}
+
+pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, const pt_job_gaps *gaps)
 {
     finding_list list = {0};
     memset(status, 0, a->n * sizeof *status);
     pt_whatif *m = pt_whatif_new(a);
-    pt_hang_findings(a, &list, status);
-    size_t hangs = list.count;
-    if (a->n >= 3) {
-        pt_peer_findings(a, m, &list, hangs == 0);
-        for (size_t i = hangs; i < list.count; i++) {
-            pt_cost_finding(a, m, &list.items[i]);
-            pt_describe_peer_finding(a, &list.items[i], pt_whatif_step_ms(m));
-        }
-        hardware_findings(a, &list);
+    if (!gaps->mixed) {
+        find_problems(a, m, gaps, &list, status);
+    } else { /* workers of unrelated jobs are not compared: what is wrong is the input */
+        finding *f = pt_finding_add(&list, "other", "", "workers");
+        f->all_workers = true;
+        f->metric = "inputs";
+        f->summary = pt_xstrdup(gaps->problem);
     }
-    size_t peer_findings = 0; /* those that save enough to explain the others' waiting */
-    for (size_t i = hangs; i < list.count; i++)
-        peer_findings += list.items[i].impact >= EXPLAINS_WAITING;
-    if (a->n > 0 && !hangs) {
-        common_class(a, m, &list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
-        common_class(a, m, &list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
-        if (a->gpu_workers == a->n) {
-            common_class(a, m, &list, PT_CLASS_PYTHON, COMMON_PYTHON, EXPECTED_PYTHON);
-            common_cpu_bound(a, m, &list);
-        }
-        /* Waiting for a straggler is exposed communication on everyone else: it is
-         * explained by the straggler's finding, not a communication problem; so is
-         * waiting for a rank lost mid-round (the steps its crash cut short). A finding
-         * whose fix saves next to nothing explains no waiting: a healthy job's ranks
-         * differ by a few percent in noisy CPU work (h200 kineto_healthy: ranks 0 and 3,
-         * 2.3%) while a third of its step is exposed communication. */
-        if (!peer_findings && !ranks_lost) {
-            common_communication(a, m, &list);
-            common_imbalance(a, m, &list);
-        }
-    }
-    for (size_t i = 0; i < list.count; i++)
+    drop_findings_that_save_nothing(a, m, &list);
+    bool hangs = false;
+    for (size_t i = 0; i < list.count; i++) {
         if (list.items[i].explains)
             list.items[i].impact = list.items[list.items[i].explains - 1].impact;
-    double joint = joint_saving(a, m, &list);
+        hangs |= strcmp(list.items[i].category, "hang") == 0;
+    }
+    double joint = joint_saving(a, m, &list, NULL);
     if (list.count)
         qsort(list.items, list.count, sizeof *list.items, by_impact);
+    lead_with_missing(&list);
 
     pt_json *diagnosis = pt_json_object();
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";
     pt_json_add(diagnosis, "verdict", pt_json_string(verdict));
+    pt_json_add(diagnosis, "inputs", pt_json_string(gaps->inputs));
+    pt_json_add(diagnosis, "input_problem", gaps->problem ? pt_json_string(gaps->problem) : pt_json_null());
     pt_json_add(diagnosis, "joint_impact", pt_json_number_rounded(joint, 6));
     pt_json_add(diagnosis, "step_model", model_json(a, m, joint));
-    pt_whatif_free(m);
     pt_json *findings = pt_json_add(diagnosis, "findings", pt_json_array());
     for (size_t i = 0; i < list.count; i++) {
         finding *f = &list.items[i];
-        pt_json_push(findings, finding_json(a, f));
+        pt_json_push(findings, finding_json(a, f, pt_whatif_step_ms(m)));
         for (size_t k = 0; k < f->worker_count && !f->all_workers; k++)
             if (status[f->workers[k]] == 0)
                 status[f->workers[k]] = 1;
     }
+    pt_whatif_free(m);
     pt_finding_list_free(&list);
     return diagnosis;
 }

@@ -298,7 +298,7 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".json"), dump(doc))]
 
 
-@kind("clock_offset_by_hours", "warned", r"clock", exit_codes=(0,))
+@kind("clock_offset_by_hours", "warned", r"clock", exit_codes=(3,))  # another run: not one job
 def _(job, ctx):
     doc = ctx.doc()
     doc["baseTimeNanoseconds"] += 3 * 3600 * 10 ** 9
@@ -307,7 +307,7 @@ def _(job, ctx):
 
 # ----------------------------------------------------------------------------- the job
 
-@kind("duplicate_ranks", "warned", r"both claim rank 1", exit_codes=(0,))  # read, and warned; rank 3 a note
+@kind("duplicate_ranks", "warned", r"both claim rank 1", exit_codes=(3,))  # read, warned, not one job
 def _(job, ctx):
     shutil.copy(os.path.join(ctx.good_dir, GOOD[1]), os.path.join(job, BAD + ".json"))
     return [os.path.join(job, BAD + ".json")]
@@ -318,7 +318,7 @@ def _(job, ctx):
     return []  # rank 3 simply absent; the warning names the rank
 
 
-@kind("mixed_world_sizes", "warned", r"world size 8 differs from the 4", exit_codes=(0,))
+@kind("mixed_world_sizes", "warned", r"world size 8 differs from the 4", exit_codes=(3,))  # not one job
 def _(job, ctx):
     doc = ctx.doc()
     doc["distributedInfo"]["world_size"] = 8
@@ -446,11 +446,12 @@ def _(job, ctx):
     return [write(os.path.join(job, BAD + ".json"), dump(doc))]
 
 
-@kind("terminal_escapes_in_names", "accepted", exit_codes=(0,), loud=True)
+@kind("terminal_escapes_in_names", "accepted", exit_codes=(3,), loud=True)
 def _(job, ctx):
     """A file name and kernel names carrying terminal control sequences (OSC title, BEL,
     CSI as ESC [ and as the C1 byte U+009B), with a clock 3 h off so that a warning
-    prints the name: nothing the CLI prints may carry them (they become '?')."""
+    prints the name (and exit 3: a window hours from the others' is not the same job):
+    nothing the CLI prints may carry them (they become '?')."""
     doc = ctx.doc()
     doc["baseTimeNanoseconds"] += 3 * 3600 * 10 ** 9
     for i, ev in enumerate(ctx.events(doc)):

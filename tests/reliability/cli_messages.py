@@ -5,6 +5,8 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
 
   analyze_one_rank      one rank's traces of a 4-rank job: exit 0, the absent ranks a note
   analyze_hang          a hang verdict: exit 3, and stderr says why
+  analyze_mixed_jobs    two jobs' traces together (4 and 8 ranks): exit 3, stderr says the
+                        inputs are not one job, the report's verdict says why (issue 37.2)
   synth_bad_fault       --fault bogus names --fault and lists the kinds; exit 2
   without_o             summarize and export say that -o is missing; exit 2
   export_not_a_trace    export of JSON without a single event ("[1, 2, 3]", an empty
@@ -83,6 +85,19 @@ def analyze_hang(work, problems):
     expect(rc == 3, f"exit {rc} on a hang verdict, expected 3", problems)
     lines = [line for line in err.splitlines() if "verdict is a hang" in line]
     expect(lines, f"stderr does not say why the exit is 3: {err[-300:]}", problems)
+    return lines[0] if lines else ""
+
+
+@case
+def analyze_mixed_jobs(work, problems):
+    four, eight = synth(work, "healthy"), synth(work, "eight", "-n", "8")
+    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "mixed-out"), four, eight)
+    expect(rc == 3, f"exit {rc} on two jobs' traces, expected 3", problems)
+    lines = [line for line in err.splitlines() if "the inputs are not one job" in line and "exit status 3" in line]
+    expect(lines, f"stderr does not say why the exit is 3: {err[-300:]}", problems)
+    diagnosis = json.load(open(os.path.join(work, "mixed-out", "report.json")))["diagnosis"]
+    expect(diagnosis.get("inputs") == "mixed" and "world sizes 4 and 8" in (diagnosis.get("input_problem") or ""),
+           f"the verdict's sentence: {diagnosis.get('inputs')}: {diagnosis.get('input_problem')}", problems)
     return lines[0] if lines else ""
 
 

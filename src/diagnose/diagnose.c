@@ -12,10 +12,11 @@
  *
  * Before anything is compared it decides what the workers are of a job (pt_job_gaps).
  * Summaries carry no job id: one job states one world size, has one worker per rank and
- * profiles every rank at the same time, so workers that state different world sizes,
- * claim one rank twice, or whose window starts more than 10 minutes from the median
- * worker's are not one job ("mixed", identify_job): nothing is compared, and the one
- * finding says so (diagnosis.input_problem; analyze exits 3). Ranks of the job with no
+ * profiles every rank at the same time, so workers given without their job (analyze's
+ * files) that state different world sizes, claim one rank twice, or whose window starts
+ * more than 10 minutes from the median worker's are not one job ("mixed", identify_job):
+ * nothing is compared, and the one finding says so (diagnosis.input_problem; analyze
+ * exits 3). A round's workers are one job by construction: there these are warnings. Ranks of the job with no
  * analysed worker (lost, failed or not given) make it "partial" (find_not_analysed): the
  * verdict's sentence names them, and the findings do not take the others' waiting for a
  * communication problem (findings.c: the slowest rank may be among the missing).
@@ -713,7 +714,10 @@ static pt_json *diagnose_admitted(const pt_job_input *job)
     identify_job(&a, &id);
     not_analysed gone;
     find_not_analysed(job, &a, lost, world_size, &gone);
-    char *mixed = mixed_jobs(&id) ? mixed_sentence(&id) : NULL;
+    /* A round's workers are one job by construction (the caller knows its world size;
+     * the coordinator admits one worker per rank): what one of them claims otherwise
+     * is a warning, and cannot silence the diagnosis of the others. */
+    char *mixed = job->world_size < 0 && mixed_jobs(&id) ? mixed_sentence(&id) : NULL;
     pt_job_gaps gaps = {mixed != NULL, lost_count > 0, gone.ranks, gone.listed, gone.count, gone.why,
                         mixed ? "mixed" : gone.count ? "partial" : "complete", mixed ? mixed : gone.sentence};
     int *status = pt_xcalloc(a.n ? a.n : 1, sizeof *status);

@@ -680,6 +680,24 @@ static void test_world_sizes_that_differ_are_not_one_job(void **state)
     pt_json *report = diagnose(w, WORLD);
     assert_mixed(report, "they state world sizes 6 and 128");
     pt_json_free(report);
+
+    /* A round's workers (the caller knows the job: its world size) are one job whatever
+     * one of them claims: the claim is a warning, the others are still diagnosed. */
+    slow_rank_job(w, WORLD);
+    w[5]->world_size = 128;
+    w[4]->window_start_ns += 3600LL * 1000000000LL;
+    pt_job_input round = {w, WORLD, WORLD, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    report = pt_diagnose(&round);
+    for (int r = 0; r < WORLD; r++)
+        pt_summary_free(w[r]);
+    assert_one_job(report);
+    const pt_json *warnings = pt_json_get(report, "warnings");
+    size_t said = 0;
+    for (size_t i = 0; i < warnings->count; i++)
+        said += strstr(warnings->items[i]->string, "world size 128 differs") != NULL ||
+                strstr(warnings->items[i]->string, "its profiled window starts 1.0 h after") != NULL;
+    assert_int_equal(said, 2);
+    pt_json_free(report);
 }
 
 static void test_a_rank_claimed_twice_is_not_one_job(void **state)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # perftracker end to end, on this machine:
 #   0. analyze a generated 16-worker job with an injected fault (rank 11's data loader is
-#      slow) and print the diagnosis: the offline path, `perftracker analyze`;
+#      slow) and print the diagnosis: the offline path, `perftracker analyze` (its report
+#      goes to BUILD_DIR/synthetic-demo/, not among the user's rounds);
 # then the whole PerfTracker workflow on the seed's example job:
 #   1. start the job (scripts/demo-job.py: 4 ranks, gloo, CPU matmul, time.sleep(rank)),
 #      each rank running PerfTracker() -- rank 0's agent hosts the job's coordinator;
@@ -33,15 +34,16 @@ work=$(mktemp -d /tmp/perftracker-demo.XXXXXX)
 echo "demo: (0) a synthetic 16-worker job whose rank 11 has a slow data loader:"
 echo "demo: $ perftracker synth --fault slow_dataloader --rank 11 -n 16 -o JOB && perftracker analyze -o OUT JOB"
 "$build/bin/perftracker" synth --fault slow_dataloader --rank 11 -n 16 --quiet -o "$work/synth" >/dev/null
-"$build/bin/perftracker" analyze --quiet -o "$out/synthetic-demo" "$work/synth" >/dev/null 2>&1 || true
-"$torch_python" - "$out/synthetic-demo/report.json" <<'PY'
+synthetic="$build/synthetic-demo"
+"$build/bin/perftracker" analyze --quiet --force -o "$synthetic" "$work/synth" >/dev/null 2>&1 || true
+"$torch_python" - "$synthetic/report.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["diagnosis"]
 print("demo: verdict:", d["verdict"])
 for i, f in enumerate(d["findings"][:3], 1):
     print(f"demo:   {i}. [{f['category']}, {100 * f['impact']:.0f}% of step time] {f['summary']}")
 PY
-echo "demo: report in $out/synthetic-demo/ (report.json, PerfDisplay/)"
+echo "demo: report in $synthetic/ (report.json, PerfDisplay/)"
 echo
 # A free MASTER_PORT whose MASTER_PORT + 1 (the coordinator's) is free too.
 port=$("$torch_python" -c '

@@ -167,7 +167,7 @@ EOF
 [[ $? == 0 ]] || failures=$((failures + 1))
 
 mkdir -p "$WORK/report"
-"$CLI" analyze --quiet -o "$WORK/report" "$WORK/traces" > "$WORK/analyze.log" 2>&1
+"$CLI" analyze --quiet --force -o "$WORK/report" "$WORK/traces" > "$WORK/analyze.log" 2>&1
 "$PY" - "$WORK/report/report.json" <<'EOF'
 import json, sys
 try:

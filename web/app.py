@@ -27,6 +27,7 @@ for IDLE_TIMEOUT_S is dropped, and once three quarters of MAX_CONNECTIONS are op
 connection shuts down the oldest one still waiting for its request head.
 """
 import argparse
+import errno
 import os
 import re
 import shutil
@@ -323,6 +324,10 @@ def main():
     try:
         server = Server((bind, args.port), Handler)
     except OSError as e:
+        if e.errno == errno.EADDRINUSE:  # the usual case: another report, or another program, on 5000
+            sys.exit("app.py: port %d on %s is taken: another program listens there. Pick another port with "
+                     "--port N, e.g. python3 app.py --port %d (--port 0 takes any free one)"
+                     % (args.port, bind, args.port + 1 if 0 < args.port < 65535 else 8080))
         sys.exit("app.py: cannot listen on %s port %d: %s" % (bind, args.port, e.strerror))
     server.loopback_only = is_loopback(bind)
     server.raw_trace = sibling_raw_trace(ROOT)

@@ -51,8 +51,9 @@ def main():
     print(f"trace: {trace} ({size / 2**20:.0f} MiB), {threads} CPUs")
 
     wc, rss_wc = timed(["wc", "-l", trace], args.repeat)
-    one, rss_one = timed([args.cli, "analyze", "--quiet", "-j", "1", "-o", out, trace], args.repeat)
-    many, rss_many = timed([args.cli, "analyze", "--quiet", "-j", str(threads), "-o", out, trace], args.repeat)
+    one, rss_one = timed([args.cli, "analyze", "--quiet", "--force", "-j", "1", "-o", out, trace], args.repeat)
+    many, rss_many = timed([args.cli, "analyze", "--quiet", "--force", "-j", str(threads), "-o", out, trace],
+                           args.repeat)
     rows = [("wc -l", wc, rss_wc), ("analyze -j1", one, rss_one), (f"analyze -j{threads}", many, rss_many)]
     if not args.no_python:
         load = "import json,sys; json.load(open(sys.argv[1]))"

@@ -92,16 +92,20 @@ typedef struct job_state {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet] TRACE_OR_DIR...\n"
+            "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet | --verbose] [--force] TRACE_OR_DIR...\n"
             "  Analyze the traces (Kineto JSON, .json.gz, perftracker raw traces) or summaries\n"
             "  (.ptsum) of one job: one file per worker, directories of them, or tar archives of\n"
             "  summaries (a large round's summaries/summaries.tar).\n"
-            "  -o OUT       output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/\n"
-            "  -j THREADS   files read in parallel (default: number of CPUs)\n"
-            "  --quiet      print only the verdict and findings, not the report sections\n"
+            "  -o OUT         output directory (default ./%s): OUT/report.json, OUT/PerfDisplay/;\n"
+            "                 one that already holds a report is refused (nothing read) unless --force\n"
+            "  -j THREADS     files read in parallel (default: number of CPUs)\n"
+            "  -q, --quiet    print only the verdict and findings\n"
+            "  -v, --verbose  print the report's sections as JSON log lines (the seed's form) instead\n"
+            "                 of their rounded digest\n"
+            "  --force        replace the report OUT already holds\n"
             "Exit status: 0 every input read (ranks not given are noted, not failed); 3 report\n"
             "written, but some inputs were unreadable or the verdict is a hang; 1 nothing could\n"
-            "be analysed, or OUT is not writable; 2 bad command line.\n",
+            "be analysed, or OUT is not writable or already holds a report; 2 bad command line.\n",
             DEFAULT_OUT);
 }
 
@@ -539,6 +543,54 @@ static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *
     return rc;
 }
 
+/* Whether OUT holds a report already (report.json or its page): replaced only with
+ * --force, since an analysis into the folder of an earlier one would otherwise lose that
+ * one without a word. */
+static bool holds_report(const char *out_dir)
+{
+    static const char *const report_files[] = {"report.json", "PerfDisplay"};
+    struct stat st;
+    pt_buf path = PT_BUF_INIT;
+    bool found = false;
+    for (size_t i = 0; i < PT_ARRAY_LEN(report_files) && !found; i++) {
+        pt_buf_reset(&path);
+        pt_buf_printf(&path, "%s/%s", out_dir, report_files[i]);
+        found = lstat(path.data, &st) == 0;
+    }
+    pt_buf_free(&path);
+    return found;
+}
+
+#define FOLDERS_MADE_MAX 64
+
+/* The folders on the way to out_dir that do not exist yet, deepest first: the check that
+ * OUT is writable makes them, and they are removed again when no report is written, so a
+ * failed analysis leaves no empty folder behind that reads as a report gone missing. */
+static size_t folders_to_make(const char *out_dir, char **folders)
+{
+    size_t n = 0;
+    struct stat st;
+    char *path = pt_xstrdup(out_dir);
+    while (n < FOLDERS_MADE_MAX && lstat(path, &st) != 0 && errno == ENOENT) {
+        char *parent = pt_dirname(path);
+        folders[n++] = path;
+        path = parent;
+    }
+    free(path);
+    return n;
+}
+
+/* Forgets the folders folders_to_make listed, removing each first when it was made for
+ * nothing (remove), if it is still empty (rmdir refuses otherwise). */
+static void release_folders(char **folders, size_t n, bool remove)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (remove)
+            rmdir(folders[i]);
+        free(folders[i]);
+    }
+}
+
 /* Offline, ranks that were not given are information (one rank's traces of a big job is a
  * normal thing to analyse), not a failure: diagnose.c's warning for them prints as a note. */
 static bool about_missing_ranks(const char *warning)
@@ -546,10 +598,46 @@ static bool about_missing_ranks(const char *warning)
     return strstr(warning, " of the job has no trace:") || strstr(warning, " of the job have no trace:");
 }
 
+/* The report's warnings on stderr, grouped as the terminal report groups them (the same
+ * text about several workers on one line, naming their ranks: report/report_text.c),
+ * except what stderr said already (the unreadable inputs, as the report words them). */
+typedef struct stderr_warnings {
+    const pt_json *warnings;
+    const pt_strtab *said;
+} stderr_warnings;
+
+static void print_warning(void *ctx, const char *line, const size_t *sources, size_t count)
+{
+    const stderr_warnings *w = ctx;
+    size_t unsaid = 0;
+    for (size_t i = 0; i < count; i++) {
+        const pt_json *source = w->warnings->items[sources[i]];
+        unsaid += pt_strtab_find(w->said, source->string, source->string_len) == UINT32_MAX;
+    }
+    if (unsaid == 0)
+        return;
+    bool note = about_missing_ranks(line);
+    pt_cli_print(stderr, "perftracker: %s: %s%s\n", note ? "note" : "warning", line,
+                 note ? " (not given to this analysis)" : "");
+}
+
+/* What analyze prints on stdout: the report without its warnings, which stderr has. */
+static void render_readable(const pt_json *report, pt_buf *out)
+{
+    pt_report_text_options options = {false, false};
+    pt_report_render_text(report, &options, out);
+}
+
+static void render_verbose(const pt_json *report, pt_buf *out)
+{
+    pt_report_text_options options = {false, true};
+    pt_report_render_text(report, &options, out);
+}
+
 int cmd_analyze(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    pt_cli_job_options o = {"analyze", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false};
+    pt_cli_job_options o = {"analyze", usage, DEFAULT_OUT, cpus > 0 ? (int)cpus : 1, false, true, false, false};
     input_list inputs = {0};
     int parsed = parse_args(argc, argv, &o, &inputs);
     if (parsed != PT_EXIT_OK) {
@@ -559,9 +647,19 @@ int cmd_analyze(int argc, char **argv)
     const char *out_dir = o.out_dir;
     int threads = o.threads;
     bool quiet = o.quiet;
+    if (!o.force && holds_report(out_dir)) { /* before hours of reading, not after */
+        pt_cli_print(stderr, "perftracker: %s already holds a report (report.json, PerfDisplay/): give another -o, or "
+                             "--force to replace it; nothing was read\n", out_dir);
+        input_list_free(&inputs);
+        return PT_EXIT_FAILURE;
+    }
+    char *made[FOLDERS_MADE_MAX];
+    size_t made_count = folders_to_make(out_dir, made);
+    bool written = false;
     pt_error out_err = {{0}};
-    if (pt_check_writable(out_dir, true, &out_err) != 0) { /* before hours of reading, not after */
+    if (pt_check_writable(out_dir, true, &out_err) != 0) {
         pt_cli_print(stderr, "perftracker: %s\n", out_err.message);
+        release_folders(made, made_count, true);
         input_list_free(&inputs);
         return PT_EXIT_FAILURE;
     }
@@ -608,14 +706,6 @@ int cmd_analyze(int argc, char **argv)
     pt_strtab_init(&printed);
     for (size_t i = 0; i < nwarnings; i++)
         pt_strtab_intern(&printed, warnings[i], strlen(warnings[i]));
-    for (size_t w = 0; w < nok; w++)
-        for (size_t k = 0; k < ok[w]->warning_count; k++) {
-            pt_cli_print(stderr, "perftracker: warning: %s: %s\n", ok[w]->name, ok[w]->warnings[k]);
-            pt_buf line = PT_BUF_INIT;
-            pt_buf_printf(&line, "%s: %s", ok[w]->name, ok[w]->warnings[k]);
-            pt_strtab_intern(&printed, line.data, line.len);
-            pt_buf_free(&line);
-        }
 
     pt_job_input job = {ok, nok, -1, (const char *const *)warnings, nwarnings, failed_ranks, failed_names, nfailed,
                         NULL};
@@ -628,15 +718,11 @@ int cmd_analyze(int argc, char **argv)
         pt_summary_free(js.summaries[i]);
         js.summaries[i] = NULL;
     }
-    /* The cross-worker warnings (duplicate or missing ranks, disagreeing world sizes,
-     * clocks) exist only now: print those too, so stderr names every problem. */
-    const pt_json *all_warnings = pt_json_get(report, "warnings");
-    for (size_t i = 0; all_warnings && i < all_warnings->count; i++) {
-        const pt_json *w = all_warnings->items[i];
-        if (w->type == PT_JSON_STRING && pt_strtab_find(&printed, w->string, w->string_len) == UINT32_MAX)
-            pt_cli_print(stderr, "perftracker: %s: %s%s\n", about_missing_ranks(w->string) ? "note" : "warning",
-                         w->string, about_missing_ranks(w->string) ? " (not given to this analysis)" : "");
-    }
+    /* Every worker's warnings and the cross-worker ones (duplicate or missing ranks,
+     * disagreeing world sizes, clocks), which exist only now: stderr names every problem,
+     * the same one on many workers once. */
+    stderr_warnings said = {pt_json_get(report, "warnings"), &printed};
+    pt_report_each_warning(report, print_warning, &said);
     pt_strtab_free(&printed);
     /* Counted from the report: pt_diagnose also refuses workers whose summary is invalid. */
     const pt_json *job_facts = pt_json_get(report, "job");
@@ -652,9 +738,10 @@ int cmd_analyze(int argc, char **argv)
                                  "or summary (each is named above); no report written\n", n);
         rc = PT_EXIT_FAILURE;
     } else if (pt_cli_write_document(out_dir, "report.json", report,
-                                                   quiet ? pt_report_render_verdict : pt_report_render_log) != 0) {
+                                     quiet ? pt_report_render_verdict : o.verbose ? render_verbose : render_readable) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
+        written = true;
         const char *verdict = pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "");
         bool mixed = strcmp(pt_json_get_string(pt_json_get(report, "diagnosis"), "inputs", ""), "mixed") == 0;
         if (rc == PT_EXIT_OK && (some_failed || mixed || strcmp(verdict, "hang") == 0))
@@ -667,6 +754,7 @@ int cmd_analyze(int argc, char **argv)
                 out_dir, out_dir);
     }
     pt_json_free(report);
+    release_folders(made, made_count, !written);
     for (size_t i = 0; i < n; i++) {
         pt_summary_free(js.summaries[i]);
         free(js.errors[i]);

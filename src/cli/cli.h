@@ -32,13 +32,17 @@ typedef struct pt_cli_job {
 } pt_cli_job;
 /* Options of the commands that read jobs (options.c). pt_cli_job_option looks at argv[*i]:
  * 1 when it was one of them (its value consumed), 0 when it is not an option (an input),
- * -1 on a bad or unknown option (printed). -h prints usage and exits. */
+ * -1 on a bad or unknown option, or one missing its value (printed). -h prints usage and
+ * exits. --verbose and --force are options only where report_options is set (analyze). */
 typedef struct pt_cli_job_options {
     const char *command;      /* "analyze", "diff": for messages */
     void (*usage)(FILE *out);
     const char *out_dir;
     int threads;
     bool quiet;
+    bool report_options;      /* --verbose and --force are this command's */
+    bool verbose;             /* parsed: the report's sections as JSON */
+    bool force;               /* parsed: replace the report OUT holds */
 } pt_cli_job_options;
 int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o);
 
@@ -74,7 +78,7 @@ void pt_cli_print(FILE *out, const char *fmt, ...) PT_PRINTF(2, 3);
 /* Each '\n'-separated line of text, after prefix, through pt_cli_print. */
 void pt_cli_print_lines(FILE *out, const char *prefix, const char *text);
 
-/* Exit statuses, documented in README.md. */
+/* Exit statuses, documented in README.md and docs/perftracker.1. */
 enum {
     PT_EXIT_OK = 0,          /* report written; every input read */
     PT_EXIT_FAILURE = 1,     /* nothing useful could be produced */

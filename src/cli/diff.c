@@ -38,7 +38,7 @@ static void usage(FILE *out)
             "  diff says what).\n"
             "  -o OUT       output directory (default ./%s): OUT/diff.json, OUT/PerfDisplay/\n"
             "  -j THREADS   files read in parallel (default: number of CPUs)\n"
-            "  --quiet      print only the verdict line, not the summary\n"
+            "  -q, --quiet  print only the verdict line, not the summary\n"
             "Exit status: 0 diff written; 3 written, some inputs unreadable or invalid; 1 a run had nothing\n"
             "readable; 2 bad command line.\n",
             DEFAULT_OUT);

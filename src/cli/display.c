@@ -35,7 +35,9 @@ static void usage(FILE *out)
             "                   report to the network)\n"
             "  --report FILE    first write DIR from this report.json (and the parts beside it)\n"
             "  --no-serve       only write DIR (with --report), do not serve\n"
-            "  -h, --help       this help\n");
+            "  -h, --help       this help\n"
+            "Exit status: 0 stopped by Ctrl-C or SIGTERM (or written, with --no-serve); 1 no page in DIR,\n"
+            "the port is taken, or --report could not be written; 2 bad command line.\n");
 }
 
 static bool has_file(const char *dir, const char *name)

@@ -27,7 +27,9 @@ static void usage(FILE *out)
                  "  Convert a trace (a perftracker raw trace, or Kineto JSON) to Chrome/Perfetto JSON\n"
                  "  that Perfetto UI (ui.perfetto.dev) and chrome://tracing open.\n"
                  "  -o OUT   the JSON file to write (gzip-compressed when OUT ends in .gz)\n"
-                 "  --gzip   compress; OUT gets \".gz\" appended when it lacks it\n");
+                 "  --gzip   compress; OUT gets \".gz\" appended when it lacks it\n"
+                 "Exit status: 0 written; 1 the trace could not be read, holds no event, or OUT could not be\n"
+                 "written; 2 bad command line.\n");
 }
 
 typedef struct export_state {

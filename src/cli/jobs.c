@@ -16,11 +16,11 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker jobs\n"
                  "  List the running jobs on this machine that `perftracker --trigger-on` can profile:\n"
-                 "  those whose rank 0 runs here with PerfTracker() in its training script or under\n"
-                 "  `perftracker run`, as this\n"
-                 "  user (root included: another user's job files are named on stderr, not trusted; run\n"
-                 "  the trigger as that user to profile its job). The JOB column is what\n"
-                 "  --trigger-on --job takes when several run.\n");
+                 "  those whose rank 0 runs here under `perftracker run` or with PerfTracker() in its\n"
+                 "  training script, as this user (root included: another user's job files are named on\n"
+                 "  stderr, not trusted; run the trigger as that user to profile its job). The JOB column\n"
+                 "  is what the trigger's --job takes when several run.\n"
+                 "Exit status: 0 listed (no job running is an answer too); 2 bad command line.\n");
 }
 
 int cmd_jobs(int argc, char **argv)

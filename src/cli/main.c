@@ -1,6 +1,8 @@
 /* main.c -- the perftracker command: dispatch to a subcommand, nothing else.
  * Invoked as `perftracker --trigger-on ...` or `c4d_perftracker --trigger-on ...` (the
- * vendor's name and flags), it runs the trigger workflow. */
+ * vendor's name and flags), it runs the trigger workflow. Each subcommand's --help, the
+ * man page (docs/perftracker.1, its text docs/cli.md) and the README's "Command line" list
+ * the same options and exit statuses: tests/reliability/cli_reference.py compares them. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -29,10 +31,11 @@ static void usage(FILE *out)
     fprintf(out, "usage: perftracker <command> [options]\n"
                  "       perftracker run [--seconds S] [--] COMMAND [ARG...]\n"
                  "       perftracker --trigger-on --auto-analyze [--wait N] [--steps N]\n"
-                 "                   [--output-dir DIR] [--save-raw-trace none|master|all]\n\ncommands:\n");
+                 "                   [--output-dir DIR] [--save-raw-trace none|master|all] [...]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\nRun `perftracker <command> --help` for a command's options.\n");
+    fprintf(out, "\nRun `perftracker <command> --help` for a command's options; `man perftracker` (docs/cli.md)\n"
+                 "describes them all.\n");
 }
 
 int main(int argc, char **argv)

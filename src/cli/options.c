@@ -1,18 +1,31 @@
 /* options.c -- options that several commands share, parsed one way for all of them: those
  * of the commands that read jobs (analyze, diff: -o OUT, -j THREADS (also -jN), --quiet
- * (-q), -h/--help), and those of the commands that turn one trace into one file
- * (summarize, export: TRACE -o OUT and a flag of their own). */
+ * (-q), -h/--help; analyze's --verbose (-v) and --force), and those of the commands that
+ * turn one trace into one file (summarize, export: TRACE -o OUT and a flag of their own).
+ * An option missing its value says so by name, not "unknown option". */
 #include "cli/cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* "-o" or "-j" as the last argument: its value is missing, which "unknown option" would hide. */
+static int missing_value(const pt_cli_job_options *o, const char *flag, const char *what)
+{
+    pt_cli_print(stderr, "perftracker: %s: %s needs a value (%s)\n", o->command, flag, what);
+    return -1;
+}
+
 int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o)
 {
     const char *arg = argv[*i];
-    if (strcmp(arg, "-o") == 0 && *i + 1 < argc) {
+    bool last = *i + 1 >= argc;
+    if (strcmp(arg, "-o") == 0 && last) {
+        return missing_value(o, arg, "the output folder");
+    } else if (strcmp(arg, "-j") == 0 && last) {
+        return missing_value(o, arg, "the number of threads, 1..256");
+    } else if (strcmp(arg, "-o") == 0) {
         o->out_dir = argv[++*i];
-    } else if ((strcmp(arg, "-j") == 0 && *i + 1 < argc) || (strncmp(arg, "-j", 2) == 0 && arg[2])) {
+    } else if (strcmp(arg, "-j") == 0 || (strncmp(arg, "-j", 2) == 0 && arg[2])) {
         o->threads = atoi(arg[2] ? arg + 2 : argv[++*i]);
         if (o->threads < 1 || o->threads > 256) {
             pt_cli_print(stderr, "perftracker: -j wants 1..256 threads\n");
@@ -20,6 +33,10 @@ int pt_cli_job_option(int argc, char **argv, int *i, pt_cli_job_options *o)
         }
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
         o->quiet = true;
+    } else if (o->report_options && (strcmp(arg, "--verbose") == 0 || strcmp(arg, "-v") == 0)) {
+        o->verbose = true;
+    } else if (o->report_options && strcmp(arg, "--force") == 0) {
+        o->force = true;
     } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
         o->usage(stdout);
         exit(PT_EXIT_OK);

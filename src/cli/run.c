@@ -32,14 +32,16 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: perftracker run [--seconds S] [--] COMMAND [ARG...]\n"
-                 "  Runs COMMAND (torchrun ..., python3 train.py, a launcher script) with the perftracker\n"
+                 "  Runs COMMAND (python3 train.py, torchrun ..., a launcher script) with the perftracker\n"
                  "  collector loaded in each of its Python workers: no change to the training script.\n"
                  "  Steps are the script's own PerfTracker.step() calls if it makes them, else the end of\n"
                  "  each optimizer.step, else a repeating sequence of data-loader items and collectives\n"
                  "  it learns; the report says which. Then profile it from another shell as usual:\n"
                  "  perftracker --trigger-on --auto-analyze.\n"
                  "  --seconds S   when no step is found, mark one every S seconds (default 1; 0.01..3600)\n"
-                 "Exit status: COMMAND's; 2 bad command line; 126/127 COMMAND could not be run or found.\n");
+                 "Exit status: COMMAND's; 1 the environment could not be set; 2 bad command line; 126/127\n"
+                 "COMMAND could not be run or found (127 also: the collector is not installed beside this\n"
+                 "binary).\n");
 }
 
 /* The folder holding perftracker/run_boot/sitecustomize.py beside this binary, or false. */

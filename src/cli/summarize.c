@@ -15,7 +15,9 @@ static void usage(FILE *out)
     fprintf(out, "usage: perftracker summarize TRACE -o SUMMARY [--json]\n"
                  "  Reduce one worker's trace (Kineto JSON, .gz, or a perftracker raw trace) to its\n"
                  "  summary file (docs/summary-format.md), which `perftracker analyze` also reads.\n"
-                 "  --json   print the summary as JSON on stdout (with or without -o)\n");
+                 "  -o SUMMARY  the summary file to write\n"
+                 "  --json      print the summary as JSON on stdout (with or without -o)\n"
+                 "Exit status: 0 written; 1 the trace could not be read or SUMMARY written; 2 bad command line.\n");
 }
 
 /* Large traces take seconds: show the bytes read (the reader calls back per buffer). */

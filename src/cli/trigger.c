@@ -6,11 +6,14 @@
  * is, so the shell needs no variables (--job, or MASTER_ADDR/MASTER_PORT, picks one of
  * several jobs). Only this user's job files are trusted, root's included: root profiles
  * another user's job by running this as that user (runuser -u USER -- perftracker ...). The work is pt_trigger_run (src/control/client.c); this file parses the
- * vendor's flags, prints progress on stderr and the report's sections on stdout. Ctrl-C
- * (SIGINT, or SIGTERM) cancels the round on every worker and removes its folder; a second
- * one kills the CLI at once. Exit status: 0 every worker profiled; 3 report written but
- * some workers failed, hung or went missing (each named on stderr); 1 no report (a round
- * where no worker was profiled says why); 2 bad command line; 130 interrupted. */
+ * vendor's flags, prints progress on stderr and the report on stdout (report_text.c: the
+ * verdict first). Ctrl-C (SIGINT, or SIGTERM) cancels the round on every worker and
+ * removes its folder; a second one kills the CLI at once. A closed output (`| head`, a
+ * pager quit early) does not: SIGPIPE is ignored, so the round still ends with a whole
+ * report in its folder instead of a partial folder and a dead CLI, and the lines that can
+ * no longer be printed are dropped. Exit status: 0 every worker profiled; 3 report written
+ * but some workers failed, hung or went missing (each named on stderr); 1 no report (a
+ * round where no worker was profiled says why); 2 bad command line; 130 interrupted. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/cli.h"
 #include "control/client.h"
@@ -30,6 +33,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: perftracker --trigger-on --auto-analyze [--wait N] [--steps N]\n"
             "                   [--output-dir DIR] [--save-raw-trace none|master|all]\n"
+            "                   [--timeout S] [--job ID] [--coordinator H:P] [--quiet | --verbose]\n"
             "       (also: c4d_perftracker ..., perftracker trigger ...)\n"
             "  Profile every worker of the running job for N steps and write the report to\n"
             "  DIR/<timestamp>/ (report.json, PerfDisplay/, raw_trace/). Run it on the machine of\n"
@@ -49,15 +53,18 @@ static void usage(FILE *out)
             "  --job ID           which job, when several run here (ID: the JOB column of\n"
             "                     `perftracker jobs`; MASTER_ADDR/MASTER_PORT pick one too)\n"
             "  --coordinator H:P  the coordinator's address, for a job that registered nowhere here\n"
-            "  --quiet            print only the verdict and findings, not the report sections\n"
+            "  -q, --quiet        print only the verdict and findings\n"
+            "  -v, --verbose      print the report's sections as JSON log lines (the seed's form)\n"
+            "                     instead of their rounded digest\n"
             "Ctrl-C cancels the round on every worker and keeps nothing of it.\n"
             "Exit status: 0 every worker profiled; 3 report written, some workers failed, hung or\n"
             "missing; 1 no report; 2 bad command line; 130 interrupted.\n",
             PT_DEFAULT_OUTPUT_DIR);
 }
 
-/* "--flag value" or "--flag=value". */
-static const char *option_value(int argc, char **argv, int *i, const char *flag)
+/* "--flag value" or "--flag=value"; NULL when argv[*i] is another option. A flag given
+ * last, without its value, sets *missing to it. */
+static const char *option_value(int argc, char **argv, int *i, const char *flag, const char **missing)
 {
     size_t n = strlen(flag);
     if (strncmp(argv[*i], flag, n) != 0)
@@ -66,7 +73,23 @@ static const char *option_value(int argc, char **argv, int *i, const char *flag)
         return argv[*i] + n + 1;
     if (argv[*i][n] == '\0' && *i + 1 < argc)
         return argv[++*i];
+    if (argv[*i][n] == '\0')
+        *missing = flag;
     return NULL;
+}
+
+/* What each option's value is, for "--wait needs a value (...)". */
+static const char *value_of(const char *flag)
+{
+    static const char *const values[][2] = {
+        {"--wait", "a step count"}, {"--steps", "a step count, 1..1000"}, {"--output-dir", "a folder"},
+        {"--save-raw-trace", "none, master or all"}, {"--timeout", "seconds"}, {"--coordinator", "HOST:PORT"},
+        {"--job", "an ID from perftracker jobs"},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(values); i++)
+        if (strcmp(values[i][0], flag) == 0)
+            return values[i][1];
+    return "its value";
 }
 
 static bool parse_count(const char *text, long lo, long hi, int32_t *out)
@@ -79,10 +102,15 @@ static bool parse_count(const char *text, long lo, long hi, int32_t *out)
     return true;
 }
 
-static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quiet)
+typedef struct output_options {
+    bool quiet, verbose;
+} output_options;
+
+static int parse_args(int argc, char **argv, pt_trigger_request *req, output_options *output)
 {
     bool trigger_on = strcmp(argv[0], "trigger") == 0;
-    for (int i = 1; i < argc; i++) {
+    const char *missing = NULL;
+    for (int i = 1; i < argc && !missing; i++) {
         const char *v;
         int32_t seconds;
         if (strcmp(argv[i], "--trigger-on") == 0) {
@@ -90,19 +118,21 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
         } else if (strcmp(argv[i], "--auto-analyze") == 0) {
             req->auto_analyze = true;
         } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            *quiet = true;
+            output->quiet = true;
+        } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
+            output->verbose = true;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             exit(PT_EXIT_OK);
-        } else if ((v = option_value(argc, argv, &i, "--wait"))) {
+        } else if ((v = option_value(argc, argv, &i, "--wait", &missing))) {
             if (!parse_count(v, 0, 1000000, &req->wait))
                 return fprintf(stderr, "perftracker: --wait wants a step count >= 0\n"), -1;
-        } else if ((v = option_value(argc, argv, &i, "--steps"))) {
+        } else if ((v = option_value(argc, argv, &i, "--steps", &missing))) {
             if (!parse_count(v, 1, 1000, &req->steps))
                 return fprintf(stderr, "perftracker: --steps wants 1..1000\n"), -1;
-        } else if ((v = option_value(argc, argv, &i, "--output-dir"))) {
+        } else if ((v = option_value(argc, argv, &i, "--output-dir", &missing))) {
             req->output_dir = v;
-        } else if ((v = option_value(argc, argv, &i, "--save-raw-trace"))) {
+        } else if ((v = option_value(argc, argv, &i, "--save-raw-trace", &missing))) {
             if (strcmp(v, "none") == 0)
                 req->save_raw = PT_SAVE_RAW_NONE;
             else if (strcmp(v, "master") == 0)
@@ -111,19 +141,24 @@ static int parse_args(int argc, char **argv, pt_trigger_request *req, bool *quie
                 req->save_raw = PT_SAVE_RAW_ALL;
             else
                 return fprintf(stderr, "perftracker: --save-raw-trace wants none, master or all\n"), -1;
-        } else if ((v = option_value(argc, argv, &i, "--timeout"))) {
+        } else if ((v = option_value(argc, argv, &i, "--timeout", &missing))) {
             if (!parse_count(v, 1, 86400 * 7, &seconds))
                 return fprintf(stderr, "perftracker: --timeout wants seconds\n"), -1;
             req->timeout_ms = (int64_t)seconds * 1000;
-        } else if ((v = option_value(argc, argv, &i, "--coordinator"))) {
+        } else if ((v = option_value(argc, argv, &i, "--coordinator", &missing))) {
             req->coordinator = v;
-        } else if ((v = option_value(argc, argv, &i, "--job"))) {
+        } else if ((v = option_value(argc, argv, &i, "--job", &missing))) {
             req->job = v;
-        } else {
+        } else if (!missing) {
             fprintf(stderr, "perftracker: unknown option %s\n\n", argv[i]);
             usage(stderr);
             return -1;
         }
+    }
+    if (missing) {
+        fprintf(stderr, "perftracker: %s needs a value (%s)\n\n", missing, value_of(missing));
+        usage(stderr);
+        return -1;
     }
     if (!trigger_on) {
         fprintf(stderr, "perftracker: nothing to do without --trigger-on\n\n");
@@ -160,14 +195,15 @@ typedef struct printer {
     bool started, printed, busy_shown;
     pt_buf failures;           /* "rank 0 (missing), rank 3 (hang)" for the closing line */
     int32_t failures_count;
+    char round_dir[1024];      /* said once the round starts: a refused round has none to speak of */
 } printer;
 
 static void on_connected(void *ctx, const char *coordinator, const char *round_dir, const char *note)
 {
-    (void)ctx;
+    printer *pr = ctx;
     pt_cli_print_lines(stderr, "perftracker: ", note);
     fprintf(stderr, "perftracker: connected to the job's coordinator at %s\n", coordinator);
-    fprintf(stderr, "perftracker: round folder %s\n", round_dir);
+    snprintf(pr->round_dir, sizeof pr->round_dir, "%s", round_dir);
 }
 
 static void on_started(void *ctx, uint32_t round, int64_t start_step, int32_t steps, const pt_ctl_progress *p)
@@ -176,8 +212,9 @@ static void on_started(void *ctx, uint32_t round, int64_t start_step, int32_t st
     pr->start_step = start_step;
     pr->steps = steps;
     pr->started = true;
-    fprintf(stderr, "perftracker: round %u: profiling steps %lld..%lld of %d workers (%d connected)\n", round,
-            (long long)start_step, (long long)(start_step + steps - 1), p->world_size, p->connected);
+    fprintf(stderr, "perftracker: round %u: profiling steps %lld..%lld of %d workers (%d connected), into %s\n",
+            round, (long long)start_step, (long long)(start_step + steps - 1), p->world_size, p->connected,
+            pr->round_dir);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
@@ -321,12 +358,35 @@ static void print_outcome(printer *pr, const pt_trigger_result *result)
                  result->world_size, pt_buf_cstr(&pr->failures), pr->failures_count > FAILURES_LISTED ? ", ..." : "");
 }
 
+/* The report on stdout, then where it is and how to open it. A reader gone (EPIPE, with
+ * SIGPIPE ignored) only ends the printing: the round folder is whole already; stderr, if
+ * it is still open, says where. */
+static void print_report(const pt_trigger_result *result, output_options output)
+{
+    pt_buf log = PT_BUF_INIT;
+    pt_report_text_options text = {true, output.verbose};
+    if (output.quiet)
+        pt_report_render_verdict(result->report, &log);
+    else
+        pt_report_render_text(result->report, &text, &log);
+    pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
+    pt_buf_free(&log);
+    printf("PerfTracker report: %s/PerfDisplay/ (report.json: %s/report.json)\n", result->round_dir,
+           result->round_dir);
+    printf("View it: cd %s/PerfDisplay && python3 app.py (--port N when 5000 is taken), then open the address it "
+           "prints; or: perftracker display %s\n", result->round_dir, result->round_dir);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        fprintf(stderr, "perftracker: the output was closed before the report was printed; it is whole in %s\n",
+                result->round_dir);
+}
+
 int cmd_trigger(int argc, char **argv)
 {
     pt_trigger_request req = {5, 2, PT_SAVE_RAW_NONE, NULL, false, 0, NULL, NULL, NULL};
-    bool quiet = false;
-    if (parse_args(argc, argv, &req, &quiet) != 0)
+    output_options output = {false, false};
+    if (parse_args(argc, argv, &req, &output) != 0)
         return PT_EXIT_USAGE;
+    signal(SIGPIPE, SIG_IGN); /* a closed output must not cut the round short (see the top) */
     printer pr = {0};
     pr.wait = req.wait;
     pr.steps = req.steps;
@@ -371,14 +431,7 @@ int cmd_trigger(int argc, char **argv)
                 result.summaries, result.round_dir, result.round_dir, result.round_dir);
         return result.summaries ? rc : PT_EXIT_FAILURE;
     }
-    pt_buf log = PT_BUF_INIT;
-    (quiet ? pt_report_render_verdict : pt_report_render_log)(result.report, &log);
-    pt_cli_print(stdout, "%s", pt_buf_cstr(&log));
-    pt_buf_free(&log);
-    printf("PerfTracker report: %s/PerfDisplay/ (report.json: %s/report.json)\n", result.round_dir,
-           result.round_dir);
-    printf("View it: cd %s/PerfDisplay && python3 app.py, then open http://127.0.0.1:5000/\n", result.round_dir);
-    fflush(stdout);
+    print_report(&result, output);
     pt_json_free(result.report);
     pt_phase("report printed and freed");
     return rc; /* a report exists, even when it only says who hung or went missing */

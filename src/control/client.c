@@ -153,13 +153,14 @@ static int target_from_flag(target *t, const char *spec, pt_error *err)
 /* No job file names the job: say so, and what was found instead. */
 static int no_job_found(const pt_job_list *jobs, pt_trigger_result *out, pt_error *err)
 {
-    pt_error_set(err, "no running job found: no job has registered in %s (a job's rank 0 does when its training "
-                 "script constructs PerfTracker())", jobs->dir);
+    pt_error_set(err, "no running job found: no job has registered in %s (a job's rank 0 does when it runs under "
+                 "`perftracker run` or its training script constructs PerfTracker())", jobs->dir);
     pt_buf lines = PT_BUF_INIT;
     pt_jobs_explain(jobs, &lines);
     if (lines.len == 0)
         pt_buf_puts(&lines, "no process of this user here is a worker of a distributed job (RANK and MASTER_PORT "
-                            "in its environment). Start the training with PerfTracker() in its script and "
+                            "in its environment). Start the training under `perftracker run` (perftracker run "
+                            "python3 train.py: no change to the script), or with PerfTracker() in its script and "
                             "perftracker importable there; this shell needs nothing else.\n");
     set_hint(out, &lines);
     pt_buf_free(&lines);
@@ -262,8 +263,8 @@ static void explain_unreachable(const target *t, pt_error *err, pt_trigger_resul
         }
     }
     if (lines.len == 0)
-        pt_buf_puts(&lines, "Is the training running, with PerfTracker() in its training script and perftracker "
-                            "importable there?\n");
+        pt_buf_puts(&lines, "Is the training running, under `perftracker run` or with PerfTracker() in its training "
+                            "script and perftracker importable there?\n");
     set_hint(out, &lines);
     pt_buf_free(&lines);
 }

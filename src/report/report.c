@@ -1,7 +1,7 @@
 /* report.c -- writes report.json (atomically: a reader never sees half a report) and the
  * PerfDisplay folder next to it, all inside one checked output folder (util/outdir.h: no
- * other user can redirect the write), the bounded form's parts beside them, and renders
- * the seed-style log lines. */
+ * other user can redirect the write) and the bounded form's parts beside them. What the
+ * terminal shows of a report is report_text.c's. */
 #define _POSIX_C_SOURCE 200809L
 #include "report/report.h"
 #include "report/perfdisplay.h"
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PART_MAX_BYTES ((size_t)256 << 20) /* a part of 1024 workers is ~1.5 MB */
 
@@ -249,61 +248,4 @@ int pt_report_render(const pt_json *report, pt_buf *report_json, pt_buf *data_js
     document_text(report, report_json);
     bool is_diff;
     return pt_perfdisplay_render_data(report_json->data, report_json->len, data_js, &is_diff, err);
-}
-
-/* ------------------------------------------------------------ log lines */
-
-static void log_prefix(pt_buf *out, const char *source)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    pt_buf_printf(out, "[%s,%03ld PerfTracker] (%s) INFO: ", when, ts.tv_nsec / 1000000, source);
-}
-
-void pt_report_render_log(const pt_json *report, pt_buf *out)
-{
-    /* The seed's key reads as "these workers are anomalous"; in these two sections it
-     * means "above the 1% threshold", which can be every worker: the line says so. */
-    static const char threshold_legend[] =
-        "  (abnormal_workers: the workers whose bottleneck ratio -- the share of the step this holds up -- is "
-        "above 0.01 (1%), with their ratio; not a comparison between workers, so every worker can be listed)\n";
-    static const struct {
-        const char *section, *source, *legend;
-    } sections[] = {
-        {"GPU Compute", "gpu_compute.c", NULL},
-        {"GPU memory operations", "gpu_memory.c", threshold_legend},
-        {"Communication", "communication.c", NULL},
-        {"CUDA Runtime", "cuda_runtime.c", threshold_legend},
-        {"Python functions", "python_functions.c", NULL},
-    };
-    for (size_t i = 0; i < PT_ARRAY_LEN(sections); i++) {
-        const pt_json *s = pt_json_get(report, sections[i].section);
-        if (!s)
-            continue;
-        pt_buf_printf(out, "%s:\n", sections[i].section);
-        log_prefix(out, sections[i].source);
-        pt_json_write_for_terminal(out, s, 4);
-        pt_buf_putc(out, '\n');
-        if (sections[i].legend && s->count)
-            pt_buf_puts(out, sections[i].legend);
-    }
-    pt_report_render_verdict(report, out);
-}
-
-void pt_report_render_verdict(const pt_json *report, pt_buf *out)
-{
-    const pt_json *diagnosis = pt_json_get(report, "diagnosis");
-    const pt_json *findings = pt_json_get(diagnosis, "findings");
-    pt_buf_puts(out, "Diagnosis:\n");
-    log_prefix(out, "findings.c");
-    pt_buf_printf(out, "verdict: %s\n", pt_json_get_string(diagnosis, "verdict", "unknown"));
-    for (size_t i = 0; findings && i < findings->count; i++) {
-        const pt_json *f = findings->items[i];
-        pt_buf_printf(out, "  %zu. [%s, impact %.1f%%] %s\n", i + 1, pt_json_get_string(f, "category", "?"),
-                      100 * pt_json_get_number(f, "impact", 0), pt_json_get_string(f, "summary", ""));
-    }
 }

@@ -44,12 +44,30 @@ int pt_report_copy_parts(const char *report_path, const char *report_json, size_
  * pt_round_new_in_memory). 0, or -1 with err where the write would fail for the content. */
 int pt_report_render(const pt_json *report, pt_buf *report_json, pt_buf *data_js, pt_error *err);
 
-/* The report's sections as the seed prints them:
+/* The report at the terminal (report_text.c): the verdict and its findings first, the
+ * job in one line, the warnings (options->warnings; the same text about several workers
+ * on one line, naming their ranks), then each seed section under its name as a log line
  *   GPU Compute:
- *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: { ... }
- * followed by the verdict and findings in plain sentences. */
+ *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: GPU utilization min ...
+ * holding its few largest entries, rounded, workers by rank -- or, with
+ * options->sections_json, each section's JSON as the seed prints it (pt_report_render_sections). */
+typedef struct pt_report_text_options {
+    bool warnings;      /* the report's warnings, grouped (analyze prints them on stderr instead) */
+    bool sections_json; /* --verbose: the sections' JSON instead of their digest */
+} pt_report_text_options;
+void pt_report_render_text(const pt_json *report, const pt_report_text_options *options, pt_buf *out);
+/* pt_report_render_text with the warnings and the digests. */
 void pt_report_render_log(const pt_json *report, pt_buf *out);
-/* Only the verdict and findings of the log (what --quiet still prints). */
+/* Only the verdict and findings (what --quiet still prints). */
 void pt_report_render_verdict(const pt_json *report, pt_buf *out);
+/* The seed's form of the five sections: each one's name, then its JSON as a log line. */
+void pt_report_render_sections(const pt_json *report, pt_buf *out);
+/* The report's warnings as the terminal shows them: those about single workers ("NAME:
+ * text", NAME a worker of the report) grouped by text -- "4 workers (ranks 0-3): text", or
+ * "rank 3 (NAME): text" for one -- the others as they are (one line for repeats), in the
+ * order each first appears. visit gets each line and the indices in "warnings" of the
+ * warnings it stands for. Returns the number of lines. */
+typedef void (*pt_report_warning_visitor)(void *ctx, const char *line, const size_t *sources, size_t count);
+size_t pt_report_each_warning(const pt_json *report, pt_report_warning_visitor visit, void *ctx);
 
 #endif

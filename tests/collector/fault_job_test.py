@@ -41,8 +41,8 @@ def record(workdir, fault, culprit):
 
 def diagnose(out, traces):
     report_dir = os.path.join(out, "report")
-    subprocess.run([os.environ["PERFTRACKER_CLI"], "analyze", "--quiet", "-o", report_dir, *traces], check=True,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run([os.environ["PERFTRACKER_CLI"], "analyze", "--quiet", "--force", "-o", report_dir, *traces],
+                   check=True, stderr=subprocess.DEVNULL)
     with open(os.path.join(report_dir, "report.json")) as f:
         return json.load(f)["diagnosis"]["findings"]
 

@@ -153,7 +153,8 @@ def main():
               "ranks 0-2 wait for rank 3's extra sleep (median barrier ms): %s" % barrier_ms)
 
     report_dir = os.path.join(workdir, "report")
-    analyze = subprocess.run([cli, "analyze", "--quiet", "-o", report_dir, traces], capture_output=True, text=True)
+    analyze = subprocess.run([cli, "analyze", "--quiet", "--force", "-o", report_dir, traces], capture_output=True,
+                             text=True)
     if analyze.returncode not in (0, 3):
         print(analyze.stdout[-2000:], analyze.stderr[-2000:])
         raise SystemExit("perftracker analyze exited %d" % analyze.returncode)

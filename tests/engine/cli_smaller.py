@@ -1,8 +1,8 @@
 """Issue 17.6, the smaller things a new user meets at the terminal, through the real CLI:
 --quiet keeps the verdict (analyze: the verdict and findings; diff: the verdict line);
 `--coordinator 127.0.0.1:1` is answered about that address, not about "where the
-environment puts the coordinator"; the terminal says what abnormal_workers means where it
-means "above 1%" (every worker can be listed there)."""
+environment puts the coordinator"; with --verbose (the sections' JSON) the terminal says
+what abnormal_workers means where it means "above 1%" (every worker can be listed there)."""
 import json
 import os
 import re
@@ -40,7 +40,7 @@ def coordinator_named_by_the_flag(tmp):
 
 def abnormal_workers_said(tmp):
     job = os.path.join(TRACES, "dlrm-8rank")
-    rc, out, _ = run("analyze", "-o", os.path.join(tmp, "dlrm"), job)
+    rc, out, _ = run("analyze", "--verbose", "-o", os.path.join(tmp, "dlrm"), job)  # the sections' JSON
     with open(os.path.join(tmp, "dlrm", "report.json")) as f:
         report = json.load(f)
     listed = report["CUDA Runtime"]["cudaLaunchKernel"]["abnormal_workers"]

@@ -34,7 +34,7 @@ def run(*args, check=True):
 
 
 def analyze(inputs, out, *extra):
-    rc, stdout, stderr = run("analyze", "--quiet", "-o", out, *extra, *inputs)
+    rc, stdout, stderr = run("analyze", "--quiet", "--force", "-o", out, *extra, *inputs)
     with open(os.path.join(out, "report.json")) as f:
         return rc, json.load(f), stderr
 

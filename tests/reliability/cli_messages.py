@@ -21,6 +21,20 @@ usage: cli_messages.py WORKDIR   (PT_CLI: the perftracker binary)
   unwritable_output     analyze and summarize with an -o that cannot be written: exit 1
                         naming the path, and nothing said about the input (a FIFO, which
                         reading would either refuse or block on): it was not read first
+Issue 37 (items 5 to 7; the trigger's side is cli_trigger.py, the reference cli_reference.py):
+  terminal_report       analyze's stdout: the verdict and findings first, the job in one
+                        line, each section as a rounded digest naming ranks (no file name,
+                        no 17-digit float), its figures those of report.json; --verbose
+                        adds the seed's JSON sections; the 8-rank DLRM trace in few lines
+  grouped_warnings      the same warning on 4 workers is one stderr line naming ranks 0-3
+  missing_values        -o, -j, --wait, --steps, --output-dir given last: "needs a value",
+                        not "unknown option"; exit 2
+  no_job_mentions_run   the trigger with no job names `perftracker run` as a way to start one
+  app_port_taken        PerfDisplay's app.py on a taken port says so and names --port
+  existing_report       analyze -o into a folder holding a report refuses (exit 1, the old
+                        report untouched, nothing read); --force replaces it
+  no_empty_output       analyze of a non-trace leaves no -o folder behind (the folders it
+                        made are removed; one that existed stays)
 Each case prints one line; the script fails if any case does."""
 import gzip
 import json
@@ -49,6 +63,13 @@ def run(*args, timeout=TIMEOUT_S):
     return p.returncode, p.stdout, p.stderr
 
 
+def fresh(path):
+    """An output folder with nothing in it yet: analyze refuses one holding a report, and
+    the work folder keeps what an earlier run of this script wrote."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
 def synth(work, name, *args):
     out = os.path.join(work, name)
     if not os.path.exists(os.path.join(out, "expected.json")):
@@ -66,7 +87,8 @@ def expect(cond, what, problems):
 @case
 def analyze_one_rank(work, problems):
     job = synth(work, "healthy")
-    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "one-out"), os.path.join(job, "node0_1_10001.json"))
+    rc, _, err = run("analyze", "-q", "-o", fresh(os.path.join(work, "one-out")),
+                     os.path.join(job, "node0_1_10001.json"))
     expect(rc == 0, f"exit {rc}, expected 0 (ranks not given are not a failure): {err[-400:]}", problems)
     notes = [line for line in err.splitlines() if line.startswith("perftracker: note: 3 ranks of the job")]
     expect(notes, f"no note about the ranks not given: {err[-400:]}", problems)
@@ -79,7 +101,7 @@ def analyze_one_rank(work, problems):
 @case
 def analyze_hang(work, problems):
     job = synth(work, "hang", "--fault", "hang")
-    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "hang-out"), job)
+    rc, _, err = run("analyze", "-q", "-o", fresh(os.path.join(work, "hang-out")), job)
     report = json.load(open(os.path.join(work, "hang-out", "report.json")))
     expect(report["diagnosis"]["verdict"] == "hang", f"verdict {report['diagnosis']['verdict']}", problems)
     expect(rc == 3, f"exit {rc} on a hang verdict, expected 3", problems)
@@ -91,7 +113,7 @@ def analyze_hang(work, problems):
 @case
 def analyze_mixed_jobs(work, problems):
     four, eight = synth(work, "healthy"), synth(work, "eight", "-n", "8")
-    rc, _, err = run("analyze", "-q", "-o", os.path.join(work, "mixed-out"), four, eight)
+    rc, _, err = run("analyze", "-q", "-o", fresh(os.path.join(work, "mixed-out")), four, eight)
     expect(rc == 3, f"exit {rc} on two jobs' traces, expected 3", problems)
     lines = [line for line in err.splitlines() if "the inputs are not one job" in line and "exit status 3" in line]
     expect(lines, f"stderr does not say why the exit is 3: {err[-300:]}", problems)
@@ -129,7 +151,7 @@ def without_o(work, problems):
 def display_outer_folder(work, problems):
     """Issue 17.9: `display OUT` serves OUT/PerfDisplay (it used to refuse OUT and ask for
     OUT/PerfDisplay)."""
-    out = os.path.join(work, "display-out")
+    out = fresh(os.path.join(work, "display-out"))
     run("analyze", "-q", "-o", out, synth(work, "healthy"))
     p = subprocess.Popen([CLI, "display", "--port", "0", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
@@ -152,7 +174,7 @@ def display_outer_folder(work, problems):
 def display_port_taken(work, problems):
     """Issue 17.9: a port another program holds is said so, once, with how to pick another
     (it used to print libmicrohttpd's line, ours, and a hint naming PerfDisplay/PerfDisplay)."""
-    out = os.path.join(work, "display-out")
+    out = fresh(os.path.join(work, "display-out"))
     run("analyze", "-q", "-o", out, synth(work, "healthy"))
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -177,7 +199,7 @@ def not_a_trace_beside_traces(work, problems):
     shutil.copytree(synth(work, "healthy"), job)
     with open(os.path.join(job, "label.json"), "w") as f:
         json.dump({"mode": "perftracker", "fault": "healthy", "culprit": -1, "world": 4}, f)
-    out = os.path.join(work, "labelled-out")
+    out = fresh(os.path.join(work, "labelled-out"))
     rc, _, err = run("analyze", "-q", "-o", out, job)
     expect(rc == 0, f"exit {rc}, expected 0: {err[-400:]}", problems)
     report = json.load(open(os.path.join(out, "report.json")))
@@ -239,7 +261,7 @@ def progress_lines(work, problems):
         if not os.path.exists(os.path.join(job, "expected.json")):
             subprocess.run([CLI, "synth", "-n", str(n), "--steps", "2", "--layers", "1", "--format", "summary",
                             "--quiet", "-o", job], check=True, capture_output=True)
-        rc, _, err = run("analyze", "-q", "-o", os.path.join(work, f"progress{n}-out"), job)
+        rc, _, err = run("analyze", "-q", "-o", fresh(os.path.join(work, f"progress{n}-out")), job)
         lines = [line for line in err.splitlines() if re.match(r"perftracker: +\d+% \(\d+/\d+ files\)", line)]
         expect(rc == 0, f"{n} files: exit {rc}: {err[-300:]}", problems)
         if n < 4:
@@ -291,6 +313,232 @@ def export_not_a_trace(work, problems):
         expect(not os.path.exists(dst), f"{name}: an output file was written", problems)
         said += lines[:1]
     return " / ".join(said)
+
+
+# ------------------------------------------------------------------ issue 37, items 5 to 7
+
+def share(ratio):
+    """A ratio as the terminal rounds it (docs/cli.md, "The terminal report")."""
+    pct = 100 * ratio
+    if pct == 0:
+        return "0%"
+    if abs(pct) < 0.01:
+        return "<0.01%"
+    if abs(pct) >= 1:
+        return f"{pct:.1f}%"
+    return f"{pct:.2f}%" if abs(pct) >= 0.1 else f"{pct:.2g}%"
+
+
+def rank_runs(ranks):
+    ranks, runs = sorted(set(ranks)), []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def ranks_named(report, names):
+    by_name = {w["name"]: w["rank"] for w in report["workers"]}
+    ranks = [by_name[n] for n in names]
+    return "none" if not ranks else ("rank " if len(ranks) == 1 else "ranks ") + rank_runs(ranks)
+
+
+def check_terminal_report(what, report, text, problems):
+    """What analyze prints against report.json: the order, the figures, the names."""
+    lines = text.splitlines()
+    d, job = report["diagnosis"], report["job"]
+    verdict_at = next((i for i, line in enumerate(lines) if "INFO: verdict: " in line), None)
+    expect(verdict_at is not None and verdict_at <= 1, f"{what}: the verdict is on line {verdict_at}, not first",
+           problems)
+    if verdict_at is None:
+        return
+    expect(lines[verdict_at].endswith("INFO: verdict: " + d["verdict"]), f"{what}: {lines[verdict_at]!r}", problems)
+    want = [f"  {i}. [{f['category']}, impact {100 * f['impact']:.1f}%] {f['summary']}"
+            for i, f in enumerate(d["findings"], 1)]
+    got = lines[verdict_at + 1:verdict_at + 1 + len(want)]
+    expect(got == want, f"{what}: the findings do not follow the verdict as reported: {got[:2]} != {want[:2]}",
+           problems)
+    steps, ms = job["steps"], job["median_step_time_ms"]
+    ms_text = f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}" if ms >= 1 else f"{ms:.3g}"
+    job_line = (f"Job: {job['workers_analyzed']} of {job['world_size']} workers analysed; {steps} profiled "
+                f"step{'' if steps == 1 else 's'}, median step {ms_text} ms")
+    expect(job_line in lines, f"{what}: no line {job_line!r}", problems)
+    for w in report["workers"]:
+        expect(w["name"] not in text, f"{what}: a worker is named by its file {w['name']}, not its rank", problems)
+    long_float = re.search(r"\d\.\d{5,}", text)
+    expect(not long_float, f"{what}: an unrounded number {long_float and long_float.group(0)}", problems)
+    util = report["GPU Compute"]["min/median/max GPU utilization (in [0,1])"]
+    want_util = f"GPU utilization min {share(util[0])}, median {share(util[1])}, max {share(util[2])}"
+    expect(want_util in text, f"{what}: the utilization is not {want_util!r}", problems)
+    runtime = report["CUDA Runtime"]
+    if runtime:
+        api, e = max(runtime.items(), key=lambda kv: kv[1]["avg bottleneck ratio (in [0,1])"])
+        want_api = (f"    {share(e['avg bottleneck ratio (in [0,1])'])} "
+                    f"({share(e['avg execution time / monitoring duration (in [0,1])'])} with overlap) {api}; above "
+                    f"1% on: {ranks_named(report, list(e['abnormal_workers']))}")
+        expect(want_api in lines, f"{what}: the largest runtime call is not {want_api!r}", problems)
+    for section in ("GPU Compute", "GPU memory operations", "Communication", "CUDA Runtime", "Python functions"):
+        expect(section + ":" in lines, f"{what}: the section {section} is not named", problems)
+    return len(lines)
+
+
+@case
+def terminal_report(work, problems):
+    """Issue 37 item 5: the report a person reads. It used to print each section's JSON
+    (17-digit floats, workers by file name) and the verdict after them, ~170 lines for
+    the 8-rank DLRM trace."""
+    said = []
+    jobs = [("synth slow_gpu", synth(work, "slow-gpu-8", "-n", "8", "--fault", "slow_gpu", "--rank", "5"))]
+    dlrm = os.path.join(os.environ.get("PT_TRACES", ""), "dlrm-8rank")
+    if os.path.isdir(dlrm):
+        jobs.append(("dlrm-8rank", dlrm))
+    for what, job in jobs:
+        out = fresh(os.path.join(work, "terminal-" + what.replace(" ", "-")))
+        rc, text, err = run("analyze", "-o", out, job)
+        expect(rc == 0, f"{what}: exit {rc}: {err[-300:]}", problems)
+        report = json.load(open(os.path.join(out, "report.json")))
+        count = check_terminal_report(what, report, text, problems)
+        expect(count is not None and count <= 45, f"{what}: {count} lines", problems)
+        said.append(f"{what}: {count} lines")
+        rc, verbose, _ = run("analyze", "--verbose", "--force", "-o", out, job)
+        expect(rc == 0 and "INFO: verdict: " in verbose.splitlines()[1], f"{what} --verbose: the verdict is not first",
+               problems)
+        expect('"min/median/max GPU utilization (in [0,1])": [' in verbose and "(gpu_compute.c) INFO: {" in verbose,
+               f"{what} --verbose: the seed's JSON sections are missing", problems)
+    return "; ".join(said)
+
+
+@case
+def grouped_warnings(work, problems):
+    """Issue 37 item 5: one warning that every worker has is one line, by rank (it used to
+    be one line per worker)."""
+    job = os.path.join(work, "cpu-only-job")
+    os.makedirs(job, exist_ok=True)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "torch_generations",
+                       "kineto_torch2.json")
+    trace = json.load(open(src))
+    events = [e for e in trace["traceEvents"]
+              if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "ac2g")]
+    for rank in range(4):
+        with open(os.path.join(job, f"rank{rank}.json"), "w") as f:
+            json.dump(dict(trace, traceEvents=events, distributedInfo={"rank": rank, "world_size": 4}), f)
+    out = fresh(os.path.join(work, "cpu-only-out"))
+    rc, _, err = run("analyze", "-q", "-o", out, job)
+    lines = [line for line in err.splitlines() if "no GPU events" in line]
+    want = "perftracker: warning: 4 workers (ranks 0-3): no GPU events: CPU-only analysis for this worker"
+    expect(rc == 0, f"exit {rc}: {err[-300:]}", problems)
+    expect(lines == [want], f"the warning every worker has is not one line by rank: {lines}", problems)
+    report = json.load(open(os.path.join(out, "report.json")))
+    expect(sum("no GPU events" in w for w in report["warnings"]) == 4, "report.json no longer lists each worker's",
+           problems)
+    return lines[0] if lines else ""
+
+
+@case
+def missing_values(work, problems):
+    """Issue 37 item 6: an option given last without its value is named as such (it used to
+    read "unknown option --wait")."""
+    said = []
+    trace = os.path.join(synth(work, "healthy"), "node0_0_10000.json")
+    for args, flag in ((["analyze", trace, "-o"], "-o"), (["analyze", trace, "-j"], "-j"),
+                       (["diff", trace, trace, "-o"], "-o"), (["--trigger-on", "--wait"], "--wait"),
+                       (["--trigger-on", "--auto-analyze", "--steps"], "--steps"),
+                       (["trigger", "--output-dir"], "--output-dir")):
+        rc, _, err = run(*args, timeout=30)
+        first = err.splitlines()[0] if err else ""
+        expect(rc == 2, f"{' '.join(args[:1] + args[-1:])}: exit {rc}, expected 2", problems)
+        expect(f"{flag} needs a value" in first and "unknown" not in err,
+               f"{args[0]} {flag}: not said that its value is missing: {first!r}", problems)
+        said.append(first)
+    return said[3]
+
+
+@case
+def no_job_mentions_run(work, problems):
+    """Issue 37 item 6: with no job running, the trigger names both ways to start one (it
+    named only PerfTracker() in the script)."""
+    keys = os.path.join(work, "no-job-keys")
+    os.makedirs(keys, mode=0o700, exist_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PERFTRACKER_") and k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")}
+    env["PERFTRACKER_KEY_DIR"] = keys
+    p = subprocess.run([CLI, "--trigger-on", "--auto-analyze", "--output-dir", os.path.join(work, "no-job-out")],
+                       capture_output=True, text=True, timeout=60, env=env)
+    first = p.stderr.splitlines()[0] if p.stderr else ""
+    expect(p.returncode == 1, f"exit {p.returncode}, expected 1", problems)
+    expect("no running job found" in first and "perftracker run" in first and "PerfTracker()" in first,
+           f"the first line does not name `perftracker run`: {first!r}", problems)
+    return first
+
+
+@case
+def app_port_taken(work, problems):
+    """Issue 37 item 6: `python3 app.py` on a taken port names --port (it printed only
+    "Address already in use")."""
+    out = fresh(os.path.join(work, "app-port-out"))
+    run("analyze", "-q", "-o", out, synth(work, "healthy"))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        p = subprocess.run([sys.executable, os.path.join(out, "PerfDisplay", "app.py"), "--port", str(port)],
+                           capture_output=True, text=True, timeout=30)
+    said = p.stderr.strip()
+    expect(p.returncode == 1, f"exit {p.returncode}, expected 1", problems)
+    expect(f"port {port}" in said and "taken" in said and "--port" in said and len(said.splitlines()) == 1,
+           f"does not say the port is taken and how to pick another: {said!r}", problems)
+    return said
+
+
+@case
+def existing_report(work, problems):
+    """Issue 37 item 7: analyze -o into a folder that holds a report refuses before reading
+    anything (it replaced the report without a word); --force replaces it."""
+    out = fresh(os.path.join(work, "existing-out"))
+    job = synth(work, "healthy")
+    rc, _, _ = run("analyze", "-q", "-o", out, job)
+    expect(rc == 0, f"first analysis: exit {rc}", problems)
+    before = open(os.path.join(out, "report.json"), "rb").read()
+    fifo = os.path.join(work, "never-read.json")  # reading it would block: it is not read
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    try:
+        rc, _, err = run("analyze", "-q", "-o", out, fifo, timeout=60)
+    except subprocess.TimeoutExpired:
+        problems.append("the input was read before the folder was refused (blocked on the FIFO)")
+        return ""
+    line = err.strip().splitlines()[-1] if err.strip() else ""
+    expect(rc == 1, f"exit {rc}, expected 1", problems)
+    expect(out in line and "already holds a report" in line and "--force" in line,
+           f"the refusal does not say why and how: {line!r}", problems)
+    expect(open(os.path.join(out, "report.json"), "rb").read() == before, "the old report was changed", problems)
+    rc, _, err = run("analyze", "-q", "--force", "-o", out, synth(work, "hang", "--fault", "hang"))
+    replaced = json.load(open(os.path.join(out, "report.json")))
+    expect(rc == 3 and replaced["diagnosis"]["verdict"] == "hang", f"--force did not replace it: exit {rc}",
+           problems)
+    return line
+
+
+@case
+def no_empty_output(work, problems):
+    """Issue 37 item 7: analyze of a non-trace leaves no empty -o folder (it left the
+    folder it had made for the report)."""
+    bogus = os.path.join(work, "bogus.json")
+    with open(bogus, "w") as f:
+        f.write('{"not": "a trace"}')
+    made = os.path.join(work, "made-for-nothing")
+    shutil.rmtree(made, ignore_errors=True)
+    rc, _, err = run("analyze", "-q", "-o", os.path.join(made, "deeper", "out"), bogus)
+    expect(rc == 1, f"exit {rc}, expected 1: {err[-200:]}", problems)
+    expect(not os.path.exists(made), f"{made} was left behind: {os.listdir(made) if os.path.isdir(made) else ''}",
+           problems)
+    existing = os.path.join(work, "existing-empty")
+    os.makedirs(existing, exist_ok=True)
+    rc, _, _ = run("analyze", "-q", "-o", existing, bogus)
+    expect(rc == 1 and os.path.isdir(existing), "a folder that existed before was removed", problems)
+    return err.strip().splitlines()[-1] if err.strip() else ""
 
 
 def main():

@@ -313,8 +313,8 @@ def main():
                              for line in logs if re.search(spec["forbid"], line, re.I)]
             if name == "profiled_code_misbehaves" and not problems and CLI:
                 outdir = os.path.join(work, "misbehave-out")
-                r = subprocess.run([CLI, "analyze", "-q", "-o", os.path.join(work, "misbehave-report"), outdir],
-                                   capture_output=True)
+                r = subprocess.run([CLI, "analyze", "-q", "--force", "-o", os.path.join(work, "misbehave-report"),
+                                    outdir], capture_output=True)
                 if r.returncode not in (0, 3):
                     problems.append(f"the trace written under misbehaving code is not analysable: exit "
                                     f"{r.returncode}: {r.stderr.decode()[-400:]}")

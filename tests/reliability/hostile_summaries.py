@@ -74,7 +74,7 @@ def job_with(work, name, good_dir, good_ext, bad_name, bad_bytes):
 
 def check(name, job, out, rule, problems, who="rank 2", env=None):
     """who: what the line says besides the file (a refused summary's rank, where it was read)."""
-    p = run(["analyze", "-q", "-j", "2", "-o", out, job], env)
+    p = run(["analyze", "-q", "--force", "-j", "2", "-o", out, job], env)
     where = f"{name}: "
     if p.returncode != 3:
         problems.append(f"{where}exit status {p.returncode}, expected 3; stderr:\n{p.stderr[-2000:]}")
@@ -149,7 +149,7 @@ def check_colliding_kernels_merge(job, out, problems):
     """Two kernels of rank 2's trace summarize to one key: they are one function (both
     executions, with a warning), so the worker stays valid and is analysed like the rest."""
     where = "colliding-kernels: "
-    p = run(["analyze", "-q", "-j", "2", "-o", out, job])
+    p = run(["analyze", "-q", "--force", "-j", "2", "-o", out, job])
     if p.returncode != 0:
         problems.append(f"{where}exit status {p.returncode}, expected 0; stderr:\n{p.stderr[-2000:]}")
     if re.search(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error", p.stderr):

@@ -128,7 +128,7 @@ def job_case(name, env_extra, expect_rank0, work, failures, log_pattern=None):
 def display_case(work, failures):
     subprocess.run([CLI, "synth", "-n", "2", "--steps", "2", "--layers", "1", "-o", os.path.join(work, "job")],
                    check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([CLI, "analyze", "-q", "-o", os.path.join(work, "report"), os.path.join(work, "job")],
+    subprocess.run([CLI, "analyze", "-q", "--force", "-o", os.path.join(work, "report"), os.path.join(work, "job")],
                    check=True, stderr=subprocess.DEVNULL)
     # The default, and --bind localhost (a name, which the server maps to 127.0.0.1).
     for name, extra in (("perftracker display (defaults)", []), ("perftracker display --bind localhost",

@@ -99,7 +99,7 @@ def analyze(args, limits=None, timeout=300, env=None):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full "disk" is an error, not a kill
         for res, value in (limits or {}).items():
             resource.setrlimit(res, (value, value))
-    proc = subprocess.run([CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.run([CLI, "analyze", "-q", "--force", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           timeout=timeout, preexec_fn=preexec, env={**os.environ, **(env or {})})
     return proc.returncode, proc.stderr.decode("utf-8", "replace")
 
@@ -113,8 +113,8 @@ def analyze_measured(args, budget_mb, timeout=300):
     forked from this Python (which holds the bombs it built) starts with Python's peak."""
     if not os.path.exists(TIME):
         raise Skip(f"no {TIME} to measure peak RSS with")
-    proc = subprocess.run([TIME, "-f", "peak-rss-kb %M", CLI, "analyze", "-q", *args], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, timeout=timeout,
+    proc = subprocess.run([TIME, "-f", "peak-rss-kb %M", CLI, "analyze", "-q", "--force", *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
                           env={**os.environ, "PERFTRACKER_ANALYZE_MEMORY_MB": str(budget_mb)})
     err = proc.stderr.decode("utf-8", "replace")
     lines = err.rstrip("\n").split("\n")

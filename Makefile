@@ -3,6 +3,7 @@
 #
 #   make          build (release) -> build/bin/perftracker, build/python/
 #   make demo     install deps, build, run the end-to-end demo and print the diagnosis
+#                 (quietly: the installs and the build print one line each; errors show)
 #   make test     install deps, build release + ASan/UBSan + TSan trees, run every test
 #   make bench    benchmarks (ratios against baselines measured in the same run)
 #   make fuzz     run each fuzz target for FUZZ_SECONDS
@@ -19,6 +20,9 @@ FUZZ_SECONDS ?= 60
 MUTANTS    ?= 50
 SEED       ?= 1
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
+# QUIET=1 (make demo sets it): the build's output goes to $(BUILD)/build.log and the
+# terminal gets one line, or the errors and the log's name when it fails.
+QUIET      ?=
 
 .PHONY: all build deps deps-build demo test test-asan test-tsan test-integration bench fuzz mutate install clean
 
@@ -30,11 +34,20 @@ deps-build:
 deps:
 	@scripts/install-deps.sh
 
-build: deps-build
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
-	@ln -sf perftracker $(BUILD)/bin/c4d_perftracker
+# $(call quietly,LOG,COMMAND): COMMAND, its output in LOG when QUIET is set; on failure
+# the lines around its errors (compiler, make, CMake) and LOG's name.
+quietly = if [ -z "$(QUIET)" ]; then $(2); elif $(2) >$(1) 2>&1; then :; else \
+	grep -E -B3 -A12 '(error|Error)( [0-9]+)?:|\*\*\*|CMake Error' $(1) | head -80 >&2; \
+	echo "make: failed; its whole output is in $(1)" >&2; exit 1; fi
 
+build: deps-build
+	@mkdir -p $(BUILD)
+	@$(call quietly,$(BUILD)/configure.log,cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null)
+	@$(call quietly,$(BUILD)/build.log,cmake --build $(BUILD) -j$(JOBS))
+	@ln -sf perftracker $(BUILD)/bin/c4d_perftracker
+	@[ -z "$(QUIET)" ] || echo "make: built $(BUILD)/bin/perftracker (the build's output: $(BUILD)/build.log)"
+
+demo: QUIET = 1
 demo: deps build
 	@scripts/demo.sh $(BUILD)
 

@@ -25,9 +25,17 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
     tmp=(); for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || tmp+=("$p"); done
     missing=("${tmp[@]+"${tmp[@]}"}")
 fi
+# apt's output (hundreds of lines for torch's dependencies) goes to a log: the terminal gets
+# one line, or, when apt fails, its error lines and the log's name.
 if ((${#missing[@]})); then
-    echo "install-deps: installing ${missing[*]}" >&2
+    log=$(mktemp "${TMPDIR:-/tmp}/perftracker-install-deps.XXXXXX")
+    echo "install-deps: installing ${missing[*]} (apt's output: $log)" >&2
     SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+           $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+        grep -E '^(E|W|Err):|error|dpkg: ' "$log" | tail -n 20 >&2 || tail -n 20 "$log" >&2
+        echo "install-deps: apt-get failed; its whole output is in $log" >&2
+        exit 1
+    fi
+    rm -f "$log"
 fi

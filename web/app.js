@@ -404,7 +404,9 @@
   function findingCard(f, index) {
     var root = index === 0 && diagnosis.verdict !== 'healthy' && !savesNothing(f);
     var ranks = f.workers || [];
-    var impactMs = typeof f.impact === 'number' && typeof savingStepMs === 'number' ? f.impact * savingStepMs : null;
+    /* The report's own figure (saves_ms, the sentence's) where it carries one. */
+    var impactMs = typeof f.saves_ms === 'number' ? f.saves_ms
+      : typeof f.impact === 'number' && typeof savingStepMs === 'number' ? f.impact * savingStepMs : null;
     var workerLinks = f.all_workers ? [el('b', null, 'all workers')]
       : ranks.slice(0, 12).map(function (r, i) {
           return [i ? ', ' : '', el('a', { href: '#/workers?rank=' + r, title: workerName(r) }, 'rank ' + r)];
@@ -462,6 +464,9 @@
   function renderOverview(node) {
     node.appendChild(el('h1', null, 'Diagnosis'));
     node.appendChild(el('p', { className: 'verdict ' + (diagnosis.verdict || ''), id: 'verdict' }, verdictSentence()));
+    /* A partial job, or inputs of several jobs: said with the verdict, before any finding. */
+    if (diagnosis.input_problem)
+      node.appendChild(el('p', { className: 'input-problem ' + (diagnosis.inputs || ''), id: 'input-problem' }, diagnosis.input_problem));
     if (worthFixing.length) node.appendChild(el('div', { id: 'findings' }, findings.map(function (f, i) { return savesNothing(f) ? null : findingCard(f, i); })));
     else if (diagnosis.verdict !== 'healthy' && !findings.length) node.appendChild(el('p', { className: 'muted' }, 'The report names no finding.'));
     if (worthFixing.length < findings.length) node.appendChild(notWorthFixing());

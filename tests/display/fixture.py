@@ -257,6 +257,11 @@ def prepare_reports(work, out, perftracker, traces):
         folder, culprit = synth_job(perftracker, os.path.join(jobs, name), workers, fault, rank)
         dirs[name] = analyze(perftracker, [folder], os.path.join(out, name))
         facts["expected"][name] = {"culprit": culprit, "workers": workers, "fault": fault}
+    # A job given without its slow rank: the report is partial and says so with its verdict.
+    folder, _ = synth_job(perftracker, os.path.join(jobs, "partial"), 8, "slow_gpu", 5)
+    kept = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                  if f.endswith(".ptsum") and "_5_" not in f)
+    dirs["partial"] = analyze(perftracker, kept, os.path.join(out, "partial"))
     facts["reports"] = dirs
     first = dirs.get("h200_slowdata") or dirs["synth8"]
     return first, facts

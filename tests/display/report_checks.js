@@ -331,6 +331,7 @@ async function consistentFigures(ctx, page, open, reports) {
     await figuresAgree(ctx, page, (hash) => open(name, hash), name, report, counts);
   }
   check(counts.medians >= 4 && counts.cards >= 4, 'Evidence medians (' + counts.medians + ') and card figures (' + counts.cards + ') were checked');
+  check(counts.banners >= 1, 'an input banner was checked (the partial report has one)');
   if (!counts.folded) console.log('note: no report here has a finding that saves nothing (make_report.py\'s does: display.browser.generated)');
 }
 
@@ -366,6 +367,11 @@ async function figuresAgree(ctx, page, open, name, report, counts) {
   const shown = await page.$$eval('#findings .finding', (fs) => fs.map((f) => ({ index: Number(f.dataset.index), impact: (f.querySelector('.facts') || f).textContent, summary: f.querySelector('.summary').textContent })));
   const notWorth = await page.$$eval('#not-worth-fixing li', (ls) => ls.map((l) => Number(l.dataset.index)));
   const model = (report.diagnosis.step_model || {}).step_ms;
+  /* A partial or mixed input is said with the verdict, in the report's own words. */
+  const banner = await page.$eval('#input-problem', (p) => p.textContent).catch(() => null);
+  check(banner === (report.diagnosis.input_problem || null),
+    name + ': the verdict\'s input banner is the report\'s input_problem (' + JSON.stringify(report.diagnosis.input_problem) + '; shown: ' + JSON.stringify(banner) + ')');
+  if (banner) counts.banners = (counts.banners || 0) + 1;
   for (let i = 0; i < findings.length; i++) {
     const f = findings[i], card = shown.find((c) => c.index === i);
     if (savesNothing(f)) {
@@ -374,7 +380,7 @@ async function figuresAgree(ctx, page, open, name, report, counts) {
       continue;
     }
     if (!card || typeof model !== 'number' || typeof f.impact !== 'number' || f.category === 'hang' || f.category === 'lost') continue;
-    const ms = sentenceMs(f.impact * model);
+    const ms = sentenceMs(typeof f.saves_ms === 'number' ? f.saves_ms : f.impact * model);
     counts.cards++;
     check(card.impact.includes('≈' + ms + ' per step') && (!/ saves /.test(f.summary) || f.summary.includes(ms)),
       name + ' finding ' + (i + 1) + ': the card\'s ms per step is the sentence\'s, ' + ms + ' (card: "' + card.impact.trim().split('Workers:')[0] + '")');

@@ -92,7 +92,8 @@ typedef struct job_state {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet | --verbose] [--force] TRACE_OR_DIR...\n"
+            "usage: perftracker analyze [-o OUT] [-j THREADS] [--quiet | --verbose] [--force]\n"
+            "                           TRACE_OR_DIR...\n"
             "  Analyze the traces (Kineto JSON, .json.gz, perftracker raw traces) or summaries\n"
             "  (.ptsum) of one job: one file per worker, directories of them, or tar archives of\n"
             "  summaries (a large round's summaries/summaries.tar).\n"
@@ -646,7 +647,9 @@ int cmd_analyze(int argc, char **argv)
     }
     const char *out_dir = o.out_dir;
     int threads = o.threads;
-    bool quiet = o.quiet;
+    void (*render)(const pt_json *, pt_buf *) = o.quiet ? pt_report_render_verdict
+                                                : o.verbose ? render_verbose
+                                                            : render_readable;
     if (!o.force && holds_report(out_dir)) { /* before hours of reading, not after */
         pt_cli_print(stderr, "perftracker: %s already holds a report (report.json, PerfDisplay/): give another -o, or "
                              "--force to replace it; nothing was read\n", out_dir);
@@ -737,8 +740,7 @@ int cmd_analyze(int argc, char **argv)
             pt_cli_print(stderr, "perftracker: nothing could be analysed: none of the %zu inputs is a readable trace "
                                  "or summary (each is named above); no report written\n", n);
         rc = PT_EXIT_FAILURE;
-    } else if (pt_cli_write_document(out_dir, "report.json", report,
-                                     quiet ? pt_report_render_verdict : o.verbose ? render_verbose : render_readable) != 0) {
+    } else if (pt_cli_write_document(out_dir, "report.json", report, render) != 0) {
         rc = PT_EXIT_FAILURE;
     } else {
         written = true;

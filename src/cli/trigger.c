@@ -212,9 +212,9 @@ static void on_started(void *ctx, uint32_t round, int64_t start_step, int32_t st
     pr->start_step = start_step;
     pr->steps = steps;
     pr->started = true;
-    fprintf(stderr, "perftracker: round %u: profiling steps %lld..%lld of %d workers (%d connected), into %s\n",
-            round, (long long)start_step, (long long)(start_step + steps - 1), p->world_size, p->connected,
-            pr->round_dir);
+    fprintf(stderr, "perftracker: round %u: profiling steps %lld..%lld of %d workers (%d connected); round folder "
+                    "%s\n", round, (long long)start_step, (long long)(start_step + steps - 1), p->world_size,
+            p->connected, pr->round_dir);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)

@@ -126,7 +126,9 @@ static void put_ms(pt_buf *out, double ms)
     pt_buf_printf(out, a >= 100 ? "%.0f ms" : a >= 10 ? "%.1f ms" : a >= 1 ? "%.2f ms" : "%.3g ms", ms);
 }
 
-/* A ratio in [0,1] as a percentage: a tenth of a percent from 1%, two digits below it. */
+/* A ratio in [0,1] as a percentage: to a tenth of a percent from 1%, two significant
+ * digits below it (0.84%, 0.053%: a small share still tells its size), "<0.01%" below
+ * that, "0%" for none. */
 static void put_share(pt_buf *out, double ratio)
 {
     double pct = 100 * ratio;
@@ -137,7 +139,7 @@ static void put_share(pt_buf *out, double ratio)
     else if (fabs(pct) < 0.01)
         pt_buf_puts(out, "<0.01%");
     else
-        pt_buf_printf(out, fabs(pct) >= 1 ? "%.1f%%" : fabs(pct) >= 0.1 ? "%.2f%%" : "%.2g%%", pct);
+        pt_buf_printf(out, fabs(pct) >= 1 ? "%.1f%%" : "%#.2g%%", pct);
 }
 
 static double number_of(const pt_json *v)
@@ -186,36 +188,34 @@ static void put_short_kernel(pt_buf *out, const char *key, size_t n)
 {
     if (n > 5 && strncmp(key, "void ", 5) == 0)
         key += 5, n -= 5;
-    const char *close = NULL;
+    size_t close = n, open = n; /* the last ')' and the '(' that it closes */
     for (size_t i = n; i-- > 0;)
         if (key[i] == ')') {
-            close = key + i;
+            close = i;
             break;
         }
-    const char *open = NULL;
     int depth = 0;
-    for (const char *p = close; p && p >= key; p--) {
-        depth += *p == ')' ? 1 : *p == '(' ? -1 : 0;
+    for (size_t i = close + 1; close < n && i-- > 0;) {
+        depth += key[i] == ')' ? 1 : key[i] == '(' ? -1 : 0;
         if (depth == 0) {
-            open = p;
+            open = i;
             break;
         }
     }
-    if (!open || open == key) {
+    if (open == n || open == 0) {
         put_cut(out, key, n, NAME_MAX_SHOWN);
         return;
     }
     pt_buf tail = PT_BUF_INIT;
     pt_buf_puts(&tail, "(...)");
-    const char *grid = close + 1, *end = key + n;
-    if (grid < end) {
+    if (close + 1 < n) { /* the grid and block */
         pt_buf_putc(&tail, ' ');
-        put_cut(&tail, grid, (size_t)(end - grid), NAME_MAX_SHOWN / 2);
+        put_cut(&tail, key + close + 1, n - close - 1, NAME_MAX_SHOWN / 2);
     }
     size_t room = NAME_MAX_SHOWN > tail.len ? NAME_MAX_SHOWN - tail.len : 8;
     pt_buf name = PT_BUF_INIT;
-    put_unqualified(&name, key, (size_t)(open - key));
-    put_cut(out, name.data, name.len, room);
+    put_unqualified(&name, key, open);
+    put_cut(out, pt_buf_cstr(&name), name.len, room);
     pt_buf_free(&name);
     pt_buf_append(out, tail.data, tail.len);
     pt_buf_free(&tail);
@@ -665,7 +665,8 @@ static void render_job(const pt_json *report, pt_buf *out)
     const pt_json *job = pt_json_get(report, "job");
     if (!is_object(job))
         return;
-    double analysed = pt_json_get_number(job, "workers_analyzed", NAN), world = pt_json_get_number(job, "world_size", NAN);
+    double analysed = pt_json_get_number(job, "workers_analyzed", NAN);
+    double world = pt_json_get_number(job, "world_size", NAN);
     double missing = pt_json_get_number(job, "missing_count", 0), failed = pt_json_get_number(job, "workers_failed", 0);
     pt_buf_puts(out, "Job: ");
     if (!isnan(analysed) && !isnan(world))

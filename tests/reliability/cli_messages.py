@@ -324,9 +324,7 @@ def share(ratio):
         return "0%"
     if abs(pct) < 0.01:
         return "<0.01%"
-    if abs(pct) >= 1:
-        return f"{pct:.1f}%"
-    return f"{pct:.2f}%" if abs(pct) >= 0.1 else f"{pct:.2g}%"
+    return f"{pct:.1f}%" if abs(pct) >= 1 else f"{pct:#.2g}%"
 
 
 def rank_runs(ranks):

@@ -55,8 +55,9 @@
       var beyond = typeof c.delta_ms === 'number' && typeof c.threshold_ms === 'number' && Math.abs(c.delta_ms) > c.threshold_ms;
       if (!c.significant && beyond) return { counts: false, why: 'not counted', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, yet not counted by diff.json (no rule this page knows)' };
       if (!c.significant) return { counts: false, why: 'within noise', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
-      if (beyond) return { counts: true, why: 'beyond noise', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
-      if (isStep) return { counts: true, why: 'steps apart', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, but every profiled step of ' +
+      var apart = c.counted_by === 'steps_apart' || (c.counted_by === undefined && !beyond && isStep);
+      if (c.counted_by === 'noise' || (beyond && !apart)) return { counts: true, why: 'beyond noise', text: 'beyond the ±' + fmt.ms(c.threshold_ms) + ' noise threshold' };
+      if (apart) return { counts: true, why: 'steps apart', text: 'within the ±' + fmt.ms(c.threshold_ms) + ' noise threshold, but every profiled step of ' +
         (c.delta_ms > 0 ? 'AFTER is longer than every step of BEFORE' : 'AFTER is shorter than every step of BEFORE') + ': a separation that needs no noise model' };
       return { counts: true, why: 'marked significant', text: 'marked significant by diff.json (no rule this page knows puts it within the ±' + fmt.ms(c.threshold_ms) + ' threshold)' };
     }

@@ -482,6 +482,7 @@ typedef struct rank_change {
 typedef struct change {
     double before, after, delta, threshold;
     bool significant;
+    bool by_steps_apart;               /* it counts because the runs' steps lie apart, not beyond noise */
     rank_change ranks[MAX_RANKS];      /* standouts, largest change first */
     size_t rank_count;                 /* listed */
     size_t ranks_standing_out;         /* in all */
@@ -626,7 +627,7 @@ static change compare_part(diff_ctx *d, int part)
     all_part_values(&d->after, part, &d->a);
     change c = compare(d, d->before.noise[part], d->after.noise[part]);
     if (part == PT_STEP_DURATION && !c.significant && fabs(c.delta) > d->floor_ms && steps_apart(d, c.delta))
-        c.significant = true;
+        c.significant = c.by_steps_apart = true;
     return c;
 }
 
@@ -761,6 +762,8 @@ static void add_change(pt_json *j, const change *c)
     pt_json_add(j, "delta_pct", c->before > 0 ? number_or_null(100 * c->delta / c->before) : pt_json_null());
     pt_json_add(j, "threshold_ms", number_or_null(c->threshold));
     pt_json_add(j, "significant", pt_json_bool(c->significant));
+    pt_json_add(j, "counted_by", !c->significant ? pt_json_null()
+                                 : pt_json_string(c->by_steps_apart ? "steps_apart" : "noise"));
     pt_json_add(j, "ranks", ranks_json(c));
     if (c->ranks_standing_out > c->rank_count)
         pt_json_add(j, "ranks_standing_out", pt_json_int((int64_t)c->ranks_standing_out));

@@ -32,7 +32,11 @@ async function significanceAgrees(page, diff, check, what) {
   rows.forEach((cells, i) => {
     const c = changes[i], counts = at >= 0 && /^yes/.test(cells[at]), beyond = Math.abs(c.delta_ms) > c.threshold_ms;
     const explained = beyond || (i === 0 && /within the ±[\d.,]+ (ms|µs) noise threshold, but every profiled step/.test(said));
-    if (counts !== !!c.significant || (counts && !explained) || (!counts && beyond)) { ok = false; why.push(cells[0] + ': ' + cells.join(' | ')); }
+    /* diff.json's own reason: beyond noise exactly when past the threshold, steps apart otherwise */
+    const reason = c.significant ? (beyond ? 'noise' : 'steps_apart') : null;
+    if (counts !== !!c.significant || (counts && !explained) || (!counts && beyond) || c.counted_by !== reason) {
+      ok = false; why.push(cells[0] + ': ' + cells.join(' | ') + ' (counted_by ' + c.counted_by + ')');
+    }
   });
   const st = diff.step_time;
   const sentence = st.significant ? /^The step time's change counts/.test(said) : /^The step time's change does not count/.test(said);

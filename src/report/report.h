@@ -44,8 +44,8 @@ int pt_report_copy_parts(const char *report_path, const char *report_json, size_
  * pt_round_new_in_memory). 0, or -1 with err where the write would fail for the content. */
 int pt_report_render(const pt_json *report, pt_buf *report_json, pt_buf *data_js, pt_error *err);
 
-/* The report at the terminal (report_text.c): the verdict and its findings first, the
- * job in one line, the warnings (options->warnings; the same text about several workers
+/* The report at the terminal (report_text.c): the verdict (with input_problem under it,
+ * for partial or mixed input) and its findings first, the job in one line, the warnings (options->warnings; the same text about several workers
  * on one line, naming their ranks), then each seed section under its name as a log line
  *   GPU Compute:
  *   [2026-11-29 07:30:00,046 PerfTracker] (gpu_compute.c) INFO: GPU utilization min ...

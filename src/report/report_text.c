@@ -674,7 +674,7 @@ static void render_job(const pt_json *report, pt_buf *out)
     if (failed > 0)
         pt_buf_printf(out, ", %.0f unreadable", failed);
     if (missing > 0) {
-        pt_buf_printf(out, ", %.0f missing (ranks ", missing);
+        pt_buf_printf(out, ", %.0f missing (rank%s ", missing, missing == 1 ? "" : "s");
         const pt_json *ranks = pt_json_get(job, "missing_ranks");
         size_t n = is_array(ranks) ? ranks->count : 0, k = 0;
         int32_t *list = pt_xmalloc((n ? n : 1) * sizeof *list);
@@ -696,6 +696,15 @@ static void render_job(const pt_json *report, pt_buf *out)
     pt_buf_puts(out, "\n");
 }
 
+/* Whether some finding's sentence is text (a mixed input's one finding is its problem). */
+static bool a_finding_says(const pt_json *findings, const char *text)
+{
+    for (size_t i = 0; is_array(findings) && i < findings->count; i++)
+        if (strcmp(pt_json_get_string(findings->items[i], "summary", ""), text) == 0)
+            return true;
+    return false;
+}
+
 void pt_report_render_verdict(const pt_json *report, pt_buf *out)
 {
     const pt_json *diagnosis = pt_json_get(report, "diagnosis");
@@ -703,6 +712,10 @@ void pt_report_render_verdict(const pt_json *report, pt_buf *out)
     pt_buf_puts(out, "Diagnosis:\n");
     log_prefix(out, "findings.c");
     pt_buf_printf(out, "verdict: %s\n", pt_json_get_string(diagnosis, "verdict", "unknown"));
+    /* A verdict on partial or mixed input says so under it, before any finding. */
+    const char *problem = pt_json_get_string(diagnosis, "input_problem", NULL);
+    if (problem && *problem && !a_finding_says(findings, problem))
+        pt_buf_printf(out, "%s\n", problem); /* "Partial: ...", "Mixed: ..." */
     size_t count = is_array(findings) ? findings->count : 0;
     for (size_t i = 0; i < count; i++) {
         const pt_json *f = findings->items[i];

@@ -1,5 +1,6 @@
 /* report/report_text.c: what the terminal shows of a report, from report.json texts
- * written here. The verdict comes first; a warning several workers share is one line by
+ * written here. The verdict comes first, a partial input's problem under it (a mixed
+ * input's, its one finding, once); a warning several workers share is one line by
  * rank, at the bound of the ranks listed (8 runs, 9 runs); ratios round at the bounds of
  * their forms (<0.01%, 0.01%, 1%); workers are ranks in the sections, unknown names stay
  * names; a name two workers share names no rank; members of the wrong type are skipped. */
@@ -116,7 +117,8 @@ static const char report_head[] =
     " \"workers\": [{\"rank\": 0, \"name\": \"node0_0_1.json\"}, {\"rank\": 7, \"name\": \"node0_7_8.json\"}],"
     " \"diagnosis\": {\"verdict\": \"degraded\", \"joint_impact\": 0.3, \"findings\": ["
     "  {\"category\": \"python\", \"impact\": 0.2512, \"summary\": \"Rank 7 is slow.\"},"
-    "  {\"category\": \"gpu_compute\", \"impact\": 0.05, \"summary\": \"A kernel.\"}]},";
+    "  {\"category\": \"gpu_compute\", \"impact\": 0.05, \"summary\": \"A kernel.\"}],"
+    "  \"inputs\": \"partial\", \"input_problem\": \"Partial: 6 of the job's 8 ranks were analysed.\"},";
 
 static void test_verdict_first_and_rounding(void **state)
 {
@@ -136,7 +138,9 @@ static void test_verdict_first_and_rounding(void **state)
              "\"warnings\": [\"node0_7_8.json: no GPU events\"]}", report_head);
     char *text = render(json, false);
     assert_true(strncmp(text, "Diagnosis:\n", 11) == 0);
-    const char *verdict = strstr(text, "INFO: verdict: degraded\n  1. [python, impact 25.1%] Rank 7 is slow.\n"
+    const char *verdict = strstr(text, "INFO: verdict: degraded\n"
+                                       "Partial: 6 of the job's 8 ranks were analysed.\n"
+                                       "  1. [python, impact 25.1%] Rank 7 is slow.\n"
                                        "  2. [gpu_compute, impact 5.0%] A kernel.\n"
                                        "Fixing all 2 findings at once saves 30.0% of the step.\n");
     assert_non_null(verdict);
@@ -161,10 +165,22 @@ static void test_verdict_first_and_rounding(void **state)
     free(text);
 }
 
+/* Mixed input: the one finding is the problem's sentence, said once. */
+static void test_input_problem_once(void **state)
+{
+    (void)state;
+    char *text = render("{\"diagnosis\": {\"verdict\": \"degraded\", \"inputs\": \"mixed\","
+                        " \"input_problem\": \"Not one job.\", \"findings\": [{\"category\": \"other\","
+                        " \"impact\": 0, \"summary\": \"Not one job.\"}]}}", false);
+    assert_has(text, "INFO: verdict: degraded\n  1. [other, impact 0.0%] Not one job.\n");
+    assert_null(strstr(strstr(text, "Not one job.") + 1, "Not one job.")); /* said once */
+    free(text);
+}
+
 static void test_hostile_types(void **state)
 {
     (void)state;
-    char *text = render("{\"workers\": \"none\", \"job\": [], \"diagnosis\": {\"findings\": {}},"
+    char *text = render("{\"workers\": \"none\", \"job\": [], \"diagnosis\": {\"findings\": {}, \"input_problem\": 5},"
                         " \"warnings\": [null, {\"a\": 1}, \"left as it is\"],"
                         " \"GPU Compute\": {\"min/median/max GPU utilization (in [0,1])\": [\"x\", 1],"
                         "  \"major_kernel_executions\": {\"k()\": 3, \"(\": {}, \")\": {\"bottleneck ratio (in [0,1])\": 1}}},"
@@ -183,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_rank_list_bound),
         cmocka_unit_test(test_warnings_grouped),
         cmocka_unit_test(test_verdict_first_and_rounding),
+        cmocka_unit_test(test_input_problem_once),
         cmocka_unit_test(test_hostile_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

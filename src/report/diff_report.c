@@ -37,20 +37,28 @@ static void put_name(pt_buf *out, const char *name)
         pt_buf_printf(out, "%.*s...", NAME_CHARS - 3, name);
 }
 
+/* Decimals for a figure a person reads: three significant digits at most, never an
+ * exponent (0.0000175 ms reads "0.000"). */
+static int decimals(double v)
+{
+    double a = fabs(v);
+    return a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
+}
+
 static void put_ms(pt_buf *out, const char *prefix, double ms)
 {
     if (!isfinite(ms))
         pt_buf_printf(out, "%s%10s", prefix, "-");
     else
-        pt_buf_printf(out, "%s%7.3g ms", prefix, ms);
+        pt_buf_printf(out, "%s%7.*f ms", prefix, decimals(ms), ms);
 }
 
 static void put_delta(pt_buf *out, const pt_json *c)
 {
     double delta = pt_json_get_number(c, "delta_ms", NAN), pct = pt_json_get_number(c, "delta_pct", NAN);
-    pt_buf_printf(out, "  %+8.3g ms", delta);
+    pt_buf_printf(out, "  %+8.*f ms", decimals(delta), delta);
     if (isfinite(pct))
-        pt_buf_printf(out, fabs(pct) >= 1000 ? " (%+.0f%%)" : " (%+.3g%%)", pct);
+        pt_buf_printf(out, " (%+.*f%%)", fabs(pct) >= 100 ? 0 : 1, pct);
     else if (delta != 0)
         pt_buf_puts(out, " (new)");
 }
@@ -86,9 +94,11 @@ static void put_rank_note(pt_buf *out, const pt_json *f)
         return;
     pt_buf_puts(out, "      on rank");
     pt_buf_puts(out, ranks->count > 1 ? "s" : "");
-    for (size_t i = 0; i < ranks->count && i < 4; i++)
-        pt_buf_printf(out, "%s %g: %+.4g ms", i ? "," : "", pt_json_get_number(ranks->items[i], "rank", -1),
-                      pt_json_get_number(ranks->items[i], "delta_ms", NAN));
+    for (size_t i = 0; i < ranks->count && i < 4; i++) {
+        double delta = pt_json_get_number(ranks->items[i], "delta_ms", NAN);
+        pt_buf_printf(out, "%s %g: %+.*f ms", i ? "," : "", pt_json_get_number(ranks->items[i], "rank", -1),
+                      decimals(delta), delta);
+    }
     if (ranks->count > 4)
         pt_buf_printf(out, ", and %zu more", ranks->count - 4);
     pt_buf_putc(out, '\n');
@@ -136,6 +146,7 @@ static void put_listed(pt_buf *out, const pt_json *diff, const char *key, const 
         pt_buf_puts(out, significant(f) ? "  * " : "    ");
         put_name(out, pt_json_get_string(f, "name", ""));
         pt_buf_putc(out, '\n');
+        put_rank_note(out, f); /* one rank's new work reads 0 ms on the median worker */
     }
     if (count > LISTED_SHOWN)
         pt_buf_printf(out, "  ... and %g more in diff.json\n", count - LISTED_SHOWN);

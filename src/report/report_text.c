@@ -689,7 +689,7 @@ static void render_job(const pt_json *report, pt_buf *out)
     double steps = pt_json_get_number(job, "steps", NAN), step_ms = pt_json_get_number(job, "median_step_time_ms", NAN);
     if (!isnan(steps))
         pt_buf_printf(out, "; %.0f profiled step%s", steps, steps == 1 ? "" : "s");
-    if (!isnan(step_ms)) {
+    if (step_ms > 0) { /* none measured: nothing to say (a hang report's may be null) */
         pt_buf_puts(out, ", median step ");
         put_ms(out, step_ms);
     }

@@ -546,17 +546,28 @@ static int parse_args(int argc, char **argv, pt_cli_job_options *o, input_list *
 
 /* Whether OUT holds a report already (report.json or its page): replaced only with
  * --force, since an analysis into the folder of an earlier one would otherwise lose that
- * one without a word. */
-static bool holds_report(const char *out_dir)
+ * one without a word. A name there that is a symlink, or not this user's, is no report of
+ * ours but someone's trap (a PerfDisplay pointing elsewhere, in a shared folder): refused
+ * by name before anything is read, --force or not. Returns 0 (free), 1 (a report), -1
+ * (a trap: *why says what). */
+static int holds_report(const char *out_dir, char *why, size_t why_cap)
 {
     static const char *const report_files[] = {"report.json", "PerfDisplay"};
     struct stat st;
     pt_buf path = PT_BUF_INIT;
-    bool found = false;
-    for (size_t i = 0; i < PT_ARRAY_LEN(report_files) && !found; i++) {
+    int found = 0;
+    for (size_t i = 0; i < PT_ARRAY_LEN(report_files) && found >= 0; i++) {
         pt_buf_reset(&path);
         pt_buf_printf(&path, "%s/%s", out_dir, report_files[i]);
-        found = lstat(path.data, &st) == 0;
+        if (lstat(path.data, &st) != 0)
+            continue;
+        if (S_ISLNK(st.st_mode) || st.st_uid != geteuid()) {
+            snprintf(why, why_cap, "%s is %s: not a report of this user's, and never written through; nothing "
+                     "was read", path.data, S_ISLNK(st.st_mode) ? "a symlink" : "another user's");
+            found = -1;
+        } else {
+            found = 1;
+        }
     }
     pt_buf_free(&path);
     return found;
@@ -650,9 +661,14 @@ int cmd_analyze(int argc, char **argv)
     void (*render)(const pt_json *, pt_buf *) = o.quiet ? pt_report_render_verdict
                                                 : o.verbose ? render_verbose
                                                             : render_readable;
-    if (!o.force && holds_report(out_dir)) { /* before hours of reading, not after */
-        pt_cli_print(stderr, "perftracker: %s already holds a report (report.json, PerfDisplay/): give another -o, or "
-                             "--force to replace it; nothing was read\n", out_dir);
+    char trap[4096 + 128];
+    int held = holds_report(out_dir, trap, sizeof trap); /* before hours of reading, not after */
+    if (held < 0 || (held > 0 && !o.force)) {
+        if (held < 0)
+            pt_cli_print(stderr, "perftracker: %s\n", trap);
+        else
+            pt_cli_print(stderr, "perftracker: %s already holds a report (report.json, PerfDisplay/): give another -o, "
+                                 "or --force to replace it; nothing was read\n", out_dir);
         input_list_free(&inputs);
         return PT_EXIT_FAILURE;
     }

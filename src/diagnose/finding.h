@@ -1,6 +1,7 @@
 /* finding.h -- one finding of the diagnosis and the list they are collected in, shared by
  * the passes that produce them (peers.c: workers against their peers; findings.c: hangs,
- * hardware evidence, problems every worker shares) and by the output. */
+ * hardware evidence, problems every worker shares, and one finding per cause: the
+ * findings of one cause merged, each a part of it) and by the output. */
 #ifndef PT_DIAGNOSE_FINDING_H
 #define PT_DIAGNOSE_FINDING_H
 
@@ -27,7 +28,8 @@ typedef enum pt_fix_kind {
     PT_FIX_COMMON     /* every worker: `row` (or `classes`) above `expected` of each step */
 } pt_fix_kind;
 
-typedef struct finding {
+typedef struct finding finding;
+struct finding {
     const char *category;
     char *function;
     size_t *workers;          /* worker indices */
@@ -60,7 +62,15 @@ typedef struct finding {
     const int32_t *ranks;     /* a finding about ranks that were not analysed (the job's
                                  missing ranks): they, not workers, are the ranks it names */
     size_t rank_count;
-} finding;
+    finding *parts;           /* one cause found as several findings (pt_merge_causes): the
+                                 findings merged into this one, each costed alone; owned */
+    size_t part_count;
+    bool covers_parts;        /* its own removal (a class, rolled up) holds its parts'; else
+                                 it removes what its parts remove, together */
+    double adds;              /* what fixing it adds to fixing the findings reported above it
+                                 (their adds sum to the joint saving; below impact only where
+                                 findings of different causes remove the same step time) */
+};
 
 typedef struct finding_list {
     finding *items;
@@ -136,6 +146,17 @@ void pt_peer_findings(const pt_analysis *a, const struct pt_whatif *m, finding_l
  * and the saving of fixing that one alone. */
 void pt_cost_finding(const pt_analysis *a, const struct pt_whatif *m, finding *f);
 void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms);
+
+/* One finding per cause (findings.c): findings from `first` on that remove the same time
+ * -- one worker's kernels (or copies), a Python frame and the frames it calls, device
+ * memory freed and allocated again, a rolled-up slow-GPU or slow-host finding and the
+ * functions it covers -- become one, costed as one removal, its members its parts.
+ * Hardware findings explaining a member explain the merged finding. */
+void pt_merge_causes(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, size_t first);
+/* A merged finding's sentence names this many parts, then counts the rest. */
+#define PT_PARTS_SAID 4
+/* Python stack `frame` is a proper ancestor of stack `stack` (a prefix ending at '|'). */
+bool pt_stack_is_ancestor(const char *frame, const char *stack);
 
 
 

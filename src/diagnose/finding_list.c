@@ -47,6 +47,12 @@ finding *pt_finding_find(finding_list *list, const char *category, const char *f
     return NULL;
 }
 
+bool pt_stack_is_ancestor(const char *frame, const char *stack)
+{
+    size_t len = strlen(frame);
+    return len > 0 && strncmp(frame, stack, len) == 0 && stack[len] == '|';
+}
+
 bool pt_findings_name_worker(const finding_list *list, size_t w)
 {
     for (size_t i = 0; i < list->count; i++)
@@ -62,6 +68,9 @@ static void finding_free(finding *f)
     free(f->values);
     free(f->summary);
     pt_json_free(f->hang);
+    for (size_t i = 0; i < f->part_count; i++)
+        finding_free(&f->parts[i]);
+    free(f->parts);
 }
 
 void pt_finding_drop_last(finding_list *list)

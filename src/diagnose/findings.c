@@ -52,7 +52,16 @@
  * saving, in every step or in some; the report carries that saving as saves_ms, the one
  * figure. A finding that saves nothing, alone or within the joint saving, is dropped
  * (drop_findings_that_save_nothing), but for GPU work only its ranks do on a GPU that
- * may be shared: the model does not see it slow the ranks sharing it. */
+ * may be shared: the model does not see it slow the ranks sharing it.
+ *
+ * One finding per cause (pt_merge_causes): findings that remove the same time or that one
+ * change fixes -- one worker's kernels (or copies), cudaFree and the cudaMalloc after it,
+ * a Python frame and the frames it calls, a rolled-up slow GPU, slow host or CPU-bound
+ * finding and the functions it covers -- become one finding costed as one removal, its
+ * members its parts (evidence.parts, each with its own saving alone). So the impacts do
+ * not count one cause's time twice; where findings of different causes still remove the
+ * same step time, each says what it adds to those reported above it (adds, which sum to
+ * the joint saving: savings_in_report_order). */
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -187,12 +196,16 @@ static double step_length_ms(const pt_analysis *a, const pt_whatif *m, size_t w,
     return pt_whatif_by_step(m) ? (double)a->workers[w]->steps[s].dur_ns / 1e6 : a->step_ms[w];
 }
 
-/* What fixing f removes, into fix (and into also, when given): per step, each named
- * worker's value above the others' (the median of the workers f does not name) or, for
- * a finding about every worker, above what it is expected to take. Only `only` when it
- * is a worker index. mean_excess[w] gets each worker's excess per step. */
-static void remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
-                           size_t only, double *mean_excess, size_t *steps_over_floor)
+static unsigned fix_mask(const finding *f)
+{
+    return f->fix == PT_FIX_WORK ? PT_WORK_CLASSES : f->row ? PT_CLASS_BIT(f->row->cls) : f->classes;
+}
+
+/* What fixing f itself removes, per modelled step, into out[w * steps + s] (0 where it
+ * removes nothing): each named worker's value above the others' (the median of the
+ * workers f does not name) or, for a finding about every worker, above what it is
+ * expected to take. Only `only` when it is a worker index. Returns the classes. */
+static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
 {
     size_t steps = pt_whatif_steps(m), n = a->n;
     double *values = pt_xmalloc((n * steps + 1) * sizeof *values), *column = pt_xmalloc((n ? n : 1) * sizeof *column);
@@ -201,7 +214,7 @@ static void remove_finding(const pt_analysis *a, const pt_whatif *m, const findi
     for (size_t k = 0; k < f->worker_count; k++)
         named_count += !named[f->workers[k]], named[f->workers[k]] = true;
     fix_values(a, m, f, values);
-    unsigned mask = f->fix == PT_FIX_WORK ? PT_WORK_CLASSES : f->row ? PT_CLASS_BIT(f->row->cls) : f->classes;
+    memset(out, 0, n * steps * sizeof *out);
     for (size_t s = 0; s < steps; s++) {
         double reference = 0;
         if (f->fix != PT_FIX_COMMON) {
@@ -215,21 +228,61 @@ static void remove_finding(const pt_analysis *a, const pt_whatif *m, const findi
             if (!named[w] || (only != SIZE_MAX && w != only))
                 continue;
             double base = f->fix == PT_FIX_COMMON ? f->expected * step_length_ms(a, m, w, s) : reference;
-            double excess = values[w * steps + s] - base;
-            if (excess <= 0)
-                continue;
-            pt_fix_remove(fix, w, s, mask, excess);
-            if (also)
-                pt_fix_remove(also, w, s, mask, excess);
-            if (mean_excess)
-                mean_excess[w] += excess / (double)steps;
-            if (steps_over_floor && excess >= pt_floor_ms(a))
-                steps_over_floor[w]++;
+            out[w * steps + s] = fmax(0, values[w * steps + s] - base);
         }
     }
     free(values);
     free(column);
     free(named);
+    return fix_mask(f);
+}
+
+/* What fixing f removes, per modelled step (as own_excess): a finding merged from parts
+ * (pt_merge_causes) removes what its parts remove together -- their functions are
+ * different, so their excesses add up -- and one rolled up over a class removes its
+ * own excess or its parts' together, whichever is more (the class holds them). */
+static unsigned finding_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
+{
+    size_t cells = a->n * pt_whatif_steps(m);
+    if (!f->part_count)
+        return own_excess(a, m, f, only, out);
+    unsigned mask = f->covers_parts ? own_excess(a, m, f, only, out) : 0;
+    double *sum = pt_xcalloc(cells + 1, sizeof *sum), *part = pt_xmalloc((cells + 1) * sizeof *part);
+    for (size_t i = 0; i < f->part_count; i++) {
+        mask |= finding_excess(a, m, &f->parts[i], only, part);
+        for (size_t c = 0; c < cells; c++)
+            sum[c] += part[c];
+    }
+    for (size_t c = 0; c < cells; c++)
+        out[c] = f->covers_parts ? fmax(out[c], sum[c]) : sum[c];
+    free(sum);
+    free(part);
+    return mask;
+}
+
+/* What fixing f removes (finding_excess), into fix (and into also, when given). Only
+ * `only` when it is a worker index. mean_excess[w] gets each worker's excess per step,
+ * steps_over_floor[w] the steps in which it reaches the floor. */
+static void remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
+                           size_t only, double *mean_excess, size_t *steps_over_floor)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess);
+    unsigned mask = finding_excess(a, m, f, only, excess);
+    for (size_t s = 0; s < steps; s++)
+        for (size_t w = 0; w < n; w++) {
+            double e = excess[w * steps + s];
+            if (e <= 0)
+                continue;
+            pt_fix_remove(fix, w, s, mask, e);
+            if (also)
+                pt_fix_remove(also, w, s, mask, e);
+            if (mean_excess)
+                mean_excess[w] += e / (double)steps;
+            if (steps_over_floor && e >= pt_floor_ms(a))
+                steps_over_floor[w]++;
+        }
+    free(excess);
 }
 
 /* Exposed communication every worker shares: what nobody's work sets, above what is
@@ -368,6 +421,58 @@ static const char *common_advice(pt_class cls, const char *function)
 /* Common findings the model says fixing would barely help are not worth a line. */
 #define COMMON_MIN_SAVING 0.01
 #define EXPLAINS_WAITING 0.03 /* a peer finding saving this share of the step explains others' waiting */
+#define SAME_TIME_SAID 0.005 /* a finding adding this much less than its impact says so (half a point) */
+
+/* What a common finding is about: "the runtime call `cudaFree`", or for one merged from
+ * parts (pt_merge_causes) the cause and each part's median share of the step. */
+static void put_common_subject_of(const finding *f, pt_buf *out)
+{
+    pt_buf name = PT_BUF_INIT;
+    pt_short_function_name(f->cls, f->function, &name);
+    const char *shown = name.data ? name.data : f->function;
+    if (!f->part_count)
+        pt_buf_printf(out, "%s `%s`", f->cls == PT_CLASS_MEMORY ? "the memory operation" : f->cls == PT_CLASS_RUNTIME ?
+                      "the runtime call" : "Python", shown);
+    else if (f->cls == PT_CLASS_PYTHON)
+        pt_buf_printf(out, "Python `%s` and the code it calls", shown);
+    else if (f->cls == PT_CLASS_RUNTIME)
+        pt_buf_puts(out, "allocator churn, device memory freed and allocated again");
+    else
+        pt_buf_printf(out, "%zu %s", f->part_count, f->cls == PT_CLASS_MEMORY ? "memory operations" : "functions");
+    pt_buf_free(&name);
+    for (size_t i = 0; i < f->part_count && i < PT_PARTS_SAID; i++) {
+        char pct[PT_PERCENT_LEN];
+        pt_buf part = PT_BUF_INIT;
+        pt_short_function_name(f->parts[i].cls, f->parts[i].function, &part);
+        pt_buf_printf(out, "%s`%s` %s", i ? ", " : " (", part.data ? part.data : f->parts[i].function,
+                      pt_percent(pct, 100 * f->parts[i].median));
+        pt_buf_free(&part);
+    }
+    if (f->part_count > PT_PARTS_SAID)
+        pt_buf_printf(out, " and %zu more", f->part_count - PT_PARTS_SAID);
+    if (f->part_count)
+        pt_buf_putc(out, ')');
+}
+
+/* "Every worker spends 19% of each step in the runtime call `cudaFree` not hidden by
+ * computation; fixing it saves ...; <advice>." */
+static void describe_common(const pt_analysis *a, const pt_whatif *m, finding *f)
+{
+    size_t above = 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        above += f->values[k] > f->expected;
+    pt_buf s = PT_BUF_INIT;
+    char pct[PT_PERCENT_LEN];
+    put_common_subject(a, above, "spend", &s);
+    pt_buf_printf(&s, " %s%s of each step in ", above < a->n ? "a median of " : "", pt_percent(pct, 100 * f->median));
+    put_common_subject_of(f, &s);
+    pt_buf_printf(&s, " not hidden by %s", f->cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
+    pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
+    pt_buf_puts(&s, "; ");
+    pt_buf_puts(&s, common_advice(f->cls, f->function));
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
 
 static void common_class(const pt_analysis *a, const pt_whatif *m, finding_list *list, pt_class cls, double threshold,
                          double expected)
@@ -391,20 +496,7 @@ static void common_class(const pt_analysis *a, const pt_whatif *m, finding_list 
             pt_finding_drop_last(list);
             continue;
         }
-        pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
-        pt_short_function_name(cls, row->name, &name);
-        char pct[PT_PERCENT_LEN];
-        put_common_subject(a, above, "spend", &s);
-        pt_buf_printf(&s, " %s%s of each step in %s `%s` not hidden by %s", above < a->n ? "a median of " : "",
-                      pt_percent(pct, 100 * median),
-                      cls == PT_CLASS_MEMORY ? "the memory operation" : cls == PT_CLASS_RUNTIME ? "the runtime call"
-                                                                                             : "Python",
-                      name.data ? name.data : row->name, cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
-        pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
-        pt_buf_puts(&s, "; ");
-        pt_buf_puts(&s, common_advice(cls, row->name));
-        f->summary = pt_buf_take(&s);
-        pt_buf_free(&name);
+        describe_common(a, m, f);
     }
     free(ratio);
 }
@@ -526,11 +618,11 @@ static void waiting_for_missing(const pt_analysis *a, const pt_whatif *m, const 
  * good part of it, longer than the worker waits. On (almost) every worker of a GPU job
  * that is one finding: fixing it (fewer, larger operations; CUDA graphs, compilation)
  * takes each worker's CPU-side time down to what a step is expected to spend there. */
-static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+/* Each worker's CPU-side share of its window into share; returns how many workers are
+ * CPU-bound (the rule above). */
+static size_t cpu_bound_workers(const pt_analysis *a, double *share)
 {
-    double *share = pt_xmalloc(a->n * sizeof *share);
     size_t bound = 0;
-    double python = 0, runtime = 0, gpu = 0;
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
         double window = (double)s->window_ns;
@@ -541,35 +633,50 @@ static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_l
         if (device < CPU_BOUND_GPU && cpu >= CPU_BOUND_CPU && cpu > waiting)
             bound++;
     }
-    if (a->n == 0 || (double)bound < MOST_WORKERS * (double)a->n) {
-        free(share);
-        return;
+    return bound;
+}
+
+/* " It includes what `a` (19% of each step) and `b` (...) take: ...": the parts of a
+ * finding about every worker that holds them (cpu_bound), by their median shares. */
+static void put_common_parts_within(finding *f)
+{
+    pt_buf s = PT_BUF_INIT;
+    pt_buf_puts(&s, f->summary ? f->summary : "");
+    pt_buf_puts(&s, " It includes what ");
+    for (size_t i = 0; i < f->part_count && i < PT_PARTS_SAID; i++) {
+        char pct[PT_PERCENT_LEN];
+        pt_buf name = PT_BUF_INIT;
+        pt_short_function_name(f->parts[i].cls, f->parts[i].function, &name);
+        pt_buf_printf(&s, "%s`%s` (a median of %s of each step)", i == 0 ? "" : i + 1 == f->part_count ? " and " : ", ",
+                      name.data ? name.data : f->parts[i].function, pt_percent(pct, 100 * f->parts[i].median));
+        pt_buf_free(&name);
     }
-    double median = pt_median_of(share, a->n, a->scratch);
-    finding *f = pt_finding_add(list, "cpu_bound", "CPU-side work: Python, operators and launches", "Python functions");
-    f->all_workers = true;
-    f->fix = PT_FIX_COMMON;
-    f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
-    f->expected = EXPECTED_CPU;
-    f->metric = "CPU-side time alone on the critical path, share of the window (median over workers)";
-    f->median = median;
-    for (size_t w = 0; w < a->n; w++)
-        pt_finding_name_worker(f, w, share[w]);
-    pt_cost_finding(a, m, f);
-    for (size_t w = 0; w < a->n; w++) { /* the typical worker's parts, per step */
+    if (f->part_count > PT_PARTS_SAID)
+        pt_buf_printf(&s, " and %zu more", f->part_count - PT_PARTS_SAID);
+    pt_buf_puts(&s, f->part_count == 1 ? " takes" : " take");
+    pt_buf_puts(&s, ", found on its own too: part of this saving, not in addition to it.");
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+static void describe_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding *f)
+{
+    double *share = pt_xmalloc((a->n ? a->n : 1) * sizeof *share);
+    size_t bound = cpu_bound_workers(a, share);
+    for (size_t w = 0; w < a->n; w++) /* the typical worker's parts, per step */
         share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_PYTHON] / 1e6 / a->steps[w];
-    }
-    python = pt_median_of(share, a->n, a->scratch);
+    double python = pt_median_of(share, a->n, a->scratch);
     for (size_t w = 0; w < a->n; w++)
         share[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_RUNTIME] / 1e6 / a->steps[w];
-    runtime = pt_median_of(share, a->n, a->scratch);
+    double runtime = pt_median_of(share, a->n, a->scratch);
     for (size_t w = 0; w < a->n; w++) {
         const pt_worker_summary *s = a->workers[w];
         share[w] = s->window_ns > 0 ? (double)(s->exposed_ns[PT_CLASS_COMPUTE] + s->exposed_ns[PT_CLASS_MEMORY]) /
                                           (double)s->window_ns
                                     : 0;
     }
-    gpu = pt_median_of(share, a->n, a->scratch);
+    double gpu = pt_median_of(share, a->n, a->scratch);
+    free(share);
     pt_buf s = PT_BUF_INIT;
     char pct[PT_PERCENT_LEN];
     pt_buf_printf(&s, "The job is CPU-bound%s: the GPU works only %s of each step, while the CPU side alone takes ",
@@ -584,10 +691,35 @@ static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_l
     pt_buf_puts(&s, " at most; give the GPU more work per call (larger batches, fused or compiled kernels: "
                     "torch.compile, CUDA graphs), cut per-step Python (logging, host-side bookkeeping) and load data "
                     "in background workers.");
+    free(f->summary);
     f->summary = pt_buf_take(&s);
+    if (f->part_count)
+        put_common_parts_within(f);
+}
+
+static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    double *share = pt_xmalloc((a->n ? a->n : 1) * sizeof *share);
+    size_t bound = cpu_bound_workers(a, share);
+    if (a->n == 0 || (double)bound < MOST_WORKERS * (double)a->n) {
+        free(share);
+        return;
+    }
+    finding *f = pt_finding_add(list, "cpu_bound", "CPU-side work: Python, operators and launches", "Python functions");
+    f->all_workers = true;
+    f->fix = PT_FIX_COMMON;
+    f->classes = PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON);
+    f->expected = EXPECTED_CPU;
+    f->metric = "CPU-side time alone on the critical path, share of the window (median over workers)";
+    f->median = pt_median_of(share, a->n, a->scratch);
+    for (size_t w = 0; w < a->n; w++)
+        pt_finding_name_worker(f, w, share[w]);
+    free(share);
+    pt_cost_finding(a, m, f);
     if (f->impact < COMMON_MIN_SAVING)
         pt_finding_drop_last(list);
-    free(share);
+    else
+        describe_cpu_bound(a, m, f);
 }
 
 /* The slowest worker moves from step to step: no worker holds the job up in every step,
@@ -662,6 +794,243 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
     pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
     pt_buf_puts(&s, "; balance the work per rank and step (bucket or pack sequences by length, even shards).");
     f->summary = pt_buf_take(&s);
+}
+
+/* ------------------------------------------------------------ one finding per cause */
+
+/* Whether a merge may take f in: costed by the model, about workers analysed, not merged
+ * already. */
+static bool mergeable(const finding *f)
+{
+    return f->fix != PT_FIX_NONE && !f->explains && !f->rank_count && f->worker_count > 0 && !f->part_count;
+}
+
+static bool in_worker_order(const finding *f)
+{
+    for (size_t k = 1; k < f->worker_count; k++)
+        if (f->workers[k] <= f->workers[k - 1])
+            return false;
+    return true;
+}
+
+/* Every worker inner names, outer names too: one walk when both are in worker order (the
+ * passes name workers so, but for a graded finding's pace setter named first). */
+static bool workers_within(const finding *inner, const finding *outer)
+{
+    if (!in_worker_order(inner) || !in_worker_order(outer)) {
+        for (size_t k = 0; k < inner->worker_count; k++)
+            if (!pt_finding_names(outer, inner->workers[k]))
+                return false;
+        return true;
+    }
+    size_t j = 0;
+    for (size_t k = 0; k < inner->worker_count; k++) {
+        while (j < outer->worker_count && outer->workers[j] < inner->workers[k])
+            j++;
+        if (j == outer->worker_count || outer->workers[j] != inner->workers[k])
+            return false;
+    }
+    return true;
+}
+
+/* A finding rolled up over classes: on some workers (their GPU or host uniformly slower, a
+ * class above its peers), or on every worker (CPU-bound: the CPU side summed over every
+ * stack); its fix removes the classes' whole excess there. */
+static bool rolled_up(const finding *f)
+{
+    return (f->fix == PT_FIX_CLASSES && !f->all_workers) ||
+           (f->fix == PT_FIX_COMMON && f->all_workers && !f->row && !(f->classes & PT_CLASS_BIT(PT_CLASS_COMM)));
+}
+
+/* x's fix removes y's time: y is about x's workers (or some) and x's classes. */
+static bool covers(const finding *x, const finding *y)
+{
+    return rolled_up(x) && x->all_workers == y->all_workers && !(fix_mask(y) & ~x->classes) && workers_within(y, x);
+}
+
+/* Two functions of one class, about the same workers (one's within the other's), that one
+ * change fixes: one worker's kernels, or its copies (its GPU, its link, the layers it
+ * runs more of); device memory freed and allocated again (the cudaFree and the cudaMalloc
+ * that follows it: allocator churn); a Python frame and a frame it calls. */
+static bool one_cause(const finding *x, const finding *y)
+{
+    if (!x->row || !y->row || x->fix != y->fix || (x->fix != PT_FIX_ROW && x->fix != PT_FIX_COMMON) ||
+        x->all_workers != y->all_workers || x->row->cls != y->row->cls || x->graded || y->graded)
+        return false; /* a graded finding is one function's amounts on several workers */
+    bool related = false;
+    switch (x->row->cls) {
+    case PT_CLASS_COMPUTE:
+    case PT_CLASS_MEMORY: /* what every worker spends there is not one worker's device */
+        related = !x->all_workers;
+        break;
+    case PT_CLASS_RUNTIME:
+        related = pt_runtime_kind_of(x->row->name) == PT_RUNTIME_MEMORY &&
+                  pt_runtime_kind_of(y->row->name) == PT_RUNTIME_MEMORY;
+        break;
+    case PT_CLASS_PYTHON:
+        related = pt_stack_is_ancestor(x->row->name, y->row->name) || pt_stack_is_ancestor(y->row->name, x->row->name);
+        break;
+    default:
+        break;
+    }
+    return related && (x->all_workers || workers_within(x, y) || workers_within(y, x));
+}
+
+static size_t root_of(size_t *parent, size_t i)
+{
+    while (parent[i] != i)
+        i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+/* The finding that speaks for a cause: the rolled-up one (the cause is its class); else
+ * for Python the frame every other one is called from (the frame a user would change);
+ * else the one saving the most alone. */
+static size_t pick_head(const finding *items, const size_t *members, size_t count)
+{
+    size_t head = members[0];
+    for (size_t k = 1; k < count; k++) {
+        const finding *f = &items[members[k]], *h = &items[head];
+        if (rolled_up(f) != rolled_up(h)) {
+            if (rolled_up(f))
+                head = members[k];
+        } else if (f->impact > h->impact || (f->impact == h->impact && f->excess_ms > h->excess_ms)) {
+            head = members[k];
+        }
+    }
+    if (rolled_up(&items[head]) || items[head].row->cls != PT_CLASS_PYTHON)
+        return head;
+    for (size_t k = 0; k < count; k++) {
+        size_t calls_all = 0;
+        for (size_t j = 0; j < count; j++)
+            calls_all += j == k || pt_stack_is_ancestor(items[members[k]].function, items[members[j]].function);
+        if (calls_all == count)
+            return members[k];
+    }
+    return head;
+}
+
+static int by_part_saving(const void *x, const void *y)
+{
+    const finding *a = x, *b = y;
+    int order = pt_cmp_desc(a->impact, b->impact);
+    return order ? order : pt_cmp_desc(a->excess_ms, b->excess_ms);
+}
+
+/* Moves *f into into's parts; f's slot is left empty (nothing to free). */
+static void add_part(finding *into, finding *f)
+{
+    into->parts = pt_xrealloc(into->parts, (into->part_count + 1) * sizeof *into->parts);
+    into->parts[into->part_count++] = *f;
+    memset(f, 0, sizeof *f);
+}
+
+/* The finding a cause's parts make when none of them holds the others: the head's kind,
+ * function and evidence (the sentence says each part's own), every part's workers, and
+ * each worker's value the sum of its parts'. */
+static finding merged_finding(const pt_analysis *a, const finding *head, const finding *parts, size_t count)
+{
+    finding g;
+    memset(&g, 0, sizeof g);
+    g.category = head->category;
+    g.function = pt_xstrdup(head->function);
+    g.section = head->section;
+    g.metric = head->metric;
+    g.all_workers = head->all_workers;
+    g.fix = head->fix;
+    g.row = head->row;
+    g.classes = head->classes;
+    g.expected = head->expected;
+    g.cls = head->cls;
+    g.evidence = head->evidence;
+    g.calls = head->calls, g.peer_calls = head->peer_calls;
+    double *sum = pt_xcalloc(a->n ? a->n : 1, sizeof *sum);
+    bool *named = pt_xcalloc(a->n ? a->n : 1, sizeof *named);
+    for (size_t i = 0; i < count; i++) {
+        g.median += parts[i].median;
+        for (size_t k = 0; k < parts[i].worker_count; k++)
+            sum[parts[i].workers[k]] += parts[i].values[k], named[parts[i].workers[k]] = true;
+    }
+    for (size_t w = 0; w < a->n; w++)
+        if (named[w])
+            pt_finding_name_worker(&g, w, sum[w]);
+    if (g.all_workers) /* every worker's share of its step: the median worker's, summed */
+        g.median = pt_median_of(g.values, g.worker_count, a->scratch);
+    free(sum);
+    free(named);
+    return g;
+}
+
+/* Hardware findings explaining a finding taken into another explain that one. */
+static void explain_the_merged(finding_list *list, const size_t *into)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (list->items[i].explains)
+            list->items[i].explains = into[list->items[i].explains - 1] + 1;
+}
+
+void pt_merge_causes(const pt_analysis *a, const pt_whatif *m, finding_list *list, size_t first)
+{
+    size_t count = list->count;
+    if (count <= first + 1)
+        return;
+    size_t *parent = pt_xmalloc(count * sizeof *parent), *members = pt_xmalloc(count * sizeof *members);
+    for (size_t i = 0; i < count; i++)
+        parent[i] = i;
+    for (size_t i = first; i < count; i++)
+        for (size_t j = i + 1; j < count; j++) {
+            const finding *x = &list->items[i], *y = &list->items[j];
+            if (mergeable(x) && mergeable(y) && (covers(x, y) || covers(y, x) || one_cause(x, y)))
+                parent[root_of(parent, j)] = root_of(parent, i);
+        }
+    bool *gone = pt_xcalloc(count, sizeof *gone);
+    size_t *into = pt_xmalloc(count * sizeof *into);
+    for (size_t i = 0; i < count; i++)
+        into[i] = i;
+    for (size_t r = first; r < count; r++) {
+        size_t n_members = 0;
+        for (size_t i = first; i < count; i++)
+            if (root_of(parent, i) == r)
+                members[n_members++] = i;
+        if (n_members < 2)
+            continue;
+        size_t head = pick_head(list->items, members, n_members);
+        finding *h = &list->items[head];
+        if (rolled_up(h)) { /* its own removal holds theirs: they are parts of it */
+            for (size_t k = 0; k < n_members; k++)
+                if (members[k] != head)
+                    add_part(h, &list->items[members[k]]);
+            h->covers_parts = true;
+        } else { /* they are the cause together: a new finding, every one of them a part */
+            finding holder;
+            memset(&holder, 0, sizeof holder);
+            size_t head_part = 0;
+            for (size_t k = 0; k < n_members; k++) {
+                if (members[k] == head)
+                    head_part = holder.part_count;
+                add_part(&holder, &list->items[members[k]]);
+            }
+            *h = merged_finding(a, &holder.parts[head_part], holder.parts, holder.part_count);
+            h->parts = holder.parts, h->part_count = holder.part_count;
+        }
+        qsort(h->parts, h->part_count, sizeof *h->parts, by_part_saving);
+        for (size_t k = 0; k < n_members; k++)
+            if (members[k] != head)
+                gone[members[k]] = true, into[members[k]] = head;
+        pt_cost_finding(a, m, h);
+        if (h->all_workers && h->covers_parts)
+            describe_cpu_bound(a, m, h);
+        else if (h->all_workers)
+            describe_common(a, m, h);
+        else
+            pt_describe_peer_finding(a, h, pt_whatif_step_ms(m));
+    }
+    explain_the_merged(list, into);
+    pt_finding_list_drop(list, gone);
+    free(gone);
+    free(into);
+    free(parent);
+    free(members);
 }
 
 /* ------------------------------------------------------------ findings that save nothing */
@@ -745,6 +1114,30 @@ static pt_json *saves_ms_json(const finding *f, double step_ms)
     return f->fix == PT_FIX_NONE && !f->explains ? pt_json_null() : pt_json_number(f->impact * step_ms);
 }
 
+#define PARTS_LISTED 64 /* a merged finding's parts in its evidence, largest saving first */
+
+/* A merged finding's parts (pt_merge_causes), each with its own figures: its excess (ms
+ * per step above the peers, on its worker with the most), that as a share of the
+ * finding's, and what fixing it alone would save (parts of one cause overlap: the
+ * finding's impact is what fixing all of them saves, not their sum). */
+static pt_json *parts_json(const pt_analysis *a, const finding *f)
+{
+    pt_json *parts = pt_json_array();
+    for (size_t i = 0; i < f->part_count && i < PARTS_LISTED; i++) {
+        const finding *p = &f->parts[i];
+        pt_json *j = pt_json_push(parts, pt_json_object());
+        pt_json_add(j, "category", pt_json_string(p->category));
+        pt_json_add(j, "function", pt_json_string(p->function));
+        pt_json *ranks = pt_json_add(j, "workers", pt_json_array());
+        for (size_t k = 0; k < p->worker_count && k < PARTS_LISTED; k++)
+            pt_json_push(ranks, pt_json_int(pt_worker_rank(a, p->workers[k])));
+        pt_json_add(j, "excess_ms", pt_json_number_rounded(p->excess_ms, 6));
+        pt_json_add(j, "share", pt_json_number_rounded(f->excess_ms > 0 ? fmin(1, p->excess_ms / f->excess_ms) : 0, 6));
+        pt_json_add(j, "impact", pt_json_number_rounded(p->impact, 6));
+    }
+    return parts;
+}
+
 static pt_json *finding_json(const pt_analysis *a, finding *f, double step_ms)
 {
     pt_json *j = pt_json_object();
@@ -758,6 +1151,7 @@ static pt_json *finding_json(const pt_analysis *a, finding *f, double step_ms)
     pt_json_add(j, "all_workers", pt_json_bool(f->all_workers));
     pt_json_add(j, "impact", pt_json_number_rounded(f->impact, 6));
     pt_json_add(j, "saves_ms", saves_ms_json(f, step_ms));
+    pt_json_add(j, "adds", f->fix == PT_FIX_NONE ? pt_json_null() : pt_json_number_rounded(f->adds, 6));
     pt_json_add(j, "summary", pt_json_string(f->summary ? f->summary : ""));
     pt_json *ev = pt_json_add(j, "evidence", pt_json_object());
     pt_json_add(ev, "section", pt_json_string(f->section));
@@ -775,6 +1169,8 @@ static pt_json *finding_json(const pt_analysis *a, finding *f, double step_ms)
         snprintf(rank, sizeof rank, "%d", pt_worker_rank(a, f->workers[i]));
         pt_json_add(values, rank, pt_json_number_rounded(f->values[i], 6));
     }
+    if (f->part_count)
+        pt_json_add(ev, "parts", parts_json(a, f));
     return j;
 }
 
@@ -844,12 +1240,14 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
             pt_cost_finding(a, m, &list->items[i]);
             pt_describe_peer_finding(a, &list->items[i], pt_whatif_step_ms(m));
         }
+        pt_merge_causes(a, m, list, hangs);
         hardware_findings(a, list);
     }
     size_t peer_findings = 0; /* those that save enough to explain the others' waiting */
     for (size_t i = hangs; i < list->count; i++)
         peer_findings += list->items[i].impact >= EXPLAINS_WAITING;
     if (a->n > 0 && !hangs) {
+        size_t common = list->count;
         common_class(a, m, list, PT_CLASS_MEMORY, COMMON_MEMORY, EXPECTED_MEMORY);
         common_class(a, m, list, PT_CLASS_RUNTIME, COMMON_RUNTIME, EXPECTED_RUNTIME);
         if (a->gpu_workers == a->n) {
@@ -869,7 +1267,46 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
             common_communication(a, m, list);
             common_imbalance(a, m, list);
         }
+        pt_merge_causes(a, m, list, common);
     }
+}
+
+/* Each finding's saving beyond those reported above it (adds): the joint saving of the
+ * findings down to it, less that of those above it. Findings of one cause are one finding
+ * (pt_merge_causes), so where the adds are below the impacts, findings of different
+ * causes remove the same step time: the slowest worker's two faults with another worker
+ * close behind (fixing either alone saves that worker's lead), or a finding about every
+ * worker that takes some worker's excess too. The sentence says so, and what the finding
+ * then adds. The adds sum to the joint saving (joint_saving: communication the largest
+ * such finding's, each removal placed once). */
+static void savings_in_report_order(const pt_analysis *a, const pt_whatif *m, finding_list *list)
+{
+    pt_fix *all = pt_fix_new(m);
+    double communication = 0, above = 0, step_ms = pt_whatif_step_ms(m);
+    for (size_t i = 0; i < list->count; i++) {
+        finding *f = &list->items[i];
+        if (f->fix == PT_FIX_NONE)
+            continue;
+        if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
+            communication = fmax(communication, f->impact);
+        else
+            remove_finding(a, m, f, all, NULL, SIZE_MAX, NULL, NULL);
+        double now = fmin(1, pt_whatif_saving(m, all) + communication);
+        f->adds = fmax(0, now - above);
+        above = fmax(above, now);
+        if (f->impact - f->adds < SAME_TIME_SAID || !f->summary)
+            continue;
+        pt_buf s = PT_BUF_INIT;
+        char pct[PT_PERCENT_LEN];
+        pt_buf_puts(&s, f->summary);
+        pt_buf_puts(&s, " Fixed after the findings above, it saves ");
+        pt_put_ms(&s, f->adds * step_ms);
+        pt_buf_printf(&s, " per step (%s): part of its saving is step time they save too.",
+                      pt_percent(pct, 100 * f->adds));
+        free(f->summary);
+        f->summary = pt_buf_take(&s);
+    }
+    pt_fix_free(all);
 }
 
 /* The finding about ranks not analysed leads: it says the others may be waiting for
@@ -909,6 +1346,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, const pt_job_gaps
     if (list.count)
         qsort(list.items, list.count, sizeof *list.items, by_impact);
     lead_with_missing(&list);
+    savings_in_report_order(a, m, &list);
 
     pt_json *diagnosis = pt_json_object();
     const char *verdict = hangs ? "hang" : list.count ? "degraded" : "healthy";

@@ -26,7 +26,8 @@
  *    on several workers (rank r sleeps r s) are judged against the fastest workers of
  *    each step, not the median a grade drags up; who arrived last plays no part, so a
  *    loaded machine that reshuffles arrivals every step does not hide it. Most workers
- *    above one by the same amount is that one being odd, not a grade (graded_rows).
+ *    above one by the same amount is that one being odd, not a grade (graded_rows), and
+ *    several above the fastest by one amount (a pipeline stage's ranks) are not one (grade).
  * Whole classes are judged the same way, for slowness spread over many functions (a
  * uniformly slower GPU), and named by the function with the largest excess.
  * A host whose CPU is contended or throttled slows everything the CPU does by a similar
@@ -45,7 +46,9 @@
  * half its lead, else as untraced time; when its function is one the other workers also
  * spend more time in than the fastest (rank r sleeps r s), they are named with it, the
  * straggler first (graded). Sentences are written once the model has costed each
- * finding (pt_describe_peer_finding). */
+ * finding (pt_describe_peer_finding); a cause found as several functions (findings.c,
+ * pt_merge_causes) gets one sentence naming each part with its own evidence
+ * (describe_group), and a rolled-up finding ends with the parts it holds. */
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -935,8 +938,9 @@ static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead
  * names all of them, the one with the most first (it sets the step time when it is the
  * pace setter), as it is what fixing all of them saves. The fastest are those within the
  * floor of the least time; each named worker is above their median by more than the
- * floor. A finding qualifies when it is the pace setter's largest, or names two workers
- * already (a spread, not one straggler and noise). */
+ * floor, and their amounts differ by more than same_amount (one amount on several workers
+ * is no grade). A finding qualifies when it is the pace setter's largest, or names two
+ * workers already (a spread, not one straggler and noise). */
 static void grade(const pt_analysis *a, finding *f, size_t setter, double *values, double *fast)
 {
     pt_row_exposed_ms(a, f->row, values);
@@ -950,10 +954,17 @@ static void grade(const pt_analysis *a, finding *f, size_t setter, double *value
         if (values[w] > values[most])
             most = w;
     }
-    double reference = pt_median_of(fast, k, a->scratch);
+    double reference = pt_median_of(fast, k, a->scratch), least_excess = INFINITY, most_excess = 0;
     for (size_t w = 0; w < a->n; w++)
-        graded += values[w] > reference + floor;
-    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most))
+        if (values[w] > reference + floor) {
+            graded++;
+            least_excess = fmin(least_excess, values[w] - reference);
+            most_excess = fmax(most_excess, values[w] - reference);
+        }
+    /* Several workers above the fastest by one amount (a pipeline stage's ranks running the
+     * same extra layers) are not a grade: none of them sets the pace alone. */
+    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most) ||
+        most_excess - least_excess <= same_amount(floor, most_excess))
         return;
     for (size_t w = 0; w < a->n; w++)
         if (values[w] > reference + floor && !pt_finding_names(f, w))
@@ -1147,7 +1158,139 @@ static void describe_graded(const pt_analysis *a, finding *f, double step_ms, co
     f->summary = pt_buf_take(&s);
 }
 
+/* ------------------------------------------------------------ one cause, several parts */
+
+/* The evidence every part of f shares (PT_EVIDENCE_NONE: they differ). */
+static pt_evidence parts_evidence(const finding *f)
+{
+    pt_evidence shared = f->parts[0].evidence == PT_EVIDENCE_CLASS ? PT_EVIDENCE_SLOWER : f->parts[0].evidence;
+    for (size_t i = 1; i < f->part_count; i++) {
+        pt_evidence e = f->parts[i].evidence == PT_EVIDENCE_CLASS ? PT_EVIDENCE_SLOWER : f->parts[i].evidence;
+        if (e != shared)
+            return PT_EVIDENCE_NONE;
+    }
+    return shared;
+}
+
+/* "`name` (12 calls against 8, 4 ms more)": a part, with what its own evidence is. */
+static void put_part(const finding *p, pt_buf *out)
+{
+    pt_buf name = PT_BUF_INIT;
+    pt_short_function_name(p->cls, p->function, &name);
+    pt_buf_printf(out, "`%s` (", name.data ? name.data : p->function);
+    pt_buf_free(&name);
+    switch (p->evidence) {
+    case PT_EVIDENCE_ONLY_HERE:
+        pt_buf_printf(out, "%.3g call%s and ", p->calls, p->calls == 1 ? "" : "s");
+        pt_put_ms(out, p->excess_ms);
+        pt_buf_puts(out, " per step");
+        break;
+    case PT_EVIDENCE_MORE_CALLS:
+        pt_buf_printf(out, "%.3g calls per step against %.3g, ", p->calls, p->peer_calls);
+        pt_put_ms(out, p->excess_ms);
+        pt_buf_puts(out, " more");
+        break;
+    default:
+        pt_put_ms(out, p->excess_ms);
+        pt_buf_puts(out, " more in as many calls");
+        break;
+    }
+    pt_buf_putc(out, ')');
+}
+
+static void put_parts(const finding *f, pt_buf *out)
+{
+    for (size_t i = 0; i < f->part_count && i < PT_PARTS_SAID; i++) {
+        pt_buf_puts(out, i == 0 ? "" : i + 1 == f->part_count ? " and " : ", ");
+        put_part(&f->parts[i], out);
+    }
+    if (f->part_count > PT_PARTS_SAID)
+        pt_buf_printf(out, " and %zu more", f->part_count - PT_PARTS_SAID);
+}
+
+/* The functions of one class a cause is made of (pt_merge_causes): "2 GPU kernels",
+ * "Python `... > ckpt.py: save` and the code it calls", allocator churn. */
+static void put_group_noun(const finding *f, pt_buf *out)
+{
+    if (f->cls == PT_CLASS_PYTHON) {
+        pt_buf name = PT_BUF_INIT;
+        pt_short_function_name(f->cls, f->function, &name);
+        pt_buf_printf(out, "Python `%s` and the code it calls", name.data ? name.data : f->function);
+        pt_buf_free(&name);
+    } else if (f->cls == PT_CLASS_RUNTIME) {
+        pt_buf_printf(out, "allocator churn (%zu allocator calls: device memory freed and allocated again)",
+                      f->part_count);
+    } else {
+        pt_buf_printf(out, "%zu %s", f->part_count, f->cls == PT_CLASS_MEMORY ? "kinds of GPU memory operations" :
+                      class_noun(f->cls));
+    }
+}
+
+/* One cause found as several functions of one class on the same workers: one sentence for
+ * all of them, each part with its own evidence, and the saving of fixing them together. */
+static void describe_group(const pt_analysis *a, finding *f, double step_ms)
+{
+    static const char *const lead[][2] = {
+        [PT_EVIDENCE_NONE] = {" does more than the other workers in ", " do more than the other workers in "},
+        [PT_EVIDENCE_ONLY_HERE] = {" runs work the other workers do not (or barely) in ",
+                                   " run work the other workers do not (or barely) in "},
+        [PT_EVIDENCE_MORE_CALLS] = {" makes more calls than the other workers in ",
+                                    " make more calls than the other workers in "},
+        [PT_EVIDENCE_SLOWER] = {" spends more time than the other workers in the same calls of ",
+                                " spend more time than the other workers in the same calls of "},
+    };
+    pt_buf s = PT_BUF_INIT;
+    pt_evidence shared = parts_evidence(f);
+    if (shared > PT_EVIDENCE_SLOWER)
+        shared = PT_EVIDENCE_NONE;
+    pt_ranks_phrase(a, f, &s);
+    pt_buf_puts(&s, lead[shared][f->worker_count == 1 ? 0 : 1]);
+    put_group_noun(f, &s);
+    pt_buf_puts(&s, ": ");
+    put_parts(f, &s);
+    put_caller(a, f, &s);
+    pt_buf_puts(&s, ", ");
+    pt_put_ms(&s, f->excess_ms);
+    pt_buf_puts(&s, shared == PT_EVIDENCE_ONLY_HERE ? " per step in all" : " more per step in all");
+    put_over_time(f, &s);
+    pt_put_saving(a, f, step_ms, &s);
+    if (shared == PT_EVIDENCE_SLOWER)
+        pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
+    else
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
+                      extra_work_advice[f->cls]);
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+/* A rolled-up finding's parts: functions of its class that are above their peers on its
+ * workers on their own too, within its saving and not in addition to it. */
+static void put_parts_within(finding *f)
+{
+    pt_buf s = PT_BUF_INIT;
+    pt_buf_puts(&s, f->summary ? f->summary : "");
+    pt_buf_puts(&s, " It includes what ");
+    put_parts(f, &s);
+    pt_buf_puts(&s, f->part_count == 1 ? " takes" : " take");
+    pt_buf_puts(&s, " above the other workers: part of this saving, not in addition to it.");
+    free(f->summary);
+    f->summary = pt_buf_take(&s);
+}
+
+static void describe_one(const pt_analysis *a, finding *f, double step_ms);
+
 void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms)
+{
+    if (f->part_count && !f->covers_parts) {
+        describe_group(a, f, step_ms);
+        return;
+    }
+    describe_one(a, f, step_ms);
+    if (f->part_count)
+        put_parts_within(f);
+}
+
+static void describe_one(const pt_analysis *a, finding *f, double step_ms)
 {
     if (strcmp(f->category, "host") == 0) {
         describe_host(a, f, step_ms);

@@ -53,9 +53,17 @@ static void usage(FILE *out)
             "  --fault KIND        none (default), slow_gpu, cpu_contention, slow_dataloader,\n"
             "                      gc_pause, blocking_dtoh, common_memcpy, two_slow, hang; and\n"
             "                      hangs the collectives explain (NCCL): hang_mismatch,\n"
-            "                      hang_size, hang_skip, hang_order, hang_transport\n"
+            "                      hang_size, hang_skip, hang_order, hang_transport; and,\n"
+            "                      with their true saving in expected.json (docs/synth.md):\n"
+            "                      unbucketed_allreduce, unoverlapped_allreduce,\n"
+            "                      intermittent_stall, loader_starved, single_process_loader,\n"
+            "                      slow_gpu_mlp, empty_cache, pipeline_imbalance,\n"
+            "                      absent_straggler\n"
             "  --rank R[,R...]     the faulty rank(s) (default: the last rank; two_slow: 1 and\n"
-            "                      n-2; ignored by none and common_memcpy)\n"
+            "                      n-2; intermittent_stall: 0; pipeline_imbalance: a rank of the\n"
+            "                      stage; ignored by the kinds every rank has)\n"
+            "  --pipeline-stages S pipeline_imbalance: stages (default 4 when they divide the\n"
+            "                      workers, else one per worker); workers / S replicas\n"
             "  --second-fault KIND a second fault on other ranks: slow_gpu, cpu_contention,\n"
             "                      slow_dataloader, gc_pause or blocking_dtoh (another kind)\n"
             "  --second-rank R[,R...]  its rank(s) (default: the highest the first leaves)\n"
@@ -66,10 +74,15 @@ static void usage(FILE *out)
             "                      true saving of fixing it\n"
             "  -n, --workers N     world size (default 8)\n"
             "  --steps N           profiled steps per worker (default 3)\n"
-            "  --layers N          transformer blocks per step (default 12; more = bigger traces)\n"
+            "  --layers N          transformer blocks per step (default 12; more = bigger traces;\n"
+            "                      slow_gpu_mlp: Linear layers)\n"
             "  --gpus-per-node N   workers per host (default 8)\n"
             "  --severity X        extra step time on the faulty rank, as a fraction of a healthy\n"
-            "                      step (default 0.3; common_memcpy 0.11, ~10%% of the step)\n"
+            "                      step (default 0.3; common_memcpy 0.11, ~10%% of the step;\n"
+            "                      single_process_loader 0.43; empty_cache 0.59;\n"
+            "                      intermittent_stall: the stall in healthy steps, default\n"
+            "                      325 ms; none for unbucketed_allreduce,\n"
+            "                      unoverlapped_allreduce and pipeline_imbalance)\n"
             "  --hang-step K       hangs: the step index it happens in (default: the last)\n"
             "  --backend B         nccl (default: all-reduce kernels on a GPU stream) or gloo\n"
             "                      (all-reduces on two CPU threads, each bucket copied to the\n"
@@ -208,6 +221,10 @@ static void *worker_thread(void *arg)
         if (i >= run->rank_count || atomic_load(&run->failed))
             break;
         int rank = run->first_rank + i;
+        if (!pt_synth_plan_writes(run->plan, rank)) { /* absent_straggler's culprit */
+            atomic_fetch_add(&run->done, 1);
+            continue;
+        }
         char stem[PT_NAME_MAX];
         pt_synth_plan_worker_stem(run->plan, rank, stem, sizeof stem);
         pt_error err = {{0}};
@@ -308,7 +325,7 @@ static int write_expected(const pt_synth_plan *plan, const char *dir, pt_error *
 
 enum { OPT_FAULT = 256, OPT_RANK, OPT_STEPS, OPT_LAYERS, OPT_GPUS, OPT_SEVERITY, OPT_SEED, OPT_FORMAT,
        OPT_SIZE_MB, OPT_HANG_STEP, OPT_BACKEND, OPT_NOISE, OPT_QUIET, OPT_SECOND_FAULT, OPT_SECOND_RANK,
-       OPT_SECOND_SEVERITY, OPT_WITHOUT };
+       OPT_SECOND_SEVERITY, OPT_WITHOUT, OPT_STAGES };
 
 /* Names the option as the user wrote it (getopt's argv[optind - 1] is the value, not the
  * option, for "--fault bogus"), and for --fault the kinds there are. */
@@ -347,6 +364,7 @@ int cmd_synth(int argc, char **argv)
         {"format", required_argument, NULL, OPT_FORMAT},
         {"size-mb", required_argument, NULL, OPT_SIZE_MB},
         {"hang-step", required_argument, NULL, OPT_HANG_STEP},
+        {"pipeline-stages", required_argument, NULL, OPT_STAGES},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"noise", required_argument, NULL, OPT_NOISE},
         {"threads", required_argument, NULL, 'j'},
@@ -422,6 +440,9 @@ int cmd_synth(int argc, char **argv)
             break;
         case OPT_HANG_STEP:
             bad = parse_int(optarg, 0, 10000000, &job.hang_step);
+            break;
+        case OPT_STAGES:
+            bad = parse_int(optarg, 2, 1024, &job.pipeline_stages);
             break;
         case OPT_BACKEND:
             bad = pt_synth_backend_parse(optarg, &job.backend);

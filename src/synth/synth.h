@@ -49,6 +49,21 @@ typedef enum pt_fault_kind {
     PT_FAULT_HANG_ORDER,      /* the faulty rank reduces over a second group first (and waits
                                  in .item()); the others in the first group: a deadlock */
     PT_FAULT_HANG_TRANSPORT,  /* every rank enters the first all-reduce; none returns */
+    /* Faults whose cause is structural, spread over several functions or out of sight;
+     * expected.json carries their true saving (docs/synth.md): */
+    PT_FAULT_UNBUCKETED_ALLREDUCE,  /* every rank all-reduces each gradient on its own after
+                                       the backward: ~150 latency-bound collectives a step */
+    PT_FAULT_UNOVERLAPPED_ALLREDUCE,/* one rank's comm hook waits for each bucket's all-reduce
+                                       on its compute stream: no overlap with its backward */
+    PT_FAULT_INTERMITTENT_STALL,    /* one rank stalls 250-400 ms in save_checkpoint, one
+                                       step in four */
+    PT_FAULT_LOADER_STARVED,        /* every rank waits on its too few loader workers */
+    PT_FAULT_SINGLE_PROCESS_LOADER, /* every rank (a single-GPU job at -n 1) loads and
+                                       decodes its batches in the training process */
+    PT_FAULT_SLOW_GPU_MLP,          /* a slower GPU in a job of two or three kernel names */
+    PT_FAULT_EMPTY_CACHE,           /* torch.cuda.empty_cache() after every block, every rank */
+    PT_FAULT_PIPELINE_IMBALANCE,    /* pipeline parallel: one stage holds more layers */
+    PT_FAULT_ABSENT_STRAGGLER,      /* a slower GPU whose own trace is not written */
     PT_FAULT_KIND_COUNT
 } pt_fault_kind;
 
@@ -73,6 +88,9 @@ typedef struct pt_synth_job {
     double severity;      /* extra step time as a fraction of a healthy step; 0: the
                              fault's default (0.3; common_memcpy 0.11, ~10% of the step) */
     int hang_step;        /* hang: the step index (0-based) it stops in; -1: the last */
+    int pipeline_stages;  /* pipeline_imbalance: stages (0: 4 when the workers divide by 4,
+                             else as many as workers); workers / stages data-parallel
+                             replicas */
     pt_synth_backend backend;
     double noise;         /* 0: a few percent of jitter. X in (0, 0.5]: every GPU op's time
                              varies by +-X, every CPU op's by +-2.5X (at most 90%), and a
@@ -99,6 +117,9 @@ typedef struct pt_synth_job {
  * noise. */
 /* Whether a fault is one of the hangs (the verdict is "hang"). */
 bool pt_fault_is_hang(pt_fault_kind kind);
+/* Whether expected.json carries the fault's true saving (the kinds from unbucketed_allreduce
+ * on; the others' answer keys stay as they were). */
+bool pt_fault_reports_saving(pt_fault_kind kind);
 void pt_synth_job_init(pt_synth_job *job);
 
 const char *pt_fault_name(pt_fault_kind kind);  /* "slow_gpu", ... */
@@ -119,6 +140,9 @@ const pt_synth_job *pt_synth_plan_job(const pt_synth_plan *plan);
 void pt_synth_plan_meta(const pt_synth_plan *plan, int rank, pt_trace_meta *meta);
 /* The vendor's trace file name without extension: "<host>_<local_rank>_<pid>". */
 void pt_synth_plan_worker_stem(const pt_synth_plan *plan, int rank, char *out, size_t cap);
+/* Whether the job's output holds worker rank's trace: false for absent_straggler's
+ * culprits (their events can still be generated, for tests). */
+bool pt_synth_plan_writes(const pt_synth_plan *plan, int rank);
 
 /* Streams worker rank's events into sink and fills meta. Deterministic for (job, rank):
  * the same job gives the same events in the same order. Each GPU activity is delivered

@@ -1032,11 +1032,12 @@ static bool has_part(const pt_json *f, const char *function)
 #define OPT "adam_kernel64_1_1|128_1_1"
 #define LOAD "train.py: train|torch/utils/data/dataloader.py: __next__"
 
-/* A job whose work is three kernels (forward, backward, optimizer) and its data loading;
- * `slow` runs its kernels `percent`% as long, `loader` loads `extra_load` ms longer. */
-static void three_kernel_job(rank_work *ranks, int slow, int percent, int loader, int64_t extra_load)
+/* A job of `world` ranks whose work is three kernels (forward, backward, optimizer) and its
+ * data loading; `slow` runs its kernels `percent`% as long, `loader` loads `extra_load` ms
+ * longer. */
+static void three_kernel_job(rank_work *ranks, int world, int slow, int percent, int loader, int64_t extra_load)
 {
-    for (int r = 0; r < CAUSE_WORLD; r++) {
+    for (int r = 0; r < world; r++) {
         int64_t f = r == slow ? percent : 100;
         ranks[r] = (rank_work){{{PT_CLASS_COMPUTE, FWD, 8, 40 * f / 100},
                                 {PT_CLASS_COMPUTE, BWD, 8, 30 * f / 100},
@@ -1053,29 +1054,35 @@ static void three_kernel_job(rank_work *ranks, int slow, int percent, int loader
 static void test_a_gpu_slower_on_its_few_kernels_is_one_finding(void **state)
 {
     (void)state;
-    for (int64_t other = 0; other <= 25; other += 25) {
-        rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
-        three_kernel_job(with, 3, 150, 5, other);
-        three_kernel_job(without, -1, 150, 5, other);
-        pt_json *report = diagnose_job(with, CAUSE_WORLD);
-        const pt_json *f = finding_about(report, FWD);
-        assert_non_null(f);
-        assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
-        assert_workers(f, (int[]){3}, 1);
-        assert_int_equal(findings_naming(report, 3), 1);
-        assert_int_equal(parts_of(f)->count, 3);
-        assert_true(has_part(f, FWD) && has_part(f, BWD) && has_part(f, OPT));
-        assert_impact_near(f, true_saving(with, without, CAUSE_WORLD));
-        assert_no_time_counted_twice(report);
-        assert_sentence_says_saves_ms(f);
-        const char *summary = pt_json_get_string(f, "summary", "");
-        assert_non_null(strstr(summary, "Rank 3 spends more time than the other workers in the same calls of 3 GPU "
-                                        "kernels: "));
-        assert_non_null(strstr(summary, "its GPU is slower than its peers'"));
-        if (!other) /* the first finding; the shares of its parts add up to the whole */
-            assert_ptr_equal(f, finding(report, 0));
-        pt_json_free(report);
-    }
+    for (int world = 3; world <= CAUSE_WORLD; world += CAUSE_WORLD - 3) /* the smallest job with peers, and 8 */
+        for (int64_t other = 0; other <= 25; other += 25) {
+            rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
+            three_kernel_job(with, world, 1, 150, 2, other);
+            three_kernel_job(without, world, -1, 150, 2, other);
+            pt_json *report = diagnose_job(with, world);
+            const pt_json *f = finding_about(report, FWD);
+            assert_non_null(f);
+            assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+            assert_workers(f, (int[]){1}, 1);
+            assert_int_equal(findings_naming(report, 1), 1);
+            const pt_json *parts = parts_of(f);
+            assert_int_equal(parts->count, 3);
+            assert_true(has_part(f, FWD) && has_part(f, BWD) && has_part(f, OPT));
+            double shares = 0; /* one worker's three kernels: its whole excess */
+            for (size_t i = 0; i < parts->count; i++)
+                shares += pt_json_get_number(parts->items[i], "share", 0);
+            assert_true(fabs(shares - 1) < 1e-4);
+            assert_impact_near(f, true_saving(with, without, world));
+            assert_no_time_counted_twice(report);
+            assert_sentence_says_saves_ms(f);
+            const char *summary = pt_json_get_string(f, "summary", "");
+            assert_non_null(strstr(summary, "Rank 1 spends more time than the other workers in the same calls of 3 "
+                                            "GPU kernels: "));
+            assert_non_null(strstr(summary, "its GPU is slower than its peers'"));
+            if (!other)
+                assert_ptr_equal(f, finding(report, 0));
+            pt_json_free(report);
+        }
 }
 
 /* Two ranks slow in one kernel each, different kernels: two causes, two findings (a merge
@@ -1084,7 +1091,7 @@ static void test_kernels_of_different_ranks_stay_apart(void **state)
 {
     (void)state;
     rank_work ranks[CAUSE_WORLD];
-    three_kernel_job(ranks, -1, 100, -1, 0);
+    three_kernel_job(ranks, CAUSE_WORLD, -1, 100, -1, 0);
     ranks[2].fns[0].ms += 20; /* forward on rank 2 */
     ranks[6].fns[1].ms += 20; /* backward on rank 6 */
     pt_json *report = diagnose_job(ranks, CAUSE_WORLD);
@@ -1103,9 +1110,9 @@ static void test_kernels_of_different_ranks_stay_apart(void **state)
 
 /* torch.cuda.empty_cache() after every layer: each layer's memory freed, then allocated
  * again. On rank `rank` only (-1: on every rank). */
-static void allocator_job(rank_work *ranks, int rank, bool churn)
+static void allocator_job(rank_work *ranks, int world, int rank, bool churn)
 {
-    for (int r = 0; r < CAUSE_WORLD; r++) {
+    for (int r = 0; r < world; r++) {
         bool here = churn && (rank < 0 || r == rank);
         ranks[r] = (rank_work){{{PT_CLASS_COMPUTE, FWD, 8, 120}, {PT_CLASS_COMPUTE, BWD, 8, 90},
                                 {PT_CLASS_PYTHON, LOAD, 1, 4}}};
@@ -1117,15 +1124,18 @@ static void allocator_job(rank_work *ranks, int rank, bool churn)
 }
 
 /* cudaFree and the cudaMalloc that follows it are one cause, allocator churn: one finding,
- * on every worker (a common finding) or on the one rank that does it (a peer finding). */
+ * on every worker (a common finding; a one-trace job too) or on the one rank that does it
+ * (a peer finding; in the smallest job with peers too). */
 static void test_allocator_churn_is_one_finding(void **state)
 {
     (void)state;
-    for (int rank = -1; rank <= 5; rank += 6) {
+    static const int cases[][2] = {{1, -1}, {CAUSE_WORLD, -1}, {3, 2}, {CAUSE_WORLD, 5}}; /* world, rank */
+    for (size_t c = 0; c < PT_ARRAY_LEN(cases); c++) {
+        int world = cases[c][0], rank = cases[c][1];
         rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
-        allocator_job(with, rank, true);
-        allocator_job(without, rank, false);
-        pt_json *report = diagnose_job(with, CAUSE_WORLD);
+        allocator_job(with, world, rank, true);
+        allocator_job(without, world, rank, false);
+        pt_json *report = diagnose_job(with, world);
         const pt_json *f = finding(report, 0);
         assert_string_equal(pt_json_get_string(f, "category", ""), "cuda_runtime");
         assert_true(pt_json_get(f, "all_workers")->boolean == (rank < 0));
@@ -1137,7 +1147,7 @@ static void test_allocator_churn_is_one_finding(void **state)
         for (size_t i = 0; i < findings->count; i++)
             runtime += strcmp(pt_json_get_string(findings->items[i], "category", ""), "cuda_runtime") == 0;
         assert_int_equal(runtime, 1);
-        assert_impact_near(f, true_saving(with, without, CAUSE_WORLD));
+        assert_impact_near(f, true_saving(with, without, world));
         assert_no_time_counted_twice(report);
         assert_sentence_says_saves_ms(f);
         pt_json_free(report);
@@ -1197,6 +1207,9 @@ static void test_a_rolled_up_gpu_finding_holds_its_kernels(void **state)
     assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
     assert_workers(f, (int[]){3}, 1);
     assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "uniformly slower"));
+    /* The class holds its kernels' excess: counted once, not the class's and theirs again. */
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), ", 30 ms more per step"));
+    assert_int_equal(parts_of(f)->count, 6);
     assert_int_equal(findings_naming(report, 3), 1);
     assert_impact_near(f, true_saving(with, without, CAUSE_WORLD));
     assert_no_time_counted_twice(report);
@@ -1215,8 +1228,8 @@ static void test_a_frame_and_the_frames_it_calls_are_one_finding(void **state)
 {
     (void)state;
     rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
-    three_kernel_job(with, -1, 100, -1, 0);
-    three_kernel_job(without, -1, 100, -1, 0);
+    three_kernel_job(with, CAUSE_WORLD, -1, 100, -1, 0);
+    three_kernel_job(without, CAUSE_WORLD, -1, 100, -1, 0);
     with[4].fns[4] = (rank_fn){PT_CLASS_PYTHON, SAVE, 1, 10};
     with[4].fns[5] = (rank_fn){PT_CLASS_PYTHON, SERIALIZE, 1, 20};
     with[1].fns[4] = (rank_fn){PT_CLASS_PYTHON, SAVE_LIKE, 1, 15};
@@ -1248,7 +1261,7 @@ static void test_different_causes_of_one_straggler_say_what_they_add(void **stat
 {
     (void)state;
     rank_work with[CAUSE_WORLD], without_fwd[CAUSE_WORLD];
-    three_kernel_job(with, -1, 100, 3, 20);
+    three_kernel_job(with, CAUSE_WORLD, -1, 100, 3, 20);
     with[3].fns[0].ms += 20;
     with[5].fns[4] = (rank_fn){PT_CLASS_PYTHON, AUGMENT, 1, 25};
     memcpy(without_fwd, with, sizeof with);

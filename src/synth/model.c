@@ -100,6 +100,7 @@ const char *const synth_outer_frames[2] = {"train.py(131): <module>", "train.py(
 /* empty_cache: a cudaFree's and a cudaMalloc's cost (of a few hundred MB each) at the
  * knob's 1: what the calibration scales. */
 #define EMPTY_CACHE_FREE_US 95.0
+#define GPT_ADAM_US 450.0
 #define EMPTY_CACHE_MALLOC_US 85.0
 
 /* ------------------------------------------------------------ builder */
@@ -675,7 +676,9 @@ static void backward(synth_program *p, const pt_synth_job *job)
     POP_PYTHON(p, 30, 3, 4, 6);
 }
 
-static void optimizer_step(synth_program *p, const pt_synth_job *job)
+/* The fused AdamW step: 4 kernels of adam_us each (reading and writing the parameters,
+ * gradients and both moments: ~1.5 ms for the GPT's 162 M parameters). */
+static void optimizer_step(synth_program *p, const pt_synth_job *job, double adam_us)
 {
     py(p, "torch/optim/optimizer.py(373): wrapper", 30);
     annotation(p, "Optimizer.step#AdamW.step", 12);
@@ -689,7 +692,7 @@ static void optimizer_step(synth_program *p, const pt_synth_job *job)
     py(p, "torch/optim/adamw.py(678): _fused_adamw", 60);
     aten(p, "aten::_fused_adamw_", 25);
     for (int i = 0; i < 4; i++)
-        launch(p, K_ADAMW, 450);
+        launch(p, K_ADAMW, adam_us);
     POP(p, 5);
     POP_PYTHON(p, 4, 2, 6, 5, 5);
 }
@@ -736,9 +739,9 @@ static void step_start(synth_program *p, const pt_synth_job *job, bool loads, bo
 /* The step's end, from the optimizer: loss.item() (or, on a pipeline stage without the
  * loss, torch.cuda.synchronize()), train_step closed, then the logging and, where it is
  * injected, the checkpoint. */
-static void step_end(synth_program *p, const pt_synth_job *job, bool has_loss)
+static void step_end(synth_program *p, const pt_synth_job *job, bool has_loss, double adam_us)
 {
-    optimizer_step(p, job);
+    optimizer_step(p, job, adam_us);
     if (has_loss) {
         loss_item(p);
     } else {
@@ -767,7 +770,7 @@ static void gpt_step(synth_program *p, const pt_synth_job *job)
     backward(p, job);
     if (synth_job_has(job, PT_FAULT_UNBUCKETED_ALLREDUCE))
         average_gradients(p, job);
-    step_end(p, job, true);
+    step_end(p, job, true, GPT_ADAM_US);
 }
 
 /* ------------------------------------------------------------ the MLP job */
@@ -776,6 +779,7 @@ static void gpt_step(synth_program *p, const pt_synth_job *job)
  * ReLU fused into the GEMMs' epilogues (cuBLASLt), an MSE loss: its GPU time is three
  * GEMM kernels, the forward's and the backward's two, one DDP bucket per layer. */
 #define MLP_LAYER_PARAMS (2048 * 2048 + 2048)
+#define MLP_ADAM_US 120.0 /* 50 M parameters */
 
 static void mlp_forward(synth_program *p, const pt_synth_job *job)
 {
@@ -827,7 +831,7 @@ static void mlp_step(synth_program *p, const pt_synth_job *job)
     step_start(p, job, true, true);
     mlp_forward(p, job);
     mlp_backward(p, job);
-    step_end(p, job, true);
+    step_end(p, job, true, MLP_ADAM_US);
 }
 
 /* ------------------------------------------------------------ pipeline stages */
@@ -958,7 +962,7 @@ static void stage_step(synth_program *p, const pt_synth_job *job, const synth_st
     for (int j = 0; j < st->microbatches; j++)
         stage_backward(p, job, st, j);
     POP_PYTHON(p, 10, 12);
-    step_end(p, job, last);
+    step_end(p, job, last, GPT_ADAM_US * st->layers / job->layers);
 }
 
 /* ------------------------------------------------------------ building */

@@ -2320,10 +2320,16 @@ static pt_json *stack_json(const pt_synth_plan *p, const synth_program *prog, co
     return j;
 }
 
+/* A kernel's key as the summarizer's: a compute kernel's name with its grid and block; a
+ * collective's, its name. */
 static pt_json *kernel_json(const synth_program *prog, int kernel)
 {
     pt_buf b = PT_BUF_INIT;
-    render_kernel_key(&b, &prog->kernels[kernel]);
+    const synth_kernel *k = &prog->kernels[kernel];
+    if (kernel == prog->nccl_kernel || kernel == prog->p2p_kernel)
+        pt_buf_append(&b, k->name, k->name_len);
+    else
+        render_kernel_key(&b, k);
     pt_json *j = pt_json_string_n(b.data, b.len);
     pt_buf_free(&b);
     return j;

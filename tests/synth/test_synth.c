@@ -363,6 +363,45 @@ static void test_causality_faults(void **state)
     check_job_causality(PT_FAULT_HANG, 6, 2);
 }
 
+/* The structural kinds keep every causal rule, noisy, from 1 to 9 workers: a kernel after
+ * its launch, each stream in order, frames nested, all-reduces lock-step (a synchronous
+ * hook's and a per-parameter loop's too). A pipeline's transfers end in pairs, not on every
+ * rank at once (test_structural.c): its workers are checked one by one. */
+static void test_causality_structural(void **state)
+{
+    (void)state;
+    static const struct {
+        pt_fault_kind fault;
+        int workers, gpus_per_node, steps;
+        double noise;
+    } jobs[] = {
+        {PT_FAULT_UNBUCKETED_ALLREDUCE, 3, 2, 2, 0.3},   {PT_FAULT_UNOVERLAPPED_ALLREDUCE, 4, 8, 2, 0.3},
+        {PT_FAULT_INTERMITTENT_STALL, 2, 8, 3, 0.1},     {PT_FAULT_LOADER_STARVED, 3, 8, 2, 0.3},
+        {PT_FAULT_SINGLE_PROCESS_LOADER, 2, 8, 2, 0.3},  {PT_FAULT_SLOW_GPU_MLP, 5, 4, 2, 0.2},
+        {PT_FAULT_EMPTY_CACHE, 3, 8, 2, 0.3},            {PT_FAULT_ABSENT_STRAGGLER, 9, 8, 2, 0.1},
+    };
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+        pt_synth_job job = job_for(jobs[i].fault, jobs[i].workers, jobs[i].gpus_per_node, 7);
+        job.noise = jobs[i].noise;
+        job.steps = jobs[i].steps;
+        check_causality_of(&job);
+        job.without = PT_SYNTH_WITHOUT_ALL;
+        check_causality_of(&job);
+    }
+    pt_synth_job job = job_for(PT_FAULT_PIPELINE_IMBALANCE, 6, 4, 7); /* 6 stages */
+    job.steps = 2, job.noise = 0.3;
+    pt_synth_plan *plan = plan_of(&job);
+    for (int r = 0; r < job.workers; r++) {
+        worker_events w;
+        collect(plan, r, &w);
+        check_launch_order(&w);
+        check_streams(&w);
+        assert_int_equal(check_cpu_nesting(&w), 2);
+        events_free(&w);
+    }
+    pt_synth_plan_free(plan);
+}
+
 /* Gloo and noise keep every causal rule: healthy, faulty, hung, across nodes. */
 static void test_causality_gloo_and_noise(void **state)
 {
@@ -1142,6 +1181,7 @@ int main(void)
         cmocka_unit_test(test_causality_multi_node_slow_gpu),
         cmocka_unit_test(test_causality_faults),
         cmocka_unit_test(test_causality_gloo_and_noise),
+        cmocka_unit_test(test_causality_structural),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_cpu_kinds_and_autograd_thread),
         cmocka_unit_test(test_gloo_backward_blocks),

@@ -54,9 +54,8 @@
  * is free, and a TRIGGER meanwhile hears BUSY (who, for about how long) instead of a round
  * in which every ARM is refused. */
 #define _GNU_SOURCE
-#include "control/coordinator.h"
+#include "control/coordinator_state.h"
 #include "control/exit_files.h"
-#include "control/round.h"
 #include "util/step_number.h"
 
 #include <errno.h>
@@ -74,180 +73,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-#define SEC 1000000000LL
-#define MS 1000000LL
-#define TICK_NS (50 * MS)
-#define PEER_SWEEP_NS (1 * SEC)  /* every peer's timers are checked once per sweep, a slice per tick */
-#define PROGRESS_MIN_NS (100 * MS)
-#define KEEPALIVE_NS (1 * SEC)
-#define AGENT_OUT_LIMIT (1u << 20)
-#define CONTROL_OUT_LIMIT (1u << 30)
-#define HANDSHAKE_IN_LIMIT 1024                      /* AUTH is 74 bytes */
-#define UNJOINED_IN_LIMIT 4096                       /* JOIN is at most 296 */
-#define CONTROL_IN_LIMIT (64u << 10)
-#define AGENT_IN_LIMIT (4 + (size_t)PT_CTL_MAX_FRAME) /* one summary of any size the protocol allows */
-#define FREE_INPUT (64u << 10)                       /* a frame up to this needs no share of the budget */
-#define INPUT_BUDGET ((size_t)128 << 20)             /* what the larger frames of all peers may hold */
-#define MIN_WAITING_PEERS 256
-#define MAX_CONTROL_PEERS 16
-#define ACCEPT_BATCH 256
-#define SHED_LOG_NS (10 * SEC)
-#define STRANGER_LOG_BURST 10
-#define RELAY_OUT_LIMIT (16u << 20)                  /* ARMs and probes for a node's ranks */
-#define RELAY_ENVELOPE 16                            /* RELAYED's bytes around a rank's frame */
-#define CONTROL_BACKLOG ((size_t)8 << 20)            /* summaries queued for the CLI before workers wait */
-
-/* A relay (relay.h) is one connection that carries its node's ranks: each rank it relays
- * is a virtual peer here, a PEER_AGENT with no socket whose frames come and go wrapped on
- * its relay's connection (peer.via), so everything after the wrapping is the flat job's
- * code, unchanged. */
-enum peer_kind { PEER_HANDSHAKE, PEER_AGENT, PEER_CONTROL, PEER_RELAY };
-
-typedef struct peer {
-    pt_conn conn;
-    enum peer_kind kind;
-    uint8_t nonce[PT_CTL_NONCE_BYTES];
-    int64_t accepted_ns, last_heard_ns;
-    char addr[64];
-    int32_t rank;          /* agents and relays after JOIN, else -1 */
-    struct peer *via;      /* a rank behind a relay: that relay's peer (no socket of its own) */
-    struct peer *via_prev, *via_next; /* such a rank's place in its relay's list, ... */
-    struct peer *relayed;  /* ... which a relay starts here: its ranks, so losing it costs its node, not the job */
-    int32_t relayed_rank;  /* such a rank's number, from before its JOIN is accepted */
-    int32_t node_rank;     /* a relay's node */
-    char host[PT_HOST_MAX]; /* a relay's host */
-    /* The kernel's word on who it is (trust.h): a peer of the Unix socket runs as this user
-     * (others are closed at accept), with this uid and pid; -1 on TCP. A relayed rank
-     * carries what its relay saw, and is vouched for when its relay is. */
-    bool vouched;
-    int64_t cred_uid, cred_pid;
-    bool closing;          /* close once the queue is flushed (after REFUSED) */
-    bool dead;
-    bool paused;           /* not read: its frame waits for room in the input budget */
-    bool held;             /* not read: the CLI has CONTROL_BACKLOG bytes of summaries to take first */
-    uint32_t events;       /* what epoll watches for it */
-    size_t admitted;       /* the input budget its current frame holds */
-} peer;
-
-/* Where a worker was, as its last HANG said (each text NULL when it sent none). */
-typedef struct snapshot {
-    char *stack, *threads, *collectives;
-    size_t bytes;          /* held, counted against SNAPSHOT_BUDGET */
-    int64_t since_step_ns, mean_step_ns;
-    int64_t steps_done;    /* its step count then: a snapshot is current while it stays */
-    bool taken;
-} snapshot;
-
-typedef struct worker {
-    peer *peer;            /* NULL while not connected */
-    bool ever_joined;
-    bool exited;           /* said BYE */
-    int32_t local_rank, node_rank, world_size;
-    int64_t pid;
-    char host[PT_HOST_MAX];
-    int64_t seen_uid, seen_pid;  /* its connection's credentials, -1 where unknown (peer.cred_*) */
-    char seen_from[PT_CTL_MAX_SEEN_FROM + 1]; /* how it connected, for the report */
-    int64_t steps_done, mean_step_ns, stalled_ns;
-    int64_t steps_heard_ns; /* when steps_done was reported */
-    bool stepping;         /* that report showed steps made since the one before it */
-    snapshot snap;         /* its last HANG: where it was */
-    /* A round ended before its window did (cancelled): its collector may still hold that
-     * window, and an ARM now would find it busy. Draining until a SUMMARY of that round
-     * (the agent answers every CANCEL with one) says it is free, it goes away, or
-     * drain_until_ns passes. */
-    uint32_t draining_round;
-    int64_t cancelled_ns, drain_until_ns;
-    int64_t drain_end_step;  /* its window ends by this step (its next one, once cancelled) */
-} worker;
-
-enum rw_state { RW_PENDING, RW_ARMED, RW_DONE, RW_FAILED, RW_HUNG };
-
-/* Snapshots held at once, all workers together (each is at most 192 KB): beyond it a
- * worker's stacks and collectives are dropped (its training stack is kept), so a hang
- * report of a huge job cannot grow rank 0's process without bound. */
-#define SNAPSHOT_BUDGET (256u << 20)
-
-typedef struct round_worker {
-    uint8_t state;
-    bool arm_sent, acked, window_over;
-    int64_t window_over_ns;
-    int64_t start_step;    /* where its window opens: the round's, moved as its collector moves
-                              it when its step source changes (follow_step_source) */
-} round_worker;
-
-enum round_kind { ROUND_TRIGGERED, ROUND_AUTO, ROUND_HANG_REPORT };
-
-typedef struct round {
-    uint32_t id;
-    enum round_kind kind;
-    peer *control;         /* ROUND_TRIGGERED: the CLI */
-    pt_round *local;       /* automatic kinds: collected here */
-    int64_t start_step;
-    int32_t steps, wait;
-    uint8_t save_raw;
-    char raw_dir[PT_CTL_MAX_PATH];
-    int64_t started_ns, deadline_ns;
-    round_worker *w;       /* [world_size] */
-    bool progress_dirty;
-    bool abandoned;        /* the CLI went away: drop it at the next tick */
-    bool gathering;        /* waiting (until gather_until_ns) for workers still joining */
-    bool probed;           /* every worker was asked where it is (a hang in this round) */
-    int64_t gather_until_ns, timeout_ns;
-    int64_t progress_sent_ns;
-} round;
-
-struct pt_coordinator {
-    pt_coordinator_config cfg;
-    int listen_fd, epoll_fd, wake_fd;
-    int local_fd;            /* the Unix socket for this machine's workers (cfg.local_socket), or -1 */
-    char local_name[PT_HOST_MAX];
-    pt_notices notices;      /* peers refused for who they are: every round's report names them */
-    uint16_t port;
-    pthread_t thread;
-    bool thread_started;
-    atomic_bool stop;
-    worker *workers;
-    peer **peers;
-    size_t peer_count, peer_cap;
-    size_t dead_peers;       /* marked dead since the last reap: a turn walks the peers only when some are */
-    round *round;
-    uint32_t next_round_id;
-    int64_t next_auto_ns, last_tick_ns, last_busy_log_ns, last_opt_in_log_ns;
-    size_t snapshot_bytes;   /* held by the workers' snapshots (SNAPSHOT_BUDGET) */
-    int64_t last_budget_log_ns;
-    size_t input_admitted;   /* the sum of the peers' admitted */
-    size_t waiting_peers;    /* not yet authenticated, or authenticated agents before JOIN */
-    size_t control_peers;
-    peer *controls[MAX_CONTROL_PEERS + 1]; /* the authenticated CLIs (their queued bytes: the stats) */
-    size_t held_peers;       /* peers held for the CLI's backlog */
-    size_t paused_peers;     /* peers paused for room in the input budget (a tick walks all while any are) */
-    int32_t joined_agents, joined_relays; /* live, joined: the stats */
-    size_t sweep_cursor;     /* the next peer whose timers a tick checks */
-    double sweep_owed;       /* peers due in the coming slice, fractions carried over */
-    uint64_t heartbeats;     /* heartbeats taken, direct or merged (the stats) */
-    uint64_t relay_frames;   /* frames read from relays once they said who they are */
-    uint64_t peer_checks;    /* peers whose timers the sweep checked (the stats) */
-    uint8_t *scratch;        /* a frame for a relayed rank, before it is wrapped */
-    size_t scratch_cap;
-    int reserve_fd;          /* /dev/null, given up to accept (and close) a connection with no fd left */
-    bool listener_paused;    /* both listeners, until the next tick */
-    struct {                 /* load shed since the last log line */
-        int64_t logged_ns;
-        uint64_t dropped, turned_away;
-        char why[96];
-    } shed;
-    struct {                 /* lines about peers not yet trusted (refused, dropped): a burst, then a count */
-        int64_t window_ns;
-        int lines;
-        uint64_t suppressed;
-    } stranger_log;
-    pthread_mutex_t stats_lock;
-    pt_coordinator_stats stats;
-    pid_t owner;           /* the process that may remove the published files */
-};
-
-static void finish_round(pt_coordinator *c, int64_t now);
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -341,1250 +166,6 @@ static void unpublish(pt_coordinator *c)
     pt_exit_files_remove(c->cfg.control_key.file);
 }
 
-/* ---------------------------------------------------------------- peers */
-
-/* Lines about peers that have not proven anything yet (a refused handshake, a dropped
- * connection, a refused JOIN): the first STRANGER_LOG_BURST of every 10 s, then a count,
- * so a flood of connections never becomes a flood of log lines. */
-static void flush_stranger_log(pt_coordinator *c, int64_t now)
-{
-    if (now - c->stranger_log.window_ns < SHED_LOG_NS)
-        return;
-    if (c->stranger_log.suppressed)
-        pt_ctl_logf(&c->cfg.log, "... and %llu more such line(s) about unauthenticated or refused peers in the last "
-                    "%.0f s", (unsigned long long)c->stranger_log.suppressed,
-                    (double)(now - c->stranger_log.window_ns) / 1e9);
-    c->stranger_log.window_ns = now;
-    c->stranger_log.lines = 0;
-    c->stranger_log.suppressed = 0;
-}
-
-static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...) PT_PRINTF(3, 4);
-static void stranger_logf(pt_coordinator *c, int64_t now, const char *fmt, ...)
-{
-    flush_stranger_log(c, now);
-    if (c->stranger_log.lines >= STRANGER_LOG_BURST) {
-        c->stranger_log.suppressed++;
-        return;
-    }
-    c->stranger_log.lines++;
-    char line[900];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    pt_ctl_logf(&c->cfg.log, "%s", line);
-}
-
-/* Reads unless paused, writes while something is queued. */
-static void update_interest(pt_coordinator *c, peer *p)
-{
-    uint32_t want = (p->paused || p->held ? 0 : EPOLLIN) | (pt_conn_pending(&p->conn) > 0 ? EPOLLOUT : 0);
-    if (want == p->events || p->dead || p->conn.fd < 0)
-        return;
-    struct epoll_event ev = {want, {.ptr = p}};
-    epoll_ctl(c->epoll_fd, EPOLL_CTL_MOD, p->conn.fd, &ev);
-    p->events = want;
-}
-
-/* The most a peer may send in one frame, by what it has shown it is. */
-static size_t input_limit(const peer *p)
-{
-    switch (p->kind) {
-    case PEER_HANDSHAKE: return HANDSHAKE_IN_LIMIT;
-    case PEER_CONTROL: return CONTROL_IN_LIMIT;
-    case PEER_RELAY: return p->rank >= 0 ? AGENT_IN_LIMIT + RELAY_ENVELOPE : UNJOINED_IN_LIMIT;
-    default: return p->rank >= 0 ? AGENT_IN_LIMIT : UNJOINED_IN_LIMIT;
-    }
-}
-
-static bool waiting(const peer *p)
-{
-    return p->kind == PEER_HANDSHAKE || ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && p->rank < 0);
-}
-
-/* The CLIs are a list of their own (at most MAX_CONTROL_PEERS), so the bytes queued for
- * them are summed at every tick without a walk over the job's peers. */
-static void list_control(pt_coordinator *c, peer *p)
-{
-    c->controls[c->control_peers++] = p;
-}
-
-static void unlist_control(pt_coordinator *c, const peer *p)
-{
-    for (size_t i = 0; i < c->control_peers; i++)
-        if (c->controls[i] == p) {
-            c->controls[i] = c->controls[--c->control_peers];
-            return;
-        }
-}
-
-static void release_input(pt_coordinator *c, peer *p)
-{
-    c->input_admitted -= p->admitted;
-    p->admitted = 0;
-}
-
-/* Whether p may read now. A frame over FREE_INPUT first takes its size from the shared
- * budget (a frame over the peer's limit is left to pt_conn_read, which refuses it). */
-static bool admit_input(pt_coordinator *c, peer *p)
-{
-    size_t frame = pt_conn_frame_size(&p->conn);
-    size_t need = frame > FREE_INPUT && frame <= p->conn.in_limit ? frame : 0;
-    if (need == p->admitted)
-        return true;
-    release_input(c, p);
-    if (need == 0)
-        return true;
-    if (c->input_admitted + need > INPUT_BUDGET)
-        return false;
-    p->admitted = need;
-    c->input_admitted += need;
-    return true;
-}
-
-static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why);
-static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now);
-static bool cli_backlogged(const pt_coordinator *c);
-#define kill_peer(c, p, now, why) kill_peer_as(c, p, now, PT_FAIL_DIED, why)
-
-/* A frame for a rank behind a relay: encoded, then wrapped for the relay's connection. */
-static int wrap_for_relay(pt_coordinator *c, const peer *p, const pt_ctl_msg *m, pt_ctl_msg *wrapped, pt_error *err)
-{
-    size_t size = pt_ctl_encoded_size(m);
-    if (size == 0 || size > PT_CTL_MAX_FRAME - RELAY_ENVELOPE) {
-        pt_error_set(err, "cannot encode a %s message for rank %d", pt_ctl_type_name(m->type), p->relayed_rank);
-        return -1;
-    }
-    if (size > c->scratch_cap) {
-        uint8_t *grown = realloc(c->scratch, size);
-        if (!grown) {
-            pt_error_set(err, "out of memory");
-            return -1;
-        }
-        c->scratch = grown, c->scratch_cap = size;
-    }
-    pt_ctl_encode(m, c->scratch, c->scratch_cap);
-    pt_ctl_msg_init(wrapped, PT_CTL_RELAYED);
-    wrapped->relayed_rank = p->relayed_rank;
-    wrapped->blob = pt_ctl_blob(c->scratch, size);
-    return 0;
-}
-
-/* Queues m for p (through its relay, wrapped, when it has one) and, with flush, writes it
- * now. Without, it waits for the peer's next turn (EPOLLOUT is asked for): a round's start
- * queues the ARMs of every rank and each relay's eight leave in one write, not eight. */
-static void queue_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, bool flush, int64_t now)
-{
-    if (!p || p->dead)
-        return;
-    pt_error err;
-    pt_ctl_msg wrapped;
-    if (p->via) {
-        if (wrap_for_relay(c, p, m, &wrapped, &err) != 0) {
-            kill_peer(c, p, now, err.message);
-            return;
-        }
-        m = &wrapped;
-        p = p->via;
-    }
-    if (pt_conn_send(&p->conn, m, &err) != 0 || (flush && pt_conn_flush(&p->conn, &err) != 0)) {
-        kill_peer(c, p, now, err.message);
-        return;
-    }
-    update_interest(c, p);
-}
-
-static void send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    queue_to(c, p, m, true, now);
-}
-
-static pt_ctl_worker identity_of(const pt_coordinator *c, int32_t rank)
-{
-    const worker *w = &c->workers[rank];
-    pt_ctl_worker id = {rank, -1, c->cfg.world_size, -1, -1, {NULL, 0}, -1, -1, {NULL, 0}};
-    if (w->ever_joined) {
-        id.local_rank = w->local_rank, id.node_rank = w->node_rank, id.pid = w->pid;
-        id.host = pt_ctl_str(w->host);
-        id.uid = w->seen_uid, id.conn_pid = w->seen_pid;
-        id.seen_from = pt_ctl_str(w->seen_from);
-    }
-    return id;
-}
-
-/* ---------------------------------------------------------------- round output */
-
-static bool terminal(const round_worker *rw)
-{
-    return rw->state == RW_DONE || rw->state == RW_FAILED;
-}
-
-/* A worker's last snapshot while it is current (it made no step since): a hang's, or,
- * with collectives, that of a worker whose collective had just failed. */
-static const snapshot *current_snapshot(const worker *w, bool hang)
-{
-    return w->snap.taken && w->snap.steps_done == w->steps_done && (hang || w->snap.collectives) ? &w->snap : NULL;
-}
-
-static pt_round_snapshot shown_snapshot(const snapshot *snap)
-{
-    return (pt_round_snapshot){snap ? snap->stack : NULL, snap ? snap->threads : NULL,
-                               snap ? snap->collectives : NULL, snap ? snap->since_step_ns : 0,
-                               snap ? snap->mean_step_ns : 0};
-}
-
-static void emit_failure(pt_coordinator *c, int32_t rank, int kind, const char *text, int64_t now)
-{
-    round *r = c->round;
-    const worker *w = &c->workers[rank];
-    r->w[rank].state = RW_FAILED;
-    r->progress_dirty = true;
-    const snapshot *snap = current_snapshot(w, kind == PT_FAIL_HANG); /* goes with it */
-    pt_round_snapshot shown = shown_snapshot(snap);
-    int64_t steps = w->ever_joined ? pt_step_count(w->steps_done) : -1;
-    pt_ctl_worker id = identity_of(c, rank);
-    bool answered_probe = kind == PT_FAIL_HANG && r->kind == ROUND_HANG_REPORT && w->stalled_ns == 0;
-    if (kind != PT_FAIL_NEVER_CONNECTED && kind != PT_FAIL_NOT_PROFILED && !answered_probe)
-        pt_ctl_logf(&c->cfg.log, "round %u: rank %d %s%s%s", r->id, rank, pt_ctl_failure_name(kind), *text ? ": " : "",
-                    text);
-    if (r->local) {
-        pt_round_add_failure(r->local, &id, kind, steps, w->stalled_ns, text, snap ? &shown : NULL);
-        return;
-    }
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_WORKER_FAILED);
-    m.worker = id;
-    m.kind = (uint8_t)kind;
-    m.steps_done = steps;
-    m.stalled_ns = w->stalled_ns;
-    m.text = pt_ctl_str(text);
-    m.stack = pt_ctl_str(shown.stack);
-    m.threads = pt_ctl_str(shown.threads);
-    m.collectives = pt_ctl_str(shown.collectives);
-    m.since_step_ns = snap ? snap->since_step_ns : 0;
-    m.mean_step_ns = snap ? snap->mean_step_ns : 0;
-    send_to(c, r->control, &m, now);
-}
-
-static void emit_summary(pt_coordinator *c, int32_t rank, const pt_ctl_msg *summary, int64_t now)
-{
-    round *r = c->round;
-    r->w[rank].state = RW_DONE;
-    r->progress_dirty = true;
-    pt_ctl_worker id = identity_of(c, rank);
-    /* A worker that sent its collectives since its last step ended its window because one
-     * failed (the agent sends them as the error comes, before the window): they go with
-     * the summary, whose trace saw the call but not its error. */
-    const snapshot *snap = current_snapshot(&c->workers[rank], false);
-    pt_round_snapshot shown = shown_snapshot(snap);
-    if (r->local) {
-        char path[PT_CTL_MAX_PATH];
-        pt_ctl_copy_str(path, sizeof path, summary->path);
-        pt_error err;
-        if (pt_round_add_summary(r->local, &id, path, summary->blob.data, summary->blob.len, snap ? &shown : NULL,
-                                 &err) < 0)
-            pt_ctl_logf(&c->cfg.log, "round %u: rank %d sent a bad summary: %s", r->id, rank, err.message);
-        return;
-    }
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_WORKER_SUMMARY);
-    m.worker = id;
-    m.path = summary->path;
-    m.blob = summary->blob;
-    m.threads = pt_ctl_str(shown.threads);
-    m.collectives = pt_ctl_str(shown.collectives);
-    m.since_step_ns = shown.since_step_ns;
-    send_to(c, r->control, &m, now);
-}
-
-/* Where a worker is on the round's scale of steps, as the CLI shows it (the count in the
- * round's step source: util/step_number.h): its steps since its own start step, from the
- * round's. A worker past its window (its summary here, or its steps beyond the window's
- * last) has profiled every step, whatever its last heartbeat said: a summary can arrive
- * before the heartbeat that shows the last step, and "traces written" must never run ahead
- * of "steps profiled". */
-static int64_t shown_position(const round *r, const round_worker *rw, const worker *w)
-{
-    int64_t at = w->steps_done - rw->start_step + r->start_step;
-    if (rw->window_over || rw->state == RW_DONE)
-        at = PT_MAX(at, r->start_step + r->steps);
-    int64_t shown = at - (r->start_step - pt_step_count(r->start_step));
-    return PT_MIN(PT_MAX(shown, 0), PT_CTL_MAX_STEP);
-}
-
-static pt_ctl_progress progress_of(const pt_coordinator *c)
-{
-    const round *r = c->round;
-    pt_ctl_progress p = {c->cfg.world_size, 0, 0, 0, -1, -1, 0, 0, 0, 0};
-    for (int32_t i = 0; i < c->cfg.world_size; i++) {
-        const worker *w = &c->workers[i];
-        const round_worker *rw = r ? &r->w[i] : NULL;
-        if (w->peer && w->peer->kind == PEER_AGENT)
-            p.connected++;
-        if (!rw)
-            continue;
-        if (rw->acked)
-            p.armed++;
-        if (rw->acked && w->steps_done >= rw->start_step)
-            p.in_window++;
-        if (rw->arm_sent && w->ever_joined) {
-            int64_t at = shown_position(r, rw, w);
-            p.min_step = p.min_step < 0 ? at : PT_MIN(p.min_step, at);
-            p.max_step = PT_MAX(p.max_step, at);
-        }
-        if (rw->window_over || rw->state == RW_DONE)
-            p.traces_written++;
-        p.summaries += rw->state == RW_DONE;
-        p.failed += rw->state == RW_FAILED || rw->state == RW_HUNG;
-        p.hung += rw->state == RW_HUNG;
-    }
-    if (r && r->kind == ROUND_HANG_REPORT)
-        p.summaries = 0; /* nothing is profiled */
-    return p;
-}
-
-static void send_progress(pt_coordinator *c, int64_t now, bool force)
-{
-    round *r = c->round;
-    if (!r || !r->control)
-        return;
-    if (!force && !(r->progress_dirty && now - r->progress_sent_ns >= PROGRESS_MIN_NS) &&
-        now - r->progress_sent_ns < KEEPALIVE_NS)
-        return;
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
-    m.progress = progress_of(c);
-    send_to(c, r->control, &m, now);
-    r->progress_dirty = false;
-    r->progress_sent_ns = now;
-}
-
-/* ---------------------------------------------------------------- round state machine */
-
-static void send_arm(pt_coordinator *c, int32_t rank, int64_t now)
-{
-    round *r = c->round;
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_ARM);
-    m.round = r->id;
-    m.start_step = r->start_step;
-    m.steps = r->steps;
-    r->w[rank].start_step = r->start_step;
-    bool keep = r->save_raw == PT_SAVE_RAW_ALL || (r->save_raw == PT_SAVE_RAW_MASTER && rank == 0);
-    m.path = pt_ctl_str(keep ? r->raw_dir : "");
-    r->w[rank].arm_sent = true;
-    r->w[rank].state = RW_ARMED; /* before sending: a failed send settles it as died */
-    queue_to(c, c->workers[rank].peer, &m, false, now);
-}
-
-/* Asks every connected worker where it is, now: the snapshots a hang is judged from are
- * taken at one moment, from the workers that stopped and from those still stepping. */
-static void probe_all(pt_coordinator *c, round *r, int64_t now)
-{
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_PROBE);
-    m.round = r->id;
-    r->probed = true;
-    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++)
-        if (c->workers[i].peer && !terminal(&r->w[i]))
-            queue_to(c, c->workers[i].peer, &m, false, now); /* like the ARMs: one write per relay */
-}
-
-/* A worker said something about where it is: move it along the round. */
-static void advance_worker(pt_coordinator *c, int32_t rank, int64_t now)
-{
-    round *r = c->round;
-    if (!r)
-        return;
-    round_worker *rw = &r->w[rank];
-    const worker *w = &c->workers[rank];
-    if (terminal(rw) || !w->peer || r->abandoned || r->gathering)
-        return;
-    r->progress_dirty = true;
-    if (w->stalled_ns > 0) { /* the agent says it is stuck */
-        rw->state = RW_HUNG;
-        if (!r->probed && r->kind != ROUND_HANG_REPORT)
-            probe_all(c, r, now);
-        return;
-    }
-    if (rw->state == RW_HUNG)
-        rw->state = rw->arm_sent ? RW_ARMED : RW_PENDING; /* it moved again */
-    if (r->kind == ROUND_HANG_REPORT)
-        return;
-    if (!rw->arm_sent) {
-        if (w->steps_done <= r->start_step) { /* at start_step: it starts at the next step */
-            send_arm(c, rank, now);
-        } else {
-            char text[160];
-            snprintf(text, sizeof text, "joined at step %lld, after the window (step %lld) began",
-                     (long long)pt_step_count(w->steps_done), (long long)pt_step_count(r->start_step));
-            emit_failure(c, rank, PT_FAIL_NOT_REACHED, text, now);
-        }
-        return;
-    }
-    if (rw->acked && !rw->window_over && w->steps_done >= rw->start_step + r->steps) {
-        rw->window_over = true;
-        rw->window_over_ns = now;
-    }
-}
-
-static int64_t default_deadline_ns(const pt_coordinator *c, int32_t wait, int32_t steps)
-{
-    int64_t step = 0;
-    for (int32_t i = 0; i < c->cfg.world_size; i++)
-        step = PT_MAX(step, c->workers[i].mean_step_ns);
-    if (step <= 0)
-        step = SEC;
-    /* In double: a worker may report a step of up to 30 days (the protocol's bound), and a
-     * --wait of a million steps of that overflows 64 bits. */
-    double expected = 4.0 * (double)(wait + steps + 2) * (double)step;
-    int64_t bounded = expected < (double)PT_CTL_MAX_DURATION_NS ? (int64_t)expected : PT_CTL_MAX_DURATION_NS;
-    return PT_MAX(bounded, 60 * SEC) + c->cfg.summary_timeout_ns;
-}
-
-static round *new_round(pt_coordinator *c, enum round_kind kind, int64_t now)
-{
-    round *r = calloc(1, sizeof *r);
-    round_worker *w = calloc((size_t)c->cfg.world_size, sizeof *w);
-    if (!r || !w) {
-        free(r), free(w);
-        return NULL;
-    }
-    r->id = ++c->next_round_id;
-    r->kind = kind;
-    r->w = w;
-    r->started_ns = now;
-    r->progress_dirty = true;
-    return r;
-}
-
-static void free_round(round *r)
-{
-    if (!r)
-        return;
-    pt_round_free(r->local);
-    free(r->w);
-    free(r);
-}
-
-/* Where a worker is now: its last report plus the steps its mean step time says it made
- * since (heartbeats are a second apart; a fast job makes many steps in a second, and a
- * start step computed from stale counts would already be past when the ARM arrives) --
- * when it is still stepping: a worker whose count did not move between two heartbeats
- * is stuck (or in a step longer than a heartbeat), and a job hung at step 14 must not be
- * promised a window at step 20 before its stall threshold has passed. */
-static int64_t estimated_step(const worker *w, int64_t now)
-{
-    if (w->stalled_ns > 0 || !w->stepping || w->mean_step_ns <= 0 || now <= w->steps_heard_ns)
-        return w->steps_done;
-    return w->steps_done + (now - w->steps_heard_ns) / w->mean_step_ns;
-}
-
-static int32_t connected_agents(const pt_coordinator *c, int64_t now, int64_t *max_step)
-{
-    int32_t n = 0;
-    *max_step = 0;
-    for (int32_t i = 0; i < c->cfg.world_size; i++)
-        if (c->workers[i].peer) {
-            n++;
-            *max_step = PT_MAX(*max_step, estimated_step(&c->workers[i], now));
-        }
-    return n;
-}
-
-/* Starts a profiling round; every connected worker is armed as its next heartbeat (or
- * this call) shows it is still before the start step. */
-static void begin_profiling(pt_coordinator *c, round *r, int32_t wait, int32_t steps, uint8_t save_raw,
-                            const char *raw_dir, int64_t timeout_ns, int64_t now)
-{
-    int64_t max_step;
-    int32_t connected = connected_agents(c, now, &max_step);
-    r->wait = wait, r->steps = steps, r->save_raw = save_raw;
-    r->start_step = PT_MIN(max_step + wait, PT_CTL_MAX_STEP); /* both bounded: no overflow */
-    if (raw_dir != r->raw_dir)
-        snprintf(r->raw_dir, sizeof r->raw_dir, "%s", raw_dir ? raw_dir : "");
-    r->deadline_ns = now + (timeout_ns > 0 ? timeout_ns : default_deadline_ns(c, wait, steps));
-    c->round = r;
-    int64_t first = pt_step_count(r->start_step);
-    pt_ctl_logf(&c->cfg.log, "round %u: profiling steps %lld..%lld on %d/%d connected workers%s", r->id,
-                (long long)first, (long long)(first + steps - 1), connected, c->cfg.world_size,
-                r->kind == ROUND_AUTO ? " (automatic)" : "");
-    if (r->control) {
-        pt_ctl_msg m;
-        pt_ctl_msg_init(&m, PT_CTL_ROUND_STARTED);
-        m.round = r->id;
-        m.start_step = first; /* the CLI shows counts; PROGRESS's positions are on the same scale */
-        m.steps = steps;
-        m.progress = progress_of(c);
-        send_to(c, r->control, &m, now);
-    }
-    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++)
-        if (c->workers[i].peer)
-            advance_worker(c, i, now);
-}
-
-static void begin_hang_report(pt_coordinator *c, round *r, int64_t now)
-{
-    r->deadline_ns = now + c->cfg.probe_timeout_ns;
-    c->round = r;
-    pt_ctl_logf(&c->cfg.log, "round %u: hang report, asking every worker where it is", r->id);
-    for (int32_t i = 0; i < c->cfg.world_size; i++)
-        if (c->workers[i].peer)
-            r->w[i].arm_sent = true;
-    probe_all(c, r, now);
-}
-
-static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now);
-
-/* A trigger that arrives while workers are still joining (the job just started) waits
- * for them a little, so the start step is computed over everyone. */
-static void end_gathering(pt_coordinator *c, round *r, int64_t now)
-{
-    int64_t max_step;
-    int32_t connected = connected_agents(c, now, &max_step);
-    if (connected < c->cfg.world_size && now < r->gather_until_ns) {
-        if (r->control && now - r->progress_sent_ns >= KEEPALIVE_NS) {
-            pt_ctl_msg m;
-            pt_ctl_msg_init(&m, PT_CTL_PROGRESS);
-            m.progress = progress_of(c);
-            send_to(c, r->control, &m, now);
-            r->progress_sent_ns = now;
-        }
-        return;
-    }
-    r->gathering = false;
-    if (connected == 0) {
-        reply_error(c, r->control, "no worker of the job is connected to the coordinator (is the training running "
-                    "with PerfTracker()?)", now);
-        c->round = NULL;
-        free_round(r);
-        return;
-    }
-    begin_profiling(c, r, r->wait, r->steps, r->save_raw, r->raw_dir, r->timeout_ns, now);
-}
-
-#define DRAIN_BOUND_NS (30 * SEC) /* plus its steps: how long a cancelled window may keep a worker */
-
-/* The round ends before its windows do (cancelled by the user, its CLI gone, or past its
- * deadline): every worker still armed is told to drop its window, and drains (see
- * worker.draining_round) meanwhile. Returns how many were told. */
-static int32_t cancel_windows(pt_coordinator *c, round *r, int64_t now)
-{
-    if (r->kind == ROUND_HANG_REPORT)
-        return 0; /* it armed nothing */
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_CANCEL);
-    m.round = r->id;
-    int32_t told = 0;
-    for (int32_t i = 0; i < c->cfg.world_size; i++) {
-        worker *w = &c->workers[i];
-        const round_worker *rw = &r->w[i];
-        if (!rw->arm_sent || (rw->state != RW_ARMED && rw->state != RW_HUNG) || !w->peer)
-            continue;
-        send_to(c, w->peer, &m, now);
-        told++;
-        if (rw->state == RW_HUNG || w->stalled_ns > 0)
-            continue; /* stuck: its window ends when it moves again, and a new round finds the hang */
-        w->draining_round = r->id;
-        w->cancelled_ns = now;
-        w->drain_end_step = PT_MIN(w->steps_done + 1, PT_CTL_MAX_STEP);
-        /* In double: steps and step times are each bounded, their product is not. */
-        double left = (double)PT_MAX(rw->start_step + r->steps - w->steps_done, 1) + 1;
-        double bound = (double)DRAIN_BOUND_NS + left * (double)PT_MAX(w->mean_step_ns, 0);
-        w->drain_until_ns = now + (int64_t)PT_MIN(bound, (double)PT_CTL_MAX_DURATION_NS);
-    }
-    return told;
-}
-
-/* Settles whoever is left and hands the round over (relay or local report). */
-/* Every connection refused for who it was since the job started goes into the round's
- * report: an attempt on the job is the user's to know, whichever round follows it. */
-static void tell_notices(pt_coordinator *c, round *r, int64_t now)
-{
-    char line[PT_CTL_MAX_TEXT];
-    for (size_t i = 0; i < pt_notices_lines(&c->notices); i++) {
-        pt_notices_line(&c->notices, i, line, sizeof line);
-        if (r->control) {
-            pt_ctl_msg m;
-            pt_ctl_msg_init(&m, PT_CTL_NOTICE);
-            m.text = pt_ctl_str(line);
-            send_to(c, r->control, &m, now);
-        }
-        if (r->local)
-            pt_round_add_warning(r->local, "security: %s", line);
-    }
-}
-
-static void finish_round(pt_coordinator *c, int64_t now)
-{
-    round *r = c->round;
-    int32_t hung = 0;
-    int32_t cancelled = cancel_windows(c, r, now); /* whoever is still armed will not be waited for */
-    if (cancelled)
-        pt_ctl_logf(&c->cfg.log, "round %u: told %d workers still in the window to drop it", r->id, cancelled);
-    for (int32_t i = 0; i < c->cfg.world_size; i++)
-        hung += r->w[i].state == RW_HUNG;
-    for (int32_t i = 0; i < c->cfg.world_size; i++) {
-        round_worker *rw = &r->w[i];
-        const worker *w = &c->workers[i];
-        if (terminal(rw))
-            continue;
-        if (rw->state == RW_HUNG)
-            emit_failure(c, i, PT_FAIL_HANG, "", now);
-        else if (!w->ever_joined)
-            emit_failure(c, i, PT_FAIL_NEVER_CONNECTED, "", now);
-        else if (!rw->arm_sent)
-            emit_failure(c, i, w->exited ? PT_FAIL_EXITED : PT_FAIL_DIED,
-                         w->peer ? "" : "disconnected before the round", now);
-        else if (r->kind == ROUND_HANG_REPORT)
-            emit_failure(c, i, PT_FAIL_UNRESPONSIVE, "did not answer the hang probe", now);
-        else if (rw->window_over)
-            emit_failure(c, i, PT_FAIL_NO_SUMMARY, "the window ended but no summary arrived in time", now);
-        else {
-            char text[160];
-            int64_t first = pt_step_count(rw->start_step);
-            snprintf(text, sizeof text, "at step %lld when the round timed out (window: steps %lld..%lld)",
-                     (long long)pt_step_count(w->steps_done), (long long)first, (long long)(first + r->steps - 1));
-            emit_failure(c, i, PT_FAIL_NOT_REACHED, text, now);
-        }
-    }
-    pt_ctl_progress progress = progress_of(c);
-    progress.hung = hung; /* settled as failures above, but still hangs */
-    pt_ctl_logf(&c->cfg.log, "round %u finished: %d summaries, %d failed (%d hung)", r->id, progress.summaries,
-                progress.failed, hung);
-    tell_notices(c, r, now);
-    if (r->control) {
-        pt_ctl_msg m;
-        pt_ctl_msg_init(&m, PT_CTL_ROUND_DONE);
-        m.round = r->id;
-        m.progress = progress;
-        send_to(c, r->control, &m, now);
-    }
-    if (r->local) {
-        pt_error err;
-        pt_json *report = pt_round_report(r->local, &err);
-        bool discarded = !report && pt_round_nothing_to_diagnose(r->local, NULL);
-        if (discarded) /* no report: leave no empty round folder either */
-            pt_round_discard(r->local, pt_round_dir(r->local));
-        if (report)
-            pt_ctl_logf(&c->cfg.log, "automatic round %u: report in %s/PerfDisplay/ (verdict: %s)", r->id,
-                        pt_round_dir(r->local),
-                        pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", "?"));
-        else
-            pt_ctl_logf(&c->cfg.log, "automatic round %u: no report: %s", r->id, err.message);
-        pt_json_free(report);
-        pthread_mutex_lock(&c->stats_lock);
-        if (!discarded)
-            snprintf(c->stats.last_report_dir, sizeof c->stats.last_report_dir, "%s", pt_round_dir(r->local));
-        c->stats.auto_rounds++;
-        pthread_mutex_unlock(&c->stats_lock);
-    }
-    pthread_mutex_lock(&c->stats_lock);
-    c->stats.rounds_finished++;
-    pthread_mutex_unlock(&c->stats_lock);
-    c->round = NULL;
-    free_round(r);
-}
-
-static void check_round(pt_coordinator *c, int64_t now)
-{
-    round *r = c->round;
-    if (!r)
-        return;
-    if (r->abandoned) { /* its CLI went away without a word (killed): cancel it as if it had asked */
-        int32_t told = cancel_windows(c, r, now);
-        pt_ctl_logf(&c->cfg.log, "round %u cancelled: its CLI went away; told %d workers to drop their windows",
-                    r->id, told);
-        c->round = NULL;
-        free_round(r);
-        return;
-    }
-    if (r->gathering) {
-        end_gathering(c, r, now);
-        return;
-    }
-    bool settled = true;
-    for (int32_t i = 0; i < c->cfg.world_size && c->round == r; i++) {
-        round_worker *rw = &r->w[i];
-        if (terminal(rw) || rw->state == RW_HUNG)
-            continue;
-        if (!rw->arm_sent && !c->workers[i].peer)
-            continue; /* absent: settled unless it joins */
-        if (rw->window_over && now - rw->window_over_ns > c->cfg.summary_timeout_ns) {
-            emit_failure(c, i, PT_FAIL_NO_SUMMARY, "the window ended but no summary arrived in time", now);
-            continue;
-        }
-        settled = false;
-    }
-    if (c->round == r && (settled || now >= r->deadline_ns))
-        finish_round(c, now);
-    else if (c->round == r)
-        send_progress(c, now, false);
-}
-
-/* ---------------------------------------------------------------- agent messages */
-
-/* Tells the peer why it is not welcome, and closes its connection once that is sent. */
-static void refuse(pt_coordinator *c, peer *p, const char *why, int64_t now)
-{
-    pt_ctl_msg r;
-    pt_ctl_msg_init(&r, PT_CTL_REFUSED);
-    r.text = pt_ctl_str(why);
-    send_to(c, p, &r, now);
-    p->closing = true;
-}
-
-/* Whether the peer has closed (or reset) its connection, by a peek that never blocks. */
-static bool connection_gone(const peer *p)
-{
-    if (p->via)
-        return p->via->dead; /* its relay says RANK_LOST when its connection drops */
-    char byte;
-    ssize_t n = recv(p->conn.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-/* A second connection claims a rank whose worker is connected. The rank's own process on
- * this machine (vouched for by the kernel) takes it from a connection that only holds the
- * key; otherwise the connection already there keeps it while it is alive (heard from
- * within the heartbeat timeout: a link dead without a word is dropped by the timeout, and
- * the real worker, refused meanwhile, retries). Either way the report names the claim:
- * two connections for one rank means one of them is not the job's. True when p takes it. */
-static bool claim_rank(pt_coordinator *c, peer *p, worker *w, int32_t rank, int64_t now)
-{
-    peer *holder = w->peer;
-    pthread_mutex_lock(&c->stats_lock);
-    c->stats.rank_conflicts++;
-    pthread_mutex_unlock(&c->stats_lock);
-    char kind[32];
-    snprintf(kind, sizeof kind, "rank-%d", rank);
-    if (p->vouched && !holder->vouched) {
-        pt_notices_add(&c->notices, kind, "rank %d was held by a connection from %s that only showed the job's key; "
-                       "the rank's own process on this machine (%s) took its place", rank, holder->addr, p->addr);
-        pt_ctl_logf(&c->cfg.log, "rank %d: replacing the connection from %s, which only showed the job's key, with "
-                    "the rank's own process on this machine (%s)", rank, holder->addr, p->addr);
-        kill_peer(c, holder, now, "replaced by the rank's own process on this machine");
-        return true;
-    }
-    char why[200];
-    snprintf(why, sizeof why, "rank %d is already connected (from %.64s)", rank, holder->addr);
-    pt_notices_add(&c->notices, kind, "a second connection claimed rank %d: %s while %s held it, and was refused; "
-                   "one of them is not the job's", rank, p->addr, holder->addr);
-    stranger_logf(c, now, "refused a worker from %s: %s", p->addr, why);
-    refuse(c, p, why, now);
-    return false;
-}
-
-/* What the report says of how the worker connected (trust.h): the kernel's uid and pid
- * for a peer of the Unix socket, the address for TCP, and its relay's view for a rank
- * behind a relay. */
-static void note_connection(worker *w, const peer *p)
-{
-    w->seen_uid = p->cred_uid;
-    w->seen_pid = p->cred_pid;
-    if (p->via)
-        snprintf(w->seen_from, sizeof w->seen_from, "%.80s, through the relay of node %d (%.60s)", p->addr,
-                 p->via->node_rank, p->via->addr);
-    else if (p->cred_uid >= 0)
-        snprintf(w->seen_from, sizeof w->seen_from, "%.80s, uid %lld", p->addr, (long long)p->cred_uid);
-    else
-        snprintf(w->seen_from, sizeof w->seen_from, "%.80s", p->addr);
-}
-
-static void on_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    int32_t rank = m->worker.rank;
-    if (p->rank >= 0) {
-        stranger_logf(c, now, "refused a second JOIN from %s (rank %d, already joined as rank %d)", p->addr, rank,
-                      p->rank);
-        refuse(c, p, "this connection has joined already", now);
-        return;
-    }
-    if (rank < 0 || rank >= c->cfg.world_size || m->worker.world_size != c->cfg.world_size) {
-        stranger_logf(c, now, "refused a worker from %s: rank %d of world size %d does not fit this job (world size "
-                      "%d)", p->addr, rank, m->worker.world_size, c->cfg.world_size);
-        refuse(c, p, "rank or world size does not match this job", now);
-        return;
-    }
-    worker *w = &c->workers[rank];
-    if (w->peer && w->peer != p && connection_gone(w->peer)) /* its worker reconnected before we saw the EOF */
-        kill_peer(c, w->peer, now, "closed by the peer");
-    if (w->peer && w->peer != p && !claim_rank(c, p, w, rank, now))
-        return;
-    w->peer = p;
-    p->rank = rank;
-    c->waiting_peers--;
-    c->joined_agents++;
-    p->conn.in_limit = input_limit(p);
-    w->ever_joined = true;
-    w->exited = false;
-    w->local_rank = m->worker.local_rank;
-    w->node_rank = m->worker.node_rank;
-    w->world_size = m->worker.world_size;
-    w->pid = m->worker.pid;
-    pt_ctl_copy_str(w->host, sizeof w->host, m->worker.host);
-    note_connection(w, p);
-}
-
-static char *copy_text(pt_ctl_bytes b)
-{
-    char *t = b.len ? malloc((size_t)b.len + 1) : NULL;
-    if (t)
-        pt_ctl_copy_str(t, (size_t)b.len + 1, b);
-    return t;
-}
-
-static void forget_snapshot(pt_coordinator *c, snapshot *snap)
-{
-    free(snap->stack), free(snap->threads), free(snap->collectives);
-    c->snapshot_bytes -= snap->bytes;
-    memset(snap, 0, sizeof *snap);
-}
-
-static void remember_snapshot(pt_coordinator *c, worker *w, const pt_ctl_msg *m, int64_t now)
-{
-    forget_snapshot(c, &w->snap);
-    snapshot *snap = &w->snap;
-    size_t wanted = (size_t)m->stack.len + m->threads.len + m->collectives.len;
-    snap->stack = copy_text(m->stack);
-    snap->bytes = m->stack.len;
-    if (c->snapshot_bytes + wanted <= SNAPSHOT_BUDGET) {
-        snap->threads = copy_text(m->threads);
-        snap->collectives = copy_text(m->collectives);
-        snap->bytes = wanted;
-    } else if (now - c->last_budget_log_ns > 60 * SEC) {
-        pt_ctl_logf(&c->cfg.log, "hang snapshots hold %zu MB: keeping only the training stack of rank %d",
-                    c->snapshot_bytes >> 20, (int)(w - c->workers));
-        c->last_budget_log_ns = now;
-    }
-    c->snapshot_bytes += snap->bytes;
-    snap->since_step_ns = m->since_step_ns;
-    snap->mean_step_ns = m->mean_step_ns;
-    snap->steps_done = m->steps_done;
-    snap->taken = true;
-}
-
-/* The automatic round's folder: made under the configured (or default) output folder, or,
- * for an in-memory round (the fuzz target's seam), only named there. 0 or -1 with err. */
-static int make_auto_round_dir(pt_coordinator *c, char *dir, size_t cap, pt_error *err)
-{
-    char output_dir[sizeof c->cfg.auto_output_dir], note[512];
-    snprintf(output_dir, sizeof output_dir, "%s", c->cfg.auto_output_dir);
-    if (c->cfg.auto_in_memory) {
-        snprintf(dir, cap, "%s/in-memory", output_dir[0] ? output_dir : PT_DEFAULT_OUTPUT_DIR);
-        return 0;
-    }
-    if (!output_dir[0]) {
-        pt_round_default_output_dir(output_dir, sizeof output_dir, note, sizeof note);
-        if (note[0])
-            pt_ctl_logf(&c->cfg.log, "automatic round: %s", note);
-    }
-    return pt_round_make_dir(output_dir, dir, cap, err);
-}
-
-static void start_auto_round(pt_coordinator *c, int32_t rank, const pt_ctl_msg *m, int64_t now)
-{
-    bool hang = m->kind == PT_AUTO_HANG || m->kind == PT_AUTO_COLLECTIVE_ERROR;
-    if (!c->cfg.auto_trigger) {
-        if (!c->last_opt_in_log_ns || now - c->last_opt_in_log_ns > 60 * SEC) {
-            pt_ctl_logf(&c->cfg.log, "refused rank %d's request for an automatic %s round: this job did not opt in "
-                        "(PERFTRACKER_AUTO_TRIGGER=1 or PerfTracker(auto_trigger=True) on rank 0)", rank,
-                        hang ? "hang report" : "profiling");
-            c->last_opt_in_log_ns = now;
-        }
-        return;
-    }
-    if (c->round || now < c->next_auto_ns) {
-        if (now - c->last_busy_log_ns > 60 * SEC) {
-            pt_ctl_logf(&c->cfg.log, "rank %d asked for an automatic %s round; not now (%s)", rank,
-                        hang ? "hang report" : "profiling", c->round ? "a round is running" : "rate limit");
-            c->last_busy_log_ns = now;
-        }
-        return;
-    }
-    c->next_auto_ns = now + c->cfg.auto_interval_ns;
-    char dir[PT_CTL_MAX_PATH];
-    pt_error err;
-    round *r = new_round(c, hang ? ROUND_HANG_REPORT : ROUND_AUTO, now);
-    if (!r || make_auto_round_dir(c, dir, sizeof dir, &err) != 0) {
-        pt_ctl_logf(&c->cfg.log, "cannot start an automatic round: %s", r ? err.message : "out of memory");
-        free_round(r);
-        return;
-    }
-    r->local = c->cfg.auto_in_memory ? pt_round_new_in_memory(dir, c->cfg.world_size)
-                                     : pt_round_new(dir, c->cfg.world_size);
-    if (m->kind == PT_AUTO_COLLECTIVE_ERROR)
-        pt_round_add_warning(r->local, "automatic hang report: a collective of rank %d raised an error (at step %lld)",
-                             rank, (long long)pt_step_count(m->steps_done));
-    else if (hang)
-        pt_round_add_warning(r->local, "automatic hang report: rank %d made no step for %.1f s (mean step %.1f ms)",
-                             rank, (double)m->stalled_ns / 1e9, (double)m->mean_step_ns / 1e6);
-    else
-        pt_round_add_warning(r->local, "automatic round: rank %d's last 50 steps averaged %.1f ms, %.1f%% above "
-                             "its recent best of %.1f ms", rank, (double)m->mean_step_ns / 1e6,
-                             m->best_mean_ns > 0 ? 100.0 * ((double)m->mean_step_ns / (double)m->best_mean_ns - 1)
-                                                 : 0.0, (double)m->best_mean_ns / 1e6);
-    if (hang) {
-        begin_hang_report(c, r, now);
-    } else {
-        char raw[PT_CTL_MAX_PATH + 16];
-        snprintf(raw, sizeof raw, "%s/raw_trace", dir);
-        begin_profiling(c, r, c->cfg.auto_wait, c->cfg.auto_steps, c->cfg.auto_save_raw, raw, 0, now);
-    }
-}
-
-static bool for_this_round(const pt_coordinator *c, uint32_t id, int32_t rank)
-{
-    return c->round && c->round->id == id && !terminal(&c->round->w[rank]);
-}
-
-/* A worker's heartbeat, sent directly or merged by its relay: heard_ns is when the agent
- * sent it (a relay holds one up to a heartbeat period and says for how long), which the
- * step estimates count from. */
-/* A worker's step count moved from `before` to `after`. When its step source changed since
- * it was armed (util/step_number.h), its collector moved the window (pt_step_retarget):
- * the round follows (pt_step_follow), so the progress line and the window's end stay
- * right. The collector decides where the window is; this tracks it as closely as the
- * heartbeats tell. */
-static void follow_step_source(pt_coordinator *c, int32_t rank, int64_t before, int64_t after)
-{
-    round *r = c->round;
-    if (!r || r->kind == ROUND_HANG_REPORT || !r->w[rank].arm_sent)
-        return;
-    r->w[rank].start_step = pt_step_follow(r->w[rank].start_step, before, after);
-}
-
-static void set_steps(pt_coordinator *c, int32_t rank, int64_t steps_done)
-{
-    worker *w = &c->workers[rank];
-    follow_step_source(c, rank, w->steps_done, steps_done);
-    w->steps_done = steps_done;
-}
-
-static void on_heartbeat(pt_coordinator *c, int32_t rank, int64_t steps_done, int64_t mean_step_ns,
-                         int64_t stalled_ns, int64_t heard_ns, int64_t now)
-{
-    worker *w = &c->workers[rank];
-    w->stepping = steps_done > w->steps_done;
-    set_steps(c, rank, steps_done);
-    w->steps_heard_ns = heard_ns;
-    w->mean_step_ns = mean_step_ns;
-    w->stalled_ns = stalled_ns;
-    c->heartbeats++;
-    advance_worker(c, rank, now);
-}
-
-static void on_agent_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    if (m->type == PT_CTL_JOIN) {
-        on_join(c, p, m, now);
-        return;
-    }
-    int32_t rank = p->rank;
-    if (rank < 0)
-        return; /* nothing counts before JOIN */
-    worker *w = &c->workers[rank];
-    switch (m->type) {
-    case PT_CTL_HEARTBEAT:
-        on_heartbeat(c, rank, m->steps_done, m->mean_step_ns, m->stalled_ns, now, now);
-        break;
-    case PT_CTL_ARMED:
-        if (!for_this_round(c, m->round, rank))
-            break;
-        if (m->status != 0) {
-            char text[PT_CTL_MAX_TEXT + 1];
-            pt_ctl_copy_str(text, sizeof text, m->text);
-            emit_failure(c, rank, PT_FAIL_ERROR, text, now);
-        } else {
-            c->round->w[rank].acked = true;
-            c->round->progress_dirty = true;
-        }
-        break;
-    case PT_CTL_SUMMARY:
-        if (w->draining_round && m->round == w->draining_round)
-            w->draining_round = 0; /* the cancelled window is gone: its collector is free */
-        if (!for_this_round(c, m->round, rank) || c->round->kind == ROUND_HANG_REPORT)
-            break;
-        if (m->status != 0 || m->blob.len == 0) {
-            char text[PT_CTL_MAX_TEXT + 1];
-            pt_ctl_copy_str(text, sizeof text, m->text);
-            emit_failure(c, rank, PT_FAIL_ERROR, text[0] ? text : "the collector sent no summary", now);
-        } else {
-            emit_summary(c, rank, m, now);
-        }
-        break;
-    case PT_CTL_HANG:
-        set_steps(c, rank, m->steps_done);
-        w->steps_heard_ns = now;
-        w->stalled_ns = m->stalled_ns;
-        remember_snapshot(c, w, m, now);
-        /* A hang report decides from every worker's snapshot, taken now: one still
-         * stepping is as much evidence as one that stopped (it may be the one the
-         * others wait for, blocked in Python before their collective). */
-        if (c->round && c->round->kind == ROUND_HANG_REPORT && !terminal(&c->round->w[rank]))
-            emit_failure(c, rank, PT_FAIL_HANG, "", now);
-        else
-            advance_worker(c, rank, now);
-        break;
-    case PT_CTL_AUTO_REQUEST:
-        set_steps(c, rank, m->steps_done);
-        w->steps_heard_ns = now;
-        start_auto_round(c, rank, m, now);
-        break;
-    case PT_CTL_BYE:
-        w->exited = true;
-        if (c->round && !terminal(&c->round->w[rank]) && c->round->w[rank].arm_sent)
-            emit_failure(c, rank, PT_FAIL_EXITED, "the process exited", now);
-        break;
-    default:
-        break;
-    }
-}
-
-/* ---------------------------------------------------------------- relay messages */
-
-/* "the relay of node 3 (rank 24 on gpu-3, 10.0.0.3:41234)", for the lines about its ranks. */
-static void relay_name(const peer *relay, char *dst, size_t cap)
-{
-    snprintf(dst, cap, "the relay of node %d (rank %d on %.80s, %.60s)", relay->node_rank, relay->rank, relay->host,
-             relay->addr);
-}
-
-/* The relay says who it is (its own worker's identity) before it relays anything. */
-static void on_relay_join(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    if (m->worker.world_size != c->cfg.world_size) {
-        stranger_logf(c, now, "refused a relay from %s: world size %d does not match this job's %d", p->addr,
-                      m->worker.world_size, c->cfg.world_size);
-        refuse(c, p, "world size does not match this job", now);
-        return;
-    }
-    p->rank = m->worker.rank;
-    p->node_rank = m->worker.node_rank;
-    pt_ctl_copy_str(p->host, sizeof p->host, m->worker.host);
-    c->waiting_peers--;
-    c->joined_relays++;
-    p->conn.in_limit = input_limit(p);
-}
-
-static peer *relayed_peer(pt_coordinator *c, const peer *relay, int32_t rank)
-{
-    peer *q = c->workers[rank].peer;
-    return q && q->via == relay && !q->dead ? q : NULL;
-}
-
-/* A rank's JOIN through the relay: a virtual peer for it, then the flat job's JOIN. */
-static void relayed_join(pt_coordinator *c, peer *relay, int32_t rank, const pt_ctl_msg *inner, int64_t now)
-{
-    peer *old = relayed_peer(c, relay, rank);
-    if (old) /* the relay closed its connection and took a new one before saying so */
-        kill_peer(c, old, now, "replaced by a new connection through its relay");
-    peer *q = calloc(1, sizeof *q);
-    if (!q || (c->peer_count == c->peer_cap &&
-               !(c->peers = realloc(c->peers, (c->peer_cap = c->peer_cap ? c->peer_cap * 2 : 64) * sizeof *c->peers)))) {
-        pt_ctl_logf(&c->cfg.log, "out of memory: not taking rank %d through its relay", rank);
-        free(q);
-        return;
-    }
-    pt_conn_init(&q->conn, -1, 0);
-    q->kind = PEER_AGENT;
-    q->via = relay;
-    q->rank = -1;
-    q->relayed_rank = rank;
-    q->accepted_ns = q->last_heard_ns = now;
-    /* What the relay saw of its local connection (a JOIN's connection fields), which it
-     * vouches for as far as the coordinator vouches for the relay itself. */
-    q->vouched = relay->vouched;
-    q->cred_uid = inner->type == PT_CTL_JOIN ? inner->worker.uid : -1;
-    q->cred_pid = inner->type == PT_CTL_JOIN ? inner->worker.conn_pid : -1;
-    if (q->cred_pid > 0)
-        snprintf(q->addr, sizeof q->addr, "pid %lld on node %d", (long long)q->cred_pid, relay->node_rank);
-    else
-        snprintf(q->addr, sizeof q->addr, "relay %.40s", relay->addr);
-    q->via_next = relay->relayed;
-    if (relay->relayed)
-        relay->relayed->via_prev = q;
-    relay->relayed = q;
-    c->peers[c->peer_count++] = q;
-    c->waiting_peers++;
-    on_agent_message(c, q, inner, now);
-    if (q->rank < 0 && !q->dead)
-        kill_peer(c, q, now, "its JOIN was refused");
-}
-
-/* The relay's merged heartbeats: each counts as its rank's own (the decoder checked every
- * entry's ranges); an entry for a rank the relay does not hold is ignored, as its frames. */
-static void on_relay_beats(pt_coordinator *c, peer *relay, const pt_ctl_msg *m, int64_t now)
-{
-    for (size_t i = 0; i < pt_ctl_beat_count(m); i++) {
-        pt_ctl_beat b = pt_ctl_beat_get(m, i);
-        peer *q = b.rank < c->cfg.world_size ? relayed_peer(c, relay, b.rank) : NULL;
-        if (!q || q->rank < 0)
-            continue;
-        q->last_heard_ns = now;
-        on_heartbeat(c, b.rank, b.steps_done, b.mean_step_ns, b.stalled_ns, now - b.held_ns, now);
-    }
-}
-
-static void on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    if (p->rank < 0) {
-        if (m->type == PT_CTL_JOIN)
-            on_relay_join(c, p, m, now);
-        else
-            bad_frame(c, p, "a relay must say who it is (JOIN) first", now);
-        return;
-    }
-    int32_t rank = m->relayed_rank;
-    if ((m->type == PT_CTL_RELAYED || m->type == PT_CTL_RANK_LOST) && rank >= c->cfg.world_size) {
-        bad_frame(c, p, "the relay named a rank outside the job", now);
-        return;
-    }
-    c->relay_frames++;
-    if (m->type == PT_CTL_HEARTBEAT)
-        return; /* the relay's own keepalive, with no rank to carry: being read was the point */
-    if (m->type == PT_CTL_HEARTBEATS) {
-        on_relay_beats(c, p, m, now);
-        return;
-    }
-    if (m->type == PT_CTL_RANK_LOST) {
-        peer *q = relayed_peer(c, p, rank);
-        char text[PT_CTL_MAX_TEXT + 1];
-        pt_ctl_copy_str(text, sizeof text, m->text);
-        if (q)
-            kill_peer(c, q, now, text);
-        return;
-    }
-    if (m->type != PT_CTL_RELAYED) {
-        bad_frame(c, p, "a relay sent a message relays do not send", now);
-        return;
-    }
-    /* The rank's own frame: checked as any agent's. The relay bound its connection to the
-     * rank it JOINed as; a JOIN must name that rank. */
-    pt_ctl_msg inner;
-    pt_error err;
-    ssize_t used = pt_ctl_decode(m->blob.data, m->blob.len, &inner, &err);
-    if (used != (ssize_t)m->blob.len || inner.type < PT_CTL_JOIN || inner.type > PT_CTL_BYE ||
-        (inner.type == PT_CTL_JOIN && inner.worker.rank != rank)) {
-        char why[600];
-        snprintf(why, sizeof why, "the relay sent a bad frame for rank %d: %.500s", rank,
-                 used < 0 ? err.message : "not one agent message of that rank");
-        bad_frame(c, p, why, now);
-        return;
-    }
-    if (inner.type == PT_CTL_JOIN) {
-        relayed_join(c, p, rank, &inner, now);
-        return;
-    }
-    peer *q = relayed_peer(c, p, rank);
-    if (!q)
-        return; /* refused, or replaced: nothing it says counts */
-    q->last_heard_ns = now;
-    on_agent_message(c, q, &inner, now);
-}
-
-/* ---------------------------------------------------------------- control messages */
-
-static void reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now)
-{
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_ERROR);
-    m.text = pt_ctl_str(text);
-    send_to(c, p, &m, now);
-}
-
-/* The user interrupted the CLI (Ctrl-C): its round ends now, on every worker, and the CLI
- * hears how many workers dropped a window. A CLI without a round hears the same with
- * round 0 (the round had not started, or ended as it asked). */
-static void cancel_for_cli(pt_coordinator *c, peer *p, int64_t now)
-{
-    round *r = c->round && c->round->control == p ? c->round : NULL;
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_ROUND_CANCELLED);
-    m.progress = progress_of(c);
-    if (r) {
-        m.round = r->id;
-        m.progress.armed = cancel_windows(c, r, now);
-        pt_ctl_logf(&c->cfg.log, "round %u cancelled by its CLI; told %d workers to drop their windows", r->id,
-                    m.progress.armed);
-        c->round = NULL;
-        free_round(r);
-    } else {
-        m.progress.armed = 0;
-    }
-    send_to(c, p, &m, now);
-}
-
-/* Workers still finishing a cancelled round's window would refuse an ARM: a trigger now
- * hears BUSY, with who and for about how long, instead of a round of refusals. */
-static bool reply_busy(pt_coordinator *c, peer *p, int64_t now)
-{
-    int32_t draining = 0, first = -1;
-    uint32_t round_id = 0;
-    int64_t wait_ns = 0, since_ns = 0;
-    for (int32_t i = 0; i < c->cfg.world_size; i++) {
-        worker *w = &c->workers[i];
-        if (!w->draining_round)
-            continue;
-        if (!w->peer || now >= w->drain_until_ns) {
-            w->draining_round = 0; /* gone, or past any window's end: believe it free */
-            continue;
-        }
-        if (first < 0)
-            first = i, round_id = w->draining_round, since_ns = now - w->cancelled_ns;
-        draining++;
-        double steps = (double)PT_MAX(w->drain_end_step - w->steps_done, 1);
-        int64_t estimate = (int64_t)PT_MIN(steps * (double)PT_MAX(w->mean_step_ns, 0), (double)DRAIN_BOUND_NS) + SEC;
-        wait_ns = PT_MAX(wait_ns, PT_MIN(estimate, w->drain_until_ns - now));
-    }
-    if (!draining)
-        return false;
-    char text[320];
-    snprintf(text, sizeof text, "%d worker%s (rank %d%s) still finish%s the window of round %u, cancelled %.0f s "
-             "ago, and would refuse a new one: it ends at %s next step, about %.0f s from now", (int)draining,
-             draining == 1 ? "" : "s", (int)first, draining > 1 ? " and others" : "", draining == 1 ? "es" : "",
-             round_id, (double)since_ns / 1e9, draining == 1 ? "its" : "their", (double)wait_ns / 1e9);
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_BUSY);
-    m.text = pt_ctl_str(text);
-    m.timeout_ms = PT_MAX(wait_ns / MS, 1);
-    send_to(c, p, &m, now);
-    return true;
-}
-
-static void on_control_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
-{
-    if (m->type == PT_CTL_CANCEL_ROUND) {
-        cancel_for_cli(c, p, now);
-        return;
-    }
-    if (m->type != PT_CTL_TRIGGER)
-        return;
-    char text[256];
-    if (!c->round && reply_busy(c, p, now))
-        return;
-    if (c->round) {
-        snprintf(text, sizeof text, "round %u is still running (started %.0f s ago); try again when it ends",
-                 c->round->id, (double)(now - c->round->started_ns) / 1e9);
-        reply_error(c, p, text, now);
-        return;
-    }
-    round *r = new_round(c, ROUND_TRIGGERED, now);
-    if (!r) {
-        reply_error(c, p, "the coordinator is out of memory", now);
-        return;
-    }
-    r->control = p;
-    r->wait = m->wait, r->steps = m->steps, r->save_raw = m->save_raw;
-    r->timeout_ns = m->timeout_ms * MS; /* at most a week: the decoder checked it */
-    pt_ctl_copy_str(r->raw_dir, sizeof r->raw_dir, m->path);
-    r->gathering = true;
-    r->gather_until_ns = now + c->cfg.join_grace_ns;
-    c->round = r;
-    end_gathering(c, r, now); /* begins at once when everyone is here */
-}
-
 /* ---------------------------------------------------------------- handshake */
 
 /* A TCP peer on this machine that proved the job's key as a worker. The job's workers
@@ -1600,11 +181,11 @@ static void refuse_local_tcp_worker(pt_coordinator *c, peer *p, int64_t now)
     pt_notices_add(&c->notices, "local-tcp-worker", "a process on this machine (%s) offered the job's key as a worker "
                    "over TCP and was refused: the job's workers on this machine connect through the socket %s, so it "
                    "may have read the key's secret from the job's torch.distributed store", p->addr, c->local_name);
-    stranger_logf(c, now, "refused a worker from %s: workers on this machine connect through the socket %s", p->addr,
+    coord_stranger_logf(c, now, "refused a worker from %s: workers on this machine connect through the socket %s", p->addr,
                   c->local_name);
     char why[PT_HOST_MAX + 96];
     snprintf(why, sizeof why, "workers on this machine connect through the socket %s, not over TCP", c->local_name);
-    refuse(c, p, why, now);
+    coord_refuse(c, p, why, now);
 }
 
 static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
@@ -1623,7 +204,7 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         pthread_mutex_lock(&c->stats_lock);
         c->stats.refused++;
         pthread_mutex_unlock(&c->stats_lock);
-        stranger_logf(c, now, "refused a %s connection from %s: %s",
+        coord_stranger_logf(c, now, "refused a %s connection from %s: %s",
                       m->role == PT_CTL_ROLE_CONTROL ? "control" : m->role == PT_CTL_ROLE_AGENT ? "worker"
                       : m->role == PT_CTL_ROLE_RELAY ? "relay" : "peer",
                       p->addr, m->type != PT_CTL_AUTH || m->version != PT_CTL_VERSION ? "protocol mismatch"
@@ -1631,7 +212,7 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         if (worker_role && m->type == PT_CTL_AUTH && m->version == PT_CTL_VERSION)
             pt_notices_add(&c->notices, "wrong-key", "a %s from %s failed authentication (not the job's key) and "
                            "was refused", m->role == PT_CTL_ROLE_RELAY ? "relay" : "worker", p->addr);
-        refuse(c, p, "authentication failed: this job's key is needed", now);
+        coord_refuse(c, p, "authentication failed: this job's key is needed", now);
         return;
     }
     if (worker_role && !p->vouched && c->cfg.agent_key_public && pt_net_peer_is_on_this_host(p->conn.fd)) {
@@ -1639,30 +220,30 @@ static void on_auth(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now
         return;
     }
     if (m->role == PT_CTL_ROLE_CONTROL && c->control_peers >= MAX_CONTROL_PEERS) {
-        stranger_logf(c, now, "refused a control connection from %s: %d CLIs are connected already", p->addr,
+        coord_stranger_logf(c, now, "refused a control connection from %s: %d CLIs are connected already", p->addr,
                       MAX_CONTROL_PEERS);
-        refuse(c, p, "too many control connections", now);
+        coord_refuse(c, p, "too many control connections", now);
         return;
     }
     pt_ctl_msg w;
     pt_ctl_msg_init(&w, PT_CTL_WELCOME);
     pt_auth_server_proof(key, m->role, p->nonce, m->nonce, w.mac);
     p->kind = m->role == PT_CTL_ROLE_AGENT ? PEER_AGENT : m->role == PT_CTL_ROLE_RELAY ? PEER_RELAY : PEER_CONTROL;
-    p->conn.in_limit = input_limit(p);
+    p->conn.in_limit = coord_input_limit(p);
     if (p->kind == PEER_RELAY)
         p->conn.out_limit = RELAY_OUT_LIMIT;
     if (p->kind == PEER_CONTROL) {
         c->waiting_peers--;
-        list_control(c, p);
+        coord_list_control(c, p);
         p->conn.out_limit = CONTROL_OUT_LIMIT;
         pt_ctl_logf(&c->cfg.log, "control connection from %s", p->addr);
     }
-    send_to(c, p, &w, now);
+    coord_send_to(c, p, &w, now);
 }
 
 /* ---------------------------------------------------------------- the loop */
 
-static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why)
+void coord_kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, const char *why)
 {
     if (p->dead)
         return;
@@ -1679,15 +260,15 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     }
     if (p->conn.fd >= 0)
         epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, p->conn.fd, NULL);
-    release_input(c, p);
+    coord_release_input(c, p);
     if (p->held)
         p->held = false, c->held_peers--;
     if (p->paused)
         p->paused = false, c->paused_peers--;
-    if (waiting(p))
+    if (coord_waiting(p))
         c->waiting_peers--;
     else if (p->kind == PEER_CONTROL)
-        unlist_control(c, p);
+        coord_unlist_control(c, p);
     else if (p->kind == PEER_AGENT)
         c->joined_agents--;
     else if (p->kind == PEER_RELAY)
@@ -1697,12 +278,12 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
         c->workers[rank].peer = NULL;
         c->workers[rank].draining_round = 0; /* it gets a new collector, or none */
         round *r = c->round;
-        if (r && !terminal(&r->w[rank]) && r->w[rank].arm_sent) {
+        if (r && !coord_terminal(&r->w[rank]) && r->w[rank].arm_sent) {
             bool exited = c->workers[rank].exited;
             char text[200];
             snprintf(text, sizeof text, "%s at step %lld (%s)", exited ? "exited" : "connection lost",
                      (long long)pt_step_count(c->workers[rank].steps_done), why);
-            emit_failure(c, rank, exited ? PT_FAIL_EXITED : failure, text, now);
+            coord_emit_failure(c, rank, exited ? PT_FAIL_EXITED : failure, text, now);
         } else if (!c->workers[rank].exited) {
             pt_ctl_logf(&c->cfg.log, "rank %d disconnected (%s)", rank, why);
         }
@@ -1710,12 +291,12 @@ static void kill_peer_as(pt_coordinator *c, peer *p, int64_t now, int failure, c
     if (p->kind == PEER_RELAY && p->rank >= 0) {
         /* Every rank it carried is lost with it, and says why. */
         char name[200], text[600];
-        relay_name(p, name, sizeof name);
+        coord_relay_name(p, name, sizeof name);
         /* lines below hold name (< 200) and why */
         snprintf(text, sizeof text, "%s was lost: %s", name, why);
         int32_t lost = 0;
         for (; p->relayed; lost++)
-            kill_peer_as(c, p->relayed, now, failure, text); /* which takes it off the list */
+            coord_kill_peer_as(c, p->relayed, now, failure, text); /* which takes it off the list */
         pt_ctl_logf(&c->cfg.log, "%s: its %d rank(s) are lost with it", text, lost);
     }
     if (p->kind == PEER_CONTROL && c->round && c->round->control == p) {
@@ -1762,7 +343,7 @@ static bool shed_oldest_waiting(pt_coordinator *c, int64_t now, const char *why)
 {
     for (size_t i = 0; i < c->peer_count; i++) {
         peer *p = c->peers[i];
-        if (p->dead || !waiting(p) || p->via)
+        if (p->dead || !coord_waiting(p) || p->via)
             continue;
         kill_peer(c, p, now, why);
         close(p->conn.fd);
@@ -1796,7 +377,7 @@ static bool vouch_local(pt_coordinator *c, int fd, peer *p, int64_t now)
     pt_notices_add(&c->notices, "other-user", "a process of user %lld (pid %lld) connected to the coordinator's "
                    "socket %s and was closed: only the job's user may join", (long long)id.uid, (long long)id.pid,
                    c->local_name);
-    stranger_logf(c, now, "closed a connection to %s from another user (uid %lld, pid %lld)", c->local_name,
+    coord_stranger_logf(c, now, "closed a connection to %s from another user (uid %lld, pid %lld)", c->local_name,
                   (long long)id.uid, (long long)id.pid);
     return false;
 }
@@ -1828,7 +409,7 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
     pt_conn_init(&p->conn, fd, AGENT_OUT_LIMIT);
     p->kind = authenticated_as_control ? PEER_CONTROL : authenticated_as_agent ? PEER_AGENT : PEER_HANDSHAKE;
     p->rank = -1;
-    p->conn.in_limit = input_limit(p); /* nobody unauthenticated makes us buffer more than 1 KB */
+    p->conn.in_limit = coord_input_limit(p); /* nobody unauthenticated makes us buffer more than 1 KB */
     if (p->kind == PEER_CONTROL)
         p->conn.out_limit = CONTROL_OUT_LIMIT;
     p->accepted_ns = p->last_heard_ns = now;
@@ -1843,7 +424,7 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
     }
     c->peers[c->peer_count++] = p;
     if (p->kind == PEER_CONTROL) {
-        list_control(c, p);
+        coord_list_control(c, p);
         return;
     }
     c->waiting_peers++;
@@ -1852,7 +433,7 @@ static void add_peer(pt_coordinator *c, int fd, bool authenticated_as_control, b
     pt_ctl_msg m;
     pt_ctl_msg_init(&m, PT_CTL_CHALLENGE);
     memcpy(m.nonce, p->nonce, sizeof m.nonce);
-    send_to(c, p, &m, now);
+    coord_send_to(c, p, &m, now);
 }
 
 /* Out of descriptors, both listeners stop being watched until the next tick; then both are
@@ -1917,10 +498,10 @@ static void accept_all(pt_coordinator *c, int listen_fd, int64_t now)
 
 /* A frame the decoder refused: the CLI is told why (a trigger out of range is a user's
  * mistake to show); anyone else is dropped with a log line. */
-static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now)
+void coord_bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now)
 {
-    if (waiting(p))
-        stranger_logf(c, now, "dropping %s: %s", p->addr, why);
+    if (coord_waiting(p))
+        coord_stranger_logf(c, now, "dropping %s: %s", p->addr, why);
     else
         pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, why);
     if (p->kind != PEER_CONTROL) {
@@ -1929,7 +510,7 @@ static void bad_frame(pt_coordinator *c, peer *p, const char *why, int64_t now)
     }
     char text[PT_CTL_MAX_TEXT];
     snprintf(text, sizeof text, "the coordinator refused a message: %s", why);
-    reply_error(c, p, text, now);
+    coord_reply_error(c, p, text, now);
     p->closing = true;
 }
 
@@ -1942,14 +523,14 @@ static void handle_frames(pt_coordinator *c, peer *p, int64_t now)
         if (p->kind == PEER_HANDSHAKE)
             on_auth(c, p, &m, now);
         else if (p->kind == PEER_AGENT)
-            on_agent_message(c, p, &m, now);
+            coord_on_agent_message(c, p, &m, now);
         else if (p->kind == PEER_RELAY)
-            on_relay_message(c, p, &m, now);
+            coord_on_relay_message(c, p, &m, now);
         else
-            on_control_message(c, p, &m, now);
+            coord_on_control_message(c, p, &m, now);
     }
     if (!p->dead && !p->closing && got < 0)
-        bad_frame(c, p, err.message, now);
+        coord_bad_frame(c, p, err.message, now);
 }
 
 static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t now)
@@ -1959,15 +540,15 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         kill_peer(c, p, now, "connection closed while waiting for room");
         return;
     }
-    if (!p->paused && !p->held && (p->kind == PEER_AGENT || p->kind == PEER_RELAY) && cli_backlogged(c)) {
+    if (!p->paused && !p->held && (p->kind == PEER_AGENT || p->kind == PEER_RELAY) && coord_cli_backlogged(c)) {
         p->held = true; /* resumed once the CLI has taken half of it (resume_held) */
         c->held_peers++;
-        update_interest(c, p);
+        coord_update_interest(c, p);
         return;
     }
     if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
         int rc = 0;
-        if (admit_input(c, p)) {
+        if (coord_admit_input(c, p)) {
             rc = pt_conn_read(&p->conn, &err);
             if (rc > 0)
                 p->last_heard_ns = now;
@@ -1977,10 +558,10 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
         }
         handle_frames(c, p, now);
         if (!p->dead && !p->closing && !p->paused)
-            admit_input(c, p); /* a finished frame gives its share back at once */
+            coord_admit_input(c, p); /* a finished frame gives its share back at once */
         if (!p->dead && rc < 0) {
-            if (!p->conn.eof && waiting(p))
-                stranger_logf(c, now, "dropping %s: %s", p->addr, err.message);
+            if (!p->conn.eof && coord_waiting(p))
+                coord_stranger_logf(c, now, "dropping %s: %s", p->addr, err.message);
             else if (!p->conn.eof)
                 pt_ctl_logf(&c->cfg.log, "dropping %s: %s", p->addr, err.message);
             kill_peer(c, p, now, err.message);
@@ -1992,7 +573,7 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
     if (!p->dead && p->closing && pt_conn_pending(&p->conn) == 0)
         kill_peer(c, p, now, "closed after refusal"); /* now, not at its turn in the sweep */
     if (!p->dead)
-        update_interest(c, p);
+        coord_update_interest(c, p);
     if (!p->dead && p->kind != PEER_CONTROL)
         pt_conn_trim(&p->conn); /* one connection per worker or node: none keeps a buffer while idle */
 }
@@ -2000,7 +581,7 @@ static void service_peer(pt_coordinator *c, peer *p, uint32_t events, int64_t no
 /* Summaries flow to the CLI as fast as it takes them and no faster: while CONTROL_BACKLOG
  * bytes wait for it, workers and relays are not read (TCP holds the rest on their side),
  * so rank 0 never queues the whole job's summaries. */
-static bool cli_backlogged(const pt_coordinator *c)
+bool coord_cli_backlogged(const pt_coordinator *c)
 {
     const peer *cli = c->round ? c->round->control : NULL;
     return cli && !cli->dead && pt_conn_pending(&cli->conn) > CONTROL_BACKLOG;
@@ -2016,7 +597,7 @@ static void resume_held(pt_coordinator *c, int64_t now)
         if (p->held && !p->dead) {
             p->held = false;
             p->last_heard_ns = now; /* waiting on the CLI is not silence */
-            update_interest(c, p);
+            coord_update_interest(c, p);
         }
     }
     c->held_peers = 0;
@@ -2040,7 +621,7 @@ static void check_peer(pt_coordinator *c, peer *p, int64_t now)
 {
     if (p->closing && pt_conn_pending(&p->conn) == 0)
         kill_peer(c, p, now, "closed after refusal");
-    else if (waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
+    else if (coord_waiting(p) && now - p->accepted_ns > c->cfg.handshake_timeout_ns)
         kill_peer(c, p, now, p->kind == PEER_HANDSHAKE ? "no authentication in time" : "no JOIN in time");
     else if ((p->kind == PEER_AGENT || p->kind == PEER_RELAY) && !p->paused && !p->held &&
              !(p->via && (p->via->paused || p->via->held)) && now - p->last_heard_ns > c->cfg.heartbeat_timeout_ns &&
@@ -2048,7 +629,7 @@ static void check_peer(pt_coordinator *c, peer *p, int64_t now)
         pt_ctl_logf(&c->cfg.log, "%s %d: no heartbeat for %.0f s; dropping it",
                     p->kind == PEER_RELAY ? "the relay of rank" : "rank", p->rank,
                     (double)(now - p->last_heard_ns) / 1e9);
-        kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
+        coord_kill_peer_as(c, p, now, PT_FAIL_UNRESPONSIVE, "no heartbeat");
     }
 }
 
@@ -2076,11 +657,11 @@ static void resume_paused(pt_coordinator *c, int64_t now)
 {
     for (size_t i = 0; i < c->peer_count && c->paused_peers > 0; i++) {
         peer *p = c->peers[i];
-        if (!p->dead && p->paused && admit_input(c, p)) {
+        if (!p->dead && p->paused && coord_admit_input(c, p)) {
             p->paused = false;
             c->paused_peers--;
             p->last_heard_ns = now; /* waiting on us is not silence */
-            update_interest(c, p);
+            coord_update_interest(c, p);
         }
     }
 }
@@ -2100,8 +681,8 @@ static void tick(pt_coordinator *c, int64_t now)
     if (c->reserve_fd < 0 && c->listen_fd >= 0)
         c->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     flush_shed_log(c, now);
-    flush_stranger_log(c, now);
-    check_round(c, now);
+    coord_flush_stranger_log(c, now);
+    coord_check_round(c, now);
     pthread_mutex_lock(&c->stats_lock);
     c->stats.agents = c->joined_agents;
     c->stats.relays = c->joined_relays;
@@ -2352,8 +933,8 @@ void pt_coordinator_stop(pt_coordinator *c)
         free(c->peers[i]);
     }
     for (int32_t i = 0; i < c->cfg.world_size; i++)
-        forget_snapshot(c, &c->workers[i].snap);
-    free_round(c->round);
+        coord_forget_snapshot(c, &c->workers[i].snap);
+    coord_free_round(c->round);
     free(c->peers);
     free(c->workers);
     free(c->scratch);

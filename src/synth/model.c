@@ -21,7 +21,16 @@
  * ~70-80%, exposed communication well under 30%, every copy kind well under 1% and every
  * Python stack under 5% of the step; flash attention's backward is the costliest kernel
  * by a clear margin, so a uniformly slower GPU is named by it. The cost of building the
- * program is trivial (a few hundred ops per layer, once per plan). */
+ * program is trivial (a few hundred ops per layer, once per plan).
+ *
+ * A fault's ops are marked with it (they run where it is injected), and a fix's ops with
+ * `unless` (they run where it is not): both are in every job's program, so the job and
+ * its twin draw alike. Besides the GPT step there is an MLP's (slow_gpu_mlp: three GEMM
+ * kernels), a pipeline stage's (GPipe over the GPT's blocks, sends and receives between
+ * stages) and a single-GPU job's (no DDP). Every name follows a real torch 2.x Kineto trace:
+ * C calls as their repr ("<built-in method poll of select.poll object at 0x...>"), the c10d
+ * path of an all-reduce as the 8-rank DLRM trace has it (c10d::allreduce_ ->
+ * record_param_comms -> nccl:all_reduce, 70-86 us of CPU). */
 #include "synth/model.h"
 
 #include <stdlib.h>
@@ -101,6 +110,12 @@ const char *const synth_outer_frames[2] = {"train.py(131): <module>", "train.py(
  * knob's 1: what the calibration scales. */
 #define EMPTY_CACHE_FREE_US 95.0
 #define GPT_ADAM_US 450.0
+
+/* What a torch 2.x Kineto trace names a pybind11 method's owner in its repr (the h200
+ * traces' "<built-in method rank of pybind11_builtins... object at 0x...>"). */
+#define PYBIND_METHOD_OWNER                                                                   \
+    "pybind11_builtins.pybind11_detail_function_record_v1_system_libstdcpp_gxx_abi_1xxx_use_" \
+    "cxx11_abi_1 object"
 #define EMPTY_CACHE_MALLOC_US 85.0
 
 /* ------------------------------------------------------------ builder */
@@ -252,7 +267,7 @@ static void worker_loader(synth_program *p)
     py(p, "multiprocessing/connection.py(423): _poll", 3);
     py(p, "multiprocessing/connection.py(930): wait", 6);
     py(p, "selectors.py(402): select", 4);
-    py_share(p, SCALE_LOADER_WAIT, "<method 'poll' of 'select.poll' objects>", 15, 0.55f);
+    py_share(p, SCALE_LOADER_WAIT, "<built-in method poll of select.poll object at 0x7f3c29d1a0f0>", 15, 0.55f);
     POP_PYTHON(p, 1, 2, 3, 2, 2);
     py(p, "multiprocessing/connection.py(208): recv_bytes", 4);
     py(p, "multiprocessing/connection.py(413): _recv_bytes", 5);
@@ -264,7 +279,7 @@ static void worker_loader(synth_program *p)
         py(p, "torch/multiprocessing/reductions.py(512): rebuild_storage_fd", 14);
         py(p, "multiprocessing/resource_sharer.py(57): detach", 8);
         py(p, "multiprocessing/reduction.py(186): recv_handle", 6);
-        py_share(p, SCALE_LOADER_WAIT, "<method 'recvmsg' of '_socket.socket' objects>", 30, 0.225f);
+        py_share(p, SCALE_LOADER_WAIT, "<built-in method recvmsg of socket object at 0x7f3c29d1a230>", 30, 0.225f);
         POP_PYTHON(p, 1, 3, 4, 10);
     }
     POP_PYTHON(p, 4, 6, 3, 2);
@@ -285,11 +300,13 @@ static void in_process_loader(synth_program *p)
     for (int sample = 0; sample < 8; sample++) {
         py(p, "data.py(41): __getitem__", 8);
         py(p, "data.py(30): read_record", 5);
-        push(p, SCALE_LOADER_WORK, PT_CPU_PYTHON, "<method 'read' of '_io.BufferedReader' objects>", 117.5);
+        push(p, SCALE_LOADER_WORK, PT_CPU_PYTHON,
+             "<built-in method read of _io.BufferedReader object at 0x7f3c29d1a3b0>", 117.5);
         POP_PYTHON(p, 1, 3);
         py(p, "transformers/tokenization_utils_base.py(2803): __call__", 12);
         py(p, "transformers/tokenization_utils_fast.py(504): _batch_encode_plus", 9);
-        push(p, SCALE_LOADER_WORK, PT_CPU_PYTHON, "<method 'encode_batch' of 'tokenizers.Tokenizer' objects>", 82.5);
+        push(p, SCALE_LOADER_WORK, PT_CPU_PYTHON,
+             "<built-in method encode_batch of tokenizers.Tokenizer object at 0x7f3c29d1a4d0>", 82.5);
         POP_PYTHON(p, 1, 6, 4, 3);
     }
     POP_PYTHON(p, 2);
@@ -716,9 +733,9 @@ static void save_checkpoint(synth_program *p)
     py(p, "train.py(112): save_checkpoint", 40);
     py(p, "torch/serialization.py(862): save", 25);
     py(p, "torch/serialization.py(1088): _save", 30);
-    py_share(p, SCALE_STALL, "<method 'dump' of '_pickle.Pickler' objects>", 50, 0.6f);
+    py_share(p, SCALE_STALL, "<built-in method dump of _pickle.Pickler object at 0x7f3c29d1a5f0>", 50, 0.6f);
     POP_PYTHON(p, 5);
-    py_share(p, SCALE_STALL, "<method 'write_record' of 'torch._C.PyTorchFileWriter' objects>", 20, 0.4f);
+    py_share(p, SCALE_STALL, "<built-in method write_record of " PYBIND_METHOD_OWNER " at 0x7f3c29d1a710>", 20, 0.4f);
     POP_PYTHON(p, 2, 12, 8, 10);
     mark_fault(p, first, PT_FAULT_INTERMITTENT_STALL);
 }
@@ -811,8 +828,8 @@ static void mlp_backward(synth_program *p, const pt_synth_job *job)
     py(p, "torch/autograd/graph.py(860): _engine_run_backward", 8);
     py(p, "<built-in method run_backward of torch._C._EngineBase object at 0x7f3c2a1e5b40>", 25);
     add(p, OP_FORK, SCALE_FIXED, NULL);
-    node(p, "autograd::engine::evaluate_function: MseLossBackward0", "MseLossBackward0", "aten::mse_loss_backward", loss,
-         loss_us, 1, false);
+    node(p, "autograd::engine::evaluate_function: MseLossBackward0", "MseLossBackward0", "aten::mse_loss_backward",
+         loss, loss_us, 1, false);
     for (int layer = job->layers - 1; layer >= 0; layer--) {
         aten(p, "autograd::engine::evaluate_function: AddmmActivationBackward0", 9);
         aten(p, "AddmmActivationBackward0", 6);
@@ -859,7 +876,7 @@ static void p2p(synth_program *p, bool send, int peer, int key)
     POP(p, 14, 4);
     POP_PYTHON(p, 6, 3);
     if (!send) {
-        py(p, "<method 'wait' of 'torch._C._distributed_c10d.Work' objects>", 3);
+        py(p, "<built-in method wait of " PYBIND_METHOD_OWNER " at 0x7f3c29d1a830>", 3);
         synth_op *wait = add(p, OP_WAIT_P2P, SCALE_LAUNCH, "cudaStreamWaitEvent");
         wait->cpu_ns = us(3);
         wait->index = (uint16_t)key;

@@ -20,15 +20,24 @@
  * then blocks the autograd thread, and with it the main thread's run_backward, until each
  * bucket is back.
  *
- * Lock-step. Until the first op that waits on peers (the optimizer's wait for the last
- * NCCL all-reduce; gloo's finalize), nothing a worker does depends on them: the compute
- * stream does not wait for the collectives, and handing a bucket over does not block the
- * CPU. So the plan runs that first phase for every worker and keeps only, per bucket,
- * the latest moment any worker was ready: end[k] = max(latest ready[k], end[k-1]) +
- * transfer[k], the same on every rank. The second phase then gives each worker's next
- * step start. Per step that is O(workers x ops) work and O(workers) memory; emitting a
- * worker later replays its steps with the stored starts and ends, so the events come out
- * without holding any of them.
+ * Lock-step. Work that ends at the same moment on every participant once the last one is
+ * ready -- an all-reduce (every worker, or a pipeline stage's replicas), a pipeline
+ * send/receive pair -- is a rendezvous: end = max(latest ready, the end of the one before
+ * it on the same stream) + its transfer. The plan's driver runs every worker's step until
+ * the worker needs a rendezvous end not known yet (the optimizer's wait for the last NCCL
+ * all-reduce, gloo's finalize, a synchronous all-reduce's wait, a receive), ends each
+ * rendezvous that heard from all its participants, and runs the waiting workers on, until
+ * all finish the step; it keeps per worker only where it paused (sim_state). For a plain
+ * data-parallel job that is two runs per worker and step: to the optimizer's wait (every
+ * bucket then ends), and to the end. Per step that is O(workers x ops) work (x the
+ * rendezvous a worker waits on one by one, for a per-parameter all-reduce or a pipeline)
+ * and O(workers + rendezvous) memory; emitting a worker later replays its steps with the
+ * stored starts and ends, so the events come out without holding any of them.
+ *
+ * A pipeline job (pipeline_imbalance) has one program per stage (its blocks, its sends and
+ * receives per microbatch, GPipe); its ranks are stage-major. A block there draws from a
+ * stream of its own, seeded by (replica, layer, microbatch, direction), so a block moved to
+ * another stage keeps its numbers and the job without the imbalance draws alike.
  *
  * Faults are knobs calibrated once per plan: the knob is searched (bisection on a
  * jitter-free replay of one worker alone) so that the faulty worker's step grows by
@@ -39,8 +48,11 @@
  * A job holds up to two faults on separate ranks, each calibrated alone. A fault written
  * fixed (job.without) keeps its ranks and calibration but not its knobs, and its own ops
  * (marked with their fault in the program) run on a copy of the worker that writes
- * nothing, only to draw their numbers: the rest of the job is the faulty job's, draw for
- * draw, so the two jobs' step times differ by what fixing the fault saves. */
+ * nothing, only to draw their numbers; a fix's ops (marked `unless` the fault: DDP's
+ * buckets for a per-parameter all-reduce, loader workers for single-process loading) do
+ * the same where the fault is: the rest of the job is the faulty job's, draw for draw, so
+ * the two jobs' step times differ by what fixing the fault saves. expected.json of the
+ * structural kinds carries that saving, from the two plans' step ends. */
 #include "synth/synth.h"
 #include "synth/model.h"
 #include "summarize/classify.h"
@@ -1643,8 +1655,9 @@ static void pipeline_rendezvous(pt_synth_plan *p)
             p->rv.participants[rid] = 2;
             p->rv.prev[rid] = -1;
             p->rv.live[rid] = true;
+            double bytes = (double)p->p2p_nelems * 2;
             p->rv.transfer_ns[rid] = (near ? SMALL_LATENCY_NS : SMALL_LATENCY_NETWORK_NS) +
-                                     (int64_t)llround((double)p->p2p_nelems * 2 / (near ? P2P_NVLINK_BW : P2P_NETWORK_BW));
+                                     (int64_t)llround(bytes / (near ? P2P_NVLINK_BW : P2P_NETWORK_BW));
         }
     for (int s = 0; s < p->stages; s++) {
         synth_program *prog = &p->progs[s];
@@ -2422,8 +2435,8 @@ static const char *add_structural_finding(const pt_synth_plan *p, const synth_fa
     case PT_FAULT_INTERMITTENT_STALL: {
         category = "python";
         pt_json_add(f, "function", stack_json(p, prog, "train.py(112): save_checkpoint"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'dump' of '_pickle.Pickler' objects>"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'write_record' of 'torch._C.PyTorchFileWriter' objects>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method dump of _pickle.Pickler object at 0x7f3c29d1a5f0>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method write_record of pybind11_builtins.pybind11_detail_function_record_v1_system_libstdcpp_gxx_abi_1xxx_use_cxx11_abi_1 object at 0x7f3c29d1a710>"));
         pt_json *steps = pt_json_add(f, "stall_steps", pt_json_array());
         for (int step = 0; step < p->job.steps; step++)
             if (is_stall_step(step))
@@ -2433,14 +2446,14 @@ static const char *add_structural_finding(const pt_synth_plan *p, const synth_fa
     case PT_FAULT_LOADER_STARVED:
         category = "python";
         pt_json_add(f, "function", stack_json(p, prog, "torch/utils/data/dataloader.py(631): __next__"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'poll' of 'select.poll' objects>"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'recvmsg' of '_socket.socket' objects>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method poll of select.poll object at 0x7f3c29d1a0f0>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method recvmsg of socket object at 0x7f3c29d1a230>"));
         break;
     case PT_FAULT_SINGLE_PROCESS_LOADER:
         category = "python";
         pt_json_add(f, "function", stack_json(p, prog, "torch/utils/data/dataloader.py(631): __next__"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'read' of '_io.BufferedReader' objects>"));
-        pt_json_push(parts, stack_json(p, prog, "<method 'encode_batch' of 'tokenizers.Tokenizer' objects>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method read of _io.BufferedReader object at 0x7f3c29d1a3b0>"));
+        pt_json_push(parts, stack_json(p, prog, "<built-in method encode_batch of tokenizers.Tokenizer object at 0x7f3c29d1a4d0>"));
         pt_json_push(parts, stack_json(p, prog, "<built-in method stack of type object at 0x7f3c2a1e5c80>"));
         break;
     case PT_FAULT_SLOW_GPU_MLP:

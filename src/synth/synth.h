@@ -1,10 +1,11 @@
 /* synth.h -- synthetic multi-worker training jobs with injected faults.
  *
- * The generator produces, for every worker of a data-parallel PyTorch training job, the
- * events a PyTorch-profiler (Kineto) trace of it would hold: Python frames, ATen
- * operators and annotations (each with its Kineto category), CUDA runtime calls,
- * compute kernels, memory copies and gradient all-reduces, step by step, on the threads
- * real jobs use (main, autograd, and gloo's two when the backend is gloo). It is how the
+ * The generator produces, for every worker of a data-parallel (pipeline_imbalance:
+ * pipeline-parallel) PyTorch training job, the events a PyTorch-profiler (Kineto) trace of
+ * it would hold: Python frames, ATen operators and annotations (each with its Kineto
+ * category), CUDA runtime calls, compute kernels, memory copies and gradient all-reduces,
+ * step by step, on the threads real jobs use (main, autograd, and gloo's two when the
+ * backend is gloo). It is how the
  * analysis is tested (a fault is injected, the report must name it) and benchmarked at
  * scale (thousands of workers, gigabyte traces).
  *
@@ -80,13 +81,17 @@ typedef struct pt_synth_job {
     int workers;          /* world size */
     int steps;            /* profiled steps per worker */
     int gpus_per_node;    /* workers per host: host "node<rank / gpus_per_node>" */
-    int layers;           /* transformer blocks per step (event count grows with it) */
+    int layers;           /* transformer blocks per step (event count grows with it); 0:
+                             12 (pt_synth_job_init) */
     uint64_t seed;
     pt_fault_kind fault;
     int fault_ranks[PT_SYNTH_MAX_FAULT_RANKS];
     int fault_rank_count; /* 0: the fault's default ({world-1}; two_slow {1, world-2}) */
     double severity;      /* extra step time as a fraction of a healthy step; 0: the
-                             fault's default (0.3; common_memcpy 0.11, ~10% of the step) */
+                             fault's default (0.3; common_memcpy 0.11, ~10% of the step;
+                             empty_cache 0.59; intermittent_stall: the stall in healthy
+                             steps, 325 ms); unbucketed_allreduce, unoverlapped_allreduce
+                             and pipeline_imbalance take none (it must stay 0) */
     int hang_step;        /* hang: the step index (0-based) it stops in; -1: the last */
     int pipeline_stages;  /* pipeline_imbalance: stages (0: 4 when the workers divide by 4,
                              else as many as workers); workers / stages data-parallel
@@ -169,7 +174,12 @@ pt_worker_summary *pt_synth_summary(const pt_synth_job *job, int rank, pt_error 
  *                   "workers": [7], "all_workers": false, "worker_names": ["node0_7_10007.json"]} ]}
  * findings is empty for a healthy job; for a hang, "function" is null, "hang_step" is the
  * ProfilerStep it stopped in and "others_blocked_in" what the others wait in (the NCCL
- * kernel, or gloo:all_reduce). 0, or -1 with err set when the job is invalid. */
+ * kernel, or gloo:all_reduce). The structural kinds (pt_fault_reports_saving) add
+ * "true_saving" and "step_ms" {"with_fault", "without_fault"} (the slowest written
+ * worker's mean step, with the fault and in the twin), and per finding "parts" (the
+ * functions its time shows in) and what locates it ("stall_steps", "missing_ranks",
+ * "stage", "layers_per_stage", "collectives_per_step"); docs/synth.md. 0, or -1 with err
+ * set when the job is invalid. */
 int pt_synth_expected(const pt_synth_job *job, pt_json **out, pt_error *err);
 pt_json *pt_synth_plan_expected(const pt_synth_plan *plan);
 

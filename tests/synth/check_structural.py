@@ -233,7 +233,7 @@ def mark_starved(exp, workers, finding, twin):
     extra = exp["severity"] * exp["healthy_step_ms"] * 1000
     for w in workers.values():
         t = loader_time(w)
-        polls = w.named("<method 'poll' of 'select.poll' objects>")
+        polls = w.named("<built-in method poll of select.poll object at 0x7f3c29d1a0f0>")
         check(polls, f"starved: rank {w.rank} never polls its loader's queue")
         if twin:
             check(t < 2000, f"starved twin: rank {w.rank} waits {t:.0f} us per step in __next__")
@@ -242,8 +242,8 @@ def mark_starved(exp, workers, finding, twin):
 
 
 def mark_single_process(exp, workers, finding, twin):
-    leaves = ["<method 'read' of '_io.BufferedReader' objects>",
-              "<method 'encode_batch' of 'tokenizers.Tokenizer' objects>",
+    leaves = ["<built-in method read of _io.BufferedReader object at 0x7f3c29d1a3b0>",
+              "<built-in method encode_batch of tokenizers.Tokenizer object at 0x7f3c29d1a4d0>",
               "<built-in method stack of type object at 0x7f3c2a1e5c80>"]
     for w in workers.values():
         step, t = w.mean_step(), loader_time(w)

@@ -209,8 +209,8 @@ static void check_kind_at_scale(pt_fault_kind kind, int workers, int steps, doub
         [PT_FAULT_UNBUCKETED_ALLREDUCE] = {"train.py(64): average_gradients"},
         [PT_FAULT_UNOVERLAPPED_ALLREDUCE] = {"train.py(52): allreduce_hook"},
         [PT_FAULT_INTERMITTENT_STALL] = {"train.py(112): save_checkpoint"},
-        [PT_FAULT_LOADER_STARVED] = {"<method 'poll' of 'select.poll' objects>"},
-        [PT_FAULT_SINGLE_PROCESS_LOADER] = {"<method 'encode_batch' of 'tokenizers.Tokenizer' objects>"},
+        [PT_FAULT_LOADER_STARVED] = {"<built-in method poll of select.poll object at 0x7f3c29d1a0f0>"},
+        [PT_FAULT_SINGLE_PROCESS_LOADER] = {"<built-in method encode_batch of tokenizers.Tokenizer object at 0x7f3c29d1a4d0>"},
         [PT_FAULT_EMPTY_CACHE] = {"cudaMalloc", "cudaFree"},
         [PT_FAULT_PIPELINE_IMBALANCE] = {"void pytorch_flash::flash_fwd_kernel*"},
     };

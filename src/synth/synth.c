@@ -1330,6 +1330,7 @@ typedef struct rv_step {
     int64_t *end;              /* the ends (the plan's row for the step) */
     const int64_t *transfer;   /* this step's transfer per rendezvous */
     int one_participant;       /* calibration: a worker alone */
+    const bool *live;          /* which rendezvous the job makes (the plan's, or a worker alone's) */
     int stuck_from;            /* an all-enter hang's step: rendezvous from here never end; else -1 */
     bool never;                /* some end is NEVER: the job hangs in this step */
 } rv_step;
@@ -1344,6 +1345,7 @@ static void rv_begin(const pt_synth_plan *p, rv_step *rv, int64_t *end, const in
     rv->transfer = transfer;
     rv->stuck_from = -1;
     rv->never = false;
+    rv->live = p->rv.live;
 }
 
 static void rv_alloc(const pt_synth_plan *p, rv_step *rv)
@@ -1382,7 +1384,7 @@ static bool rv_resolve(const pt_synth_plan *p, rv_step *rv)
             continue;
         int64_t base = prev >= 0 ? rv->end[prev] : 0;
         int64_t end = base;
-        if (p->rv.live[k]) {
+        if (rv->live[k]) {
             int64_t arrived = PT_MAX(rv->latest[k], base);
             if (rv->stuck_from >= 0 && k >= rv->stuck_from)
                 arrived = NEVER; /* every rank is in it, and it never ends */
@@ -1415,6 +1417,22 @@ static _Noreturn void driver_stuck(void)
 
 /* ------------------------------------------------------------ calibration */
 
+/* Which buckets a worker alone with the faults of `active` makes (the plan's liveness is
+ * the whole job's; a healthy worker of a per-parameter job still makes DDP's). */
+static void alone_live(const pt_synth_plan *p, const synth_program *prog, unsigned active, bool *live)
+{
+    for (int k = 0; k < p->rv.count; k++)
+        live[k] = p->rv.live[k];
+    for (size_t i = 0; i < prog->count; i++) {
+        const synth_op *op = &prog->ops[i];
+        if (op->kind != OP_BUCKET && op->kind != OP_GLOO_BUCKET)
+            continue;
+        bool has = op->fault != PT_FAULT_NONE && (active & kind_bit((pt_fault_kind)op->fault));
+        bool fixes = op->unless != PT_FAULT_NONE && !(active & kind_bit((pt_fault_kind)op->unless));
+        live[op->index] = has || fixes || (op->fault == PT_FAULT_NONE && op->unless == PT_FAULT_NONE);
+    }
+}
+
 /* One worker alone, without jitter, with the knobs and fault ops of `active`: its
  * all-reduces cost only the transfer. Returns the step length. */
 static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, unsigned active)
@@ -1435,6 +1453,9 @@ static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, unsigned ac
     arrival *log = pt_xmalloc((size_t)PT_MAX(p->max_arrivals, 1) * sizeof *log);
     rv_begin(p, &rv, end, p->rv.transfer_ns);
     rv.one_participant = 1;
+    bool *live = pt_xcalloc(p->rv.count > 0 ? (size_t)p->rv.count : 1, sizeof *live);
+    alone_live(p, s.prog, active, live);
+    rv.live = live;
     s.coll_end = end;
     s.known = rv.known;
     s.arrivals = log;
@@ -1449,6 +1470,7 @@ static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, unsigned ac
             driver_stuck();
     }
     int64_t step = s.cpu[0] + step_gap(&s);
+    free(live);
     free(log);
     free(end);
     rv_free(&rv);

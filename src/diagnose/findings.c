@@ -428,13 +428,16 @@ static const char *common_advice(pt_class cls, const char *function)
 static void put_common_subject_of(const finding *f, pt_buf *out)
 {
     pt_buf name = PT_BUF_INIT;
-    pt_short_function_name(f->cls, f->function, &name);
+    bool named_by_stack = f->row && strcmp(f->function, f->row->name) != 0; /* allocator churn's releasing frame */
+    pt_short_function_name(named_by_stack ? PT_CLASS_PYTHON : f->cls, f->function, &name);
     const char *shown = name.data ? name.data : f->function;
     if (!f->part_count)
         pt_buf_printf(out, "%s `%s`", f->cls == PT_CLASS_MEMORY ? "the memory operation" : f->cls == PT_CLASS_RUNTIME ?
                       "the runtime call" : "Python", shown);
     else if (f->cls == PT_CLASS_PYTHON)
         pt_buf_printf(out, "Python `%s` and the code it calls", shown);
+    else if (f->cls == PT_CLASS_RUNTIME && named_by_stack)
+        pt_buf_printf(out, "allocator churn, device memory freed (in `%s`) and allocated again", shown);
     else if (f->cls == PT_CLASS_RUNTIME)
         pt_buf_puts(out, "allocator churn, device memory freed and allocated again");
     else
@@ -469,7 +472,7 @@ static void describe_common(const pt_analysis *a, const pt_whatif *m, finding *f
     pt_buf_printf(&s, " not hidden by %s", f->cls == PT_CLASS_PYTHON ? "GPU work" : "computation");
     pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
     pt_buf_puts(&s, "; ");
-    pt_buf_puts(&s, common_advice(f->cls, f->function));
+    pt_buf_puts(&s, common_advice(f->cls, f->row ? f->row->name : f->function));
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -883,22 +886,25 @@ static size_t root_of(size_t *parent, size_t i)
     return i;
 }
 
-/* The finding that speaks for a cause: the rolled-up one (the cause is its class); else
- * for Python the frame every other one is called from (the frame a user would change);
- * else the one saving the most alone. */
+/* The finding that speaks for a cause: for Python the frame every other one is called
+ * from (the frame a user would change); for allocator churn the release (the cudaFree
+ * that torch.cuda.empty_cache() makes: the cudaMalloc after it only follows); else the
+ * one saving the most alone. */
 static size_t pick_head(const finding *items, const size_t *members, size_t count)
 {
     size_t head = members[0];
     for (size_t k = 1; k < count; k++) {
         const finding *f = &items[members[k]], *h = &items[head];
-        if (rolled_up(f) != rolled_up(h)) {
-            if (rolled_up(f))
-                head = members[k];
-        } else if (f->impact > h->impact || (f->impact == h->impact && f->excess_ms > h->excess_ms)) {
+        if (f->impact > h->impact || (f->impact == h->impact && f->excess_ms > h->excess_ms))
             head = members[k];
-        }
     }
-    if (rolled_up(&items[head]) || items[head].row->cls != PT_CLASS_PYTHON)
+    if (items[head].row->cls == PT_CLASS_RUNTIME) {
+        for (size_t k = 0; k < count; k++)
+            if (strstr(items[members[k]].row->name, "Free"))
+                return members[k];
+        return head;
+    }
+    if (items[head].row->cls != PT_CLASS_PYTHON)
         return head;
     for (size_t k = 0; k < count; k++) {
         size_t calls_all = 0;
@@ -969,24 +975,57 @@ static void explain_the_merged(finding_list *list, const size_t *into)
             list->items[i].explains = into[list->items[i].explains - 1] + 1;
 }
 
-void pt_merge_causes(const pt_analysis *a, const pt_whatif *m, finding_list *list, size_t first)
+/* The Python stack that released the memory of an allocator churn: its cudaFree's caller
+ * (on its worker with the most) cut after its innermost Python source frame, the call a
+ * user wrote (`model.py: forward|torch/cuda/memory.py: empty_cache`, not the builtin
+ * under it). NULL when the summaries do not say. */
+static char *churn_caller(const pt_analysis *a, const finding *f)
+{
+    pt_function_summary cell;
+    const pt_function_summary *free_call = pt_row_function(a, f->row, f->worst < a->n ? f->worst : f->workers[0], &cell);
+    if (!free_call || !free_call->caller)
+        return NULL;
+    const char *caller = free_call->caller, *end = NULL;
+    for (const char *frame = caller;;) {
+        const char *bar = strchr(frame, '|'), *py = strstr(frame, ".py: ");
+        size_t len = bar ? (size_t)(bar - frame) : strlen(frame);
+        if (py && py < frame + len)
+            end = frame + len;
+        if (!bar)
+            break;
+        frame = bar + 1;
+    }
+    return end ? pt_xstrndup(caller, (size_t)(end - caller)) : NULL;
+}
+
+/* Costs and describes a finding merge_causes built. */
+static void cost_merged(const pt_analysis *a, const pt_whatif *m, finding *h)
+{
+    qsort(h->parts, h->part_count, sizeof *h->parts, by_part_saving);
+    pt_cost_finding(a, m, h);
+    if (h->all_workers && h->covers_parts)
+        describe_cpu_bound(a, m, h);
+    else if (h->all_workers)
+        describe_common(a, m, h);
+    else
+        pt_describe_peer_finding(a, h, pt_whatif_step_ms(m));
+}
+
+/* Functions of one class that are one cause (one_cause), joined: each group a new
+ * finding, its members its parts. */
+static void merge_one_cause(const pt_analysis *a, const pt_whatif *m, finding_list *list, size_t first, bool *gone,
+                            size_t *into)
 {
     size_t count = list->count;
-    if (count <= first + 1)
-        return;
     size_t *parent = pt_xmalloc(count * sizeof *parent), *members = pt_xmalloc(count * sizeof *members);
     for (size_t i = 0; i < count; i++)
         parent[i] = i;
     for (size_t i = first; i < count; i++)
         for (size_t j = i + 1; j < count; j++) {
             const finding *x = &list->items[i], *y = &list->items[j];
-            if (mergeable(x) && mergeable(y) && (covers(x, y) || covers(y, x) || one_cause(x, y)))
+            if (mergeable(x) && mergeable(y) && one_cause(x, y))
                 parent[root_of(parent, j)] = root_of(parent, i);
         }
-    bool *gone = pt_xcalloc(count, sizeof *gone);
-    size_t *into = pt_xmalloc(count * sizeof *into);
-    for (size_t i = 0; i < count; i++)
-        into[i] = i;
     for (size_t r = first; r < count; r++) {
         size_t n_members = 0;
         for (size_t i = first; i < count; i++)
@@ -995,42 +1034,104 @@ void pt_merge_causes(const pt_analysis *a, const pt_whatif *m, finding_list *lis
         if (n_members < 2)
             continue;
         size_t head = pick_head(list->items, members, n_members);
-        finding *h = &list->items[head];
-        if (rolled_up(h)) { /* its own removal holds theirs: they are parts of it */
-            for (size_t k = 0; k < n_members; k++)
-                if (members[k] != head)
-                    add_part(h, &list->items[members[k]]);
-            h->covers_parts = true;
-        } else { /* they are the cause together: a new finding, every one of them a part */
-            finding holder;
-            memset(&holder, 0, sizeof holder);
-            size_t head_part = 0;
-            for (size_t k = 0; k < n_members; k++) {
-                if (members[k] == head)
-                    head_part = holder.part_count;
-                add_part(&holder, &list->items[members[k]]);
-            }
-            *h = merged_finding(a, &holder.parts[head_part], holder.parts, holder.part_count);
-            h->parts = holder.parts, h->part_count = holder.part_count;
-        }
-        qsort(h->parts, h->part_count, sizeof *h->parts, by_part_saving);
-        for (size_t k = 0; k < n_members; k++)
+        finding holder;
+        memset(&holder, 0, sizeof holder);
+        size_t head_part = 0;
+        for (size_t k = 0; k < n_members; k++) {
+            if (members[k] == head)
+                head_part = holder.part_count;
+            add_part(&holder, &list->items[members[k]]);
             if (members[k] != head)
                 gone[members[k]] = true, into[members[k]] = head;
-        pt_cost_finding(a, m, h);
-        if (h->all_workers && h->covers_parts)
-            describe_cpu_bound(a, m, h);
-        else if (h->all_workers)
-            describe_common(a, m, h);
-        else
-            pt_describe_peer_finding(a, h, pt_whatif_step_ms(m));
+        }
+        finding *h = &list->items[head];
+        *h = merged_finding(a, &holder.parts[head_part], holder.parts, holder.part_count);
+        h->parts = holder.parts, h->part_count = holder.part_count;
+        char *caller = h->cls == PT_CLASS_RUNTIME && strstr(h->row->name, "Free") ? /* allocator churn: */
+                       churn_caller(a, &h->parts[head_part]) : NULL;        /* where it is released */
+        if (caller)
+            free(h->function), h->function = caller;
+        cost_merged(a, m, h);
     }
+    free(parent);
+    free(members);
+}
+
+/* What fixing f's parts saves (covers_parts false), or f and its parts (true). */
+static double saving_with_parts(const pt_analysis *a, const pt_whatif *m, const finding *f, finding *parts,
+                                size_t count, bool with_own)
+{
+    finding probe = *f;
+    probe.parts = parts, probe.part_count = count, probe.covers_parts = with_own;
+    pt_fix *fix = pt_fix_new(m);
+    remove_finding(a, m, &probe, fix, NULL, SIZE_MAX, NULL, NULL);
+    double saving = pt_whatif_saving(m, fix);
+    pt_fix_free(fix);
+    return saving;
+}
+
+/* Rolled-up findings take in what they cover (covers), those merge_one_cause made with
+ * their parts. One about every worker (cpu_bound) that saves next to nothing beyond the
+ * findings it covers is no finding of its own: they are its cause (allocator churn, not
+ * "the job is CPU-bound"). */
+static void merge_covered(const pt_analysis *a, const pt_whatif *m, finding_list *list, size_t first, bool *gone,
+                          size_t *into)
+{
+    size_t count = list->count;
+    size_t *covered = pt_xmalloc(count * sizeof *covered);
+    finding *probe = pt_xmalloc(count * sizeof *probe);
+    for (size_t r = first; r < count; r++) {
+        finding *h = &list->items[r];
+        if (gone[r] || !mergeable(h) || !rolled_up(h))
+            continue;
+        size_t n = 0;
+        for (size_t i = first; i < count; i++) {
+            const finding *f = &list->items[i];
+            if (i != r && !gone[i] && f->fix != PT_FIX_NONE && !f->explains && !f->rank_count && !rolled_up(f) &&
+                covers(h, f))
+                probe[n] = *f, covered[n++] = i;
+        }
+        if (!n)
+            continue;
+        if (h->all_workers && saving_with_parts(a, m, h, probe, n, true) -
+                                      saving_with_parts(a, m, h, probe, n, false) < COMMON_MIN_SAVING) {
+            gone[r] = true; /* nothing of its own: what it covers names its cause */
+            continue;
+        }
+        for (size_t k = 0; k < n; k++) {
+            finding *f = &list->items[covered[k]];
+            if (f->part_count) { /* a cause already made of parts: they are this one's */
+                for (size_t p = 0; p < f->part_count; p++)
+                    add_part(h, &f->parts[p]);
+                free(f->parts);
+                f->parts = NULL, f->part_count = 0;
+            } else {
+                add_part(h, f);
+            }
+            gone[covered[k]] = true, into[covered[k]] = r;
+        }
+        h->covers_parts = true;
+        cost_merged(a, m, h);
+    }
+    free(covered);
+    free(probe);
+}
+
+void pt_merge_causes(const pt_analysis *a, const pt_whatif *m, finding_list *list, size_t first)
+{
+    size_t count = list->count;
+    if (count <= first + 1)
+        return;
+    bool *gone = pt_xcalloc(count, sizeof *gone);
+    size_t *into = pt_xmalloc(count * sizeof *into);
+    for (size_t i = 0; i < count; i++)
+        into[i] = i;
+    merge_one_cause(a, m, list, first, gone, into);
+    merge_covered(a, m, list, first, gone, into);
     explain_the_merged(list, into);
     pt_finding_list_drop(list, gone);
     free(gone);
     free(into);
-    free(parent);
-    free(members);
 }
 
 /* ------------------------------------------------------------ findings that save nothing */
@@ -1155,8 +1256,8 @@ static pt_json *finding_json(const pt_analysis *a, finding *f, double step_ms)
     pt_json_add(j, "summary", pt_json_string(f->summary ? f->summary : ""));
     pt_json *ev = pt_json_add(j, "evidence", pt_json_object());
     pt_json_add(ev, "section", pt_json_string(f->section));
-    if (strcmp(f->category, "hang") != 0 && strcmp(f->category, "other") != 0)
-        pt_json_add(ev, "key", pt_json_string(f->function));
+    if (strcmp(f->category, "hang") != 0 && strcmp(f->category, "other") != 0) /* its section's key */
+        pt_json_add(ev, "key", pt_json_string(f->row ? f->row->name : f->function));
     pt_json_add(ev, "metric", pt_json_string(f->metric));
     pt_json_add(ev, "median", pt_json_number_rounded(f->median, 6));
     if (f->hang) {

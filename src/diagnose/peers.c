@@ -10,7 +10,9 @@
  * when its exposed time per step exceeds the typical worker's (the median) and:
  *  - Calls (exact). Identical ranks make identical calls even when durations are noisy,
  *    so a worker running a function the others do not (or barely), or calling it more
- *    often, does extra work; it is named when the excess clears the floor (3% of a step).
+ *    often, does extra work; it is named when the excess clears the floor (3% of a step),
+ *    on the GPU (kernels, copies) summed over the worker's functions of the class: a
+ *    pipeline stage's extra layer is many kernels, each under the floor (gpu_extra).
  *  - Time (statistical). Same calls, more time: the excess must clear the noise, 5
  *    sigma of what is left of each worker's per-step values once each step's median is
  *    taken out (over sqrt(steps) for the mean), or 5 sigma of the spread across workers
@@ -24,10 +26,11 @@
  *    other CPU-side excess must be the same size in every step (time_threshold).
  *  - Graded (against the fastest). The same calls taking consistently different times
  *    on several workers (rank r sleeps r s) are judged against the fastest workers of
- *    each step, not the median a grade drags up; who arrived last plays no part, so a
+ *    each step, not the median a grade drags up (where no worker calls it more often: a
+ *    pipeline stage running more layers is extra work, and one running fewer is not
+ *    faster at the same work); who arrived last plays no part, so a
  *    loaded machine that reshuffles arrivals every step does not hide it. Most workers
- *    above one by the same amount is that one being odd, not a grade (graded_rows), and
- *    several above the fastest by one amount (a pipeline stage's ranks) are not one (grade).
+ *    above one by the same amount is that one being odd, not a grade (graded_rows).
  * Whole classes are judged the same way, for slowness spread over many functions (a
  * uniformly slower GPU), and named by the function with the largest excess.
  * A host whose CPU is contended or throttled slows everything the CPU does by a similar
@@ -316,6 +319,22 @@ static bool any_exact_evidence(const double *calls, size_t n, double peer_calls)
     return false;
 }
 
+/* Extra GPU work (kernels or copies the others do not run, or run fewer times) is judged
+ * per worker and class, not per function: a pipeline stage running more layers than the
+ * others runs every kernel of a layer more often, each under the floor, together its
+ * whole extra layer. Each function's excess is held here until the worker's sum over the
+ * class is known; all of them are named when it clears the floor (pt_merge_causes makes
+ * them one finding). */
+typedef struct gpu_extra {
+    const pt_fn_row *row;
+    named who;
+} gpu_extra;
+
+static bool gpu_side(pt_class cls)
+{
+    return cls == PT_CLASS_COMPUTE || cls == PT_CLASS_MEMORY;
+}
+
 /* One pass over the functions: the exact evidence (extra calls) first, then, once slow
  * hosts are known, more time in the same calls. The exact pass measures a row's times
  * (steps + 1 medians over every worker) only where some worker calls it more: most
@@ -325,6 +344,9 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
     peer_values v;
     values_init(&v, a, a->function_steps);
     double *calls = pt_xmalloc((a->n ? a->n : 1) * sizeof *calls);
+    double *gpu_sum = pt_xcalloc(2 * (a->n ? a->n : 1), sizeof *gpu_sum); /* [w * 2 + (memory)] */
+    gpu_extra *extra = NULL;
+    size_t extra_count = 0, extra_cap = 0;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         if (row->cls == PT_CLASS_COMM)
@@ -342,6 +364,15 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
             bool exact = evidence != PT_EVIDENCE_SLOWER;
             if (exact != exact_pass || (!exact && !holds_others_up(c, w)))
                 continue;
+            if (exact && gpu_side(row->cls)) { /* judged with the worker's other extra GPU work */
+                if (above_in_steps(&v, w)) {
+                    PT_GROW(extra, extra_cap, extra_count + 1);
+                    extra[extra_count++] = (gpu_extra){row, {w, v.mean[w], v.median, v.mean[w] - v.median, evidence,
+                                                             calls[w], peer_calls}};
+                    gpu_sum[w * 2 + (row->cls == PT_CLASS_MEMORY)] += v.mean[w] - v.median;
+                }
+                continue;
+            }
             double excess = real_excess(a, &v, w, exact);
             if (excess > 0) {
                 named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
@@ -351,6 +382,11 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
             }
         }
     }
+    for (size_t k = 0; k < extra_count; k++)
+        if (gpu_sum[extra[k].who.worker * 2 + (extra[k].row->cls == PT_CLASS_MEMORY)] > pt_floor_ms(a))
+            name_on_row(list, extra[k].row, &extra[k].who);
+    free(extra);
+    free(gpu_sum);
     free(calls);
     values_free(&v);
 }
@@ -399,6 +435,11 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
         row_values(a, row, &v);
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, n, a->scratch), ref_mean = 0;
+        /* Some worker calls it more often: the times differ by the calls (a pipeline stage
+         * running more layers than the typical worker, and one running fewer), which is
+         * extra work, judged against the typical worker (peer_rows), not a grade. */
+        if (any_exact_evidence(calls, n, peer_calls))
+            continue;
         for (size_t s = 0; s < steps; s++) { /* the fastest workers of each step */
             double least = INFINITY;
             for (size_t w = 0; w < n; w++)
@@ -938,9 +979,10 @@ static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead
  * names all of them, the one with the most first (it sets the step time when it is the
  * pace setter), as it is what fixing all of them saves. The fastest are those within the
  * floor of the least time; each named worker is above their median by more than the
- * floor, and their amounts differ by more than same_amount (one amount on several workers
- * is no grade). A finding qualifies when it is the pace setter's largest, or names two
- * workers already (a spread, not one straggler and noise). */
+ * floor. A finding qualifies when it is the pace setter's largest, or names two workers
+ * already (a spread, not one straggler and noise), and is about the same calls taking
+ * longer: extra calls are extra work against the typical worker (a pipeline stage
+ * running more layers), and the stages running fewer are not its grade. */
 static void grade(const pt_analysis *a, finding *f, size_t setter, double *values, double *fast)
 {
     pt_row_exposed_ms(a, f->row, values);
@@ -954,17 +996,10 @@ static void grade(const pt_analysis *a, finding *f, size_t setter, double *value
         if (values[w] > values[most])
             most = w;
     }
-    double reference = pt_median_of(fast, k, a->scratch), least_excess = INFINITY, most_excess = 0;
+    double reference = pt_median_of(fast, k, a->scratch);
     for (size_t w = 0; w < a->n; w++)
-        if (values[w] > reference + floor) {
-            graded++;
-            least_excess = fmin(least_excess, values[w] - reference);
-            most_excess = fmax(most_excess, values[w] - reference);
-        }
-    /* Several workers above the fastest by one amount (a pipeline stage's ranks running the
-     * same extra layers) are not a grade: none of them sets the pace alone. */
-    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most) ||
-        most_excess - least_excess <= same_amount(floor, most_excess))
+        graded += values[w] > reference + floor;
+    if (graded < 2 || graded >= a->n || !pt_finding_names(f, most))
         return;
     for (size_t w = 0; w < a->n; w++)
         if (values[w] > reference + floor && !pt_finding_names(f, w))
@@ -987,7 +1022,7 @@ static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
     double *values = pt_xmalloc(a->n * sizeof *values), *fast = pt_xmalloc(a->n * sizeof *fast);
     for (size_t i = 0; i < list->count; i++) {
         finding *f = &list->items[i];
-        if (f->fix == PT_FIX_ROW && f->row && !f->all_workers && f->evidence != PT_EVIDENCE_UNIFORM &&
+        if (f->fix == PT_FIX_ROW && f->row && !f->all_workers && f->evidence == PT_EVIDENCE_SLOWER &&
             (f == largest || f->worker_count >= 2))
             grade(a, f, setter, values, fast);
     }
@@ -1097,6 +1132,8 @@ static const char *extra_runtime_advice(const char *api)
 static void put_caller(const pt_analysis *a, const finding *f, pt_buf *out)
 {
     if (f->cls != PT_CLASS_RUNTIME || !f->row)
+        return;
+    if (strcmp(f->function, f->row->name) != 0) /* allocator churn, named by the frame (put_group_noun) */
         return;
     pt_function_summary cell;
     const pt_function_summary *mine = pt_row_function(a, f->row, f->worst < a->n ? f->worst : f->workers[0], &cell);
@@ -1217,9 +1254,14 @@ static void put_group_noun(const finding *f, pt_buf *out)
         pt_short_function_name(f->cls, f->function, &name);
         pt_buf_printf(out, "Python `%s` and the code it calls", name.data ? name.data : f->function);
         pt_buf_free(&name);
+    } else if (f->cls == PT_CLASS_RUNTIME && f->row && strcmp(f->function, f->row->name) != 0) {
+        pt_buf name = PT_BUF_INIT; /* named by the frame that releases the memory (findings.c) */
+        pt_short_function_name(PT_CLASS_PYTHON, f->function, &name);
+        pt_buf_printf(out, "allocator churn (device memory freed in `%s` and allocated again)",
+                      name.data ? name.data : f->function);
+        pt_buf_free(&name);
     } else if (f->cls == PT_CLASS_RUNTIME) {
-        pt_buf_printf(out, "allocator churn (%zu allocator calls: device memory freed and allocated again)",
-                      f->part_count);
+        pt_buf_puts(out, "allocator churn (device memory freed and allocated again)");
     } else {
         pt_buf_printf(out, "%zu %s", f->part_count, f->cls == PT_CLASS_MEMORY ? "kinds of GPU memory operations" :
                       class_noun(f->cls));
@@ -1257,7 +1299,7 @@ static void describe_group(const pt_analysis *a, finding *f, double step_ms)
     if (shared == PT_EVIDENCE_SLOWER)
         pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
     else
-        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
+        pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->row->name) :
                       extra_work_advice[f->cls]);
     free(f->summary);
     f->summary = pt_buf_take(&s);

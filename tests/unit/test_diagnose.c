@@ -900,7 +900,7 @@ static void test_two_stragglers_that_save_only_together_stay(void **state)
  * a fix, the step with the fault against the step without -- is computed here from the
  * ranks' work, independently of the diagnosis's step model. */
 #define CAUSE_WORLD 8
-#define MAX_RANK_FNS 6
+#define MAX_RANK_FNS 12
 #define TRANSFER_MS 10
 #define TAIL_MS 5
 
@@ -909,6 +909,7 @@ typedef struct rank_fn {
     const char *name;
     int calls;
     int64_t ms;
+    const char *caller; /* a runtime call's Python stack, when given */
 } rank_fn;
 
 typedef struct rank_work {
@@ -942,9 +943,12 @@ static pt_json *diagnose_job(const rank_work *ranks, int world)
         busy[1][PT_CLASS_PYTHON] = TAIL_MS;
         w[r] = sync_worker(r, world, "node0", step, 1, ends, busy);
         w[r]->device_count = world;
-        for (size_t k = 0; k < MAX_RANK_FNS && ranks[r].fns[k].name; k++)
+        for (size_t k = 0; k < MAX_RANK_FNS && ranks[r].fns[k].name; k++) {
             add_step_fn(w[r], ranks[r].fns[k].cls, ranks[r].fns[k].name, ranks[r].fns[k].calls,
                         (double)ranks[r].fns[k].ms);
+            if (ranks[r].fns[k].caller)
+                w[r]->functions[w[r]->function_count - 1].caller = strdup(ranks[r].fns[k].caller);
+        }
         add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|train.py: log_step", 1, TAIL_MS);
     }
     return diagnose(w, (size_t)world);
@@ -1107,37 +1111,48 @@ static void test_kernels_of_different_ranks_stay_apart(void **state)
 
 #define FREE "cudaFree"
 #define MALLOC "cudaMalloc"
+#define EMPTY_CACHE "train.py: <module>|train.py: train|model.py: forward|torch/cuda/memory.py: empty_cache"
 
-/* torch.cuda.empty_cache() after every layer: each layer's memory freed, then allocated
- * again. On rank `rank` only (-1: on every rank). */
-static void allocator_job(rank_work *ranks, int world, int rank, bool churn)
+/* torch.cuda.empty_cache() after every layer: each layer's memory freed (under the
+ * builtin empty_cache calls), then allocated again by the next layer's operators. On rank
+ * `rank` only (-1: on every rank); with `gpu_ms` of kernels per step. */
+static void allocator_job(rank_work *ranks, int world, int rank, bool churn, int64_t gpu_ms)
 {
     for (int r = 0; r < world; r++) {
         bool here = churn && (rank < 0 || r == rank);
-        ranks[r] = (rank_work){{{PT_CLASS_COMPUTE, FWD, 8, 120}, {PT_CLASS_COMPUTE, BWD, 8, 90},
+        ranks[r] = (rank_work){{{PT_CLASS_COMPUTE, FWD, 8, gpu_ms * 4 / 7}, {PT_CLASS_COMPUTE, BWD, 8, gpu_ms * 3 / 7},
                                 {PT_CLASS_PYTHON, LOAD, 1, 4}}};
         if (here) {
-            ranks[r].fns[3] = (rank_fn){PT_CLASS_RUNTIME, FREE, 96, 19};
-            ranks[r].fns[4] = (rank_fn){PT_CLASS_RUNTIME, MALLOC, 96, 17};
+            ranks[r].fns[3] = (rank_fn){PT_CLASS_RUNTIME, FREE, 96, 19,
+                                        EMPTY_CACHE "|<built-in function _cuda_emptyCache>"};
+            ranks[r].fns[4] = (rank_fn){PT_CLASS_RUNTIME, MALLOC, 96, 17,
+                                        "train.py: <module>|train.py: train|model.py: forward|aten::linear|aten::addmm"};
         }
     }
 }
 
 /* cudaFree and the cudaMalloc that follows it are one cause, allocator churn: one finding,
- * on every worker (a common finding; a one-trace job too) or on the one rank that does it
- * (a peer finding; in the smallest job with peers too). */
+ * named by the Python frame that releases the memory (where torch.cuda.empty_cache() is
+ * called, not the builtin under it), on every worker (a common finding; a one-trace job
+ * too) or on the one rank that does it (a peer finding; in the smallest job with peers
+ * too). With little GPU work the churn makes the job CPU-bound, and that finding, saving
+ * nothing beyond the churn's, is no finding of its own. */
 static void test_allocator_churn_is_one_finding(void **state)
 {
     (void)state;
-    static const int cases[][2] = {{1, -1}, {CAUSE_WORLD, -1}, {3, 2}, {CAUSE_WORLD, 5}}; /* world, rank */
+    static const int cases[][3] = {{1, -1, 210}, {CAUSE_WORLD, -1, 210}, {3, 2, 210}, {CAUSE_WORLD, 5, 210},
+                                   {CAUSE_WORLD, -1, 49}}; /* world, rank, GPU ms */
     for (size_t c = 0; c < PT_ARRAY_LEN(cases); c++) {
         int world = cases[c][0], rank = cases[c][1];
         rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
-        allocator_job(with, world, rank, true);
-        allocator_job(without, world, rank, false);
+        allocator_job(with, world, rank, true, cases[c][2]);
+        allocator_job(without, world, rank, false, cases[c][2]);
         pt_json *report = diagnose_job(with, world);
+        assert_int_equal(pt_json_get(diagnosis_of(report), "findings")->count, 1);
         const pt_json *f = finding(report, 0);
         assert_string_equal(pt_json_get_string(f, "category", ""), "cuda_runtime");
+        assert_string_equal(pt_json_get_string(f, "function", ""), EMPTY_CACHE);
+        assert_string_equal(pt_json_get_string(pt_json_get(f, "evidence"), "key", ""), FREE);
         assert_true(pt_json_get(f, "all_workers")->boolean == (rank < 0));
         assert_true(has_part(f, FREE) && has_part(f, MALLOC));
         assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "allocator churn"));
@@ -1152,6 +1167,30 @@ static void test_allocator_churn_is_one_finding(void **state)
         assert_sentence_says_saves_ms(f);
         pt_json_free(report);
     }
+}
+
+/* A CPU-bound job: the churn is one part of its CPU side, six small Python stacks the
+ * rest. The CPU-bound finding saves more than the churn alone and holds it: one finding,
+ * the churn's calls among its parts, not a second finding counting their time again. */
+static void test_a_cpu_bound_job_holds_its_allocator_churn(void **state)
+{
+    (void)state;
+    static const char *const stacks[] = {"train.py: train|a.py: a", "train.py: train|b.py: b", "train.py: train|c.py: c",
+                                         "train.py: train|d.py: d", "train.py: train|e.py: e", "train.py: train|f.py: f"};
+    rank_work ranks[CAUSE_WORLD];
+    allocator_job(ranks, CAUSE_WORLD, -1, true, 49);
+    for (int r = 0; r < CAUSE_WORLD; r++)
+        for (int k = 0; k < 6; k++)
+            ranks[r].fns[5 + k] = (rank_fn){PT_CLASS_PYTHON, stacks[k], 1, 6, NULL};
+    pt_json *report = diagnose_job(ranks, CAUSE_WORLD);
+    assert_int_equal(pt_json_get(diagnosis_of(report), "findings")->count, 1);
+    const pt_json *f = finding(report, 0);
+    assert_string_equal(pt_json_get_string(f, "category", ""), "cpu_bound");
+    assert_true(has_part(f, FREE) && has_part(f, MALLOC));
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), " It includes what `cudaFree` (a median of "));
+    assert_no_time_counted_twice(report);
+    assert_sentence_says_saves_ms(f);
+    pt_json_free(report);
 }
 
 /* A pipeline stage (ranks 6 and 7) running more layers than the others: more calls of the
@@ -1187,6 +1226,78 @@ static void test_a_stage_with_more_layers_is_one_finding(void **state)
     pt_json_free(report);
 }
 
+/* Four pipeline stages of two ranks running 3, 3, 2 and 4 layers (8 microbatches), each
+ * layer one large kernel and seven small ones: the last stage's extra layer is 5 ms of the
+ * large kernel and 1 ms of each small one, under the floor alone and above it together.
+ * One finding names that stage with all eight kernels; the stages of 3 layers are the
+ * typical worker, not a grade above the stage of 2 (it does less work, not the same
+ * work faster). Balanced ([3, 3, 3, 3]) is the job without the fault. */
+static void layered_job(rank_work *ranks, const int *layers)
+{
+    static const char *const kernels[] = {"big_kernel1_1_1|1_1_1", "s1_kernel1_1_1|1_1_1", "s2_kernel1_1_1|1_1_1",
+                                          "s3_kernel1_1_1|1_1_1", "s4_kernel1_1_1|1_1_1", "s5_kernel1_1_1|1_1_1",
+                                          "s6_kernel1_1_1|1_1_1", "s7_kernel1_1_1|1_1_1"};
+    for (int r = 0; r < CAUSE_WORLD; r++) {
+        int l = layers[r / 2];
+        memset(&ranks[r], 0, sizeof ranks[r]);
+        for (int k = 0; k < 8; k++)
+            ranks[r].fns[k] = (rank_fn){PT_CLASS_COMPUTE, kernels[k], 8 * l, (k == 0 ? 5 : 1) * l, NULL};
+        ranks[r].fns[8] = (rank_fn){PT_CLASS_PYTHON, LOAD, 1, 4, NULL};
+    }
+}
+
+static void test_a_stage_with_an_extra_layer_is_one_finding_however_small_its_kernels(void **state)
+{
+    (void)state;
+    static const int imbalanced[] = {3, 3, 2, 4}, balanced[] = {3, 3, 3, 3};
+    rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
+    layered_job(with, imbalanced);
+    layered_job(without, balanced);
+    pt_json *report = diagnose_job(with, CAUSE_WORLD);
+    assert_int_equal(pt_json_get(diagnosis_of(report), "findings")->count, 1);
+    const pt_json *f = finding(report, 0);
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_string_equal(pt_json_get_string(f, "function", ""), "big_kernel1_1_1|1_1_1");
+    assert_workers(f, (int[]){6, 7}, 2);
+    assert_int_equal(parts_of(f)->count, 8);
+    assert_impact_near(f, true_saving(with, without, CAUSE_WORLD));
+    assert_no_time_counted_twice(report);
+    assert_sentence_says_saves_ms(f);
+    pt_json_free(report);
+}
+
+/* Rank 3 calls small kernels more often than the others, each 1 or 2 ms more, all under
+ * the floor (3% of a step of about 100 ms: 3 ms): 2 ms in all is still no finding, 4 ms
+ * is one, with the three kernels its parts. */
+static void test_extra_gpu_work_clears_the_floor_summed_over_its_kernels(void **state)
+{
+    (void)state;
+    for (int64_t third = 0; third <= 2; third += 2) { /* the third kernel's extra ms: 2 or 4 ms in all */
+        rank_work ranks[CAUSE_WORLD];
+        for (int r = 0; r < CAUSE_WORLD; r++) {
+            bool more = r == 3;
+            ranks[r] = (rank_work){{{PT_CLASS_COMPUTE, "big_kernel1_1_1|1_1_1", 2, 76, NULL},
+                                    {PT_CLASS_COMPUTE, "s1_kernel1_1_1|1_1_1", more ? 2 : 1, more ? 2 : 1, NULL},
+                                    {PT_CLASS_COMPUTE, "s2_kernel1_1_1|1_1_1", more ? 2 : 1, more ? 2 : 1, NULL},
+                                    {PT_CLASS_COMPUTE, "s3_kernel1_1_1|1_1_1", more && third ? 3 : 1,
+                                     more ? 1 + third : 1, NULL},
+                                    {PT_CLASS_PYTHON, LOAD, 1, 4, NULL}}};
+        }
+        assert_int_equal(job_step_ms(ranks, CAUSE_WORLD), 100 + third); /* the floor: 3 or 3.06 ms */
+        pt_json *report = diagnose_job(ranks, CAUSE_WORLD);
+        if (!third) {
+            assert_string_equal(verdict(report), "healthy");
+        } else {
+            const pt_json *f = finding(report, 0);
+            assert_workers(f, (int[]){3}, 1);
+            assert_int_equal(parts_of(f)->count, 3);
+            assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "Rank 3 makes more calls than the other "
+                                                                            "workers in 3 GPU kernels: "));
+        }
+        pt_json_free(report);
+    }
+}
+
 /* A GPU uniformly slower over six kernels: the rolled-up slow-GPU finding. Each kernel is
  * also above its peers on its own (graded against the fastest workers); those are parts
  * of the rolled-up finding, not findings adding their savings to it (the issue's 26% +
@@ -1197,6 +1308,8 @@ static void test_a_rolled_up_gpu_finding_holds_its_kernels(void **state)
     static const char *const kernels[] = {"k0_kernel1_1_1|1_1_1", "k1_kernel1_1_1|1_1_1", "k2_kernel1_1_1|1_1_1",
                                           "k3_kernel1_1_1|1_1_1", "k4_kernel1_1_1|1_1_1", "k5_kernel1_1_1|1_1_1"};
     rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
+    memset(with, 0, sizeof with);
+    memset(without, 0, sizeof without);
     for (int r = 0; r < CAUSE_WORLD; r++)
         for (int k = 0; k < 6; k++) {
             with[r].fns[k] = (rank_fn){PT_CLASS_COMPUTE, kernels[k], 2, r == 3 ? 15 : 10};
@@ -1351,7 +1464,10 @@ int main(void)
         cmocka_unit_test(test_a_gpu_slower_on_its_few_kernels_is_one_finding),
         cmocka_unit_test(test_kernels_of_different_ranks_stay_apart),
         cmocka_unit_test(test_allocator_churn_is_one_finding),
+        cmocka_unit_test(test_a_cpu_bound_job_holds_its_allocator_churn),
         cmocka_unit_test(test_a_stage_with_more_layers_is_one_finding),
+        cmocka_unit_test(test_a_stage_with_an_extra_layer_is_one_finding_however_small_its_kernels),
+        cmocka_unit_test(test_extra_gpu_work_clears_the_floor_summed_over_its_kernels),
         cmocka_unit_test(test_a_rolled_up_gpu_finding_holds_its_kernels),
         cmocka_unit_test(test_a_frame_and_the_frames_it_calls_are_one_finding),
         cmocka_unit_test(test_different_causes_of_one_straggler_say_what_they_add),

@@ -293,6 +293,33 @@ static void test_rank_still_stepping_is_not_named(void **state)
     free_workers(w, 4);
 }
 
+/* Without collective state, three ranks stopped in a collective and one still stepping
+ * outside any: the stepping rank is not the culprit (it stopped nothing), whatever its
+ * stack shows; the finding names no rank it cannot tell is stuck. */
+static void test_stacks_alone_never_name_a_rank_still_stepping(void **state)
+{
+    (void)state;
+    pt_worker_summary *w[4];
+    for (int r = 0; r < 3; r++)
+        w[r] = snapshot(r, 4, WAITING_STACK, NULL, 9000000000LL, 38000000);
+    w[3] = snapshot(3, 4, PYTHON_STACK, NULL, 5000000, 38000000);
+    pt_json *report = diagnose(w, 4);
+    size_t n;
+    const pt_json *f = hang_finding(report, &n);
+    if (f) {
+        const pt_json *workers = pt_json_get(f, "workers");
+        for (size_t i = 0; workers && i < workers->count; i++)
+            if (workers->items[i]->integer == 3)
+                fail_msg("the rank still stepping is named: %s", pt_json_get_string(f, "summary", ""));
+    }
+    const pt_json *entries = pt_json_get(report, "workers");
+    for (size_t i = 0; i < entries->count; i++)
+        if (pt_json_get_number(entries->items[i], "rank", -1) == 3)
+            assert_string_not_equal(pt_json_get_string(entries->items[i], "status", ""), "hang");
+    pt_json_free(report);
+    free_workers(w, 4);
+}
+
 /* Every rank stepping: nothing stopped, no hang, whatever the collectives show. */
 static void test_snapshot_of_a_healthy_job_has_no_hang(void **state)
 {
@@ -423,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_rank_blocked_in_python_is_named_not_the_waiting_ones),
         cmocka_unit_test(test_stacks_alone_name_the_rank_outside_a_collective),
         cmocka_unit_test(test_rank_still_stepping_is_not_named),
+        cmocka_unit_test(test_stacks_alone_never_name_a_rank_still_stepping),
         cmocka_unit_test(test_snapshot_of_a_healthy_job_has_no_hang),
         cmocka_unit_test(test_hostile_snapshots_are_refused_by_line),
         cmocka_unit_test(test_rank_lists_in_both_notations),

@@ -1,0 +1,708 @@
+/* The candidate fixes of diagnose/candidates.c on jobs built here, step by step: a
+ * Python subtree on every worker (a single-GPU job's loader split over many stacks, every
+ * rank's loader), one rank's stall in one step, one rank's communication not overlapped,
+ * many tiny collectives. Each job is built from a timeline: in every step each worker
+ * works, then waits in one collective that ends when the last one arrives plus a
+ * transfer, so its true step time is computed here, independently of the step model, and
+ * so is the true saving of a fix (the job with the fault against its twin without).
+ * Each finding must name the right rank(s) and frame, with |impact - true saving| <=
+ * max(2 points, 20% of it); the twins, a healthy job with noise, a pipeline-like job and
+ * 1-, 2- and 3-worker jobs get no finding. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/diagnose.h"
+
+#define MS 1000000.0
+#define MAX_WORKERS 32
+#define MAX_STEPS 8
+#define MAX_ACTS 24
+
+/* ------------------------------------------------------------ the job's timeline */
+
+/* One function a worker runs: ms of exposed work in each step (or, for a collective, ms
+ * it exposes on its own before the others' wait: run on its compute stream). */
+typedef struct act {
+    pt_class cls;
+    const char *name;
+    double ms[MAX_STEPS];
+    double calls_per_step;   /* 0: one */
+    double throughput_pct;   /* collectives: % of the link's peak */
+    double busbw_gbps;
+} act;
+
+typedef struct worker_spec {
+    act acts[MAX_ACTS];
+    size_t count;
+    double hidden_comm_ms;   /* collective time per step hidden under its own work */
+} worker_spec;
+
+typedef struct job {
+    int n, steps;
+    double transfer_ms;      /* the last collective's own transfer, after the last arrival */
+    const char *collective;
+    double collective_calls; /* per step (0: one) */
+    double collective_throughput_pct, collective_busbw_gbps;
+    worker_spec w[MAX_WORKERS];
+} job;
+
+static void act_add(worker_spec *w, pt_class cls, const char *name, const double *ms, int steps)
+{
+    assert_true(w->count < MAX_ACTS);
+    act *a = &w->acts[w->count++];
+    memset(a, 0, sizeof *a);
+    a->cls = cls, a->name = name;
+    for (int s = 0; s < steps; s++)
+        a->ms[s] = ms[s];
+}
+
+/* The same ms in every step. */
+static void act_flat(worker_spec *w, pt_class cls, const char *name, double ms, int steps)
+{
+    double v[MAX_STEPS];
+    for (int s = 0; s < steps; s++)
+        v[s] = ms;
+    act_add(w, cls, name, v, steps);
+}
+
+/* A deterministic jitter in [-1, 1] for (worker, step, salt). */
+static double jitter(int w, int s, int salt)
+{
+    unsigned x = (unsigned)(w * 7919 + s * 104729 + salt * 1299709) * 2654435761u;
+    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+    return (double)(x % 20001) / 10000.0 - 1.0;
+}
+
+static double work_of(const worker_spec *w, int s)
+{
+    double sum = 0;
+    for (size_t i = 0; i < w->count; i++)
+        if (w->acts[i].cls != PT_CLASS_COMM)
+            sum += w->acts[i].ms[s];
+    return sum;
+}
+
+static double own_comm_of(const worker_spec *w, int s)
+{
+    double sum = 0;
+    for (size_t i = 0; i < w->count; i++)
+        if (w->acts[i].cls == PT_CLASS_COMM)
+            sum += w->acts[i].ms[s];
+    return sum;
+}
+
+/* Step s lasts until the last worker arrives, plus the transfer. */
+static double step_ms(const job *j, int s)
+{
+    double last = 0;
+    for (int w = 0; w < j->n; w++)
+        last = fmax(last, work_of(&j->w[w], s) + own_comm_of(&j->w[w], s));
+    return last + j->transfer_ms;
+}
+
+/* The job's mean step: the truth a saving is measured against. */
+static double mean_step_ms(const job *j)
+{
+    double sum = 0;
+    for (int s = 0; s < j->steps; s++)
+        sum += step_ms(j, s);
+    return sum / j->steps;
+}
+
+static double true_saving(const job *with, const job *without)
+{
+    return 1 - mean_step_ms(without) / mean_step_ms(with);
+}
+
+static pt_function_summary *fn_add(pt_worker_summary *s, pt_class cls, const char *name, int steps)
+{
+    s->functions = realloc(s->functions, (s->function_count + 1) * sizeof *s->functions);
+    pt_function_summary *f = &s->functions[s->function_count++];
+    memset(f, 0, sizeof *f);
+    f->cls = cls;
+    f->name = strdup(name);
+    f->group = cls == PT_CLASS_COMM ? strdup("nvlink ring") : NULL;
+    f->step_count = (size_t)steps;
+    f->step_exposed_ns = calloc((size_t)steps, sizeof *f->step_exposed_ns);
+    return f;
+}
+
+static void fn_step(pt_function_summary *f, int s, double ms, double calls)
+{
+    int64_t ns = (int64_t)llround(ms * MS);
+    f->step_exposed_ns[s] = ns;
+    f->exposed_ns += ns;
+    f->total_ns += ns;
+    f->count += (uint64_t)llround(calls > 0 ? calls : 1);
+}
+
+static void fn_done(pt_function_summary *f)
+{
+    f->median_ns = f->count ? f->total_ns / (int64_t)f->count : 0;
+    f->max_ns = f->median_ns;
+}
+
+static pt_worker_summary *summary_of(const job *j, int w)
+{
+    const worker_spec *spec = &j->w[w];
+    pt_worker_summary *s = pt_summary_new();
+    char name[64];
+    snprintf(name, sizeof name, "node%d_%d_%d.json", w / 8, w % 8, 1000 + w);
+    s->name = strdup(name);
+    s->host = strdup(w < 8 ? "node0" : w < 16 ? "node1" : w < 24 ? "node2" : "node3");
+    s->device_count = 8;
+    s->rank = w;
+    s->rank_source = PT_RANK_FROM_TRACE;
+    s->world_size = j->n;
+    s->window_start_ns = INT64_C(1700000000000000000);
+    s->step_count = (size_t)j->steps;
+    s->steps = calloc((size_t)j->steps, sizeof *s->steps);
+    s->has_syncs = true;
+    int64_t at = 0;
+    for (int st = 0; st < j->steps; st++) {
+        pt_step_summary *step = &s->steps[st];
+        step->step = 10 + st;
+        step->start_ns = at;
+        step->dur_ns = (int64_t)llround(step_ms(j, st) * MS);
+        at += step->dur_ns;
+    }
+    /* Work, by class. */
+    for (size_t i = 0; i < spec->count; i++) {
+        const act *a = &spec->acts[i];
+        if (a->cls == PT_CLASS_COMM)
+            continue;
+        pt_function_summary *f = fn_add(s, a->cls, a->name, j->steps);
+        for (int st = 0; st < j->steps; st++) {
+            fn_step(f, st, a->ms[st], a->calls_per_step);
+            s->steps[st].exposed_ns[a->cls] += f->step_exposed_ns[st];
+        }
+        fn_done(f);
+        s->exposed_ns[a->cls] += f->exposed_ns;
+        s->union_ns[a->cls] += f->total_ns;
+    }
+    /* The collective: the rest of each step, waiting or transferring (a step is never
+     * shorter than its work rounded to ns). */
+    pt_function_summary *c = fn_add(s, PT_CLASS_COMM, j->collective, j->steps);
+    at = 0;
+    for (int st = 0; st < j->steps; st++) {
+        pt_step_summary *step = &s->steps[st];
+        int64_t work = 0;
+        for (int k = 0; k < PT_CLASS_COUNT; k++)
+            work += step->exposed_ns[k];
+        step->dur_ns = step->dur_ns > work ? step->dur_ns : work;
+        step->start_ns = at;
+        at += step->dur_ns;
+        fn_step(c, st, 0, j->collective_calls);
+        c->step_exposed_ns[st] = step->dur_ns - work;
+        c->exposed_ns += c->step_exposed_ns[st];
+        c->total_ns += c->step_exposed_ns[st];
+        step->exposed_ns[PT_CLASS_COMM] = c->step_exposed_ns[st];
+        step->sync_count = 1;
+        step->syncs = calloc(1, sizeof *step->syncs);
+        step->syncs[0].end_ns = step->dur_ns;
+        for (int k = 0; k < PT_CLASS_COUNT; k++)
+            step->syncs[0].busy_ns[k] = k == PT_CLASS_COMM ? 0 : step->exposed_ns[k];
+    }
+    s->window_ns = at;
+    fn_done(c);
+    c->throughput_avg_pct = j->collective_throughput_pct;
+    c->busbw_avg_gbps = j->collective_busbw_gbps;
+    c->total_ns += (int64_t)llround(spec->hidden_comm_ms * j->steps * MS);
+    s->exposed_ns[PT_CLASS_COMM] = c->exposed_ns;
+    s->union_ns[PT_CLASS_COMM] = c->total_ns;
+    int64_t used = 0;
+    for (int k = 0; k < PT_CLASS_COUNT; k++)
+        used += s->exposed_ns[k];
+    s->idle_ns = s->window_ns - used;
+    assert_true(s->idle_ns >= 0);
+    return s;
+}
+
+static pt_json *diagnose(const job *j)
+{
+    pt_worker_summary *w[MAX_WORKERS];
+    for (int i = 0; i < j->n; i++)
+        w[i] = summary_of(j, i);
+    pt_job_input input = {w, (size_t)j->n, -1, NULL, 0, NULL, NULL, 0, "2026-01-01T00:00:00Z"};
+    pt_json *report = pt_diagnose(&input);
+    for (int i = 0; i < j->n; i++)
+        pt_summary_free(w[i]);
+    const pt_json *warnings = pt_json_get(report, "warnings");
+    for (size_t i = 0; warnings && i < warnings->count; i++)
+        print_message("  warning: %s\n", warnings->items[i]->string);
+    assert_int_equal(pt_json_get_number(pt_json_get(report, "job"), "workers_failed", -1), 0);
+    return report;
+}
+
+static const pt_json *findings_of(const pt_json *report)
+{
+    const pt_json *f = pt_json_get(pt_json_get(report, "diagnosis"), "findings");
+    assert_non_null(f);
+    return f;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The first finding whose function ends with suffix (NULL: none). */
+static const pt_json *finding_on(const pt_json *report, const char *suffix)
+{
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        if (ends_with(pt_json_get_string(all->items[i], "function", ""), suffix))
+            return all->items[i];
+    return NULL;
+}
+
+static void print_findings(const pt_json *report)
+{
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        print_message("  finding %zu: %s %.4f %s\n", i, pt_json_get_string(all->items[i], "category", ""),
+                      pt_json_get_number(all->items[i], "impact", 0), pt_json_get_string(all->items[i], "summary", ""));
+}
+
+static void assert_workers(const pt_json *f, const int *ranks, size_t n)
+{
+    const pt_json *w = pt_json_get(f, "workers");
+    assert_int_equal(w->count, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(w->items[i]->integer, ranks[i]);
+}
+
+/* The bar: |impact - true saving| <= max(2 points, 20% of the true saving). */
+static void assert_impact_near(const pt_json *f, double truth)
+{
+    double impact = pt_json_get_number(f, "impact", -1);
+    print_message("  impact %.4f, true saving %.4f\n", impact, truth);
+    assert_true(truth > 0.02);
+    assert_true(fabs(impact - truth) <= fmax(0.02, 0.2 * truth));
+}
+
+/* A finding of diagnose/candidates.c: the metrics its findings carry as evidence. */
+static bool candidate(const pt_json *f)
+{
+    static const char *metrics[] = {
+        "ms per step above the typical worker, in the frame and the code it calls",
+        "share of the step in the frame and the code it calls (median over workers)",
+        "share of its communication time hidden under its own work",
+        "calls per step (median over workers)",
+    };
+    const char *metric = pt_json_get_string(pt_json_get(f, "evidence"), "metric", "");
+    for (size_t i = 0; i < sizeof metrics / sizeof *metrics; i++)
+        if (strcmp(metric, metrics[i]) == 0)
+            return true;
+    return false;
+}
+
+static void assert_no_findings(const pt_json *report)
+{
+    print_findings(report);
+    assert_int_equal(findings_of(report)->count, 0);
+    assert_string_equal(pt_json_get_string(pt_json_get(report, "diagnosis"), "verdict", ""), "healthy");
+}
+
+/* ------------------------------------------------------------ the jobs */
+
+#define MODULE "train.py: <module>|train.py: train"
+#define NEXT MODULE "|torch/utils/data/dataloader.py: __next__"
+#define NEXT_DATA NEXT "|torch/utils/data/dataloader.py: _next_data"
+
+/* A training step every worker runs: its kernels, a loader of loader_ms over many stacks
+ * (the three the report lists and ten small ones, as a real dataset's __getitem__ makes),
+ * the forward pass's Python, and noise of `noise` (a share of each part) per worker and
+ * step. */
+static void training_step(worker_spec *w, int rank, int steps, double compute_ms, double loader_ms, double noise)
+{
+    double v[MAX_STEPS];
+#define NOISY(ms, salt)                                                     \
+    do {                                                                    \
+        for (int s_ = 0; s_ < steps; s_++)                                  \
+            v[s_] = (ms) * (1 + noise * jitter(rank, s_, salt));            \
+    } while (0)
+    NOISY(compute_ms * 0.7, 1);
+    act_add(w, PT_CLASS_COMPUTE, "conv2d_fprop_kernel128_1_1|256_1_1", v, steps);
+    NOISY(compute_ms * 0.3, 2);
+    act_add(w, PT_CLASS_COMPUTE, "conv2d_dgrad_kernel128_1_1|256_1_1", v, steps);
+    static const char *small[] = {
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|PIL/Image.py: open",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|PIL/Image.py: convert",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|torchvision/transforms.py: resize",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|torchvision/transforms.py: crop",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|torchvision/transforms.py: flip",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|torchvision/transforms.py: to_tensor",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|torchvision/transforms.py: normalize",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|<built-in method read>",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|aten::empty",
+        NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch|dataset.py: __getitem__|aten::copy_",
+    };
+    /* 9.8%, 3.3% and 1.9% of a 100 ms step, and the rest of the loader in small stacks. */
+    double listed = 9.8 + 3.3 + 1.9, scale = loader_ms / 30.0;
+    NOISY(9.8 * scale, 3);
+    act_add(w, PT_CLASS_PYTHON, NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch", v, steps);
+    NOISY(3.3 * scale, 4);
+    act_add(w, PT_CLASS_PYTHON, NEXT_DATA "|torch/utils/data/_utils/collate.py: default_collate", v, steps);
+    NOISY(1.9 * scale, 5);
+    act_add(w, PT_CLASS_PYTHON, NEXT_DATA "|torch/utils/data/_utils/pin_memory.py: pin_memory", v, steps);
+    for (int i = 0; i < 10; i++) {
+        NOISY((30.0 - listed) / 10 * scale, 10 + i);
+        act_add(w, PT_CLASS_PYTHON, small[i], v, steps);
+    }
+    NOISY(0.4, 6);
+    act_add(w, PT_CLASS_PYTHON, MODULE "|model.py: forward|torch/nn/modules/conv.py: forward", v, steps);
+    NOISY(0.3, 7);
+    act_add(w, PT_CLASS_RUNTIME, "cudaLaunchKernel", v, steps);
+#undef NOISY
+}
+
+static void job_init(job *j, int n, int steps)
+{
+    memset(j, 0, sizeof *j);
+    j->n = n, j->steps = steps;
+    j->collective = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";
+    j->collective_throughput_pct = 60;
+    j->collective_busbw_gbps = 120;
+}
+
+/* A data-parallel job: every worker the same step, noise of `noise`, the all-reduce's
+ * transfer after it. */
+static void data_parallel(job *j, int n, int steps, double compute_ms, double loader_ms, double noise, double transfer)
+{
+    job_init(j, n, steps);
+    j->transfer_ms = transfer;
+    j->collective_calls = 4; /* DDP's buckets */
+    for (int w = 0; w < n; w++)
+        training_step(&j->w[w], w, steps, compute_ms, loader_ms, noise);
+}
+
+/* ------------------------------------------------------------ Python subtrees */
+
+/* The issue's single-GPU ResNet-50: single-process data loading blocks 30% of each step,
+ * over three listed stacks (9.8%, 3.3%, 1.9%) and small ones, and the GPU is busy 70%:
+ * under every per-stack rule. With enough loader workers the main process's __next__
+ * takes 0.3 ms (synth's loader twins: 0.34 ms). */
+#define LOADER_WITH_WORKERS_MS 0.3
+
+static void test_single_gpu_loader_is_found_at_next(void **state)
+{
+    (void)state;
+    job with, without;
+    data_parallel(&with, 1, 4, 70.4, 30, 0.003, 0);
+    data_parallel(&without, 1, 4, 70.4, LOADER_WITH_WORKERS_MS, 0.003, 0);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "python");
+    assert_string_equal(pt_json_get_string(f, "function", ""), NEXT);
+    assert_workers(f, (int[]){0}, 1);
+    assert_impact_near(f, true_saving(&with, &without));
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "num_workers"));
+    pt_json_free(report);
+    report = diagnose(&without);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* Every rank waits on its loader (too few loader workers): the loader is named, and the
+ * generic CPU-bound finding it explains does not come before it (it is dropped). */
+static void test_every_rank_loader_is_named_first(void **state)
+{
+    (void)state;
+    job with, without;
+    data_parallel(&with, 8, 3, 60, 30, 0.01, 10);
+    data_parallel(&without, 8, 3, 60, LOADER_WITH_WORKERS_MS, 0.01, 10);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "python");
+    assert_string_equal(pt_json_get_string(f, "function", ""), NEXT);
+    assert_true(pt_json_get(f, "all_workers")->boolean);
+    assert_impact_near(f, true_saving(&with, &without));
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        assert_string_not_equal(pt_json_get_string(all->items[i], "category", ""), "cpu_bound");
+    pt_json_free(report);
+    report = diagnose(&without);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* The decision at its boundary: a loader above 15% of the step by 1% of the step (the
+ * job has no noise) is a finding, saving all of its time; just below, none. */
+static void test_every_worker_subtree_decision_boundary(void **state)
+{
+    (void)state;
+    for (int above = 0; above < 2; above++) {
+        job j, without;
+        /* L - 0.15 T against 0.01 T, with T = 70.7 + L (kernels, the forward pass's
+         * Python and launches): L = 0.16 T at the boundary, 13.467 ms. */
+        double boundary = 0.16 * 70.7 / (1 - 0.16);
+        data_parallel(&j, 1, 3, 70, boundary + (above ? 0.05 : -0.05), 0, 0);
+        data_parallel(&without, 1, 3, 70, LOADER_WITH_WORKERS_MS, 0, 0);
+        pt_json *report = diagnose(&j);
+        print_findings(report);
+        const pt_json *f = finding_on(report, "dataloader.py: __next__");
+        assert_true((f != NULL) == (above == 1));
+        if (f)
+            assert_impact_near(f, true_saving(&j, &without));
+        pt_json_free(report);
+    }
+}
+
+/* One rank stalls in one step of five in a checkpoint (a synchronous save): named, with
+ * the step and how many of the steps, and that more steps would tell whether it recurs;
+ * the uneven-work finding it explains is not made. */
+static void stall_job(job *j, int n, int steps, int rank, int step, double stall)
+{
+    data_parallel(j, n, steps, 70, 6, 0.01, 10);
+    double save[MAX_STEPS] = {0}, write[MAX_STEPS] = {0};
+    save[step] = stall * 0.8, write[step] = stall * 0.2;
+    if (rank >= 0) {
+        act_add(&j->w[rank], PT_CLASS_PYTHON, MODULE "|train.py: save_checkpoint|torch/serialization.py: save", save,
+                steps);
+        act_add(&j->w[rank], PT_CLASS_PYTHON,
+                MODULE "|train.py: save_checkpoint|torch/serialization.py: save|<built-in method write>", write, steps);
+    }
+}
+
+static void test_one_step_stall_names_rank_and_function(void **state)
+{
+    (void)state;
+    job with, without;
+    stall_job(&with, 16, 5, 3, 2, 300);
+    stall_job(&without, 16, 5, -1, 2, 0);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "python");
+    assert_string_equal(pt_json_get_string(f, "function", ""), MODULE "|train.py: save_checkpoint");
+    assert_workers(f, (int[]){3}, 1);
+    assert_impact_near(f, true_saving(&with, &without));
+    const char *summary = pt_json_get_string(f, "summary", "");
+    assert_non_null(strstr(summary, "in 1 of the 5 profiled steps (step 12"));
+    assert_non_null(strstr(summary, "--steps"));
+    assert_null(finding_on(report, "uneven work per step: the slowest rank moves"));
+    pt_json_free(report);
+    report = diagnose(&without);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* A rank's slow frame split over stacks in every step (each stack under the peers' 3%
+ * floor, 2.4%+1.6% together): named at the frame, said to hold in every step. */
+static void test_rank_subtree_in_every_step(void **state)
+{
+    (void)state;
+    job with, without;
+    data_parallel(&with, 8, 3, 70, 6, 0.005, 10);
+    data_parallel(&without, 8, 3, 70, 6, 0.005, 10);
+    act_flat(&with.w[6], PT_CLASS_PYTHON, MODULE "|train.py: log_metrics|json/encoder.py: encode", 2.4, 3);
+    act_flat(&with.w[6], PT_CLASS_PYTHON, MODULE "|train.py: log_metrics|<built-in method flush>", 1.6, 3);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "function", ""), MODULE "|train.py: log_metrics");
+    assert_workers(f, (int[]){6}, 1);
+    assert_impact_near(f, true_saving(&with, &without));
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "in every profiled step"));
+    /* The peers' finding on one of its stacks is one of its parts, not a finding of its own. */
+    assert_int_equal(findings_of(report)->count, 1);
+    pt_json_free(report);
+}
+
+/* Per-rank candidates need three workers, as the peers do: with two, either is the odd one. */
+static void test_stall_needs_three_workers(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 4; n++) {
+        job j;
+        stall_job(&j, n, 5, 1, 2, 300);
+        pt_json *report = diagnose(&j);
+        print_findings(report);
+        const pt_json *f = finding_on(report, "train.py: save_checkpoint");
+        assert_true((f != NULL) == (n >= 3));
+        if (f)
+            assert_workers(f, (int[]){1}, 1);
+        pt_json_free(report);
+    }
+}
+
+/* ------------------------------------------------------------ communication */
+
+#define HOOK                                                                                       \
+    "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad|train.py: allreduce_hook|" \
+    "torch/distributed/c10d_logger.py: wrapper|torch/distributed/distributed_c10d.py: all_reduce"
+#define AVERAGE MODULE "|train.py: average_gradients"
+
+/* Rank 5 runs its gradient all-reduce on its compute stream: its 30 ms of it (ten calls)
+ * follow its backward pass instead of running beside it. The others hide 60% of theirs
+ * and expose 12 ms on their own; in the faulty job they wait for rank 5 (18 ms more
+ * exposed), their collectives spinning under their compute too (hidden 45 ms: 60% of
+ * their busy collectives). Without the fault every rank hides 18 ms and exposes 12. */
+static void overlap_job(job *j, int culprit)
+{
+    data_parallel(j, 8, 3, 60, 5, 0.005, 0);
+    j->collective_calls = 10;
+    for (int w = 0; w < 8; w++) {
+        double own = w == culprit ? 30 : 12;
+        act_flat(&j->w[w], PT_CLASS_COMM, j->collective, own, 3);
+        j->w[w].hidden_comm_ms = w == culprit ? 0 : culprit >= 0 ? 45 : 18;
+        if (w == culprit) /* its comm hook, which waits for each bucket's all-reduce */
+            act_flat(&j->w[w], PT_CLASS_PYTHON, HOOK, 0.05, 3);
+    }
+}
+
+static void test_rank_without_overlap_is_named(void **state)
+{
+    (void)state;
+    job with, without;
+    overlap_job(&with, 5);
+    overlap_job(&without, -1);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "communication");
+    assert_string_equal(pt_json_get_string(f, "function", ""),
+                        "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad|train.py: allreduce_hook");
+    assert_workers(f, (int[]){5}, 1);
+    assert_false(pt_json_get(f, "all_workers")->boolean);
+    assert_impact_near(f, true_saving(&with, &without));
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "compute stream"));
+    pt_json_free(report);
+    report = diagnose(&without);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* 150 all-reduces per step of 0.1 ms each at 1% of the link's peak, on every rank, all
+ * exposed; bucketed (and overlapped) they are four calls, the last 2 ms exposed. */
+static void buckets_job(job *j, bool tiny)
+{
+    data_parallel(j, 8, 3, 60, 5, 0.005, tiny ? 0.1 : 2);
+    if (tiny) {
+        j->collective_calls = 150;
+        j->collective_throughput_pct = 1;
+        j->collective_busbw_gbps = 1.2;
+        for (int w = 0; w < 8; w++) {
+            act_flat(&j->w[w], PT_CLASS_COMM, j->collective, 14.9, 3);
+            act_flat(&j->w[w], PT_CLASS_PYTHON,
+                     AVERAGE "|torch/distributed/c10d_logger.py: wrapper|torch/distributed/distributed_c10d.py: all_reduce",
+                     0.2, 3);
+            j->w[w].acts[j->w[w].count - 1].calls_per_step = 150;
+        }
+    } else {
+        for (int w = 0; w < 8; w++)
+            j->w[w].hidden_comm_ms = 12;
+    }
+}
+
+static void test_tiny_collectives_are_bucketed(void **state)
+{
+    (void)state;
+    job with, without;
+    buckets_job(&with, true);
+    buckets_job(&without, false);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "communication");
+    assert_string_equal(pt_json_get_string(f, "function", ""), AVERAGE);
+    assert_true(pt_json_get(f, "all_workers")->boolean);
+    assert_impact_near(f, true_saving(&with, &without));
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "bucket"));
+    pt_json_free(report);
+    report = diagnose(&without);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* ------------------------------------------------------------ healthy jobs */
+
+/* 16 workers, 5 steps, 5% noise in every part of every step: nothing to fix. */
+static void test_healthy_noisy_job_has_no_finding(void **state)
+{
+    (void)state;
+    job j;
+    data_parallel(&j, 16, 5, 70, 6, 0.05, 10);
+    pt_json *report = diagnose(&j);
+    assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* 1, 2 and 3 workers with noise: no finding either. */
+static void test_small_healthy_jobs_have_no_finding(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 3; n++) {
+        job j;
+        data_parallel(&j, n, 4, 70, 6, 0.03, n > 1 ? 10 : 0);
+        pt_json *report = diagnose(&j);
+        assert_no_findings(report);
+        pt_json_free(report);
+    }
+}
+
+/* Four pipeline stages of two data-parallel ranks each: stage 0 loads the data and embeds
+ * it, the last stage computes the loss, the middle ones run layers; ranks wait for their
+ * stage's neighbours. What differs between stages is no rank's fault. */
+static void test_pipeline_like_job_names_no_rank(void **state)
+{
+    (void)state;
+    job j;
+    job_init(&j, 8, 4);
+    j.transfer_ms = 8;
+    for (int w = 0; w < 8; w++) {
+        int stage = w / 2;
+        worker_spec *spec = &j.w[w];
+        double v[MAX_STEPS];
+        for (int s = 0; s < 4; s++)
+            v[s] = (stage == 0 ? 50 : stage == 3 ? 58 : 62) * (1 + 0.01 * jitter(w, s, 1));
+        act_add(spec, PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", v, 4);
+        if (stage == 0) {
+            for (int s = 0; s < 4; s++)
+                v[s] = 6 * (1 + 0.01 * jitter(w, s, 2));
+            act_add(spec, PT_CLASS_PYTHON, NEXT_DATA "|torch/utils/data/_utils/fetch.py: fetch", v, 4);
+        }
+        if (stage == 3) {
+            for (int s = 0; s < 4; s++)
+                v[s] = 3 * (1 + 0.01 * jitter(w, s, 3));
+            act_add(spec, PT_CLASS_PYTHON, MODULE "|torch/nn/functional.py: cross_entropy", v, 4);
+        }
+        act_flat(spec, PT_CLASS_PYTHON, MODULE "|model.py: forward", 0.5, 4);
+    }
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        assert_false(candidate(all->items[i]) && !pt_json_get(all->items[i], "all_workers")->boolean);
+    pt_json_free(report);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_gpu_loader_is_found_at_next),
+        cmocka_unit_test(test_every_rank_loader_is_named_first),
+        cmocka_unit_test(test_every_worker_subtree_decision_boundary),
+        cmocka_unit_test(test_one_step_stall_names_rank_and_function),
+        cmocka_unit_test(test_rank_subtree_in_every_step),
+        cmocka_unit_test(test_stall_needs_three_workers),
+        cmocka_unit_test(test_rank_without_overlap_is_named),
+        cmocka_unit_test(test_tiny_collectives_are_bucketed),
+        cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
+        cmocka_unit_test(test_small_healthy_jobs_have_no_finding),
+        cmocka_unit_test(test_pipeline_like_job_names_no_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

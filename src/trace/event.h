@@ -27,9 +27,10 @@ typedef enum pt_event_kind {
 } pt_event_kind;
 
 /* What a CPU event is, when the producer says. It decides whether the event's own time can
- * be waiting rather than work (summarize.c): a Python function runs the interpreter, but a
- * C call or an operator may block on another thread or the GPU, and an annotation is a
- * label around code, not code. PT_CPU_UNKNOWN: the summarizer tells by the name. */
+ * be waiting rather than work (summarize_python.c): a Python function runs the
+ * interpreter, but a C call or an operator may block on another thread or the GPU, and an
+ * annotation is a label around code, not code. PT_CPU_UNKNOWN: the summarizer tells by
+ * the name. */
 typedef enum pt_cpu_kind {
     PT_CPU_UNKNOWN = 0,
     PT_CPU_PYTHON,     /* python_function: "file.py(12): f", or a builtin "<built-in method x>" */

@@ -62,7 +62,6 @@
  * not count one cause's time twice; where findings of different causes still remove the
  * same step time, each says what it adds to those reported above it (adds, which sum to
  * the joint saving: savings_in_report_order). */
-#include "diagnose/candidates.h"
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -351,11 +350,6 @@ static double joint_saving(const pt_analysis *a, const pt_whatif *m, const findi
     pt_fix_free(all);
     pt_fix_free(scratch);
     return fmax(saving, given);
-}
-
-double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
-{
-    return joint_saving(a, m, list, left_out);
 }
 
 /* ------------------------------------------------------------ 3. common problems */
@@ -1076,6 +1070,42 @@ static double saving_with_parts(const pt_analysis *a, const pt_whatif *m, const 
     return saving;
 }
 
+/* A function of a rolled-up finding's classes above its peers on some of its workers and
+ * on others (a slow GPU's kernel, graded with ranks that noise slowed a little): those
+ * workers' time is the rolled-up finding's, so the function's finding keeps the others
+ * only, costed again (what saves nothing then is dropped with the rest). A grade led by
+ * a worker the rolled-up finding does not name is that worker's cause, the others' time
+ * in the function with it (a slow data loader graded with a rank whose host is slow):
+ * it stays whole. */
+static void leave_to_rolled_up(const pt_analysis *a, const pt_whatif *m, const finding *h, finding *f)
+{
+    if (f->all_workers || f->fix == PT_FIX_NONE || f->explains || f->rank_count || f->part_count || rolled_up(f) ||
+        (fix_mask(f) & ~h->classes) || (f->graded && !pt_finding_names(h, f->pacer)))
+        return;
+    size_t kept = 0, top = 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (!pt_finding_names(h, f->workers[k])) {
+            f->workers[kept] = f->workers[k], f->values[kept] = f->values[k];
+            if (f->values[kept] > f->values[top])
+                top = kept;
+            kept++;
+        }
+    if (kept == f->worker_count || kept == 0)
+        return;
+    f->worker_count = kept;
+    if (f->graded && kept < 2) {
+        f->graded = false;
+    } else if (f->graded && f->pacer != f->workers[top]) { /* the one with the most leads, not the pace setter */
+        f->pacer = f->workers[top], f->sets_pace = false;
+        double value = f->values[top];
+        memmove(f->workers + 1, f->workers, top * sizeof *f->workers);
+        memmove(f->values + 1, f->values, top * sizeof *f->values);
+        f->workers[0] = f->pacer, f->values[0] = value;
+    }
+    pt_cost_finding(a, m, f);
+    pt_describe_peer_finding(a, f, pt_whatif_step_ms(m));
+}
+
 /* Rolled-up findings take in what they cover (covers), those merge_one_cause made with
  * their parts. One about every worker (cpu_bound) that saves next to nothing beyond the
  * findings it covers is no finding of its own: they are its cause (allocator churn, not
@@ -1119,6 +1149,11 @@ static void merge_covered(const pt_analysis *a, const pt_whatif *m, finding_list
         h->covers_parts = true;
         cost_merged(a, m, h);
     }
+    for (size_t r = first; r < count; r++)
+        if (!gone[r] && rolled_up(&list->items[r]) && !list->items[r].all_workers)
+            for (size_t i = first; i < count; i++)
+                if (i != r && !gone[i])
+                    leave_to_rolled_up(a, m, &list->items[r], &list->items[i]);
     free(covered);
     free(probe);
 }
@@ -1350,8 +1385,6 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
         pt_merge_causes(a, m, list, hangs);
         hardware_findings(a, list);
     }
-    if (!hangs)
-        pt_candidate_findings(a, m, list, PT_CANDIDATES_PER_RANK);
     size_t peer_findings = 0; /* those that save enough to explain the others' waiting */
     for (size_t i = hangs; i < list->count; i++)
         peer_findings += list->items[i].impact >= EXPLAINS_WAITING;
@@ -1377,7 +1410,6 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
             common_imbalance(a, m, list);
         }
         pt_merge_causes(a, m, list, common);
-        pt_candidate_findings(a, m, list, PT_CANDIDATES_EVERY_WORKER);
     }
 }
 

@@ -62,6 +62,7 @@
  * not count one cause's time twice; where findings of different causes still remove the
  * same step time, each says what it adds to those reported above it (adds, which sum to
  * the joint saving: savings_in_report_order). */
+#include "diagnose/candidates.h"
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -350,6 +351,11 @@ static double joint_saving(const pt_analysis *a, const pt_whatif *m, const findi
     pt_fix_free(all);
     pt_fix_free(scratch);
     return fmax(saving, given);
+}
+
+double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
+{
+    return joint_saving(a, m, list, left_out);
 }
 
 /* ------------------------------------------------------------ 3. common problems */
@@ -1385,6 +1391,8 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
         pt_merge_causes(a, m, list, hangs);
         hardware_findings(a, list);
     }
+    if (!hangs)
+        pt_candidate_findings(a, m, list, PT_CANDIDATES_PER_RANK);
     size_t peer_findings = 0; /* those that save enough to explain the others' waiting */
     for (size_t i = hangs; i < list->count; i++)
         peer_findings += list->items[i].impact >= EXPLAINS_WAITING;
@@ -1410,6 +1418,7 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
             common_imbalance(a, m, list);
         }
         pt_merge_causes(a, m, list, common);
+        pt_candidate_findings(a, m, list, PT_CANDIDATES_EVERY_WORKER);
     }
 }
 

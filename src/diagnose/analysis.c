@@ -403,37 +403,6 @@ pt_ranked_row *pt_rank_rows(const pt_analysis *a, pt_row_scorer scorer, const vo
     return ranked;
 }
 
-typedef struct worker_value {
-    size_t worker;
-    double value;
-} worker_value;
-
-static int by_value_desc(const void *a, const void *b)
-{
-    const worker_value *x = a, *y = b;
-    int order = pt_cmp_desc(x->value, y->value);
-    return order ? order : pt_cmp_i64((int64_t)x->worker, (int64_t)y->worker);
-}
-
-pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold, const char *section,
-                          const char *key, const char *field)
-{
-    worker_value *list = pt_xmalloc((a->n ? a->n : 1) * sizeof *list);
-    size_t m = 0;
-    for (size_t w = 0; w < a->n; w++)
-        if (values[w] > threshold)
-            list[m++] = (worker_value){w, values[w]};
-    qsort(list, m, sizeof *list, by_value_desc);
-    m = pt_listed_count(a, section, key, field, m);
-    pt_json *out = pt_json_object();
-    for (size_t i = 0; i < m; i++) {
-        pt_json_add(out, pt_worker_name(a, list[i].worker), pt_json_number(list[i].value));
-        pt_keep_worker(a, list[i].worker, PT_DETAIL_LISTED);
-    }
-    free(list);
-    return out;
-}
-
 static int by_distance_desc(const void *a, const void *b)
 {
     const pt_ranked_worker *x = a, *y = b;

@@ -142,7 +142,7 @@ pt_ranked_row *pt_rank_rows(const pt_analysis *a, pt_row_scorer scorer, const vo
 
 /* {worker name: value} for every value above threshold, largest first (the seed's
  * order for "abnormal_workers"). In the bounded form the first pt_listed_count of them,
- * the cut recorded under section/key/field. */
+ * the cut recorded under section/key/field (report_scale.c). */
 pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold, const char *section,
                           const char *key, const char *field);
 

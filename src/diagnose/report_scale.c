@@ -82,6 +82,34 @@ static int by_value_asc(const void *x, const void *y)
     return p->worker < q->worker ? -1 : p->worker > q->worker;
 }
 
+static int by_value_desc(const void *a, const void *b)
+{
+    const worker_value *x = a, *y = b;
+    int order = pt_cmp_desc(x->value, y->value);
+    return order ? order : pt_cmp_i64((int64_t)x->worker, (int64_t)y->worker);
+}
+
+/* Here, not in analysis.c, because a section's list is where the bounded form cuts and
+ * keeps workers: the analysis calls nothing of this file's. */
+pt_json *pt_workers_above(const pt_analysis *a, const double *values, double threshold, const char *section,
+                          const char *key, const char *field)
+{
+    worker_value *list = pt_xmalloc((a->n ? a->n : 1) * sizeof *list);
+    size_t m = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (values[w] > threshold)
+            list[m++] = (worker_value){w, values[w]};
+    qsort(list, m, sizeof *list, by_value_desc);
+    m = pt_listed_count(a, section, key, field, m);
+    pt_json *out = pt_json_object();
+    for (size_t i = 0; i < m; i++) {
+        pt_json_add(out, pt_worker_name(a, list[i].worker), pt_json_number(list[i].value));
+        pt_keep_worker(a, list[i].worker, PT_DETAIL_LISTED);
+    }
+    free(list);
+    return out;
+}
+
 /* Keeps the `count` workers of lowest value (highest: lowest of -value). */
 static void keep_extremes(pt_analysis *a, const double *values, bool highest, size_t count)
 {

@@ -2,9 +2,10 @@
  *
  * model.c writes the step of a data-parallel transformer job (data loader, forward,
  * backward with bucketed gradient all-reduces, optimizer, loss.item()) as a flat list
- * of ops; synth.c interprets it per worker and step, with that worker's jitter and fault
- * knobs, to get times. Keeping the "what" (names, nominal durations) here and the "when"
- * (streams, waits, collectives) in synth.c lets both stay short. */
+ * of ops; synth_sim.c interprets it per worker and step, with that worker's jitter and
+ * fault knobs, to get times, and synth.c runs the workers in lock-step. Keeping the
+ * "what" (names, nominal durations) here and the "when" (streams, waits, collectives) in
+ * those lets each stay short. */
 #ifndef PT_SYNTH_MODEL_H
 #define PT_SYNTH_MODEL_H
 

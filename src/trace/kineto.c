@@ -54,10 +54,10 @@
  * and is no step. What the generations add beside the events the analysis does not read
  * (correlation ids, "External id" against "external id", flows) passes through untouched.
  *
- * Parallel spans (pt_kineto_split, pt_kineto_read_span): a large plain file is cut at
- * likely event starts ('{' after "}" ws "," ws, looked for from each cut's target up to
- * the next target, a window at a time, so whitespace of any length between events is
- * crossed and the scans read the file at most once); the spans verify each other.
+ * Parallel spans (pt_kineto_read_span): a span of a large plain file is read from an
+ * event start, the reader beginning inside the event list, and stops at the first event
+ * start at or after the span's end, so consecutive spans verify each other: each must
+ * stop exactly where the next begins. Where the file is cut is kineto_split.c's.
  *
  * Metadata records ("ph":"M": process and thread names) go to the sink's on_metadata
  * when it has one, and every other record the event model does not carry (flows,
@@ -69,11 +69,9 @@
 #include "util/strtab.h"
 
 #include <ctype.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define INITIAL_BUFFER (1u << 20)
 /* A plain file smaller than INITIAL_BUFFER is read into a buffer of its size (at least
@@ -1388,7 +1386,7 @@ static int kineto_read(pt_input *in, pt_trace_sink *sink, pt_trace_meta *meta,
     return result;
 }
 
-/* ------------------------------------------------------------ parallel spans */
+/* ------------------------------------------------------------ a span of the file */
 
 int pt_kineto_read_span(const char *path, uint64_t start, uint64_t stop, bool bare_list, pt_trace_sink *sink,
                         pt_trace_meta *meta, const pt_read_options *opts, uint64_t *stopped_at, pt_error *err)
@@ -1411,109 +1409,6 @@ int pt_kineto_read_span(const char *path, uint64_t start, uint64_t stop, bool ba
     reader_finish(kr);
     pt_input_close(in);
     return result;
-}
-
-static int ignore_event(void *ctx, const pt_event *ev)
-{
-    (void)ctx, (void)ev;
-    return 0;
-}
-
-#define SPLIT_WINDOW ((size_t)1 << 20)
-
-/* Where a scan for an event start stands: after "}", after "}" ws ",", after "}" ws "," ws "{". */
-enum split_match { SEEN_NOTHING, SEEN_CLOSE, SEEN_COMMA, SEEN_OPEN };
-
-static enum split_match split_advance(enum split_match m, char c)
-{
-    if (m == SEEN_OPEN && (c == '"' || pt_json_is_space(c)))
-        return SEEN_OPEN; /* the caller has its match */
-    if ((m == SEEN_CLOSE || m == SEEN_COMMA) && pt_json_is_space(c))
-        return m;
-    if (m == SEEN_CLOSE && c == ',')
-        return SEEN_COMMA;
-    if (m == SEEN_COMMA && c == '{')
-        return SEEN_OPEN;
-    return c == '}' ? SEEN_CLOSE : SEEN_NOTHING;
-}
-
-/* Offset of the first '{' in [from, limit) that follows "}" ws "," ws and is followed by
- * '"' or whitespace: a likely event start. The whitespace may be of any length: the scan
- * reads SPLIT_WINDOW bytes at a time and carries its state across them. UINT64_MAX when
- * there is none. */
-static uint64_t find_event_start(int fd, uint64_t from, uint64_t limit, char *window)
-{
-    enum split_match m = SEEN_NOTHING;
-    uint64_t open_at = 0;
-    /* One byte past limit: what follows a '{' just before it. */
-    for (uint64_t at = from; at <= limit;) {
-        ptrdiff_t got = pt_pread_all(fd, window, (size_t)PT_MIN((uint64_t)SPLIT_WINDOW, limit + 1 - at), at);
-        if (got <= 0)
-            break;
-        for (ptrdiff_t i = 0; i < got; i++) {
-            if (m == SEEN_NOTHING && window[i] != '}') { /* most bytes: jump to the next '}' */
-                const char *close = memchr(window + i, '}', (size_t)(got - i));
-                if (!close)
-                    break;
-                i = close - window;
-            }
-            enum split_match next = split_advance(m, window[i]);
-            if (m == SEEN_OPEN && next == SEEN_OPEN)
-                return open_at;
-            if (next == SEEN_OPEN)
-                open_at = at + (uint64_t)i;
-            if (next == SEEN_OPEN && open_at >= limit)
-                return UINT64_MAX;
-            m = next;
-        }
-        at += (uint64_t)got;
-    }
-    return UINT64_MAX;
-}
-
-size_t pt_kineto_split(const char *path, size_t parts, uint64_t *starts, bool *bare_list, pt_error *err)
-{
-    starts[0] = 0;
-    *bare_list = false;
-    pt_input *in = pt_input_open(path, err);
-    if (!in)
-        return 1;
-    uint64_t size = pt_input_file_size(in);
-    if (parts < 2 || pt_input_compression(in) != PT_COMPRESSION_NONE || size < ((uint64_t)64 << 20)) {
-        pt_input_close(in);
-        return 1;
-    }
-    /* Find where the event list starts: parse the head, stopping at the first event. */
-    pt_trace_sink sink = {NULL, ignore_event, NULL};
-    pt_trace_meta meta;
-    pt_trace_meta_init(&meta);
-    kineto_reader *kr = reader_new(in, &sink, &meta, NULL, err);
-    kr->stop_at = 1;
-    bool stopped = kineto_run(kr, ST_START, false) == 0 && kr->stopped_at != UINT64_MAX;
-    uint64_t first_event = kr->stopped_at;
-    reader_finish(kr);
-    pt_input_close(in);
-    if (!stopped)
-        return 1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
-    /* Each start is looked for between its target and the next one, so the scans cost
-     * at most one read of the file however long the runs of whitespace or strings. */
-    char *window = pt_xmalloc(SPLIT_WINDOW);
-    size_t found = 1;
-    uint64_t share = (size - first_event) / parts;
-    for (size_t k = 1; k < parts; k++) {
-        uint64_t target = first_event + share * k;
-        uint64_t limit = k + 1 < parts ? target + share : size;
-        uint64_t from = PT_MAX(target, starts[found - 1] + 1);
-        uint64_t at = from < limit ? find_event_start(fd, from, limit, window) : UINT64_MAX;
-        if (at != UINT64_MAX)
-            starts[found++] = at;
-    }
-    free(window);
-    close(fd);
-    return found;
 }
 
 static bool kineto_sniff(const unsigned char *head, size_t n)

@@ -348,7 +348,9 @@ async function figuresAndWidths(args, page, base, displayDir, facts, shots) {
   const report = JSON.parse(fs.readFileSync(path.join(displayDir, 'report.json'), 'utf8'));
   const counts = { medians: 0, cards: 0, folded: 0 };
   await figuresAgree({ check }, page, (hash) => reroute(page, hash), args.source, report, counts);
-  check(counts.medians >= 1, args.source + ': an Evidence median was checked against report.json (' + counts.medians + ')');
+  /* Each panel is checked either way: its median against report.json, or that a reference
+   * value that is no median over every worker (a rolled-up slow GPU's) is not called one. */
+  check(counts.panels >= 1, args.source + ': an Evidence panel was checked against report.json (' + counts.panels + ', ' + counts.medians + ' of them medians)');
   if (args.source === 'generated') check(counts.folded === 1, 'generated: its finding that saves nothing was checked');
   const views = await page.$$eval('#nav a', (as) => as.map((a) => a.dataset.view));
   /* The overview drawn at 1400 px, then the window made narrower: its plots follow. */

@@ -351,6 +351,7 @@ async function figuresAgree(ctx, page, open, name, report, counts) {
       return { text: line ? line.textContent.slice(('Metric: ' + metric).length).replace(/^ · /, '') : '', heads };
     }, f.evidence.metric);
     const said = /^(.*?): (−?-?[\d,.]+)$/.exec(got.text), shown = said ? Number(said[2].replace(/,/g, '').replace('−', '-')) : NaN;
+    counts.panels = (counts.panels || 0) + 1;
     if (want) {
       counts.medians++;
       /* Shown with 4 significant digits. */

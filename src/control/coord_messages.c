@@ -486,14 +486,6 @@ void coord_on_relay_message(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int
 
 /* ---------------------------------------------------------------- control messages */
 
-void coord_reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now)
-{
-    pt_ctl_msg m;
-    pt_ctl_msg_init(&m, PT_CTL_ERROR);
-    m.text = pt_ctl_str(text);
-    coord_send_to(c, p, &m, now);
-}
-
 /* The user interrupted the CLI (Ctrl-C): its round ends now, on every worker, and the CLI
  * hears how many workers dropped a window. A CLI without a round hears the same with
  * round 0 (the round had not started, or ended as it asked). */

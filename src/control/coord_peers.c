@@ -1,8 +1,8 @@
 /* coord_peers.c -- a peer's buffers and its place in the coordinator's lists: how much
  * input it may hold for what it has become (coordinator.c's design comment gives the
  * figures), the shared input budget for large frames, the CLIs' list, what is queued for
- * a peer (wrapped for its relay when it has one), and log lines about peers not trusted
- * yet, which come in a burst and then as a count. */
+ * a peer (wrapped for its relay when it has one), an ERROR for a CLI, and log lines
+ * about peers not trusted yet, which come in a burst and then as a count. */
 #define _GNU_SOURCE
 #include "control/coordinator_state.h"
 
@@ -174,6 +174,15 @@ void coord_queue_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, bool flush,
 void coord_send_to(pt_coordinator *c, peer *p, const pt_ctl_msg *m, int64_t now)
 {
     coord_queue_to(c, p, m, true, now);
+}
+
+/* An ERROR for p (a CLI told why its trigger or frame was refused). */
+void coord_reply_error(pt_coordinator *c, peer *p, const char *text, int64_t now)
+{
+    pt_ctl_msg m;
+    pt_ctl_msg_init(&m, PT_CTL_ERROR);
+    m.text = pt_ctl_str(text);
+    coord_send_to(c, p, &m, now);
 }
 
 pt_ctl_worker coord_identity_of(const pt_coordinator *c, int32_t rank)

@@ -3,7 +3,12 @@
  * each peer's buffers and what it may send; coord_round.c: a round's outcomes and its
  * state machine; coord_messages.c: what agents, relays and CLIs say). Internal to
  * src/control: nothing outside these four files includes it. One thread owns all of it
- * (coordinator.c's design comment says how), so none of these functions locks. */
+ * (coordinator.c's design comment says how), so none of these functions locks. Calls go
+ * one way, coordinator.c -> coord_messages.c -> coord_round.c -> coord_peers.c, but for
+ * one: a peer's end (kill_peer, coordinator.c's coord_kill_peer_as, and its
+ * coord_bad_frame) is called by whoever finds a peer gone or hostile -- a failed send in
+ * coord_peers.c, a relay's bad frame in coord_messages.c -- at once, because it fails
+ * the rank's window (coord_round.c) and tells the CLI in the same turn. */
 #ifndef PT_CONTROL_COORDINATOR_STATE_H
 #define PT_CONTROL_COORDINATOR_STATE_H
 

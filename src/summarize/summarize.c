@@ -27,7 +27,8 @@
  *      summary stays tens of kilobytes whatever the trace size.
  *   6. Sync points: per step, the collectives the worker was blocked in and the work
  *      before each, for the step model (summarize_sync.c).
- * The records and the reduction's state the stages share are in summarize_state.h. This
+ * Stages 3 and 4 both add to a function's accumulator (summarize_accounts.c). The
+ * records and the reduction's state the stages share are in summarize_state.h. This
  * file adds the counters' series, what the worker did after its last step (a stall), and
  * who the worker is (its trace's metadata, or its file name).
  *

@@ -29,27 +29,6 @@ static const size_t keep_max[PT_CLASS_COUNT] = {100, 24, 48, 40, 150};
 
 /* ------------------------------------------------------------ executions */
 
-func_acc *sum_func_get(reducer *r, pt_class cls, uint32_t id)
-{
-    uint32_t key[2] = {(uint32_t)cls, id};
-    uint32_t index = pt_strtab_intern(&r->func_index, (const char *)key, sizeof key);
-    if (index == r->funcs_count) {
-        size_t old_cap = r->funcs_cap;
-        PT_GROW(r->funcs, r->funcs_cap, r->funcs_count + 1);
-        if (r->funcs_cap != old_cap && r->step_values) { /* one row of step values per function */
-            r->step_exposed = pt_xrealloc(r->step_exposed, r->funcs_cap * r->step_values * sizeof *r->step_exposed);
-            memset(r->step_exposed + old_cap * r->step_values, 0,
-                   (r->funcs_cap - old_cap) * r->step_values * sizeof *r->step_exposed);
-        }
-        func_acc *f = &r->funcs[r->funcs_count++];
-        memset(f, 0, sizeof *f);
-        f->cls = cls;
-        f->id = id;
-        f->group_name = NO_ID;
-    }
-    return &r->funcs[index];
-}
-
 /* Exposed time is settled once every execution is known (sum_settle_functions): the union
  * of a function's executions, not their sum, so calls running at once on several threads
  * count once. */
@@ -59,32 +38,6 @@ static void log_interval(func_acc *f, int64_t a, int64_t b)
         return;
     PT_GROW(f->calls, f->call_cap, f->call_count + 1);
     f->calls[f->call_count++] = (pt_interval){a, b};
-}
-
-int sum_cmp_interval(const void *a, const void *b)
-{
-    const pt_interval *x = a, *y = b;
-    return pt_cmp_i64(x->start, y->start);
-}
-
-/* Adds [a, b)'s exposed time to the steps it falls in. Steps are sorted and disjoint
- * (sum_dedupe_steps), so the first is found by binary search. */
-void sum_add_step_exposure(reducer *r, size_t func, const pt_timeline *above, int64_t a, int64_t b)
-{
-    const step_rec *steps = r->s->steps;
-    size_t lo = 0, hi = r->step_values;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (steps[mid].end <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t k = lo; k < r->step_values && steps[k].start < b; k++) {
-        int64_t x = PT_MAX(a, steps[k].start), y = PT_MIN(b, steps[k].end);
-        if (y > x)
-            r->step_exposed[func * r->step_values + k] += (y - x) - pt_timeline_covered(above, x, y);
-    }
 }
 
 /* Accounts one execution of a span-like activity of class cls. */

@@ -2,8 +2,9 @@
  * keeps (summarize.c), the reduction's state (reducer), and the functions one stage of
  * the pipeline calls in another, prefixed sum_. summarize.c's design comment lists the
  * stages and the file of each (summarize_window.c, summarize_python.c,
- * summarize_functions.c, summarize_sync.c). Internal to src/summarize: nothing outside
- * these five files includes it; everything else in them is static. */
+ * summarize_functions.c, summarize_sync.c; the accumulators both the Python and the
+ * per-function stage write to are summarize_accounts.c's). Internal to src/summarize:
+ * nothing outside these six files includes it; everything else in them is static. */
 #ifndef PT_SUMMARIZE_SUMMARIZE_STATE_H
 #define PT_SUMMARIZE_SUMMARIZE_STATE_H
 
@@ -249,7 +250,7 @@ void sum_render_stack(const reducer *r, uint32_t stack, pt_buf *out);
 /* The stack a runtime API spent most time under, or NO_ID. */
 uint32_t sum_main_caller(const reducer *r, uint32_t api);
 
-/* ------------------------------------------------------------ stages 4-5: summarize_functions.c */
+/* ------------------------------------------------------------ accumulators: summarize_accounts.c */
 
 /* The accumulator of function (cls, id), made on first sight. */
 func_acc *sum_func_get(reducer *r, pt_class cls, uint32_t id);
@@ -257,6 +258,9 @@ func_acc *sum_func_get(reducer *r, pt_class cls, uint32_t id);
 int sum_cmp_interval(const void *a, const void *b);
 /* Adds [a, b)'s exposed time (not under `above`) to the steps it falls in. */
 void sum_add_step_exposure(reducer *r, size_t func, const pt_timeline *above, int64_t a, int64_t b);
+
+/* ------------------------------------------------------------ stages 4-5: summarize_functions.c */
+
 /* Kernels, memory operations and runtime calls as functions. */
 void sum_account_gpu_and_runtime(reducer *r);
 /* CPU-side collectives (gloo jobs) as communication functions. */

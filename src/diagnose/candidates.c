@@ -91,6 +91,7 @@
  * O(rows x workers x steps), as the peers' pass; per-rank candidates look at the
  * MAX_RANKS ranks whose Python time is furthest above the typical worker's. */
 #include "diagnose/candidates.h"
+#include "diagnose/costing.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
 #include "util/stats.h"

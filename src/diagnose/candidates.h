@@ -36,8 +36,4 @@ typedef enum pt_candidate_phase {
 void pt_candidate_findings(const pt_analysis *a, const struct pt_whatif *m, finding_list *list,
                            pt_candidate_phase phase);
 
-/* The saving of fixing every finding of list at once but those left_out marks (when
- * given), as the report's joint_impact (findings.c). */
-double pt_joint_saving(const pt_analysis *a, const struct pt_whatif *m, const finding_list *list, const bool *left_out);
-
 #endif

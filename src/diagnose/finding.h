@@ -142,9 +142,6 @@ void pt_hang_findings(const pt_analysis *a, finding_list *list, int *status);
  * the step model has costed them (pt_describe_peer_finding). */
 struct pt_whatif;
 void pt_peer_findings(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, bool explain_stragglers);
-/* The step model's costing of a finding (findings.c): its impact, excess, worst worker
- * and the saving of fixing that one alone. */
-void pt_cost_finding(const pt_analysis *a, const struct pt_whatif *m, finding *f);
 void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms);
 
 /* One finding per cause (findings.c): findings from `first` on that remove the same time

@@ -39,9 +39,9 @@
  *     in opposite orders, a call nobody returns from -- and, without collective state,
  *     the stacks: workers stopped outside a collective are the culprits.
  *
- * Impact is what fixing saves, from the step model (whatif.h): a step is a chain of sync
- * points, each segment between two lasts as long as its busiest worker's work plus its
- * wait (the transfer). A finding removes, in each step, the named workers' time above
+ * Impact is what fixing saves (costing.c), from the step model (whatif.h): a step is a
+ * chain of sync points, each segment between two lasts as long as its busiest worker's
+ * work plus its wait (the transfer). A finding removes, in each step, the named workers' time above
  * the workers it does not name (for a function, a class or all their work), or every
  * worker's time above what the activity is expected to cost (a common finding); its
  * impact is the share of the modelled step that saves, everything else unchanged. So a
@@ -63,6 +63,7 @@
  * same step time, each says what it adds to those reported above it (adds, which sum to
  * the joint saving: savings_in_report_order). */
 #include "diagnose/candidates.h"
+#include "diagnose/costing.h"
 #include "diagnose/finding.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
@@ -152,210 +153,6 @@ static void hardware_findings(const pt_analysis *a, finding_list *list)
         }
     }
     free(values);
-}
-
-/* ------------------------------------------------------------ costing: the step model */
-
-/* Per modelled step, each worker's value of what fixing f removes from, in ms:
- * out[w * steps + s]. */
-static void fix_values(const pt_analysis *a, const pt_whatif *m, const finding *f, double *out)
-{
-    size_t steps = pt_whatif_steps(m), n = a->n;
-    bool by_step = pt_whatif_by_step(m);
-    if (f->fix == PT_FIX_WORK) {
-        for (size_t w = 0; w < n; w++)
-            for (size_t s = 0; s < steps; s++)
-                out[w * steps + s] = pt_whatif_work_ms(m, w, s);
-        return;
-    }
-    double *mean = pt_xmalloc((n ? n : 1) * sizeof *mean), *per_step = pt_xmalloc((n * steps + 1) * sizeof *per_step);
-    if (f->row && by_step && a->function_steps == steps) {
-        pt_row_step_ms(a, f->row, out);
-    } else if (f->row) {
-        pt_row_exposed_ms(a, f->row, mean);
-        for (size_t i = 0; i < n * steps; i++)
-            out[i] = mean[i / steps];
-    } else {
-        memset(out, 0, n * steps * sizeof *out);
-        for (int c = 0; c < PT_CLASS_COUNT; c++) {
-            if (!(f->classes & PT_CLASS_BIT(c)))
-                continue;
-            if (by_step)
-                pt_class_step_ms(a, (pt_class)c, per_step);
-            else
-                pt_class_exposed_ms(a, (pt_class)c, mean);
-            for (size_t i = 0; i < n * steps; i++)
-                out[i] += by_step ? per_step[i] : mean[i / steps];
-        }
-    }
-    free(mean);
-    free(per_step);
-}
-
-static double step_length_ms(const pt_analysis *a, const pt_whatif *m, size_t w, size_t s)
-{
-    return pt_whatif_by_step(m) ? (double)a->workers[w]->steps[s].dur_ns / 1e6 : a->step_ms[w];
-}
-
-static unsigned fix_mask(const finding *f)
-{
-    return f->fix == PT_FIX_WORK ? PT_WORK_CLASSES : f->row ? PT_CLASS_BIT(f->row->cls) : f->classes;
-}
-
-/* What fixing f itself removes, per modelled step, into out[w * steps + s] (0 where it
- * removes nothing): each named worker's value above the others' (the median of the
- * workers f does not name) or, for a finding about every worker, above what it is
- * expected to take. Only `only` when it is a worker index. Returns the classes. */
-static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
-{
-    size_t steps = pt_whatif_steps(m), n = a->n;
-    double *values = pt_xmalloc((n * steps + 1) * sizeof *values), *column = pt_xmalloc((n ? n : 1) * sizeof *column);
-    bool *named = pt_xcalloc(n ? n : 1, sizeof *named);
-    size_t named_count = 0;
-    for (size_t k = 0; k < f->worker_count; k++)
-        named_count += !named[f->workers[k]], named[f->workers[k]] = true;
-    fix_values(a, m, f, values);
-    memset(out, 0, n * steps * sizeof *out);
-    for (size_t s = 0; s < steps; s++) {
-        double reference = 0;
-        if (f->fix != PT_FIX_COMMON) {
-            size_t k = 0;
-            for (size_t w = 0; w < n; w++)
-                if (!named[w] || named_count == n)
-                    column[k++] = values[w * steps + s];
-            reference = pt_median_of(column, k, a->scratch);
-        }
-        for (size_t w = 0; w < n; w++) {
-            if (!named[w] || (only != SIZE_MAX && w != only))
-                continue;
-            double base = f->fix == PT_FIX_COMMON ? f->expected * step_length_ms(a, m, w, s) : reference;
-            out[w * steps + s] = fmax(0, values[w * steps + s] - base);
-        }
-    }
-    free(values);
-    free(column);
-    free(named);
-    return fix_mask(f);
-}
-
-/* What fixing f removes, per modelled step (as own_excess): a finding merged from parts
- * (pt_merge_causes) removes what its parts remove together -- their functions are
- * different, so their excesses add up -- and one rolled up over a class removes its
- * own excess or its parts' together, whichever is more (the class holds them). */
-static unsigned finding_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
-{
-    size_t cells = a->n * pt_whatif_steps(m);
-    if (!f->part_count)
-        return own_excess(a, m, f, only, out);
-    unsigned mask = f->covers_parts ? own_excess(a, m, f, only, out) : 0;
-    double *sum = pt_xcalloc(cells + 1, sizeof *sum), *part = pt_xmalloc((cells + 1) * sizeof *part);
-    for (size_t i = 0; i < f->part_count; i++) {
-        mask |= finding_excess(a, m, &f->parts[i], only, part);
-        for (size_t c = 0; c < cells; c++)
-            sum[c] += part[c];
-    }
-    for (size_t c = 0; c < cells; c++)
-        out[c] = f->covers_parts ? fmax(out[c], sum[c]) : sum[c];
-    free(sum);
-    free(part);
-    return mask;
-}
-
-/* What fixing f removes (finding_excess), into fix (and into also, when given). Only
- * `only` when it is a worker index. mean_excess[w] gets each worker's excess per step,
- * steps_over_floor[w] the steps in which it reaches the floor. */
-static void remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
-                           size_t only, double *mean_excess, size_t *steps_over_floor)
-{
-    size_t steps = pt_whatif_steps(m), n = a->n;
-    double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess);
-    unsigned mask = finding_excess(a, m, f, only, excess);
-    for (size_t s = 0; s < steps; s++)
-        for (size_t w = 0; w < n; w++) {
-            double e = excess[w * steps + s];
-            if (e <= 0)
-                continue;
-            pt_fix_remove(fix, w, s, mask, e);
-            if (also)
-                pt_fix_remove(also, w, s, mask, e);
-            if (mean_excess)
-                mean_excess[w] += e / (double)steps;
-            if (steps_over_floor && e >= pt_floor_ms(a))
-                steps_over_floor[w]++;
-        }
-    free(excess);
-}
-
-/* Exposed communication every worker shares: what nobody's work sets, above what is
- * expected, is what overlapping it could save. */
-static double communication_saving(const pt_analysis *a, const pt_whatif *m, const finding *f)
-{
-    double step = pt_whatif_step_ms(m);
-    double excess = (f->median - f->expected) * a->median_step_ms;
-    return step > 0 ? fmin(1, fmax(0, fmin(excess, pt_whatif_unshortened_ms(m)) / step)) : 0;
-}
-
-/* A finding's impact: the share of the modelled step its fix saves; its excess, the
- * named worker's with the most; with several workers, what fixing that one alone saves. */
-void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
-{
-    if (f->fix == PT_FIX_NONE)
-        return;
-    if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM)) {
-        f->impact = communication_saving(a, m, f);
-        f->excess_ms = f->impact * pt_whatif_step_ms(m);
-        return;
-    }
-    double *mean_excess = pt_xcalloc(a->n ? a->n : 1, sizeof *mean_excess);
-    size_t *over_floor = pt_xcalloc(a->n ? a->n : 1, sizeof *over_floor);
-    pt_fix *fix = pt_fix_new(m);
-    remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess, over_floor);
-    f->impact = pt_whatif_saving(m, fix);
-    pt_fix_free(fix);
-    f->worst = f->worker_count ? f->workers[0] : 0;
-    for (size_t k = 0; k < f->worker_count; k++)
-        if (mean_excess[f->workers[k]] > mean_excess[f->worst])
-            f->worst = f->workers[k];
-    f->excess_ms = a->n ? mean_excess[f->worst] : 0;
-    f->steps_total = pt_whatif_by_step(m) ? pt_whatif_steps(m) : 0;
-    f->steps_slow = a->n ? over_floor[f->worst] : 0;
-    free(over_floor);
-    f->alone = f->impact;
-    if (f->worker_count > 1 && !f->all_workers) {
-        pt_fix *alone = pt_fix_new(m);
-        remove_finding(a, m, f, alone, NULL, f->worst, NULL, NULL);
-        f->alone = pt_whatif_saving(m, alone);
-        pt_fix_free(alone);
-    }
-    free(mean_excess);
-}
-
-/* Fixing every finding at once (but those left_out marks, when given): each one's removal
- * together (what two of them remove twice is removed once), plus overlapped communication. */
-static double joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
-{
-    pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
-    double communication = 0, given = 0;
-    for (size_t i = 0; i < list->count; i++) {
-        const finding *f = &list->items[i];
-        if (left_out && left_out[i])
-            continue;
-        if (f->fix == PT_FIX_NONE && strcmp(f->category, "hardware") != 0)
-            given = fmax(given, f->impact); /* a hang */
-        else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
-            communication = fmax(communication, f->impact);
-        else if (f->fix != PT_FIX_NONE)
-            remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
-    }
-    double saving = fmin(1, pt_whatif_saving(m, all) + communication);
-    pt_fix_free(all);
-    pt_fix_free(scratch);
-    return fmax(saving, given);
-}
-
-double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
-{
-    return joint_saving(a, m, list, left_out);
 }
 
 /* ------------------------------------------------------------ 3. common problems */
@@ -854,7 +651,7 @@ static bool rolled_up(const finding *f)
 /* x's fix removes y's time: y is about x's workers (or some) and x's classes. */
 static bool covers(const finding *x, const finding *y)
 {
-    return rolled_up(x) && x->all_workers == y->all_workers && !(fix_mask(y) & ~x->classes) && workers_within(y, x);
+    return rolled_up(x) && x->all_workers == y->all_workers && !(pt_fix_mask(y) & ~x->classes) && workers_within(y, x);
 }
 
 /* Two functions of one class, about the same workers (one's within the other's), that one
@@ -1070,7 +867,7 @@ static double saving_with_parts(const pt_analysis *a, const pt_whatif *m, const 
     finding probe = *f;
     probe.parts = parts, probe.part_count = count, probe.covers_parts = with_own;
     pt_fix *fix = pt_fix_new(m);
-    remove_finding(a, m, &probe, fix, NULL, SIZE_MAX, NULL, NULL);
+    pt_remove_finding(a, m, &probe, fix, NULL, SIZE_MAX, NULL, NULL);
     double saving = pt_whatif_saving(m, fix);
     pt_fix_free(fix);
     return saving;
@@ -1086,7 +883,7 @@ static double saving_with_parts(const pt_analysis *a, const pt_whatif *m, const 
 static void leave_to_rolled_up(const pt_analysis *a, const pt_whatif *m, const finding *h, finding *f)
 {
     if (f->all_workers || f->fix == PT_FIX_NONE || f->explains || f->rank_count || f->part_count || rolled_up(f) ||
-        (fix_mask(f) & ~h->classes) || (f->graded && !pt_finding_names(h, f->pacer)))
+        (pt_fix_mask(f) & ~h->classes) || (f->graded && !pt_finding_names(h, f->pacer)))
         return;
     size_t kept = 0, top = 0;
     for (size_t k = 0; k < f->worker_count; k++)
@@ -1221,13 +1018,13 @@ static void drop_findings_that_save_nothing(const pt_analysis *a, const pt_whati
     }
     qsort(order, candidates, sizeof *order, by_saving);
     bool *dropped = pt_xcalloc(count, sizeof *dropped);
-    double whole = joint_saving(a, m, list, dropped);
+    double whole = pt_joint_saving(a, m, list, dropped);
     for (size_t k = 0; k < candidates; k++) {
         size_t i = order[k].index;
         dropped[i] = true;
         if (k >= SAVES_NOTHING_WEIGHED)
             continue;
-        double without = joint_saving(a, m, list, dropped);
+        double without = pt_joint_saving(a, m, list, dropped);
         if (without >= whole - PT_SAVES_NOTHING)
             whole = without;
         else
@@ -1428,7 +1225,7 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
  * causes remove the same step time: the slowest worker's two faults with another worker
  * close behind (fixing either alone saves that worker's lead), or a finding about every
  * worker that takes some worker's excess too. The sentence says so, and what the finding
- * then adds. The adds sum to the joint saving (joint_saving: communication the largest
+ * then adds. The adds sum to the joint saving (pt_joint_saving: communication the largest
  * such finding's, each removal placed once). */
 static void savings_in_report_order(const pt_analysis *a, const pt_whatif *m, finding_list *list)
 {
@@ -1441,7 +1238,7 @@ static void savings_in_report_order(const pt_analysis *a, const pt_whatif *m, fi
         if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
             communication = fmax(communication, f->impact);
         else
-            remove_finding(a, m, f, all, NULL, SIZE_MAX, NULL, NULL);
+            pt_remove_finding(a, m, f, all, NULL, SIZE_MAX, NULL, NULL);
         double now = fmin(1, pt_whatif_saving(m, all) + communication);
         f->adds = fmax(0, now - above);
         above = fmax(above, now);
@@ -1493,7 +1290,7 @@ pt_json *pt_build_diagnosis(const pt_analysis *a, int *status, const pt_job_gaps
             list.items[i].impact = list.items[list.items[i].explains - 1].impact;
         hangs |= strcmp(list.items[i].category, "hang") == 0;
     }
-    double joint = joint_saving(a, m, &list, NULL);
+    double joint = pt_joint_saving(a, m, &list, NULL);
     if (list.count)
         qsort(list.items, list.count, sizeof *list.items, by_impact);
     lead_with_missing(&list);

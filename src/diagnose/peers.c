@@ -53,6 +53,7 @@
  * pt_merge_causes) gets one sentence naming each part with its own evidence
  * (describe_group), and a rolled-up finding ends with the parts it holds. */
 #include "diagnose/finding.h"
+#include "diagnose/costing.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
 #include "util/parallel.h"

@@ -1,0 +1,216 @@
+/* costing.c -- what fixing a finding saves, from the step model (whatif.h): the costing
+ * every producer of findings uses (peers.c, candidates.c, findings.c's common problems
+ * and its merge of one cause's findings), below all of them.
+ *
+ * Design. Fixing a finding removes, in each modelled step, the named workers' value of
+ * what it fixes (a function's row, a class, or all their work) above the workers it
+ * does not name, or, for a problem every worker has (PT_FIX_COMMON), above the share of
+ * the step it is expected to take (own_excess). A finding merged from parts removes
+ * what its parts remove together; one rolled up over a class, its own excess or its
+ * parts' together, whichever is more (finding_excess). The removals go into a pt_fix,
+ * and the step model replays the job without them: the impact is the share of the
+ * modelled step that saves, everything else unchanged. Exposed communication every
+ * worker shares is not work: its saving is what nobody's work sets, above what is
+ * expected (communication_saving). The joint saving removes every finding at once, so
+ * what two findings remove twice is removed once.
+ *
+ * Cost: a finding's costing is O(workers x modelled steps) plus one replay of the step
+ * model; the joint saving one replay for the whole list. */
+#include "diagnose/costing.h"
+#include "diagnose/whatif.h"
+#include "util/stats.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per modelled step, each worker's value of what fixing f removes from, in ms:
+ * out[w * steps + s]. */
+static void fix_values(const pt_analysis *a, const pt_whatif *m, const finding *f, double *out)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    bool by_step = pt_whatif_by_step(m);
+    if (f->fix == PT_FIX_WORK) {
+        for (size_t w = 0; w < n; w++)
+            for (size_t s = 0; s < steps; s++)
+                out[w * steps + s] = pt_whatif_work_ms(m, w, s);
+        return;
+    }
+    double *mean = pt_xmalloc((n ? n : 1) * sizeof *mean), *per_step = pt_xmalloc((n * steps + 1) * sizeof *per_step);
+    if (f->row && by_step && a->function_steps == steps) {
+        pt_row_step_ms(a, f->row, out);
+    } else if (f->row) {
+        pt_row_exposed_ms(a, f->row, mean);
+        for (size_t i = 0; i < n * steps; i++)
+            out[i] = mean[i / steps];
+    } else {
+        memset(out, 0, n * steps * sizeof *out);
+        for (int c = 0; c < PT_CLASS_COUNT; c++) {
+            if (!(f->classes & PT_CLASS_BIT(c)))
+                continue;
+            if (by_step)
+                pt_class_step_ms(a, (pt_class)c, per_step);
+            else
+                pt_class_exposed_ms(a, (pt_class)c, mean);
+            for (size_t i = 0; i < n * steps; i++)
+                out[i] += by_step ? per_step[i] : mean[i / steps];
+        }
+    }
+    free(mean);
+    free(per_step);
+}
+
+static double step_length_ms(const pt_analysis *a, const pt_whatif *m, size_t w, size_t s)
+{
+    return pt_whatif_by_step(m) ? (double)a->workers[w]->steps[s].dur_ns / 1e6 : a->step_ms[w];
+}
+
+unsigned pt_fix_mask(const finding *f)
+{
+    return f->fix == PT_FIX_WORK ? PT_WORK_CLASSES : f->row ? PT_CLASS_BIT(f->row->cls) : f->classes;
+}
+
+/* What fixing f itself removes, per modelled step, into out[w * steps + s] (0 where it
+ * removes nothing): each named worker's value above the others' (the median of the
+ * workers f does not name) or, for a finding about every worker, above what it is
+ * expected to take. Only `only` when it is a worker index. Returns the classes. */
+static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *values = pt_xmalloc((n * steps + 1) * sizeof *values), *column = pt_xmalloc((n ? n : 1) * sizeof *column);
+    bool *named = pt_xcalloc(n ? n : 1, sizeof *named);
+    size_t named_count = 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        named_count += !named[f->workers[k]], named[f->workers[k]] = true;
+    fix_values(a, m, f, values);
+    memset(out, 0, n * steps * sizeof *out);
+    for (size_t s = 0; s < steps; s++) {
+        double reference = 0;
+        if (f->fix != PT_FIX_COMMON) {
+            size_t k = 0;
+            for (size_t w = 0; w < n; w++)
+                if (!named[w] || named_count == n)
+                    column[k++] = values[w * steps + s];
+            reference = pt_median_of(column, k, a->scratch);
+        }
+        for (size_t w = 0; w < n; w++) {
+            if (!named[w] || (only != SIZE_MAX && w != only))
+                continue;
+            double base = f->fix == PT_FIX_COMMON ? f->expected * step_length_ms(a, m, w, s) : reference;
+            out[w * steps + s] = fmax(0, values[w * steps + s] - base);
+        }
+    }
+    free(values);
+    free(column);
+    free(named);
+    return pt_fix_mask(f);
+}
+
+/* What fixing f removes, per modelled step (as own_excess): a finding merged from parts
+ * (pt_merge_causes) removes what its parts remove together -- their functions are
+ * different, so their excesses add up -- and one rolled up over a class removes its
+ * own excess or its parts' together, whichever is more (the class holds them). */
+static unsigned finding_excess(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only, double *out)
+{
+    size_t cells = a->n * pt_whatif_steps(m);
+    if (!f->part_count)
+        return own_excess(a, m, f, only, out);
+    unsigned mask = f->covers_parts ? own_excess(a, m, f, only, out) : 0;
+    double *sum = pt_xcalloc(cells + 1, sizeof *sum), *part = pt_xmalloc((cells + 1) * sizeof *part);
+    for (size_t i = 0; i < f->part_count; i++) {
+        mask |= finding_excess(a, m, &f->parts[i], only, part);
+        for (size_t c = 0; c < cells; c++)
+            sum[c] += part[c];
+    }
+    for (size_t c = 0; c < cells; c++)
+        out[c] = f->covers_parts ? fmax(out[c], sum[c]) : sum[c];
+    free(sum);
+    free(part);
+    return mask;
+}
+
+void pt_remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *f, pt_fix *fix, pt_fix *also,
+                           size_t only, double *mean_excess, size_t *steps_over_floor)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess);
+    unsigned mask = finding_excess(a, m, f, only, excess);
+    for (size_t s = 0; s < steps; s++)
+        for (size_t w = 0; w < n; w++) {
+            double e = excess[w * steps + s];
+            if (e <= 0)
+                continue;
+            pt_fix_remove(fix, w, s, mask, e);
+            if (also)
+                pt_fix_remove(also, w, s, mask, e);
+            if (mean_excess)
+                mean_excess[w] += e / (double)steps;
+            if (steps_over_floor && e >= pt_floor_ms(a))
+                steps_over_floor[w]++;
+        }
+    free(excess);
+}
+
+/* Exposed communication every worker shares: what nobody's work sets, above what is
+ * expected, is what overlapping it could save. */
+static double communication_saving(const pt_analysis *a, const pt_whatif *m, const finding *f)
+{
+    double step = pt_whatif_step_ms(m);
+    double excess = (f->median - f->expected) * a->median_step_ms;
+    return step > 0 ? fmin(1, fmax(0, fmin(excess, pt_whatif_unshortened_ms(m)) / step)) : 0;
+}
+
+void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
+{
+    if (f->fix == PT_FIX_NONE)
+        return;
+    if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM)) {
+        f->impact = communication_saving(a, m, f);
+        f->excess_ms = f->impact * pt_whatif_step_ms(m);
+        return;
+    }
+    double *mean_excess = pt_xcalloc(a->n ? a->n : 1, sizeof *mean_excess);
+    size_t *over_floor = pt_xcalloc(a->n ? a->n : 1, sizeof *over_floor);
+    pt_fix *fix = pt_fix_new(m);
+    pt_remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess, over_floor);
+    f->impact = pt_whatif_saving(m, fix);
+    pt_fix_free(fix);
+    f->worst = f->worker_count ? f->workers[0] : 0;
+    for (size_t k = 0; k < f->worker_count; k++)
+        if (mean_excess[f->workers[k]] > mean_excess[f->worst])
+            f->worst = f->workers[k];
+    f->excess_ms = a->n ? mean_excess[f->worst] : 0;
+    f->steps_total = pt_whatif_by_step(m) ? pt_whatif_steps(m) : 0;
+    f->steps_slow = a->n ? over_floor[f->worst] : 0;
+    free(over_floor);
+    f->alone = f->impact;
+    if (f->worker_count > 1 && !f->all_workers) {
+        pt_fix *alone = pt_fix_new(m);
+        pt_remove_finding(a, m, f, alone, NULL, f->worst, NULL, NULL);
+        f->alone = pt_whatif_saving(m, alone);
+        pt_fix_free(alone);
+    }
+    free(mean_excess);
+}
+
+double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
+{
+    pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
+    double communication = 0, given = 0;
+    for (size_t i = 0; i < list->count; i++) {
+        const finding *f = &list->items[i];
+        if (left_out && left_out[i])
+            continue;
+        if (f->fix == PT_FIX_NONE && strcmp(f->category, "hardware") != 0)
+            given = fmax(given, f->impact); /* a hang */
+        else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
+            communication = fmax(communication, f->impact);
+        else if (f->fix != PT_FIX_NONE)
+            pt_remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
+    }
+    double saving = fmin(1, pt_whatif_saving(m, all) + communication);
+    pt_fix_free(all);
+    pt_fix_free(scratch);
+    return fmax(saving, given);
+}

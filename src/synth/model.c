@@ -30,7 +30,8 @@
  * stages) and a single-GPU job's (no DDP). Every name follows a real torch 2.x Kineto trace:
  * C calls as their repr ("<built-in method poll of select.poll object at 0x...>"), the c10d
  * path of an all-reduce as the 8-rank DLRM trace has it (c10d::allreduce_ ->
- * record_param_comms -> nccl:all_reduce, 70-86 us of CPU). */
+ * record_param_comms -> nccl:all_reduce, 70-86 us of CPU). Calls: synth_faults.c only
+ * (pt_fault_reports_saving, for a single-GPU job). */
 #include "synth/model.h"
 
 #include <stdlib.h>

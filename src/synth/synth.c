@@ -1,21 +1,28 @@
 /* synth.c -- the synthetic job's plan: the job's step programs, the rendezvous its
- * workers meet at, and the lock-step schedule that fixes when each ends; the plan's
- * lifecycle.
+ * workers meet at, each fault's knob calibrated, and the lock-step schedule that fixes
+ * when each rendezvous ends; the plan's lifecycle.
  *
  * Design. model.c writes one training step as a program of ops. A plan holds the job's
  * programs (one, or one per pipeline stage) and, for every step, each worker's start and
  * finish and each rendezvous's end, so that any worker's events can later be replayed
- * alone. The generator's files, each opening with its design:
+ * alone. The generator's files, each opening with its design, lowest first (a file calls
+ * only files above it in this list, so no two call each other):
  *   - synth_faults.c: the fault kinds (names, defaults, the ranks and backend each
- *     needs), the job resolved and checked, and each fault's knob calibrated;
+ *     needs), the job resolved and checked;
+ *   - synth_emit.c: the emitter, events handed to a trace sink;
+ *   - model.c: the step as a program of ops;
  *   - synth_sim.c: the interpreter, one worker's step simulated op by op (its clocks,
- *     streams, jitter and fault knobs; gloo's threads; pipeline transfers);
- *   - synth.c: the rendezvous and the lock-step driver below, one worker alone (what
- *     calibration measures), the plan's lifecycle;
- *   - synth_emit.c: a worker's identity, and its events replayed into any trace sink;
+ *     streams, jitter and fault knobs; gloo's threads; pipeline transfers), writing
+ *     through the emitter when it has one;
+ *   - synth.c: the rendezvous and the lock-step driver below, one worker alone and the
+ *     faults' knobs calibrated on it, the plan's lifecycle;
+ *   - synth_worker.c: a worker's identity, and its events replayed from the plan into any
+ *     trace sink;
  *   - synth_expected.c: expected.json, what the analysis should find;
  * and what they share (the plan, a worker's simulation, the emitter, the seeded draws) is
- * synth_state.h.
+ * synth_state.h. This file calls synth_faults.c (the job resolved, the fault kinds),
+ * model.c (the programs built and freed) and synth_sim.c (the interpreter, which it
+ * drives).
  *
  * Lock-step. Work that ends at the same moment on every participant once the last one is
  * ready -- an all-reduce (every worker, or a pipeline stage's replicas), a pipeline
@@ -38,7 +45,16 @@
  * A hang is not a knob: the hung worker's replay stops at the op marked for it, its
  * all-reduces never become ready, their ends are NEVER, and everyone else blocks in the
  * first one until the profiler stops (stop_at, HANG_WAIT_STEPS healthy steps after the
- * step it hung in began). */
+ * step it hung in began).
+ *
+ * Calibration. Faults are knobs calibrated once per plan: the knob is searched (bisection
+ * on a jitter-free run of one worker alone, isolated_step) so that the faulty worker's
+ * step grows by `severity` of a healthy one, whatever the mechanism (slower kernels, a
+ * slower host CPU, a longer data loader, a blocking copy). Each of a job's two faults is
+ * calibrated alone; a fault written fixed keeps its calibration but not its knobs, so the
+ * job and its twin differ by what fixing the fault saves. Calibrating a fault runs the
+ * worker's step a few dozen times: the knob doubled until the step is long enough, then
+ * the interval halved until it is a millionth of the knob (at most 60 times). */
 #include "synth/synth_state.h"
 
 #include <math.h>
@@ -60,6 +76,7 @@
 #define SMALL_LATENCY_NS 15000         /* a latency-bound collective's floor within a node */
 #define SMALL_LATENCY_NETWORK_NS 30000 /* ... and across nodes */
 #define PIPELINE_TOKENS (4 * 2048)     /* a microbatch: 4 sequences of 2048 tokens, width 768 */
+#define STALL_DEFAULT_NS 325000000LL   /* intermittent_stall: the mean stall when no severity is given */
 
 /* ------------------------------------------------------------ the lock-step driver */
 
@@ -170,7 +187,7 @@ static void alone_live(const pt_synth_plan *p, const synth_program *prog, unsign
 
 /* One worker alone, without jitter, with the knobs and fault ops of `active`: its
  * all-reduces cost only the transfer. Returns the step length. */
-int64_t synth_isolated_step(const pt_synth_plan *p, const knobs *k, unsigned active)
+static int64_t isolated_step(const pt_synth_plan *p, const knobs *k, unsigned active)
 {
     sim s;
     synth_sim_begin(&s, p, 0, 0, 0, NULL);
@@ -210,6 +227,98 @@ int64_t synth_isolated_step(const pt_synth_plan *p, const knobs *k, unsigned act
     free(end);
     rv_free(&rv);
     return step;
+}
+
+/* ------------------------------------------------------------ calibration */
+
+typedef void (*knob_setter)(pt_synth_plan *p, knobs *k, double value);
+
+static void set_slow_gpu(pt_synth_plan *p, knobs *k, double v) { (void)p, k->kernel = v; }
+static void set_contention(pt_synth_plan *p, knobs *k, double v) { (void)p, k->cpu = v; }
+static void set_dataloader(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dataloader_extra_ns = (int64_t)v; }
+static void set_gc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->gc_extra_ns = (int64_t)v; }
+static void set_dtoh(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dtoh_ns = (int64_t)v; }
+static void set_dtod(pt_synth_plan *p, knobs *k, double v) { (void)k, p->dtod_ns = (int64_t)v; }
+static void set_loader_wait(pt_synth_plan *p, knobs *k, double v) { (void)p, k->loader_wait_ns = (int64_t)v; }
+static void set_loader_work(pt_synth_plan *p, knobs *k, double v) { (void)p, k->loader_work = v; }
+static void set_alloc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->alloc = v; }
+
+/* Bisection for the knob value whose isolated step is `target` long; the step grows
+ * monotonically with every knob. lo is the knob's neutral value. */
+static void calibrate(pt_synth_plan *p, knobs *k, unsigned active, knob_setter set, double lo, double hi,
+                      int64_t target)
+{
+    set(p, k, hi);
+    while (isolated_step(p, k, active) < target && hi < 1e12)
+        lo = hi, hi *= 2, set(p, k, hi);
+    for (int i = 0; i < 60 && hi - lo > 1e-6 * hi; i++) {
+        double mid = (lo + hi) / 2;
+        set(p, k, mid);
+        if (isolated_step(p, k, active) < target)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    set(p, k, hi);
+}
+
+/* Each fault's knob, alone on a healthy worker (a fixed fault's too: the plan knows what
+ * it fixed). */
+static void calibrate_fault(pt_synth_plan *p, synth_fault *f)
+{
+    knobs healthy = HEALTHY_KNOBS;
+    int64_t step = p->healthy_step_ns;
+    int64_t target = step + (int64_t)llround(f->severity * (double)step);
+    unsigned active = kind_bit(f->kind);
+    f->knobs = healthy;
+    switch (f->kind) {
+    case PT_FAULT_SLOW_GPU:
+    case PT_FAULT_TWO_SLOW:
+    case PT_FAULT_SLOW_GPU_MLP:
+    case PT_FAULT_ABSENT_STRAGGLER:
+        calibrate(p, &f->knobs, active, set_slow_gpu, 1, 2, target);
+        break;
+    case PT_FAULT_LOADER_STARVED:
+        calibrate(p, &f->knobs, active, set_loader_wait, 0, (double)step, target);
+        break;
+    case PT_FAULT_SINGLE_PROCESS_LOADER:
+        calibrate(p, &f->knobs, active, set_loader_work, 0, 2, target);
+        break;
+    case PT_FAULT_EMPTY_CACHE:
+        calibrate(p, &f->knobs, active, set_alloc, 0, 2, target);
+        break;
+    case PT_FAULT_INTERMITTENT_STALL: /* not a knob to search: the stall is its length */
+        if (f->severity == 0)
+            f->severity = p->job.severity = (double)STALL_DEFAULT_NS / (double)step;
+        f->knobs.stall_ns = (int64_t)llround(f->severity * (double)step);
+        break;
+    case PT_FAULT_CPU_CONTENTION:
+        calibrate(p, &f->knobs, active, set_contention, 1, 2, target);
+        break;
+    case PT_FAULT_SLOW_DATALOADER:
+        calibrate(p, &f->knobs, active, set_dataloader, 0, (double)step, target);
+        break;
+    case PT_FAULT_GC_PAUSE:
+        calibrate(p, &f->knobs, active, set_gc, 0, (double)step, target);
+        break;
+    case PT_FAULT_BLOCKING_DTOH:
+        calibrate(p, &f->knobs, active, set_dtoh, 0, (double)step, target);
+        break;
+    case PT_FAULT_COMMON_MEMCPY:
+        calibrate(p, &f->knobs, active, set_dtod, 0, (double)step / p->job.layers, target);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The healthy step (what a severity is a fraction of), then each fault's knob. */
+static void calibrate_faults(pt_synth_plan *p)
+{
+    knobs healthy = HEALTHY_KNOBS;
+    p->healthy_step_ns = isolated_step(p, &healthy, 0);
+    for (int i = 0; i < p->fault_count; i++)
+        calibrate_fault(p, &p->faults[i]);
 }
 
 /* ------------------------------------------------------------ schedule */
@@ -505,7 +614,7 @@ pt_synth_plan *pt_synth_plan_new(const pt_synth_job *job_in, pt_error *err)
         pt_synth_plan_free(p);
         return NULL;
     }
-    synth_calibrate_faults(p);
+    calibrate_faults(p);
     bool hangs = pt_fault_is_hang(job.fault) && !(job.without & PT_SYNTH_WITHOUT_FIRST);
     p->steps_run = hangs ? job.hang_step + 1 : job.steps;
     p->start = pt_xmalloc((size_t)(p->steps_run + 1) * (size_t)job.workers * sizeof *p->start);

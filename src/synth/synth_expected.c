@@ -9,7 +9,12 @@
  * structural kinds carry the true saving of fixing the fault: the job is planned again
  * with the fault written fixed if it was not (or injected if it was), and the two
  * plans' step ends are compared (add_true_saving). Cost: O(the programs' ops), and that
- * second plan for the structural kinds. */
+ * second plan for the structural kinds.
+ *
+ * Calls: synth_faults.c (the fault kinds' names and facts), synth_sim.c (a bucket's call
+ * number, the stall steps, the stuck bucket), synth.c (which ops the job makes; the twin
+ * plan made and freed) and synth_worker.c (the workers' file names, which are written);
+ * the top of src/synth: no file of it calls this one. */
 #include "synth/synth_state.h"
 #include "summarize/classify.h"
 #include "util/buf.h"

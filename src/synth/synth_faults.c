@@ -1,26 +1,23 @@
 /* synth_faults.c -- the fault kinds: their names, the ranks each is on, its default
  * severity and the workers and backend it needs; the job resolved and checked against
- * them; and each fault's knob calibrated.
+ * them; whether a fault of the plan is on a rank.
  *
- * Faults are knobs calibrated once per plan: the knob is searched (bisection on a
- * jitter-free replay of one worker alone) so that the faulty worker's step grows by
- * `severity` of a healthy one, whatever the mechanism (slower kernels, a slower host CPU,
- * a longer data loader, a blocking copy). A hang is not a knob: the schedule stops the
- * hung worker (synth.c). A job holds up to two faults on separate ranks, each calibrated
- * alone. A fault written fixed (job.without) keeps its ranks and calibration but not its
- * knobs, so the job and its twin differ by what fixing the fault saves (how its ops still
- * draw their numbers: synth_sim.c).
+ * Design. A fault is a kind with facts of its own (a hang or not, every rank's or one
+ * rank's, with a severity or sized by the model, NCCL only or not) and, in a plan, a few
+ * ranks and a knob (synth_fault). This file knows the kinds and checks a job against
+ * them; it fills in what the job leaves to the kind (ranks, severity, hang step, pipeline
+ * stages, the second fault's rank). What a fault does is elsewhere: its ops in the step
+ * (model.c), its knob calibrated to its severity (synth.c), the knob applied and a fixed
+ * fault's ops drawn but not written (synth_sim.c). A job holds up to two faults on
+ * separate ranks; a fault written fixed (job.without) keeps its ranks.
  *
- * Cost: calibrating a fault runs one worker's step alone (synth_isolated_step, synth.c)
- * a few dozen times: the knob doubled until the step is long enough, then the interval
- * halved until it is a millionth of the knob (at most 60 times). */
+ * Calls: no other file of src/synth (the lowest of them, with synth_emit.c): model.c,
+ * synth_sim.c, synth.c, synth_worker.c and synth_expected.c call it. Cost: a few
+ * comparisons per job (at most PT_SYNTH_MAX_FAULT_RANKS ranks a fault), once. */
 #include "synth/synth_state.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
-#define STALL_DEFAULT_NS 325000000LL
 #define UNBUCKETED_MAX_LAYERS 80       /* 12 gradients per block and DDP's buckets: < SYNTH_MAX_BUCKETS */
 #define PIPELINE_MAX_STAGES 16
 
@@ -165,97 +162,6 @@ bool synth_fault_on(const synth_fault *f, int rank)
         if (f->ranks[i] == rank)
             return true;
     return false;
-}
-
-/* ------------------------------------------------------------ calibration */
-
-typedef void (*knob_setter)(pt_synth_plan *p, knobs *k, double value);
-
-static void set_slow_gpu(pt_synth_plan *p, knobs *k, double v) { (void)p, k->kernel = v; }
-static void set_contention(pt_synth_plan *p, knobs *k, double v) { (void)p, k->cpu = v; }
-static void set_dataloader(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dataloader_extra_ns = (int64_t)v; }
-static void set_gc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->gc_extra_ns = (int64_t)v; }
-static void set_dtoh(pt_synth_plan *p, knobs *k, double v) { (void)p, k->dtoh_ns = (int64_t)v; }
-static void set_dtod(pt_synth_plan *p, knobs *k, double v) { (void)k, p->dtod_ns = (int64_t)v; }
-static void set_loader_wait(pt_synth_plan *p, knobs *k, double v) { (void)p, k->loader_wait_ns = (int64_t)v; }
-static void set_loader_work(pt_synth_plan *p, knobs *k, double v) { (void)p, k->loader_work = v; }
-static void set_alloc(pt_synth_plan *p, knobs *k, double v) { (void)p, k->alloc = v; }
-
-/* Bisection for the knob value whose isolated step is `target` long; the step grows
- * monotonically with every knob. lo is the knob's neutral value. */
-static void calibrate(pt_synth_plan *p, knobs *k, unsigned active, knob_setter set, double lo, double hi,
-                      int64_t target)
-{
-    set(p, k, hi);
-    while (synth_isolated_step(p, k, active) < target && hi < 1e12)
-        lo = hi, hi *= 2, set(p, k, hi);
-    for (int i = 0; i < 60 && hi - lo > 1e-6 * hi; i++) {
-        double mid = (lo + hi) / 2;
-        set(p, k, mid);
-        if (synth_isolated_step(p, k, active) < target)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    set(p, k, hi);
-}
-
-/* Each fault's knob, alone on a healthy worker (a fixed fault's too: the plan knows what
- * it fixed). */
-static void calibrate_fault(pt_synth_plan *p, synth_fault *f)
-{
-    knobs healthy = HEALTHY_KNOBS;
-    int64_t step = p->healthy_step_ns;
-    int64_t target = step + (int64_t)llround(f->severity * (double)step);
-    unsigned active = kind_bit(f->kind);
-    f->knobs = healthy;
-    switch (f->kind) {
-    case PT_FAULT_SLOW_GPU:
-    case PT_FAULT_TWO_SLOW:
-    case PT_FAULT_SLOW_GPU_MLP:
-    case PT_FAULT_ABSENT_STRAGGLER:
-        calibrate(p, &f->knobs, active, set_slow_gpu, 1, 2, target);
-        break;
-    case PT_FAULT_LOADER_STARVED:
-        calibrate(p, &f->knobs, active, set_loader_wait, 0, (double)step, target);
-        break;
-    case PT_FAULT_SINGLE_PROCESS_LOADER:
-        calibrate(p, &f->knobs, active, set_loader_work, 0, 2, target);
-        break;
-    case PT_FAULT_EMPTY_CACHE:
-        calibrate(p, &f->knobs, active, set_alloc, 0, 2, target);
-        break;
-    case PT_FAULT_INTERMITTENT_STALL: /* not a knob to search: the stall is its length */
-        if (f->severity == 0)
-            f->severity = p->job.severity = (double)STALL_DEFAULT_NS / (double)step;
-        f->knobs.stall_ns = (int64_t)llround(f->severity * (double)step);
-        break;
-    case PT_FAULT_CPU_CONTENTION:
-        calibrate(p, &f->knobs, active, set_contention, 1, 2, target);
-        break;
-    case PT_FAULT_SLOW_DATALOADER:
-        calibrate(p, &f->knobs, active, set_dataloader, 0, (double)step, target);
-        break;
-    case PT_FAULT_GC_PAUSE:
-        calibrate(p, &f->knobs, active, set_gc, 0, (double)step, target);
-        break;
-    case PT_FAULT_BLOCKING_DTOH:
-        calibrate(p, &f->knobs, active, set_dtoh, 0, (double)step, target);
-        break;
-    case PT_FAULT_COMMON_MEMCPY:
-        calibrate(p, &f->knobs, active, set_dtod, 0, (double)step / p->job.layers, target);
-        break;
-    default:
-        break;
-    }
-}
-
-void synth_calibrate_faults(pt_synth_plan *p)
-{
-    knobs healthy = HEALTHY_KNOBS;
-    p->healthy_step_ns = synth_isolated_step(p, &healthy, 0);
-    for (int i = 0; i < p->fault_count; i++)
-        calibrate_fault(p, &p->faults[i]);
 }
 
 /* ------------------------------------------------------------ the job resolved */

@@ -32,7 +32,12 @@
  *
  * The driver (synth.c) runs a worker until it needs a rendezvous end not known yet
  * (synth_run), and resumes it from what it saved (sim_state); the events come out of the
- * same run, through an emitter (synth_emit.c), when the plan is replayed. */
+ * same run, through an emitter (synth_emit.c), when a worker is replayed from the plan
+ * (synth_worker.c).
+ *
+ * Calls: synth_emit.c (the events, where the sim has an emitter) and synth_faults.c (the
+ * plan's faults on this worker's rank); what it runs is model.c's program, read, not
+ * called. */
 #include "synth/synth_state.h"
 
 #include <math.h>

@@ -1,9 +1,11 @@
 /* synth_state.h -- what the synthetic job's files share: the plan (struct pt_synth_plan),
  * a fault's knobs, a worker's simulation (sim) and the emitter it writes through, the
  * seeded draws, and the functions one file calls in another, prefixed synth_ (as
- * model.h's are). synth.c's design comment lists the files and what each holds. Internal
- * to src/synth: nothing outside synth.c, synth_faults.c, synth_sim.c, synth_emit.c and
- * synth_expected.c includes it; everything else in them is static. */
+ * model.h's are). synth.c's design comment lists the files and what each holds, lowest
+ * first: a file calls only files before it there (the declarations below keep that order).
+ * Internal to src/synth: nothing outside synth_faults.c, synth_emit.c, synth_sim.c,
+ * synth.c, synth_worker.c and synth_expected.c includes it; everything else in them is
+ * static. */
 #ifndef PT_SYNTH_SYNTH_STATE_H
 #define PT_SYNTH_SYNTH_STATE_H
 
@@ -228,17 +230,24 @@ typedef struct sim_state {
 
 /* ------------------------------------------------------------ shared functions */
 
-/* synth_faults.c: the fault kinds, the job resolved, the knobs calibrated. */
+/* synth_faults.c: the fault kinds, the job resolved. */
 bool synth_every_rank(pt_fault_kind kind);
 bool synth_has_severity(pt_fault_kind kind);
 bool synth_all_enter(pt_fault_kind kind);
 bool synth_fault_on(const synth_fault *f, int rank);
 int synth_resolve_job(pt_synth_job *job, pt_error *err);
-void synth_calibrate_faults(pt_synth_plan *p);
 
-/* synth.c: the plan's schedule, and one worker alone without jitter (calibration). */
-bool synth_op_in_job(const pt_synth_plan *p, const synth_op *op);
-int64_t synth_isolated_step(const pt_synth_plan *p, const knobs *k, unsigned active);
+/* synth_emit.c: events into the emitter's sink. */
+void synth_emit_span(emitter *em, pt_event_kind kind, const char *name, size_t name_len, int64_t start, int64_t dur,
+                     int64_t tid);
+void synth_emit_cpu(emitter *em, const char *name, size_t name_len, pt_cpu_kind cpu_kind, int64_t start, int64_t dur,
+                    int64_t tid);
+void synth_emit_frame(emitter *em, const frame *f, int64_t end, int64_t tid, const pt_collective *coll);
+void synth_emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t name_len, const synth_kernel *k,
+                    int64_t start, int64_t dur, int64_t stream, int64_t bytes);
+void synth_emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, const pt_collective *coll,
+                           int64_t stream);
+void synth_emit_step(emitter *em, int step, int64_t start, int64_t end);
 
 /* synth_sim.c: the interpreter. */
 void synth_sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_t t, emitter *em);
@@ -252,15 +261,7 @@ int64_t synth_bucket_seq(const synth_program *prog, int step, int b);
 int synth_stuck_bucket(const pt_synth_plan *p);
 bool synth_is_stall_step(int step);
 
-/* synth_emit.c: events into the emitter's sink. */
-void synth_emit_span(emitter *em, pt_event_kind kind, const char *name, size_t name_len, int64_t start, int64_t dur,
-                     int64_t tid);
-void synth_emit_cpu(emitter *em, const char *name, size_t name_len, pt_cpu_kind cpu_kind, int64_t start, int64_t dur,
-                    int64_t tid);
-void synth_emit_frame(emitter *em, const frame *f, int64_t end, int64_t tid, const pt_collective *coll);
-void synth_emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t name_len, const synth_kernel *k,
-                    int64_t start, int64_t dur, int64_t stream, int64_t bytes);
-void synth_emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, const pt_collective *coll,
-                           int64_t stream);
+/* synth.c: the plan's schedule. */
+bool synth_op_in_job(const pt_synth_plan *p, const synth_op *op);
 
 #endif

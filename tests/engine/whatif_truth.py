@@ -47,6 +47,36 @@ CASES = [
     ("cpu_contention", 8, 19, ["--noise", "0.1", "--rank", "0"]),
 ]
 
+# The structural kinds (docs/synth.md): faults no comparison of one function across
+# workers finds -- collectives not bucketed or not overlapped, a stall in some steps, a
+# data loader every worker waits on, one cause over several kernels or runtime calls.
+STRUCTURAL = [
+    ("unoverlapped_allreduce", 8, 1, []),
+    ("unoverlapped_allreduce", 16, 1, ["--noise", "0.1"]),
+    ("intermittent_stall", 16, 1, ["--noise", "0.1"]),
+    ("loader_starved", 16, 1, ["--noise", "0.1"]),
+    ("single_process_loader", 16, 1, ["--noise", "0.1"]),
+    ("single_process_loader", 1, 1, []),
+    ("slow_gpu_mlp", 16, 1, ["--noise", "0.1"]),
+    ("empty_cache", 16, 1, ["--noise", "0.1"]),
+]
+# Structural cases the impact is not right on yet (issue 36), each with why. They must be
+# wrong the way they are known to be (the right finding, its impact above the true
+# saving by more than the bound); any other answer fails, so a change that brings one
+# within the bound is noticed and the case moves to STRUCTURAL.
+KNOWN_OVERCLAIMS = [
+    (("unbucketed_allreduce", 16, 1, ["--noise", "0.1"]),
+     "the summaries carry no per-call sizes, so the latency bucketing removes is read from the calls' times, "
+     "and the noise's waits count as exposed communication"),
+    (("pipeline_imbalance", 16, 1, ["--noise", "0.1"]),
+     "the step model treats the pipeline's fill and drain bubble as a fixed wait"),
+    (("absent_straggler", 16, 1, ["--noise", "0.1"]),
+     "the rank is not analysed: the saving is the others' whole wait, the collectives' own transfer included"),
+    (("unoverlapped_allreduce", 32, 1, ["--noise", "0.3"]),
+     "once the rank overlaps, ranks the noise slows set the pace: the model does not see it, as the rank's "
+     "communication is not work in it"),
+]
+
 # Two faults at once: rank A's data loader and rank B's GPU, so that A's stall sets the
 # step and fixing B alone saves little.
 TWO_FAULTS = [
@@ -78,9 +108,14 @@ def job(tmp, name, fault, workers, seed, extra, without=None):
 
 
 def matching(report, want):
-    """The report's finding for an expected one: same category and workers."""
+    """The report's finding for an expected one: same category and workers (or, for a
+    fault of every worker, a finding about every worker)."""
     for f in report["diagnosis"]["findings"]:
-        if f["category"] == want["category"] and sorted(f["workers"]) == sorted(want["workers"]):
+        if f["category"] != want["category"]:
+            continue
+        if want.get("all_workers") and f.get("all_workers"):
+            return f
+        if not want.get("all_workers") and not f.get("all_workers") and sorted(f["workers"]) == sorted(want["workers"]):
             return f
     return None
 
@@ -93,15 +128,20 @@ def describe(fault, workers, seed, extra):
     return f"{fault} n={workers} seed={seed} {' '.join(extra)}"
 
 
-def check_single(tmp, case, rows):
+def check_single(tmp, case, rows, known_overclaim=None):
     fault, workers, seed, extra = case
-    name = f"{fault}-{workers}-{seed}"
+    name = f"{fault}-{workers}-{seed}-{len(extra)}"
     with_fault, expected = job(tmp, name, fault, workers, seed, extra)
     without, _ = job(tmp, name + "-fixed", fault, workers, seed, extra, "all")
     truth = 1 - mean_step_ms(without) / mean_step_ms(with_fault)
     found = matching(with_fault, expected["findings"][0])
     impact = found["impact"] if found else 0.0  # no finding claims no saving
     rows.append((describe(*case), fault, impact, truth, within(impact, truth)))
+    if known_overclaim:
+        if found and impact > truth and not within(impact, truth):
+            return None
+        return (f"known to overclaim ({known_overclaim}), but the finding {'claims ' + format(impact, '.3f') if found else 'is missing'}"
+                f" against a true saving of {truth:.3f}: move the case to STRUCTURAL if it is now right")
     if not within(impact, truth) and not found:
         return f"no finding names the fault: {json.dumps(with_fault['diagnosis']['findings'])[:500]}"
     if not within(impact, truth):
@@ -139,13 +179,13 @@ def main():
     rows = []
     failures = []
     with TempDir() as tmp:
-        for case in CASES:
-            problem = check_single(tmp, case, rows)
-            print(("ok   " if not problem else "FAIL ") + describe(*case))
+        for case, known in [(c, None) for c in CASES + STRUCTURAL] + KNOWN_OVERCLAIMS:
+            if failures and not table:
+                break
+            problem = check_single(tmp, case, rows, known)
+            print(("ok   " if not problem else "FAIL ") + describe(*case) + (" (known to overclaim)" if known else ""))
             if problem:
                 failures.append(f"{describe(*case)}: {problem}")
-                if not table:
-                    break
         for case in TWO_FAULTS if not failures or table else []:
             problem = check_two(tmp, case, rows)
             print(("ok   " if not problem else "FAIL ") + describe(*case))
@@ -159,7 +199,8 @@ def main():
             print(f"| {what} | {impact:.1%} | {truth:.1%} | {'yes' if ok else 'NO'} |")
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
-    print(f"PASS: {len(rows)} impacts within max(2 points, 20%) of the true saving")
+    print(f"PASS: {sum(1 for row in rows if row[4])} impacts within max(2 points, 20%) of the true saving; "
+          f"{len(KNOWN_OVERCLAIMS)} known overclaims as known")
 
 
 if __name__ == "__main__":

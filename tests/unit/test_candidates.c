@@ -585,6 +585,68 @@ static void test_rank_without_overlap_is_named(void **state)
     pt_json_free(report);
 }
 
+/* Rank 5 exposes a little less than the others (it works 2 ms more: the others also wait
+ * in their collectives for what noise slows, as in a noisy job), so it could be a rank
+ * late for its work rather than for its communication. What tells them apart is the
+ * share of its communication it hides: a late rank's collectives, short as nobody waits
+ * in them, hide as much as the others' do; one not overlapped hides none. Rank 5 here
+ * hides `factor` times the others' share (OVERLAP_FLOOR = 0.5 decides). */
+static void late_or_unoverlapped_job(job *j, double factor)
+{
+    overlap_job(j, 5);
+    double more[MAX_STEPS];
+    for (int s = 0; s < j->steps; s++)
+        more[s] = 2;
+    act_add(&j->w[5], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", more, j->steps);
+    double exposed_other = 0, exposed_mine = 0;
+    for (int s = 0; s < j->steps; s++) {
+        exposed_other += (step_ms(j, s) - work_of(&j->w[0], s)) / j->steps;
+        exposed_mine += (step_ms(j, s) - work_of(&j->w[5], s)) / j->steps;
+    }
+    double others_share = j->w[0].hidden_comm_ms / (j->w[0].hidden_comm_ms + exposed_other);
+    double mine = factor * others_share; /* hidden / (hidden + exposed) = mine */
+    j->w[5].hidden_comm_ms = mine * exposed_mine / (1 - mine);
+}
+
+static bool names_rank_communication(const pt_json *report, int rank)
+{
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++) {
+        const pt_json *f = all->items[i], *workers = pt_json_get(f, "workers");
+        if (strcmp(pt_json_get_string(f, "category", ""), "communication") == 0 && workers && workers->count == 1 &&
+            workers->items[0]->number == rank)
+            return true;
+    }
+    return false;
+}
+
+static void test_rank_hiding_none_is_named_though_it_exposes_less(void **state)
+{
+    (void)state;
+    job j;
+    late_or_unoverlapped_job(&j, 0);
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    assert_true(names_rank_communication(report, 5));
+    pt_json_free(report);
+}
+
+static void test_late_rank_boundary_is_the_hidden_share(void **state)
+{
+    (void)state;
+    job below, above;
+    late_or_unoverlapped_job(&below, 0.49);
+    late_or_unoverlapped_job(&above, 0.51);
+    pt_json *report = diagnose(&below);
+    print_findings(report);
+    assert_true(names_rank_communication(report, 5)); /* hides too little: not overlapped */
+    pt_json_free(report);
+    report = diagnose(&above);
+    print_findings(report);
+    assert_false(names_rank_communication(report, 5)); /* hides as much: late for its work */
+    pt_json_free(report);
+}
+
 /* 150 all-reduces per step of 0.1 ms each at 1% of the link's peak, on every rank, all
  * exposed; bucketed (and overlapped) they are four calls, the last 2 ms exposed. */
 static void buckets_job(job *j, bool tiny)
@@ -699,6 +761,8 @@ int main(void)
         cmocka_unit_test(test_rank_subtree_in_every_step),
         cmocka_unit_test(test_stall_needs_three_workers),
         cmocka_unit_test(test_rank_without_overlap_is_named),
+        cmocka_unit_test(test_rank_hiding_none_is_named_though_it_exposes_less),
+        cmocka_unit_test(test_late_rank_boundary_is_the_hidden_share),
         cmocka_unit_test(test_tiny_collectives_are_bucketed),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),

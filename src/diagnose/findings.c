@@ -87,6 +87,7 @@
 #define EXPECTED_CPU 0.10
 /* A step's pieces (whatif.c), and the segment closing the loop in the first step. */
 #define MAX_SEGMENTS_PER_STEP (PT_SUMMARY_MAX_SYNCS_PER_STEP + 2)
+#define IMBALANCE_LISTED 6 /* (rank, step) pairs the uneven-work sentence names */
 
 /* ------------------------------------------------------------ hardware evidence */
 
@@ -571,14 +572,20 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
     }
     pt_buf s = PT_BUF_INIT;
     pt_buf_puts(&s, "The slowest rank moves from step to step (");
-    for (size_t j = 0; j < segments && j < 6; j++) {
+    size_t listed = 0, last_w = SIZE_MAX, last_step = SIZE_MAX;
+    for (size_t j = 0; j < segments; j++) { /* a step's segments paced by one rank: said once */
         double margin;
-        size_t w = pt_whatif_pacer(m, j, &margin);
-        pt_buf_printf(&s, "%srank %d in step %lld", j ? ", " : "", pt_worker_rank(a, w),
-                      (long long)a->workers[w]->steps[pt_whatif_segment_step(m, j)].step);
+        size_t w = pt_whatif_pacer(m, j, &margin), step = pt_whatif_segment_step(m, j);
+        if (w == last_w && step == last_step)
+            continue;
+        last_w = w, last_step = step;
+        if (listed++ == IMBALANCE_LISTED) {
+            pt_buf_puts(&s, ", ...");
+            break;
+        }
+        pt_buf_printf(&s, "%srank %d in step %lld", listed > 1 ? ", " : "", pt_worker_rank(a, w),
+                      (long long)a->workers[w]->steps[step].step);
     }
-    if (segments > 6)
-        pt_buf_puts(&s, ", ...");
     double least = INFINITY, most = 0, *work = pt_xmalloc(a->n * sizeof *work);
     for (size_t j = 0; j < segments; j++) { /* how far each step's slowest is above the typical */
         double margin;

@@ -2,10 +2,8 @@
  * costed by the step model as the step time it saves.
  *
  * The decision. A candidate is kept when the step time its fix saves beyond the findings
- * already made is above the step-to-step noise (the typical worker's: the median over
- * workers of each one's robust spread of step times, 1.4826 x MAD, so one rank's stall
- * in one step does not raise it) and above 1% of the step. With fewer than two steps the
- * noise is unknown and the peers' floor (3% of the step) stands in for it. No share of
+ * already made is above the decision (pt_decision_ms, costing.c: the typical worker's
+ * step-to-step noise and 1% of the step). No share of
  * the step decides alone; the floors that stay are the share of the step at which an
  * every-worker Python subtree is judged (JUDGED_SUBTREE) and the overlap's
  * (OVERLAP_FLOOR), below, and they are in docs/report-schema.md.
@@ -105,8 +103,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_SAVING_SHARE 0.01  /* a candidate saves at least 1% of the step ... */
-#define MAD_SIGMA 1.4826       /* ... and more than the typical worker's step-to-step noise */
 /* A step's own Python (feeding its data, its loop) is normal work: an every-worker subtree
  * is judged when it takes more than this share of the step on (almost) every worker, the
  * share the common rules judge one stack at (findings.c COMMON_PYTHON). The h200 jobs'
@@ -157,28 +153,6 @@ typedef struct context {
     double *typical_len;   /* [s]: the median worker's */
 } context;
 
-/* The typical worker's step-to-step noise: the median over workers of 1.4826 x the MAD
- * of its step times. NAN below two steps. */
-static double step_noise_ms(const context *c)
-{
-    size_t n = c->a->n, steps = c->steps;
-    if (!pt_whatif_by_step(c->m) || steps < 2 || n == 0)
-        return NAN;
-    double *spread = pt_xmalloc(n * sizeof *spread), *dev = pt_xmalloc(steps * sizeof *dev);
-    for (size_t w = 0; w < n; w++) {
-        for (size_t s = 0; s < steps; s++)
-            dev[s] = c->step_len[w * steps + s];
-        double median = pt_median(dev, steps);
-        for (size_t s = 0; s < steps; s++)
-            dev[s] = fabs(c->step_len[w * steps + s] - median);
-        spread[w] = MAD_SIGMA * pt_median(dev, steps);
-    }
-    double noise = pt_median(spread, n);
-    free(spread);
-    free(dev);
-    return noise;
-}
-
 static void context_init(context *c, const pt_analysis *a, const pt_whatif *m)
 {
     memset(c, 0, sizeof *c);
@@ -196,8 +170,7 @@ static void context_init(context *c, const pt_analysis *a, const pt_whatif *m)
         c->typical_len[s] = pt_median(column, n);
     }
     free(column);
-    double noise = step_noise_ms(c);
-    c->decision_ms = fmax(isfinite(noise) ? noise : pt_floor_ms(a), MIN_SAVING_SHARE * c->step_ms);
+    c->decision_ms = pt_decision_ms(a, m);
 }
 
 static void context_free(context *c)

@@ -1003,20 +1003,33 @@ static int by_saving(const void *x, const void *y)
     return a->impact != b->impact ? (a->impact < b->impact ? -1 : 1) : (a->index > b->index) - (a->index < b->index);
 }
 
+/* The saving below which a finding is no finding, as a share of the step: for one
+ * naming some of the workers, PT_MIN_SAVING_SHARE (their excess cleared each one's noise
+ * in every step already, but among hundreds of workers sharing GPUs some are slowed in
+ * every profiled step by chance, and fixing them saves next to nothing: 73 of 1,024 in a
+ * healthy synthetic job, 0.55%); for one about every worker, saving nothing at all
+ * (PT_SAVES_NOTHING: the common rules judge their own shares). A per-step saving is not
+ * judged against the step-to-step noise as a candidate's is: a blocking copy that costs
+ * 2 ms in every step saves them however much the steps vary together. */
+static double worth_a_finding(const finding *f)
+{
+    return f->worker_count > 0 && !f->all_workers ? PT_MIN_SAVING_SHARE : PT_SAVES_NOTHING;
+}
+
 /* A finding whose fix saves nothing is no finding: one whose fix saves under
- * PT_SAVES_NOTHING of the step alone (another worker's work then sets the pace) and
- * whose removal from the fix of all of them saves under that too (it is not one of two
- * stragglers that must both be fixed). Weighed from the smallest saving up, each against
- * those still kept, so of two findings removing the same excess one stays. A hardware
- * finding goes with the finding it explains. GPU work only the named workers do stays
- * (pt_finding_saves_nothing_kept), and so do hangs (no saving: the job does not step). */
+ * worth_a_finding of the step alone (another worker's work then sets the pace) and whose removal from the fix of all of them saves under
+ * that too (it is not one of two stragglers that must both be fixed). Weighed from the
+ * smallest saving up, each against those still kept, so of two findings removing the
+ * same excess one stays. A hardware finding goes with the finding it explains. GPU work
+ * only the named workers do stays (pt_finding_saves_nothing_kept), and so do hangs (no
+ * saving: the job does not step). */
 static void drop_findings_that_save_nothing(const pt_analysis *a, const pt_whatif *m, finding_list *list)
 {
     size_t count = list->count, candidates = 0;
     weighed *order = pt_xmalloc((count ? count : 1) * sizeof *order);
     for (size_t i = 0; i < count; i++) {
         const finding *f = &list->items[i];
-        if (f->fix != PT_FIX_NONE && f->impact < PT_SAVES_NOTHING && !pt_finding_saves_nothing_kept(a, f))
+        if (f->fix != PT_FIX_NONE && f->impact < worth_a_finding(f) && !pt_finding_saves_nothing_kept(a, f))
             order[candidates++] = (weighed){f->impact, i};
     }
     if (!candidates) {
@@ -1032,7 +1045,7 @@ static void drop_findings_that_save_nothing(const pt_analysis *a, const pt_whati
         if (k >= SAVES_NOTHING_WEIGHED)
             continue;
         double without = pt_joint_saving(a, m, list, dropped);
-        if (without >= whole - PT_SAVES_NOTHING)
+        if (without >= whole - worth_a_finding(&list->items[i]))
             whole = without;
         else
             dropped[i] = false; /* fixed with the others, it saves something */

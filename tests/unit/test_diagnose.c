@@ -1417,6 +1417,36 @@ static int cmp_double(const void *x, const void *y)
     return p < q ? -1 : p > q;
 }
 
+/* A finding about some of the workers saves at least 1% of the step (PT_MIN_SAVING_SHARE),
+ * or it is no finding: rank 3 loads its data 3 + d ms longer than the others, and rank 5
+ * runs its optimizer 3 ms longer (under the peers' floor, no finding of its own), so
+ * fixing rank 3 saves d ms: rank 5 then sets the pace. d = 1 saves 1/103 of the step
+ * (0.97%): nothing is said; d = 2 saves 2/104 (1.9%): rank 3 is named, for that. */
+static pt_json *loader_behind_another_job(int64_t d, rank_work *ranks)
+{
+    three_kernel_job(ranks, CAUSE_WORLD, -1, 100, 3, 3 + d);
+    ranks[5].fns[2].ms += 3;
+    return diagnose_job(ranks, CAUSE_WORLD);
+}
+
+static void test_a_finding_saves_at_least_a_hundredth_of_the_step(void **state)
+{
+    (void)state;
+    rank_work with[CAUSE_WORLD], without[CAUSE_WORLD];
+    pt_json *report = loader_behind_another_job(1, with);
+    assert_int_equal(findings_naming(report, 3), 0);
+    assert_string_equal(pt_json_get_string(diagnosis_of(report), "verdict", ""), "healthy");
+    pt_json_free(report);
+    report = loader_behind_another_job(2, with);
+    three_kernel_job(without, CAUSE_WORLD, -1, 100, 3, 0);
+    without[5].fns[2].ms += 3;
+    assert_int_equal(findings_naming(report, 3), 1);
+    const pt_json *f = pt_json_get(diagnosis_of(report), "findings")->items[0];
+    assert_impact_near(f, true_saving(with, without, CAUSE_WORLD));
+    assert_true(pt_json_get_number(f, "impact", 0) >= 0.01);
+    pt_json_free(report);
+}
+
 /* The per-call comparison reads the others' median off three middle order statistics
  * (diagnose/peers.c): they must be a sort's, ties and both ends included. */
 static void test_select_around_matches_a_sort(void **state)
@@ -1482,6 +1512,7 @@ int main(void)
         cmocka_unit_test(test_a_rolled_up_gpu_finding_holds_its_kernels),
         cmocka_unit_test(test_a_frame_and_the_frames_it_calls_are_one_finding),
         cmocka_unit_test(test_different_causes_of_one_straggler_say_what_they_add),
+        cmocka_unit_test(test_a_finding_saves_at_least_a_hundredth_of_the_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

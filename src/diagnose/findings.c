@@ -1004,16 +1004,22 @@ static int by_saving(const void *x, const void *y)
 }
 
 /* The saving below which a finding is no finding, as a share of the step: for one
- * naming some of the workers, PT_MIN_SAVING_SHARE (their excess cleared each one's noise
- * in every step already, but among hundreds of workers sharing GPUs some are slowed in
- * every profiled step by chance, and fixing them saves next to nothing: 73 of 1,024 in a
- * healthy synthetic job, 0.55%); for one about every worker, saving nothing at all
- * (PT_SAVES_NOTHING: the common rules judge their own shares). A per-step saving is not
- * judged against the step-to-step noise as a candidate's is: a blocking copy that costs
- * 2 ms in every step saves them however much the steps vary together. */
+ * naming some of the workers on the evidence of time (the same calls slower, a class
+ * above its peers, a GPU's kernels uniformly slower), PT_MIN_SAVING_SHARE: their excess
+ * cleared each one's noise in every step already, but among hundreds of workers sharing
+ * GPUs some are slowed in every profiled step by chance, and fixing them saves next to
+ * nothing (73 of 1,024 in a healthy synthetic job, 0.55%). Work only the named workers
+ * do, or do more often, is no chance; nor is a finding about every worker (the common
+ * rules judge their own shares): for those, saving nothing at all (PT_SAVES_NOTHING).
+ * The step model may see little of such work's cost where it cannot see the others
+ * wait (a CPU job whose collectives the collector does not see: a 3-rank gloo job's
+ * 40 ms sleep on one rank costs 0.23% in it). A per-step saving is not judged against
+ * the step-to-step noise as a candidate's is: a blocking copy that costs 2 ms in every
+ * step saves them however much the steps vary together. */
 static double worth_a_finding(const finding *f)
 {
-    return f->worker_count > 0 && !f->all_workers ? PT_MIN_SAVING_SHARE : PT_SAVES_NOTHING;
+    bool by_time = f->evidence != PT_EVIDENCE_ONLY_HERE && f->evidence != PT_EVIDENCE_MORE_CALLS;
+    return f->worker_count > 0 && !f->all_workers && by_time ? PT_MIN_SAVING_SHARE : PT_SAVES_NOTHING;
 }
 
 /* A finding whose fix saves nothing is no finding: one whose fix saves under

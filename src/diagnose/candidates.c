@@ -2,8 +2,11 @@
  * costed by the step model as the step time it saves.
  *
  * The decision. A candidate is kept when the step time its fix saves beyond the findings
- * already made is above the decision (pt_decision_ms, costing.c: the typical worker's
- * step-to-step noise and 1% of the step). No share of
+ * already made is above the step-to-step noise (the typical worker's: the median over
+ * workers of each one's robust spread of step times, 1.4826 x MAD, so one rank's stall
+ * in one step does not raise it) and above 1% of the step (PT_MIN_SAVING_SHARE). With
+ * fewer than two steps the noise is unknown and the peers' floor (3% of the step)
+ * stands in for it. No share of
  * the step decides alone; the floors that stay are the share of the step at which an
  * every-worker Python subtree is judged (JUDGED_SUBTREE) and the overlap's
  * (OVERLAP_FLOOR), below, and they are in docs/report-schema.md.
@@ -113,6 +116,7 @@
 #define MAX_RANKS 16           /* ranks looked at for per-rank subtrees */
 #define MAX_FRAMES 3           /* frames kept per rank (and on every worker) */
 #define MAX_PARTS 64           /* stacks a subtree finding removes (largest first) */
+#define MAD_SIGMA 1.4826       /* 1.4826 x MAD: one sigma of a normal noise */
 #define SPREAD_SIGMAS 5.0      /* a rank's excess in a step stands out of the workers' spread */
 #define MAX_OVERLAP_RANKS 8
 #define OVERLAP_SIGMAS 5.0     /* a rank overlaps less than the others beyond their spread ... */
@@ -153,6 +157,28 @@ typedef struct context {
     double *typical_len;   /* [s]: the median worker's */
 } context;
 
+/* The typical worker's step-to-step noise: the median over workers of 1.4826 x the MAD
+ * of its step times. NAN below two steps. */
+static double step_noise_ms(const context *c)
+{
+    size_t n = c->a->n, steps = c->steps;
+    if (!pt_whatif_by_step(c->m) || steps < 2 || n == 0)
+        return NAN;
+    double *spread = pt_xmalloc(n * sizeof *spread), *dev = pt_xmalloc(steps * sizeof *dev);
+    for (size_t w = 0; w < n; w++) {
+        for (size_t s = 0; s < steps; s++)
+            dev[s] = c->step_len[w * steps + s];
+        double median = pt_median(dev, steps);
+        for (size_t s = 0; s < steps; s++)
+            dev[s] = fabs(c->step_len[w * steps + s] - median);
+        spread[w] = MAD_SIGMA * pt_median(dev, steps);
+    }
+    double noise = pt_median(spread, n);
+    free(spread);
+    free(dev);
+    return noise;
+}
+
 static void context_init(context *c, const pt_analysis *a, const pt_whatif *m)
 {
     memset(c, 0, sizeof *c);
@@ -170,7 +196,8 @@ static void context_init(context *c, const pt_analysis *a, const pt_whatif *m)
         c->typical_len[s] = pt_median(column, n);
     }
     free(column);
-    c->decision_ms = pt_decision_ms(a, m);
+    double noise = step_noise_ms(c);
+    c->decision_ms = fmax(isfinite(noise) ? noise : pt_floor_ms(a), PT_MIN_SAVING_SHARE * c->step_ms);
 }
 
 static void context_free(context *c)

@@ -14,15 +14,8 @@
  * expected (communication_saving). The joint saving removes every finding at once, so
  * what two findings remove twice is removed once.
  *
- * A saving is worth a finding when it is above the decision (pt_decision_ms): the
- * typical worker's step-to-step noise (the median over workers of each one's robust
- * spread of step times, 1.4826 x MAD, so one rank's stall in one step does not raise
- * it) and 1% of the step; below two steps the noise is unknown and the peers' floor
- * (pt_floor_ms, 3% of the step) stands in for it.
- *
  * Cost: a finding's costing is O(workers x modelled steps) plus one replay of the step
- * model; the joint saving one replay for the whole list; the decision O(workers x
- * steps). */
+ * model; the joint saving one replay for the whole list. */
 #include "diagnose/costing.h"
 #include "diagnose/whatif.h"
 #include "util/stats.h"
@@ -31,8 +24,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAD_SIGMA 1.4826 /* a robust spread: 1.4826 x MAD is one sigma of a normal noise */
 
 /* Per modelled step, each worker's value of what fixing f removes from, in ms:
  * out[w * steps + s]. */
@@ -222,25 +213,4 @@ double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_l
     pt_fix_free(all);
     pt_fix_free(scratch);
     return fmax(saving, given);
-}
-
-double pt_decision_ms(const pt_analysis *a, const pt_whatif *m)
-{
-    size_t n = a->n, steps = pt_whatif_steps(m);
-    double step_ms = pt_whatif_step_ms(m), noise = NAN;
-    if (pt_whatif_by_step(m) && steps >= 2 && n > 0) {
-        double *spread = pt_xmalloc(n * sizeof *spread), *dev = pt_xmalloc(steps * sizeof *dev);
-        for (size_t w = 0; w < n; w++) {
-            for (size_t s = 0; s < steps; s++)
-                dev[s] = (double)a->workers[w]->steps[s].dur_ns / 1e6;
-            double median = pt_median(dev, steps);
-            for (size_t s = 0; s < steps; s++)
-                dev[s] = fabs((double)a->workers[w]->steps[s].dur_ns / 1e6 - median);
-            spread[w] = MAD_SIGMA * pt_median(dev, steps);
-        }
-        noise = pt_median(spread, n);
-        free(spread);
-        free(dev);
-    }
-    return fmax(isfinite(noise) ? noise : pt_floor_ms(a), PT_MIN_SAVING_SHARE * step_ms);
 }

@@ -18,11 +18,10 @@ void pt_cost_finding(const pt_analysis *a, const struct pt_whatif *m, finding *f
  * one's removal together (what two of them remove twice is removed once), plus
  * overlapped communication; the report's joint_impact. */
 double pt_joint_saving(const pt_analysis *a, const struct pt_whatif *m, const finding_list *list, const bool *left_out);
-/* A saving worth a finding is at least this share of the step. */
+/* A saving worth a finding is at least this share of the step: a candidate fix's
+ * (candidates.c, with the step-to-step noise) and a finding's on the evidence of time
+ * (findings.c). */
 #define PT_MIN_SAVING_SHARE 0.01
-/* A saving worth a candidate fix, ms per step: above the typical worker's step-to-step
- * noise and PT_MIN_SAVING_SHARE of the step (costing.c's design comment). */
-double pt_decision_ms(const pt_analysis *a, const struct pt_whatif *m);
 /* The classes fixing f removes time from. */
 unsigned pt_fix_mask(const finding *f);
 /* What fixing f removes, into fix (and into also, when given). Only `only` when it is a

@@ -48,14 +48,11 @@ import subprocess
 import sys
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_runner import case, expect, run_cases  # noqa: E402 (this folder: the cases' runner)
+
 CLI = os.environ.get("PT_CLI", "perftracker")
-CASES = {}
 TIMEOUT_S = 120
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
 
 
 def run(*args, timeout=TIMEOUT_S):
@@ -77,11 +74,6 @@ def synth(work, name, *args):
         subprocess.run([CLI, "synth", "-n", "4", "--steps", "3", "--layers", "2", "--quiet", *args, "-o", out],
                        check=True, capture_output=True)
     return out
-
-
-def expect(cond, what, problems):
-    if not cond:
-        problems.append(what)
 
 
 @case
@@ -546,20 +538,7 @@ def main():
         return 2
     work = os.path.abspath(sys.argv[1])
     os.makedirs(work, exist_ok=True)
-    failed = 0
-    for name, fn in CASES.items():
-        problems = []
-        try:
-            said = fn(work, problems)
-        except Exception as e:  # a case that crashes is a failure, the others still run
-            problems.append(f"{type(e).__name__}: {e}")
-            said = ""
-        if problems:
-            failed += 1
-            print(f"FAIL {name}: " + "; ".join(problems))
-        else:
-            print(f"ok   {name}: {said}")
-    return 1 if failed else 0
+    return run_cases(lambda name, fn, problems: fn(work, problems))
 
 
 if __name__ == "__main__":

@@ -26,19 +26,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
 from test_multiprocess import Job  # noqa: E402 (tests/control: fake_workers processes as a job)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_runner import case, expect, run_cases  # noqa: E402 (this folder: the cases' runner)
 
 CLI = os.environ.get("PT_CLI", "perftracker")
-CASES = {}
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-def expect(cond, what, problems):
-    if not cond:
-        problems.append(what)
 
 
 def round_dirs(job):
@@ -125,38 +116,32 @@ def closed_output(job, problems):
     return f"exit {rc}; {len(whole)} whole round folder(s)"
 
 
+def on_a_running_job(fake, work, name, fn, problems):
+    """Case `name` on a 4-rank fake job of its own (warnings_on_stdout: rank 3 dies in its
+    window), stopped after it whatever happens."""
+    tmp = os.path.join(work, name)
+    subprocess.run(["rm", "-rf", tmp], check=True)
+    os.makedirs(tmp)
+    job = Job(CLI, fake, 4, tmp, step_ms=20)
+    try:
+        if name == "warnings_on_stdout":
+            job.start(0, 3)
+            job.start(3, 1, "--special-rank", "3", "--die-in-window")
+        else:
+            job.start(0, 4)
+        job.wait_ready()
+        return fn(job, problems)
+    finally:
+        job.stop()
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     fake, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     os.makedirs(work, exist_ok=True)
-    failed = 0
-    for name, fn in CASES.items():
-        tmp = os.path.join(work, name)
-        subprocess.run(["rm", "-rf", tmp], check=True)
-        os.makedirs(tmp)
-        job = Job(CLI, fake, 4, tmp, step_ms=20)
-        problems = []
-        try:
-            if name == "warnings_on_stdout":
-                job.start(0, 3)
-                job.start(3, 1, "--special-rank", "3", "--die-in-window")
-            else:
-                job.start(0, 4)
-            job.wait_ready()
-            said = fn(job, problems)
-        except Exception as e:  # a case that crashes is a failure, the others still run
-            problems.append(f"{type(e).__name__}: {e}")
-            said = ""
-        finally:
-            job.stop()
-        if problems:
-            failed += 1
-            print(f"FAIL {name}: " + "; ".join(problems))
-        else:
-            print(f"ok   {name}: {said}")
-    return 1 if failed else 0
+    return run_cases(lambda name, fn, problems: on_a_running_job(fake, work, name, fn, problems))
 
 
 if __name__ == "__main__":

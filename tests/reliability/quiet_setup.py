@@ -22,17 +22,9 @@ import stat
 import subprocess
 import sys
 
-CASES = {}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_runner import case, expect, run_cases  # noqa: E402 (this folder: the cases' runner)
 
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-def expect(cond, what, problems):
-    if not cond:
-        problems.append(what)
 
 
 def stand_in(bin_dir, name, body):
@@ -131,20 +123,7 @@ def main():
         return 2
     source, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     os.makedirs(work, exist_ok=True)
-    failed = 0
-    for name, fn in CASES.items():
-        problems = []
-        try:
-            said = fn(source, work, problems)
-        except Exception as e:  # a case that crashes is a failure, the others still run
-            problems.append(f"{type(e).__name__}: {e}")
-            said = ""
-        if problems:
-            failed += 1
-            print(f"FAIL {name}: " + "; ".join(problems))
-        else:
-            print(f"ok   {name}: {said}")
-    return 1 if failed else 0
+    return run_cases(lambda name, fn, problems: fn(source, work, problems))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@
  *  - On one rank (3 workers or more, as the peers): the rank's time in the frame above
  *    the typical worker's, step by step (the frame's rows' per-step medians summed),
  *    counted in the steps where it stands out of the workers' spread there
- *    (SPREAD_SIGMAS). Found in every profiled step, it is a slow function spread over
+ *    (SPREAD_SIGMAS) and clears the peers' floor (3% of the step). Found in every profiled step, it is a slow function spread over
  *    stacks; found in some only, an intermittent stall (a synchronous checkpoint, a log
  *    flush): the finding says in which steps, and that profiling more steps shows whether
  *    it recurs. Its fix removes, per step, the rank's time in each of the frame's stacks
@@ -648,9 +648,11 @@ static void rank_subtree_parts(const context *c, const frame_tree *t, size_t f, 
 }
 
 /* The steps in which a rank's excess in frame f stands out (into above): at least the
- * decision and SPREAD_SIGMAS times the spread of the frame's time across the workers in
- * that step (1.4826 x MAD: a loader whose time swings by a third from rank to rank, as
- * on processes sharing a GPU, is not one rank's stall). Returns how many. */
+ * decision, the peers' floor for time above the others (pt_floor_ms, 3% of the step: a
+ * CPU job's 2.24 ms in one step of 92, its step-to-step noise 0.4 ms by the workers'
+ * MAD, is no stall) and SPREAD_SIGMAS times the spread of the frame's time across the
+ * workers in that step (1.4826 x MAD: a loader whose time swings by a third from rank to
+ * rank, as on processes sharing a GPU, is not one rank's stall). Returns how many. */
 static size_t steps_standing_out(const context *c, const frame_tree *t, size_t f, const double *excess, bool *above)
 {
     const pt_analysis *a = c->a;
@@ -669,7 +671,7 @@ static size_t steps_standing_out(const context *c, const frame_tree *t, size_t f
         for (size_t v = 0; v < n; v++)
             column[v] = frame_ms[v * steps + s];
         pt_spread spread = pt_spread_of(column, n, scratch);
-        above[s] = excess[f * steps + s] >= fmax(c->decision_ms, SPREAD_SIGMAS * spread.sigma);
+        above[s] = excess[f * steps + s] >= fmax(fmax(c->decision_ms, pt_floor_ms(a)), SPREAD_SIGMAS * spread.sigma);
         count += above[s];
     }
     free(column);

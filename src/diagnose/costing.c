@@ -87,7 +87,11 @@ static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const findi
     memset(out, 0, n * steps * sizeof *out);
     for (size_t s = 0; s < steps; s++) {
         double reference = 0;
-        if (f->fix != PT_FIX_COMMON) {
+        if (f->microbatches) {
+            /* moved to the other stages: above their mean (pipeline.c) */
+            for (size_t w = 0; w < n; w++)
+                reference += values[w * steps + s] / (double)n;
+        } else if (f->fix != PT_FIX_COMMON) {
             size_t k = 0;
             for (size_t w = 0; w < n; w++)
                 if (!named[w] || named_count == n)
@@ -136,14 +140,16 @@ void pt_remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *
     size_t steps = pt_whatif_steps(m), n = a->n;
     double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess);
     unsigned mask = finding_excess(a, m, f, only, excess);
+    /* A pipeline stage's work moved sets the pace of M - 1 of M microbatches (pipeline.c). */
+    double paced = f->microbatches ? (double)(f->microbatches - 1) / (double)f->microbatches : 1;
     for (size_t s = 0; s < steps; s++)
         for (size_t w = 0; w < n; w++) {
             double e = excess[w * steps + s];
             if (e <= 0)
                 continue;
-            pt_fix_remove(fix, w, s, mask, e);
+            pt_fix_remove(fix, w, s, mask, paced * e);
             if (also)
-                pt_fix_remove(also, w, s, mask, e);
+                pt_fix_remove(also, w, s, mask, paced * e);
             if (mean_excess)
                 mean_excess[w] += e / (double)steps;
             if (steps_over_floor && e >= pt_floor_ms(a))

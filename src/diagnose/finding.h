@@ -67,6 +67,8 @@ struct finding {
     size_t part_count;
     bool covers_parts;        /* its own removal (a class, rolled up) holds its parts'; else
                                  it removes what its parts remove, together */
+    size_t microbatches;      /* a pipeline stage's extra work (pipeline.c): moved to the
+                                 other stages, M microbatches per step; 0 when not */
     double adds;              /* what fixing it adds to fixing the findings reported above it
                                  (their adds sum to the joint saving; below impact only where
                                  findings of different causes remove the same step time) */
@@ -150,6 +152,13 @@ void pt_describe_peer_finding(const pt_analysis *a, finding *f, double step_ms);
  * functions it covers -- become one, costed as one removal, its members its parts.
  * Hardware findings explaining a member explain the merged finding. */
 void pt_merge_causes(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, size_t first);
+/* A pipeline stage's extra GPU work (pipeline.c): in a job whose workers make
+ * point-to-point transfers, a finding from `first` on about kernels some workers call
+ * more often and others less often is a stage holding more of the model: costed as work
+ * moved to the other stages over the job's microbatches (pt_pipeline_microbatches: 0 when
+ * the job is no pipeline) and described so. */
+size_t pt_pipeline_microbatches(const pt_analysis *a);
+void pt_pipeline_stages(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, size_t first);
 /* A merged finding's sentence names this many parts, then counts the rest. */
 #define PT_PARTS_SAID 4
 /* Python stack `frame` is a proper ancestor of stack `stack` (a prefix ending at '|'). */

@@ -1216,6 +1216,7 @@ static void find_problems(const pt_analysis *a, const pt_whatif *m, const pt_job
             pt_describe_peer_finding(a, &list->items[i], pt_whatif_step_ms(m));
         }
         pt_merge_causes(a, m, list, hangs);
+        pt_pipeline_stages(a, m, list, hangs);
         hardware_findings(a, list);
     }
     if (!hangs)

@@ -1107,6 +1107,16 @@ static const char *const extra_work_advice[PT_CLASS_COUNT] = {
     "collection, logging, I/O); remove it, overlap it or spread it across ranks",
 };
 
+/* ... and when the ranks are a pipeline stage holding more of the model (pipeline.c). */
+static const char *extra_advice(const finding *f)
+{
+    return f->microbatches ? "a pipeline stage holding more of the model than the others (some ranks call these "
+                             "kernels less often): move layers from it to a lighter stage (the split points); "
+                             "moved, its work above the stages' mean paces all microbatches but one, which is "
+                             "what the saving counts"
+                           : extra_work_advice[f->cls];
+}
+
 /* What extra runtime calls are, by what the call does: a cudaFree is not a synchronize. */
 static const char *extra_runtime_advice(const char *api)
 {
@@ -1301,7 +1311,7 @@ static void describe_group(const pt_analysis *a, finding *f, double step_ms)
         pt_buf_printf(&s, "; %s.", slower_advice[f->cls]);
     else
         pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->row->name) :
-                      extra_work_advice[f->cls]);
+                      extra_advice(f));
     free(f->summary);
     f->summary = pt_buf_take(&s);
 }
@@ -1374,7 +1384,7 @@ static void describe_one(const pt_analysis *a, finding *f, double step_ms)
         put_over_time(f, &s);
         pt_put_saving(a, f, step_ms, &s);
         pt_buf_printf(&s, ". That is %s.", f->cls == PT_CLASS_RUNTIME ? extra_runtime_advice(f->function) :
-                      extra_work_advice[f->cls]);
+                      extra_advice(f));
         break;
     case PT_EVIDENCE_UNIFORM:
         pt_buf_printf(&s, "%s GPU kernels are uniformly slower than the other workers': the same kernels take %.2gx "

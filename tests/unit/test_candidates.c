@@ -781,6 +781,94 @@ static void test_pipeline_like_job_names_no_rank(void **state)
     pt_json_free(report);
 }
 
+
+/* A pipeline of 4 stages x 2 replicas (ranks 2s, 2s+1 are stage s), M microbatches of
+ * TAU ms per layer: stage s runs layers[s] x M calls of the layer kernel per step. */
+#define TAU 2.0
+static void pipeline_job(job *j, const int layers[4], int microbatches, const char *collective, double transfers)
+{
+    job_init(j, 8, 4);
+    j->transfer_ms = 4;
+    j->collective = collective;
+    j->collective_calls = transfers;
+    for (int w = 0; w < 8; w++) {
+        int stage = w / 2;
+        act_flat(&j->w[w], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", layers[stage] * microbatches * TAU, 4);
+        j->w[w].acts[j->w[w].count - 1].calls_per_step = layers[stage] * microbatches;
+        act_flat(&j->w[w], PT_CLASS_PYTHON, MODULE "|model.py: forward", 0.5, 4);
+    }
+}
+
+static const pt_json *finding_naming(const pt_json *report, int a, int b)
+{
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++) {
+        const pt_json *w = pt_json_get(all->items[i], "workers");
+        if (w->count == 2 && w->items[0]->integer == a && w->items[1]->integer == b)
+            return all->items[i];
+    }
+    return NULL;
+}
+
+#define SENDRECV "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+
+/* Stage 3 holds a layer that stage 2 lacks (3, 3, 2, 4): moving it balances the stages
+ * (3, 3, 3, 3) without changing the job's work. GPipe's step is the stages' sum over one
+ * microbatch plus M - 1 times the slowest stage's, so the true saving is (M - 1) x TAU
+ * (the stage's time per microbatch drops from 4 to 3 layers), computed here from the
+ * schedule, not from the summaries: 6 ms at M = 4, not the 8 ms of the layer removed. The
+ * transfers say M: 2 per microbatch on the end stages. With transfers for M = 1 the
+ * stages run one after the other and moving the layer saves nothing; without transfers
+ * (an all-reduce) or without a lighter stage (3, 3, 3, 4) the extra layer is extra work,
+ * removed: 8 ms. */
+static void test_pipeline_stage_work_is_moved(void **state)
+{
+    (void)state;
+    static const int uneven[4] = {3, 3, 2, 4}, heavy[4] = {3, 3, 3, 4};
+    const int m = 4;
+    job j;
+    pipeline_job(&j, uneven, m, SENDRECV, 2 * m);
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    const pt_json *f = finding_naming(report, 6, 7);
+    assert_non_null(f);
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_non_null(strstr(pt_json_get_string(f, "summary", ""), "pipeline stage"));
+    assert_impact_near(f, (m - 1) * TAU / mean_step_ms(&j));
+    pt_json_free(report);
+
+    /* M is half the fewest transfers per step: 3 -> 1 (nothing to save), 4 and 5 -> 2. */
+    static const struct {
+        double transfers;
+        const char *saving;
+    } by_transfers[] = {{3, NULL}, {4, "saves 4 ms per step"}, {5, "saves 4 ms per step"}, {8, "saves 6 ms per step"}};
+    for (size_t i = 0; i < sizeof by_transfers / sizeof *by_transfers; i++) {
+        pipeline_job(&j, uneven, m, SENDRECV, by_transfers[i].transfers);
+        report = diagnose(&j);
+        print_findings(report);
+        f = finding_naming(report, 6, 7);
+        if (!by_transfers[i].saving)
+            assert_true(!f || pt_json_get_number(f, "impact", 1) < 0.001);
+        else
+            assert_non_null(strstr(pt_json_get_string(f, "summary", ""), by_transfers[i].saving));
+        pt_json_free(report);
+    }
+
+    const char *collective[2] = {"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+                                 SENDRECV};
+    const int *layers[2] = {uneven, heavy};
+    for (int i = 0; i < 2; i++) {
+        pipeline_job(&j, layers[i], m, collective[i], 2 * m);
+        report = diagnose(&j);
+        print_findings(report);
+        f = finding_naming(report, 6, 7);
+        assert_non_null(f);
+        assert_null(strstr(pt_json_get_string(f, "summary", ""), "pipeline stage"));
+        assert_impact_near(f, m * TAU / mean_step_ms(&j));
+        pt_json_free(report);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -798,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),
         cmocka_unit_test(test_pipeline_like_job_names_no_rank),
+        cmocka_unit_test(test_pipeline_stage_work_is_moved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

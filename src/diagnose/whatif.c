@@ -7,11 +7,14 @@
  * time (their windows are on one clock; within max(1 ms, 3% of a step)), starting from
  * the worker that waited in the fewest, so a collective one worker merely overlapped
  * with its own work does not cut the others' segments. A worker's work between two of
- * the job's sync points is one piece; the piece after a step's last sync point and the
+ * the job's sync points is one piece, and what it waited in its other sync points there
+ * (from the previous one's end, less its work since) its own waits, when fewer than
+ * half the other workers waited in one ending then and it has them in every step
+ * (own_wait_in, keep_steady_own_waits); the piece after a step's last sync point and the
  * next step's first piece are one segment (the step boundary is no sync point), and so
  * are the last step's tail and the first step's head (see build_segments). A segment
- * lasts as long as its busiest worker's work and wait: the wait is what the fix of no
- * worker shortens (the transfer, seen by the worker that arrived last). A step
+ * lasts as long as its last worker's work, own waits and wait: the wait is what the fix
+ * of no worker shortens (the transfer, seen by the worker that arrived last). A step
  * with no sync point of the job (none seen: a collector that cannot see gloo's threads,
  * or workers that disagree) ends its segment at its end, as if the job synchronized
  * there, which is what a data-parallel step does. Summaries without sync points (older
@@ -52,8 +55,10 @@ struct pt_whatif {
     size_t segments, sync_segments;
     double *busy;         /* [(p * n + w) * PT_CLASS_COUNT + c], ms */
     double *median_busy;  /* [p * PT_CLASS_COUNT + c]: the typical worker's */
+    double *own_wait;     /* [p * n + w]: ms waited in collectives only that worker waited in */
     double *seg_busy;     /* [j * n + w] */
-    double *seg_wait;     /* [j]: what its busiest worker waits in it (the transfer: nobody's
+    double *seg_own;      /* [j * n + w]: own_wait summed over the segment */
+    double *seg_wait;     /* [j]: what its last worker waits in it (the transfer: nobody's
                              work sets it) */
     size_t *seg_step;     /* [j] */
     double total_ms;      /* T over the modelled steps */
@@ -62,6 +67,7 @@ struct pt_whatif {
 struct pt_fix {
     const pt_whatif *m;
     double *removed;      /* like busy */
+    double *unblocked;    /* like own_wait: own waits removed */
 };
 
 /* ------------------------------------------------------------ pieces */
@@ -87,11 +93,13 @@ static size_t add_pieces(builder *b, size_t count)
     if (first + count > b->cap) {
         size_t cap = PT_MAX(b->cap * 2, first + count);
         m->busy = pt_xrealloc(m->busy, cap * m->n * PT_CLASS_COUNT * sizeof *m->busy);
+        m->own_wait = pt_xrealloc(m->own_wait, cap * m->n * sizeof *m->own_wait);
         b->length = pt_xrealloc(b->length, cap * m->n * sizeof *b->length);
         b->ends_segment = pt_xrealloc(b->ends_segment, cap * sizeof *b->ends_segment);
         b->cap = cap;
     }
     memset(m->busy + first * m->n * PT_CLASS_COUNT, 0, count * m->n * PT_CLASS_COUNT * sizeof *m->busy);
+    memset(m->own_wait + first * m->n, 0, count * m->n * sizeof *m->own_wait);
     memset(b->length + first * m->n, 0, count * m->n * sizeof *b->length);
     memset(b->ends_segment + first, 0, count * sizeof *b->ends_segment);
     m->pieces += count;
@@ -163,9 +171,90 @@ static size_t match_syncs(const pt_analysis *a, size_t s, int64_t tolerance, siz
     return found;
 }
 
+static int by_time(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Every worker's sync points' ends in one step, sorted, on the job's clock (see
+ * own_wait_in); none when a worker's list is cut (PT_SUMMARY_MAX_SYNCS_PER_STEP, those it
+ * waited in longest): the lists then cannot tell who else waited in one. */
+typedef struct step_view {
+    int64_t *ends; /* room for MAX_PIECES_PER_STEP per worker */
+    size_t syncs;
+} step_view;
+
+static void step_view_build(step_view *v, const pt_analysis *a, size_t s)
+{
+    v->syncs = 0;
+    for (size_t w = 0; w < a->n; w++)
+        if (a->workers[w]->steps[s].sync_count >= PT_SUMMARY_MAX_SYNCS_PER_STEP)
+            return;
+    for (size_t w = 0; w < a->n; w++)
+        for (size_t k = 0; k < a->workers[w]->steps[s].sync_count; k++)
+            v->ends[v->syncs++] = sync_time(a->workers[w], s, k);
+    qsort(v->ends, v->syncs, sizeof *v->ends, by_time);
+}
+
+/* How many of times[0 .. count) are before t. */
+static size_t before(const int64_t *times, size_t count, int64_t t)
+{
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (times[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* What worker w waited in its sync point k of step s, a collective that is not the job's
+ * sync point, as its own wait (ms; 0 when it is not): when fewer than half the other
+ * workers waited in one ending within the tolerance of it (most of them waiting there
+ * too, it is the job's, one worker's timing off by noise). Its wait is from the previous
+ * sync point's end, less its work since. */
+static double own_wait_in(const step_view *v, const pt_analysis *a, size_t w, size_t s, size_t k, int64_t tolerance)
+{
+    const pt_step_summary *st = &a->workers[w]->steps[s];
+    if (!v->syncs)
+        return 0;
+    int64_t previous = k ? st->syncs[k - 1].end_ns : 0, worked = 0;
+    for (int c = 0; c < PT_CLASS_COUNT; c++)
+        worked += st->syncs[k].busy_ns[c];
+    int64_t wait = st->syncs[k].end_ns - previous - worked, end = sync_time(a->workers[w], s, k);
+    size_t near = before(v->ends, v->syncs, end + tolerance + 1) - before(v->ends, v->syncs, end - tolerance) - 1;
+    return wait > 0 && 2 * near < a->n - 1 ? (double)wait / 1e6 : 0;
+}
+
+/* Own waits are a worker's way of working (its collectives on its compute stream) only
+ * when it has them in every modelled step (all but one of four or more, as the peers'
+ * evidence of time): one step's are a worker that arrived early at collectives its
+ * summary kept and the others' did not (each keeps those it waited in longest, and
+ * only when it mostly waited), not a cause. */
+static void keep_steady_own_waits(pt_whatif *m)
+{
+    for (size_t w = 0; w < m->n; w++) {
+        size_t without = 0;
+        for (size_t s = 0; s < m->steps; s++) {
+            double own = 0;
+            for (size_t p = m->piece_base[s]; p < m->piece_base[s + 1]; p++)
+                own += m->own_wait[p * m->n + w];
+            without += own <= 0;
+        }
+        if (without == 0 || (m->steps >= 4 && without == 1))
+            continue;
+        for (size_t p = 0; p < m->pieces; p++)
+            m->own_wait[p * m->n + w] = 0;
+    }
+}
+
 /* Step s cut at the job's sync points: worker w's local pieces between two of them sum
- * into one. */
-static void synced_step_pieces(builder *b, const pt_analysis *a, size_t s, int64_t tolerance, size_t *match)
+ * into one, their waits its own. */
+static void synced_step_pieces(builder *b, const pt_analysis *a, size_t s, int64_t tolerance, size_t *match,
+                               step_view *view)
 {
     pt_whatif *m = b->m;
     size_t n = m->n, g = match_syncs(a, s, tolerance, match);
@@ -173,6 +262,7 @@ static void synced_step_pieces(builder *b, const pt_analysis *a, size_t s, int64
         whole_step_piece(b, a, s, true);
         return;
     }
+    step_view_build(view, a, s);
     m->sync_segments += g;
     size_t p0 = add_pieces(b, g + 1);
     for (size_t k = 0; k < g; k++)
@@ -184,8 +274,11 @@ static void synced_step_pieces(builder *b, const pt_analysis *a, size_t s, int64
         for (size_t k = 0; k <= g; k++) {
             size_t upto = k < g ? match[k * n + w] + 1 : st->sync_count;
             double *busy = piece_busy(m, p0 + k, w);
-            for (; local < upto; local++)
+            for (; local < upto; local++) {
                 work_ms(busy, st->syncs[local].busy_ns, 1);
+                if (k == g || local != match[k * n + w])
+                    m->own_wait[(p0 + k) * n + w] += own_wait_in(view, a, w, s, local, tolerance);
+            }
             int64_t end = k < g ? st->syncs[match[k * n + w]].end_ns : st->dur_ns;
             if (k == g)
                 work_ms(busy, st->tail_busy_ns, 1);
@@ -209,6 +302,12 @@ static void pseudo_step(builder *b, const pt_analysis *a)
 }
 
 /* ------------------------------------------------------------ segments */
+
+/* When worker w arrives at segment j's end: its work and its own waits (ms). */
+static double arrival(const pt_whatif *m, size_t j, size_t w)
+{
+    return m->seg_busy[j * m->n + w] + m->seg_own[j * m->n + w];
+}
 
 /* Pieces into segments: a segment ends where a piece ends at a sync point of the job (or
  * where a step without one ends). The window is one turn of a loop: what follows its
@@ -237,6 +336,7 @@ static void build_segments(pt_whatif *m, const builder *b)
         m->segments = j - 1;
     }
     m->seg_busy = pt_xcalloc(cap * (n ? n : 1), sizeof *m->seg_busy);
+    m->seg_own = pt_xcalloc(cap * (n ? n : 1), sizeof *m->seg_own);
     m->seg_wait = pt_xcalloc(cap, sizeof *m->seg_wait);
     double *length = pt_xcalloc(cap * (n ? n : 1), sizeof *length);
     for (size_t p = 0; p < m->pieces; p++)
@@ -245,19 +345,20 @@ static void build_segments(pt_whatif *m, const builder *b)
             const double *busy = piece_busy(m, p, w);
             for (int c = 0; c < PT_CLASS_COUNT; c++)
                 m->seg_busy[at] += busy[c];
+            m->seg_own[at] += m->own_wait[p * n + w];
             length[at] += b->length[p * n + w];
         }
-    /* A segment lasts as long as its busiest worker's work and wait. (Not the typical
-     * worker's length: where the window cuts the loop, the others' wait for the busiest
-     * worker's last work falls outside it.) */
+    /* A segment lasts as long as its last worker's work, own waits and wait. (Not the
+     * typical worker's length: where the window cuts the loop, the others' wait for the
+     * last worker's last work falls outside it.) */
     m->total_ms = 0;
     for (j = 0; j < m->segments; j++) {
         size_t top = 0;
         for (size_t w = 1; w < n; w++)
-            if (m->seg_busy[j * n + w] > m->seg_busy[j * n + top])
+            if (arrival(m, j, w) > arrival(m, j, top))
                 top = w;
-        m->seg_wait[j] = n ? fmax(0, length[j * n + top] - m->seg_busy[j * n + top]) : 0;
-        m->total_ms += n ? m->seg_wait[j] + m->seg_busy[j * n + top] : 0;
+        m->seg_wait[j] = n ? fmax(0, length[j * n + top] - arrival(m, j, top)) : 0;
+        m->total_ms += n ? m->seg_wait[j] + arrival(m, j, top) : 0;
     }
     free(length);
 }
@@ -286,19 +387,22 @@ pt_whatif *pt_whatif_new(const pt_analysis *a)
         syncs &= a->workers[w]->has_syncs;
     int64_t tolerance = (int64_t)fmax(MATCH_TOLERANCE_NS, MATCH_TOLERANCE_SHARE * a->median_step_ms * 1e6);
     size_t *match = pt_xmalloc(MAX_PIECES_PER_STEP * (a->n ? a->n : 1) * sizeof *match);
+    step_view view = {pt_xmalloc(MAX_PIECES_PER_STEP * (a->n ? a->n : 1) * sizeof *view.ends), 0};
     for (size_t s = 0; s < m->steps && a->n; s++) {
         m->piece_base[s] = m->pieces;
         if (!m->by_step)
             pseudo_step(&b, a);
         else if (syncs)
-            synced_step_pieces(&b, a, s, tolerance, match);
+            synced_step_pieces(&b, a, s, tolerance, match, &view);
         else
             whole_step_piece(&b, a, s, false);
     }
     m->piece_base[m->steps] = m->pieces;
     free(match);
+    free(view.ends);
     double *scratch = pt_xmalloc((a->n ? 2 * a->n : 2) * sizeof *scratch);
     double *values = pt_xmalloc((a->n ? a->n : 1) * sizeof *values);
+    keep_steady_own_waits(m);
     build_segments(m, &b);
     typical_busy(m, values, scratch);
     free(values);
@@ -317,6 +421,8 @@ void pt_whatif_free(pt_whatif *m)
     free(m->busy);
     free(m->median_busy);
     free(m->seg_busy);
+    free(m->own_wait);
+    free(m->seg_own);
     free(m->seg_wait);
     free(m->seg_step);
     free(m);
@@ -377,6 +483,7 @@ pt_fix *pt_fix_new(const pt_whatif *m)
     pt_fix *fix = pt_xcalloc(1, sizeof *fix);
     fix->m = m;
     fix->removed = pt_xcalloc((m->pieces ? m->pieces : 1) * (m->n ? m->n : 1) * PT_CLASS_COUNT, sizeof *fix->removed);
+    fix->unblocked = pt_xcalloc((m->pieces ? m->pieces : 1) * (m->n ? m->n : 1), sizeof *fix->unblocked);
     return fix;
 }
 
@@ -385,6 +492,7 @@ void pt_fix_free(pt_fix *fix)
     if (!fix)
         return;
     free(fix->removed);
+    free(fix->unblocked);
     free(fix);
 }
 
@@ -440,6 +548,27 @@ void pt_fix_remove(pt_fix *fix, size_t w, size_t s, unsigned mask, double ms)
         left -= take(fix, first + k, w, mask, left);
 }
 
+void pt_fix_unblock(pt_fix *fix, size_t w, size_t s, double ms)
+{
+    const pt_whatif *m = fix->m;
+    if (!(ms > 0) || w >= m->n || s >= m->steps)
+        return;
+    for (size_t p = m->piece_base[s]; p < m->piece_base[s + 1] && ms > 0; p++) {
+        size_t at = p * m->n + w;
+        double take = fmin(ms, m->own_wait[at] - fix->unblocked[at]);
+        if (take > 0)
+            fix->unblocked[at] += take, ms -= take;
+    }
+}
+
+double pt_whatif_own_wait_ms(const pt_whatif *m, size_t w, size_t s)
+{
+    double sum = 0;
+    for (size_t p = m->piece_base[s]; p < m->piece_base[s + 1]; p++)
+        sum += m->own_wait[p * m->n + w];
+    return sum;
+}
+
 double pt_whatif_saving(const pt_whatif *m, const pt_fix *fix)
 {
     if (m->total_ms <= 0)
@@ -451,12 +580,13 @@ double pt_whatif_saving(const pt_whatif *m, const pt_fix *fix)
             const double *r = fix->removed + (p * n + w) * PT_CLASS_COUNT;
             for (int c = 0; c < PT_CLASS_COUNT; c++)
                 gone[m->segment_of[p] * n + w] += r[c];
+            gone[m->segment_of[p] * n + w] += fix->unblocked[p * n + w];
         }
     double total = 0;
     for (size_t j = 0; j < m->segments; j++) {
         double fixed = 0;
         for (size_t w = 0; w < n; w++)
-            fixed = fmax(fixed, m->seg_busy[j * n + w] - gone[j * n + w]);
+            fixed = fmax(fixed, arrival(m, j, w) - gone[j * n + w]);
         total += m->seg_wait[j] + fixed; /* the transfer and waits nobody's work sets stay */
     }
     free(gone);

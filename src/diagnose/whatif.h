@@ -2,16 +2,20 @@
  *
  * A step is a chain of sync points, the blocking collectives every worker waits in.
  * Between two of them each worker is busy for a while, then waits; the collective ends
- * when the last worker has arrived, plus its own transfer time. So a segment between two
- * sync points lasts as long as its busiest worker's work plus that worker's wait (the
- * transfer and what else nobody's work sets), and the step is the sum of its segments:
+ * when the last worker has arrived, plus its own transfer time. A worker also arrives
+ * later by what it waits in collectives the other workers do not wait in with it, step
+ * after step (its own communication blocking its work: a collective on its compute
+ * stream, waited for at once): its own waits. So a segment between two sync points lasts as long as its last
+ * worker's work and own waits plus that worker's wait (the transfer and what else
+ * nobody's work sets), and the step is the sum of its segments:
  *
- *     T = sum over segments j of  (max_w busy[w][j] + wait[j])
+ *     T = sum over segments j of  (max_w (busy[w][j] + own[w][j]) + wait[j])
  *
- * A fix removes work from some workers in some segments; the model gives the time saved,
- * everything else unchanged (the waits stay, the busiest worker of a segment may become
- * another), which is a finding's impact (findings.c). whatif.c explains where the
- * segments come from and how work to remove is placed in them. */
+ * A fix removes work (or own waits) from some workers in some segments; the model gives
+ * the time saved, everything else unchanged (the waits stay, the last worker of a
+ * segment may become another), which is a finding's impact (findings.c). whatif.c
+ * explains where the segments come from and how work to remove is placed in them. The
+ * busiest worker of a segment (pt_whatif_pacer) is judged by its work alone. */
 #ifndef PT_DIAGNOSE_WHATIF_H
 #define PT_DIAGNOSE_WHATIF_H
 
@@ -54,6 +58,11 @@ void pt_fix_free(pt_fix *fix);
  * in the step's pieces where that worker's work of those classes exceeds the typical
  * worker's (else where it has that work), never more than it has there. */
 void pt_fix_remove(pt_fix *fix, size_t w, size_t s, unsigned mask, double ms);
+/* Removes up to ms of worker w's own waits in step s (collectives only it waited in:
+ * its communication blocking its work), as overlapping that communication would. */
+void pt_fix_unblock(pt_fix *fix, size_t w, size_t s, double ms);
+/* Worker w's own waits in step s (ms), as the model counts them. */
+double pt_whatif_own_wait_ms(const pt_whatif *m, size_t w, size_t s);
 /* The fraction of the modelled step time the fix saves, in [0, 1]. */
 double pt_whatif_saving(const pt_whatif *m, const pt_fix *fix);
 

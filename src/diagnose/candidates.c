@@ -50,7 +50,10 @@
  *    side that finding names: not added (the joint saving would count it twice).
  * A per-rank subtree is kept only when it saves more than the findings made (the peers'
  * finding on one stack of it may name the cause already); it then takes in the peers'
- * findings on its stacks about that rank.
+ * findings on its stacks about that rank. None is looked for when no worker of the job
+ * was seen waiting (pt_job_waits_unseen: a CPU job's collectives on gloo's threads): a
+ * rank's time above the others' is then its wait for them as much as its work (a real
+ * 3-rank gloo job: rank 1's backward 20.6 ms longer in one step, waiting).
  *
  * Communication (comm is not work in the model: a fix shortens the waits of its
  * segments, so the saving is capped by the waits no worker's work sets, as for the
@@ -1437,7 +1440,8 @@ void pt_candidate_findings(const pt_analysis *a, const pt_whatif *m, finding_lis
     context c;
     context_init(&c, a, m);
     if (phase == PT_CANDIDATES_PER_RANK) {
-        per_rank_subtrees(&c, list);
+        if (!pt_job_waits_unseen(a)) /* a rank's time above the others' may be its waiting */
+            per_rank_subtrees(&c, list);
         per_rank_overlap(&c, list);
     } else {
         every_worker_subtrees(&c, list);

@@ -103,6 +103,11 @@ void pt_finding_list_free(finding_list *list);
  * h200 kineto_gpuheavy_r0: 4 ranks on one H200, the culprit's extra matmuls save nothing
  * in the model, 2.8 ms a step in the job). */
 bool pt_finding_saves_nothing_kept(const pt_analysis *a, const finding *f);
+/* So is any work only the named workers do when the model saw no worker of the job wait
+ * (no sync point, exposed communication nor idle time on any: a CPU job's collectives on
+ * gloo's threads, which the collector does not see): the others' wait for that work is
+ * their work in the model, which then cannot say what removing it saves. */
+bool pt_job_waits_unseen(const pt_analysis *a);
 /* Worker w's host has more workers than GPUs, or its host or GPU count is not known. */
 bool pt_worker_may_share_gpu(const pt_analysis *a, size_t w);
 

@@ -136,7 +136,11 @@ void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_bu
         pt_put_ms(out, f->alone * step_ms);
         pt_buf_printf(out, " (%s)", pt_percent(pct, 100 * f->alone));
     }
-    if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f))
+    if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f) && pt_job_waits_unseen(a))
+        pt_buf_puts(out, " in the step model, which saw no worker wait (their collectives ran on threads the collector "
+                         "does not see, such as gloo's): the others' wait for this work counts as their own work there, "
+                         "so the model cannot say what removing it saves");
+    else if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f))
         pt_buf_puts(out, " in the step model, as the other workers' own work then sets the pace; but its GPU may be "
                          "shared with other ranks (its host has more ranks than GPUs, or is not known), whose kernels "
                          "this work then delays, which the model does not count");
@@ -147,10 +151,28 @@ void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_bu
 
 #define SHARING_CHECKED 8 /* named workers whose GPU is looked at: each look is linear in workers */
 
+bool pt_job_waits_unseen(const pt_analysis *a)
+{
+    if (a->n < 2)
+        return false;
+    for (size_t w = 0; w < a->n; w++) {
+        const pt_worker_summary *s = a->workers[w];
+        if (s->exposed_ns[PT_CLASS_COMM] > 0 || s->idle_ns > 0)
+            return false;
+        for (size_t k = 0; s->has_syncs && k < s->step_count; k++)
+            if (s->steps[k].sync_count)
+                return false;
+    }
+    return true;
+}
+
 bool pt_finding_saves_nothing_kept(const pt_analysis *a, const finding *f)
 {
-    if (f->all_workers || (f->cls != PT_CLASS_COMPUTE && f->cls != PT_CLASS_MEMORY) ||
-        (f->evidence != PT_EVIDENCE_ONLY_HERE && f->evidence != PT_EVIDENCE_MORE_CALLS))
+    if (f->all_workers || (f->evidence != PT_EVIDENCE_ONLY_HERE && f->evidence != PT_EVIDENCE_MORE_CALLS))
+        return false;
+    if (pt_job_waits_unseen(a))
+        return true;
+    if (f->cls != PT_CLASS_COMPUTE && f->cls != PT_CLASS_MEMORY)
         return false;
     for (size_t k = 0; k < f->worker_count && k < SHARING_CHECKED; k++)
         if (pt_worker_may_share_gpu(a, f->workers[k]))

@@ -652,8 +652,33 @@ static void test_overlap_saves_down_to_the_next_rank(void **state)
     pt_json_free(report);
 }
 
+/* The step model of a job built here, on its own (diagnose/whatif.h). */
+typedef struct modelled {
+    pt_worker_summary *s[MAX_WORKERS];
+    int n;
+    pt_analysis a;
+    pt_whatif *m;
+} modelled;
+
+static void model_of(const job *j, modelled *md)
+{
+    md->n = j->n;
+    for (int w = 0; w < j->n; w++)
+        md->s[w] = summary_of(j, w);
+    pt_analysis_init(&md->a, md->s, (size_t)j->n);
+    md->m = pt_whatif_new(&md->a);
+}
+
+static void modelled_free(modelled *md)
+{
+    pt_whatif_free(md->m);
+    pt_analysis_free(&md->a);
+    for (int w = 0; w < md->n; w++)
+        pt_summary_free(md->s[w]);
+}
+
 /* The step model counts a wait as a worker's own when fewer than half the other workers
- * waited in a collective ending then too (whatif.c, waited_alone): rank 5 and k others
+ * waited in a collective ending then too (whatif.c, own_wait_in): rank 5 and k others
  * block 18 ms at the same point of the step. With 7 others, k = 3 is under half (each
  * block is its own), k = 4 is not (a wait of the job's, its timing off for the rest). */
 static void test_own_waits_are_waited_by_under_half(void **state)
@@ -665,22 +690,16 @@ static void test_own_waits_are_waited_by_under_half(void **state)
         for (int w = 0; w < k; w++)
             for (int st = 0; st < j.steps; st++)
                 j.w[w].blocking_ms[st] = 18;
-        pt_worker_summary *s[MAX_WORKERS];
-        for (int w = 0; w < j.n; w++)
-            s[w] = summary_of(&j, w);
-        pt_analysis a;
-        pt_analysis_init(&a, s, (size_t)j.n);
-        pt_whatif *m = pt_whatif_new(&a);
+        modelled md;
+        model_of(&j, &md);
+        const pt_whatif *m = md.m;
         for (int w = 0; w < j.n; w++) {
             double own = pt_whatif_own_wait_ms(m, (size_t)w, 1);
             bool blocks = w == 5 || w < k;
             print_message("  k=%d rank %d: own waits %.2f ms\n", k, w, own);
             assert_true(fabs(own - (blocks && k == 3 ? 18 : 0)) < 0.01);
         }
-        pt_whatif_free(m);
-        pt_analysis_free(&a);
-        for (int w = 0; w < j.n; w++)
-            pt_summary_free(s[w]);
+        modelled_free(&md);
     }
 }
 
@@ -702,21 +721,15 @@ static void test_own_waits_count_when_steady(void **state)
         }
         for (int st = 0; st < cases[i].blocked; st++)
             j.w[5].blocking_ms[st] = 18;
-        pt_worker_summary *s[MAX_WORKERS];
-        for (int w = 0; w < j.n; w++)
-            s[w] = summary_of(&j, w);
-        pt_analysis a;
-        pt_analysis_init(&a, s, (size_t)j.n);
-        pt_whatif *m = pt_whatif_new(&a);
+        modelled md;
+        model_of(&j, &md);
+        const pt_whatif *m = md.m;
         for (int st = 0; st < j.steps; st++) {
             double own = pt_whatif_own_wait_ms(m, 5, (size_t)st);
             print_message("  %d of %d steps blocked: step %d own waits %.2f ms\n", cases[i].blocked, j.steps, st, own);
             assert_true(fabs(own - (cases[i].counted && st < cases[i].blocked ? 18 : 0)) < 0.01);
         }
-        pt_whatif_free(m);
-        pt_analysis_free(&a);
-        for (int w = 0; w < j.n; w++)
-            pt_summary_free(s[w]);
+        modelled_free(&md);
     }
 }
 

@@ -86,11 +86,14 @@ static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const findi
     fix_values(a, m, f, values);
     memset(out, 0, n * steps * sizeof *out);
     for (size_t s = 0; s < steps; s++) {
-        double reference = 0;
+        double reference = 0, stage = 0;
         if (f->microbatches) {
-            /* moved to the other stages: above their mean (pipeline.c) */
-            for (size_t w = 0; w < n; w++)
+            /* The stage's work above every worker's mean is moved to the other stages, the
+             * same on each of its replicas (the mean of the named), not their noise. */
+            for (size_t w = 0; w < n; w++) {
                 reference += values[w * steps + s] / (double)n;
+                stage += named[w] ? values[w * steps + s] / (double)named_count : 0;
+            }
         } else if (f->fix != PT_FIX_COMMON) {
             size_t k = 0;
             for (size_t w = 0; w < n; w++)
@@ -102,7 +105,7 @@ static unsigned own_excess(const pt_analysis *a, const pt_whatif *m, const findi
             if (!named[w] || (only != SIZE_MAX && w != only))
                 continue;
             double base = f->fix == PT_FIX_COMMON ? f->expected * step_length_ms(a, m, w, s) : reference;
-            out[w * steps + s] = fmax(0, values[w * steps + s] - base);
+            out[w * steps + s] = fmax(0, (f->microbatches ? stage : values[w * steps + s]) - base);
         }
     }
     free(values);

@@ -7,8 +7,10 @@
  * stage (work its ranks call more often than the others, peers.c); its fix is to move
  * layers to a lighter stage (the split points), which keeps the job's work and spreads
  * it. So the finding's fix (costing.c, own_excess) is:
- *  - its excess counted above the mean over every worker (the stages balanced: the work
- *    moved, not removed), not above the median of the others;
+ *  - its excess is the stage's, the mean of the ranks it names (each replica of the
+ *    stage holds the same layers; moving one does not move a replica's noise), counted
+ *    above the mean over every worker (the stages balanced: the work moved, not
+ *    removed), not above the median of the others;
  *  - (M - 1) / M of it for M microbatches: the slowest stage sets the pace of every
  *    microbatch but one, and the pass of that one through every stage (the fill and the
  *    drain) costs each stage's time once, which moving work between stages does not

@@ -21,7 +21,7 @@
  * training loop); the frames called from the spine's last frame are the step's
  * activities (`next(loader)`, the forward pass, `save_checkpoint`, logging). A root that
  * is not the user's code (an autograd engine thread, an annotation) is an activity
- * itself. An activity holding the excess is named at a function: below an annotation, a
+ * itself, but for a launcher's (below). An activity holding the excess is named at a function: below an annotation, a
  * module's label, an operator or a builtin (no code a user changes), at the first
  * function holding all of the excess (within the decision), none when there is none;
  * then down through the user's own functions while one of them holds it all, and never
@@ -29,7 +29,11 @@
  * work, or the library call the user's loop makes (`DataLoader.__next__`), the frame a
  * user would change. User code is a `file.py: function` frame whose file is not
  * PyTorch's (`torch/...`) nor an installed package's or the standard library's
- * (site-packages, dist-packages, lib/python).
+ * (site-packages, dist-packages, lib/python, or a standard module as the collector names
+ * it: `multiprocessing/process.py`). A root that is a module's label or a library's
+ * function holding a user frame that holds all its time (within the decision) is a
+ * launcher (torch.multiprocessing.spawn's frames, runpy's): the user's spine starts at
+ * that frame.
  *  - On one rank (3 workers or more, as the peers): the rank's time in the frame above
  *    the typical worker's, step by step (the frame's rows' per-step medians summed),
  *    counted in the steps where it stands out of the workers' spread there
@@ -304,7 +308,7 @@ static bool user_frame(const char *label, size_t len)
         return false;
     return !has_at(label, len, 0, "torch/") && !contains(label, file, "site-packages/") &&
            !contains(label, file, "dist-packages/") && !contains(label, file, "/lib/python") &&
-           !contains(label, file, "<frozen");
+           !contains(label, file, "<frozen") && !pt_file_in_stdlib(label, file + 3);
 }
 
 static uint64_t label_hash(size_t parent, const char *label, size_t len)
@@ -429,30 +433,54 @@ static bool row_under(const frame_tree *t, size_t k, size_t f)
     return false;
 }
 
-/* The step's activities (see the header comment): below each user root's spine, or the
- * root itself. Returns how many, into out (room for t->count). */
+/* The child of f the typical worker spends the most time in, when it holds all of f's
+ * time but the decision; else NO_FRAME. */
+static size_t child_holding_all(const frame_tree *t, size_t f, double decision_ms)
+{
+    size_t best = NO_FRAME;
+    for (size_t ch = t->frames[f].first_child; ch != NO_FRAME; ch = t->frames[ch].next_sibling)
+        if (best == NO_FRAME ||
+            mean_of(t->typical + ch * t->steps, t->steps) > mean_of(t->typical + best * t->steps, t->steps))
+            best = ch;
+    if (best == NO_FRAME)
+        return NO_FRAME;
+    double rest = mean_of(t->typical + f * t->steps, t->steps) - mean_of(t->typical + best * t->steps, t->steps);
+    return rest < decision_ms ? best : NO_FRAME;
+}
+
+/* The user's frame a root that is not the user's code starts, holding all of its time:
+ * a launcher (a module's label or a library's function: torch.multiprocessing.spawn's
+ * frames, runpy's) runs the user's program below it; NO_FRAME when none does, or the
+ * root is no launcher (an annotation: an autograd thread's). */
+static size_t launched(const frame_tree *t, size_t root, double decision_ms)
+{
+    const frame *r = &t->frames[root];
+    size_t len = r->path_len - r->label;
+    if (!r->function && !(len >= 10 && memcmp(r->path + r->path_len - 10, ": <module>", 10) == 0))
+        return NO_FRAME;
+    size_t f = root;
+    while (f != NO_FRAME && !t->frames[f].user)
+        f = child_holding_all(t, f, decision_ms);
+    return f;
+}
+
+/* The step's activities (see the header comment): below each user root's spine (or the
+ * spine of the user's program a launcher runs), or the root itself. Returns how many,
+ * into out (room for t->count). */
 static size_t activities(const frame_tree *t, double decision_ms, size_t *out)
 {
     size_t count = 0;
     for (size_t r = 0; r < t->count; r++) {
         if (t->frames[r].parent != NO_FRAME)
             continue;
-        if (!t->frames[r].user) {
+        size_t spine = t->frames[r].user ? r : launched(t, r, decision_ms);
+        if (spine == NO_FRAME) {
             out[count++] = r;
             continue;
         }
-        size_t spine = r;
         for (;;) {
-            size_t best = NO_FRAME;
-            for (size_t ch = t->frames[spine].first_child; ch != NO_FRAME; ch = t->frames[ch].next_sibling)
-                if (best == NO_FRAME || mean_of(t->typical + ch * t->steps, t->steps) >
-                                            mean_of(t->typical + best * t->steps, t->steps))
-                    best = ch;
+            size_t best = child_holding_all(t, spine, decision_ms);
             if (best == NO_FRAME || !t->frames[best].user)
-                break;
-            double rest =
-                mean_of(t->typical + spine * t->steps, t->steps) - mean_of(t->typical + best * t->steps, t->steps);
-            if (rest >= decision_ms)
                 break;
             spine = best;
         }

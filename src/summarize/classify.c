@@ -3,6 +3,7 @@
 #include "summarize/classify.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool contains_ci(const char *s, size_t n, const char *needle)
@@ -196,4 +197,52 @@ pt_runtime_kind pt_runtime_kind_of(const char *name)
 bool pt_runtime_is_hip(const char *name)
 {
     return strncmp(name, "hip", 3) == 0;
+}
+
+/* The standard library's modules that are Python files or packages (CPython 3.11's
+ * sys.stdlib_module_names with a .py file or a package folder), sorted: the collector
+ * names their frames relative to the standard library ("multiprocessing/process.py"). */
+static const char *const stdlib_modules[] = {
+    "abc", "aifc", "antigravity", "argparse", "ast", "asynchat", "asyncio", "asyncore", "base64", "bdb",
+    "bisect", "bz2", "cProfile", "calendar", "cgi", "cgitb", "chunk", "cmd", "code", "codecs", "codeop",
+    "collections", "colorsys", "compileall", "concurrent", "configparser", "contextlib", "contextvars",
+    "copy", "copyreg", "crypt", "csv", "ctypes", "curses", "dataclasses", "datetime", "dbm", "decimal",
+    "difflib", "dis", "distutils", "doctest", "email", "encodings", "ensurepip", "enum", "filecmp",
+    "fileinput", "fnmatch", "fractions", "ftplib", "functools", "genericpath", "getopt", "getpass", "gettext",
+    "glob", "graphlib", "gzip", "hashlib", "heapq", "hmac", "html", "http", "imaplib", "imghdr", "imp",
+    "importlib", "inspect", "io", "ipaddress", "json", "keyword", "lib2to3", "linecache", "locale", "logging",
+    "lzma", "mailbox", "mailcap", "mimetypes", "modulefinder", "multiprocessing", "netrc", "nntplib",
+    "ntpath", "nturl2path", "numbers", "opcode", "operator", "optparse", "os", "pathlib", "pdb", "pickle",
+    "pickletools", "pipes", "pkgutil", "platform", "plistlib", "poplib", "posixpath", "pprint", "profile",
+    "pstats", "pty", "py_compile", "pyclbr", "pydoc", "pydoc_data", "queue", "quopri", "random", "re",
+    "reprlib", "rlcompleter", "runpy", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal",
+    "site", "smtpd", "smtplib", "sndhdr", "socket", "socketserver", "sqlite3", "sre_compile", "sre_constants",
+    "sre_parse", "ssl", "stat", "statistics", "string", "stringprep", "struct", "subprocess", "sunau",
+    "symtable", "sysconfig", "tabnanny", "tarfile", "telnetlib", "tempfile", "textwrap", "this", "threading",
+    "timeit", "token", "tokenize", "tomllib", "trace", "traceback", "tracemalloc", "tty", "turtle", "types",
+    "typing", "unittest", "urllib", "uu", "uuid", "venv", "warnings", "wave", "weakref", "webbrowser",
+    "wsgiref", "xdrlib", "xml", "xmlrpc", "zipapp", "zipfile", "zipimport", "zoneinfo",
+};
+
+static int by_module(const void *key, const void *item)
+{
+    return strcmp(key, *(const char *const *)item);
+}
+
+bool pt_file_in_stdlib(const char *file, size_t len)
+{
+    size_t n = 0;
+    while (n < len && file[n] != '/')
+        n++;
+    if (n == len) { /* a module of one file: "threading.py" */
+        if (len < 4 || memcmp(file + len - 3, ".py", 3) != 0)
+            return false;
+        n = len - 3;
+    }
+    char head[32];
+    if (n == 0 || n >= sizeof head)
+        return false;
+    memcpy(head, file, n);
+    head[n] = 0;
+    return bsearch(head, stdlib_modules, PT_ARRAY_LEN(stdlib_modules), sizeof *stdlib_modules, by_module) != NULL;
 }

@@ -24,6 +24,11 @@ int pt_pinned_copy_direction(const char *name, size_t n);
  * "<built-in method m of T object at 0x7f3a...>" -> "<built-in method m of T object at 0x>". */
 void pt_normalize_frame(pt_buf *out, const char *name, size_t n);
 
+/* A Python frame's file as the collector names it, relative to the standard library, is
+ * one of its modules: "multiprocessing/process.py", "threading.py" (len: the file's
+ * length, ".py" included). */
+bool pt_file_in_stdlib(const char *file, size_t len);
+
 /* What a runtime or driver API does, for the advice a finding about it gives. */
 typedef enum pt_runtime_kind {
     PT_RUNTIME_LAUNCH,  /* cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel, graph launches */

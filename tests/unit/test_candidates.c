@@ -24,6 +24,7 @@
 #include "diagnose/analysis.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/whatif.h"
+#include "summarize/classify.h"
 
 #define MS 1000000.0
 #define MAX_WORKERS 32
@@ -509,6 +510,44 @@ static void test_one_step_stall_names_rank_and_function(void **state)
     report = diagnose(&without);
     assert_no_findings(report);
     pt_json_free(report);
+}
+
+/* A job started by torch.multiprocessing.spawn: every stack begins in the launcher's frames
+ * (multiprocessing's, named relative to the standard library, and torch's _wrap) before the
+ * user's worker function. The stall is named at the user's function, not the launcher's. */
+#define LAUNCHER                                                                                              \
+    "<string>: <module>|multiprocessing/spawn.py: spawn_main|multiprocessing/spawn.py: _main|"                \
+    "multiprocessing/process.py: _bootstrap|multiprocessing/process.py: run|torch/multiprocessing/spawn.py: " \
+    "_wrap|"
+static void test_a_spawned_job_names_the_users_frame(void **state)
+{
+    (void)state;
+    static char names[MAX_WORKERS][MAX_ACTS][512];
+    job with;
+    stall_job(&with, 16, 5, 3, 2, 300);
+    for (int w = 0; w < with.n; w++)
+        for (size_t i = 0; i < with.w[w].count; i++) {
+            act *a = &with.w[w].acts[i];
+            if (a->cls != PT_CLASS_PYTHON)
+                continue;
+            snprintf(names[w][i], sizeof names[w][i], "%s%s", LAUNCHER, a->name);
+            a->name = names[w][i];
+        }
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "function", ""), LAUNCHER MODULE "|train.py: save_checkpoint");
+    assert_workers(f, (int[]){3}, 1);
+    pt_json_free(report);
+    /* The standard library as the collector names it: a module's folder or one file. */
+    static const struct {
+        const char *file;
+        bool stdlib;
+    } files[] = {{"multiprocessing/process.py", true}, {"threading.py", true}, {"json/encoder.py", true},
+                 {"train.py", false}, {"multiprocessingx/process.py", false}, {"mythreading.py", false},
+                 {"threading", false}, {"torch/multiprocessing/spawn.py", false}};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        assert_true(pt_file_in_stdlib(files[i].file, strlen(files[i].file)) == files[i].stdlib);
 }
 
 /* A rank's slow frame split over stacks in every step (each stack under the peers' 3%
@@ -1007,6 +1046,7 @@ int main(void)
         cmocka_unit_test(test_every_rank_loader_is_named_first),
         cmocka_unit_test(test_every_worker_subtree_decision_boundary),
         cmocka_unit_test(test_one_step_stall_names_rank_and_function),
+        cmocka_unit_test(test_a_spawned_job_names_the_users_frame),
         cmocka_unit_test(test_rank_subtree_in_every_step),
         cmocka_unit_test(test_stall_needs_three_workers),
         cmocka_unit_test(test_excess_clears_the_peers_floor),

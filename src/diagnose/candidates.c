@@ -127,7 +127,6 @@
 #define MAX_RANKS 16           /* ranks looked at for per-rank subtrees */
 #define MAX_FRAMES 3           /* frames kept per rank (and on every worker) */
 #define MAX_PARTS 64           /* stacks a subtree finding removes (largest first) */
-#define MAD_SIGMA 1.4826       /* 1.4826 x MAD: one sigma of a normal noise */
 #define SPREAD_SIGMAS 5.0      /* a rank's excess in a step stands out of the workers' spread */
 #define MAX_OVERLAP_RANKS 8
 #define OVERLAP_SIGMAS 5.0     /* a rank overlaps less than the others beyond their spread ... */
@@ -168,25 +167,19 @@ typedef struct context {
     double *typical_len;   /* [s]: the median worker's */
 } context;
 
-/* The typical worker's step-to-step noise: the median over workers of 1.4826 x the MAD
- * of its step times. NAN below two steps. */
+/* The typical worker's step-to-step noise: the median over workers of the robust spread
+ * of its step times (pt_spread_of: 1.4826 x MAD). NAN below two steps. */
 static double step_noise_ms(const context *c)
 {
     size_t n = c->a->n, steps = c->steps;
     if (!pt_whatif_by_step(c->m) || steps < 2 || n == 0)
         return NAN;
-    double *spread = pt_xmalloc(n * sizeof *spread), *dev = pt_xmalloc(steps * sizeof *dev);
-    for (size_t w = 0; w < n; w++) {
-        for (size_t s = 0; s < steps; s++)
-            dev[s] = c->step_len[w * steps + s];
-        double median = pt_median(dev, steps);
-        for (size_t s = 0; s < steps; s++)
-            dev[s] = fabs(c->step_len[w * steps + s] - median);
-        spread[w] = MAD_SIGMA * pt_median(dev, steps);
-    }
+    double *spread = pt_xmalloc(n * sizeof *spread), *scratch = pt_xmalloc(2 * steps * sizeof *scratch);
+    for (size_t w = 0; w < n; w++)
+        spread[w] = pt_spread_of(c->step_len + w * steps, steps, scratch).sigma;
     double noise = pt_median(spread, n);
     free(spread);
-    free(dev);
+    free(scratch);
     return noise;
 }
 

@@ -160,9 +160,7 @@ void pt_merge_causes(const pt_analysis *a, const struct pt_whatif *m, finding_li
 /* A pipeline stage's extra GPU work (pipeline.c): in a job whose workers make
  * point-to-point transfers, a finding from `first` on about kernels some workers call
  * more often and others less often is a stage holding more of the model: costed as work
- * moved to the other stages over the job's microbatches (pt_pipeline_microbatches: 0 when
- * the job is no pipeline) and described so. */
-size_t pt_pipeline_microbatches(const pt_analysis *a);
+ * moved to the other stages over the job's microbatches and described so. */
 void pt_pipeline_stages(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, size_t first);
 /* A merged finding's sentence names this many parts, then counts the rest. */
 #define PT_PARTS_SAID 4

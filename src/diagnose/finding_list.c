@@ -136,11 +136,12 @@ void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_bu
         pt_put_ms(out, f->alone * step_ms);
         pt_buf_printf(out, " (%s)", pt_percent(pct, 100 * f->alone));
     }
-    if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f) && pt_job_waits_unseen(a))
+    bool kept = f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f);
+    if (kept && pt_job_waits_unseen(a))
         pt_buf_puts(out, " in the step model, which saw no worker wait (their collectives ran on threads the collector "
                          "does not see, such as gloo's): the others' wait for this work counts as their own work there, "
                          "so the model cannot say what removing it saves");
-    else if (f->impact < PT_SAVES_NOTHING && pt_finding_saves_nothing_kept(a, f))
+    else if (kept)
         pt_buf_puts(out, " in the step model, as the other workers' own work then sets the pace; but its GPU may be "
                          "shared with other ranks (its host has more ranks than GPUs, or is not known), whose kernels "
                          "this work then delays, which the model does not count");

@@ -35,28 +35,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Worker w's point-to-point transfers per step (sends and receives). */
-static double transfers_per_step(const pt_analysis *a, size_t w)
+/* The job's microbatches per step: half the fewest point-to-point transfers (sends and
+ * receives) any worker makes per step; 0 when the job is no pipeline. */
+static size_t microbatches_of(const pt_analysis *a)
 {
-    double calls = 0;
+    if (a->n < 2)
+        return 0;
+    double *calls = pt_xcalloc(a->n, sizeof *calls), fewest = INFINITY;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         if (row->cls != PT_CLASS_COMM || strcmp(pt_collective_pattern(row->name, strlen(row->name)), "sendrecv") != 0)
             continue;
-        pt_function_summary cell;
-        const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
-        if (fn)
-            calls += (double)fn->count;
+        for (size_t w = 0; w < a->n; w++) {
+            pt_function_summary cell;
+            const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
+            calls[w] += fn ? (double)fn->count : 0;
+        }
     }
-    return a->steps[w] ? calls / (double)a->steps[w] : 0;
-}
-
-size_t pt_pipeline_microbatches(const pt_analysis *a)
-{
-    double fewest = INFINITY;
     for (size_t w = 0; w < a->n; w++)
-        fewest = fmin(fewest, transfers_per_step(a, w));
-    return a->n >= 2 && isfinite(fewest) && fewest >= 2 ? (size_t)(fewest / 2) : 0;
+        fewest = fmin(fewest, a->steps[w] ? calls[w] / (double)a->steps[w] : 0);
+    free(calls);
+    return fewest >= 2 ? (size_t)(fewest / 2) : 0;
 }
 
 /* Worker w's calls per step of the kernels finding f is about (its row, or its parts'). */
@@ -111,7 +110,7 @@ static void mark(finding *f, size_t microbatches)
 
 void pt_pipeline_stages(const pt_analysis *a, const struct pt_whatif *m, finding_list *list, size_t first)
 {
-    size_t microbatches = pt_pipeline_microbatches(a);
+    size_t microbatches = microbatches_of(a);
     if (!microbatches)
         return;
     for (size_t i = first; i < list->count; i++) {

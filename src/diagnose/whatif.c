@@ -173,8 +173,7 @@ static size_t match_syncs(const pt_analysis *a, size_t s, int64_t tolerance, siz
 
 static int by_time(const void *x, const void *y)
 {
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
+    return pt_cmp_i64(*(const int64_t *)x, *(const int64_t *)y);
 }
 
 /* Every worker's sync points' ends in one step, sorted, on the job's clock (see
@@ -238,12 +237,8 @@ static void keep_steady_own_waits(pt_whatif *m)
 {
     for (size_t w = 0; w < m->n; w++) {
         size_t without = 0;
-        for (size_t s = 0; s < m->steps; s++) {
-            double own = 0;
-            for (size_t p = m->piece_base[s]; p < m->piece_base[s + 1]; p++)
-                own += m->own_wait[p * m->n + w];
-            without += own <= 0;
-        }
+        for (size_t s = 0; s < m->steps; s++)
+            without += pt_whatif_own_wait_ms(m, w, s) <= 0;
         if (without == 0 || (m->steps >= 4 && without == 1))
             continue;
         for (size_t p = 0; p < m->pieces; p++)

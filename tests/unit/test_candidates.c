@@ -631,11 +631,11 @@ static void test_stall_needs_three_workers(void **state)
  * and expose 12 ms on their own; in the faulty job they wait for rank 5 (18 ms more
  * exposed), their collectives spinning under their compute too (hidden 45 ms: 60% of
  * their busy collectives). Without the fault every rank hides 18 ms and exposes 12. */
-static void overlap_job(job *j, int culprit)
+static void overlap_job_of(job *j, int n, int culprit)
 {
-    data_parallel(j, 8, 3, 60, 5, 0.005, 0);
+    data_parallel(j, n, 3, 60, 5, 0.005, 0);
     j->collective_calls = 10;
-    for (int w = 0; w < 8; w++) {
+    for (int w = 0; w < n; w++) {
         act_flat(&j->w[w], PT_CLASS_COMM, j->collective, 12, 3);
         for (int s = 0; s < 3; s++)
             j->w[w].blocking_ms[s] = w == culprit ? 18 : 0;
@@ -643,6 +643,11 @@ static void overlap_job(job *j, int culprit)
         if (w == culprit) /* its comm hook, which waits for each bucket's all-reduce */
             act_flat(&j->w[w], PT_CLASS_PYTHON, HOOK, 0.05, 3);
     }
+}
+
+static void overlap_job(job *j, int culprit)
+{
+    overlap_job_of(j, 8, culprit);
 }
 
 static void test_rank_without_overlap_is_named(void **state)
@@ -719,13 +724,18 @@ static void modelled_free(modelled *md)
 /* The step model counts a wait as a worker's own when fewer than half the other workers
  * waited in a collective ending then too (whatif.c, own_wait_in): rank 5 and k others
  * block 18 ms at the same point of the step. With 7 others, k = 3 is under half (each
- * block is its own), k = 4 is not (a wait of the job's, its timing off for the rest). */
+ * block is its own), k = 4 is not (a wait of the job's, its timing off for the rest);
+ * with 8 others, k = 3 is under half, k = 4 exactly half (not). */
 static void test_own_waits_are_waited_by_under_half(void **state)
 {
     (void)state;
-    for (int k = 3; k <= 4; k++) {
+    static const struct {
+        int n, k;
+    } cases[] = {{8, 3}, {8, 4}, {9, 3}, {9, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int k = cases[i].k;
         job j;
-        overlap_job(&j, 5);
+        overlap_job_of(&j, cases[i].n, 5);
         for (int w = 0; w < k; w++)
             for (int st = 0; st < j.steps; st++)
                 j.w[w].blocking_ms[st] = 18;
@@ -735,7 +745,7 @@ static void test_own_waits_are_waited_by_under_half(void **state)
         for (int w = 0; w < j.n; w++) {
             double own = pt_whatif_own_wait_ms(m, (size_t)w, 1);
             bool blocks = w == 5 || w < k;
-            print_message("  k=%d rank %d: own waits %.2f ms\n", k, w, own);
+            print_message("  %d workers, k=%d, rank %d: own waits %.2f ms\n", j.n, k, w, own);
             assert_true(fabs(own - (blocks && k == 3 ? 18 : 0)) < 0.01);
         }
         modelled_free(&md);
@@ -1007,11 +1017,13 @@ static void test_pipeline_stage_work_is_moved(void **state)
     assert_impact_near(f, (m - 1) * TAU / mean_step_ms(&j));
     pt_json_free(report);
 
-    /* M is half the fewest transfers per step: 3 -> 1 (nothing to save), 4 and 5 -> 2. */
+    /* M is half the fewest transfers per step: 1 -> none (no pipeline: the layer removed,
+     * 8 ms), 2 and 3 -> 1 (nothing to save), 4 and 5 -> 2. */
     static const struct {
         double transfers;
         const char *saving;
-    } by_transfers[] = {{3, NULL}, {4, "saves 4 ms per step"}, {5, "saves 4 ms per step"}, {8, "saves 6 ms per step"}};
+    } by_transfers[] = {{1, "saves 8 ms per step"}, {2, NULL}, {3, NULL}, {4, "saves 4 ms per step"},
+                        {5, "saves 4 ms per step"}, {8, "saves 6 ms per step"}};
     for (size_t i = 0; i < sizeof by_transfers / sizeof *by_transfers; i++) {
         pipeline_job(&j, uneven, m, SENDRECV, by_transfers[i].transfers);
         report = diagnose(&j);

@@ -74,8 +74,8 @@
  *    that saves, as the rank then arrives where its work puts it, against the others'
  *    work and noise (synthetic unoverlapped_allreduce, 8 to 128 workers, noise 0 to 0.3:
  *    within 0.6 points of the true saving; the share of its communication the others
- *    hide, the estimate before, gave 12.8% for a true 6.7% at 8 workers and noise 0.1,
- *    as the ranks the noise slows then set the pace). Summaries without sync points show
+ *    hide would say 12.8% for a true 6.7% at 8 workers and noise 0.1, as the ranks the
+ *    noise slows then set the pace). Summaries without sync points show
  *    no such waits: it then saves the share of its communication time the others hide
  *    (less what it hides already), never more than its exposed communication less one
  *    call (the last has nothing left to hide under), its compute, nor the waits no

@@ -91,22 +91,20 @@
  *    another rank covers nearly as little as (closer to it than to the others' median):
  *    ranks of one role do (a healthy pipeline's last stage: 29% against 57-87% in the
  *    middle stages).
- *  - Bucketing, on every worker: a collective row's calls per step, median per-call time
- *    and bus bandwidth (% of the link's peak). What a call's bytes take at the bandwidth
- *    it reaches is throughput x time; the rest of each call is its latency. Bucketed into
- *    buckets of BUCKET_BYTES (DDP's default), the calls beyond one per bucket stop paying
- *    it: (calls - buckets) x time x (1 - throughput), no more than the row's exposed time,
- *    decides. Bytes are read as bandwidth x time (the most they can be: fewer calls to
- *    remove). Rows without bandwidth (no collective arguments in the trace, gloo) are not
- *    judged: the summary carries no per-call sizes. Bucketed, the calls also overlap the
- *    backward pass (DDP's buckets do), so the fix saves that latency or the exposed
- *    communication above what a bucketed job still exposes (BUCKETED_EXPOSED), whichever
- *    is more. The finding is named by the user's function that makes the calls (the
- *    stacks and runtime callers through torch.distributed), else by the collective.
+ *  - Bucketing, on every worker: a collective row whose calls pay their latency (above
+ *    the decision: a call's time holds its wait for the other ranks, read as latency)
+ *    saves what bucketing.c says a bucketed job, overlapped with the backward pass, no
+ *    longer waits: at least that latency, and of what the collectives take past the last
+ *    worker's work (the exposed time, capped by the waits no worker's work sets: the
+ *    others' waits for its noise stay) all but the last bucket's transfer. The finding
+ *    explains both (its excess_ms), so the rolled-up exposed-communication finding goes.
+ *    It is named by the user's function that makes the calls (the stacks and runtime
+ *    callers through torch.distributed), else by the collective.
  *
  * Cost: the frame tree is one node per distinct stack prefix; the per-step medians are
  * O(rows x workers x steps), as the peers' pass; per-rank candidates look at the
  * MAX_RANKS ranks whose Python time is furthest above the typical worker's. */
+#include "diagnose/bucketing.h"
 #include "diagnose/candidates.h"
 #include "diagnose/costing.h"
 #include "diagnose/whatif.h"
@@ -135,11 +133,6 @@
  * each waits in (quiet synthetic jobs: 52% against 54%, beyond a spread of a point),
  * while a rank that does not overlap covers none of it. */
 #define OVERLAP_FLOOR 0.5
-#define BUCKET_BYTES (25.0 * 1024 * 1024) /* DDP's bucket_cap_mb default */
-/* Bucketed and overlapped with the backward pass, a job's gradient all-reduce still
- * exposes its last buckets: the share of the step communication is expected to take in
- * the common rules' exposed-communication finding (findings.c EXPECTED_COMM). */
-#define BUCKETED_EXPOSED 0.10
 #define STEPS_SAID 4           /* steps an intermittent finding lists */
 #define NO_FRAME SIZE_MAX
 
@@ -1308,26 +1301,8 @@ static void per_rank_overlap(const context *c, finding_list *list)
     free(found);
 }
 
-/* A collective row's latency that bucketing removes on worker w, ms per step: see the
- * header comment. Its calls per step and per-call time into *calls and *call_ms. */
-static double bucketing_ms(const pt_analysis *a, const pt_fn_row *row, size_t w, double *calls, double *call_ms)
-{
-    pt_function_summary cell;
-    const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
-    *calls = *call_ms = 0;
-    if (!fn || fn->count < 2 || fn->median_ns <= 0 || !(fn->throughput_avg_pct > 0) || !(fn->busbw_avg_gbps > 0))
-        return 0;
-    *calls = (double)fn->count / a->steps[w];
-    *call_ms = (double)fn->median_ns / 1e6;
-    double throughput = fmin(1, fn->throughput_avg_pct / 100);
-    double bytes = fn->busbw_avg_gbps * 1e9 * (*call_ms / 1e3);
-    double buckets = fmax(1, ceil(*calls * bytes / BUCKET_BYTES));
-    double latency = fmax(0, *calls - buckets) * *call_ms * (1 - throughput);
-    return fmin(latency, (double)fn->exposed_ns / 1e6 / a->steps[w]);
-}
-
 static void describe_bucketing(const context *c, finding *f, const pt_fn_row *row, double call_ms, double throughput,
-                               double latency_ms, double exposed_ms)
+                               double latency_ms, double exposed_ms, double still_ms, double largest_mb)
 {
     char pct[PT_PERCENT_LEN];
     pt_buf s = PT_BUF_INIT, name = PT_BUF_INIT;
@@ -1343,6 +1318,12 @@ static void describe_bucketing(const context *c, finding *f, const pt_fn_row *ro
     pt_buf_puts(&s, " per step in all), and ");
     pt_put_ms(&s, exposed_ms);
     pt_buf_puts(&s, " per step of them is exposed");
+    if (largest_mb > 0) {
+        pt_buf_puts(&s, "; bucketed, the job would still wait ");
+        pt_put_ms(&s, still_ms);
+        pt_buf_printf(&s, " for its last bucket (its largest tensor, %.3g MB, and up to %.0f MB of others), which no "
+                          "backward work is left to hide", largest_mb, PT_BUCKET_BYTES / 1e6);
+    }
     pt_put_saving(c->a, f, c->step_ms, &s);
     pt_buf_puts(&s, "; bucket the tensors into a few large collectives (DDP's gradient buckets, or flatten them "
                     "into one all-reduce) and overlap them with the backward pass.");
@@ -1356,28 +1337,38 @@ static void every_worker_bucketing(const context *c, finding_list *list)
     size_t n = a->n;
     if (n == 0)
         return;
-    double *latency = pt_xmalloc(n * sizeof *latency), *calls = pt_xmalloc(n * sizeof *calls);
-    double *call_ms = pt_xmalloc(n * sizeof *call_ms), *column = pt_xmalloc(n * sizeof *column);
+    pt_bucketing *per = pt_xmalloc(n * sizeof *per);
+    double *column = pt_xmalloc(n * sizeof *column);
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
         if (row->cls != PT_CLASS_COMM)
             continue;
         for (size_t w = 0; w < n; w++)
-            latency[w] = bucketing_ms(a, row, w, &calls[w], &call_ms[w]);
-        double typical = pt_median_of(latency, n, a->scratch);
+            column[w] = (per[w] = pt_bucketing_of(a, row, w)).latency_ms;
+        /* The calls pay their latency, above the noise: a call's time holds its wait for
+         * the other ranks too (read as latency), which the noise's waits lengthen. */
+        double typical = pt_median_of(column, n, a->scratch);
         if (typical < c->decision_ms)
             continue;
         for (size_t w = 0; w < n; w++)
             column[w] = (double)a->workers[w]->exposed_ns[PT_CLASS_COMM] / 1e6 / a->steps[w];
         double exposed = pt_median_of(column, n, a->scratch);
+        /* What its collectives take past the last worker's work: the others' wait for
+         * that worker's noise is in their exposed time, and stays when bucketed. */
+        double waited = fmin(exposed, pt_whatif_unshortened_ms(c->m));
+        size_t known = 0;
+        for (size_t w = 0; w < n; w++)
+            if (!isnan(per[w].last_share))
+                column[known++] = per[w].last_share;
+        double share = known * 2 > n ? pt_median_of(column, known, a->scratch) : NAN;
+        double still = pt_bucketed_still_waits_ms(waited, fmin(typical, waited), share, c->step_ms);
         finding *f = communication_finding(a, list, 0, row, METRIC_BUCKETS);
         f->all_workers = true;
         for (size_t w = 0; w < n; w++)
-            pt_finding_name_worker(f, w, calls[w]);
-        f->median = pt_median_of(calls, n, a->scratch);
-        f->impact = f->alone =
-            communication_share(c, fmax(typical, exposed - BUCKETED_EXPOSED * c->step_ms));
-        f->excess_ms = f->impact * c->step_ms;
+            pt_finding_name_worker(f, w, column[w] = per[w].calls);
+        f->median = pt_median_of(column, n, a->scratch);
+        f->impact = f->alone = communication_share(c, fmax(typical, waited - still));
+        f->excess_ms = f->impact * c->step_ms + still; /* the time it explains */
         /* Beyond the findings made but the exposed communication it explains (dropped by
          * drop_explained when it does). */
         bool *explained = pt_xcalloc(list->count, sizeof *explained);
@@ -1391,17 +1382,23 @@ static void every_worker_bucketing(const context *c, finding_list *list)
             continue;
         }
         pt_function_summary cell;
-        double throughput = 0;
+        double throughput = 0, largest = 0;
         for (size_t w = 0; w < n; w++) {
             const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
             column[w] = fn ? fn->throughput_avg_pct : 0;
         }
         throughput = pt_median_of(column, n, a->scratch);
-        describe_bucketing(c, f, row, pt_median_of(call_ms, n, a->scratch), throughput, typical, exposed);
+        for (size_t w = 0; w < n; w++) {
+            const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
+            column[w] = fn ? fn->bytes_max : 0;
+        }
+        largest = isnan(share) ? 0 : pt_median_of(column, n, a->scratch) / 1e6;
+        for (size_t w = 0; w < n; w++)
+            column[w] = per[w].call_ms;
+        describe_bucketing(c, f, row, pt_median_of(column, n, a->scratch), throughput, typical, exposed, still,
+                           largest);
     }
-    free(latency);
-    free(calls);
-    free(call_ms);
+    free(per);
     free(column);
 }
 
@@ -1415,20 +1412,25 @@ static bool rolled_up_on_every_worker(const finding *f)
     return f->all_workers && !made_here(f) && !f->rank_count && f->fix == PT_FIX_COMMON && !f->row;
 }
 
-/* A rolled-up finding's excess that the candidates found here do not remove, ms per step
- * on the typical worker: its share of the step less what it is expected to take, less
- * the candidates' savings in its classes. (Not the joint saving: removals of one class on
- * one worker add up in it, so a rolled-up finding over a candidate's time seems to save
- * more.) */
+/* A rolled-up finding's excess that the candidates found here do not explain, ms per
+ * step on the typical worker: its share of the step less what it is expected to take
+ * (exposed communication: no more than the waits no worker's work sets, as its saving
+ * counts it), less the candidates' savings in its classes, and for bucketing what a
+ * bucketed job still waits (its excess_ms: the fix explains that time too, as the
+ * transfer it cannot hide). (Not the joint saving: removals of one class on one worker
+ * add up in it, so a rolled-up finding over a candidate's time seems to save more.) */
 static double unexplained_ms(const context *c, const finding_list *list, const finding *g)
 {
     double removed = 0;
     for (size_t k = 0; k < list->count; k++) {
         const finding *h = &list->items[k];
         if (made_here(h) && (h->classes & g->classes))
-            removed += h->impact * c->step_ms;
+            removed += h->metric == METRIC_BUCKETS ? h->excess_ms : h->impact * c->step_ms;
     }
-    return (g->median - g->expected) * c->step_ms - removed;
+    double excess = (g->median - g->expected) * c->step_ms;
+    if (g->classes == PT_CLASS_BIT(PT_CLASS_COMM))
+        excess = fmin(excess, pt_whatif_unshortened_ms(c->m));
+    return excess - removed;
 }
 
 /* Each such finding whose excess is (within the decision) what the candidates found here

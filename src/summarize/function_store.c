@@ -39,7 +39,7 @@ _Static_assert(sizeof(const char *) == sizeof(uint64_t), "a cell of every array 
 /* A record's integers (the first four are pt_fn_field's, in its order), its doubles (as
  * bits) and its strings. */
 enum { INT_COUNT, INT_TOTAL, INT_EXPOSED, INT_MEDIAN, INT_WAITING, INT_MAX, INT_FIELDS };
-enum { BITS_THROUGHPUT_AVG, BITS_THROUGHPUT_STD, BITS_BUSBW, BITS_FIELDS };
+enum { BITS_THROUGHPUT_AVG, BITS_THROUGHPUT_STD, BITS_BUSBW, BITS_BYTES_AVG, BITS_BYTES_MAX, BITS_FIELDS };
 enum { TEXT_GROUP, TEXT_CALLER, TEXT_FIELDS };
 _Static_assert((int)PT_FN_COUNT == INT_COUNT && (int)PT_FN_TOTAL == INT_TOTAL &&
                (int)PT_FN_EXPOSED == INT_EXPOSED && (int)PT_FN_MEDIAN == INT_MEDIAN,
@@ -110,6 +110,8 @@ static void record_cells(const pt_function_summary *f, uint64_t bits[BITS_FIELDS
     memcpy(&bits[BITS_THROUGHPUT_AVG], &f->throughput_avg_pct, sizeof(uint64_t));
     memcpy(&bits[BITS_THROUGHPUT_STD], &f->throughput_std_pct, sizeof(uint64_t));
     memcpy(&bits[BITS_BUSBW], &f->busbw_avg_gbps, sizeof(uint64_t));
+    memcpy(&bits[BITS_BYTES_AVG], &f->bytes_avg, sizeof(uint64_t));
+    memcpy(&bits[BITS_BYTES_MAX], &f->bytes_max, sizeof(uint64_t));
     texts[TEXT_GROUP] = (uint64_t)(uintptr_t)f->group;
     texts[TEXT_CALLER] = (uint64_t)(uintptr_t)f->caller;
 }
@@ -770,5 +772,7 @@ const pt_function_summary *pt_fn_store_get(const pt_fn_column *col, uint32_t slo
     out->throughput_avg_pct = bits_get(b->bits[BITS_THROUGHPUT_AVG], i);
     out->throughput_std_pct = bits_get(b->bits[BITS_THROUGHPUT_STD], i);
     out->busbw_avg_gbps = bits_get(b->bits[BITS_BUSBW], i);
+    out->bytes_avg = bits_get(b->bits[BITS_BYTES_AVG], i);
+    out->bytes_max = bits_get(b->bits[BITS_BYTES_MAX], i);
     return out;
 }

@@ -94,6 +94,8 @@ static void account_throughput(reducer *r, func_acc *f, const span_rec *k)
     f->tput_sum += pct;
     f->tput_sq += pct * pct;
     f->busbw_sum += busbw_gbps;
+    f->bytes_sum += bytes;
+    f->bytes_max = fmax(f->bytes_max, bytes);
     f->tput_n++;
 }
 
@@ -283,6 +285,8 @@ void sum_emit_functions(reducer *r, pt_worker_summary *out, const int64_t *media
             fs->throughput_avg_pct = mean;
             fs->throughput_std_pct = var > 0 ? sqrt(var) : 0;
             fs->busbw_avg_gbps = f->busbw_sum / (double)f->tput_n;
+            fs->bytes_avg = f->bytes_sum / (double)f->tput_n;
+            fs->bytes_max = f->bytes_max;
         }
     }
     free(order);

@@ -148,7 +148,7 @@ typedef struct func_acc {
                             (sum_settle_functions); Python's work is accounted segment by
                             segment instead (account_work) */
     size_t call_count, call_cap;
-    double tput_sum, tput_sq, busbw_sum;
+    double tput_sum, tput_sq, busbw_sum, bytes_sum, bytes_max;
     uint64_t tput_n;
     uint32_t group_name; /* communication: interned "link pattern" */
 } func_acc;

@@ -46,6 +46,9 @@ typedef struct pt_function_summary {
     double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
     double throughput_std_pct;
     double busbw_avg_gbps;
+    double bytes_avg;      /* communication: a call's bytes, the mean over calls that carry
+                              collective arguments, and the largest (version 6; 0 unknown) */
+    double bytes_max;
 } pt_function_summary;
 
 /* A point of a step where this worker waited for its peers: the end of a collective it
@@ -176,6 +179,8 @@ typedef struct pt_thread_stack {
 #define PT_SUMMARY_VERSION_HANG_STATE 4
 /* The summary version that carries the software versions (pt_worker_summary.software). */
 #define PT_SUMMARY_VERSION_SOFTWARE 5
+/* The summary version that carries a collective's bytes per call (pt_function_summary). */
+#define PT_SUMMARY_VERSION_BYTES 6
 
 /* Whether global rank r is a member of g (false when its members are unknown). */
 bool pt_group_has_rank(const pt_collective_group *g, int32_t r);

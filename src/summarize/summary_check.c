@@ -371,9 +371,14 @@ static bool function_ok(const pt_worker_summary *s, const pt_function_summary *f
         !time_ok(fn, "longest execution", f->max_ns, PT_SUMMARY_MAX_NS, err) ||
         !finite_ok(fn, "mean throughput", f->throughput_avg_pct, true, err) ||
         !finite_ok(fn, "throughput deviation", f->throughput_std_pct, true, err) ||
-        !finite_ok(fn, "bus bandwidth", f->busbw_avg_gbps, true, err))
+        !finite_ok(fn, "bus bandwidth", f->busbw_avg_gbps, true, err) ||
+        !finite_ok(fn, "mean bytes per call", f->bytes_avg, true, err) ||
+        !finite_ok(fn, "largest call's bytes", f->bytes_max, true, err))
         return false;
     char who[OWNER_TEXT_MAX];
+    if (f->bytes_avg > f->bytes_max)
+        return REFUSE_OWNED(fn, "its mean bytes per call (%g) are above its largest call's (%g)", f->bytes_avg,
+                            f->bytes_max);
     if (f->step_count && (f->step_count != s->step_count || f->step_count > PT_SUMMARY_MAX_STEP_VALUES))
         return REFUSE_OWNED(fn, "per-step values are %zu for %zu steps (at most %d)", f->step_count, s->step_count,
                             PT_SUMMARY_MAX_STEP_VALUES);

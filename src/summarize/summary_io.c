@@ -262,6 +262,8 @@ static void encode_payload(const pt_worker_summary *s, pt_buf *b)
         for (size_t k = 0; k < f->step_count; k++)
             put_varint(b, f->step_exposed_ns[k]);
         put_uvarint(b, caller_ids[i]);
+        put_double(b, f->bytes_avg);
+        put_double(b, f->bytes_max);
     }
     free(name_ids);
     free(group_ids);
@@ -722,6 +724,10 @@ static void decode_functions(cursor *c, pt_worker_summary *s, string_table *t)
             }
             if (caller)
                 f->caller = t->strings[ref[2] = (uint32_t)(caller - 1)];
+        }
+        if (c->version >= PT_SUMMARY_VERSION_BYTES) {
+            f->bytes_avg = get_double(c);
+            f->bytes_max = get_double(c);
         }
     }
 }

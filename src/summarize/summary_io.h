@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define PT_SUMMARY_MAGIC "PTSUMRY\n"
-#define PT_SUMMARY_VERSION 5
+#define PT_SUMMARY_VERSION 6
 
 /* Appends the encoded (compressed) summary to out. */
 void pt_summary_encode(const pt_worker_summary *s, pt_buf *out);

@@ -40,6 +40,8 @@ static pt_json *function_json(const pt_function_summary *f)
         pt_json_add(j, "throughput_avg_pct", pt_json_number(f->throughput_avg_pct));
         pt_json_add(j, "throughput_std_pct", pt_json_number(f->throughput_std_pct));
         pt_json_add(j, "busbw_avg_gbps", pt_json_number(f->busbw_avg_gbps));
+        pt_json_add(j, "bytes_avg", pt_json_number(f->bytes_avg));
+        pt_json_add(j, "bytes_max", pt_json_number(f->bytes_max));
     }
     return j;
 }

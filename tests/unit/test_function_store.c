@@ -58,6 +58,8 @@ static bool record_of(size_t w, size_t i, pt_function_summary *f, int64_t *steps
     f->throughput_avg_pct = i == 1 ? 40.0 + (double)w / 1000 : 0;
     f->throughput_std_pct = i == 1 && w == 9 ? -0.0 : 0;
     f->busbw_avg_gbps = i == 1 ? NAN : 0;
+    f->bytes_avg = i == 1 ? 1e6 + (double)w : 0;
+    f->bytes_max = i == 1 ? 4e6 : 0;
     return true;
 }
 
@@ -86,6 +88,8 @@ static void assert_same(const pt_function_summary *want, const pt_function_summa
     assert_memory_equal(&got->throughput_avg_pct, &want->throughput_avg_pct, sizeof(double));
     assert_memory_equal(&got->throughput_std_pct, &want->throughput_std_pct, sizeof(double));
     assert_memory_equal(&got->busbw_avg_gbps, &want->busbw_avg_gbps, sizeof(double));
+    assert_memory_equal(&got->bytes_avg, &want->bytes_avg, sizeof(double));
+    assert_memory_equal(&got->bytes_max, &want->bytes_max, sizeof(double));
 }
 
 /* Worker w as a summary with records, in its own function order. */

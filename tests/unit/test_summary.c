@@ -41,6 +41,39 @@ static void feed(pt_trace_sink *sink, pt_event_kind kind, const char *name, int6
     sink->on_event(sink->ctx, &ev);
 }
 
+/* A collective kernel of `nelems` elements of `dtype_bytes` (0: no collective arguments). */
+static void feed_collective(pt_trace_sink *sink, int64_t ts, int64_t nelems, int dtype_bytes)
+{
+    pt_event ev;
+    pt_event_init(&ev, PT_EVENT_GPU_KERNEL);
+    ev.name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)";
+    ev.name_len = strlen(ev.name);
+    ev.ts_ns = ts;
+    ev.dur_ns = 100000;
+    ev.tid = 20;
+    if (dtype_bytes) {
+        ev.coll.name = "allreduce";
+        ev.coll.name_len = 9;
+        ev.coll.in_nelems = ev.coll.out_nelems = nelems;
+        ev.coll.group_size = 2;
+        ev.coll.dtype_bytes = dtype_bytes;
+    }
+    sink->on_event(sink->ctx, &ev);
+}
+
+static pt_worker_summary *finish(pt_summarizer *s)
+{
+    pt_trace_meta meta;
+    pt_trace_meta_init(&meta);
+    meta.rank = 0;
+    meta.world_size = 2;
+    pt_error err = {{0}};
+    pt_worker_summary *out = pt_summarizer_finish(s, &meta, "host_0_1.json", &err);
+    pt_summarizer_free(s);
+    assert_non_null(out);
+    return out;
+}
+
 static pt_worker_summary *known_summary(void)
 {
     pt_summarizer *s = pt_summarizer_new();
@@ -74,6 +107,33 @@ static const pt_function_summary *must_find(const pt_worker_summary *s, pt_class
     if (!f)
         fail_msg("no %s function '%s'", pt_class_name(cls), name);
     return f;
+}
+
+/* A collective's bytes per call: the mean over the calls whose arguments say (a call
+ * without them counts in neither), and the largest; they travel in the summary. */
+static void test_collective_bytes(void **state)
+{
+    (void)state;
+    pt_summarizer *s = pt_summarizer_new();
+    pt_trace_sink sink = pt_summarizer_sink(s);
+    feed(&sink, PT_EVENT_STEP, "ProfilerStep#1", 0, 1000000, 1);
+    feed_collective(&sink, 100000, 1000000, 4);  /* 4 MB */
+    feed_collective(&sink, 300000, 6000000, 2);  /* 12 MB */
+    feed_collective(&sink, 500000, 0, 0);        /* unknown */
+    pt_worker_summary *w = finish(s);
+    const pt_function_summary *c = must_find(w, PT_CLASS_COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)");
+    assert_int_equal(c->count, 3);
+    assert_true(c->bytes_avg == 8e6 && c->bytes_max == 12e6);
+    pt_buf a = PT_BUF_INIT;
+    pt_summary_encode(w, &a);
+    pt_error err = {{0}};
+    pt_worker_summary *d = pt_summary_decode(a.data, a.len, &err);
+    assert_non_null(d);
+    c = must_find(d, PT_CLASS_COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)");
+    assert_true(c->bytes_avg == 8e6 && c->bytes_max == 12e6);
+    pt_summary_free(d);
+    pt_buf_free(&a);
+    pt_summary_free(w);
 }
 
 static void test_known_numbers(void **state)
@@ -404,6 +464,7 @@ static void test_metric_series_values(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_known_numbers), cmocka_unit_test(test_round_trip_is_exact),
+                                       cmocka_unit_test(test_collective_bytes),
         cmocka_unit_test(test_metric_series_values),
                                        cmocka_unit_test(test_gloo_collectives_from_pinned_copies),
                                        cmocka_unit_test(test_corruption_is_rejected),

@@ -205,6 +205,12 @@ static void metric_min_above_max(pt_worker_summary *s) { s->metrics[0].min = s->
 static void metric_without_samples(pt_worker_summary *s) { s->metrics[0].samples = 0; }
 static void series_back_in_time(pt_worker_summary *s) { s->metrics[0].series_ms[2] = -1; }
 static void nan_throughput(pt_worker_summary *s) { s->functions[0].busbw_avg_gbps = NAN; }
+static void negative_bytes(pt_worker_summary *s) { s->functions[0].bytes_avg = -1; }
+static void mean_bytes_above_largest(pt_worker_summary *s)
+{
+    s->functions[0].bytes_max = 4e6;
+    s->functions[0].bytes_avg = nextafter(4e6, INFINITY);
+}
 static void step_values_beyond_step(pt_worker_summary *s)
 {
     for (size_t i = 0; i < s->function_count; i++)
@@ -381,6 +387,8 @@ static const hostile_case cases[] = {
     {"metric without samples", metric_without_samples, "has no samples", true},
     {"series back in time", series_back_in_time, "series time is negative", true},
     {"NaN bandwidth", nan_throughput, "bus bandwidth is not a finite number", true},
+    {"negative bytes", negative_bytes, "mean bytes per call is negative", true},
+    {"mean bytes above the largest call's", mean_bytes_above_largest, "above its largest call's", true},
     {"per-step value beyond the step", step_values_beyond_step, "exposed time in a step is", true},
     {"function exposed beyond the window", exposed_beyond_window, "exposed time is", true},
     {"window start beyond 2116", window_start_beyond_2116, "beyond the year 2116", true},
@@ -644,6 +652,7 @@ static void at_the_bounds(pt_worker_summary *s, int sign)
         f->total_ns = f->waiting_ns = f->median_ns = f->max_ns = max;
         f->exposed_ns = f->cls == PT_CLASS_PYTHON ? max : s->window_ns;
         f->throughput_avg_pct = f->throughput_std_pct = f->busbw_avg_gbps = 1e308;
+        f->bytes_avg = f->bytes_max = 1e308; /* exactly the largest is accepted */
         for (size_t k = 0; k < f->step_count; k++)
             f->step_exposed_ns[k] = f->cls == PT_CLASS_PYTHON ? max : step_ns;
     }

@@ -847,6 +847,19 @@ static void test_late_rank_boundary_is_the_hidden_share(void **state)
     pt_json_free(report);
 }
 
+/* Every worker all-reduces each gradient by hand (AVERAGE): `calls` per step, `ms` of
+ * them exposed (3 steps). */
+static void average_gradients(job *j, double calls, double ms)
+{
+    for (int w = 0; w < j->n; w++) {
+        act_flat(&j->w[w], PT_CLASS_COMM, j->collective, ms, 3);
+        act_flat(&j->w[w], PT_CLASS_PYTHON,
+                 AVERAGE "|torch/distributed/c10d_logger.py: wrapper|torch/distributed/distributed_c10d.py: all_reduce",
+                 0.2, 3);
+        j->w[w].acts[j->w[w].count - 1].calls_per_step = calls;
+    }
+}
+
 /* 150 all-reduces per step of 0.1 ms each at 1% of the link's peak, on every rank, all
  * exposed; bucketed (and overlapped) they are four calls, the last 2 ms exposed. */
 static void buckets_job(job *j, bool tiny)
@@ -856,13 +869,7 @@ static void buckets_job(job *j, bool tiny)
         j->collective_calls = 150;
         j->collective_throughput_pct = 1;
         j->collective_busbw_gbps = 1.2;
-        for (int w = 0; w < 8; w++) {
-            act_flat(&j->w[w], PT_CLASS_COMM, j->collective, 14.9, 3);
-            act_flat(&j->w[w], PT_CLASS_PYTHON,
-                     AVERAGE "|torch/distributed/c10d_logger.py: wrapper|torch/distributed/distributed_c10d.py: all_reduce",
-                     0.2, 3);
-            j->w[w].acts[j->w[w].count - 1].calls_per_step = 150;
-        }
+        average_gradients(j, 150, 14.9);
     } else {
         for (int w = 0; w < 8; w++)
             j->w[w].hidden_comm_ms = 12;
@@ -917,13 +924,7 @@ static void gpt_buckets_job(job *j, bool unbucketed)
     j->collective_busbw_gbps = 30;
     j->collective_bytes_avg = step_bytes / GPT_CALLS;
     j->collective_bytes_max = GPT_EMBED_BYTES;
-    for (int w = 0; w < 8; w++) {
-        act_flat(&j->w[w], PT_CLASS_COMM, j->collective, GPT_EXPOSED_MS - 0.1, 3);
-        act_flat(&j->w[w], PT_CLASS_PYTHON,
-                 AVERAGE "|torch/distributed/c10d_logger.py: wrapper|torch/distributed/distributed_c10d.py: all_reduce",
-                 0.2, 3);
-        j->w[w].acts[j->w[w].count - 1].calls_per_step = GPT_CALLS;
-    }
+    average_gradients(j, GPT_CALLS, GPT_EXPOSED_MS - 0.1);
 }
 
 /* With the calls' bytes, bucketing saves the latency and the transfer but the last

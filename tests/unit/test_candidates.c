@@ -902,18 +902,17 @@ static void test_tiny_collectives_are_bucketed(void **state)
  * still waits for its last bucket after the backward: the embedding and up to a bucket's
  * worth (25 MiB) of the others, the latency gone. */
 #define GPT_CALLS 150
-#define GPT_EMBED_BYTES 50e6
 #define GPT_GRAD_BYTES 2e6
 #define GPT_EXPOSED_MS 15.0
 #define GPT_LATENCY_SHARE 0.3
-static void gpt_buckets_job(job *j, bool unbucketed)
+static void gpt_buckets_job(job *j, bool unbucketed, double compute_ms, double embed_bytes)
 {
-    double step_bytes = GPT_EMBED_BYTES + (GPT_CALLS - 1) * GPT_GRAD_BYTES;
+    double step_bytes = embed_bytes + (GPT_CALLS - 1) * GPT_GRAD_BYTES;
     double buckets = ceil(step_bytes / (25.0 * 1024 * 1024));
     double latency = (GPT_CALLS - buckets) * (GPT_EXPOSED_MS / GPT_CALLS) * GPT_LATENCY_SHARE;
     double transfer = GPT_EXPOSED_MS - latency;
-    double last_bucket = transfer * (GPT_EMBED_BYTES + 25.0 * 1024 * 1024) / step_bytes;
-    data_parallel(j, 8, 3, 60, 5, 0.005, unbucketed ? 0.1 : last_bucket);
+    double last_bucket = transfer * (embed_bytes + 25.0 * 1024 * 1024) / step_bytes;
+    data_parallel(j, 8, 3, compute_ms, compute_ms / 12, 0.005, unbucketed ? 0.1 : last_bucket);
     if (!unbucketed) {
         for (int w = 0; w < 8; w++)
             j->w[w].hidden_comm_ms = transfer - last_bucket;
@@ -923,7 +922,7 @@ static void gpt_buckets_job(job *j, bool unbucketed)
     j->collective_throughput_pct = 100 * (1 - GPT_LATENCY_SHARE);
     j->collective_busbw_gbps = 30;
     j->collective_bytes_avg = step_bytes / GPT_CALLS;
-    j->collective_bytes_max = GPT_EMBED_BYTES;
+    j->collective_bytes_max = embed_bytes;
     average_gradients(j, GPT_CALLS, GPT_EXPOSED_MS - 0.1);
 }
 
@@ -934,8 +933,8 @@ static void test_bucketing_leaves_the_last_bucket(void **state)
 {
     (void)state;
     job with, without;
-    gpt_buckets_job(&with, true);
-    gpt_buckets_job(&without, false);
+    gpt_buckets_job(&with, true, 60, 50e6);
+    gpt_buckets_job(&without, false, 60, 50e6);
     pt_json *report = diagnose(&with);
     print_findings(report);
     const pt_json *f = findings_of(report)->items[0];
@@ -949,6 +948,25 @@ static void test_bucketing_leaves_the_last_bucket(void **state)
     pt_json_free(report);
     report = diagnose(&without);
     assert_no_findings(report);
+    pt_json_free(report);
+}
+
+/* A job of little compute whose embedding is 200 MB: what a bucketed job still waits
+ * (4.9 ms) is more than the 10% of the step communication is expected to take, so the
+ * exposed communication above that is more than bucketing saves; the bucketing finding
+ * explains it all (what it saves and what stays), and it is the only finding. */
+static void test_bucketing_explains_the_exposed_communication(void **state)
+{
+    (void)state;
+    job with, without;
+    gpt_buckets_job(&with, true, 5, 200e6);
+    gpt_buckets_job(&without, false, 5, 200e6);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    assert_int_equal(findings_of(report)->count, 1);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "function", ""), AVERAGE);
+    assert_impact_near(f, true_saving(&with, &without));
     pt_json_free(report);
 }
 
@@ -1136,6 +1154,7 @@ int main(void)
         cmocka_unit_test(test_late_rank_boundary_is_the_hidden_share),
         cmocka_unit_test(test_tiny_collectives_are_bucketed),
         cmocka_unit_test(test_bucketing_leaves_the_last_bucket),
+        cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),
         cmocka_unit_test(test_pipeline_like_job_names_no_rank),

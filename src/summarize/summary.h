@@ -46,8 +46,10 @@ typedef struct pt_function_summary {
     double throughput_avg_pct; /* communication: bus bandwidth, % of link peak */
     double throughput_std_pct;
     double busbw_avg_gbps;
-    double bytes_avg;      /* communication: a call's bytes, the mean over calls that carry
-                              collective arguments, and the largest (version 6; 0 unknown) */
+    double bytes_avg;      /* communication: a call's bytes (the size its bus bandwidth
+                              counts: an all-gather's output), the mean over calls that
+                              carry collective arguments, and the largest (version 6; 0
+                              unknown) */
     double bytes_max;
 } pt_function_summary;
 

@@ -4,11 +4,13 @@ only its keys).
 
 A hand-built 4-rank Kineto job on H100s (NVLink, 450 GB/s): each step runs one
 all-gather (1 M float32 in, 4 M out: its bus bandwidth counts the OUTPUT size times
-(n-1)/n) and one all-reduce (2 M bfloat16: 2(n-1)/n times its size), with durations that
-differ call by call. For every rank:
+(n-1)/n) and one all-reduce (2 M bfloat16: 2(n-1)/n times its size), twice as large in
+every other step, with durations that differ call by call. For every rank:
 
 - `summarize --json`: busbw_avg_gbps, throughput_avg_pct and throughput_std_pct (the
-  population standard deviation over calls) of both collectives equal the computation;
+  population standard deviation over calls), bytes_avg and bytes_max (the size the bus
+  bandwidth counts: the output for an all-gather) of both collectives equal the
+  computation;
 - `analyze`'s Communication section: each collective's example normal worker carries
   that worker's own average and standard deviation, each in its place.
 """
@@ -27,6 +29,11 @@ ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned lon
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1_execute_segment_k_off_kernel"
 # (collective, name, in elements, out elements, dtype, bytes per element)
 CALLS = [("allgather", ALLGATHER, 1 << 20, 4 << 20, "Float", 4), ("allreduce", ALLREDUCE, 2 << 20, 2 << 20, "BFloat16", 2)]
+def scale(step):
+    """Elements per call, times this: calls of different sizes."""
+    return 1 + step % 2
+
+
 def duration_us(rank, step, call):
     """Different for every call, so that the standard deviation is not zero."""
     return 200.0 + 37.0 * step + 11.0 * rank + 90.0 * call
@@ -44,7 +51,8 @@ def trace(rank):
             dur = duration_us(rank, step, call)
             events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 28, "ts": t, "dur": dur,
                            "args": {"device": 0, "stream": 28, "grid": [24, 1, 1], "block": [640, 1, 1],
-                                    "Collective name": coll, "In msg nelems": n_in, "Out msg nelems": n_out,
+                                    "Collective name": coll, "In msg nelems": n_in * scale(step),
+                                    "Out msg nelems": n_out * scale(step),
                                     "Group size": WORLD, "dtype": dtype, "Process Group Name": "0",
                                     "Global rank start": 0, "Global rank stride": 1, "Seq": seq}})
             t += dur + 50
@@ -58,14 +66,17 @@ def trace(rank):
 
 
 def expected(rank):
-    """name -> (busbw average GB/s, throughput average %, throughput population sd %)."""
+    """name -> (busbw average GB/s, throughput average %, throughput population sd %, bytes per call average,
+    largest)."""
     out = {}
     for call, (coll, name, n_in, n_out, _, size) in enumerate(CALLS):
         ring = (WORLD - 1) / WORLD
         factor, elements = (ring, n_out) if coll == "allgather" else (2 * ring, n_in)
-        busbw = [elements * size * factor / (duration_us(rank, s, call) * 1000) for s in range(STEPS)]  # B/ns
+        sizes = [elements * scale(s) * size for s in range(STEPS)]
+        busbw = [sizes[s] * factor / (duration_us(rank, s, call) * 1000) for s in range(STEPS)]  # B/ns
         pct = [100 * b / PEAK_GBPS for b in busbw]
-        out[name] = (statistics.fmean(busbw), statistics.fmean(pct), statistics.pstdev(pct))
+        out[name] = (statistics.fmean(busbw), statistics.fmean(pct), statistics.pstdev(pct), statistics.fmean(sizes),
+                     max(sizes))
     return out
 
 
@@ -86,7 +97,7 @@ def main():
             functions = {f["name"]: f for f in json.loads(out)["functions"] if f["class"] == "communication"}
             want = expected(rank)
             per_rank[f"node0_{rank}_{1000 + rank}.json"] = functions
-            for name, (busbw, avg, sd) in want.items():
+            for name, (busbw, avg, sd, bytes_avg, bytes_max) in want.items():
                 got = functions.get(name)
                 check(got is not None, f"rank {rank}: {name[:30]} summarized")
                 if got:
@@ -96,6 +107,9 @@ def main():
                           f"{got['throughput_avg_pct']} = {avg:.6f}%")
                     check(close(got["throughput_std_pct"], sd), f"rank {rank} {name[:24]}: throughput sd "
                           f"{got['throughput_std_pct']} = {sd:.6f}%")
+                    check(close(got["bytes_avg"], bytes_avg) and close(got["bytes_max"], bytes_max),
+                          f"rank {rank} {name[:24]}: bytes per call {got['bytes_avg']} = {bytes_avg}, "
+                          f"largest {got['bytes_max']} = {bytes_max}")
 
         _, report, _ = analyze([job], os.path.join(tmp, "out"))
         check_schema(report, "comm_throughput")

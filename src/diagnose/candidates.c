@@ -1321,8 +1321,10 @@ static void describe_bucketing(const context *c, finding *f, const pt_fn_row *ro
     if (largest_mb > 0) {
         pt_buf_puts(&s, "; bucketed, the job would still wait ");
         pt_put_ms(&s, still_ms);
-        pt_buf_printf(&s, " for its last bucket (its largest tensor, %.3g MB, and up to %.0f MB of others), which no "
-                          "backward work is left to hide", largest_mb, PT_BUCKET_BYTES / 1e6);
+        pt_buf_puts(&s, " for its last bucket (its largest tensor, ");
+        pt_buf_printf(&s, largest_mb >= 1000 ? "%.0f" : "%.3g", largest_mb);
+        pt_buf_printf(&s, " MB, and up to %.0f MB of others), which no backward work is left to hide",
+                      PT_BUCKET_BYTES / 1e6);
     }
     pt_put_saving(c->a, f, c->step_ms, &s);
     pt_buf_puts(&s, "; bucket the tensors into a few large collectives (DDP's gradient buckets, or flatten them "

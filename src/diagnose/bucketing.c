@@ -1,13 +1,15 @@
 /* bucketing.c -- what bucketing a collective's calls would leave of them.
  *
- * A row's calls per step, median per-call time, bus bandwidth (% of the link's peak) and
- * bytes per call (summary version 6). What a call's bytes take at the bandwidth it
- * reaches is throughput x time; the rest of each call is its latency. Bucketed into
- * buckets of PT_BUCKET_BYTES (DDP's default), the calls beyond one per bucket stop
- * paying it: (calls - buckets) x time x (1 - throughput), no more than the row's exposed
- * time. Without bytes (older summaries) they are read as bandwidth x time, the most they
- * can be (fewer calls to remove). Rows without bandwidth (no collective arguments in the
- * trace, gloo) are not judged.
+ * A row's calls per step, median per-call time and bus bandwidth (% of the link's peak).
+ * What a call's bytes take at the bandwidth it reaches is throughput x time; the rest of
+ * each call is its latency. Bucketed into buckets of PT_BUCKET_BYTES (DDP's default), the
+ * calls beyond one per bucket stop paying it: (calls - buckets) x time x (1 - throughput),
+ * no more than the row's exposed time. The buckets are counted from bandwidth x time, the
+ * bus bytes (an all-reduce's twice its size): more than the bytes, so fewer calls to
+ * remove. A call's time holds its wait for the other ranks too, read as latency: a DDP
+ * job's own buckets (as many calls as buckets of their bytes) would otherwise seem to
+ * pay some. Rows without bandwidth (no collective arguments in the trace, gloo) and
+ * point-to-point transfers (a pipeline's activations: nothing to bucket) are not judged.
  *
  * Bucketed, the calls also overlap the backward pass (DDP reduces a bucket as soon as its
  * gradients are final), all but the last bucket: the gradients the backward pass
@@ -17,11 +19,14 @@
  * language model the largest is the input embedding, the first parameter and so the last
  * gradient; where the largest is finished earlier the last bucket is smaller and the
  * saving larger than said). Its share of the step's bytes is its share of the transfer,
- * the time the collectives take past the last worker's work less their latency. Without
- * bytes, a bucketed job is taken to expose BUCKETED_EXPOSED of the step. */
+ * the time the collectives take past the last worker's work less their latency; those
+ * are its real bytes (summary version 6). Without them, a bucketed job is taken to
+ * expose BUCKETED_EXPOSED of the step. */
 #include "diagnose/bucketing.h"
+#include "summarize/classify.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The share of the step communication is expected to take in the common rules'
  * exposed-communication finding (findings.c EXPECTED_COMM). */
@@ -42,12 +47,13 @@ pt_bucketing pt_bucketing_of(const pt_analysis *a, const pt_fn_row *row, size_t 
     pt_function_summary cell;
     const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
     pt_bucketing r = {0, 0, 0, NAN};
-    if (!fn || fn->count < 2 || fn->median_ns <= 0 || !(fn->throughput_avg_pct > 0) || !(fn->busbw_avg_gbps > 0))
+    if (!fn || fn->count < 2 || fn->median_ns <= 0 || !(fn->throughput_avg_pct > 0) || !(fn->busbw_avg_gbps > 0) ||
+        strcmp(pt_collective_pattern(row->name, strlen(row->name)), "sendrecv") == 0)
         return r;
     r.calls = (double)fn->count / a->steps[w];
     r.call_ms = (double)fn->median_ns / 1e6;
     double throughput = fmin(1, fn->throughput_avg_pct / 100);
-    double bytes = fn->bytes_avg > 0 ? fn->bytes_avg : fn->busbw_avg_gbps * 1e9 * (r.call_ms / 1e3);
+    double bytes = fn->busbw_avg_gbps * 1e9 * (r.call_ms / 1e3);
     double buckets = fmax(1, ceil(r.calls * bytes / PT_BUCKET_BYTES));
     double latency = fmax(0, r.calls - buckets) * r.call_ms * (1 - throughput);
     r.latency_ms = fmin(latency, (double)fn->exposed_ns / 1e6 / a->steps[w]);

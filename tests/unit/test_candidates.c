@@ -896,6 +896,23 @@ static void test_tiny_collectives_are_bucketed(void **state)
     pt_json_free(report);
 }
 
+/* A pipeline's point-to-point transfers, as many and as small as the tiny all-reduces
+ * above: nothing to bucket (the activations of each microbatch go when they are made),
+ * so no bucketing finding, whatever else is said of their exposed time. */
+static void test_sends_are_not_bucketed(void **state)
+{
+    (void)state;
+    job j;
+    buckets_job(&j, true);
+    j.collective = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)";
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    const pt_json *list = findings_of(report);
+    for (size_t i = 0; i < list->count; i++)
+        assert_null(strstr(pt_json_get_string(list->items[i], "summary", ""), "bucket the tensors"));
+    pt_json_free(report);
+}
+
 /* The unbucketed GPT: 150 all-reduces per step, one 50 MB gradient (the embedding) and
  * 149 of 2 MB, 15 ms exposed in all, 30% of each call its latency. Bucketed and
  * overlapped with the backward pass, the bytes move at the rate they moved, and the job
@@ -1154,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_late_rank_boundary_is_the_hidden_share),
         cmocka_unit_test(test_tiny_collectives_are_bucketed),
         cmocka_unit_test(test_bucketing_leaves_the_last_bucket),
+        cmocka_unit_test(test_sends_are_not_bucketed),
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),

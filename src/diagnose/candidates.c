@@ -1390,11 +1390,13 @@ static void every_worker_bucketing(const context *c, finding_list *list)
             column[w] = fn ? fn->throughput_avg_pct : 0;
         }
         throughput = pt_median_of(column, n, a->scratch);
+        size_t sized = 0; /* the workers whose summaries say the calls' bytes */
         for (size_t w = 0; w < n; w++) {
             const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
-            column[w] = fn ? fn->bytes_max : 0;
+            if (!isnan(per[w].last_share))
+                column[sized++] = fn->bytes_max;
         }
-        largest = isnan(share) ? 0 : pt_median_of(column, n, a->scratch) / 1e6;
+        largest = isnan(share) ? 0 : pt_median_of(column, sized, a->scratch) / 1e6;
         for (size_t w = 0; w < n; w++)
             column[w] = per[w].call_ms;
         describe_bucketing(c, f, row, pt_median_of(column, n, a->scratch), throughput, typical, exposed, still,

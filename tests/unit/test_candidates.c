@@ -48,6 +48,7 @@ typedef struct worker_spec {
     act acts[MAX_ACTS];
     size_t count;
     double hidden_comm_ms;   /* collective time per step hidden under its own work */
+    bool no_bytes;           /* its summary carries no collective bytes (an older one) */
     double blocking_ms[MAX_STEPS]; /* waited mid-step in collectives only it waits in (its
                                       own, on its compute stream): a sync point of its own */
 } worker_spec;
@@ -229,8 +230,8 @@ static pt_worker_summary *summary_of(const job *j, int w)
     fn_done(c);
     c->throughput_avg_pct = j->collective_throughput_pct;
     c->busbw_avg_gbps = j->collective_busbw_gbps;
-    c->bytes_avg = j->collective_bytes_avg;
-    c->bytes_max = j->collective_bytes_max;
+    c->bytes_avg = spec->no_bytes ? 0 : j->collective_bytes_avg;
+    c->bytes_max = spec->no_bytes ? 0 : j->collective_bytes_max;
     c->total_ns += (int64_t)llround(spec->hidden_comm_ms * j->steps * MS);
     s->exposed_ns[PT_CLASS_COMM] = c->exposed_ns;
     s->union_ns[PT_CLASS_COMM] = c->total_ns;
@@ -968,6 +969,29 @@ static void test_bucketing_leaves_the_last_bucket(void **state)
     pt_json_free(report);
 }
 
+/* The last bucket is sized from the bytes when most workers' summaries carry them: with
+ * 5 of 8, the sentence names the largest tensor; with 4 (half), the summaries are taken
+ * as older ones and a bucketed job as exposing 10% of the step. */
+static void test_bucket_bytes_need_most_workers(void **state)
+{
+    (void)state;
+    for (int with_bytes = 4; with_bytes <= 5; with_bytes++) {
+        job j;
+        gpt_buckets_job(&j, true, 60, 50e6);
+        for (int w = with_bytes; w < j.n; w++)
+            j.w[w].no_bytes = true;
+        pt_json *report = diagnose(&j);
+        const pt_json *f = findings_of(report)->items[0];
+        assert_string_equal(pt_json_get_string(f, "function", ""), AVERAGE);
+        const char *summary = pt_json_get_string(f, "summary", "");
+        if (with_bytes == 5)
+            assert_non_null(strstr(summary, "its largest tensor, 50 MB"));
+        else
+            assert_null(strstr(summary, "its largest tensor"));
+        pt_json_free(report);
+    }
+}
+
 /* A job of little compute whose embedding is 200 MB: what a bucketed job still waits
  * (4.9 ms) is more than the 10% of the step communication is expected to take, so the
  * exposed communication above that is more than bucketing saves; the bucketing finding
@@ -1172,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_tiny_collectives_are_bucketed),
         cmocka_unit_test(test_bucketing_leaves_the_last_bucket),
         cmocka_unit_test(test_sends_are_not_bucketed),
+        cmocka_unit_test(test_bucket_bytes_need_most_workers),
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),

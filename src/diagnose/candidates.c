@@ -1418,8 +1418,8 @@ static bool rolled_up_on_every_worker(const finding *f)
 
 /* A rolled-up finding's excess that the candidates found here do not explain, ms per
  * step on the typical worker: its share of the step less what it is expected to take
- * (exposed communication: no more than the waits no worker's work sets, as its saving
- * counts it), less the candidates' savings in its classes, and for bucketing what a
+ * (exposed communication: its saving, which costing.c caps at the waits no worker's
+ * work sets), less the candidates' savings in its classes, and for bucketing what a
  * bucketed job still waits (its excess_ms: the fix explains that time too, as the
  * transfer it cannot hide). (Not the joint saving: removals of one class on one worker
  * add up in it, so a rolled-up finding over a candidate's time seems to save more.) */
@@ -1431,10 +1431,8 @@ static double unexplained_ms(const context *c, const finding_list *list, const f
         if (made_here(h) && (h->classes & g->classes))
             removed += h->metric == METRIC_BUCKETS ? h->excess_ms : h->impact * c->step_ms;
     }
-    double excess = (g->median - g->expected) * c->step_ms;
-    if (g->classes == PT_CLASS_BIT(PT_CLASS_COMM))
-        excess = fmin(excess, pt_whatif_unshortened_ms(c->m));
-    return excess - removed;
+    bool communication = g->classes == PT_CLASS_BIT(PT_CLASS_COMM);
+    return (communication ? g->impact : g->median - g->expected) * c->step_ms - removed;
 }
 
 /* Each such finding whose excess is (within the decision) what the candidates found here

@@ -11,8 +11,11 @@
  * and the step model replays the job without them: the impact is the share of the
  * modelled step that saves, everything else unchanged. Exposed communication every
  * worker shares is not work: its saving is what nobody's work sets, above what is
- * expected (communication_saving). The joint saving removes every finding at once, so
- * what two findings remove twice is removed once.
+ * expected (communication_saving). A pipeline stage's work moved to the others is
+ * counted from the workers' work alone (pipeline_saving): the waits that then pace are
+ * another stage's bubble, which the model does not hold. The joint saving removes every
+ * finding at once, so what two findings remove twice is removed once (and adds these
+ * two kinds' savings).
  *
  * Cost: a finding's costing is O(workers x modelled steps) plus one replay of the step
  * model; the joint saving one replay for the whole list. */
@@ -161,6 +164,38 @@ void pt_remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *
     free(excess);
 }
 
+/* A pipeline stage's work moved to the other stages (pipeline.c): GPipe's step is the
+ * stages' sum over one microbatch plus M - 1 times the slowest stage's, so in each step
+ * moving work saves (M - 1) / M of what the busiest worker's work exceeds the busiest
+ * worker's after the move -- which, the stages balanced, is another stage's worker on a
+ * slow step of its own (noise), not the stage moved. The step model would keep the
+ * waits the stage moved had (the last stage's short bubble), not the bubble of the
+ * worker that then paces, so this is counted from the workers' work alone. Only `only`
+ * moves when it is a worker index. */
+static double pipeline_saving(const pt_analysis *a, const pt_whatif *m, const finding *f, size_t only)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess), saved = 0;
+    double *waiting = pt_xmalloc((n * steps + 1) * sizeof *waiting);
+    bool by_step = pt_whatif_by_step(m) && a->aligned_steps == steps;
+    finding_excess(a, m, f, only, excess);
+    if (by_step)
+        pt_waiting_step_ms(a, waiting);
+    for (size_t s = 0; s < steps; s++) {
+        double before = 0, after = 0;
+        for (size_t w = 0; w < n; w++) {
+            double work = by_step ? step_length_ms(a, m, w, s) - waiting[w * steps + s] : pt_whatif_work_ms(m, w, s);
+            before = fmax(before, work);
+            after = fmax(after, work - fmin(work, excess[w * steps + s]));
+        }
+        saved += (before - after) / (double)steps;
+    }
+    free(excess);
+    free(waiting);
+    double step = pt_whatif_step_ms(m), paced = (double)(f->microbatches - 1) / (double)f->microbatches;
+    return step > 0 ? fmin(1, paced * saved / step) : 0;
+}
+
 /* Exposed communication every worker shares: what nobody's work sets, above what is
  * expected, is what overlapping it could save. */
 static double communication_saving(const pt_analysis *a, const pt_whatif *m, const finding *f)
@@ -183,7 +218,7 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
     size_t *over_floor = pt_xcalloc(a->n ? a->n : 1, sizeof *over_floor);
     pt_fix *fix = pt_fix_new(m);
     pt_remove_finding(a, m, f, fix, NULL, SIZE_MAX, mean_excess, over_floor);
-    f->impact = pt_whatif_saving(m, fix);
+    f->impact = f->microbatches ? pipeline_saving(a, m, f, SIZE_MAX) : pt_whatif_saving(m, fix);
     pt_fix_free(fix);
     f->worst = f->worker_count ? f->workers[0] : 0;
     for (size_t k = 0; k < f->worker_count; k++)
@@ -197,7 +232,7 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
     if (f->worker_count > 1 && !f->all_workers) {
         pt_fix *alone = pt_fix_new(m);
         pt_remove_finding(a, m, f, alone, NULL, f->worst, NULL, NULL);
-        f->alone = pt_whatif_saving(m, alone);
+        f->alone = f->microbatches ? pipeline_saving(a, m, f, f->worst) : pt_whatif_saving(m, alone);
         pt_fix_free(alone);
     }
     free(mean_excess);
@@ -206,7 +241,7 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
 double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
 {
     pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
-    double communication = 0, given = 0;
+    double communication = 0, pipeline = 0, given = 0;
     for (size_t i = 0; i < list->count; i++) {
         const finding *f = &list->items[i];
         if (left_out && left_out[i])
@@ -215,10 +250,12 @@ double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_l
             given = fmax(given, f->impact); /* a hang */
         else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
             communication = fmax(communication, f->impact);
+        else if (f->microbatches)
+            pipeline += f->impact; /* counted from the work alone (pipeline_saving) */
         else if (f->fix != PT_FIX_NONE)
             pt_remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
     }
-    double saving = fmin(1, pt_whatif_saving(m, all) + communication);
+    double saving = fmin(1, pt_whatif_saving(m, all) + communication + pipeline);
     pt_fix_free(all);
     pt_fix_free(scratch);
     return fmax(saving, given);

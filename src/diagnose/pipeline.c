@@ -15,7 +15,11 @@
  *    microbatch but one, and the pass of that one through every stage (the fill and the
  *    drain) costs each stage's time once, which moving work between stages does not
  *    change (GPipe's step: the stages' sum over one microbatch, plus M - 1 times the
- *    slowest stage's).
+ *    slowest stage's);
+ *  - the saving is that share of what the busiest worker's work exceeds the busiest
+ *    worker's after the move, step by step (costing.c, pipeline_saving): balanced, the
+ *    pace is some stage's slow step (noise), and that stage's bubble replaces the one
+ *    the stage moved had.
  * A job is a pipeline when every worker makes point-to-point transfers (collectives of
  * the send/receive kind, pt_collective_pattern) and some worker calls the finding's
  * kernels less often than the typical worker (a lighter stage: in a data-parallel job

@@ -1131,7 +1131,9 @@ static void test_pipeline_stage_work_is_moved(void **state)
 
     /* Rank 7's GPU is 4 ms slower a step (its noise, or a slower part): moving a layer
      * moves the stage's excess, the same on both of its replicas, not rank 7's 4 ms, which
-     * it keeps (rank 7 then paces the job at 3 layers and 4 ms): still (M - 1) x TAU. */
+     * it keeps (rank 7 then paces the job at 3 layers and 4 ms): still (M - 1) x TAU. The
+     * saving said counts the stage's mean above every worker's, 1.5 ms of rank 7's 4 with
+     * it: 7.1 ms, within the bound. */
     pipeline_job(&j, uneven, m, SENDRECV, 2 * m);
     for (int st = 0; st < j.steps; st++)
         j.w[7].acts[0].ms[st] += 4;
@@ -1140,6 +1142,18 @@ static void test_pipeline_stage_work_is_moved(void **state)
     f = finding_naming(report, 6, 7);
     assert_non_null(f);
     assert_impact_near(f, (m - 1) * TAU / mean_step_ms(&j));
+    pt_json_free(report);
+
+    /* Rank 2 (stage 1, 3 layers) runs 4 ms of other kernels a step: balanced, it paces
+     * every microbatch but one at 3 layers and 1 ms, so moving the layer saves
+     * (M - 1) x (TAU - 4 / M) = 3 ms, not the 6 ms of stage 3 pacing at 3 layers. */
+    pipeline_job(&j, uneven, m, SENDRECV, 2 * m);
+    act_flat(&j.w[2], PT_CLASS_COMPUTE, "elementwise_kernel128_1_1|256_1_1", 4, 4);
+    report = diagnose(&j);
+    print_findings(report);
+    f = finding_naming(report, 6, 7);
+    assert_non_null(f);
+    assert_impact_near(f, (m - 1) * (TAU - 4.0 / m) / mean_step_ms(&j));
     pt_json_free(report);
 
     /* M is half the fewest transfers per step: 1 -> none (no pipeline: the layer removed,

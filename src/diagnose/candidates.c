@@ -1333,11 +1333,23 @@ static void describe_bucketing(const context *c, finding *f, const pt_fn_row *ro
     pt_buf_free(&name);
 }
 
+/* A finding says the ranks analysed may be waiting for ranks of the job not analysed
+ * (findings.c, waiting_for_missing). */
+static bool waiting_for_ranks_not_analysed(const finding_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (list->items[i].rank_count)
+            return true;
+    return false;
+}
+
+/* Not on a partial job whose ranks analysed may be waiting for the others: their calls'
+ * time is that wait, which no bucketing removes and none of it can be told from latency. */
 static void every_worker_bucketing(const context *c, finding_list *list)
 {
     const pt_analysis *a = c->a;
     size_t n = a->n;
-    if (n == 0)
+    if (n == 0 || waiting_for_ranks_not_analysed(list))
         return;
     pt_bucketing *per = pt_xmalloc(n * sizeof *per);
     double *column = pt_xmalloc(n * sizeof *column);

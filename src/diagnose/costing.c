@@ -196,13 +196,19 @@ static double pipeline_saving(const pt_analysis *a, const pt_whatif *m, const fi
     return step > 0 ? fmin(1, paced * saved / step) : 0;
 }
 
-/* Exposed communication every worker shares: what nobody's work sets, above what is
- * expected, is what overlapping it could save. */
+double pt_waits_nobody_sets_ms(const pt_analysis *a, const pt_whatif *m, const finding *f)
+{
+    return fmin(f->median * a->median_step_ms, pt_whatif_unshortened_ms(m));
+}
+
+/* Exposed communication every worker shares: what nobody's work sets, less what it is
+ * expected to take (the transfer the last worker to arrive still waits), is what
+ * overlapping it could save. */
 static double communication_saving(const pt_analysis *a, const pt_whatif *m, const finding *f)
 {
     double step = pt_whatif_step_ms(m);
-    double excess = (f->median - f->expected) * a->median_step_ms;
-    return step > 0 ? fmin(1, fmax(0, fmin(excess, pt_whatif_unshortened_ms(m)) / step)) : 0;
+    double saving = pt_waits_nobody_sets_ms(a, m, f) - f->expected * step;
+    return step > 0 ? fmin(1, fmax(0, saving / step)) : 0;
 }
 
 void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
@@ -238,25 +244,58 @@ void pt_cost_finding(const pt_analysis *a, const pt_whatif *m, finding *f)
     free(mean_excess);
 }
 
+struct pt_joint {
+    const pt_analysis *a;
+    const pt_whatif *m;
+    pt_fix *all;
+    double communication, pipeline;
+};
+
+pt_joint *pt_joint_new(const pt_analysis *a, const pt_whatif *m)
+{
+    pt_joint *j = pt_xcalloc(1, sizeof *j);
+    j->a = a, j->m = m, j->all = pt_fix_new(m);
+    return j;
+}
+
+void pt_joint_add(pt_joint *j, const finding *f)
+{
+    if (f->fix == PT_FIX_NONE)
+        return;
+    if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
+        j->communication = fmax(j->communication, f->impact);
+    else if (f->microbatches)
+        j->pipeline += f->impact; /* counted from the work alone (pipeline_saving) */
+    else
+        pt_remove_finding(j->a, j->m, f, j->all, NULL, SIZE_MAX, NULL, NULL);
+}
+
+double pt_joint_now(const pt_joint *j)
+{
+    return fmin(1, pt_whatif_saving(j->m, j->all) + j->communication + j->pipeline);
+}
+
+void pt_joint_free(pt_joint *j)
+{
+    if (!j)
+        return;
+    pt_fix_free(j->all);
+    free(j);
+}
+
 double pt_joint_saving(const pt_analysis *a, const pt_whatif *m, const finding_list *list, const bool *left_out)
 {
-    pt_fix *all = pt_fix_new(m), *scratch = pt_fix_new(m);
-    double communication = 0, pipeline = 0, given = 0;
+    pt_joint *joint = pt_joint_new(a, m);
+    double given = 0;
     for (size_t i = 0; i < list->count; i++) {
         const finding *f = &list->items[i];
         if (left_out && left_out[i])
             continue;
         if (f->fix == PT_FIX_NONE && strcmp(f->category, "hardware") != 0)
             given = fmax(given, f->impact); /* a hang */
-        else if (f->fix == PT_FIX_COMMON && !f->row && f->classes == PT_CLASS_BIT(PT_CLASS_COMM))
-            communication = fmax(communication, f->impact);
-        else if (f->microbatches)
-            pipeline += f->impact; /* counted from the work alone (pipeline_saving) */
-        else if (f->fix != PT_FIX_NONE)
-            pt_remove_finding(a, m, f, scratch, all, SIZE_MAX, NULL, NULL);
+        pt_joint_add(joint, f);
     }
-    double saving = fmin(1, pt_whatif_saving(m, all) + communication + pipeline);
-    pt_fix_free(all);
-    pt_fix_free(scratch);
+    double saving = pt_joint_now(joint);
+    pt_joint_free(joint);
     return fmax(saving, given);
 }

@@ -18,10 +18,22 @@ void pt_cost_finding(const pt_analysis *a, const struct pt_whatif *m, finding *f
  * one's removal together (what two of them remove twice is removed once), plus
  * overlapped communication; the report's joint_impact. */
 double pt_joint_saving(const pt_analysis *a, const struct pt_whatif *m, const finding_list *list, const bool *left_out);
+/* The same saving counted as findings are added, one by one (each finding's saving
+ * beyond those above it): pt_joint_now is pt_joint_saving of those added so far, but
+ * for hangs. */
+typedef struct pt_joint pt_joint;
+pt_joint *pt_joint_new(const pt_analysis *a, const struct pt_whatif *m);
+void pt_joint_add(pt_joint *j, const finding *f);
+double pt_joint_now(const pt_joint *j);
+void pt_joint_free(pt_joint *j);
 /* A saving worth a finding is at least this share of the step: a candidate fix's
  * (candidates.c, with the step-to-step noise) and a finding's on the evidence of time
  * (findings.c). */
 #define PT_MIN_SAVING_SHARE 0.01
+/* An exposed-communication finding's (PT_FIX_COMMON over communication) waits per step,
+ * ms: the typical worker's (f->median of its step), no more than the waits no worker's
+ * work sets. Its saving is that less what communication is expected to take. */
+double pt_waits_nobody_sets_ms(const pt_analysis *a, const struct pt_whatif *m, const finding *f);
 /* The classes fixing f removes time from. */
 unsigned pt_fix_mask(const finding *f);
 /* What fixing f removes, into fix (and into also, when given). Only `only` when it is a

@@ -60,6 +60,7 @@ typedef struct job {
     double collective_calls; /* per step (0: one) */
     double collective_throughput_pct, collective_busbw_gbps;
     double collective_bytes_avg, collective_bytes_max; /* per call (0: unknown) */
+    int world;               /* the job's ranks, when more than the n analysed (0: n) */
     worker_spec w[MAX_WORKERS];
 } job;
 
@@ -170,7 +171,7 @@ static pt_worker_summary *summary_of(const job *j, int w)
     s->device_count = 8;
     s->rank = w;
     s->rank_source = PT_RANK_FROM_TRACE;
-    s->world_size = j->n;
+    s->world_size = j->world > j->n ? j->world : j->n;
     s->window_start_ns = INT64_C(1700000000000000000);
     s->step_count = (size_t)j->steps;
     s->steps = calloc((size_t)j->steps, sizeof *s->steps);
@@ -897,6 +898,27 @@ static void test_tiny_collectives_are_bucketed(void **state)
     pt_json_free(report);
 }
 
+/* The tiny all-reduces of a job with a ninth rank not analysed, every rank analysed
+ * waiting 60 ms a step past its work: they may be waiting for it, in every call, which no
+ * call's time tells from latency. The finding that says so leads, and no bucketing
+ * finding reads the wait as latency. */
+static void test_partial_job_is_not_bucketed(void **state)
+{
+    (void)state;
+    job j;
+    buckets_job(&j, true);
+    j.world = 9;
+    j.transfer_ms = 60;
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    const pt_json *all = findings_of(report);
+    assert_true(all->count >= 1);
+    assert_non_null(strstr(pt_json_get_string(all->items[0], "summary", ""), "may be among the missing: rank 8"));
+    for (size_t i = 0; i < all->count; i++)
+        assert_null(strstr(pt_json_get_string(all->items[i], "summary", ""), "bucket"));
+    pt_json_free(report);
+}
+
 /* A pipeline's point-to-point transfers, as many and as small as the tiny all-reduces
  * above: nothing to bucket (the activations of each microbatch go when they are made),
  * so no bucketing finding, whatever else is said of their exposed time. */
@@ -1210,6 +1232,7 @@ int main(void)
         cmocka_unit_test(test_tiny_collectives_are_bucketed),
         cmocka_unit_test(test_bucketing_leaves_the_last_bucket),
         cmocka_unit_test(test_sends_are_not_bucketed),
+        cmocka_unit_test(test_partial_job_is_not_bucketed),
         cmocka_unit_test(test_bucket_bytes_need_most_workers),
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),

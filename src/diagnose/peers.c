@@ -18,12 +18,13 @@
  *    taken out (over sqrt(steps) for the mean), or 5 sigma of the spread across workers
  *    when steps cannot be compared, and hold in every step (all but one of four or
  *    more): four processes sharing a GPU inflate one step here and another there, which
- *    is not a slow worker. It must also clear the machine-wide swing (how far the
+ *    is not a slow worker; one above by 5 sigma in each step is, however its own excess
+ *    varies (peer_noise.c). It must also clear the machine-wide swing (how far the
  *    typical worker's own time moves from step to step): a loaded machine slows everyone
  *    by a factor that changes every step and lands unevenly. On a host whose CPU is
  *    saturated and shared by several workers, CPU-side time is the scheduler's share:
  *    a function whose typical time swings there is load-bound and names no rank, and
- *    other CPU-side excess must be the same size in every step (time_threshold).
+ *    other CPU-side excess must be the same size in every step (pt_peer_time_threshold).
  *  - Graded (against the fastest). The same calls taking consistently different times
  *    on several workers (rank r sleeps r s) are judged against the fastest workers of
  *    each step, not the median a grade drags up (where no worker calls it more often: a
@@ -54,6 +55,7 @@
  * (describe_group), and a rolled-up finding ends with the parts it holds. */
 #include "diagnose/finding.h"
 #include "diagnose/costing.h"
+#include "diagnose/peer_noise.h"
 #include "diagnose/whatif.h"
 #include "summarize/classify.h"
 #include "util/parallel.h"
@@ -63,8 +65,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_SIGMAS 5.0
-#define SPREAD_SIGMAS 5.0
 #define MORE_CALLS_SHARE 0.05 /* more calls: at least one more per step, and 5% more */
 #define UNIFORM_FACTOR 1.05   /* a host is slow when its calls typically take 1.05x as long ... */
 #define UNIFORM_SHARE 0.6     /* ... and 60% of its CPU-side functions are slowed by at least
@@ -72,180 +72,7 @@
 #define UNIFORM_MIN_FUNCTIONS 5 /* ... judged on at least this many functions */
 #define EXPLAINED_SHARE 0.5   /* a function explains a straggler when it covers half its lead */
 
-/* ------------------------------------------------------------ the noise test */
-
-typedef struct peer_values {
-    size_t steps;
-    double *mean;        /* [w]: ms per step */
-    double *per_step;    /* [w * steps + s], when steps >= 2 */
-    double median;       /* the typical worker */
-    double threshold;    /* statistical: what clears the typical worker's noise (never under the floor) */
-    double floor;        /* pt_floor_ms */
-    double *own_noise;   /* [w]: that worker's own step-to-step spread (steps >= 2) */
-    double *step_median; /* [s] */
-    double swing;        /* how far the typical worker itself moves from step to step (the
-                            spread of step_median): the machine-wide slowdown's noise */
-    bool cpu_side;       /* the values are CPU-side time (runtime calls, Python) ... */
-    bool *contended;     /* [w]: ... and that worker's host CPU is saturated and shared */
-} peer_values;
-
-static void values_init(peer_values *v, const pt_analysis *a, size_t steps)
-{
-    memset(v, 0, sizeof *v);
-    v->steps = steps >= 2 ? steps : 0;
-    v->mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->mean);
-    v->per_step = pt_xmalloc((a->n * v->steps + 1) * sizeof *v->per_step);
-    v->step_median = pt_xmalloc((v->steps + 1) * sizeof *v->step_median);
-    v->own_noise = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->own_noise);
-    v->contended = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->contended);
-    for (size_t w = 0; w < a->n; w++)
-        v->contended[w] = pt_worker_cpu_contended(a, w);
-}
-
-static void values_free(peer_values *v)
-{
-    free(v->mean);
-    free(v->per_step);
-    free(v->step_median);
-    free(v->own_noise);
-    free(v->contended);
-}
-
-/* The typical worker, and how far above it chance reaches (see the header comment).
- * Step by step: in each step the typical worker is the median, and what remains of
- * every worker's value is its residual; a step that is slow for everyone (the step
- * everybody waited for one straggler) moves the median, not the residuals. The noise is
- * each worker's own step-to-step spread of its residuals (the median over workers: a
- * rank whose kernels a shared GPU slowed in one step and not the next is noisy, not
- * slow), and a mean over S steps must clear STEP_SIGMAS of it divided by sqrt(S): of
- * the typical worker's spread, and of the worker's own when that is larger (a rank
- * ahead by 3, 3 and 11 ms in three steps is not reliably ahead). */
-static void measure(const pt_analysis *a, peer_values *v)
-{
-    size_t n = a->n, steps = v->steps;
-    v->floor = pt_floor_ms(a);
-    if (!steps) {
-        pt_spread spread = pt_spread_of(v->mean, n, a->scratch);
-        v->median = spread.median;
-        v->threshold = fmax(pt_floor_ms(a), SPREAD_SIGMAS * spread.sigma);
-        return;
-    }
-    /* Step by step, in one pass over per_step (worker-major): reading one step's column
-     * from it touched a cache line per worker per step, every line steps times over. */
-    double *column = pt_xmalloc((n + 1) * steps * sizeof *column);
-    for (size_t w = 0; w < n; w++)
-        for (size_t s = 0; s < steps; s++)
-            column[s * n + w] = v->per_step[w * steps + s];
-    v->median = 0;
-    for (size_t s = 0; s < steps; s++) {
-        v->step_median[s] = pt_median(column + s * n, n); /* reorders its step's column only */
-        v->median += v->step_median[s] / (double)steps;
-    }
-    double *residual = column + n * steps;
-    for (size_t w = 0; w < n; w++) {
-        for (size_t s = 0; s < steps; s++)
-            residual[s] = v->per_step[w * steps + s] - v->step_median[s];
-        column[w] = v->own_noise[w] = pt_sample_sd(residual, steps);
-    }
-    double sigma = pt_median(column, n);
-    free(column);
-    v->threshold = fmax(pt_floor_ms(a), STEP_SIGMAS * sigma / sqrt((double)steps));
-    v->swing = pt_sample_sd(v->step_median, steps);
-}
-
-/* Above the typical worker in every step (all but one of four or more), not in one. */
-static bool above_in_steps(const peer_values *v, size_t w)
-{
-    if (!v->steps)
-        return true;
-    size_t above = 0;
-    for (size_t s = 0; s < v->steps; s++)
-        above += v->per_step[w * v->steps + s] > v->step_median[s];
-    return above + (v->steps >= 4) >= v->steps;
-}
-
-/* What a difference in time (not in calls) must clear on worker w: the noise of the
- * typical worker and its own, and the machine-wide swing. A loaded machine slows every
- * worker by a factor that changes from step to step; the workers' shares of it differ by
- * as much, so an excess no larger than the typical worker's own step-to-step swing is
- * that slowdown landing unevenly, not a slow worker (a 10 s matmul that takes 5 s in the
- * next step is not 300 ms slower on one rank). Consistent work is unaffected: a sleep's
- * typical value does not swing. On a host whose CPU is saturated and shared by several
- * workers, CPU-side time is a share of one CPU that the scheduler hands out unevenly:
- * there the excess must be the same size in every step (clear STEP_SIGMAS of the
- * worker's own spread, not of its mean's), and a function whose typical time itself
- * swings by more than the floor is load-bound -- what one rank loses of it another
- * gains, so no rank is named for it (the host is the problem, not that rank). A sleep,
- * whose time the load does not move, is still judged. */
-static bool load_bound(const peer_values *v, size_t w)
-{
-    return v->cpu_side && v->contended[w] && v->steps && v->swing > v->floor;
-}
-
-static double time_threshold(const peer_values *v, size_t w)
-{
-    if (load_bound(v, w))
-        return INFINITY;
-    double threshold = fmax(v->threshold, v->swing);
-    if (v->steps)
-        threshold = fmax(threshold, STEP_SIGMAS * v->own_noise[w] /
-                                        (v->cpu_side && v->contended[w] ? 1 : sqrt((double)v->steps)));
-    return threshold;
-}
-
-/* Worker w's excess over the typical worker when it is real, else 0. Exact evidence
- * (extra calls) needs only the floor; a difference in time must clear the noise. */
-static double real_excess(const pt_analysis *a, const peer_values *v, size_t w, bool exact)
-{
-    double excess = v->mean[w] - v->median;
-    double threshold = exact ? pt_floor_ms(a) : time_threshold(v, w);
-    return excess > threshold && above_in_steps(v, w) ? excess : 0;
-}
-
-static bool cpu_side(pt_class cls)
-{
-    return cls == PT_CLASS_RUNTIME || cls == PT_CLASS_PYTHON;
-}
-
-static void row_values(const pt_analysis *a, const pt_fn_row *row, peer_values *v)
-{
-    v->cpu_side = cpu_side(row->cls);
-    pt_row_exposed_ms(a, row, v->mean);
-    if (v->steps)
-        pt_row_step_ms(a, row, v->per_step);
-    measure(a, v);
-}
-
-/* The exposed time of some classes together, per worker and per step. */
-static void classes_values(const pt_analysis *a, const pt_class *classes, size_t count, peer_values *v)
-{
-    size_t cells = a->n * v->steps;
-    double *mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *mean), *per_step = pt_xmalloc((cells + 1) * sizeof *per_step);
-    memset(v->mean, 0, a->n * sizeof *v->mean);
-    memset(v->per_step, 0, cells * sizeof *v->per_step);
-    v->cpu_side = count > 0;
-    for (size_t k = 0; k < count; k++)
-        v->cpu_side &= cpu_side(classes[k]);
-    for (size_t k = 0; k < count; k++) {
-        pt_class_exposed_ms(a, classes[k], mean);
-        for (size_t w = 0; w < a->n; w++)
-            v->mean[w] += mean[w];
-        if (v->steps)
-            pt_class_step_ms(a, classes[k], per_step);
-        for (size_t i = 0; i < cells; i++)
-            v->per_step[i] += per_step[i];
-    }
-    free(mean);
-    free(per_step);
-    measure(a, v);
-}
-
-static void class_values(const pt_analysis *a, pt_class cls, peer_values *v)
-{
-    classes_values(a, &cls, 1, v);
-}
-
-/* What every pass needs to know about the workers: who holds the others up. A worker
+/* -----------------------------------------------: who holds the others up. A worker
  * that spends longer than its peers in the same calls but does not make them wait (it
  * waits as long as they do) costs the job nothing; its excess is noise or slack. */
 typedef struct peer_context {
@@ -343,7 +170,7 @@ static bool gpu_side(pt_class cls)
 static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c, bool exact_pass)
 {
     peer_values v;
-    values_init(&v, a, a->function_steps);
+    pt_peer_values_init(&v, a, a->function_steps);
     double *calls = pt_xmalloc((a->n ? a->n : 1) * sizeof *calls);
     double *gpu_sum = pt_xcalloc(2 * (a->n ? a->n : 1), sizeof *gpu_sum); /* [w * 2 + (memory)] */
     gpu_extra *extra = NULL;
@@ -356,9 +183,9 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
         double peer_calls = pt_median_of(calls, a->n, a->scratch);
         if (exact_pass && !any_exact_evidence(calls, a->n, peer_calls))
             continue;
-        row_values(a, row, &v);
+        pt_peer_row_values(a, row, &v);
         for (size_t w = 0; w < a->n; w++) {
-            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && cpu_side(row->cls)) ||
+            if (v.mean[w] <= v.median || (!exact_pass && c->host_slow[w] && pt_peer_cpu_side(row->cls)) ||
                 (!exact_pass && c->gpu_slow[w] && row->cls == PT_CLASS_COMPUTE))
                 continue;
             pt_evidence evidence = call_evidence(calls[w], peer_calls);
@@ -366,7 +193,7 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
             if (exact != exact_pass || (!exact && !holds_others_up(c, w)))
                 continue;
             if (exact && gpu_side(row->cls)) { /* judged with the worker's other extra GPU work */
-                if (above_in_steps(&v, w)) {
+                if (pt_peer_above_in_steps(&v, w)) {
                     PT_GROW(extra, extra_cap, extra_count + 1);
                     extra[extra_count++] = (gpu_extra){row, {w, v.mean[w], v.median, v.mean[w] - v.median, evidence,
                                                              calls[w], peer_calls}};
@@ -374,11 +201,11 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
                 }
                 continue;
             }
-            double excess = real_excess(a, &v, w, exact);
+            double excess = pt_peer_real_excess(a, &v, w, exact);
             if (excess > 0) {
                 named who = {w, v.mean[w], v.median, excess, evidence, calls[w], peer_calls};
                 name_on_row(list, row, &who);
-                if (cpu_side(row->cls))
+                if (pt_peer_cpu_side(row->cls))
                     c->extra_cpu[w] += excess;
             }
         }
@@ -389,7 +216,7 @@ static void peer_rows(const pt_analysis *a, finding_list *list, peer_context *c,
     free(extra);
     free(gpu_sum);
     free(calls);
-    values_free(&v);
+    pt_peer_values_free(&v);
 }
 
 /* Graded work: the same calls taking different times on several workers, each
@@ -424,7 +251,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
     if (steps < 2)
         return;
     peer_values v;
-    values_init(&v, a, steps);
+    pt_peer_values_init(&v, a, steps);
     double *calls = pt_xmalloc(n * sizeof *calls), *column = pt_xmalloc(n * sizeof *column);
     double *reference = pt_xmalloc(steps * sizeof *reference), floor = pt_floor_ms(a);
     double *excess = pt_xmalloc(steps * sizeof *excess);
@@ -433,7 +260,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
         const pt_fn_row *row = &a->rows[i];
         if (row->cls == PT_CLASS_COMM)
             continue;
-        row_values(a, row, &v);
+        pt_peer_row_values(a, row, &v);
         pt_row_calls_per_step(a, row, calls);
         double peer_calls = pt_median_of(calls, n, a->scratch), ref_mean = 0;
         /* Some worker calls it more often: the times differ by the calls (a pipeline stage
@@ -463,7 +290,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
             double noise = pt_sample_sd(excess, steps) / sqrt((double)steps);
             double mean = v.mean[w] - ref_mean;
             graded[w] = call_evidence(calls[w], peer_calls) == PT_EVIDENCE_SLOWER && above + (steps >= 4) >= steps &&
-                        !load_bound(&v, w) && mean > fmax(fmax(floor, v.swing), STEP_SIGMAS * noise);
+                        !pt_peer_load_bound(&v, w) && mean > fmax(fmax(floor, v.swing), STEP_SIGMAS * noise);
             count += graded[w];
             if (graded[w])
                 least_excess = fmin(least_excess, mean), most_excess = fmax(most_excess, mean);
@@ -481,7 +308,7 @@ static void graded_rows(const pt_analysis *a, finding_list *list, const peer_con
     free(reference);
     free(excess);
     free(graded);
-    values_free(&v);
+    pt_peer_values_free(&v);
 }
 
 /* The function of the classes `allowed` marks with the largest excess over the typical
@@ -527,15 +354,15 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
 {
     static const pt_class judged[] = {PT_CLASS_COMPUTE, PT_CLASS_MEMORY, PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
     peer_values v;
-    values_init(&v, a, a->aligned_steps);
+    pt_peer_values_init(&v, a, a->aligned_steps);
     for (size_t k = 0; k < PT_ARRAY_LEN(judged); k++) {
         pt_class cls = judged[k];
-        class_values(a, cls, &v);
+        pt_peer_class_values(a, cls, &v);
         for (size_t w = 0; w < a->n; w++) {
-            if ((c->host_slow[w] && cpu_side(cls)) || (c->gpu_slow[w] && cls == PT_CLASS_COMPUTE) ||
+            if ((c->host_slow[w] && pt_peer_cpu_side(cls)) || (c->gpu_slow[w] && cls == PT_CLASS_COMPUTE) ||
                 class_names_worker(list, cls, w) || !holds_others_up(c, w))
                 continue;
-            double excess = real_excess(a, &v, w, false);
+            double excess = pt_peer_real_excess(a, &v, w, false);
             bool only[PT_CLASS_COUNT] = {false};
             only[cls] = true;
             named who;
@@ -548,7 +375,7 @@ static void peer_classes(const pt_analysis *a, finding_list *list, const peer_co
             name_on_row(list, row, &who);
         }
     }
-    values_free(&v);
+    pt_peer_values_free(&v);
 }
 
 /* ------------------------------------------------------------ slow hosts */
@@ -704,11 +531,11 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
 {
     static const pt_class cpu_side_classes[] = {PT_CLASS_RUNTIME, PT_CLASS_PYTHON};
     peer_values v;
-    values_init(&v, a, a->aligned_steps);
-    classes_values(a, cpu_side_classes, PT_ARRAY_LEN(cpu_side_classes), &v);
+    pt_peer_values_init(&v, a, a->aligned_steps);
+    pt_peer_classes_values(a, cpu_side_classes, PT_ARRAY_LEN(cpu_side_classes), &v);
     finding *f = NULL;
     for (size_t w = 0; w < a->n; w++) {
-        double excess = real_excess(a, &v, w, false), factor;
+        double excess = pt_peer_real_excess(a, &v, w, false), factor;
         size_t compared;
         /* Extra work explains it (a gc.collect slows what runs after it too), or one function
          * does (a long sleep, while the others spin in a barrier on the same cores). */
@@ -731,7 +558,7 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         if (excess > f->excess_ms) /* the sentence's factor and count are the worst worker's */
             f->excess_ms = excess, f->calls = factor, f->peer_calls = (double)compared;
     }
-    values_free(&v);
+    pt_peer_values_free(&v);
 }
 
 /* ------------------------------------------------------------ slow GPUs */
@@ -766,8 +593,8 @@ static void compare_kernels(void *ctx, size_t w)
 static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *list, peer_context *c)
 {
     peer_values v;
-    values_init(&v, a, a->aligned_steps);
-    class_values(a, PT_CLASS_COMPUTE, &v);
+    pt_peer_values_init(&v, a, a->aligned_steps);
+    pt_peer_class_values(a, PT_CLASS_COMPUTE, &v);
     double *factor = pt_xcalloc(a->n, sizeof *factor), top = 0, floor = pt_floor_ms(a);
     size_t *compared = pt_xcalloc(a->n, sizeof *compared);
     bool *slow = pt_xcalloc(a->n, sizeof *slow);
@@ -779,7 +606,7 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
     pt_parallel_for(a->n, a->threads, 256, compare_kernels, &kj);
     for (size_t w = 0; w < a->n; w++) { /* seeds: the excess clears each worker's own noise */
         uniform[w] = share[w] >= UNIFORM_SHARE && compared[w] >= UNIFORM_MIN_FUNCTIONS && factor[w] >= UNIFORM_FACTOR;
-        slow[w] = uniform[w] && real_excess(a, &v, w, false) > 0;
+        slow[w] = uniform[w] && pt_peer_real_excess(a, &v, w, false) > 0;
         if (slow[w])
             top = fmax(top, factor[w]);
     }
@@ -826,7 +653,7 @@ static void slow_gpus(const pt_analysis *a, const pt_whatif *m, finding_list *li
     free(slow);
     free(factor);
     free(compared);
-    values_free(&v);
+    pt_peer_values_free(&v);
 }
 
 /* ------------------------------------------------------------ stragglers */
@@ -881,7 +708,7 @@ static void describe_untraced(const pt_analysis *a, finding *f, double step_ms)
 static void measure_leads(const pt_analysis *a, peer_context *c, double *typical_wait)
 {
     peer_values v;
-    values_init(&v, a, a->aligned_steps);
+    pt_peer_values_init(&v, a, a->aligned_steps);
     pt_waiting_ms(a, v.mean); /* negated: the straggler is the one "above" */
     if (v.steps)
         pt_waiting_step_ms(a, v.per_step);
@@ -889,12 +716,12 @@ static void measure_leads(const pt_analysis *a, peer_context *c, double *typical
         v.mean[i] = -v.mean[i];
     for (size_t i = 0; i < a->n * v.steps; i++)
         v.per_step[i] = -v.per_step[i];
-    measure(a, &v);
+    pt_peer_measure(a, &v);
     *typical_wait = -v.median;
     c->has_waiting = *typical_wait > pt_floor_ms(a);
     for (size_t w = 0; w < a->n; w++)
-        c->lead[w] = c->has_waiting ? real_excess(a, &v, w, false) : 0;
-    values_free(&v);
+        c->lead[w] = c->has_waiting ? pt_peer_real_excess(a, &v, w, false) : 0;
+    pt_peer_values_free(&v);
 }
 
 /* ------------------------------------------------------------ the pace (causality) */
@@ -965,7 +792,7 @@ static size_t pace_setter(const pt_analysis *a, const pt_whatif *m, double *lead
             margins[led++] = margin, total += margin;
     }
     /* On a saturated CPU shared with the others, a lead that changes size from step to
-     * step is the scheduler's share (see time_threshold), not this worker's work. */
+     * step is the scheduler's share (see pt_peer_time_threshold), not this worker's work. */
     bool starved = led && pt_worker_cpu_contended(a, setter) &&
                    STEP_SIGMAS * pt_sample_sd(margins, led) > total / (double)led;
     free(margins);
@@ -1031,17 +858,17 @@ static void name_graded(const pt_analysis *a, finding_list *list, size_t setter)
     free(fast);
 }
 
-/* The row explaining worker w's lead is load-bound there (time_threshold): the
+/* The row explaining worker w's lead is load-bound there (pt_peer_time_threshold): the
  * scheduler's share of a saturated CPU, which names no rank, whoever arrived last. */
 static bool lead_is_load(const pt_analysis *a, size_t w, const pt_fn_row *row)
 {
-    if (!pt_worker_cpu_contended(a, w) || !cpu_side(row->cls) || a->function_steps < 2)
+    if (!pt_worker_cpu_contended(a, w) || !pt_peer_cpu_side(row->cls) || a->function_steps < 2)
         return false;
     peer_values v;
-    values_init(&v, a, a->function_steps);
-    row_values(a, row, &v);
-    bool load = load_bound(&v, w);
-    values_free(&v);
+    pt_peer_values_init(&v, a, a->function_steps);
+    pt_peer_row_values(a, row, &v);
+    bool load = pt_peer_load_bound(&v, w);
+    pt_peer_values_free(&v);
     return load;
 }
 

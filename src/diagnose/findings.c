@@ -548,6 +548,29 @@ static void common_cpu_bound(const pt_analysis *a, const pt_whatif *m, finding_l
  * links. Fixing it takes every worker's work down to the typical worker's in each step. */
 #define IMBALANCE_MIN_SAVING 0.05
 
+/* " (rank 63 was the slowest in 2 of the 3 steps profiled: ...)": a rank that paced more
+ * than one step but not all of them may be slower in every step by a margin the noise
+ * hid in the others; more steps tell. */
+static void put_most_often_slowest(const pt_analysis *a, const pt_whatif *m, pt_buf *s)
+{
+    size_t steps = pt_whatif_steps(m), *paced = pt_xcalloc(a->n, sizeof *paced), last_step = SIZE_MAX, best = 0;
+    bool *in_step = pt_xcalloc(a->n, sizeof *in_step);
+    for (size_t j = 0; j < pt_whatif_segments(m); j++) {
+        double margin;
+        size_t w = pt_whatif_pacer(m, j, &margin), step = pt_whatif_segment_step(m, j);
+        if (step != last_step)
+            memset(in_step, 0, a->n * sizeof *in_step), last_step = step;
+        paced[w] += !in_step[w], in_step[w] = true;
+        best = paced[w] > paced[best] ? w : best;
+    }
+    if (paced[best] >= 2 && paced[best] < steps)
+        pt_buf_printf(s, " (rank %d was the slowest in %zu of the %zu steps profiled: with more steps, --steps, a rank "
+                         "slower in every step is told from chance)",
+                      pt_worker_rank(a, best), paced[best], steps);
+    free(paced);
+    free(in_step);
+}
+
 static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_list *list)
 {
     size_t segments = pt_whatif_segments(m);
@@ -615,6 +638,7 @@ static void common_imbalance(const pt_analysis *a, const pt_whatif *m, finding_l
     }
     pt_buf_puts(&s, " above the typical rank's work: the others wait for work unevenly split between ranks and steps "
                     "(variable sequence lengths, data-dependent work), not for one slow worker or slow links");
+    put_most_often_slowest(a, m, &s);
     pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
     pt_buf_puts(&s, "; balance the work per rank and step (bucket or pack sequences by length, even shards).");
     f->summary = pt_buf_take(&s);

@@ -1077,6 +1077,39 @@ static void test_a_gpu_slower_in_every_step_is_named(void **state)
     pt_json_free(report);
 }
 
+/* Work that moves between ranks: 40 ms more kernels on rank `a` in steps 0 and 2 and on
+ * rank `b` in step 1. When a = 3 paces two of the three steps, the uneven-work finding
+ * says so and that more steps tell a slower rank from chance; when each step's slowest
+ * is another rank (a = 3 in step 0, b = 5 in step 1, rank 6 in step 2), it does not. */
+static void moving_job(job *j, int a, int b, int c)
+{
+    data_parallel(j, 8, 3, 70, 5, 0.01, 10);
+    j->w[a].acts[0].ms[0] += 40;
+    j->w[b].acts[0].ms[1] += 40;
+    j->w[c].acts[0].ms[2] += 40;
+}
+
+static void test_uneven_work_says_a_rank_slowest_in_most_steps(void **state)
+{
+    (void)state;
+    for (int twice = 0; twice < 2; twice++) {
+        job j;
+        moving_job(&j, 3, 5, twice ? 3 : 6);
+        pt_json *report = diagnose(&j);
+        print_findings(report);
+        const pt_json *all = findings_of(report);
+        assert_true(all->count > 0);
+        const char *summary = pt_json_get_string(all->items[0], "summary", "");
+        assert_non_null(strstr(summary, "The slowest rank moves from step to step"));
+        if (twice)
+            assert_non_null(strstr(summary, "(rank 3 was the slowest in 2 of the 3 steps profiled: with more steps, "
+                                            "--steps, a rank slower in every step is told from chance)"));
+        else
+            assert_null(strstr(summary, "was the slowest in"));
+        pt_json_free(report);
+    }
+}
+
 /* ------------------------------------------------------------ healthy jobs */
 
 /* 16 workers, 5 steps, 5% noise in every part of every step: nothing to fix. */
@@ -1280,6 +1313,7 @@ int main(void)
         cmocka_unit_test(test_bucket_bytes_need_most_workers),
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_a_gpu_slower_in_every_step_is_named),
+        cmocka_unit_test(test_uneven_work_says_a_rank_slowest_in_most_steps),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),
         cmocka_unit_test(test_pipeline_like_job_names_no_rank),

@@ -731,16 +731,25 @@ static void test_windows_far_apart_are_not_one_job(void **state)
     }
 }
 
+/* The job of slow_rank_job without rank 1, its slow rank: ranks 0, 2, 3, 4 and 5. */
+static void job_without_rank_1(pt_worker_summary *rest[WORLD - 1])
+{
+    pt_worker_summary *w[WORLD];
+    slow_rank_job(w, WORLD);
+    pt_summary_free(w[1]);
+    rest[0] = w[0];
+    for (int r = 2; r < WORLD; r++)
+        rest[r - 1] = w[r];
+}
+
 /* The job without its slow rank: the others wait half of each step, and nothing among
  * them explains it. The report says it is partial, and the first finding that the rank
  * they wait for may be the missing one -- never that the links are slow. */
 static void test_a_partial_job_says_the_slowest_may_be_missing(void **state)
 {
     (void)state;
-    pt_worker_summary *w[WORLD];
-    slow_rank_job(w, WORLD);
-    pt_summary_free(w[1]);
-    pt_worker_summary *rest[WORLD - 1] = {w[0], w[2], w[3], w[4], w[5]};
+    pt_worker_summary *rest[WORLD - 1];
+    job_without_rank_1(rest);
     pt_json *report = diagnose(rest, WORLD - 1);
     assert_string_equal(pt_json_get_string(diagnosis_of(report), "inputs", ""), "partial");
     const char *problem = input_problem(report);
@@ -776,10 +785,8 @@ static void test_a_partial_job_says_the_slowest_may_be_missing(void **state)
 static void test_a_partial_job_counts_the_last_arrival(void **state)
 {
     (void)state;
-    pt_worker_summary *w[WORLD];
-    slow_rank_job(w, WORLD);
-    pt_summary_free(w[1]);
-    pt_worker_summary *rest[WORLD - 1] = {w[0], w[2], w[3], w[4], w[5]};
+    pt_worker_summary *rest[WORLD - 1];
+    job_without_rank_1(rest);
     for (int i = 0; i < 3; i++) {
         pt_worker_summary *s = rest[1 + i];
         pt_step_summary *st = &s->steps[i];
@@ -803,10 +810,8 @@ static void test_a_round_without_its_slow_rank_says_partial(void **state)
 {
     (void)state;
     for (int lost = 0; lost < 2; lost++) {
-        pt_worker_summary *w[WORLD];
-        slow_rank_job(w, WORLD);
-        pt_summary_free(w[1]);
-        pt_worker_summary *rest[WORLD - 1] = {w[0], w[2], w[3], w[4], w[5]};
+        pt_worker_summary *rest[WORLD - 1];
+        job_without_rank_1(rest);
         int32_t failed_rank = 1;
         const char *failed_name = "node0_1_2001.json";
         bool failed_lost = lost;
@@ -861,9 +866,8 @@ static void test_saves_ms_is_the_figure_of_the_sentence(void **state)
     assert_sentence_says_saves_ms(f);
     pt_json_free(report);
 
-    slow_rank_job(w, WORLD);
-    pt_summary_free(w[1]);
-    pt_worker_summary *rest[WORLD - 1] = {w[0], w[2], w[3], w[4], w[5]};
+    pt_worker_summary *rest[WORLD - 1];
+    job_without_rank_1(rest);
     report = diagnose(rest, WORLD - 1);
     assert_sentence_says_saves_ms(finding(report, 0));
     pt_json_free(report);

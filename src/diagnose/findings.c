@@ -366,8 +366,17 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
                 pt_buf_printf(&s, " at %s of the link's peak bandwidth", pt_percent(pct, throughput));
             pt_buf_puts(&s, ", which no worker's work sets");
             pt_put_saving(a, f, pt_whatif_step_ms(m), &s);
-            pt_buf_puts(&s, "; overlap gradient communication with backward (DDP buckets), shard differently, "
-                            "or check the links.");
+            /* Point-to-point transfers exposed are a pipeline's stages waiting for each
+             * other (its bubble) or an all-to-all (NCCL runs it as sends and receives: a
+             * DLRM's embeddings), not gradients to overlap. */
+            if (strcmp(pt_collective_pattern(top->name, strlen(top->name)), "sendrecv") == 0)
+                pt_buf_puts(&s, "; these are point-to-point transfers: in a pipeline its bubble, the stages waiting "
+                                "for each other (more microbatches per step or an interleaved schedule shrink it), in "
+                                "an all-to-all (embeddings, experts) the exchange to overlap with compute; else check "
+                                "the links.");
+            else
+                pt_buf_puts(&s, "; overlap gradient communication with backward (DDP buckets), shard differently, "
+                                "or check the links.");
             f->summary = pt_buf_take(&s);
             pt_buf_free(&name);
         }

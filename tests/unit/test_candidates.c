@@ -1289,6 +1289,34 @@ static void test_pipeline_stage_work_is_moved(void **state)
     }
 }
 
+/* A balanced pipeline (3, 3, 3, 3) whose stages wait 20 ms a step in their transfers:
+ * exposed point-to-point transfers are its bubble (or an all-to-all), and the advice says
+ * so (more microbatches, an interleaved schedule); the same wait in an all-reduce is
+ * gradient communication to overlap. */
+static void test_exposed_sends_are_a_pipelines_bubble(void **state)
+{
+    (void)state;
+    static const int balanced[4] = {3, 3, 3, 3};
+    const char *collective[2] = {SENDRECV,
+                                 "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"};
+    for (int i = 0; i < 2; i++) {
+        job j;
+        pipeline_job(&j, balanced, 4, collective[i], 8);
+        j.transfer_ms = 20;
+        pt_json *report = diagnose(&j);
+        print_findings(report);
+        const pt_json *all = findings_of(report);
+        assert_true(all->count > 0);
+        const char *summary = pt_json_get_string(all->items[0], "summary", "");
+        assert_non_null(strstr(summary, "Communication is exposed"));
+        assert_true(pt_json_get(all->items[0], "all_workers")->boolean);
+        bool bubble = strstr(summary, "point-to-point transfers: in a pipeline its bubble") != NULL;
+        bool overlap = strstr(summary, "overlap gradient communication with backward") != NULL;
+        assert_true(i == 0 ? bubble && !overlap : overlap && !bubble);
+        pt_json_free(report);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1318,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),
         cmocka_unit_test(test_pipeline_like_job_names_no_rank),
         cmocka_unit_test(test_pipeline_stage_work_is_moved),
+        cmocka_unit_test(test_exposed_sends_are_a_pipelines_bubble),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,6 +291,15 @@ static void print_findings(const pt_json *report)
                       pt_json_get_number(all->items[i], "impact", 0), pt_json_get_string(all->items[i], "summary", ""));
 }
 
+/* The first finding's sentence (the report has one), the findings printed. */
+static const char *first_summary(const pt_json *report)
+{
+    print_findings(report);
+    const pt_json *all = findings_of(report);
+    assert_true(all->count > 0);
+    return pt_json_get_string(all->items[0], "summary", "");
+}
+
 static void assert_workers(const pt_json *f, const int *ranks, size_t n)
 {
     const pt_json *w = pt_json_get(f, "workers");
@@ -1096,10 +1105,7 @@ static void test_uneven_work_says_a_rank_slowest_in_most_steps(void **state)
         job j;
         moving_job(&j, 3, 5, twice ? 3 : 6);
         pt_json *report = diagnose(&j);
-        print_findings(report);
-        const pt_json *all = findings_of(report);
-        assert_true(all->count > 0);
-        const char *summary = pt_json_get_string(all->items[0], "summary", "");
+        const char *summary = first_summary(report);
         assert_non_null(strstr(summary, "The slowest rank moves from step to step"));
         if (twice)
             assert_non_null(strstr(summary, "(rank 3 was the slowest in 2 of the 3 steps profiled: with more steps, "
@@ -1304,12 +1310,9 @@ static void test_exposed_sends_are_a_pipelines_bubble(void **state)
         pipeline_job(&j, balanced, 4, collective[i], 8);
         j.transfer_ms = 20;
         pt_json *report = diagnose(&j);
-        print_findings(report);
-        const pt_json *all = findings_of(report);
-        assert_true(all->count > 0);
-        const char *summary = pt_json_get_string(all->items[0], "summary", "");
+        const char *summary = first_summary(report);
         assert_non_null(strstr(summary, "Communication is exposed"));
-        assert_true(pt_json_get(all->items[0], "all_workers")->boolean);
+        assert_true(pt_json_get(findings_of(report)->items[0], "all_workers")->boolean);
         bool bubble = strstr(summary, "point-to-point transfers: in a pipeline its bubble") != NULL;
         bool overlap = strstr(summary, "overlap gradient communication with backward") != NULL;
         assert_true(i == 0 ? bubble && !overlap : overlap && !bubble);

@@ -1,7 +1,9 @@
 /* peer_noise.c -- the noise test: whether a worker's excess over its peers is real
  * (peers.c's header says the rules; this is their arithmetic).
  *
- * Cost: O(workers x steps) per function or class measured, plus a median per step. */
+ * Cost: O(workers x steps) per function or class measured, plus a median per step, and
+ * a sort per step (O(workers log workers)) when some worker is above the typical one by
+ * the floor in every step (the chance test: O(steps x log workers) per worker). */
 #include "diagnose/peer_noise.h"
 #include "util/stats.h"
 
@@ -12,6 +14,7 @@
 void pt_peer_values_init(peer_values *v, const pt_analysis *a, size_t steps)
 {
     memset(v, 0, sizeof *v);
+    v->n = a->n;
     v->steps = steps >= 2 ? steps : 0;
     v->mean = pt_xmalloc((a->n ? a->n : 1) * sizeof *v->mean);
     v->per_step = pt_xmalloc((a->n * v->steps + 1) * sizeof *v->per_step);
@@ -29,6 +32,47 @@ void pt_peer_values_free(peer_values *v)
     free(v->step_median);
     free(v->own_noise);
     free(v->contended);
+    free(v->sorted);
+}
+
+/* Worker w's value in step s is above the typical worker's by more than `margin`. */
+static bool above_by(const peer_values *v, size_t w, size_t s, double margin)
+{
+    return v->per_step[w * v->steps + s] - v->step_median[s] > margin;
+}
+
+/* Above the typical worker by the floor and the swing in every step. */
+static bool above_in_each_step(const peer_values *v, size_t w, double margin)
+{
+    for (size_t s = 0; s < v->steps; s++)
+        if (!above_by(v, w, s, margin))
+            return false;
+    return v->steps >= 2;
+}
+
+static int ascending(const void *x, const void *y)
+{
+    return pt_cmp_desc(*(const double *)y, *(const double *)x);
+}
+
+/* Each step's values sorted, for the chance test (by_chance), when some worker needs it. */
+static void sort_steps_when_needed(peer_values *v)
+{
+    size_t n = v->n, steps = v->steps;
+    double margin = fmax(v->floor, v->swing);
+    bool needed = false;
+    free(v->sorted); /* measured again: new values */
+    v->sorted = NULL;
+    for (size_t w = 0; w < n && !needed; w++)
+        needed = above_in_each_step(v, w, margin);
+    if (!needed)
+        return;
+    v->sorted = pt_xmalloc(n * steps * sizeof *v->sorted);
+    for (size_t w = 0; w < n; w++)
+        for (size_t s = 0; s < steps; s++)
+            v->sorted[s * n + w] = v->per_step[w * steps + s];
+    for (size_t s = 0; s < steps; s++)
+        qsort(v->sorted + s * n, n, sizeof *v->sorted, ascending);
 }
 
 /* The typical worker, and how far above it chance reaches (see the header comment).
@@ -71,6 +115,7 @@ void pt_peer_measure(const pt_analysis *a, peer_values *v)
     free(column);
     v->threshold = fmax(pt_floor_ms(a), STEP_SIGMAS * sigma / sqrt((double)steps));
     v->swing = pt_sample_sd(v->step_median, steps);
+    sort_steps_when_needed(v);
 }
 
 /* Above the typical worker in every step (all but one of four or more), not in one. */
@@ -120,10 +165,44 @@ double pt_peer_time_threshold(const peer_values *v, size_t w)
 static bool above_in_every_step(const peer_values *v, size_t w)
 {
     double threshold = fmax(fmax(v->floor, STEP_SIGMAS * v->noise), v->swing);
-    for (size_t s = 0; s < v->steps; s++)
-        if (v->per_step[w * v->steps + s] - v->step_median[s] <= threshold)
-            return false;
-    return v->steps >= 2 && !pt_peer_load_bound(v, w);
+    return above_in_each_step(v, w, threshold) && !pt_peer_load_bound(v, w);
+}
+
+/* How many workers of the job chance would put at least as far up as w in every step:
+ * the workers, times the product over steps of the share of them at w's value or above
+ * in that step (w counted: never under one in n). The other workers are chance's
+ * measure: noise that slows a quarter of them by 30-45% in each step leaves one of 64
+ * that far up in three steps, and none above a GPU that is slower than that noise reaches
+ * in two of them. */
+static double by_chance(const peer_values *v, size_t w)
+{
+    size_t n = v->n;
+    double expected = (double)n;
+    for (size_t s = 0; s < v->steps; s++) {
+        const double *sorted = v->sorted + s * n;
+        double value = v->per_step[w * v->steps + s];
+        size_t lo = 0, hi = n; /* the first sorted value >= value */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] < value)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        expected *= (double)(n - lo) / (double)n;
+    }
+    return expected;
+}
+
+/* Above the typical worker by the floor and the swing in every step, further up than
+ * chance puts CHANCE_WORKERS of the job's workers: a GPU slower than the noise that
+ * slows many workers in each step reaches (64 workers, a quarter of them 30-45% slower
+ * in each step: rank 63 53, 28 and 66 ms ahead, the top in two steps) is slow, though
+ * that noise's spread is larger than 28 ms. */
+static bool above_chance(const peer_values *v, size_t w)
+{
+    return v->sorted && above_in_each_step(v, w, fmax(v->floor, v->swing)) && !pt_peer_load_bound(v, w) &&
+           by_chance(v, w) < CHANCE_WORKERS;
 }
 
 /* Worker w's excess over the typical worker when it is real, else 0. Exact evidence
@@ -132,7 +211,7 @@ double pt_peer_real_excess(const pt_analysis *a, const peer_values *v, size_t w,
 {
     double excess = v->mean[w] - v->median;
     double threshold = exact ? pt_floor_ms(a) : pt_peer_time_threshold(v, w);
-    bool steady = !exact && excess > 0 && above_in_every_step(v, w);
+    bool steady = !exact && excess > 0 && (above_in_every_step(v, w) || above_chance(v, w));
     return steady || (excess > threshold && pt_peer_above_in_steps(v, w)) ? excess : 0;
 }
 

@@ -10,6 +10,8 @@
 
 #define STEP_SIGMAS 5.0   /* what a difference in time must clear: sigmas of the noise */
 #define SPREAD_SIGMAS 5.0 /* ... of the spread across workers, when steps cannot be compared */
+#define CHANCE_WORKERS 0.01 /* a worker further up in every step than chance puts this many of
+                               the job's workers is slower (peer_noise.c, above_chance) */
 
 /* One function's (or class's) values on every worker, and what chance reaches. */
 typedef struct peer_values {
@@ -26,6 +28,9 @@ typedef struct peer_values {
                             spread of step_median): the machine-wide slowdown's noise */
     bool cpu_side;       /* the values are CPU-side time (runtime calls, Python) ... */
     bool *contended;     /* [w]: ... and that worker's host CPU is saturated and shared */
+    size_t n;            /* workers */
+    double *sorted;      /* [s * n + i]: step s's values in ascending order, when some worker
+                            is above the typical one by the floor in every step; else NULL */
 } peer_values;
 
 void pt_peer_values_init(peer_values *v, const pt_analysis *a, size_t steps);

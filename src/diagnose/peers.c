@@ -19,7 +19,8 @@
  *    when steps cannot be compared, and hold in every step (all but one of four or
  *    more): four processes sharing a GPU inflate one step here and another there, which
  *    is not a slow worker; one above by 5 sigma in each step is, however its own excess
- *    varies (peer_noise.c). It must also clear the machine-wide swing (how far the
+ *    varies, and so is one further up in every step than chance puts 0.01 of the
+ *    workers (peer_noise.c). It must also clear the machine-wide swing (how far the
  *    typical worker's own time moves from step to step): a loaded machine slows everyone
  *    by a factor that changes every step and lands unevenly. On a host whose CPU is
  *    saturated and shared by several workers, CPU-side time is the scheduler's share:

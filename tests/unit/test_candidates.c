@@ -1044,6 +1044,34 @@ static void test_bucketing_explains_the_exposed_communication(void **state)
 
 /* ------------------------------------------------------------ slow in every step */
 
+/* A job built with `rank`'s GPU slower by `slower` ms in each of 3 steps: its first
+ * finding is that GPU alone, with the saving of the job without the excess; built with
+ * `not_named` instead, no GPU finding names some of the workers. */
+static void check_slow_gpu(void (*build)(job *, const double[3]), int rank, const double slower[3],
+                           const double not_named[3])
+{
+    static const double none[3] = {0, 0, 0};
+    job with, without;
+    build(&with, slower);
+    build(&without, none);
+    pt_json *report = diagnose(&with);
+    first_summary(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_workers(f, (int[]){rank}, 1);
+    assert_impact_near(f, true_saving(&with, &without));
+    pt_json_free(report);
+
+    build(&with, not_named);
+    report = diagnose(&with);
+    print_findings(report);
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        assert_false(!pt_json_get(all->items[i], "all_workers")->boolean &&
+                     strcmp(pt_json_get_string(all->items[i], "category", ""), "gpu_compute") == 0);
+    pt_json_free(report);
+}
+
 /* Ranks 0 and 8 have one slow step each (25 ms more kernels: processes sharing a GPU);
  * rank 15's GPU is slower in every step, by `extra` (sharing slows some of its steps
  * more). */
@@ -1064,26 +1092,8 @@ static void every_step_job(job *j, const double extra[3])
 static void test_a_gpu_slower_in_every_step_is_named(void **state)
 {
     (void)state;
-    static const double slower[3] = {27, 31, 59}, two_of_three[3] = {27, 31, 0}, none[3] = {0, 0, 0};
-    job with, without;
-    every_step_job(&with, slower);
-    every_step_job(&without, none);
-    pt_json *report = diagnose(&with);
-    print_findings(report);
-    assert_true(findings_of(report)->count > 0);
-    const pt_json *f = findings_of(report)->items[0];
-    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
-    assert_workers(f, (int[]){15}, 1);
-    assert_impact_near(f, true_saving(&with, &without));
-    pt_json_free(report);
-
-    every_step_job(&with, two_of_three);
-    report = diagnose(&with);
-    print_findings(report);
-    const pt_json *all = findings_of(report);
-    for (size_t i = 0; i < all->count; i++)
-        assert_string_not_equal(pt_json_get_string(all->items[i], "category", ""), "gpu_compute");
-    pt_json_free(report);
+    static const double slower[3] = {27, 31, 59}, two_of_three[3] = {27, 31, 0};
+    check_slow_gpu(every_step_job, 15, slower, two_of_three);
 }
 
 /* 32 workers, a quarter of them 25-32 ms slower in each step (processes sharing GPUs: a
@@ -1106,26 +1116,8 @@ static void shared_gpus_job(job *j, const double extra[3])
 static void test_a_gpu_slower_than_the_noise_reaches_is_named(void **state)
 {
     (void)state;
-    static const double slower[3] = {53, 28, 66}, as_noise[3] = {28, 25, 30}, none[3] = {0, 0, 0};
-    job with, without;
-    shared_gpus_job(&with, slower);
-    shared_gpus_job(&without, none);
-    pt_json *report = diagnose(&with);
-    first_summary(report);
-    const pt_json *f = findings_of(report)->items[0];
-    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
-    assert_workers(f, (int[]){31}, 1);
-    assert_impact_near(f, true_saving(&with, &without));
-    pt_json_free(report);
-
-    shared_gpus_job(&with, as_noise);
-    report = diagnose(&with);
-    print_findings(report);
-    const pt_json *all = findings_of(report);
-    for (size_t i = 0; i < all->count; i++)
-        assert_false(!pt_json_get(all->items[i], "all_workers")->boolean &&
-                     strcmp(pt_json_get_string(all->items[i], "category", ""), "gpu_compute") == 0);
-    pt_json_free(report);
+    static const double slower[3] = {53, 28, 66}, as_noise[3] = {28, 25, 30};
+    check_slow_gpu(shared_gpus_job, 31, slower, as_noise);
 }
 
 /* Work that moves between ranks: 40 ms more kernels on rank `a` in steps 0 and 2 and on

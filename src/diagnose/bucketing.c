@@ -26,7 +26,6 @@
 #include "summarize/classify.h"
 
 #include <math.h>
-#include <string.h>
 
 /* The share of the step communication is expected to take in the common rules'
  * exposed-communication finding (findings.c EXPECTED_COMM). */
@@ -48,7 +47,7 @@ pt_bucketing pt_bucketing_of(const pt_analysis *a, const pt_fn_row *row, size_t 
     const pt_function_summary *fn = pt_row_function(a, row, w, &cell);
     pt_bucketing r = {0, 0, 0, NAN};
     if (!fn || fn->count < 2 || fn->median_ns <= 0 || !(fn->throughput_avg_pct > 0) || !(fn->busbw_avg_gbps > 0) ||
-        strcmp(pt_collective_pattern(row->name, strlen(row->name)), "sendrecv") == 0)
+        pt_collective_is_point_to_point(row->name))
         return r;
     r.calls = (double)fn->count / a->steps[w];
     r.call_ms = (double)fn->median_ns / 1e6;

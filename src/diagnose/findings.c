@@ -369,7 +369,7 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
             /* Point-to-point transfers exposed are a pipeline's stages waiting for each
              * other (its bubble) or an all-to-all (NCCL runs it as sends and receives: a
              * DLRM's embeddings), not gradients to overlap. */
-            if (strcmp(pt_collective_pattern(top->name, strlen(top->name)), "sendrecv") == 0)
+            if (pt_collective_is_point_to_point(top->name))
                 pt_buf_puts(&s, "; these are point-to-point transfers: in a pipeline its bubble, the stages waiting "
                                 "for each other (more microbatches per step or an interleaved schedule shrink it), in "
                                 "an all-to-all (embeddings, experts) the exchange to overlap with compute; else check "

@@ -55,7 +55,8 @@ static int ascending(const void *x, const void *y)
     return pt_cmp_desc(*(const double *)y, *(const double *)x);
 }
 
-/* Each step's values sorted, for the chance test (by_chance), when some worker needs it. */
+/* Each step's values sorted, for the chance test (by_chance), when some worker is above
+ * the typical one by the floor and the swing in every step (steadily_above). */
 static void sort_steps_when_needed(peer_values *v)
 {
     size_t n = v->n, steps = v->steps;
@@ -158,16 +159,6 @@ double pt_peer_time_threshold(const peer_values *v, size_t w)
     return threshold;
 }
 
-/* Above the typical worker in every step by more than its noise reaches in one step
- * (STEP_SIGMAS of it, not of a mean), the floor and the swing: reliably ahead, however its
- * own excess varies (a slow GPU that processes sharing it slow in some steps too: 27, 31
- * and 59 ms ahead, its own spread 17 ms, is slow in each; its spread says by how much). */
-static bool above_in_every_step(const peer_values *v, size_t w)
-{
-    double threshold = fmax(fmax(v->floor, STEP_SIGMAS * v->noise), v->swing);
-    return above_in_each_step(v, w, threshold) && !pt_peer_load_bound(v, w);
-}
-
 /* How many workers of the job chance would put at least as far up as w in every step:
  * the workers, times the product over steps of the share of them at w's value or above
  * in that step (w counted: never under one in n). The other workers are chance's
@@ -194,15 +185,21 @@ static double by_chance(const peer_values *v, size_t w)
     return expected;
 }
 
-/* Above the typical worker by the floor and the swing in every step, further up than
- * chance puts CHANCE_WORKERS of the job's workers: a GPU slower than the noise that
- * slows many workers in each step reaches (64 workers, a quarter of them 30-45% slower
- * in each step: rank 63 53, 28 and 66 ms ahead, the top in two steps) is slow, though
- * that noise's spread is larger than 28 ms. */
-static bool above_chance(const peer_values *v, size_t w)
+/* Above the typical worker by the floor and the swing in every step, and reliably so
+ * however much its own excess varies: by more than the typical worker's noise reaches
+ * in one step (STEP_SIGMAS of it, not of a mean: a slow GPU that processes sharing it
+ * slow in some steps too, 27, 31 and 59 ms ahead, its own spread 17 ms, is slow in
+ * each), or further up than chance puts CHANCE_WORKERS of the job's workers (a GPU
+ * slower than the noise that slows many workers in each step reaches: 64 workers, a
+ * quarter of them 30-45% slower in each step, rank 63 53, 28 and 66 ms ahead, the top in
+ * two steps, though that noise's spread is larger than 28 ms). */
+static bool steadily_above(const peer_values *v, size_t w)
 {
-    return v->sorted && above_in_each_step(v, w, fmax(v->floor, v->swing)) && !pt_peer_load_bound(v, w) &&
-           by_chance(v, w) < CHANCE_WORKERS;
+    double margin = fmax(v->floor, v->swing);
+    if (!above_in_each_step(v, w, margin) || pt_peer_load_bound(v, w))
+        return false;
+    return above_in_each_step(v, w, fmax(margin, STEP_SIGMAS * v->noise)) ||
+           (v->sorted && by_chance(v, w) < CHANCE_WORKERS);
 }
 
 /* Worker w's excess over the typical worker when it is real, else 0. Exact evidence
@@ -211,7 +208,7 @@ double pt_peer_real_excess(const pt_analysis *a, const peer_values *v, size_t w,
 {
     double excess = v->mean[w] - v->median;
     double threshold = exact ? pt_floor_ms(a) : pt_peer_time_threshold(v, w);
-    bool steady = !exact && excess > 0 && (above_in_every_step(v, w) || above_chance(v, w));
+    bool steady = !exact && excess > 0 && steadily_above(v, w);
     return steady || (excess > threshold && pt_peer_above_in_steps(v, w)) ? excess : 0;
 }
 

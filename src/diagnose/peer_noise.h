@@ -11,7 +11,7 @@
 #define STEP_SIGMAS 5.0   /* what a difference in time must clear: sigmas of the noise */
 #define SPREAD_SIGMAS 5.0 /* ... of the spread across workers, when steps cannot be compared */
 #define CHANCE_WORKERS 0.01 /* a worker further up in every step than chance puts this many of
-                               the job's workers is slower (peer_noise.c, above_chance) */
+                               the job's workers is slower (peer_noise.c, steadily_above) */
 
 /* One function's (or class's) values on every worker, and what chance reaches. */
 typedef struct peer_values {

@@ -21,7 +21,7 @@
  *    pace is some stage's slow step (noise), and that stage's bubble replaces the one
  *    the stage moved had.
  * A job is a pipeline when every worker makes point-to-point transfers (collectives of
- * the send/receive kind, pt_collective_pattern) and some worker calls the finding's
+ * the send/receive kind, pt_collective_is_point_to_point) and some worker calls the finding's
  * kernels less often than the typical worker (a lighter stage: in a data-parallel job
  * every rank calls them as often, and a rank doing extra work does not make the others
  * do less). Microbatches: a stage at the end of the pipeline sends (or receives) each
@@ -37,7 +37,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* The job's microbatches per step: half the fewest point-to-point transfers (sends and
  * receives) any worker makes per step; 0 when the job is no pipeline. */
@@ -48,7 +47,7 @@ static size_t microbatches_of(const pt_analysis *a)
     double *calls = pt_xcalloc(a->n, sizeof *calls), fewest = INFINITY;
     for (size_t i = 0; i < a->row_count; i++) {
         const pt_fn_row *row = &a->rows[i];
-        if (row->cls != PT_CLASS_COMM || strcmp(pt_collective_pattern(row->name, strlen(row->name)), "sendrecv") != 0)
+        if (row->cls != PT_CLASS_COMM || !pt_collective_is_point_to_point(row->name))
             continue;
         for (size_t w = 0; w < a->n; w++) {
             pt_function_summary cell;

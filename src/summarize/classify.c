@@ -123,6 +123,11 @@ const char *pt_collective_pattern(const char *name, size_t n)
     return "other";
 }
 
+bool pt_collective_is_point_to_point(const char *name)
+{
+    return strcmp(pt_collective_pattern(name, strlen(name)), "sendrecv") == 0;
+}
+
 static bool has_nvlink(const char *device)
 {
     static const char *const models[] = {"V100-SXM", "A100", "A800", "H100", "H200", "H800",

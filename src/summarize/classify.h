@@ -43,6 +43,9 @@ bool pt_runtime_is_hip(const char *name);
 
 /* "ring", "tree", "sendrecv", "nvls", "collnet", "alltoall" or "other". */
 const char *pt_collective_pattern(const char *kernel_name, size_t n);
+/* A point-to-point transfer (pattern "sendrecv"): a pipeline's activations, or an
+ * all-to-all NCCL runs as sends and receives. */
+bool pt_collective_is_point_to_point(const char *kernel_name);
 /* "nvlink", "xgmi", "pcie" or "network" from the GPU model and whether the group fits in
  * one node (group_size <= devices on the node). */
 const char *pt_collective_link(const char *device_name, int device_count, int group_size);

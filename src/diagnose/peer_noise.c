@@ -180,7 +180,8 @@ static double by_chance(const peer_values *v, size_t w)
             else
                 hi = mid;
         }
-        expected *= (double)(n - lo) / (double)n;
+        /* Multiplied before divided: 10 x (1/10)^3 comes out 0.01, not 0.010000000000000002. */
+        expected = expected * (double)(n - lo) / (double)n;
     }
     return expected;
 }

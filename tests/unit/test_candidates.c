@@ -1044,6 +1044,30 @@ static void test_bucketing_explains_the_exposed_communication(void **state)
 
 /* ------------------------------------------------------------ slow in every step */
 
+/* The first finding is rank's GPU alone, with the saving of the job without its excess. */
+static void assert_first_is_the_gpu_of(const job *with, const job *without, int rank)
+{
+    pt_json *report = diagnose(with);
+    first_summary(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_workers(f, (int[]){rank}, 1);
+    assert_impact_near(f, true_saving(with, without));
+    pt_json_free(report);
+}
+
+/* No GPU finding names some of the workers. */
+static void assert_no_gpu_finding_names_a_rank(const job *j)
+{
+    pt_json *report = diagnose(j);
+    print_findings(report);
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        assert_false(!pt_json_get(all->items[i], "all_workers")->boolean &&
+                     strcmp(pt_json_get_string(all->items[i], "category", ""), "gpu_compute") == 0);
+    pt_json_free(report);
+}
+
 /* A job built with `rank`'s GPU slower by `slower` ms in each of 3 steps: its first
  * finding is that GPU alone, with the saving of the job without the excess; built with
  * `not_named` instead, no GPU finding names some of the workers. */
@@ -1054,22 +1078,9 @@ static void check_slow_gpu(void (*build)(job *, const double[3]), int rank, cons
     job with, without;
     build(&with, slower);
     build(&without, none);
-    pt_json *report = diagnose(&with);
-    first_summary(report);
-    const pt_json *f = findings_of(report)->items[0];
-    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
-    assert_workers(f, (int[]){rank}, 1);
-    assert_impact_near(f, true_saving(&with, &without));
-    pt_json_free(report);
-
+    assert_first_is_the_gpu_of(&with, &without, rank);
     build(&with, not_named);
-    report = diagnose(&with);
-    print_findings(report);
-    const pt_json *all = findings_of(report);
-    for (size_t i = 0; i < all->count; i++)
-        assert_false(!pt_json_get(all->items[i], "all_workers")->boolean &&
-                     strcmp(pt_json_get_string(all->items[i], "category", ""), "gpu_compute") == 0);
-    pt_json_free(report);
+    assert_no_gpu_finding_names_a_rank(&with);
 }
 
 /* Ranks 0 and 8 have one slow step each (25 ms more kernels: processes sharing a GPU);
@@ -1118,6 +1129,35 @@ static void test_a_gpu_slower_than_the_noise_reaches_is_named(void **state)
     (void)state;
     static const double slower[3] = {53, 28, 66}, as_noise[3] = {28, 25, 30};
     check_slow_gpu(shared_gpus_job, 31, slower, as_noise);
+}
+
+/* n workers, a third of them 25 ms slower in each step (a different third each step),
+ * the last by `extra`. */
+static void third_slowed_job(job *j, int n, const double extra[3])
+{
+    data_parallel(j, n, 3, 100, 5, 0.01, 5);
+    for (int w = 0; w < n - 1; w++)
+        for (int s = 0; s < 3; s++)
+            if ((w + s) % 3 == 0)
+                j->w[w].acts[0].ms[s] += 25;
+    for (int s = 0; s < 3; s++)
+        j->w[n - 1].acts[0].ms[s] += extra[s];
+}
+
+/* The chance test's boundary: the last worker is the top in each of the 3 steps (30, 70
+ * and 35 ms ahead: under 5 sigma of the noise in one, its own spread too wide for its
+ * mean), so chance would put n x (1/n)^3 of the workers there. Of 11 workers that is
+ * 0.0083, under CHANCE_WORKERS (0.01): named; of 10 exactly 0.01: not. */
+static void test_the_chance_a_worker_is_the_top_is_under_a_hundredth(void **state)
+{
+    (void)state;
+    static const double ahead[3] = {30, 70, 35}, none[3] = {0, 0, 0};
+    job with, without;
+    third_slowed_job(&with, 11, ahead);
+    third_slowed_job(&without, 11, none);
+    assert_first_is_the_gpu_of(&with, &without, 10);
+    third_slowed_job(&with, 10, ahead);
+    assert_no_gpu_finding_names_a_rank(&with);
 }
 
 /* Work that moves between ranks: 40 ms more kernels on rank `a` in steps 0 and 2 and on
@@ -1379,6 +1419,7 @@ int main(void)
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_a_gpu_slower_in_every_step_is_named),
         cmocka_unit_test(test_a_gpu_slower_than_the_noise_reaches_is_named),
+        cmocka_unit_test(test_the_chance_a_worker_is_the_top_is_under_a_hundredth),
         cmocka_unit_test(test_uneven_work_says_a_rank_slowest_in_most_steps),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),
         cmocka_unit_test(test_small_healthy_jobs_have_no_finding),

@@ -164,11 +164,67 @@ void pt_remove_finding(const pt_analysis *a, const pt_whatif *m, const finding *
     free(excess);
 }
 
+double pt_kernel_calls(const pt_analysis *a, const finding *f, size_t w)
+{
+    if (f->part_count) {
+        double calls = 0;
+        for (size_t i = 0; i < f->part_count; i++)
+            calls += pt_kernel_calls(a, &f->parts[i], w);
+        return calls;
+    }
+    if (!f->row)
+        return 0;
+    pt_function_summary cell;
+    const pt_function_summary *fn = pt_row_function(a, f->row, w, &cell);
+    return fn && a->steps[w] ? (double)fn->count / (double)a->steps[w] : 0;
+}
+
+/* Per modelled step, each worker's ms in f's kernels (its row's, or its parts' summed). */
+static void kernel_ms(const pt_analysis *a, const pt_whatif *m, const finding *f, double *out)
+{
+    size_t cells = a->n * pt_whatif_steps(m);
+    if (!f->part_count) {
+        fix_values(a, m, f, out);
+        return;
+    }
+    double *part = pt_xmalloc((cells + 1) * sizeof *part);
+    memset(out, 0, cells * sizeof *out);
+    for (size_t i = 0; i < f->part_count; i++) {
+        kernel_ms(a, m, &f->parts[i], part);
+        for (size_t c = 0; c < cells; c++)
+            out[c] += part[c];
+    }
+    free(part);
+}
+
+/* The work a pipeline's lighter stages take on when the heavy stage's is spread, per
+ * modelled step, into gain[w * steps + s]: each worker that calls f's kernels less often
+ * than the mean worker takes the calls it lacks, at its own time per call in that step
+ * (its own speed, and its noise: a lighter stage on a slow step may pace once it holds
+ * the layer moved). */
+static void moved_in(const pt_analysis *a, const pt_whatif *m, const finding *f, double *gain)
+{
+    size_t steps = pt_whatif_steps(m), n = a->n;
+    double *calls = pt_xmalloc((n ? n : 1) * sizeof *calls), mean = 0;
+    for (size_t w = 0; w < n; w++)
+        calls[w] = pt_kernel_calls(a, f, w), mean += calls[w] / (double)n;
+    kernel_ms(a, m, f, gain);
+    for (size_t w = 0; w < n; w++) {
+        double share = calls[w] > 0 && calls[w] < mean && !pt_finding_names(f, w) ? (mean - calls[w]) / calls[w] : 0;
+        for (size_t s = 0; s < steps; s++)
+            gain[w * steps + s] *= share;
+    }
+    free(calls);
+}
+
 /* A pipeline stage's work moved to the other stages (pipeline.c): GPipe's step is the
  * stages' sum over one microbatch plus M - 1 times the slowest stage's, so in each step
  * moving work saves (M - 1) / M of what the busiest worker's work exceeds the busiest
- * worker's after the move -- which, the stages balanced, is another stage's worker on a
- * slow step of its own (noise), not the stage moved. The step model would keep the
+ * worker's after the move -- the stage moved less its excess, the lighter stages with
+ * the work they take on at their own pace (moved_in) -- which, the stages balanced, is
+ * some stage's worker on a slow step of its own (noise), not the stage moved (the sum
+ * over one microbatch changes only by how much slower a lighter stage runs the work it
+ * takes on, which this leaves out). The step model would keep the
  * waits the stage moved had (the last stage's short bubble), not the bubble of the
  * worker that then paces, so this is counted from the workers' work alone. Only `only`
  * moves when it is a worker index. */
@@ -177,8 +233,10 @@ static double pipeline_saving(const pt_analysis *a, const pt_whatif *m, const fi
     size_t steps = pt_whatif_steps(m), n = a->n;
     double *excess = pt_xmalloc((n * steps + 1) * sizeof *excess), saved = 0;
     double *waiting = pt_xmalloc((n * steps + 1) * sizeof *waiting);
+    double *gain = pt_xmalloc((n * steps + 1) * sizeof *gain);
     bool by_step = pt_whatif_by_step(m) && a->aligned_steps == steps;
     finding_excess(a, m, f, only, excess);
+    moved_in(a, m, f, gain);
     if (by_step)
         pt_waiting_step_ms(a, waiting);
     for (size_t s = 0; s < steps; s++) {
@@ -186,14 +244,15 @@ static double pipeline_saving(const pt_analysis *a, const pt_whatif *m, const fi
         for (size_t w = 0; w < n; w++) {
             double work = by_step ? step_length_ms(a, m, w, s) - waiting[w * steps + s] : pt_whatif_work_ms(m, w, s);
             before = fmax(before, work);
-            after = fmax(after, work - fmin(work, excess[w * steps + s]));
+            after = fmax(after, work - fmin(work, excess[w * steps + s]) + gain[w * steps + s]);
         }
         saved += (before - after) / (double)steps;
     }
     free(excess);
     free(waiting);
+    free(gain);
     double step = pt_whatif_step_ms(m), paced = (double)(f->microbatches - 1) / (double)f->microbatches;
-    return step > 0 ? fmin(1, paced * saved / step) : 0;
+    return step > 0 ? fmin(1, fmax(0, paced * saved / step)) : 0;
 }
 
 double pt_waits_nobody_sets_ms(const pt_analysis *a, const pt_whatif *m, const finding *f)

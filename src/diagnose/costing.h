@@ -34,6 +34,8 @@ void pt_joint_free(pt_joint *j);
  * ms: the typical worker's (f->median of its step), no more than the waits no worker's
  * work sets. Its saving is that less what communication is expected to take. */
 double pt_waits_nobody_sets_ms(const pt_analysis *a, const struct pt_whatif *m, const finding *f);
+/* Worker w's calls per step of the kernels finding f is about (its row, or its parts'). */
+double pt_kernel_calls(const pt_analysis *a, const finding *f, size_t w);
 /* The classes fixing f removes time from. */
 unsigned pt_fix_mask(const finding *f);
 /* What fixing f removes, into fix (and into also, when given). Only `only` when it is a

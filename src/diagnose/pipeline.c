@@ -17,9 +17,10 @@
  *    change (GPipe's step: the stages' sum over one microbatch, plus M - 1 times the
  *    slowest stage's);
  *  - the saving is that share of what the busiest worker's work exceeds the busiest
- *    worker's after the move, step by step (costing.c, pipeline_saving): balanced, the
- *    pace is some stage's slow step (noise), and that stage's bubble replaces the one
- *    the stage moved had.
+ *    worker's after the move, step by step (costing.c, pipeline_saving), the lighter
+ *    stages' workers holding the calls they lack at their own time per call: balanced,
+ *    the pace is some stage's slow step (noise), and that stage's bubble replaces the
+ *    one the stage moved had.
  * A job is a pipeline when every worker makes point-to-point transfers (collectives of
  * the send/receive kind, pt_collective_is_point_to_point) and some worker calls the finding's
  * kernels less often than the typical worker (a lighter stage: in a data-parallel job
@@ -61,22 +62,6 @@ static size_t microbatches_of(const pt_analysis *a)
     return fewest >= 2 ? (size_t)(fewest / 2) : 0;
 }
 
-/* Worker w's calls per step of the kernels finding f is about (its row, or its parts'). */
-static double kernel_calls(const pt_analysis *a, const finding *f, size_t w)
-{
-    if (f->part_count) {
-        double calls = 0;
-        for (size_t i = 0; i < f->part_count; i++)
-            calls += kernel_calls(a, &f->parts[i], w);
-        return calls;
-    }
-    if (!f->row)
-        return 0;
-    pt_function_summary cell;
-    const pt_function_summary *fn = pt_row_function(a, f->row, w, &cell);
-    return fn && a->steps[w] ? (double)fn->count / (double)a->steps[w] : 0;
-}
-
 /* Extra GPU work of some workers (kernels they call more often than the others). */
 static bool extra_gpu_calls(const finding *f)
 {
@@ -95,7 +80,7 @@ static bool lighter_stage(const pt_analysis *a, const finding *f)
 {
     double *calls = pt_xmalloc(a->n * sizeof *calls);
     for (size_t w = 0; w < a->n; w++)
-        calls[w] = kernel_calls(a, f, w);
+        calls[w] = pt_kernel_calls(a, f, w);
     double typical = pt_median_of(calls, a->n, a->scratch);
     bool lighter = false;
     for (size_t w = 0; w < a->n && !lighter; w++)

@@ -1283,6 +1283,16 @@ static const pt_json *finding_naming(const pt_json *report, int a, int b)
 
 #define SENDRECV "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
 
+/* GPipe's step from its 4 stages' time per microbatch: the fill and the drain pass every
+ * stage once, and the slowest stage paces the other M - 1 microbatches. */
+static double gpipe_step_ms(const double per_microbatch[4], int microbatches)
+{
+    double sum = 0, slowest = 0;
+    for (int s = 0; s < 4; s++)
+        sum += per_microbatch[s], slowest = fmax(slowest, per_microbatch[s]);
+    return sum + (microbatches - 1) * slowest;
+}
+
 /* Stage 3 holds a layer that stage 2 lacks (3, 3, 2, 4): moving it balances the stages
  * (3, 3, 3, 3) without changing the job's work. GPipe's step is the stages' sum over one
  * microbatch plus M - 1 times the slowest stage's, so the true saving is (M - 1) x TAU
@@ -1321,6 +1331,24 @@ static void test_pipeline_stage_work_is_moved(void **state)
     f = finding_naming(report, 6, 7);
     assert_non_null(f);
     assert_impact_near(f, (m - 1) * TAU / mean_step_ms(&j));
+    pt_json_free(report);
+
+    /* Rank 4 (stage 2, the lighter) runs its layers 20% slower (its GPU shared): the layer
+     * moved lands there and costs it 2.4 ms per microbatch, so stage 2 then paces at 7.2
+     * ms a microbatch. GPipe's step before, 6 + 6 + 4.8 + 8 + 3 x 8, after, 6 + 6 + 7.2 + 6
+     * + 3 x 7.2: 2 ms saved, not the 6 ms of stage 3's layer moved to a stage as fast as
+     * the others. */
+    pipeline_job(&j, uneven, m, SENDRECV, 2 * m);
+    for (int st = 0; st < j.steps; st++)
+        j.w[4].acts[0].ms[st] *= 1.2;
+    report = diagnose(&j);
+    print_findings(report);
+    f = finding_naming(report, 6, 7);
+    assert_non_null(f);
+    double per_microbatch_before[4] = {3 * TAU, 3 * TAU, 2 * TAU * 1.2, 4 * TAU};
+    double per_microbatch_after[4] = {3 * TAU, 3 * TAU, 3 * TAU * 1.2, 3 * TAU};
+    assert_impact_near(f, (gpipe_step_ms(per_microbatch_before, m) - gpipe_step_ms(per_microbatch_after, m)) /
+                              mean_step_ms(&j));
     pt_json_free(report);
 
     /* Rank 2 (stage 1, 3 layers) runs 4 ms of other kernels a step: balanced, it paces

@@ -201,20 +201,30 @@ static void kernel_ms(const pt_analysis *a, const pt_whatif *m, const finding *f
  * modelled step, into gain[w * steps + s]: each worker that calls f's kernels less often
  * than the mean worker takes the calls it lacks, at its own time per call in that step
  * (its own speed, and its noise: a lighter stage on a slow step may pace once it holds
- * the layer moved). */
+ * the layer moved), or at the typical worker's where it calls none of them. */
 static void moved_in(const pt_analysis *a, const pt_whatif *m, const finding *f, double *gain)
 {
     size_t steps = pt_whatif_steps(m), n = a->n;
     double *calls = pt_xmalloc((n ? n : 1) * sizeof *calls), mean = 0;
+    double *ms = pt_xmalloc((n * steps + 1) * sizeof *ms), *per_call = pt_xmalloc((n ? n : 1) * sizeof *per_call);
     for (size_t w = 0; w < n; w++)
         calls[w] = pt_kernel_calls(a, f, w), mean += calls[w] / (double)n;
-    kernel_ms(a, m, f, gain);
-    for (size_t w = 0; w < n; w++) {
-        double share = calls[w] > 0 && calls[w] < mean && !pt_finding_names(f, w) ? (mean - calls[w]) / calls[w] : 0;
-        for (size_t s = 0; s < steps; s++)
-            gain[w * steps + s] *= share;
+    kernel_ms(a, m, f, ms);
+    for (size_t s = 0; s < steps; s++) {
+        size_t k = 0;
+        for (size_t w = 0; w < n; w++)
+            if (calls[w] > 0)
+                per_call[k++] = ms[w * steps + s] / calls[w];
+        double typical = k ? pt_median_of(per_call, k, a->scratch) : 0;
+        for (size_t w = 0; w < n; w++) {
+            bool lighter = calls[w] < mean && !pt_finding_names(f, w);
+            double own = calls[w] > 0 ? ms[w * steps + s] / calls[w] : typical;
+            gain[w * steps + s] = lighter ? (mean - calls[w]) * own : 0;
+        }
     }
     free(calls);
+    free(ms);
+    free(per_call);
 }
 
 /* A pipeline stage's work moved to the other stages (pipeline.c): GPipe's step is the

@@ -1351,6 +1351,18 @@ static void test_pipeline_stage_work_is_moved(void **state)
                               mean_step_ms(&j));
     pt_json_free(report);
 
+    /* A lighter stage that runs none of the layers (3, 3, 0, 6: stage 2 holds the
+     * embeddings, say) takes on 3 of stage 3's at the typical worker's time per call:
+     * balanced at 3, (M - 1) x 3 TAU saved. */
+    static const int empty_stage[4] = {3, 3, 0, 6};
+    pipeline_job(&j, empty_stage, m, SENDRECV, 2 * m);
+    report = diagnose(&j);
+    print_findings(report);
+    f = finding_naming(report, 6, 7);
+    assert_non_null(f);
+    assert_impact_near(f, (m - 1) * 3 * TAU / mean_step_ms(&j));
+    pt_json_free(report);
+
     /* Rank 2 (stage 1, 3 layers) runs 4 ms of other kernels a step: balanced, it paces
      * every microbatch but one at 3 layers and 1 ms, so moving the layer saves
      * (M - 1) x (TAU - 4 / M) = 3 ms, not the 6 ms of stage 3 pacing at 3 layers. */

@@ -41,8 +41,7 @@ static bool above_by(const peer_values *v, size_t w, size_t s, double margin)
     return v->per_step[w * v->steps + s] - v->step_median[s] > margin;
 }
 
-/* Above the typical worker by the floor and the swing in every step. */
-static bool above_in_each_step(const peer_values *v, size_t w, double margin)
+bool pt_peer_above_in_each_step(const peer_values *v, size_t w, double margin)
 {
     for (size_t s = 0; s < v->steps; s++)
         if (!above_by(v, w, s, margin))
@@ -65,7 +64,7 @@ static void sort_steps_when_needed(peer_values *v)
     free(v->sorted); /* measured again: new values */
     v->sorted = NULL;
     for (size_t w = 0; w < n && !needed; w++)
-        needed = above_in_each_step(v, w, margin);
+        needed = pt_peer_above_in_each_step(v, w, margin);
     if (!needed)
         return;
     v->sorted = pt_xmalloc(n * steps * sizeof *v->sorted);
@@ -197,9 +196,9 @@ static double by_chance(const peer_values *v, size_t w)
 static bool steadily_above(const peer_values *v, size_t w)
 {
     double margin = fmax(v->floor, v->swing);
-    if (!above_in_each_step(v, w, margin) || pt_peer_load_bound(v, w))
+    if (!pt_peer_above_in_each_step(v, w, margin) || pt_peer_load_bound(v, w))
         return false;
-    return above_in_each_step(v, w, fmax(margin, STEP_SIGMAS * v->noise)) ||
+    return pt_peer_above_in_each_step(v, w, fmax(margin, STEP_SIGMAS * v->noise)) ||
            (v->sorted && by_chance(v, w) < CHANCE_WORKERS);
 }
 

@@ -39,6 +39,8 @@ void pt_peer_values_free(peer_values *v);
 void pt_peer_measure(const pt_analysis *a, peer_values *v);
 /* Above the typical worker in every step (all but one of four or more), not in one. */
 bool pt_peer_above_in_steps(const peer_values *v, size_t w);
+/* Above the typical worker by more than margin in every step (of two or more). */
+bool pt_peer_above_in_each_step(const peer_values *v, size_t w, double margin);
 /* CPU-side time on a host whose saturated CPU several workers share, swinging: no rank
  * is named for it. */
 bool pt_peer_load_bound(const peer_values *v, size_t w);

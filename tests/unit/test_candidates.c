@@ -1131,6 +1131,48 @@ static void test_a_gpu_slower_than_the_noise_reaches_is_named(void **state)
     check_slow_gpu(shared_gpus_job, 31, slower, as_noise);
 }
 
+/* 16 workers, six kernels of 10 ms a step each (1% jitter); rank 15's GPU 1.5x in every
+ * step, rank 3's `rank3[s]` times in step s. */
+static void six_kernel_job(job *j, const double rank3[3])
+{
+    static const char *const kernels[] = {"k0_kernel1_1_1|1_1_1", "k1_kernel1_1_1|1_1_1", "k2_kernel1_1_1|1_1_1",
+                                          "k3_kernel1_1_1|1_1_1", "k4_kernel1_1_1|1_1_1", "k5_kernel1_1_1|1_1_1"};
+    job_init(j, 16, 3);
+    j->transfer_ms = 5;
+    for (int w = 0; w < 16; w++)
+        for (int k = 0; k < 6; k++) {
+            double v[3];
+            for (int s = 0; s < 3; s++)
+                v[s] = 10 * (1 + 0.01 * jitter(w, s, k)) * (w == 15 ? 1.5 : w == 3 ? rank3[s] : 1);
+            act_add(&j->w[w], PT_CLASS_COMPUTE, kernels[k], v, 3);
+        }
+}
+
+/* A slow GPU's finding takes in the workers slowed by a like factor, in every step as it
+ * is: rank 3 slowed 1.5x in two steps of three (processes sharing its GPU then) is, on
+ * average, 1.33x, more than half rank 15's slowdown, but it is not slower in the third
+ * step and is not in it; slowed 1.4x in every step, it is. */
+static void test_a_gpu_slowed_in_some_steps_does_not_join_a_slow_one(void **state)
+{
+    (void)state;
+    static const double two_steps[3] = {1.5, 1.5, 1}, every_step[3] = {1.4, 1.4, 1.4};
+    job j;
+    six_kernel_job(&j, two_steps);
+    pt_json *report = diagnose(&j);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "gpu_compute");
+    assert_workers(f, (int[]){15}, 1);
+    pt_json_free(report);
+
+    six_kernel_job(&j, every_step);
+    report = diagnose(&j);
+    print_findings(report);
+    f = findings_of(report)->items[0];
+    assert_workers(f, (int[]){3, 15}, 2);
+    pt_json_free(report);
+}
+
 /* n workers, a third of them 25 ms slower in each step (a different third each step),
  * the last by `extra`. */
 static void third_slowed_job(job *j, int n, const double extra[3])
@@ -1459,6 +1501,7 @@ int main(void)
         cmocka_unit_test(test_bucketing_explains_the_exposed_communication),
         cmocka_unit_test(test_a_gpu_slower_in_every_step_is_named),
         cmocka_unit_test(test_a_gpu_slower_than_the_noise_reaches_is_named),
+        cmocka_unit_test(test_a_gpu_slowed_in_some_steps_does_not_join_a_slow_one),
         cmocka_unit_test(test_the_chance_a_worker_is_the_top_is_under_a_hundredth),
         cmocka_unit_test(test_uneven_work_says_a_rank_slowest_in_most_steps),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),

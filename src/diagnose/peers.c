@@ -529,7 +529,8 @@ static bool one_function_explains(const pt_analysis *a, size_t w, double excess,
     named who;
     if (!largest_excess(a, w, cpu, &who) || who.excess < EXPLAINED_SHARE * excess)
         return false;
-    double theirs = who.peer_calls > 0 ? who.median / who.peer_calls : 0, mine = who.calls > 0 ? who.value / who.calls : 0;
+    double theirs = who.peer_calls > 0 ? who.median / who.peer_calls : 0;
+    double mine = who.calls > 0 ? who.value / who.calls : 0;
     return who.evidence != PT_EVIDENCE_SLOWER || theirs <= 0 || mine > (1 + 2 * (factor - 1)) * theirs;
 }
 

@@ -1,6 +1,7 @@
 /* sampler.c -- the hardware sampler thread (see sampler.h for tiers and costs). */
 #define _GNU_SOURCE
 #include "collect/sampler.h"
+#include "collect/nic.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -16,11 +17,14 @@ typedef struct host_metrics {
     pt_cpu_jiffies prev_cpu;
     int64_t prev_cpu_ns, prev_tick_ns;
     long page_size;
+    pt_nic_counters *nic;      /* NULL: no network counters on this host */
+    uint64_t prev_nic_bytes;
+    int64_t prev_nic_ns;       /* 0: no reading yet */
 } host_metrics;
 
-enum { M_PROC_CPU, M_HOST_CPU, M_HOST_MEM, M_PROC_RSS, M_HOST_COUNT };
+enum { M_PROC_CPU, M_HOST_CPU, M_HOST_MEM, M_PROC_RSS, M_NIC_TX, M_HOST_COUNT };
 static const char *const host_names[M_HOST_COUNT] = {"proc.cpu_util", "host.cpu_util", "host.mem_used",
-                                                     "proc.rss_mb"};
+                                                     "proc.rss_mb", "host.nic_tx_mibps"};
 
 /* Where the sampler's time goes, per kind of read: how the costly reads are found. */
 enum { COST_NVML_POLLED, COST_NVML_BUFFERED, COST_NVML_MEMORY, COST_NVML_GPM, COST_HOST, COST_COUNT };
@@ -117,6 +121,21 @@ static void sample_host_slow(pt_sampler *s, int64_t now)
         if (sscanf(buf, "%llu %llu", &size, &resident) == 2)
             add_sample(s, s->host_ids[M_PROC_RSS], now, (double)resident * (double)h->page_size / (1024.0 * 1024.0));
     }
+}
+
+/* The host's network bytes sent since the last host sample, as a rate (nic.h). */
+static void sample_nic(pt_sampler *s, int64_t now)
+{
+    host_metrics *h = &s->host;
+    uint64_t bytes;
+    if (!h->nic || !pt_nic_counters_read(h->nic, &bytes)) {
+        h->prev_nic_ns = 0;
+        return;
+    }
+    double rate = h->prev_nic_ns ? pt_nic_rate_mibps(h->prev_nic_bytes, bytes, now - h->prev_nic_ns) : -1;
+    if (rate >= 0)
+        add_sample(s, s->host_ids[M_NIC_TX], now, rate);
+    h->prev_nic_bytes = bytes, h->prev_nic_ns = now;
 }
 
 /* This process's CPU use since the last host sample (the kernel accounts it in ns). */
@@ -223,6 +242,7 @@ static void *sampler_main(void *arg)
             int64_t t = now;
             sample_process_cpu(s, now);
             sample_host_slow(s, now);
+            sample_nic(s, now);
             charge(s, COST_HOST, &t);
             if (nvml) {
                 sample_buffered(s);
@@ -286,6 +306,7 @@ pt_sampler *pt_sampler_start(pt_window *w, const pt_sampler_config *cfg, pt_erro
     s->host.meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
     s->host.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     s->host.page_size = sysconf(_SC_PAGESIZE);
+    s->host.nic = pt_nic_counters_open("/sys");
     name_metrics(s);
     int rc = pthread_create(&s->thread, NULL, sampler_main, s);
     if (rc != 0) {
@@ -367,5 +388,6 @@ void pt_sampler_stop(pt_sampler *s)
     close_fd(s->host.stat_fd);
     close_fd(s->host.meminfo_fd);
     close_fd(s->host.statm_fd);
+    pt_nic_counters_close(s->host.nic);
     free(s);
 }

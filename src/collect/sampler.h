@@ -3,7 +3,8 @@
  * Every tick (period_us, 100 µs by default) it reads the cheap, fast-changing GPU values
  * (utilization, SM clock and power through NVML); every 10 ms the values the OS or driver
  * refresh more slowly (this process's CPU use; host CPU utilization from /proc/stat, whose
- * clock ticks are 10 ms; memory; GPU memory used); and at the GPM period the GPU
+ * clock ticks are 10 ms; memory; the bytes the host's network links sent, nic.h; GPU
+ * memory used); and at the GPM period the GPU
  * Performance Monitoring rates. Without a GPU the thread wakes only every 10 ms: each
  * wake-up costs CPU (at 100 µs, about a fifth of a core on a small VM), and nothing on
  * the host changes faster. Sleeping is by absolute deadlines, so a slow read does not

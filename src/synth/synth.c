@@ -490,6 +490,62 @@ static void draw_transfers(const pt_synth_plan *p, int step, int64_t *transfer)
         transfer[k] = scaled(p->rv.transfer_ns[k], 1.0 + GPU_JITTER * draw(&rng));
 }
 
+/* ------------------------------------------------------------ the links' counters */
+
+#define LINK_SAMPLE_NS 10000000LL /* the collector reads the network counters every 10 ms */
+
+/* Adds `bytes` moved evenly over [a, b) to the bins of LINK_SAMPLE_NS from `from`. */
+static void spread_bytes(double *bins, size_t count, int64_t from, int64_t a, int64_t b, double bytes)
+{
+    if (b <= a)
+        return;
+    for (size_t i = a > from ? (size_t)((a - from) / LINK_SAMPLE_NS) : 0; i < count; i++) {
+        int64_t lo = from + (int64_t)i * LINK_SAMPLE_NS, hi = lo + LINK_SAMPLE_NS;
+        if (lo >= b)
+            break;
+        int64_t overlap = PT_MIN(b, hi) - PT_MAX(a, lo);
+        if (overlap > 0)
+            bins[i] += bytes * (double)overlap / (double)(b - a);
+    }
+}
+
+/* What the collector's counters read of rank's links from `from` to `to`, a sample every
+ * LINK_SAMPLE_NS (the MiB/s since the one before): a data-parallel NCCL job's ring
+ * all-reduce sends 2(n-1)/n of a bucket's bytes from every GPU over NVLink in one node
+ * (gpuN.nvlink_tx_mibps), and as much out of each node over its network links across
+ * nodes (host.nic_tx_mibps: every ring leaves the node once), evenly over its transfer,
+ * the last [transfer] of the time it ends at. A pipeline's and gloo's traffic is not
+ * modelled: no counter. */
+void synth_emit_link_counters(const pt_synth_plan *p, int rank, int64_t from, int64_t to, emitter *em)
+{
+    int n = p->job.workers;
+    size_t count = to > from ? (size_t)((to - from) / LINK_SAMPLE_NS) : 0;
+    if (p->pipeline || p->job.backend == PT_SYNTH_GLOO || n < 2 || !count)
+        return;
+    const synth_program *prog = &p->progs[0];
+    double *bins = pt_xcalloc(count, sizeof *bins);
+    int64_t *transfer = pt_xmalloc((size_t)PT_MAX(p->rv.count, 1) * sizeof *transfer);
+    for (int step = 0; step < p->steps_run; step++) {
+        draw_transfers(p, step, transfer);
+        const int64_t *end = end_row(p, step);
+        for (int k = 0; k < p->rv.count && k < prog->buckets; k++)
+            if (p->rv.live[k] && end[k] < NEVER)
+                spread_bytes(bins, count, from, end[k] - transfer[k], end[k],
+                             2.0 * (n - 1) / n * (double)prog->bucket_nelems[k] * 4);
+    }
+    char name[64];
+    int len = n <= p->job.gpus_per_node
+                  ? snprintf(name, sizeof name, "gpu%d.nvlink_tx_mibps", rank % p->job.gpus_per_node)
+                  : snprintf(name, sizeof name, "host.nic_tx_mibps");
+    for (size_t i = 0; i < count; i++) { /* in millionths, as a Kineto trace's counter is read */
+        double mibps = bins[i] / (1024.0 * 1024.0) / ((double)LINK_SAMPLE_NS / 1e9);
+        synth_emit_counter(em, name, (size_t)len, from + (int64_t)(i + 1) * LINK_SAMPLE_NS,
+                           (double)llround(mibps * 1e6) / 1e6);
+    }
+    free(bins);
+    free(transfer);
+}
+
 /* One worker's run until it blocks, stops or ends its step: what it reached is heard,
  * and where it left off kept. Returns whether it is done with the step. */
 static bool advance_worker(pt_synth_plan *p, int r, int step, sim_state *state, rv_step *rv, arrival *log,

@@ -91,6 +91,19 @@ void synth_emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, in
     emit(em, &ev);
 }
 
+/* One hardware sample: a counter's value at ts. */
+void synth_emit_counter(emitter *em, const char *name, size_t name_len, int64_t ts, double value)
+{
+    pt_event ev;
+    pt_event_init(&ev, PT_EVENT_COUNTER);
+    ev.name = name;
+    ev.name_len = name_len;
+    ev.ts_ns = ts;
+    ev.tid = em->tid[0];
+    ev.value = value;
+    emit(em, &ev);
+}
+
 /* A step's ProfilerStep span on the main thread, numbered from FIRST_STEP. */
 void synth_emit_step(emitter *em, int step, int64_t start, int64_t end)
 {

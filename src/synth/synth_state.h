@@ -248,6 +248,7 @@ void synth_emit_gpu(emitter *em, pt_event_kind kind, const char *name, size_t na
 void synth_emit_all_reduce(emitter *em, const synth_kernel *k, int64_t start, int64_t end, const pt_collective *coll,
                            int64_t stream);
 void synth_emit_step(emitter *em, int step, int64_t start, int64_t end);
+void synth_emit_counter(emitter *em, const char *name, size_t name_len, int64_t ts, double value);
 
 /* synth_sim.c: the interpreter. */
 void synth_sim_begin(sim *s, const pt_synth_plan *p, int rank, int step, int64_t t, emitter *em);
@@ -263,5 +264,6 @@ bool synth_is_stall_step(int step);
 
 /* synth.c: the plan's schedule. */
 bool synth_op_in_job(const pt_synth_plan *p, const synth_op *op);
+void synth_emit_link_counters(const pt_synth_plan *p, int rank, int64_t from, int64_t to, emitter *em);
 
 #endif

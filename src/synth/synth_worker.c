@@ -120,6 +120,7 @@ int pt_synth_plan_worker(const pt_synth_plan *p, int rank, pt_trace_sink *sink, 
         trace_end = emit_worker_step(p, rank, step, em);
     if (!trace_end)
         trace_end = start_row(p, p->steps_run)[rank];
+    synth_emit_link_counters(p, rank, first, trace_end, em);
     close_frames(em, trace_end);
     int refused = em->refused;
     free(em);

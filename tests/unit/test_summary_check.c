@@ -46,7 +46,8 @@ static void add_metric(pt_worker_summary *s, const char *name, double mean)
 }
 
 /* A synthetic 4-worker job of 3 steps (functions carry per-step values), with hardware
- * metrics added as a collector samples them. */
+ * metrics as a collector samples them in place of the synth's own (its links' counters):
+ * the rules below change the first of them. */
 static void make_valid_workers(void)
 {
     if (encoded[0].len)
@@ -60,6 +61,9 @@ static void make_valid_workers(void)
     for (int r = 0; r < WORKERS; r++) {
         pt_worker_summary *s = pt_synth_plan_summary(plan, r, &err);
         assert_non_null(s);
+        for (size_t i = 0; i < s->metric_count; i++)
+            free(s->metrics[i].name);
+        s->metric_count = 0;
         add_metric(s, "gpu0.sm_active_pct", 80 + r);
         add_metric(s, "gpu0.sm_clock_mhz", 1980 - r);
         add_metric(s, "host.cpu_util_pct", 30 + r);

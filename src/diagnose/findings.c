@@ -81,7 +81,7 @@
 #define EXPECTED_MEMORY 0.01
 #define EXPECTED_RUNTIME 0.01
 #define EXPECTED_PYTHON 0.10  /* a step's own Python (its data, its loop) is normal work */
-#define EXPECTED_COMM 0.10
+#define EXPECTED_COMM 0.10     /* where the links' counters do not time the transfer */
 #define MOST_WORKERS 0.9
 #define CPU_BOUND_GPU 0.7     /* the GPU works less than 70% of the step ... */
 #define CPU_BOUND_CPU 0.3     /* ... while the CPU side works alone for 30% of it or more */

@@ -40,7 +40,10 @@
  * it is in functions called as often as elsewhere but slower per call, that is one host
  * finding, not a finding per operator.
  * A GPU slowed as a whole (clocks, heat) makes every kernel slower by a similar factor:
- * one finding for those workers, costed at the whole class.
+ * one finding for those workers, costed at the whole class. Neither needs the worker to
+ * hold the others up in half its segments: whether fixing it saves anything is its
+ * impact (a contended host that the noise of processes sharing GPUs hides in two steps
+ * of three still paces the third).
  * Who holds the others up is causal, from the step model (whatif.h): a worker among the
  * busiest (within a tie: the floor, or the machine's swing between segments) in half its
  * segments. The worker busiest in every segment, each time by more than a tie, is the
@@ -547,7 +550,7 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         size_t compared;
         /* Extra work explains it (a gc.collect slows what runs after it too), or one function
          * does (a long sleep, while the others spin in a barrier on the same cores). */
-        if (excess <= 0 || !holds_others_up(c, w) || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
+        if (excess <= 0 || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
             slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), NULL, &compared,
                             &factor) <
                 UNIFORM_SHARE ||

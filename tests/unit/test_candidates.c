@@ -1181,6 +1181,44 @@ static void test_a_gpu_slower_than_the_noise_reaches_is_named(void **state)
     check_slow_gpu(shared_gpus_job, 31, slower, as_noise);
 }
 
+/* A contended host: rank 15's Python (its data loading, 10 ms a step elsewhere, 13
+ * functions) takes 2.8x as long, 18 ms more a step. Processes sharing GPUs slow rank 3's
+ * compute by 25 ms in step 0 and rank 9's in step 1, so rank 15 paces only step 2; fixing
+ * its host saves that step's lead, what the schedule says, and it is said as the host's
+ * (a rank the others wait for in one step of three, not in most, is still worth its
+ * saving). Without the slowdown no finding names a rank. */
+static void contended_host_job(job *j, double factor)
+{
+    data_parallel(j, 16, 3, 100, 10, 0.01, 5);
+    j->w[3].acts[0].ms[0] += 25;
+    j->w[9].acts[0].ms[1] += 25;
+    for (size_t i = 0; i < j->w[15].count; i++)
+        if (j->w[15].acts[i].cls == PT_CLASS_PYTHON)
+            for (int s = 0; s < 3; s++)
+                j->w[15].acts[i].ms[s] *= factor;
+}
+
+static void test_a_contended_host_pacing_one_step_is_named(void **state)
+{
+    (void)state;
+    job with, without;
+    contended_host_job(&with, 2.8);
+    contended_host_job(&without, 1);
+    pt_json *report = diagnose(&with);
+    print_findings(report);
+    const pt_json *f = findings_of(report)->items[0];
+    assert_string_equal(pt_json_get_string(f, "category", ""), "host");
+    assert_workers(f, (int[]){15}, 1);
+    assert_impact_near(f, true_saving(&with, &without));
+    pt_json_free(report);
+    assert_no_gpu_finding_names_a_rank(&without);
+    report = diagnose(&without);
+    const pt_json *all = findings_of(report);
+    for (size_t i = 0; i < all->count; i++)
+        assert_true(pt_json_get(all->items[i], "all_workers")->boolean);
+    pt_json_free(report);
+}
+
 /* 16 workers, six kernels of 10 ms a step each (1% jitter); rank 15's GPU 1.5x in every
  * step, rank 3's `rank3[s]` times in step s. */
 static void six_kernel_job(job *j, const double rank3[3])
@@ -1553,6 +1591,7 @@ int main(void)
         cmocka_unit_test(test_a_gpu_slower_in_every_step_is_named),
         cmocka_unit_test(test_a_gpu_slower_than_the_noise_reaches_is_named),
         cmocka_unit_test(test_a_gpu_slowed_in_some_steps_does_not_join_a_slow_one),
+        cmocka_unit_test(test_a_contended_host_pacing_one_step_is_named),
         cmocka_unit_test(test_the_chance_a_worker_is_the_top_is_under_a_hundredth),
         cmocka_unit_test(test_uneven_work_says_a_rank_slowest_in_most_steps),
         cmocka_unit_test(test_healthy_noisy_job_has_no_finding),

@@ -1,7 +1,8 @@
 /* hardware.c -- the "Hardware" section, present when the collector sampled hardware
  * counters: per metric the spread of worker averages, per worker its average/min/max,
- * and the sampled series of at most SERIES_WORKERS workers (the highlighted ones
- * first), which is all a page needs to plot without shipping every worker's series. */
+ * and the sampled series of at most SERIES_WORKERS workers (SERIES_WORKERS_BOUNDED in the
+ * bounded form; the highlighted ones first), which is all a page needs to plot without
+ * shipping every worker's series. */
 #include "diagnose/analysis.h"
 #include "util/stats.h"
 #include "util/group.h"
@@ -10,6 +11,8 @@
 #include <string.h>
 
 #define SERIES_WORKERS 64
+#define SERIES_WORKERS_BOUNDED 8 /* the bounded form (4,096 workers and more): each series is
+                                    a few KB per metric, and a page plots a handful */
 
 /* The unit of a metric the collector samples, from its name (collect/sampler.c, nvml.c):
  * utilizations, GPM activities and host memory in use are percentages; "_mb" values are
@@ -44,9 +47,9 @@ static pt_json *series_json(const pt_metric_summary *m)
 
 static void add_series(const pt_analysis *a, const bool *highlight, pt_json *series)
 {
-    size_t shown = 0;
+    size_t shown = 0, most = pt_bounded(a) ? SERIES_WORKERS_BOUNDED : SERIES_WORKERS;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t w = 0; w < a->n && shown < SERIES_WORKERS; w++) {
+        for (size_t w = 0; w < a->n && shown < most; w++) {
             const pt_worker_summary *s = a->workers[w];
             bool wanted = pass == 0 ? highlight && highlight[w] : !(highlight && highlight[w]);
             if (!wanted || s->metric_count == 0)

@@ -81,6 +81,20 @@ def check_trace(path, doc, world, backend="nccl"):
     check(len(props) == 8 and props[0].get("name", "").startswith("NVIDIA H100"), f"{name}: deviceProperties")
     events = doc.get("traceEvents")
     check(isinstance(events, list) and len(events) > 1000, f"{name}: traceEvents")
+    # The links' counters (docs/synth.md): a one-node NCCL job's NVLink, sampled every 10 ms,
+    # never above the 60 GB/s an all-reduce reaches there (+2% jitter); gloo has none.
+    counters = [ev for ev in events if ev.get("ph") == "C"]
+    events = [ev for ev in events if ev.get("ph") != "C"]
+    if backend == "nccl":
+        want = f"gpu{rank % 8}.nvlink_tx_mibps" if isinstance(rank, int) else None
+        values = [float(ev.get("args", {}).get("value", -1)) for ev in counters]
+        check(counters and all(ev.get("name") == want and ev["ts"] >= 0 for ev in counters) and
+              all(0 <= v <= 60e9 * 1.03 / 2**20 for v in values) and max(values) > 0,
+              f"{name}: link counters {counters[:3]}")
+        gaps = [b["ts"] - a["ts"] for a, b in zip(counters, counters[1:])]
+        check(gaps and all(abs(g - 10000) < 0.01 for g in gaps), f"{name}: counters not every 10 ms")
+    else:
+        check(not counters, f"{name}: a gloo job's counters")
     cats = collections.Counter()
     for ev in events:
         cats[ev.get("cat")] += 1
@@ -180,7 +194,8 @@ def check_model_structure():
             # record_param_comms (with its Rank); never on runtime, Python or annotations.
             for e in events:
                 if "args" in e and t0 <= ns(e["ts"]) < t1:
-                    allowed = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or e["name"] == "record_param_comms"
+                    allowed = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or e["name"] == "record_param_comms" \
+                        or e.get("ph") == "C"  # a counter's value
                     check(allowed, f"{os.path.basename(path)}: a {e.get('cat')} event {e['name'][:40]!r} has args "
                           f"{list(e['args'])[:4]}")
                     if not allowed:

@@ -520,21 +520,14 @@ static void describe_host(const pt_analysis *a, finding *f, double step_ms)
     f->summary = pt_buf_take(&s);
 }
 
-/* A single CPU-side function holds half of worker w's CPU-side excess, and more of it
- * than the host's slowdown explains (its calls slowed by more than twice that much,
- * factor, or calls the others make less often): that function is the finding, not the
- * host. A data loader that a contended host slows as much as everything else may hold
- * half the excess and still be the host's. */
-static bool one_function_explains(const pt_analysis *a, size_t w, double excess, double factor)
+/* A single CPU-side function holds half of worker w's CPU-side excess: that function is
+ * the finding, not the host. */
+static bool one_function_explains(const pt_analysis *a, size_t w, double excess)
 {
     bool cpu[PT_CLASS_COUNT] = {false};
     cpu[PT_CLASS_RUNTIME] = cpu[PT_CLASS_PYTHON] = true;
     named who;
-    if (!largest_excess(a, w, cpu, &who) || who.excess < EXPLAINED_SHARE * excess)
-        return false;
-    double theirs = who.peer_calls > 0 ? who.median / who.peer_calls : 0;
-    double mine = who.calls > 0 ? who.value / who.calls : 0;
-    return who.evidence != PT_EVIDENCE_SLOWER || theirs <= 0 || mine > (1 + 2 * (factor - 1)) * theirs;
+    return largest_excess(a, w, cpu, &who) && who.excess >= EXPLAINED_SHARE * excess;
 }
 
 /* One host finding per uniformly slow worker (see the header comment). */
@@ -550,11 +543,11 @@ static void host_slowdowns(const pt_analysis *a, finding_list *list, peer_contex
         size_t compared;
         /* Extra work explains it (a gc.collect slows what runs after it too), or one function
          * does (a long sleep, while the others spin in a barrier on the same cores). */
-        if (excess <= 0 || c->extra_cpu[w] >= EXPLAINED_SHARE * excess ||
+        if (excess <= 0 || c->extra_cpu[w] >= EXPLAINED_SHARE * excess || one_function_explains(a, w, excess) ||
             slower_per_call(a, w, PT_CLASS_BIT(PT_CLASS_RUNTIME) | PT_CLASS_BIT(PT_CLASS_PYTHON), NULL, &compared,
                             &factor) <
                 UNIFORM_SHARE ||
-            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR || one_function_explains(a, w, excess, factor))
+            compared < UNIFORM_MIN_FUNCTIONS || factor < UNIFORM_FACTOR)
             continue;
         c->host_slow[w] = true;
         if (!f) {

@@ -527,56 +527,6 @@ static void test_slow_host_gpus_are_one_finding(void **state)
     pt_json_free(report);
 }
 
-/* Rank 7 of 8 on a host whose CPU side runs slower per call (runtime calls and Python):
- * the data loader's fetch, 10 ms a step elsewhere, and five 1 ms functions, each
- * fetch_factor and other_factor times as long; the others wait for it at the step's one
- * sync point. */
-static pt_json *cpu_side_job(double fetch_factor, double other_factor)
-{
-    enum { WORKERS = 8 };
-    static const int64_t ends[] = {120};
-    static const char *const others[] = {"train.py: train|model.py: forward", "train.py: train|optim.py: step",
-                                         "cudaLaunchKernel", "cudaMemcpyAsync", "train.py: train|log.py: write"};
-    pt_worker_summary *w[WORKERS];
-    for (int r = 0; r < WORKERS; r++) {
-        double fetch = 10 * (r == 7 ? fetch_factor : 1), other = r == 7 ? other_factor : 1;
-        int64_t busy[MAX_PIECES][PT_CLASS_COUNT] = {{40, 0, 0, 0, 0}, {5, 0, 0, 0, 0}};
-        busy[0][PT_CLASS_PYTHON] = (int64_t)llround(fetch + 3 * other);
-        busy[0][PT_CLASS_RUNTIME] = (int64_t)llround(2 * other);
-        w[r] = sync_worker(r, WORKERS, "node0", 125, 1, ends, busy);
-        add_step_fn(w[r], PT_CLASS_COMPUTE, "gemm_kernel128_1_1|256_1_1", 2, 40);
-        add_step_fn(w[r], PT_CLASS_PYTHON, "train.py: train|dataloader.py: __next__|fetch.py: fetch", 1, fetch);
-        for (int k = 0; k < 5; k++)
-            add_step_fn(w[r], k == 2 || k == 3 ? PT_CLASS_RUNTIME : PT_CLASS_PYTHON, others[k], 1, other);
-    }
-    return diagnose(w, WORKERS);
-}
-
-/* A contended host slows its data loader as much as everything else (3x): the loader
- * holds two thirds of the excess and is still the host's, one host finding. A loader
- * slowed by more than twice the host's slowdown (5x against 1.2x; at the boundary,
- * 2.1x against 1.5x, whose twice is 2x) is the loader's own finding, not the host's;
- * 2x against 1.5x is still the host's. */
-static void test_a_contended_hosts_loader_is_the_host(void **state)
-{
-    (void)state;
-    static const struct {
-        double fetch_factor, other_factor;
-        const char *category;
-    } cases[] = {{3, 3, "host"}, {5, 1.2, "python"}, {2, 1.5, "host"}, {2.1, 1.5, "python"}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        pt_json *report = cpu_side_job(cases[i].fetch_factor, cases[i].other_factor);
-        const pt_json *f = finding(report, 0);
-        print_message("  fetch %gx, the rest %gx: %s\n", cases[i].fetch_factor, cases[i].other_factor,
-                      pt_json_get_string(f, "summary", ""));
-        assert_string_equal(pt_json_get_string(f, "category", ""), cases[i].category);
-        if (strcmp(cases[i].category, "python") == 0)
-            assert_non_null(strstr(pt_json_get_string(f, "function", ""), "fetch.py: fetch"));
-        assert_workers(f, (int[]){7}, 1);
-        pt_json_free(report);
-    }
-}
-
 /* One trace: "The worker", not "Every worker". */
 static void test_one_worker_is_not_every_worker(void **state)
 {
@@ -1659,7 +1609,6 @@ int main(void)
         cmocka_unit_test(test_extra_runtime_calls_name_their_caller),
         cmocka_unit_test(test_more_calls_are_counted_against_the_peers),
         cmocka_unit_test(test_slow_host_gpus_are_one_finding),
-        cmocka_unit_test(test_a_contended_hosts_loader_is_the_host),
         cmocka_unit_test(test_one_worker_is_not_every_worker),
         cmocka_unit_test(test_healthy_is_not_flagged),
         cmocka_unit_test(test_slow_python_worker_is_named_first),

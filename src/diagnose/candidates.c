@@ -1322,8 +1322,8 @@ static void describe_bucketing(const context *c, finding *f, const pt_fn_row *ro
         pt_buf_puts(&s, "; bucketed, the job would still wait ");
         pt_put_ms(&s, still_ms);
         pt_buf_puts(&s, " for its last bucket (its largest tensor, ");
-        pt_buf_printf(&s, largest_mb >= 1000 ? "%.0f" : "%.3g", largest_mb);
-        pt_buf_printf(&s, " MB, and up to %.0f MB of others), which no backward work is left to hide",
+        pt_put_mb(&s, largest_mb);
+        pt_buf_printf(&s, ", and up to %.0f MB of others), which no backward work is left to hide",
                       PT_BUCKET_BYTES / 1e6);
     }
     pt_put_saving(c->a, f, c->step_ms, &s);

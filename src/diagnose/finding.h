@@ -133,6 +133,8 @@ void pt_ranks_phrase(const pt_analysis *a, const finding *f, pt_buf *out);
  * total in all ("and 5 more" beyond the first runs). */
 void pt_put_rank_list(pt_buf *out, const int32_t *ranks, size_t listed, int64_t total);
 void pt_put_ms(pt_buf *out, double ms);
+/* "310 MB", "1234 MB": megabytes (10^6 bytes), three digits below a thousand. */
+void pt_put_mb(pt_buf *out, double mb);
 /* "; fixing it saves 38 ms per step (41% of the step)", with what fixing the worst of
  * several workers alone saves, and why a saving is smaller than the excess. */
 void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_buf *out);

@@ -124,6 +124,11 @@ void pt_put_ms(pt_buf *out, double ms)
     pt_buf_printf(out, ms >= 100 ? "%.0f ms" : "%.3g ms", ms);
 }
 
+void pt_put_mb(pt_buf *out, double mb)
+{
+    pt_buf_printf(out, mb >= 1000 ? "%.0f MB" : "%.3g MB", mb);
+}
+
 void pt_put_saving(const pt_analysis *a, const finding *f, double step_ms, pt_buf *out)
 {
     char pct[PT_PERCENT_LEN];

@@ -347,8 +347,10 @@ static double expected_comm_share(const pt_analysis *a, const pt_whatif *m, cons
     double step = pt_whatif_step_ms(m);
     *busbw = *bytes = 0;
     *transfer_ms = top ? pt_measured_transfer_ms(a, top, busbw, bytes) : 0;
-    if (*transfer_ms <= 0 || step <= 0)
-        return *transfer_ms = 0, EXPECTED_COMM;
+    if (*transfer_ms <= 0 || step <= 0) {
+        *transfer_ms = 0;
+        return EXPECTED_COMM;
+    }
     return fmin(1, *transfer_ms / step);
 }
 
@@ -462,8 +464,9 @@ static void waiting_for_missing(const pt_analysis *a, const pt_whatif *m, const 
     if (transfer > 0) {
         pt_buf_puts(&s, "the ");
         pt_put_ms(&s, transfer);
-        pt_buf_printf(&s, bytes >= 1e9 ? " its largest call (%.0f MB)" : " its largest call (%.3g MB)", bytes / 1e6);
-        pt_buf_printf(&s, " takes at the %.3g GB/s the links reached (their counters' fastest sample): the "
+        pt_buf_puts(&s, " its largest call (");
+        pt_put_mb(&s, bytes / 1e6);
+        pt_buf_printf(&s, ") takes at the %.3g GB/s the links reached (their counters' fastest sample): the "
                           "collective's own transfer, which no rank's arrival shortens.",
                       busbw);
     } else {

@@ -422,7 +422,7 @@ static void common_communication(const pt_analysis *a, const pt_whatif *m, findi
  * DDP's last bucket, which no backward hides, is the largest where buckets are the
  * default, and where another is, the saving said is the smaller), else the 10% of the
  * step communication is expected to take (synthetic absent_straggler, measured: 18.0%
- * for a true 17.9% at 16 workers, 16.6% for 16.5% at 8; h200 kineto_slowdata_r3
+ * for a true 17.9% at 16 workers, 15.7% for 16.5% at 8; h200 kineto_slowdata_r3
  * without rank 3's trace, gloo, no counters: 51.6% for rank 3's 41.6%). */
 static void waiting_for_missing(const pt_analysis *a, const pt_whatif *m, const pt_job_gaps *gaps, finding_list *list)
 {
